@@ -1,0 +1,229 @@
+"""Shared helpers for the benchmarks in bench/: servers, a load generator, reporting.
+
+Nothing here is timed by itself. A benchmark starts its servers with `Server`, drives them
+with `LoadGenerator.run()` and prints the figures with `print_report()`.
+"""
+
+import http.client
+import json
+import math
+import multiprocessing
+import os
+import signal
+import socket
+import subprocess
+import time
+
+#: The root of the checkout (bench/ lives directly under it).
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: How long a server may take to answer its health route before we give up.
+START_TIMEOUT = 20.0
+
+#: Linux only. gevent.pywsgi sends a response's headers and body in two send() calls, so with
+#: Nagle on (the default) a small body waits for the client's delayed ACK: ~40 ms per request
+#: on a keep-alive connection, for any server "served the same way". The clients therefore
+#: ask for an immediate ACK after each request, so the figures show the servers' own work.
+TCP_QUICKACK = getattr(socket, "TCP_QUICKACK", None)
+
+
+def quickack(conn):
+    """ Make the kernel ACK the coming response at once (see TCP_QUICKACK above). """
+    if TCP_QUICKACK is not None and conn.sock is not None:
+        conn.sock.setsockopt(socket.IPPROTO_TCP, TCP_QUICKACK, 1)
+
+
+def free_port():
+    """ A TCP port on 127.0.0.1 that nothing listens on right now. """
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def request(conn, method, path, body=None):
+    """ One JSON request on a keep-alive connection: returns (status, parsed body or None). """
+    data = None if body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"} if data is not None else {}
+    conn.request(method, path, body=data, headers=headers)
+    quickack(conn)
+    resp = conn.getresponse()
+    raw = resp.read()
+    try:
+        return resp.status, json.loads(raw) if raw else None
+    except ValueError:
+        return resp.status, raw.decode(errors="replace")
+
+
+class Server:
+    """ A server subprocess on 127.0.0.1:<free port>, its output in `log_path`.
+
+    Use as a context manager: entering waits until `health_path` answers 200 (or raises
+    with the log's tail), leaving sends SIGTERM and waits (SIGKILL after 10 s).
+    """
+
+    def __init__(self, name, argv, log_path, health_path, port):
+        self.name, self.argv, self.log_path = name, argv, log_path
+        self.health_path, self.port = health_path, port
+        self.proc = None
+
+    def __enter__(self):
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(self.argv, cwd=REPO_ROOT, stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def _wait_healthy(self):
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} before "
+                                   f"answering {self.health_path}:\n{self.log_tail()}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                status, _ = request(conn, "GET", self.health_path)
+                conn.close()
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.name} did not answer {self.health_path} within "
+                           f"{START_TIMEOUT:.0f} s:\n{self.log_tail()}")
+
+    def stop(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            print(f"warning: {self.name} ignored SIGTERM for 10 s, killing it")
+            self.proc.kill()
+            self.proc.wait()
+
+    def log_tail(self, lines=30):
+        with open(self.log_path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+
+
+# Load generator ###########################################################################
+
+def _client(port, method, path, body_template, start_at, warmup, seconds, worker_id,
+            fast_ack):
+    """ One client process: a keep-alive connection sending requests back to back.
+
+    Waits until `start_at` (time.monotonic(), which is system-wide on Linux), warms up for
+    `warmup` s, then records latencies of requests started during the next `seconds` s.
+    `body_template` (or None) has "{n}" replaced by a unique request number. `fast_ack`
+    asks for immediate ACKs (see TCP_QUICKACK).
+    """
+    headers = {"Content-Type": "application/json"} if body_template else {}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    latencies, errors, n, t1 = [], 0, 0, 0.0
+    time.sleep(max(0.0, start_at - time.monotonic()))
+    measure_from = start_at + warmup
+    stop_at = measure_from + seconds
+    while True:
+        t0 = time.monotonic()
+        if t0 >= stop_at:
+            break
+        n += 1
+        body = body_template.replace("{n}", f"{worker_id}-{n}").encode() if body_template else None
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            if fast_ack:
+                quickack(conn)
+            resp = conn.getresponse()
+            resp.read()
+            ok = 200 <= resp.status < 300
+        except (OSError, http.client.HTTPException):
+            conn.close()  # reconnects on the next request
+            ok = False
+        t1 = time.monotonic()
+        if t0 >= measure_from:
+            latencies.append(t1 - t0)
+            errors += not ok
+    conn.close()
+    elapsed = max(t1, stop_at) - measure_from if latencies else seconds
+    return latencies, errors, elapsed
+
+
+class LoadGenerator:
+    """ `clients` worker processes, kept for the whole run (their start-up is never timed). """
+
+    def __init__(self, clients, warmup=1.0, fast_ack=True):
+        self.clients, self.warmup, self.fast_ack = clients, warmup, fast_ack
+        # Workers ignore Ctrl-C: the main process stops them (and the servers) on its way out.
+        self.pool = multiprocessing.get_context("fork").Pool(
+            clients, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
+
+    def close(self):
+        self.pool.terminate()
+        self.pool.join()
+
+    def run(self, port, method, path, seconds, body_template=None):
+        """ Returns {"rps", "p50_ms", "p99_ms", "requests", "errors"} for one measurement. """
+        start_at = time.monotonic() + 0.2
+        args = [(port, method, path, body_template, start_at, self.warmup, seconds, i,
+                 self.fast_ack) for i in range(self.clients)]
+        results = self.pool.starmap(_client, args)
+        latencies = sorted(lat for lats, _, _ in results for lat in lats)
+        if not latencies:
+            raise RuntimeError(f"no request to {method} {path} completed")
+        return {
+            "rps": sum(len(lats) / elapsed for lats, _, elapsed in results),
+            "p50_ms": percentile(latencies, 0.50) * 1000,
+            "p99_ms": percentile(latencies, 0.99) * 1000,
+            "requests": len(latencies),
+            "errors": sum(errors for _, errors, _ in results),
+        }
+
+
+def percentile(sorted_values, q):
+    """ Nearest-rank percentile of an already sorted, non-empty list. """
+    index = math.ceil(q * len(sorted_values)) - 1
+    return sorted_values[max(0, min(len(sorted_values) - 1, index))]
+
+
+# Reporting ################################################################################
+
+def best_of(runs):
+    """ The best figure of several rounds: highest req/s, lowest latencies. """
+    return {
+        "rps": max(r["rps"] for r in runs),
+        "p50_ms": min(r["p50_ms"] for r in runs),
+        "p99_ms": min(r["p99_ms"] for r in runs),
+    }
+
+
+def ratios(name, ours, baseline):
+    """ Rows (figure, ours, baseline, ratio) where a higher ratio is always better. """
+    return [
+        (f"{name}_rps", ours["rps"], baseline["rps"], ours["rps"] / baseline["rps"]),
+        (f"{name}_p50", ours["p50_ms"], baseline["p50_ms"], baseline["p50_ms"] / ours["p50_ms"]),
+        (f"{name}_p99", ours["p99_ms"], baseline["p99_ms"], baseline["p99_ms"] / ours["p99_ms"]),
+    ]
+
+
+def print_report(rows, goal):
+    """ The table, then one grep-friendly `ratio <figure> <x> (goal >= <goal>)` line each. """
+    def fmt(figure, value):
+        return f"{value:.0f} req/s" if figure.endswith("_rps") else f"{value:.2f} ms"
+
+    print()
+    print(f"{'figure':<18} {'taskboard':>13} {'baseline':>13} {'ratio':>7}  goal")
+    for figure, ours, base, ratio in rows:
+        mark = "ok" if ratio >= goal else "MISSED"
+        print(f"{figure:<18} {fmt(figure, ours):>13} {fmt(figure, base):>13} {ratio:>6.2f}x"
+              f"  >= {goal}x  {mark}")
+    print()
+    for figure, _, _, ratio in rows:
+        print(f"ratio {figure} {ratio:.2f} (goal >= {goal})")

@@ -1,0 +1,222 @@
+"""Taskboard API throughput and latency, as ratios against a bare bottle + gevent baseline.
+
+Run it by hand from anywhere (it is not a test):
+
+    python bench/api.py                 # 5 s per figure, 4 clients, 2 rounds
+    python bench/api.py --quick         # smoke test: 1 s per figure, 1 round
+    python bench/api.py --plain-client  # no TCP_QUICKACK (see below)
+
+What it measures, each for `--seconds` after a 1 s warm-up, with `--clients` client
+processes that each send requests back to back on one keep-alive connection:
+
+  list_tasks   GET  /api/projects/:id/tasks on a project holding 1,000 tasks
+  create_task  POST /api/projects/:id/tasks {"title", "description", "priority"}
+               (into a fresh project per round, so the listed project stays at 1,000)
+
+The baseline is a tiny bottle app, monkey-patched and served exactly like Taskboard
+(gevent.pywsgi.WSGIServer + geventwebsocket's WebSocketHandler, log=None), in its own
+process: GET /bare/tasks re-serialises, per request, the very list Taskboard returned (same
+bytes), and POST /bare/tasks parses the JSON body and echoes it with 201. Baseline and
+Taskboard run alternately (baseline, taskboard, baseline, taskboard, ...) on the same
+machine with the same clients; each side's best round is kept.
+
+The clients set TCP_QUICKACK after each request (Linux). Without it, gevent.pywsgi's
+separate header and body writes meet Nagle and the client's delayed ACK, and every small
+response takes ~40 ms on both sides: the figures would time the kernel, not the servers.
+--plain-client turns that off to show what an ordinary keep-alive client sees.
+
+How to read the output: one line per measurement while it runs, then a table with
+Taskboard's figure, the baseline's, and the ratio, where higher is always better:
+taskboard/baseline for req/s, baseline/taskboard for p50 and p99 latency. A ratio of 0.6
+means "60 % of what bare bottle + gevent manages". The goal is >= 0.5 for every ratio.
+The last lines, `ratio <figure> <x> (goal >= 0.5)`, are meant for grep. Absolute numbers
+are only comparable within one run: the clients share the CPU with both servers.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import sys
+import tempfile
+
+from _common import LoadGenerator, Server, best_of, free_port, print_report, ratios, request
+
+GOAL = 0.5
+TASK_COUNT = 1000
+CREATE_BODY = json.dumps({"title": "bench task {n}",
+                          "description": "A task created by bench/api.py to time task creation.",
+                          "priority": 1})
+
+#: The baseline server, written into the temp dir and run as its own process.
+BASELINE_SERVER = '''\
+from gevent import monkey; monkey.patch_all()
+import json, sys
+import bottle
+from gevent.pywsgi import WSGIServer
+from geventwebsocket.handler import WebSocketHandler
+
+port, payload_path, separators = int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+with open(payload_path, encoding="utf-8") as f:
+    TASKS = json.load(f)
+app = bottle.Bottle()
+
+@app.get("/bare/health")
+def health():
+    return {"ok": True}
+
+@app.get("/bare/tasks")
+def list_tasks():
+    bottle.response.content_type = "application/json"
+    return json.dumps(TASKS, separators=separators)
+
+@app.post("/bare/tasks")
+def create_task():
+    task = json.loads(bottle.request.body.read())
+    bottle.response.status = 201
+    return task
+
+WSGIServer(("127.0.0.1", port), app, handler_class=WebSocketHandler, log=None).serve_forever()
+'''
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="measured time per figure")
+    parser.add_argument("--clients", type=int, default=4, help="client processes")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds per side")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 1 s, 1 round")
+    parser.add_argument("--plain-client", action="store_true",
+                        help="do not set TCP_QUICKACK on the clients' sockets")
+    args = parser.parse_args()
+    args.warmup = 1.0
+    if args.quick:
+        args.seconds, args.rounds, args.warmup = 1.0, 1, 0.5
+    return args
+
+
+def connect(port):
+    return http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+
+def create_project(port, slug, working_dir):
+    """ POST /api/projects; returns the new project's id. """
+    conn = connect(port)
+    status, body = request(conn, "POST", "/api/projects",
+                           {"name": f"Bench {slug}", "slug": slug, "workingDir": working_dir})
+    conn.close()
+    if status != 201:
+        raise RuntimeError(f"POST /api/projects answered {status}: {body}")
+    return body["id"]
+
+
+def seed_tasks(port, project_id):
+    """ TASK_COUNT tasks with varied priorities, through the API. """
+    conn = connect(port)
+    for i in range(TASK_COUNT):
+        task = {"title": f"seeded task {i}", "priority": i % 4,
+                "description": f"Seeded by bench/api.py; task {i} of {TASK_COUNT}."}
+        status, body = request(conn, "POST", f"/api/projects/{project_id}/tasks", task)
+        if status != 201:
+            raise RuntimeError(f"POST /api/projects/{project_id}/tasks answered {status}: {body}")
+    conn.close()
+
+
+def fetch_raw(port, path):
+    conn = connect(port)
+    conn.request("GET", path)
+    resp = conn.getresponse()
+    raw = resp.read()
+    conn.close()
+    if resp.status != 200:
+        raise RuntimeError(f"GET {path} answered {resp.status}: {raw[:300]!r}")
+    return raw
+
+
+def matching_separators(raw):
+    """ The json.dumps separators that reproduce Taskboard's list body byte for byte. """
+    tasks = json.loads(raw)
+    if len(tasks) != TASK_COUNT:
+        raise RuntimeError(f"the seeded project lists {len(tasks)} tasks, not {TASK_COUNT}")
+    for separators in (None, (",", ":")):
+        if json.dumps(tasks, separators=separators).encode() == raw:
+            return separators
+    print("warning: could not reproduce Taskboard's list body exactly; using json.dumps "
+          f"defaults ({len(json.dumps(tasks))} bytes vs Taskboard's {len(raw)})")
+    return None
+
+
+def main():
+    args = parse_args()
+    print(f"bench/api.py: {args.clients} clients, {args.seconds:g} s per figure after "
+          f"{args.warmup:g} s warm-up, {args.rounds} round(s), {os.cpu_count()} CPUs"
+          f"{', plain clients (no TCP_QUICKACK)' if args.plain_client else ''}")
+    with tempfile.TemporaryDirectory(prefix="taskboard-bench-") as tmp:
+        load = LoadGenerator(args.clients, args.warmup, fast_ack=not args.plain_client)
+        try:
+            run(args, tmp, load)
+        except KeyboardInterrupt:
+            sys.exit("interrupted")
+        finally:
+            load.close()
+
+
+def run(args, tmp, load):
+    tb_port = free_port()
+    taskboard = Server("taskboard", [sys.executable, "taskboard.py", "--port", str(tb_port),
+                                     "--db", os.path.join(tmp, "taskboard.db")],
+                       os.path.join(tmp, "taskboard.log"), "/api/health", tb_port)
+    with taskboard:
+        list_project = create_project(tb_port, "bench", tmp)
+        seed_tasks(tb_port, list_project)
+        list_path = f"/api/projects/{list_project}/tasks"
+        raw = fetch_raw(tb_port, list_path)
+        payload_path = os.path.join(tmp, "tasks.json")
+        with open(payload_path, "wb") as f:
+            f.write(raw)
+        baseline_path = os.path.join(tmp, "baseline_server.py")
+        with open(baseline_path, "w") as f:
+            f.write(BASELINE_SERVER)
+
+        base_port = free_port()
+        separators = json.dumps(matching_separators(raw))
+        baseline = Server("baseline", [sys.executable, baseline_path, str(base_port),
+                                       payload_path, separators],
+                          os.path.join(tmp, "baseline.log"), "/bare/health", base_port)
+        with baseline:
+            base_raw = fetch_raw(base_port, "/bare/tasks")
+            print(f"task list payload: taskboard {len(raw)} bytes, baseline {len(base_raw)} "
+                  f"bytes ({TASK_COUNT} tasks)")
+            results = measure(args, load, tmp, tb_port, base_port, list_path)
+
+    rows = []
+    for figure in ("list_tasks", "create_task"):
+        rows += ratios(figure, best_of(results[figure]["taskboard"]),
+                       best_of(results[figure]["baseline"]))
+    print_report(rows, GOAL)
+
+
+def measure(args, load, tmp, tb_port, base_port, list_path):
+    """ Alternating rounds; returns {figure: {side: [result per round]}}. """
+    results = {f: {"baseline": [], "taskboard": []} for f in ("list_tasks", "create_task")}
+    for round_no in range(1, args.rounds + 1):
+        create_project_id = create_project(tb_port, f"bench-create-{round_no}", tmp)
+        plan = [
+            ("list_tasks", "baseline", base_port, "GET", "/bare/tasks", None),
+            ("list_tasks", "taskboard", tb_port, "GET", list_path, None),
+            ("create_task", "baseline", base_port, "POST", "/bare/tasks", CREATE_BODY),
+            ("create_task", "taskboard", tb_port, "POST",
+             f"/api/projects/{create_project_id}/tasks", CREATE_BODY),
+        ]
+        for figure, side, port, method, path, body in plan:
+            r = load.run(port, method, path, args.seconds, body)
+            results[figure][side].append(r)
+            errors = f", {r['errors']} ERRORS (non-2xx or dropped)" if r["errors"] else ""
+            print(f"round {round_no} {figure:<11} {side:<9} {r['rps']:8.0f} req/s  "
+                  f"p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  "
+                  f"({r['requests']} requests{errors})", flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,2495 @@
+from gevent import monkey; monkey.patch_all()  # noqa: E702 -- first, before any other import
+
+__doc__ = """taskboard: a self-hosted project and task board that drives AI coding agents.
+
+Run:   python taskboard.py [--host H] [--port P] [--db PATH] [--agent-command CMD] [--token T]
+Test:  python -m pytest
+
+One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
+
+    CONFIGURATION · ERRORS · UTILITIES · FIELDS · STORE · EVENTS · SERVICES ·
+    HTTP PLUMBING · ROUTES · WEBSOCKET · OPENAPI · MAIN
+
+Layers: ROUTES call SERVICES; only SERVICES change state (one transaction each, events
+published after commit); only STORE touches the database.  The contract is
+shared/design.md and shared/spec/interface.md.
+"""
+
+import argparse
+import collections
+import contextlib
+import datetime as dt
+import functools
+import itertools
+import json
+import logging
+import mimetypes
+import os
+import re
+import shlex
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import unicodedata
+
+import bottle
+import dataset
+import gevent
+import gevent.event
+import gevent.queue
+from gevent import pywsgi
+from geventwebsocket.exceptions import WebSocketError
+from geventwebsocket.handler import WebSocketHandler
+
+__version__ = "0.1.0"
+
+
+# =============================================================================
+# CONFIGURATION
+# =============================================================================
+
+log = logging.getLogger("taskboard")
+
+#: The five task statuses, in board order.
+STATUSES = ("backlog", "in_progress", "testing", "done", "failed")
+TASK_TYPES = ("feature", "bugfix", "refactor", "docs", "test", "chore")
+MODELS = ("model_large", "model_medium", "model_small")
+EFFORTS = ("low", "medium", "high")
+PERMISSION_MODES = ("auto-accept", "allow-tools", "default")
+PLATFORMS = ("platform_a", "platform_b", "platform_c", "custom")
+LANGUAGES = ("en", "tr")
+#: Events a webhook may subscribe to: the spec's five plus our task:failed.
+WEBHOOK_EVENTS = ("task:created", "task:started", "task:completed", "task:approved",
+                  "task:changes_requested", "task:failed")
+#: Priority numbers as words, for {{priority}} in templates.
+PRIORITY_NAMES = ("low", "medium", "high", "urgent")
+
+#: Request bodies larger than this are refused with 413 (attachments have their own limit).
+MAX_BODY_BYTES = 1024 * 1024
+MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+#: How many published events /ws keeps for ?since= replay.
+EVENT_BUFFER_SIZE = 20_000
+#: A /ws client with more unsent messages than this is sent `resync` and dropped.
+CLIENT_QUEUE_LIMIT = 5_000
+WS_PING_SECONDS = 25
+WS_SEND_TIMEOUT_SECONDS = 10
+#: Agent log entries are written and published at most this often per task.
+LOG_FLUSH_SECONDS = 0.1
+
+#: Every event a /ws client can receive, with what its data holds.
+EVENT_TYPES = {
+    "project:created": "a project was created; data is the full project",
+    "project:updated": "a project changed; data is the full project",
+    "project:deleted": "a project and everything in it was removed; data is {id}",
+    "task:created": "a task was created; data is the full task",
+    "task:updated": "a task changed (fields, status, usage, run state); data is the full task",
+    "task:deleted": "a task was removed; data is {id, projectId}",
+    "task:log": "new log entries of a task: {taskId, projectId, entries}; only with ?logs=",
+    "task:usage": "live token usage of a running task: {taskId, projectId, ...}",
+    "template:created": "a template was created; data is the template",
+    "template:updated": "a template changed; data is the template",
+    "template:deleted": "a template was removed; data is {id, projectId}",
+    "snippet:created": "a snippet was created; data is the snippet",
+    "snippet:updated": "a snippet changed; data is the snippet",
+    "snippet:deleted": "a snippet was removed; data is {id, projectId}",
+    "webhook:created": "a webhook was created; data is the webhook",
+    "webhook:updated": "a webhook changed; data is the webhook",
+    "webhook:deleted": "a webhook was removed; data is {id, projectId}",
+    "webhook:delivery": "a webhook delivery attempt was recorded",
+    "settings:updated": "application settings changed; data is the full settings object",
+    "resync": "the replay gap is gone or the client fell behind: refetch everything",
+    "ping": "keep-alive every 25 s, without seq; ignore it",
+}
+
+#: Command-line options; each has an environment twin.
+Option = collections.namedtuple("Option", "flag env default help")
+OPTIONS = (
+    Option("--host", "TASKBOARD_HOST", "127.0.0.1", "address to bind"),
+    Option("--port", "TASKBOARD_PORT", "4000", "port to bind (0 picks a free one)"),
+    Option("--db", "TASKBOARD_DB", None, "SQLite database path; its folder becomes the data dir"),
+    Option("--agent-command", "TASKBOARD_AGENT_COMMAND", "claude", "agent CLI to run"),
+    Option("--token", "TASKBOARD_TOKEN", None, "API token (required to bind a non-loopback host)"),
+)
+#: Environment-only settings.
+ENV_SETTINGS = (
+    Option(None, "TASKBOARD_RETRY_BASE_SECONDS", "30", "base of the retry backoff"),
+    Option(None, "TASKBOARD_ALLOWED_HOSTS", "", "extra Host names to accept, comma-separated"),
+    Option(None, "TASKBOARD_GIT_HOST_API", "https://api.github.com", "source-host REST API"),
+    Option(None, "TASKBOARD_GIT_HOST_TOKEN", None, "source-host token (else GITHUB_TOKEN)"),
+    Option(None, "STATE_DIRECTORY", None, "data dir under systemd (when --db is not given)"),
+    Option(None, "XDG_DATA_HOME", "~/.local/share", "data dir base otherwise"),
+)
+
+#: runtime holds every process-wide object; built by init() in MAIN.
+runtime = None
+
+
+# =============================================================================
+# ERRORS
+# =============================================================================
+
+class ApiError(Exception):
+    """An error a client caused or must see; carries the HTTP status and code."""
+    status = 400
+    code = "validation_error"
+
+    def __init__(self, message, field=None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def body(self):
+        out = {"error": self.message, "code": self.code}
+        if self.field is not None:
+            out["field"] = self.field
+        return out
+
+
+class Invalid(ApiError):
+    """A value in the request is wrong."""
+
+
+class InvalidJson(ApiError):
+    """The body is not the JSON it claims to be."""
+    code = "invalid_json"
+
+
+class NotFound(ApiError):
+    """The id in the URL does not exist."""
+    status = 404
+    code = "not_found"
+
+
+class Conflict(ApiError):
+    """The request clashes with the current state."""
+    status = 409
+    code = "conflict"
+
+
+class Forbidden(ApiError):
+    """The request may not be made from where it came."""
+    status = 403
+    code = "forbidden"
+
+
+class PayloadTooLarge(ApiError):
+    status = 413
+    code = "payload_too_large"
+
+
+class UnsupportedMediaType(ApiError):
+    status = 415
+    code = "unsupported_media_type"
+
+
+# =============================================================================
+# UTILITIES
+# =============================================================================
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def iso(moment: dt.datetime | None) -> str | None:
+    """ISO 8601 UTC with milliseconds and Z, the only timestamp format we write."""
+    if moment is None:
+        return None
+    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + \
+        f"{moment.microsecond // 1000:03d}Z"
+
+
+def now_iso() -> str:
+    return iso(utc_now())
+
+
+def parse_iso(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def local_day_start_iso(moment: dt.datetime | None = None) -> str:
+    """The UTC timestamp of the start of the server-local calendar day."""
+    local = (moment or utc_now()).astimezone()
+    return iso(local.replace(hour=0, minute=0, second=0, microsecond=0))
+
+
+def json_dumps(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def slugify(text: str, limit: int = 40) -> str:
+    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug[:limit].strip("-") or "untitled"
+
+
+def safe_file_name(name: str) -> str:
+    """A file name that cannot leave its folder or hide: no paths, no dot files."""
+    name = unicodedata.normalize("NFC", os.path.basename(name.replace("\\", "/")))
+    name = re.sub(r"[^\w.\- ]+", "_", name).strip(" .")
+    return name[:120] or "file"
+
+
+def project_key_from_slug(slug: str) -> str:
+    """Initials of the slug's parts (2..4 letters), else its first 3 letters, else P."""
+    parts = [p for p in slug.split("-") if p]
+    initials = [p[0] for p in parts if p[0].isalpha()][:4]
+    if len(parts) >= 2 and len(initials) >= 2:
+        return "".join(initials).upper()
+    letters = [c for c in slug if c.isalpha()][:3]
+    return "".join(letters).upper() or "P"
+
+
+# =============================================================================
+# FIELDS
+# =============================================================================
+# One table per resource says, for every field: its API name, its column, its type, whether
+# it is required, writable or read-only, its default and its limits.  Validation, reads,
+# the OpenAPI document and the README's field lists all come from these tables.
+
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+BRANCH_RE = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/-]{1,200}(?<![/.])$")
+URL_RE = re.compile(r"^https?://[^\s/?#]+[^\s]*$", re.IGNORECASE)
+
+
+class Field:
+    """One field of a resource as the API sees it.
+
+    kind: str, int, number, bool (JSON boolean out), flag (1/0 out), enum, tags,
+    tools (comma string or array in, comma string out), events (array of event names),
+    secret (write-only), time (read-only timestamp).
+    """
+
+    def __init__(self, name, kind, *, column=None, required=False, default=None,
+                 nullable=False, choices=None, lo=None, hi=None, maxlen=None, pattern=None,
+                 readonly=False, create_only=False, check=None, doc=""):
+        self.name, self.kind = name, kind
+        self.column = column or name
+        self.required, self.default, self.nullable = required, default, nullable
+        self.choices, self.lo, self.hi, self.maxlen = choices, lo, hi, maxlen
+        self.pattern, self.check, self.doc = pattern, check, doc
+        self.readonly, self.create_only = readonly, create_only
+
+    def parse(self, value):
+        """Turn a JSON value into the column value, or raise Invalid naming the value."""
+        name = self.name
+        if value is None:
+            if self.nullable:
+                return None
+            raise Invalid(f"{name} must not be null", name)
+        kind = self.kind
+        if kind in ("str", "secret"):
+            if not isinstance(value, str):
+                raise Invalid(f"{name} must be a string, not {json_dumps(value)[:60]}", name)
+            if self.required and not value.strip():
+                raise Invalid(f"{name} must not be empty", name)
+            if self.maxlen and len(value) > self.maxlen:
+                raise Invalid(f"{name} is longer than {self.maxlen} characters", name)
+            if self.pattern and value and not self.pattern.match(value):
+                raise Invalid(f"{name} {value[:80]!r} is not valid: {self.doc}", name)
+        elif kind == "enum":
+            if value not in self.choices:
+                raise Invalid(f"{name} {json_dumps(value)[:60]} is not one of: "
+                              f"{', '.join(self.choices)}", name)
+        elif kind in ("int", "number"):
+            ok = (int,) if kind == "int" else (int, float)
+            if isinstance(value, bool) or not isinstance(value, ok) or value != value:
+                word = "an integer" if kind == "int" else "a number"
+                raise Invalid(f"{name} must be {word}, not {json_dumps(value)[:60]}", name)
+            if not -2**63 <= value < 2**63:
+                raise Invalid(f"{name} {value} is out of range", name)
+            if (self.lo is not None and value < self.lo) or \
+                    (self.hi is not None and value > self.hi):
+                raise Invalid(f"{name} {value} is out of range {self.lo}..{self.hi}", name)
+        elif kind in ("bool", "flag"):
+            if value not in (True, False, 0, 1) or isinstance(value, float):
+                raise Invalid(f"{name} must be true or false, not {json_dumps(value)[:60]}",
+                              name)
+            value = int(bool(value))
+        elif kind == "tags":
+            value = _parse_tags(value, name)
+        elif kind == "tools":
+            value = _parse_tools(value, name)
+        elif kind == "events":
+            if not isinstance(value, list) or not value:
+                raise Invalid(f"{name} must be a non-empty array of event names", name)
+            for event in value:
+                if event not in WEBHOOK_EVENTS:
+                    raise Invalid(f"{name}: {json_dumps(event)[:60]} is not one of: "
+                                  f"{', '.join(WEBHOOK_EVENTS)}", name)
+            value = json_dumps(list(dict.fromkeys(value)))
+        if self.check:
+            self.check(value, name)
+        return value
+
+    def render(self, value):
+        """Turn a column value into its JSON value."""
+        if value is None:
+            return None
+        if self.kind == "bool":
+            return bool(value)
+        if self.kind == "events":
+            return json.loads(value)
+        return value
+
+    def schema(self) -> dict:
+        """The JSON schema of the field, for /api/openapi.json."""
+        types = {"str": "string", "secret": "string", "time": "string", "enum": "string",
+                 "int": "integer", "number": "number", "bool": "boolean", "flag": "integer",
+                 "tags": "string", "tools": "string", "events": "array"}
+        out = {"type": types[self.kind]}
+        if self.kind == "enum":
+            out["enum"] = list(self.choices)
+        if self.kind == "events":
+            out["items"] = {"type": "string", "enum": list(WEBHOOK_EVENTS)}
+        if self.kind == "flag":
+            out["enum"] = [0, 1]
+        if self.kind == "time":
+            out["format"] = "date-time"
+        if self.lo is not None:
+            out["minimum"] = self.lo
+        if self.hi is not None:
+            out["maximum"] = self.hi
+        if self.maxlen:
+            out["maxLength"] = self.maxlen
+        if self.pattern is not None:
+            out["pattern"] = self.pattern.pattern
+        if self.nullable:
+            out["type"] = [out["type"], "null"]
+        if self.default is not None and not callable(self.default):
+            out["default"] = self.default
+        if self.doc:
+            out["description"] = self.doc
+        if self.readonly:
+            out["readOnly"] = True
+        if self.kind == "secret":
+            out["writeOnly"] = True
+        return out
+
+
+def _parse_tags(value, name):
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise Invalid(f"{name} must be a JSON array of strings, not {value[:60]!r}", name)
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise Invalid(f"{name} must be a JSON array of strings", name)
+    return json_dumps(value)
+
+
+def _parse_tools(value, name):
+    if isinstance(value, list):
+        if not all(isinstance(t, str) and t.strip() for t in value):
+            raise Invalid(f"{name} must be tool names", name)
+        return ",".join(t.strip() for t in value)
+    if not isinstance(value, str):
+        raise Invalid(f"{name} must be a comma-separated string or an array of tool names", name)
+    return ",".join(t.strip() for t in value.split(",") if t.strip())
+
+
+def _check_working_dir(value, name):
+    if not os.path.isabs(value):
+        raise Invalid(f"{name} {value!r} must be an absolute path", name)
+    if not os.path.isdir(value):
+        raise Invalid(f"{name} {value!r} is not an existing directory", name)
+
+
+def _check_webhook_url(value, name):
+    if not URL_RE.match(value):
+        raise Invalid(f"{name} {value[:80]!r} must be an http:// or https:// URL", name)
+
+
+def _ro(name, kind="int", **kw):
+    return Field(name, kind, readonly=True, **kw)
+
+
+def _created(column="created_at"):
+    return _ro("createdAt", "time", column=column)
+
+
+PROJECT_FIELDS = (
+    _ro("id"),
+    Field("name", "str", required=True, maxlen=200, doc="display name"),
+    Field("slug", "str", required=True, pattern=SLUG_RE,
+          doc="lowercase letters, digits and dashes, starting with a letter or digit; unique"),
+    _ro("key", "str", doc="prefix of the task keys, derived from the slug once"),
+    Field("workingDir", "str", column="working_dir", required=True, maxlen=4096,
+          check=_check_working_dir, doc="absolute path of an existing directory"),
+    Field("icon", "str", nullable=True, maxlen=200),
+    Field("iconSeed", "str", column="icon_seed", nullable=True, maxlen=200),
+    Field("permissionMode", "enum", column="permission_mode", choices=PERMISSION_MODES,
+          default="default"),
+    Field("allowedTools", "tools", column="allowed_tools", nullable=True,
+          doc="comma-separated tool names (an array is accepted too), for allow-tools"),
+    Field("autoQueue", "flag", column="auto_queue", default=0),
+    Field("maxConcurrent", "int", column="max_concurrent", lo=1, hi=5, default=1),
+    Field("autoBranch", "flag", column="auto_branch", default=0),
+    Field("autoPr", "flag", column="auto_pr", default=0),
+    Field("prBaseBranch", "str", column="pr_base_branch", default="main", pattern=BRANCH_RE,
+          doc="a git branch name"),
+    Field("autoTest", "flag", column="auto_test", default=0),
+    Field("testPrompt", "str", column="test_prompt", default="", maxlen=100_000),
+    Field("taskTimeoutMinutes", "int", column="task_timeout_minutes", nullable=True, lo=0,
+          hi=1440, default=0, doc="0 or null = no timeout"),
+    Field("maxRetries", "int", column="max_retries", lo=0, hi=10, default=2),
+    Field("gitHostRepo", "str", column="git_host_repo", default="", pattern=REPO_RE,
+          doc="owner/repo"),
+    Field("gitHostSyncEnabled", "flag", column="git_host_sync_enabled", default=0),
+    Field("taskBudgetUsd", "number", column="task_budget_usd", nullable=True, lo=0.01,
+          hi=10_000, doc="passed to the agent as --max-budget-usd"),
+    _created(),
+    _ro("updatedAt", "time", column="updated_at"),
+)
+#: The project list entry and summary entry show these fields only.
+PROJECT_LIST_FIELDS = ("id", "name", "slug", "workingDir", "createdAt")
+PROJECT_SUMMARY_FIELDS = ("id", "name", "slug", "workingDir")
+
+TASK_FIELDS = (
+    _ro("id"),
+    _ro("project_id"),
+    Field("title", "str", required=True, maxlen=500),
+    Field("description", "str", default="", maxlen=200_000),
+    Field("status", "enum", choices=STATUSES, default="backlog"),
+    Field("priority", "int", lo=0, hi=3, default=0, doc="0 low .. 3 urgent"),
+    Field("task_type", "enum", choices=TASK_TYPES, default="feature"),
+    Field("model", "enum", choices=MODELS, doc="default: the template's, else settings"),
+    Field("thinking_effort", "enum", choices=EFFORTS, doc="default: the template's, else "
+          "settings"),
+    Field("acceptance_criteria", "str", default="", maxlen=100_000),
+    Field("tags", "tags", nullable=True, doc="a string holding a JSON array of strings"),
+    Field("parent_task_id", "int", nullable=True, create_only=True,
+          doc="a task of the same project; set only on create"),
+    _ro("task_key", "str"),
+    _ro("created_at", "time"), _ro("updated_at", "time"), _ro("started_at", "time"),
+    _ro("completed_at", "time"), _ro("retry_count"), _ro("is_running", "bool"),
+    _ro("awaiting_subtasks", "bool"), _ro("branch_name", "str"), _ro("pr_url", "str"),
+    _ro("session_id", "str"), _ro("input_tokens"), _ro("output_tokens"),
+    _ro("cache_read_tokens"), _ro("cache_creation_tokens"), _ro("total_cost", "number"),
+    _ro("work_duration_ms"), _ro("revision_count"), _ro("queue_position"),
+)
+
+TEMPLATE_FIELDS = (
+    _ro("id"), _ro("projectId", column="project_id"),
+    Field("name", "str", required=True, maxlen=200),
+    Field("content", "str", required=True, maxlen=200_000,
+          doc="text with {{project_name}} {{task_title}} {{task_type}} {{priority}} {{model}}"),
+    Field("taskType", "enum", column="task_type", choices=TASK_TYPES, nullable=True),
+    Field("model", "enum", choices=MODELS, nullable=True),
+    Field("thinkingEffort", "enum", column="thinking_effort", choices=EFFORTS, nullable=True),
+    _created(),
+)
+
+SNIPPET_FIELDS = (
+    _ro("id"), _ro("projectId", column="project_id"),
+    Field("name", "str", required=True, maxlen=200),
+    Field("content", "str", required=True, maxlen=200_000),
+    Field("enabled", "bool", default=1),
+    _created(),
+)
+
+WEBHOOK_FIELDS = (
+    _ro("id"), _ro("projectId", column="project_id"),
+    Field("platform", "enum", choices=PLATFORMS, required=True),
+    Field("url", "str", required=True, maxlen=2000, check=_check_webhook_url),
+    Field("events", "events", column="events_json", required=True),
+    Field("enabled", "bool", default=1),
+    Field("secret", "secret", nullable=True, maxlen=500,
+          doc="write-only; signs custom payloads (X-Taskboard-Signature)"),
+    _ro("hasSecret", "bool", column="has_secret"),
+    _created(),
+)
+
+SETTINGS_FIELDS = (
+    Field("confirmBeforeDelete", "bool", default=1,
+          doc="show a confirmation before deleting tasks"),
+    Field("defaultModel", "enum", choices=MODELS, default="model_medium",
+          doc="model of new tasks"),
+    Field("defaultEffort", "enum", choices=EFFORTS, default="medium",
+          doc="thinking effort of new tasks"),
+    Field("language", "enum", choices=LANGUAGES, default="en", doc="board language"),
+    Field("autoOpenTerminal", "bool", default=0, doc="open the log panel when a task starts"),
+    Field("soundEnabled", "bool", default=1, doc="play a sound when a task completes"),
+    Field("dailyCostLimit", "number", nullable=True, lo=0, hi=1_000_000,
+          doc="USD; when today's cost reaches it the queue starts nothing new"),
+    Field("agentIdleTimeoutMinutes", "int", lo=0, hi=1440, default=60,
+          doc="kill a run without output for this long; 0 = off"),
+    Field("logRetentionDays", "int", nullable=True, lo=1, hi=36500,
+          doc="delete agent logs older than this; null = keep forever"),
+)
+
+#: Log entry and revision shapes (read-only), for the OpenAPI document.
+LOG_FIELDS = (
+    _ro("id"), _ro("taskId", column="task_id"), _ro("runId", column="run_id"),
+    _ro("createdAt", "time", column="created_at"), _ro("kind", "str"), _ro("message", "str"),
+    _ro("tool", "str"), _ro("isError", "bool", column="is_error"),
+    _ro("durationMs", column="duration_ms"),
+)
+#: Log entry kinds.
+LOG_KINDS = ("text", "thinking", "tool_call", "tool_result", "system", "stderr", "raw", "status")
+REVISION_FIELDS = (_ro("id"), _ro("taskId", column="task_id"), _ro("feedback", "str"),
+                   _created())
+ATTACHMENT_FIELDS = (_ro("id"), _ro("taskId", column="task_id"), _ro("fileName", "str",
+                     column="file_name"), _ro("mimeType", "str", column="mime_type"),
+                     _ro("size"), _created())
+
+
+def validate(fields, body, *, partial=False, defaults=True) -> dict:
+    """Check a request body against a field table; return {column: value}.
+
+    Unknown fields are refused (a typo must never be dropped silently); read-only fields
+    are ignored so a client may PUT what it GOT.  With partial=False, required fields
+    must be present and missing ones get their defaults.
+    """
+    if not isinstance(body, dict):
+        raise Invalid("the request body must be a JSON object")
+    by_name = {f.name: f for f in fields}
+    out = {}
+    for name, value in body.items():
+        field = by_name.get(name)
+        if field is None:
+            raise Invalid(f"unknown field {name!r}", name)
+        if field.readonly or (partial and field.create_only):
+            continue
+        out[field.column] = field.parse(value)
+    if not partial:
+        for field in fields:
+            if field.readonly or field.column in out:
+                continue
+            if field.required:
+                raise Invalid(f"{field.name} is required", field.name)
+            if defaults and field.default is not None:
+                out[field.column] = field.default
+    return out
+
+
+def render(fields, row, only=None) -> dict:
+    """A stored row as the API shows it (write-only fields never leave)."""
+    return {name: (convert(row.get(column)) if convert else row.get(column))
+            for name, column, convert in _render_plan(fields, only)}
+
+
+@functools.lru_cache(maxsize=None)
+def _render_plan(fields, only=None):
+    def convert(field):
+        return field.render if field.kind in ("bool", "events") else None
+    return tuple((f.name, f.column, convert(f)) for f in fields
+                 if f.kind != "secret" and (only is None or f.name in only))
+
+
+# =============================================================================
+# STORE
+# =============================================================================
+# dataset owns the connections and transactions (WAL, foreign keys, one pooled connection
+# released at the end of every `with db`); statements are plain parameterised SQL run on
+# that transaction's connection, which is several times faster than going through
+# SQLAlchemy for every row.  Every store function is one transaction under WRITE_LOCK,
+# a gevent lock (sqlite's busy wait would freeze the hub), with no I/O inside.
+
+#: Serialises transactions; cooperative because it is created after monkey-patching.
+WRITE_LOCK = threading.RLock()
+
+#: Schema changes in order.  Never edit an applied one: append a new one.
+MIGRATIONS = (
+    ("0001_initial", """
+CREATE TABLE projects (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  slug TEXT NOT NULL UNIQUE,
+  key TEXT NOT NULL UNIQUE,
+  working_dir TEXT NOT NULL,
+  icon TEXT,
+  icon_seed TEXT,
+  permission_mode TEXT NOT NULL DEFAULT 'default',
+  allowed_tools TEXT,
+  auto_queue INTEGER NOT NULL DEFAULT 0,
+  max_concurrent INTEGER NOT NULL DEFAULT 1,
+  auto_branch INTEGER NOT NULL DEFAULT 0,
+  auto_pr INTEGER NOT NULL DEFAULT 0,
+  pr_base_branch TEXT NOT NULL DEFAULT 'main',
+  auto_test INTEGER NOT NULL DEFAULT 0,
+  test_prompt TEXT NOT NULL DEFAULT '',
+  task_timeout_minutes INTEGER DEFAULT 0,
+  max_retries INTEGER NOT NULL DEFAULT 2,
+  git_host_repo TEXT NOT NULL DEFAULT '',
+  git_host_sync_enabled INTEGER NOT NULL DEFAULT 0,
+  task_budget_usd REAL,
+  task_counter INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+CREATE TABLE tasks (
+  id INTEGER PRIMARY KEY,
+  project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  parent_task_id INTEGER REFERENCES tasks(id) ON DELETE SET NULL,
+  task_key TEXT NOT NULL UNIQUE,
+  title TEXT NOT NULL,
+  description TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL DEFAULT 'backlog',
+  priority INTEGER NOT NULL DEFAULT 0,
+  task_type TEXT NOT NULL DEFAULT 'feature',
+  model TEXT NOT NULL,
+  thinking_effort TEXT NOT NULL,
+  acceptance_criteria TEXT NOT NULL DEFAULT '',
+  tags TEXT,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  started_at TEXT,
+  completed_at TEXT,
+  in_progress_since TEXT,
+  retry_count INTEGER NOT NULL DEFAULT 0,
+  is_running INTEGER NOT NULL DEFAULT 0,
+  awaiting_subtasks INTEGER NOT NULL DEFAULT 0,
+  branch_name TEXT,
+  pr_url TEXT,
+  session_id TEXT,
+  input_tokens INTEGER NOT NULL DEFAULT 0,
+  output_tokens INTEGER NOT NULL DEFAULT 0,
+  cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+  cache_creation_tokens INTEGER NOT NULL DEFAULT 0,
+  total_cost REAL NOT NULL DEFAULT 0,
+  work_duration_ms INTEGER NOT NULL DEFAULT 0,
+  revision_count INTEGER NOT NULL DEFAULT 0,
+  queue_position INTEGER
+);
+CREATE INDEX tasks_by_project ON tasks(project_id, priority DESC, queue_position, created_at, id);
+CREATE INDEX tasks_by_parent ON tasks(parent_task_id);
+CREATE TABLE revisions (
+  id INTEGER PRIMARY KEY,
+  task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  feedback TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX revisions_by_task ON revisions(task_id, id);
+CREATE TABLE attachments (
+  id INTEGER PRIMARY KEY,
+  task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  file_name TEXT NOT NULL,
+  mime_type TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  path TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX attachments_by_task ON attachments(task_id, id);
+CREATE TABLE activity (
+  id INTEGER PRIMARY KEY,
+  project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  task_id INTEGER REFERENCES tasks(id) ON DELETE CASCADE,
+  task_title TEXT NOT NULL,
+  event TEXT NOT NULL,
+  from_status TEXT,
+  to_status TEXT,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX activity_by_project ON activity(project_id, id);
+CREATE INDEX activity_by_task ON activity(task_id);
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  task_id INTEGER REFERENCES tasks(id) ON DELETE SET NULL,
+  project_id INTEGER REFERENCES projects(id) ON DELETE SET NULL,
+  kind TEXT NOT NULL DEFAULT 'task',
+  model TEXT NOT NULL,
+  status TEXT NOT NULL DEFAULT 'running',
+  started_at TEXT NOT NULL,
+  ended_at TEXT,
+  exit_code INTEGER,
+  session_id TEXT,
+  input_tokens INTEGER NOT NULL DEFAULT 0,
+  output_tokens INTEGER NOT NULL DEFAULT 0,
+  cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+  cache_creation_tokens INTEGER NOT NULL DEFAULT 0,
+  cost REAL NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_by_task ON runs(task_id, id);
+CREATE INDEX runs_by_start ON runs(started_at);
+CREATE TABLE logs (
+  id INTEGER PRIMARY KEY,
+  task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  run_id INTEGER,
+  created_at TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  message TEXT NOT NULL,
+  tool TEXT,
+  is_error INTEGER,
+  duration_ms INTEGER
+);
+CREATE INDEX logs_by_task ON logs(task_id, id);
+CREATE TABLE templates (
+  id INTEGER PRIMARY KEY,
+  project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  content TEXT NOT NULL,
+  task_type TEXT,
+  model TEXT,
+  thinking_effort TEXT,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+CREATE INDEX templates_by_project ON templates(project_id, id);
+CREATE TABLE snippets (
+  id INTEGER PRIMARY KEY,
+  project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  content TEXT NOT NULL,
+  enabled INTEGER NOT NULL DEFAULT 1,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+CREATE INDEX snippets_by_project ON snippets(project_id, id);
+CREATE TABLE webhooks (
+  id INTEGER PRIMARY KEY,
+  project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  platform TEXT NOT NULL,
+  url TEXT NOT NULL,
+  events_json TEXT NOT NULL,
+  enabled INTEGER NOT NULL DEFAULT 1,
+  secret TEXT,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+CREATE INDEX webhooks_by_project ON webhooks(project_id, id);
+CREATE TABLE webhook_deliveries (
+  id INTEGER PRIMARY KEY,
+  webhook_id INTEGER NOT NULL REFERENCES webhooks(id) ON DELETE CASCADE,
+  event TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  status INTEGER,
+  ok INTEGER NOT NULL,
+  error TEXT,
+  duration_ms INTEGER,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX deliveries_by_webhook ON webhook_deliveries(webhook_id, id);
+CREATE TABLE settings (
+  name TEXT PRIMARY KEY,
+  value_json TEXT NOT NULL
+);
+"""),
+)
+
+
+class Tx:
+    """The statements of one transaction, run on its raw sqlite3 connection."""
+
+    def __init__(self, connection):
+        self.connection = connection
+
+    def execute(self, sql: str, params=()) -> sqlite3.Cursor:
+        cursor = self.connection.cursor()
+        cursor.row_factory = _dict_row
+        return cursor.execute(sql, params)
+
+    def one(self, sql: str, params=()) -> dict | None:
+        return self.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params=()) -> list[dict]:
+        return self.execute(sql, params).fetchall()
+
+    def value(self, sql: str, params=()):
+        row = self.connection.execute(sql, params).fetchone()
+        return row[0] if row else None
+
+    def exists(self, table: str, row_id: int) -> bool:
+        return self.value(f"SELECT 1 FROM {table} WHERE id = ?", (row_id,)) is not None
+
+    def insert(self, table: str, values: dict) -> int:
+        names = ", ".join(values)
+        marks = ", ".join("?" * len(values))
+        sql = f"INSERT INTO {table} ({names}) VALUES ({marks})"
+        return self.connection.execute(sql, tuple(values.values())).lastrowid
+
+    def update(self, table: str, row_id: int, changes: dict) -> None:
+        if changes:
+            assignments = ", ".join(f"{name} = ?" for name in changes)
+            self.connection.execute(f"UPDATE {table} SET {assignments} WHERE id = ?",
+                                    (*changes.values(), row_id))
+
+
+def _dict_row(cursor, row):
+    return {d[0]: v for d, v in zip(cursor.description, row)}
+
+
+def _marks(values) -> str:
+    return ",".join("?" * len(values))
+
+
+def open_db(path: str) -> dataset.Database:
+    return dataset.connect(
+        f"sqlite:///{path}", ensure_schema=False, sqlite_wal_mode=True,
+        on_connect_statements=["PRAGMA foreign_keys=ON", "PRAGMA synchronous=NORMAL",
+                               "PRAGMA busy_timeout=5000"])
+
+
+@contextlib.contextmanager
+def tx():
+    """The one way to touch the database: a short transaction, committed on exit."""
+    with WRITE_LOCK, runtime.db as db:
+        yield Tx(db.executable.connection.driver_connection)
+
+
+def migrate() -> list[str]:
+    """Apply the migrations not applied yet, each in its own transaction."""
+    with tx() as t:
+        t.connection.execute("CREATE TABLE IF NOT EXISTS _migrations "
+                             "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    applied = []
+    for name, script in MIGRATIONS:
+        with tx() as t:
+            if t.value("SELECT 1 FROM _migrations WHERE name = ?", (name,)):
+                continue
+            # NOTE: the INSERT opens the transaction, so the DDL below is atomic with it.
+            t.insert("_migrations", {"name": name, "applied_at": now_iso()})
+            for statement in script.split(";\n"):
+                if statement.strip():
+                    t.connection.execute(statement)
+        applied.append(name)
+    return applied
+
+
+# --- projects ----------------------------------------------------------------
+
+def project_row(project_id: int) -> dict | None:
+    with tx() as t:
+        return t.one("SELECT * FROM projects WHERE id = ?", (project_id,))
+
+
+def project_rows() -> list[dict]:
+    with tx() as t:
+        return t.all("SELECT * FROM projects ORDER BY id")
+
+
+def project_summary_rows() -> list[dict]:
+    """Every project with its task counts per status under "counts"."""
+    with tx() as t:
+        projects = t.all("SELECT * FROM projects ORDER BY id")
+        counts = t.all("SELECT project_id, status, COUNT(*) AS n FROM tasks "
+                       "GROUP BY project_id, status")
+    by_project = collections.defaultdict(dict)
+    for c in counts:
+        by_project[c["project_id"]][c["status"]] = c["n"]
+    for p in projects:
+        p["counts"] = by_project[p["id"]]
+    return projects
+
+
+def insert_project_row(values: dict) -> dict:
+    """Insert a project, deriving its unique key; raise Conflict on a taken slug."""
+    with tx() as t:
+        if t.value("SELECT 1 FROM projects WHERE slug = ?", (values["slug"],)):
+            raise Conflict(f"slug {values['slug']!r} is already taken", "slug")
+        base = project_key_from_slug(values["slug"])
+        taken = {r["key"] for r in t.all("SELECT key FROM projects WHERE key LIKE ?",
+                                         (base + "%",))}
+        candidates = itertools.chain([base], (f"{base}{n}" for n in itertools.count(2)))
+        key = next(k for k in candidates if k not in taken)
+        now = now_iso()
+        project_id = t.insert("projects", {**values, "key": key, "created_at": now,
+                                           "updated_at": now})
+        return t.one("SELECT * FROM projects WHERE id = ?", (project_id,))
+
+
+def update_project_row(project_id: int, changes: dict) -> dict | None:
+    with tx() as t:
+        if not t.exists("projects", project_id):
+            return None
+        if "slug" in changes and t.value("SELECT 1 FROM projects WHERE slug = ? AND id != ?",
+                                         (changes["slug"], project_id)):
+            raise Conflict(f"slug {changes['slug']!r} is already taken", "slug")
+        t.update("projects", project_id, {**changes, "updated_at": now_iso()})
+        return t.one("SELECT * FROM projects WHERE id = ?", (project_id,))
+
+
+def delete_project_row(project_id: int) -> list[str] | None:
+    """Delete a project and everything in it; return its attachment paths, None if absent."""
+    with tx() as t:
+        if not t.exists("projects", project_id):
+            return None
+        paths = [r["path"] for r in t.all(
+            "SELECT a.path FROM attachments a JOIN tasks k ON k.id = a.task_id "
+            "WHERE k.project_id = ?", (project_id,))]
+        t.execute("DELETE FROM projects WHERE id = ?", (project_id,))
+        return paths
+
+
+# --- tasks -------------------------------------------------------------------
+
+#: The queue's order, which is also the task list's order.
+TASK_ORDER = "priority DESC, queue_position IS NULL, queue_position, created_at, id"
+
+
+def task_row(task_id: int) -> dict | None:
+    with tx() as t:
+        return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+
+
+def task_rows(project_id: int) -> list[dict] | None:
+    with tx() as t:
+        if not t.exists("projects", project_id):
+            return None
+        return t.all(f"SELECT * FROM tasks WHERE project_id = ? ORDER BY {TASK_ORDER}",
+                     (project_id,))
+
+
+def task_detail_rows(task_id: int) -> dict | None:
+    """The task with its revisions, attachments and complete log, read at one moment."""
+    with tx() as t:
+        task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        if task is None:
+            return None
+        for table in ("revisions", "attachments", "logs"):
+            task[table] = t.all(f"SELECT * FROM {table} WHERE task_id = ? ORDER BY id",
+                                (task_id,))
+        return task
+
+
+def insert_task_row(project_id: int, values: dict, fill_defaults) -> dict | None:
+    """Insert a task with the project's next key and record its creation; None if no project.
+
+    fill_defaults(tx, project_id, values) returns the values with omitted model and effort
+    filled in.
+    """
+    with tx() as t:
+        counter = t.value("UPDATE projects SET task_counter = task_counter + 1 "
+                          "WHERE id = ? RETURNING task_counter", (project_id,))
+        if counter is None:
+            return None
+        parent_id = values.get("parent_task_id")
+        if parent_id is not None and not t.value(
+                "SELECT 1 FROM tasks WHERE id = ? AND project_id = ?", (parent_id, project_id)):
+            raise Invalid(f"parent_task_id {parent_id} is not a task of project {project_id}",
+                          "parent_task_id")
+        key = t.value("SELECT key FROM projects WHERE id = ?", (project_id,))
+        now = now_iso()
+        values = {**fill_defaults(t, project_id, values), "project_id": project_id,
+                  "task_key": f"{key}-{counter}", "status": "backlog", "created_at": now,
+                  "updated_at": now}
+        task_id = t.insert("tasks", values)
+        if parent_id is not None:
+            t.execute("UPDATE tasks SET awaiting_subtasks = 1 WHERE id = ?", (parent_id,))
+        t.insert("activity", {"project_id": project_id, "task_id": task_id,
+                              "task_title": values["title"], "event": "created",
+                              "from_status": None, "to_status": "backlog", "created_at": now})
+        return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+
+
+def update_task_row(task_id: int, changes: dict) -> dict | None:
+    with tx() as t:
+        if not t.exists("tasks", task_id):
+            return None
+        t.update("tasks", task_id, {**changes, "updated_at": now_iso()})
+        return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+
+
+def move_task_row(task_id: int, to: str, changes_for) -> tuple[dict, dict] | None:
+    """Change a task's status and record it; return (before, after), None if absent.
+
+    changes_for(before, now) gives the other columns the move changes (timers, counters).
+    """
+    with tx() as t:
+        before = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        if before is None:
+            return None
+        if before["status"] == to:
+            return before, before
+        now = now_iso()
+        t.update("tasks", task_id, {**changes_for(before, now), "status": to,
+                                    "updated_at": now})
+        t.insert("activity", {"project_id": before["project_id"], "task_id": task_id,
+                              "task_title": before["title"], "event": "status_change",
+                              "from_status": before["status"], "to_status": to,
+                              "created_at": now})
+        return before, t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+
+
+def delete_task_row(task_id: int) -> tuple[dict, list[str], list[dict]] | None:
+    """Delete a task; return it, its attachment paths and its orphaned sub-tasks."""
+    with tx() as t:
+        task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        if task is None:
+            return None
+        paths = [r["path"] for r in t.all("SELECT path FROM attachments WHERE task_id = ?",
+                                          (task_id,))]
+        children = [r["id"] for r in t.all("SELECT id FROM tasks WHERE parent_task_id = ?",
+                                           (task_id,))]
+        t.execute("DELETE FROM tasks WHERE id = ?", (task_id,))
+        orphans = t.all(f"SELECT * FROM tasks WHERE id IN ({_marks(children)})", children)
+        return task, paths, orphans
+
+
+def log_rows(task_id: int, limit: int) -> list[dict] | None:
+    """The newest `limit` log entries of a task, oldest first; None if no such task."""
+    with tx() as t:
+        if not t.exists("tasks", task_id):
+            return None
+        rows = t.all("SELECT * FROM logs WHERE task_id = ? ORDER BY id DESC LIMIT ?",
+                     (task_id, limit))
+    rows.reverse()
+    return rows
+
+
+def insert_log_rows(rows: list[dict]) -> tuple[list[dict], dict]:
+    """Insert a batch of log entries in order; return them with ids, and {task: project}.
+
+    Entries of tasks deleted meanwhile are dropped (their task is gone with its log).
+    """
+    task_ids = tuple({r["task_id"] for r in rows})
+    with tx() as t:
+        projects = {r["id"]: r["project_id"] for r in t.all(
+            f"SELECT id, project_id FROM tasks WHERE id IN ({_marks(task_ids)})", task_ids)}
+        out = [dict(row, id=t.insert("logs", row)) for row in rows
+               if row["task_id"] in projects]
+        return out, projects
+
+
+def revision_rows(task_id: int) -> list[dict] | None:
+    with tx() as t:
+        if not t.exists("tasks", task_id):
+            return None
+        return t.all("SELECT * FROM revisions WHERE task_id = ? ORDER BY id", (task_id,))
+
+
+# --- attachments -------------------------------------------------------------
+
+def attachment_row(attachment_id: int) -> dict | None:
+    with tx() as t:
+        return t.one("SELECT * FROM attachments WHERE id = ?", (attachment_id,))
+
+
+def insert_attachment_row(values: dict) -> dict | None:
+    with tx() as t:
+        if not t.exists("tasks", values["task_id"]):
+            return None
+        attachment_id = t.insert("attachments", {**values, "created_at": now_iso()})
+        return t.one("SELECT * FROM attachments WHERE id = ?", (attachment_id,))
+
+
+def delete_attachment_row(attachment_id: int) -> dict | None:
+    with tx() as t:
+        row = t.one("SELECT * FROM attachments WHERE id = ?", (attachment_id,))
+        if row is not None:
+            t.execute("DELETE FROM attachments WHERE id = ?", (attachment_id,))
+        return row
+
+
+# --- per-project resources: templates, snippets, webhooks ---------------------
+
+def child_rows(table: str, project_id: int) -> list[dict] | None:
+    with tx() as t:
+        if not t.exists("projects", project_id):
+            return None
+        return t.all(f"SELECT * FROM {table} WHERE project_id = ? ORDER BY id", (project_id,))
+
+
+def child_row(table: str, project_id: int, row_id: int) -> dict | None:
+    with tx() as t:
+        return t.one(f"SELECT * FROM {table} WHERE id = ? AND project_id = ?",
+                     (row_id, project_id))
+
+
+def insert_child_row(table: str, project_id: int, values: dict) -> dict | None:
+    with tx() as t:
+        if not t.exists("projects", project_id):
+            return None
+        now = now_iso()
+        row_id = t.insert(table, {**values, "project_id": project_id, "created_at": now,
+                                  "updated_at": now})
+        return t.one(f"SELECT * FROM {table} WHERE id = ?", (row_id,))
+
+
+def update_child_row(table: str, project_id: int, row_id: int, changes: dict) -> dict | None:
+    with tx() as t:
+        if not t.value(f"SELECT 1 FROM {table} WHERE id = ? AND project_id = ?",
+                       (row_id, project_id)):
+            return None
+        t.update(table, row_id, {**changes, "updated_at": now_iso()})
+        return t.one(f"SELECT * FROM {table} WHERE id = ?", (row_id,))
+
+
+def delete_child_row(table: str, project_id: int, row_id: int) -> bool:
+    with tx() as t:
+        return t.execute(f"DELETE FROM {table} WHERE id = ? AND project_id = ?",
+                         (row_id, project_id)).rowcount > 0
+
+
+def delivery_rows(webhook_id: int, limit: int = 50) -> list[dict]:
+    with tx() as t:
+        return t.all("SELECT * FROM webhook_deliveries WHERE webhook_id = ? "
+                     "ORDER BY id DESC LIMIT ?", (webhook_id, limit))
+
+
+# --- settings ------------------------------------------------------------------
+
+def settings_rows() -> dict:
+    with tx() as t:
+        return {r["name"]: json.loads(r["value_json"])
+                for r in t.all("SELECT name, value_json FROM settings")}
+
+
+def upsert_settings_rows(values: dict) -> dict:
+    with tx() as t:
+        for name, value in values.items():
+            t.execute("INSERT INTO settings (name, value_json) VALUES (?, ?) ON CONFLICT(name) "
+                      "DO UPDATE SET value_json = excluded.value_json", (name, json_dumps(value)))
+        return {r["name"]: json.loads(r["value_json"])
+                for r in t.all("SELECT name, value_json FROM settings")}
+
+
+# --- statistics ------------------------------------------------------------------
+
+def project_stats_rows(project_id: int, day_start: str) -> dict | None:
+    with tx() as t:
+        if not t.exists("projects", project_id):
+            return None
+
+        def counts(column):
+            return {r["k"]: r["n"] for r in t.all(
+                f"SELECT {column} AS k, COUNT(*) AS n FROM tasks WHERE project_id = ? "
+                f"GROUP BY {column}", (project_id,))}
+        return {
+            "status": counts("status"), "type": counts("task_type"),
+            "priority": counts("priority"),
+            "avg": t.value("SELECT AVG(work_duration_ms) FROM tasks WHERE project_id = ? "
+                           "AND status = 'done'", (project_id,)),
+            "today": t.value("SELECT COUNT(*) FROM tasks WHERE project_id = ? AND "
+                             "status = 'done' AND completed_at >= ?", (project_id, day_start)),
+        }
+
+
+def activity_rows(project_id: int, limit: int, offset: int) -> list[dict] | None:
+    """Skip the `offset` newest entries, take the next `limit`, oldest first."""
+    with tx() as t:
+        if not t.exists("projects", project_id):
+            return None
+        rows = t.all("SELECT * FROM activity WHERE project_id = ? ORDER BY id DESC "
+                     "LIMIT ? OFFSET ?", (project_id, limit, offset))
+    rows.reverse()
+    return rows
+
+
+def usage_rows(day_start: str) -> dict:
+    """Token and cost totals of every run: overall, per model tier, per local day, today."""
+    sums = ("SUM(input_tokens) AS input, SUM(output_tokens) AS output, "
+            "SUM(cache_read_tokens) AS cache_read, SUM(cache_creation_tokens) AS "
+            "cache_creation, SUM(cost) AS cost")
+    with tx() as t:
+        return {
+            "total": t.one(f"SELECT {sums} FROM runs"),
+            "models": t.all(f"SELECT model, COUNT(DISTINCT task_id) AS tasks, {sums} "
+                            "FROM runs GROUP BY model"),
+            "days": t.all(f"SELECT date(started_at, 'localtime') AS day, {sums} FROM runs "
+                          "GROUP BY day ORDER BY day"),
+            "today": t.value("SELECT SUM(cost) FROM runs WHERE started_at >= ?",
+                             (day_start,)),
+        }
+
+
+# =============================================================================
+# EVENTS
+# =============================================================================
+
+class Subscriber:
+    """One /ws connection's view of the event stream: its filters and its outbox."""
+
+    def __init__(self, project_id=None, logs=()):
+        self.project_id = project_id
+        self.all_logs = "all" in logs
+        self.log_tasks = {int(t) for t in logs if t != "all"}
+        self.outbox = gevent.queue.Queue()
+        self.dropped = False
+
+    def wants(self, message: dict, project_id) -> bool:
+        if self.project_id is not None and project_id is not None \
+                and project_id != self.project_id:
+            return False
+        if message["event"] == "task:log":
+            return self.all_logs or message["data"]["taskId"] in self.log_tasks
+        return True
+
+
+class EventHub:
+    """Stamps every event with a strictly increasing seq, keeps a replay buffer, fans out.
+
+    seq starts at the boot time in ms x 1000, so a `since` from an earlier run is older
+    than anything this run published and is answered with `resync`.
+    """
+
+    def __init__(self, buffer_size=EVENT_BUFFER_SIZE, queue_limit=CLIENT_QUEUE_LIMIT):
+        self.first_seq = int(time.time() * 1000) * 1000
+        self.seq = self.first_seq
+        self.buffer = collections.deque(maxlen=buffer_size)
+        self.queue_limit = queue_limit
+        self.subscribers = set()
+
+    def publish(self, event: str, data: dict, project_id=None) -> dict:
+        """Send an event to every interested client.  Call after the commit."""
+        self.seq += 1
+        message = {"seq": self.seq, "event": event, "data": data}
+        self.buffer.append((message, project_id))
+        for sub in list(self.subscribers):
+            if sub.wants(message, project_id):
+                if sub.outbox.qsize() >= self.queue_limit:
+                    self._drop(sub)
+                else:
+                    sub.outbox.put(message)
+        return message
+
+    def subscribe(self, project_id=None, logs=(), since=None) -> Subscriber:
+        """A new subscriber whose outbox starts with the replay after `since`, if any.
+
+        Nothing yields between reading the buffer and joining, so no event falls between.
+        """
+        sub = Subscriber(project_id, logs)
+        if since is not None:
+            oldest = self.buffer[0][0]["seq"] if self.buffer else self.seq + 1
+            if since < self.first_seq or since > self.seq or since + 1 < oldest:
+                sub.outbox.put(self.resync_message())
+            else:
+                for message, pid in self.buffer:
+                    if message["seq"] > since and sub.wants(message, pid):
+                        sub.outbox.put(message)
+        self.subscribers.add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscriber) -> None:
+        self.subscribers.discard(sub)
+
+    def resync_message(self) -> dict:
+        return {"seq": self.seq, "event": "resync", "data": {}}
+
+    def _drop(self, sub: Subscriber) -> None:
+        """A client fell too far behind: replace its backlog with resync, then close it."""
+        self.subscribers.discard(sub)
+        sub.dropped = True
+        while not sub.outbox.empty():
+            sub.outbox.get_nowait()
+        sub.outbox.put(self.resync_message())
+        sub.outbox.put(None)
+
+
+class LogWriter:
+    """Buffers log entries, writes them in batches, then publishes one task:log per task.
+
+    Agents can print thousands of lines a second; one insert per line would block the hub
+    (agent-cli.md §2.6).  A single flusher keeps the entries of a task in order.
+    """
+
+    def __init__(self, interval=LOG_FLUSH_SECONDS):
+        self.interval = interval
+        self.pending = []
+        self.wakeup = gevent.event.Event()
+        self.greenlet = None
+        self.stopping = False
+
+    def start(self):
+        self.greenlet = gevent.spawn(self._loop)
+
+    def append(self, task_id: int, kind: str, message: str, run_id=None, tool=None,
+               is_error=None, duration_ms=None) -> None:
+        self.pending.append({"task_id": task_id, "run_id": run_id, "created_at": now_iso(),
+                             "kind": kind, "message": message, "tool": tool,
+                             "is_error": None if is_error is None else int(bool(is_error)),
+                             "duration_ms": duration_ms})
+        self.wakeup.set()
+
+    def flush(self) -> None:
+        batch, self.pending = self.pending, []
+        if not batch:
+            return
+        rows, projects = insert_log_rows(batch)
+        by_task = collections.defaultdict(list)
+        for row in rows:
+            by_task[row["task_id"]].append(row)
+        for task_id, entries in by_task.items():
+            runtime.hub.publish("task:log", {
+                "taskId": task_id, "projectId": projects[task_id],
+                "entries": [render(LOG_FIELDS, e) for e in entries]}, projects[task_id])
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.wakeup.set()
+        if self.greenlet is not None:
+            self.greenlet.join(timeout=5)
+            self.greenlet.kill()
+        self.flush()
+
+    def _loop(self):
+        while not self.stopping:
+            self.wakeup.wait()
+            self.wakeup.clear()
+            try:
+                self.flush()
+            except Exception:  # the writer must outlive one bad batch
+                log.exception("log writer: flush failed")
+            gevent.sleep(self.interval)
+
+
+# =============================================================================
+# SERVICES
+# =============================================================================
+# The only code that changes state.  Each service validates, writes in one transaction,
+# then publishes its event after the commit.
+
+# --- projects ----------------------------------------------------------------
+
+def project_view(row: dict) -> dict:
+    return render(PROJECT_FIELDS, row)
+
+
+def list_projects() -> list[dict]:
+    return [render(PROJECT_FIELDS, r, PROJECT_LIST_FIELDS) for r in project_rows()]
+
+
+def project_summaries() -> list[dict]:
+    out = []
+    for row in project_summary_rows():
+        entry = render(PROJECT_FIELDS, row, PROJECT_SUMMARY_FIELDS)
+        for status, name in (("backlog", "backlogCount"), ("in_progress", "inProgressCount"),
+                             ("testing", "testingCount"), ("done", "doneCount"),
+                             ("failed", "failedCount")):
+            entry[name] = row["counts"].get(status, 0)
+        out.append(entry)
+    return out
+
+
+def get_project(project_id: int) -> dict:
+    """The full project; raises NotFound."""
+    row = project_row(project_id)
+    if row is None:
+        raise NotFound(f"project {project_id} not found")
+    return project_view(row)
+
+
+def create_project(body) -> dict:
+    project = project_view(insert_project_row(validate(PROJECT_FIELDS, body)))
+    runtime.hub.publish("project:created", project, project["id"])
+    return project
+
+
+def update_project(project_id: int, body) -> dict:
+    changes = validate(PROJECT_FIELDS, body, partial=True)
+    row = update_project_row(project_id, changes)
+    if row is None:
+        raise NotFound(f"project {project_id} not found")
+    project = project_view(row)
+    runtime.hub.publish("project:updated", project, project_id)
+    return project
+
+
+def delete_project(project_id: int) -> dict:
+    """Remove a project with its tasks, logs, templates, snippets, webhooks, attachments."""
+    paths = delete_project_row(project_id)
+    if paths is None:
+        raise NotFound(f"project {project_id} not found")
+    _remove_files(paths)
+    runtime.hub.publish("project:deleted", {"id": project_id}, project_id)
+    return {"ok": True}
+
+
+# --- tasks -------------------------------------------------------------------
+
+def task_view(row: dict) -> dict:
+    return render(TASK_FIELDS, row)
+
+
+def list_tasks(project_id: int) -> list[dict]:
+    rows = task_rows(project_id)
+    if rows is None:
+        raise NotFound(f"project {project_id} not found")
+    return [task_view(r) for r in rows]
+
+
+def get_task(task_id: int) -> dict:
+    """The task; raises NotFound."""
+    row = task_row(task_id)
+    if row is None:
+        raise NotFound(f"task {task_id} not found")
+    return task_view(row)
+
+
+def task_detail(task_id: int) -> dict:
+    row = task_detail_rows(task_id)
+    if row is None:
+        raise NotFound(f"task {task_id} not found")
+    detail = task_view(row)
+    detail["commits"] = []
+    detail["revisions"] = [render(REVISION_FIELDS, r) for r in row["revisions"]]
+    detail["attachments"] = [render(ATTACHMENT_FIELDS, r) for r in row["attachments"]]
+    detail["logs"] = [render(LOG_FIELDS, r) for r in row["logs"]]
+    return detail
+
+
+def create_task(project_id: int, body) -> dict:
+    """Create a task in backlog, then apply a requested status through move_task()."""
+    values = validate(TASK_FIELDS, body)
+    status = values.pop("status")
+    row = insert_task_row(project_id, values, _fill_task_defaults)
+    if row is None:
+        raise NotFound(f"project {project_id} not found")
+    task = task_view(row)
+    runtime.hub.publish("task:created", task, project_id)
+    if values.get("parent_task_id") is not None:
+        _publish_task(task_row(values["parent_task_id"]))
+    if status != "backlog":
+        task = move_task(task["id"], status)
+    return task
+
+
+def update_task(task_id: int, body) -> dict:
+    """Change the fields sent; a changed status goes through move_task()."""
+    before = task_row(task_id)
+    if before is None:
+        raise NotFound(f"task {task_id} not found")
+    changes = validate(TASK_FIELDS, body, partial=True)
+    parent = body.get("parent_task_id", before["parent_task_id"]) if isinstance(body, dict) \
+        else None
+    if parent != before["parent_task_id"]:
+        raise Invalid("parent_task_id can only be set when the task is created",
+                      "parent_task_id")
+    status = changes.pop("status", None)
+    if changes:
+        row = update_task_row(task_id, changes)
+        if row is None:
+            raise NotFound(f"task {task_id} not found")
+        _publish_task(row)
+    if status is not None:
+        return move_task(task_id, status)
+    return get_task(task_id)
+
+
+def move_task(task_id: int, to: str, *, manual: bool = True) -> dict:
+    """Apply a status change: the one function every move goes through.
+
+    Records the activity and the timers, logs the move and publishes the task.  A move to
+    the task's current status changes nothing.
+    """
+    if to not in STATUSES:
+        raise Invalid(f"status {json_dumps(to)[:60]} is not one of: {', '.join(STATUSES)}",
+                      "status")
+    moved = move_task_row(task_id, to, functools.partial(_move_changes, to, manual))
+    if moved is None:
+        raise NotFound(f"task {task_id} not found")
+    before, after = moved
+    if before["status"] != to:
+        runtime.logs.append(task_id, "status", f"status {before['status']} -> {to}")
+        _publish_task(after)
+    return task_view(after)
+
+
+def delete_task(task_id: int) -> dict:
+    deleted = delete_task_row(task_id)
+    if deleted is None:
+        raise NotFound(f"task {task_id} not found")
+    task, paths, orphans = deleted
+    _remove_files(paths)
+    runtime.hub.publish("task:deleted", {"id": task_id, "projectId": task["project_id"]},
+                        task["project_id"])
+    for orphan in orphans:
+        _publish_task(orphan)
+    return {"ok": True}
+
+
+def task_logs(task_id: int, limit: int) -> list[dict]:
+    rows = log_rows(task_id, limit)
+    if rows is None:
+        raise NotFound(f"task {task_id} not found")
+    return [render(LOG_FIELDS, r) for r in rows]
+
+
+def task_revisions(task_id: int) -> list[dict]:
+    rows = revision_rows(task_id)
+    if rows is None:
+        raise NotFound(f"task {task_id} not found")
+    return [render(REVISION_FIELDS, r) for r in rows]
+
+
+def _publish_task(row: dict | None) -> None:
+    if row is not None:
+        runtime.hub.publish("task:updated", task_view(row), row["project_id"])
+
+
+def _move_changes(to: str, manual: bool, before: dict, now: str) -> dict:
+    """The timer and counter columns a move from before["status"] to `to` changes."""
+    changes = {}
+    if before["status"] == "in_progress" and before["in_progress_since"]:
+        spent = parse_iso(now) - parse_iso(before["in_progress_since"])
+        changes["work_duration_ms"] = before["work_duration_ms"] + \
+            int(spent.total_seconds() * 1000)
+        changes["in_progress_since"] = None
+    if to == "in_progress":
+        changes.update(in_progress_since=now, started_at=before["started_at"] or now,
+                       completed_at=None)
+        if manual:
+            changes["retry_count"] = 0
+    elif to in ("testing", "done"):
+        changes["completed_at"] = now
+    elif to == "backlog":
+        changes["completed_at"] = None
+    return changes
+
+
+def _fill_task_defaults(t: Tx, project_id: int, values: dict) -> dict:
+    """Omitted model and effort come from the template of the task's type, else settings."""
+    if "model" in values and "thinking_effort" in values:
+        return values
+    template = t.one("SELECT model, thinking_effort FROM templates WHERE project_id = ? "
+                     "AND task_type = ? ORDER BY id LIMIT 1",
+                     (project_id, values["task_type"])) or {}
+    stored = {r["name"]: json.loads(r["value_json"]) for r in t.all(
+        "SELECT name, value_json FROM settings WHERE name IN ('defaultModel', "
+        "'defaultEffort')")}
+    return {"model": template.get("model") or stored.get("defaultModel", "model_medium"),
+            "thinking_effort": template.get("thinking_effort")
+            or stored.get("defaultEffort", "medium"),
+            **values}
+
+
+def _remove_files(paths: list[str]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(runtime.data_dir, path))
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(os.path.join(runtime.data_dir, path)))
+
+
+# --- attachments -------------------------------------------------------------
+
+def add_attachment(task_id: int, file_name: str, stream, mime_type: str | None) -> dict:
+    """Store an uploaded file in the data dir (never in the repository) and record it."""
+    get_task(task_id)
+    name = safe_file_name(file_name)
+    folder = os.path.join(runtime.data_dir, "attachments", str(task_id))
+    os.makedirs(folder, exist_ok=True)
+    stem, ext = os.path.splitext(name)
+    path = os.path.join(folder, name)
+    for n in itertools.count(2):
+        if not os.path.exists(path):
+            break
+        path = os.path.join(folder, f"{stem}-{n}{ext}")
+    size = 0
+    try:
+        with open(path, "xb") as out:
+            while chunk := stream.read(64 * 1024):
+                size += len(chunk)
+                if size > MAX_UPLOAD_BYTES:
+                    raise PayloadTooLarge(f"attachment {name!r} is larger than 20 MiB")
+                out.write(chunk)
+        mime = mime_type if mime_type and "/" in mime_type else \
+            (mimetypes.guess_type(name)[0] or "application/octet-stream")
+        row = insert_attachment_row({
+            "task_id": task_id, "file_name": os.path.basename(path), "mime_type": mime[:100],
+            "size": size, "path": os.path.relpath(path, runtime.data_dir)})
+        if row is None:
+            raise NotFound(f"task {task_id} not found")
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        raise
+    _publish_task(task_row(task_id))
+    return render(ATTACHMENT_FIELDS, row)
+
+
+def get_attachment(attachment_id: int) -> tuple[dict, str]:
+    """The attachment and its absolute path; raises NotFound."""
+    row = attachment_row(attachment_id)
+    if row is None:
+        raise NotFound(f"attachment {attachment_id} not found")
+    return render(ATTACHMENT_FIELDS, row), os.path.join(runtime.data_dir, row["path"])
+
+
+def delete_attachment(attachment_id: int) -> dict:
+    row = delete_attachment_row(attachment_id)
+    if row is None:
+        raise NotFound(f"attachment {attachment_id} not found")
+    _remove_files([row["path"]])
+    _publish_task(task_row(row["task_id"]))
+    return {"ok": True}
+
+
+# --- templates, snippets, webhooks -------------------------------------------
+# Three per-project resources with the same life cycle; each differs only in its fields.
+
+Child = collections.namedtuple("Child", "table fields noun")
+TEMPLATES = Child("templates", TEMPLATE_FIELDS, "template")
+SNIPPETS = Child("snippets", SNIPPET_FIELDS, "snippet")
+WEBHOOKS = Child("webhooks", WEBHOOK_FIELDS, "webhook")
+
+
+def child_view(kind: Child, row: dict) -> dict:
+    if kind is WEBHOOKS:
+        row = dict(row, has_secret=int(bool(row["secret"])))
+    return render(kind.fields, row)
+
+
+def list_children(kind: Child, project_id: int) -> list[dict]:
+    rows = child_rows(kind.table, project_id)
+    if rows is None:
+        raise NotFound(f"project {project_id} not found")
+    return [child_view(kind, r) for r in rows]
+
+
+def get_child(kind: Child, project_id: int, row_id: int) -> dict:
+    row = child_row(kind.table, project_id, row_id)
+    if row is None:
+        raise NotFound(f"{kind.noun} {row_id} not found in project {project_id}")
+    return child_view(kind, row)
+
+
+def create_child(kind: Child, project_id: int, body) -> dict:
+    row = insert_child_row(kind.table, project_id, validate(kind.fields, body))
+    if row is None:
+        raise NotFound(f"project {project_id} not found")
+    item = child_view(kind, row)
+    runtime.hub.publish(f"{kind.noun}:created", item, project_id)
+    return item
+
+
+def update_child(kind: Child, project_id: int, row_id: int, body) -> dict:
+    row = update_child_row(kind.table, project_id, row_id,
+                           validate(kind.fields, body, partial=True))
+    if row is None:
+        raise NotFound(f"{kind.noun} {row_id} not found in project {project_id}")
+    item = child_view(kind, row)
+    runtime.hub.publish(f"{kind.noun}:updated", item, project_id)
+    return item
+
+
+def delete_child(kind: Child, project_id: int, row_id: int) -> dict:
+    if not delete_child_row(kind.table, project_id, row_id):
+        raise NotFound(f"{kind.noun} {row_id} not found in project {project_id}")
+    runtime.hub.publish(f"{kind.noun}:deleted", {"id": row_id, "projectId": project_id},
+                        project_id)
+    return {"ok": True}
+
+
+def webhook_deliveries(project_id: int, webhook_id: int) -> list[dict]:
+    get_child(WEBHOOKS, project_id, webhook_id)
+    return [{"id": r["id"], "event": r["event"], "attempt": r["attempt"],
+             "status": r["status"], "ok": bool(r["ok"]), "error": r["error"],
+             "durationMs": r["duration_ms"], "createdAt": r["created_at"]}
+            for r in delivery_rows(webhook_id)]
+
+
+# --- statistics ----------------------------------------------------------------
+
+def project_stats(project_id: int) -> dict:
+    rows = project_stats_rows(project_id, local_day_start_iso())
+    if rows is None:
+        raise NotFound(f"project {project_id} not found")
+    return {
+        "statusCounts": {s: rows["status"].get(s, 0) for s in STATUSES},
+        "typeCounts": {t: rows["type"].get(t, 0) for t in TASK_TYPES},
+        "priorityCounts": {str(p): rows["priority"].get(p, 0) for p in range(4)},
+        "totalTasks": sum(rows["status"].values()),
+        "avgDuration": int(rows["avg"] or 0),
+        "completedToday": rows["today"] or 0,
+    }
+
+
+def project_activity(project_id: int, limit: int, offset: int) -> list[dict]:
+    rows = activity_rows(project_id, limit, offset)
+    if rows is None:
+        raise NotFound(f"project {project_id} not found")
+    return [{"id": r["id"], "taskId": r["task_id"], "taskTitle": r["task_title"],
+             "event": r["event"], "from": r["from_status"], "to": r["to_status"],
+             "timestamp": r["created_at"]} for r in rows]
+
+
+def agent_usage() -> dict:
+    """Tokens and estimated cost of every agent run (tasks, planner, verifier)."""
+    rows = usage_rows(local_day_start_iso())
+    total = rows["total"]
+    models = {m: {"tasks": 0, "inputTokens": 0, "outputTokens": 0, "cost": 0.0}
+              for m in MODELS}
+    for r in rows["models"]:
+        models[r["model"]] = {"tasks": r["tasks"], "inputTokens": r["input"] or 0,
+                              "outputTokens": r["output"] or 0,
+                              "cost": round(r["cost"] or 0.0, 6)}
+    return {
+        "usage": {"totalInputTokens": total["input"] or 0,
+                  "totalOutputTokens": total["output"] or 0,
+                  "totalCacheRead": total["cache_read"] or 0,
+                  "totalCacheCreation": total["cache_creation"] or 0,
+                  "totalCost": round(total["cost"] or 0.0, 6)},
+        "models": models,
+        "timeline": [{"date": r["day"], "inputTokens": r["input"] or 0,
+                      "outputTokens": r["output"] or 0, "cost": round(r["cost"] or 0.0, 6)}
+                     for r in rows["days"]],
+        "limits": {"dailyLimit": get_settings()["dailyCostLimit"],
+                   "currentUsage": round(rows["today"] or 0.0, 6)},
+    }
+
+
+# --- settings --------------------------------------------------------------------
+
+def get_settings() -> dict:
+    stored = settings_rows()
+    return {f.name: f.render(stored.get(f.name, f.default)) for f in SETTINGS_FIELDS}
+
+
+def update_settings(body) -> dict:
+    stored = upsert_settings_rows(validate(SETTINGS_FIELDS, body, partial=True))
+    settings = {f.name: f.render(stored.get(f.name, f.default)) for f in SETTINGS_FIELDS}
+    runtime.hub.publish("settings:updated", settings)
+    return settings
+
+
+# --- health ------------------------------------------------------------------------
+
+def health() -> dict:
+    try:
+        with tx() as t:
+            t.value("SELECT 1")
+        db_state = "ok"
+    except Exception as exc:  # reported, never raised: health must always answer
+        db_state = f"error: {exc}"
+    return {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
+            "db": db_state}
+
+
+# =============================================================================
+# HTTP PLUMBING
+# =============================================================================
+
+app = bottle.Bottle()
+app.uninstall(bottle.JSONPlugin)
+
+#: Where the board's files live.
+STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+#: Bodies of these methods change state; a foreign Origin on them is refused (CSRF).
+UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+def json_response(value, status: int = 200) -> bottle.HTTPResponse:
+    """The one way JSON leaves the server (bottle turns a returned list into a 500)."""
+    return bottle.HTTPResponse(json_dumps(value), status,
+                               {"Content-Type": "application/json",
+                                "Cache-Control": "no-store"})
+
+
+class ApiPlugin:
+    """Turns returned dicts and lists into JSON and ApiErrors into the error body.
+
+    A route's `status` config (201 for creates) is used for its successful answers.
+    """
+    name, api = "taskboard_api", 2
+
+    def apply(self, callback, route):
+        status = route.config.get("status", 200)
+
+        @functools.wraps(callback)
+        def wrapper(*args, **kwargs):
+            try:
+                for name, value in kwargs.items():
+                    if isinstance(value, int) and not 0 < value < 2**63:
+                        raise NotFound(f"{name.replace('_', ' ')} {value} not found")
+                result = callback(*args, **kwargs)
+            except ApiError as exc:
+                return json_response(exc.body(), exc.status)
+            if isinstance(result, (dict, list)):
+                return json_response(result, status)
+            return result
+        return wrapper
+
+
+app.install(ApiPlugin())
+
+_ERROR_CODES = {400: "validation_error", 401: "unauthorized", 403: "forbidden",
+                404: "not_found", 405: "method_not_allowed", 413: "payload_too_large",
+                415: "unsupported_media_type"}
+
+
+def _error_body(res: bottle.HTTPError) -> str:
+    """JSON for errors bottle raises itself: unknown paths, wrong methods, crashes."""
+    bottle.response.content_type = "application/json"
+    bottle.response.set_header("Cache-Control", "no-store")
+    status = res.status_code
+    if status == 404:
+        message = f"no route for {bottle.request.path}"
+    elif status == 405:
+        message = f"method {bottle.request.method} is not allowed on {bottle.request.path}"
+    elif status >= 500:
+        message = "internal error; see the server log"
+    else:
+        message = str(res.body or res.status_line).lower()
+    return json_dumps({"error": message, "code": _ERROR_CODES.get(status, "internal_error")})
+
+
+app.default_error_handler = _error_body
+
+
+def read_json(required: bool = True):
+    """The request body as parsed JSON, checked for type, size and encoding."""
+    environ = bottle.request.environ
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise Invalid("content-length is not a number")
+    if length > MAX_BODY_BYTES:
+        raise PayloadTooLarge(f"request body of {length} bytes is larger than 1 MiB")
+    chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
+    raw = bottle.request.body.read(MAX_BODY_BYTES + 1) if (length or chunked) else b""
+    if len(raw) > MAX_BODY_BYTES:
+        raise PayloadTooLarge("request body is larger than 1 MiB")
+    if not raw:
+        if required:
+            raise Invalid("a JSON object body is required")
+        return None
+    media_type = environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise UnsupportedMediaType(
+            f"content-type must be application/json, not {media_type or 'missing'!r}")
+    try:
+        body = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+        json_dumps(body).encode("utf-8")  # lone surrogates cannot be stored
+    except (ValueError, RecursionError, UnicodeError) as exc:
+        raise InvalidJson(f"invalid json: {str(exc)[:200].lower()}")
+    return body
+
+
+def _refuse_constant(name):
+    raise ValueError(f"{name} is not valid json")
+
+
+def query_int(name: str, default: int, lo: int, hi: int) -> int:
+    raw = bottle.request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise Invalid(f"{name} must be an integer, not {raw[:40]!r}", name)
+    if not lo <= value <= hi:
+        raise Invalid(f"{name} {value} is out of range {lo}..{hi}", name)
+    return value
+
+
+def own_origin(environ) -> bool:
+    """True when the request has no Origin or comes from a page of this board."""
+    origin = environ.get("HTTP_ORIGIN")
+    if origin is None:
+        return True
+    host = environ.get("HTTP_HOST", "")
+    return bool(host) and re.sub(r"^https?://", "", origin.lower()) == host.lower() \
+        and origin.lower().startswith(("http://", "https://"))
+
+
+def refusal(environ) -> ApiError | None:
+    """Why a request must be refused before it reaches a route, if it must."""
+    if environ["REQUEST_METHOD"] in UNSAFE_METHODS and not own_origin(environ):
+        return Forbidden(f"origin {environ['HTTP_ORIGIN'][:100]!r} is not this board's")
+    return None
+
+
+@app.hook("before_request")
+def _guard():
+    error = refusal(bottle.request.environ)
+    if error is not None:
+        raise json_response(error.body(), error.status)
+
+
+# =============================================================================
+# ROUTES
+# =============================================================================
+
+@app.get("/api/health")
+def api_health():
+    return health()
+
+
+# --- projects ----------------------------------------------------------------
+
+@app.get("/api/projects", returns="ProjectListEntry[]")
+def api_list_projects():
+    return list_projects()
+
+
+@app.get("/api/projects/summary", returns="ProjectSummary[]")
+def api_project_summaries():
+    return project_summaries()
+
+
+@app.post("/api/projects", body=PROJECT_FIELDS, returns="Project", status=201)
+def api_create_project():
+    return create_project(read_json())
+
+
+@app.get("/api/projects/<project_id:int>", returns="Project")
+def api_get_project(project_id):
+    return get_project(project_id)
+
+
+@app.put("/api/projects/<project_id:int>", body=PROJECT_FIELDS, partial=True, returns="Project")
+def api_update_project(project_id):
+    return update_project(project_id, read_json())
+
+
+@app.delete("/api/projects/<project_id:int>", returns="Ok")
+def api_delete_project(project_id):
+    return delete_project(project_id)
+
+
+# --- tasks -------------------------------------------------------------------
+
+@app.get("/api/projects/<project_id:int>/tasks", returns="Task[]")
+def api_list_tasks(project_id):
+    return list_tasks(project_id)
+
+
+@app.post("/api/projects/<project_id:int>/tasks", body=TASK_FIELDS, returns="Task", status=201)
+def api_create_task(project_id):
+    return create_task(project_id, read_json())
+
+
+@app.get("/api/tasks/<task_id:int>", returns="Task")
+def api_get_task(task_id):
+    return get_task(task_id)
+
+
+@app.get("/api/tasks/<task_id:int>/detail", returns="TaskDetail")
+def api_task_detail(task_id):
+    return task_detail(task_id)
+
+
+@app.put("/api/tasks/<task_id:int>", body=TASK_FIELDS, partial=True, returns="Task")
+def api_update_task(task_id):
+    return update_task(task_id, read_json())
+
+
+@app.patch("/api/tasks/<task_id:int>/status", body="Status", returns="Task")
+def api_move_task(task_id):
+    body = read_json()
+    if not isinstance(body, dict):
+        raise Invalid("the request body must be a JSON object")
+    unknown = set(body) - {"status"}
+    if unknown:
+        raise Invalid(f"unknown field {sorted(unknown)[0]!r}", sorted(unknown)[0])
+    if "status" not in body:
+        raise Invalid("status is required", "status")
+    get_task(task_id)
+    return move_task(task_id, body["status"])
+
+
+@app.get("/api/tasks/<task_id:int>/logs", returns="LogEntry[]")
+def api_task_logs(task_id):
+    return task_logs(task_id, query_int("limit", 500, 1, 10_000))
+
+
+@app.get("/api/tasks/<task_id:int>/revisions", returns="Revision[]")
+def api_task_revisions(task_id):
+    return task_revisions(task_id)
+
+
+@app.delete("/api/tasks/<task_id:int>", returns="Ok")
+def api_delete_task(task_id):
+    return delete_task(task_id)
+
+
+# --- attachments ---------------------------------------------------------------
+
+@app.post("/api/tasks/<task_id:int>/attachments", body="Upload", returns="Attachment",
+          status=201)
+def api_add_attachment(task_id):
+    environ = bottle.request.environ
+    if int(environ.get("CONTENT_LENGTH") or 0) > MAX_UPLOAD_BYTES + 64 * 1024:
+        raise PayloadTooLarge("attachment is larger than 20 MiB")
+    if not environ.get("CONTENT_TYPE", "").lower().startswith("multipart/form-data"):
+        raise UnsupportedMediaType("content-type must be multipart/form-data with a 'file'")
+    upload = bottle.request.files.get("file")
+    if upload is None:
+        raise Invalid("multipart field 'file' is required", "file")
+    return add_attachment(task_id, upload.raw_filename or "file", upload.file,
+                          upload.content_type)
+
+
+@app.get("/api/attachments/<attachment_id:int>", returns="file")
+def api_get_attachment(attachment_id):
+    attachment, path = get_attachment(attachment_id)
+    response = bottle.static_file(os.path.basename(path), root=os.path.dirname(path),
+                                  mimetype=attachment["mimeType"],
+                                  download=attachment["fileName"])
+    response.set_header("X-Content-Type-Options", "nosniff")
+    response.set_header("Content-Security-Policy", "sandbox")
+    return response
+
+
+@app.delete("/api/attachments/<attachment_id:int>", returns="Ok")
+def api_delete_attachment(attachment_id):
+    return delete_attachment(attachment_id)
+
+
+# --- templates, snippets, webhooks -------------------------------------------
+
+def _child_routes(kind: Child, schema: str) -> None:
+    """The five CRUD routes of a per-project resource."""
+    base = f"/api/projects/<project_id:int>/{kind.table}"
+
+    def api_list(project_id):
+        return list_children(kind, project_id)
+
+    def api_create(project_id):
+        return create_child(kind, project_id, read_json())
+
+    def api_get(project_id, row_id):
+        return get_child(kind, project_id, row_id)
+
+    def api_update(project_id, row_id):
+        return update_child(kind, project_id, row_id, read_json())
+
+    def api_delete(project_id, row_id):
+        return delete_child(kind, project_id, row_id)
+
+    app.route(base, "GET", api_list, name=f"api_list_{kind.table}", returns=f"{schema}[]")
+    app.route(base, "POST", api_create, name=f"api_create_{kind.noun}", body=kind.fields,
+              returns=schema, status=201)
+    app.route(f"{base}/<row_id:int>", "GET", api_get, name=f"api_get_{kind.noun}",
+              returns=schema)
+    app.route(f"{base}/<row_id:int>", "PUT", api_update, name=f"api_update_{kind.noun}",
+              body=kind.fields, partial=True, returns=schema)
+    app.route(f"{base}/<row_id:int>", "DELETE", api_delete, name=f"api_delete_{kind.noun}",
+              returns="Ok")
+
+
+_child_routes(TEMPLATES, "Template")
+_child_routes(SNIPPETS, "Snippet")
+_child_routes(WEBHOOKS, "Webhook")
+
+
+@app.get("/api/projects/<project_id:int>/webhooks/<webhook_id:int>/deliveries",
+         returns="Delivery[]")
+def api_webhook_deliveries(project_id, webhook_id):
+    return webhook_deliveries(project_id, webhook_id)
+
+
+# --- statistics ------------------------------------------------------------------
+
+@app.get("/api/projects/<project_id:int>/stats", returns="ProjectStats")
+def api_project_stats(project_id):
+    return project_stats(project_id)
+
+
+@app.get("/api/projects/<project_id:int>/activity", returns="Activity[]")
+def api_project_activity(project_id):
+    return project_activity(project_id, query_int("limit", 50, 1, 1000),
+                            query_int("offset", 0, 0, 2**62))
+
+
+@app.get("/api/stats/agent-usage", returns="AgentUsage")
+def api_agent_usage():
+    return agent_usage()
+
+
+# --- settings --------------------------------------------------------------------
+
+@app.get("/api/settings", returns="Settings")
+def api_get_settings():
+    return get_settings()
+
+
+@app.put("/api/settings", body=SETTINGS_FIELDS, partial=True, returns="Settings")
+def api_update_settings():
+    return update_settings(read_json())
+
+
+# --- the board -------------------------------------------------------------------
+
+@app.get("/api/openapi.json")
+def api_openapi():
+    return openapi()
+
+
+@app.get("/")
+def page_index():
+    return _static("index.html")
+
+
+@app.get("/static/<path:path>")
+def page_static(path):
+    return _static(path)
+
+
+def _static(path: str):
+    mimetype = "text/javascript" if path.endswith((".js", ".mjs")) else "auto"
+    response = bottle.static_file(path, root=STATIC_DIR, mimetype=mimetype)
+    response.set_header("Cache-Control", "no-cache")
+    return response
+
+
+# =============================================================================
+# WEBSOCKET
+# =============================================================================
+
+def ws_params(query: dict) -> dict:
+    """The /ws query (?since= ?projectId= ?logs=) as subscribe() arguments; raises Invalid."""
+    out = {"since": None, "project_id": None, "logs": []}
+    for name, key in (("since", "since"), ("projectId", "project_id")):
+        raw = query.get(name)
+        if raw not in (None, ""):
+            if not re.fullmatch(r"\d{1,18}", raw):
+                raise Invalid(f"{name} must be a non-negative integer, not {raw[:40]!r}", name)
+            out[key] = int(raw)
+    for raw in query.getall("logs") if hasattr(query, "getall") else query.get("logs", []):
+        for item in raw.split(","):
+            if item != "all" and not re.fullmatch(r"\d{1,18}", item):
+                raise Invalid(f"logs must be task ids or 'all', not {item[:40]!r}", "logs")
+            out["logs"].append(item)
+    return out
+
+
+class Handler(WebSocketHandler):
+    """gevent-websocket's handler, made to refuse before it upgrades and to log requests.
+
+    The library upgrades any request asking for it before the app runs, so the Origin and
+    parameter checks for /ws happen here; other paths are never upgraded.
+    """
+
+    def upgrade_websocket(self):
+        if self.environ.get("HTTP_UPGRADE", "").lower() != "websocket":
+            return None
+        if self.environ.get("PATH_INFO") != "/ws":
+            return None
+        error = ws_refusal(self.environ)
+        if error is not None:
+            self.start_response(f"{error.status} {bottle.HTTP_CODES[error.status]}",
+                                [("Content-Type", "application/json")])
+            return [json_dumps(error.body()).encode()]
+        return super().upgrade_websocket()
+
+    def log_request(self):
+        if "101" not in str(self.status):
+            pywsgi.WSGIHandler.log_request(self)
+
+
+def ws_refusal(environ) -> ApiError | None:
+    if not own_origin(environ):
+        return Forbidden(f"origin {environ['HTTP_ORIGIN'][:100]!r} is not this board's")
+    try:
+        ws_params(bottle.FormsDict(bottle._parse_qsl(environ.get("QUERY_STRING", ""))))
+    except ApiError as exc:
+        return exc
+    return None
+
+
+@app.get("/ws")
+def ws_events():
+    ws = bottle.request.environ.get("wsgi.websocket")
+    if ws is None:
+        raise Invalid("/ws expects a WebSocket upgrade")
+    sub = runtime.hub.subscribe(**ws_params(bottle.request.query))
+    reader = gevent.spawn(_ws_read, ws, sub)
+    try:
+        _ws_write(ws, sub)
+    finally:
+        runtime.hub.unsubscribe(sub)
+        reader.kill()
+    return ""
+
+
+def _ws_read(ws, sub: Subscriber) -> None:
+    """Clients only send keep-alives; when the socket closes, end the writer."""
+    try:
+        while ws.receive() is not None:
+            pass
+    except WebSocketError:
+        pass
+    sub.outbox.put(None)
+
+
+def _ws_write(ws, sub: Subscriber) -> None:
+    """The one writer of a socket: drains the subscriber's outbox, pings when idle."""
+    while True:
+        try:
+            message = sub.outbox.get(timeout=WS_PING_SECONDS)
+        except gevent.queue.Empty:
+            message = {"event": "ping"}
+        if message is None:
+            return
+        try:
+            with gevent.Timeout(WS_SEND_TIMEOUT_SECONDS):
+                ws.send(json_dumps(message))
+        except (WebSocketError, gevent.Timeout, OSError):
+            return
+
+
+# =============================================================================
+# OPENAPI
+# =============================================================================
+
+#: Response shapes that are not a field table.
+_SCHEMAS = {
+    "Ok": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+    "Error": {"type": "object", "required": ["error", "code"], "properties": {
+        "error": {"type": "string"}, "code": {"type": "string"}, "field": {"type": "string"}}},
+    "Status": {"type": "object", "required": ["status"], "additionalProperties": False,
+               "properties": {"status": {"type": "string", "enum": list(STATUSES)}}},
+    "Upload": {"type": "object", "required": ["file"],
+               "properties": {"file": {"type": "string", "format": "binary"}}},
+    "ProjectStats": {"type": "object", "properties": {
+        "statusCounts": {"type": "object"}, "typeCounts": {"type": "object"},
+        "priorityCounts": {"type": "object"}, "totalTasks": {"type": "integer"},
+        "avgDuration": {"type": "integer"}, "completedToday": {"type": "integer"}}},
+    "Activity": {"type": "object", "properties": {
+        "id": {"type": "integer"}, "taskId": {"type": ["integer", "null"]},
+        "taskTitle": {"type": "string"}, "event": {"type": "string"},
+        "from": {"type": ["string", "null"]}, "to": {"type": ["string", "null"]},
+        "timestamp": {"type": "string", "format": "date-time"}}},
+    "AgentUsage": {"type": "object", "properties": {
+        "usage": {"type": "object"}, "models": {"type": "object"},
+        "timeline": {"type": "array", "items": {"type": "object"}},
+        "limits": {"type": "object"}}},
+    "Delivery": {"type": "object", "properties": {
+        "id": {"type": "integer"}, "event": {"type": "string"}, "attempt": {"type": "integer"},
+        "status": {"type": ["integer", "null"]}, "ok": {"type": "boolean"},
+        "error": {"type": ["string", "null"]}, "durationMs": {"type": ["integer", "null"]},
+        "createdAt": {"type": "string"}}},
+    "Health": {"type": "object"},
+}
+
+
+def _object_schema(fields, *, only=None, request=False, partial=False) -> dict:
+    props = {f.name: f.schema() for f in fields
+             if (only is None or f.name in only) and not (request and f.readonly)
+             and not (not request and f.kind == "secret")}
+    schema = {"type": "object", "properties": props}
+    required = [f.name for f in fields if f.required and f.name in props]
+    if request:
+        schema["additionalProperties"] = True  # read-only fields are accepted and ignored
+        if required and not partial:
+            schema["required"] = required
+    return schema
+
+
+def openapi() -> dict:
+    """The OpenAPI 3.1 document of every /api route, built from the field tables."""
+    schemas = dict(_SCHEMAS)
+    schemas["Project"] = _object_schema(PROJECT_FIELDS)
+    schemas["ProjectListEntry"] = _object_schema(PROJECT_FIELDS, only=PROJECT_LIST_FIELDS)
+    summary = _object_schema(PROJECT_FIELDS, only=PROJECT_SUMMARY_FIELDS)
+    for name in ("backlogCount", "inProgressCount", "testingCount", "doneCount",
+                 "failedCount"):
+        summary["properties"][name] = {"type": "integer"}
+    schemas["ProjectSummary"] = summary
+    schemas["Task"] = _object_schema(TASK_FIELDS)
+    schemas["Template"] = _object_schema(TEMPLATE_FIELDS)
+    schemas["Snippet"] = _object_schema(SNIPPET_FIELDS)
+    schemas["Webhook"] = _object_schema(WEBHOOK_FIELDS)
+    schemas["Settings"] = _object_schema(SETTINGS_FIELDS)
+    schemas["LogEntry"] = _object_schema(LOG_FIELDS)
+    schemas["Revision"] = _object_schema(REVISION_FIELDS)
+    schemas["Attachment"] = _object_schema(ATTACHMENT_FIELDS)
+    detail = _object_schema(TASK_FIELDS)
+    detail["properties"].update({
+        "commits": {"type": "array", "items": {"type": "object", "properties": {
+            "hash": {"type": "string"}, "message": {"type": "string"}}}},
+        "revisions": {"type": "array", "items": {"$ref": "#/components/schemas/Revision"}},
+        "attachments": {"type": "array",
+                        "items": {"$ref": "#/components/schemas/Attachment"}},
+        "logs": {"type": "array", "items": {"$ref": "#/components/schemas/LogEntry"}}})
+    schemas["TaskDetail"] = detail
+
+    paths = {}
+    for route in app.routes:
+        if not route.rule.startswith("/api/"):
+            continue
+        path = re.sub(r"<(\w+)(:[^>]*)?>", r"{\1}", route.rule)
+        op = _operation(route, schemas)
+        paths.setdefault(path, {})[route.method.lower()] = op
+    return {"openapi": "3.1.0",
+            "info": {"title": "Taskboard API", "version": __version__},
+            "paths": paths, "components": {"schemas": schemas}}
+
+
+def _operation(route, schemas) -> dict:
+    config = route.config
+    status = str(config.get("status", 200))
+    returns = config.get("returns", "Health")
+    if returns == "file":
+        content = {"application/octet-stream": {"schema": {"type": "string",
+                                                           "format": "binary"}}}
+    else:
+        ref = {"$ref": f"#/components/schemas/{returns.rstrip('[]')}"}
+        schema = {"type": "array", "items": ref} if returns.endswith("[]") else ref
+        content = {"application/json": {"schema": schema}}
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    op = {"operationId": route.name or route.callback.__name__,
+          "parameters": [{"name": name, "in": "path", "required": True,
+                          "schema": {"type": "integer", "minimum": 1}}
+                         for name in re.findall(r"<(\w+):int>", route.rule)],
+          "responses": {status: {"description": "success", "content": content},
+                        "400": {"description": "invalid input", "content": error},
+                        "404": {"description": "not found", "content": error}}}
+    body = config.get("body")
+    if isinstance(body, tuple):
+        name = f"{route.name or route.callback.__name__}_body"
+        schemas[name] = _object_schema(body, request=True, partial=config.get("partial"))
+        op["requestBody"] = {"required": True, "content": {"application/json": {
+            "schema": {"$ref": f"#/components/schemas/{name}"}}}}
+    elif body == "Upload":
+        op["requestBody"] = {"required": True, "content": {"multipart/form-data": {
+            "schema": {"$ref": "#/components/schemas/Upload"}}}}
+    elif body:
+        op["requestBody"] = {"required": True, "content": {"application/json": {
+            "schema": {"$ref": f"#/components/schemas/{body}"}}}}
+    if route.rule.endswith(("/logs", "/activity")):
+        op["parameters"] += [{"name": n, "in": "query", "required": False,
+                              "schema": {"type": "integer", "minimum": 0}}
+                             for n in (("limit",) if route.rule.endswith("/logs")
+                                       else ("limit", "offset"))]
+    return op
+
+
+# =============================================================================
+# MAIN
+# =============================================================================
+
+class Runtime:
+    """Process-wide objects built by init(); tests build a fresh one per test."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.data_dir = config["data_dir"]
+        os.makedirs(self.data_dir, exist_ok=True)
+        self.db = open_db(config["db_path"])
+        self.hub = EventHub()
+        self.logs = LogWriter()
+        self.agent = {"command": config["agent_command"], "found": None, "version": None}
+        self.greenlets = []
+
+
+def parse_args(argv=None, environ=None) -> dict:
+    """The configuration from flags, their TASKBOARD_* twins and the defaults."""
+    environ = os.environ if environ is None else environ
+    parser = argparse.ArgumentParser(prog="taskboard.py", description=__doc__.splitlines()[0])
+    for option in OPTIONS:
+        default = environ.get(option.env, option.default)
+        parser.add_argument(option.flag, default=default,
+                            help=f"{option.help} (env {option.env}, default {option.default})")
+    parser.add_argument("--demo", action="store_true",
+                        help="run every task with the built-in simulated agent and create a "
+                             "Demo project on a scratch repository")
+    args = parser.parse_args(argv)
+    try:
+        port = int(args.port)
+        if not 0 <= port <= 65535:
+            raise ValueError
+    except ValueError:
+        parser.error(f"port must be a number from 0 to 65535, not {args.port!r}")
+    if args.db:
+        db_path = os.path.abspath(os.path.expanduser(args.db))
+        data_dir = os.path.dirname(db_path)
+    else:
+        data_dir = _default_data_dir(environ)
+        db_path = os.path.join(data_dir, "taskboard.db")
+    try:
+        agent_argv = shlex.split(args.agent_command)
+    except ValueError as exc:
+        parser.error(f"agent command {args.agent_command!r} cannot be parsed: {exc}")
+    if not agent_argv:
+        parser.error("agent command must not be empty")
+    return {"host": args.host, "port": port, "db_path": db_path, "data_dir": data_dir,
+            "agent_command": args.agent_command, "agent_argv": agent_argv,
+            "token": args.token or None, "demo": args.demo,
+            "retry_base_seconds": float(environ.get("TASKBOARD_RETRY_BASE_SECONDS", 30)),
+            "allowed_hosts": [h.strip().lower() for h in
+                              environ.get("TASKBOARD_ALLOWED_HOSTS", "").split(",")
+                              if h.strip()],
+            "git_host_api": environ.get("TASKBOARD_GIT_HOST_API", "https://api.github.com"),
+            "git_host_token": environ.get("TASKBOARD_GIT_HOST_TOKEN")
+            or environ.get("GITHUB_TOKEN")}
+
+
+def _default_data_dir(environ) -> str:
+    if environ.get("STATE_DIRECTORY"):
+        return environ["STATE_DIRECTORY"].split(":")[0]
+    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local",
+                                                          "share")
+    return os.path.join(base, "taskboard")
+
+
+def init(config: dict) -> Runtime:
+    """Build the runtime: open and migrate the database, start the background workers."""
+    global runtime
+    runtime = Runtime(config)
+    migrate()
+    runtime.logs.start()
+    runtime.greenlets.append(gevent.spawn(check_agent_command))
+    return runtime
+
+
+def shutdown() -> None:
+    """Stop the background workers, end every /ws connection, close the database."""
+    global runtime
+    if runtime is None:
+        return
+    for greenlet in runtime.greenlets:
+        greenlet.kill()
+    runtime.logs.stop()
+    for sub in list(runtime.hub.subscribers):
+        sub.outbox.put(None)
+    runtime.db.close()
+    runtime = None
+
+
+def check_agent_command() -> None:
+    """Find the agent CLI and ask its version, for /api/health (never blocks start-up)."""
+    agent = runtime.agent
+    argv = runtime.config["agent_argv"]
+    path = shutil.which(argv[0])
+    agent["found"] = path is not None
+    if path is None:
+        log.warning("agent command %r not found: set --agent-command or "
+                    "TASKBOARD_AGENT_COMMAND", argv[0])
+        return
+    try:
+        out = subprocess.run([path, *argv[1:], "--version"], capture_output=True, text=True,
+                             timeout=15, stdin=subprocess.DEVNULL)
+        agent["version"] = (out.stdout or out.stderr).strip().splitlines()[0][:200] \
+            if (out.stdout or out.stderr).strip() else None
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("agent command %r --version failed: %s", argv[0], exc)
+
+
+def make_server(host: str, port: int, access_log=None) -> pywsgi.WSGIServer:
+    """The HTTP + WebSocket server for `app` (not started)."""
+    return pywsgi.WSGIServer((host, port), app, handler_class=Handler, log=access_log,
+                             error_log=logging.getLogger("taskboard.http"))
+
+
+def serve(config: dict) -> None:
+    """Serve until SIGTERM or SIGINT, then stop accepting, stop the workers and exit."""
+    stop = gevent.event.Event()
+    gevent.signal_handler(signal.SIGTERM, stop.set)
+    gevent.signal_handler(signal.SIGINT, stop.set)
+    server = make_server(config["host"], config["port"])
+    try:
+        server.start()
+    except OSError as exc:
+        log.error("cannot listen on %s:%s: %s", config["host"], config["port"], exc)
+        shutdown()
+        sys.exit(1)
+    host = config["host"]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"Taskboard {__version__} on http://{shown}:{server.server_port}/ "
+          f"(data in {runtime.data_dir})", flush=True)
+    stop.wait()
+    log.info("stopping")
+    server.stop(timeout=2)
+    shutdown()
+
+
+def main(argv=None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s "
+                        "%(message)s", stream=sys.stderr)
+    config = parse_args(argv)
+    init(config)
+    serve(config)
+
+
+if __name__ == "__main__":
+    main()
