@@ -1,0 +1,185 @@
+from gevent import monkey; monkey.patch_all()  # noqa: E702 -- first, as in taskboard.py
+
+import json
+import os
+import sqlite3
+import sys
+import time
+
+import pytest
+import webtest
+import websocket
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import taskboard  # noqa: E402
+
+FAKE_AGENT = os.path.join(ROOT, "tests", "fake_agent.py")
+
+
+def wait_for(predicate, timeout=5.0, interval=0.02, message="condition"):
+    """Poll predicate() until it is truthy; fail with `message` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+def assert_error(response, status, code=None, field=None):
+    """The canonical error body of design.md §3: {error, code, field?}, never a traceback."""
+    assert response.status_int == status, response.text
+    assert response.content_type == "application/json"
+    body = response.json
+    assert isinstance(body["error"], str) and body["error"]
+    assert body["error"] == body["error"].lower() or any(c.isupper() for c in field or "")
+    assert "Traceback" not in response.text
+    if code is not None:
+        assert body["code"] == code, body
+    if field is not None:
+        assert body.get("field") == field, body
+    return body
+
+
+@pytest.fixture
+def config(tmp_path):
+    return taskboard.parse_args(
+        ["--db", str(tmp_path / "data" / "taskboard.db"),
+         "--agent-command", f"{sys.executable} {FAKE_AGENT}"], environ={})
+
+
+@pytest.fixture
+def tb(config):
+    runtime = taskboard.init(config)
+    yield runtime
+    taskboard.shutdown()
+
+
+@pytest.fixture
+def client(tb):
+    return webtest.TestApp(taskboard.app, extra_environ={
+        "REMOTE_ADDR": "127.0.0.1", "HTTP_HOST": "127.0.0.1:4000"})
+
+
+class Api:
+    """Builds data through the HTTP API with defaults, the way a user would."""
+
+    def __init__(self, client, workdir):
+        self.client = client
+        self.workdir = workdir
+        self._n = 0
+
+    def project(self, **fields):
+        self._n += 1
+        body = {"name": f"Project {self._n}", "slug": f"project-{self._n}",
+                "workingDir": str(self.workdir)} | fields
+        return self.client.post_json("/api/projects", body, status=201).json
+
+    def task(self, project_id, **fields):
+        body = {"title": "Write tests"} | fields
+        return self.client.post_json(f"/api/projects/{project_id}/tasks", body,
+                                     status=201).json
+
+    def template(self, project_id, **fields):
+        body = {"name": "Bugfix", "content": "Fix {{task_title}}"} | fields
+        return self.client.post_json(f"/api/projects/{project_id}/templates", body,
+                                     status=201).json
+
+    def snippet(self, project_id, **fields):
+        body = {"name": "Style", "content": "Use tabs."} | fields
+        return self.client.post_json(f"/api/projects/{project_id}/snippets", body,
+                                     status=201).json
+
+    def webhook(self, project_id, **fields):
+        body = {"platform": "custom", "url": "http://127.0.0.1:9/hook",
+                "events": ["task:created"]} | fields
+        return self.client.post_json(f"/api/projects/{project_id}/webhooks", body,
+                                     status=201).json
+
+    def move(self, task_id, status):
+        return self.client.patch_json(f"/api/tasks/{task_id}/status", {"status": status},
+                                      status=200).json
+
+
+@pytest.fixture
+def api(client, tmp_path):
+    workdir = tmp_path / "code"
+    workdir.mkdir()
+    return Api(client, workdir)
+
+
+@pytest.fixture
+def snapshot(tb):
+    """snapshot() -> every row of every table, to prove a refused request changed nothing."""
+    def take():
+        taskboard.runtime.logs.flush()
+        con = sqlite3.connect(tb.config["db_path"])
+        try:
+            tables = [r[0] for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            return {t: con.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
+                    for t in tables}
+        finally:
+            con.close()
+    return take
+
+
+class WsClient:
+    """A websocket-client connection that reads JSON messages, skipping pings."""
+
+    def __init__(self, url, origin=None, timeout=5):
+        headers = [f"Origin: {origin}"] if origin else None
+        self.conn = websocket.create_connection(url, timeout=timeout, header=headers,
+                                                suppress_origin=origin is None)
+
+    def next(self, timeout=5):
+        self.conn.settimeout(timeout)
+        while True:
+            message = json.loads(self.conn.recv())
+            if message.get("event") != "ping":
+                return message
+
+    def until(self, event, predicate=lambda data: True, timeout=5):
+        """Read until a message of `event` whose data satisfies predicate; return it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {event} message within {timeout}s")
+            message = self.next(left)
+            if message["event"] == event and predicate(message["data"]):
+                return message
+
+    def close(self):
+        self.conn.close()
+
+
+class Live:
+    """A real server on a free port, in this process, with WebSocket support."""
+
+    def __init__(self, server):
+        self.server = server
+        self.port = server.server_port
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.sockets = []
+
+    def ws(self, query="", origin=None, timeout=5):
+        client = WsClient(f"ws://127.0.0.1:{self.port}/ws{query}", origin=origin,
+                          timeout=timeout)
+        self.sockets.append(client)
+        return client
+
+
+@pytest.fixture
+def live(tb):
+    server = taskboard.make_server("127.0.0.1", 0)
+    server.start()
+    live = Live(server)
+    yield live
+    for sock in live.sockets:
+        sock.close()
+    server.stop(timeout=1)
