@@ -20,12 +20,15 @@ import collections
 import contextlib
 import datetime as dt
 import functools
+import hashlib
+import hmac
 import itertools
 import json
 import logging
 import mimetypes
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
@@ -174,6 +177,12 @@ class Forbidden(ApiError):
     """The request may not be made from where it came."""
     status = 403
     code = "forbidden"
+
+
+class Unauthorized(ApiError):
+    """The board has a token and the request did not carry it."""
+    status = 401
+    code = "unauthorized"
 
 
 class PayloadTooLarge(ApiError):
@@ -1764,17 +1773,24 @@ STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 #: Bodies of these methods change state; a foreign Origin on them is refused (CSRF).
 UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+#: Headers a reverse proxy adds; refused when the board has no token.
+PROXY_HEADERS = ("HTTP_FORWARDED", "HTTP_X_FORWARDED_FOR", "HTTP_X_REAL_IP")
+#: The only /api paths open without the token.
+OPEN_PATHS = ("/api/health", "/api/login")
+SESSION_COOKIE = "taskboard_session"
 
 
-def json_response(value, status: int = 200) -> bottle.HTTPResponse:
+def json_response(value, status: int = 200) -> str:
     """The one way JSON leaves the server (bottle turns a returned list into a 500)."""
-    return bottle.HTTPResponse(json_dumps(value), status,
-                               {"Content-Type": "application/json",
-                                "Cache-Control": "no-store"})
+    bottle.response.status = status
+    bottle.response.content_type = "application/json"
+    bottle.response.set_header("Cache-Control", "no-store")
+    return json_dumps(value)
 
 
 class ApiPlugin:
-    """Turns returned dicts and lists into JSON and ApiErrors into the error body.
+    """Refuses what refusal() refuses, turns returned dicts and lists into JSON and
+    ApiErrors into the error body.
 
     A route's `status` config (201 for creates) is used for its successful answers.
     """
@@ -1786,6 +1802,9 @@ class ApiPlugin:
         @functools.wraps(callback)
         def wrapper(*args, **kwargs):
             try:
+                error = refusal(bottle.request.environ)
+                if error is not None:
+                    raise error
                 for name, value in kwargs.items():
                     if isinstance(value, int) and not 0 < value < 2**63:
                         raise NotFound(f"{name.replace('_', ' ')} {value} not found")
@@ -1882,16 +1901,34 @@ def own_origin(environ) -> bool:
 
 def refusal(environ) -> ApiError | None:
     """Why a request must be refused before it reaches a route, if it must."""
+    token = runtime.config["token"]
+    if token is None and any(h in environ for h in PROXY_HEADERS):
+        # SECURITY: a board without a token must not be published through a proxy.
+        return Forbidden("this board has no token, so it refuses proxied requests; "
+                         "start it with --token")
     if environ["REQUEST_METHOD"] in UNSAFE_METHODS and not own_origin(environ):
         return Forbidden(f"origin {environ['HTTP_ORIGIN'][:100]!r} is not this board's")
+    path = environ.get("PATH_INFO", "")
+    needs_auth = path == "/ws" or (path.startswith("/api/") and path not in OPEN_PATHS)
+    if token is not None and needs_auth and not authorized(environ, token):
+        return Unauthorized("a valid token is required: send Authorization: Bearer <token> "
+                            "or log in at POST /api/login")
     return None
 
 
-@app.hook("before_request")
-def _guard():
-    error = refusal(bottle.request.environ)
-    if error is not None:
-        raise json_response(error.body(), error.status)
+def authorized(environ, token: str) -> bool:
+    """The request carries the token (bearer) or the session cookie of POST /api/login."""
+    header = environ.get("HTTP_AUTHORIZATION", "")
+    if header[:7].lower() == "bearer " and hmac.compare_digest(
+            header[7:].strip().encode(), token.encode()):
+        return True
+    cookie = bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE) or ""
+    return hmac.compare_digest(cookie.encode(), session_value(token).encode())
+
+
+def session_value(token: str) -> str:
+    """The session cookie's value: derived from the token, never the token itself."""
+    return hmac.new(token.encode(), b"taskboard session", hashlib.sha256).hexdigest()
 
 
 # =============================================================================
@@ -1901,6 +1938,30 @@ def _guard():
 @app.get("/api/health")
 def api_health():
     return health()
+
+
+@app.post("/api/login", body="Login", returns="Ok")
+def api_login():
+    body = read_json()
+    given = body.get("token") if isinstance(body, dict) else None
+    if not isinstance(given, str):
+        raise Invalid("token is required", "token")
+    token = runtime.config["token"]
+    if token is None:
+        return {"ok": True}
+    if not hmac.compare_digest(given.encode(), token.encode()):
+        raise Unauthorized("wrong token")
+    secure = bottle.request.urlparts.scheme == "https" or \
+        bottle.request.get_header("X-Forwarded-Proto", "") == "https"
+    bottle.response.set_cookie(SESSION_COOKIE, session_value(token), path="/", httponly=True,
+                               samesite="strict", secure=secure)
+    return {"ok": True}
+
+
+@app.post("/api/logout", returns="Ok")
+def api_logout():
+    bottle.response.delete_cookie(SESSION_COOKIE, path="/")
+    return {"ok": True}
 
 
 # --- projects ----------------------------------------------------------------
@@ -2036,23 +2097,23 @@ def _child_routes(kind: Child, schema: str) -> None:
     def api_create(project_id):
         return create_child(kind, project_id, read_json())
 
-    def api_get(project_id, row_id):
-        return get_child(kind, project_id, row_id)
+    def api_get(project_id, item_id):
+        return get_child(kind, project_id, item_id)
 
-    def api_update(project_id, row_id):
-        return update_child(kind, project_id, row_id, read_json())
+    def api_update(project_id, item_id):
+        return update_child(kind, project_id, item_id, read_json())
 
-    def api_delete(project_id, row_id):
-        return delete_child(kind, project_id, row_id)
+    def api_delete(project_id, item_id):
+        return delete_child(kind, project_id, item_id)
 
     app.route(base, "GET", api_list, name=f"api_list_{kind.table}", returns=f"{schema}[]")
     app.route(base, "POST", api_create, name=f"api_create_{kind.noun}", body=kind.fields,
               returns=schema, status=201)
-    app.route(f"{base}/<row_id:int>", "GET", api_get, name=f"api_get_{kind.noun}",
+    app.route(f"{base}/<item_id:int>", "GET", api_get, name=f"api_get_{kind.noun}",
               returns=schema)
-    app.route(f"{base}/<row_id:int>", "PUT", api_update, name=f"api_update_{kind.noun}",
+    app.route(f"{base}/<item_id:int>", "PUT", api_update, name=f"api_update_{kind.noun}",
               body=kind.fields, partial=True, returns=schema)
-    app.route(f"{base}/<row_id:int>", "DELETE", api_delete, name=f"api_delete_{kind.noun}",
+    app.route(f"{base}/<item_id:int>", "DELETE", api_delete, name=f"api_delete_{kind.noun}",
               returns="Ok")
 
 
@@ -2167,6 +2228,9 @@ class Handler(WebSocketHandler):
 
 
 def ws_refusal(environ) -> ApiError | None:
+    error = refusal(environ)
+    if error is not None:
+        return error
     if not own_origin(environ):
         return Forbidden(f"origin {environ['HTTP_ORIGIN'][:100]!r} is not this board's")
     try:
@@ -2483,10 +2547,32 @@ def serve(config: dict) -> None:
     shutdown()
 
 
+def ensure_token(config: dict) -> None:
+    """Binding beyond loopback needs a token: use the given one, else the stored one, else
+    generate one, store it 0600 in the data dir and print it once."""
+    if config["token"] or config["host"] in LOOPBACK_NAMES or \
+            config["host"].startswith("127."):
+        return
+    path = os.path.join(config["data_dir"], "token")
+    os.makedirs(config["data_dir"], exist_ok=True)
+    try:
+        with open(path, encoding="utf-8") as f:
+            config["token"] = f.read().strip() or None
+    except FileNotFoundError:
+        pass
+    if config["token"] is None:
+        config["token"] = secrets.token_urlsafe(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(config["token"] + "\n")
+        print(f"Generated an API token (stored in {path}): {config['token']}", flush=True)
+
+
 def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s "
                         "%(message)s", stream=sys.stderr)
     config = parse_args(argv)
+    ensure_token(config)
     init(config)
     serve(config)
 

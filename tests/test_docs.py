@@ -1,0 +1,64 @@
+"""README.md documents every route, flag, environment variable, setting and event."""
+import os
+import re
+import subprocess
+
+import pytest
+
+import taskboard
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    README = f.read()
+with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
+    CI_RUN = f.read()
+
+
+def _readme_path(rule):
+    """/api/projects/<project_id:int>/tasks -> /api/projects/:projectId/tasks"""
+    def camel(match):
+        head, *rest = match.group(1).split("_")
+        return ":" + head + "".join(word.title() for word in rest)
+    return re.sub(r"<(\w+):int>", camel, rule)
+
+
+API_ROUTES = sorted({(r.method, _readme_path(r.rule)) for r in taskboard.app.routes
+                     if r.rule.startswith("/api/")})
+
+
+@pytest.mark.parametrize("method,path", API_ROUTES)
+def test_readme_documents_route(method, path):
+    assert re.search(rf"\| {method} \| `{re.escape(path)}` \|", README), \
+        f"{method} {path} is missing from README.md"
+
+
+@pytest.mark.parametrize("option", taskboard.OPTIONS + taskboard.ENV_SETTINGS,
+                         ids=lambda o: o.env)
+def test_readme_documents_option(option):
+    assert f"`{option.env}`" in README
+    if option.flag:
+        assert f"| `{option.flag}` | `{option.env}` |" in README
+
+
+@pytest.mark.parametrize("field", taskboard.SETTINGS_FIELDS, ids=lambda f: f.name)
+def test_readme_documents_setting_with_its_default(field):
+    default = {None: "null", 1: "true", 0: "false"}.get(field.default, field.default) \
+        if field.kind == "bool" or field.default is None else field.default
+    assert re.search(rf"\| `{field.name}` \| `{default}` \|", README), field.name
+
+
+@pytest.mark.parametrize("event", sorted(taskboard.EVENT_TYPES))
+def test_readme_documents_event(event):
+    assert f"`{event}`" in README
+
+
+def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
+    blocks = re.findall(r"<!-- (\w+)-command -->\n```\n(.+)\n```", README)
+    assert [name for name, _ in blocks] == ["run", "test"]
+    extracted = subprocess.run(
+        ["bash", "-c", "awk '/<!-- test-command -->/ {found = 1; next} found && /^```/ "
+         "{if (inside) exit; inside = 1; next} found && inside {print; exit}' README.md"],
+        cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    assert extracted == blocks[1][1]
+    assert "awk '/<!-- test-command -->/" in CI_RUN
+    assert "taskboard.py" in blocks[0][1] and "pytest" in blocks[1][1]
