@@ -36,7 +36,7 @@ def assert_error(response, status, code=None, field=None):
     assert response.content_type == "application/json"
     body = response.json
     assert isinstance(body["error"], str) and body["error"]
-    assert body["error"] == body["error"].lower() or any(c.isupper() for c in field or "")
+    assert not body["error"][0].isupper(), "messages start in lower case"
     assert "Traceback" not in response.text
     if code is not None:
         assert body["code"] == code, body

@@ -1,0 +1,99 @@
+"""Token auth, proxy refusal and Origin checks (design.md §11)."""
+import pytest
+import websocket
+import webtest
+
+import taskboard
+from conftest import assert_error
+
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture
+def secured(tb):
+    tb.config["token"] = TOKEN
+    return webtest.TestApp(taskboard.app, extra_environ={
+        "REMOTE_ADDR": "127.0.0.1", "HTTP_HOST": "127.0.0.1:4000"})
+
+
+@pytest.mark.parametrize("path", ["/api/projects", "/api/settings", "/api/stats/agent-usage",
+                                  "/api/openapi.json"])
+def test_token_missing_is_401(secured, path):
+    assert_error(secured.get(path, status=401), 401, "unauthorized")
+
+
+def test_token_wrong_bearer_is_401_and_right_bearer_passes(secured):
+    secured.get("/api/projects", headers={"Authorization": "Bearer nope"}, status=401)
+    assert secured.get("/api/projects",
+                       headers={"Authorization": f"Bearer {TOKEN}"}).json == []
+
+
+def test_health_and_login_stay_open_with_a_token(secured):
+    assert secured.get("/api/health").json["ok"] is True
+    assert_error(secured.post_json("/api/login", {"token": "wrong"}, status=401), 401,
+                 "unauthorized")
+
+
+def test_login_sets_an_httponly_strict_cookie_that_authorizes(secured, snapshot):
+    before = snapshot()
+    response = secured.post_json("/api/login", {"token": TOKEN})
+    cookie = response.headers["Set-Cookie"]
+    assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
+    assert TOKEN not in cookie
+    assert secured.get("/api/projects").json == []  # the cookie jar now carries it
+    secured.post("/api/logout", headers={"Content-Type": "application/json"})
+    secured.get("/api/projects", status=401)
+    assert snapshot() == before
+
+
+def test_refused_create_without_token_changes_nothing(secured, snapshot, tmp_path):
+    before = snapshot()
+    secured.post_json("/api/projects", {"name": "X", "slug": "x", "workingDir": str(tmp_path)},
+                      status=401)
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("header", ["Forwarded", "X-Forwarded-For", "X-Real-IP"])
+def test_proxied_request_without_token_is_403(client, header):
+    response = client.get("/api/projects", headers={header: "for=203.0.113.9"}, status=403)
+    assert_error(response, 403, "forbidden")
+
+
+def test_proxied_request_with_token_is_allowed(secured):
+    secured.get("/api/projects", headers={"X-Forwarded-For": "203.0.113.9",
+                                          "Authorization": f"Bearer {TOKEN}"}, status=200)
+
+
+def test_foreign_origin_on_a_write_is_403_and_own_origin_passes(client, tmp_path, snapshot):
+    before = snapshot()
+    body = {"name": "X", "slug": "x", "workingDir": str(tmp_path)}
+    client.post_json("/api/projects", body, headers={"Origin": "http://evil.example"},
+                     status=403)
+    assert snapshot() == before
+    client.post_json("/api/projects", body, headers={"Origin": "http://127.0.0.1:4000"},
+                     status=201)
+
+
+def test_ws_needs_the_token(live, tb):
+    tb.config["token"] = TOKEN
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        live.ws()
+    assert refused.value.status_code == 401
+    conn = websocket.create_connection(f"ws://127.0.0.1:{live.port}/ws", timeout=5,
+                                       header=[f"Authorization: Bearer {TOKEN}"],
+                                       suppress_origin=True)
+    conn.close()
+
+
+def test_non_loopback_bind_generates_a_private_token_once(tmp_path, capsys):
+    config = taskboard.parse_args(["--host", "0.0.0.0", "--db", str(tmp_path / "t.db")],
+                                  environ={})
+    taskboard.ensure_token(config)
+    token_file = tmp_path / "token"
+    assert config["token"] and token_file.read_text().strip() == config["token"]
+    assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+    assert config["token"] in capsys.readouterr().out
+    again = taskboard.parse_args(["--host", "0.0.0.0", "--db", str(tmp_path / "t.db")],
+                                 environ={})
+    taskboard.ensure_token(again)
+    assert again["token"] == config["token"] and config["token"] not in capsys.readouterr().out
