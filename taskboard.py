@@ -1748,6 +1748,52 @@ def update_settings(body) -> dict:
     return settings
 
 
+# --- demo --------------------------------------------------------------------------
+
+#: Tasks of the Demo project that --demo creates once.
+DEMO_TASKS = (
+    {"title": "Add a greeting function", "priority": 2, "task_type": "feature",
+     "description": "Add greet(name) to app.py returning 'Hello, <name>!'.",
+     "acceptance_criteria": "greet('Ada') returns 'Hello, Ada!'"},
+    {"title": "Document the app in the README", "priority": 1, "task_type": "docs",
+     "description": "Explain what app.py does and how to run it."},
+    {"title": "Fix the off-by-one in count_to", "priority": 3, "task_type": "bugfix",
+     "description": "count_to(3) should return [1, 2, 3]."},
+)
+
+
+def create_demo_project() -> dict | None:
+    """Once per data dir: a Demo project on a scratch git repository with a few tasks.
+
+    The repository lives in the data dir, so no real checkout is ever touched.
+    """
+    if settings_rows().get("_demoCreated"):
+        return None
+    repo = os.path.join(runtime.data_dir, "demo-repo")
+    os.makedirs(repo, exist_ok=True)
+    with open(os.path.join(repo, "app.py"), "w", encoding="utf-8") as f:
+        f.write("def count_to(n):\n    return list(range(1, n))\n")
+    with open(os.path.join(repo, "README.md"), "w", encoding="utf-8") as f:
+        f.write("# Demo app\n")
+    git = ["git", "-c", "user.name=Taskboard Demo", "-c", "user.email=demo@taskboard.invalid"]
+    try:
+        for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                     ["commit", "-q", "-m", "Initial demo app"]):
+            subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True,
+                           timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("demo: the scratch repository is not a git repository: %s", exc)
+    taken = {p["slug"] for p in project_rows()}
+    slug = next(s for s in itertools.chain(["demo"], (f"demo-{n}" for n in
+                                                      itertools.count(2))) if s not in taken)
+    project = create_project({"name": "Demo", "slug": slug, "workingDir": repo,
+                              "permissionMode": "auto-accept"})
+    for task in DEMO_TASKS:
+        create_task(project["id"], task)
+    upsert_settings_rows({"_demoCreated": True})
+    return project
+
+
 # --- health ------------------------------------------------------------------------
 
 def health() -> dict:
@@ -2456,8 +2502,11 @@ def parse_args(argv=None, environ=None) -> dict:
         parser.error(f"agent command {args.agent_command!r} cannot be parsed: {exc}")
     if not agent_argv:
         parser.error("agent command must not be empty")
+    if args.demo:
+        agent_argv = [sys.executable, os.path.abspath(__file__), "--simulate-agent"]
     return {"host": args.host, "port": port, "db_path": db_path, "data_dir": data_dir,
-            "agent_command": args.agent_command, "agent_argv": agent_argv,
+            "agent_command": shlex.join(agent_argv) if args.demo else args.agent_command,
+            "agent_argv": agent_argv,
             "token": args.token or None, "demo": args.demo,
             "retry_base_seconds": float(environ.get("TASKBOARD_RETRY_BASE_SECONDS", 30)),
             "allowed_hosts": [h.strip().lower() for h in
@@ -2482,6 +2531,8 @@ def init(config: dict) -> Runtime:
     runtime = Runtime(config)
     migrate()
     runtime.logs.start()
+    if config["demo"]:
+        create_demo_project()
     runtime.greenlets.append(gevent.spawn(check_agent_command))
     return runtime
 
