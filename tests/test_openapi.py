@@ -62,3 +62,19 @@ def test_openapi_enums_come_from_the_same_constants(doc):
     assert task["status"]["enum"] == list(taskboard.STATUSES)
     assert task["task_type"]["enum"] == list(taskboard.TASK_TYPES)
     assert task["model"]["enum"] == list(taskboard.MODELS)
+
+
+def test_task_list_json_from_sqlite_equals_the_python_rendering(api, client):
+    """The task list is rendered by SQLite for speed; it must match render() exactly."""
+    project = api.project()
+    parent = api.task(project["id"], title="Ünïcode \"quoted\" \\ back\nslash", priority=3,
+                      tags=["a", "b"], description="x" * 300)
+    for n in range(12):
+        api.task(project["id"], title=f"t{n}", priority=n % 4,
+                 parent_task_id=parent["id"] if n % 5 == 0 else None)
+    api.move(parent["id"], "done")
+    listed = client.get(f"/api/projects/{project['id']}/tasks").json
+    assert listed == taskboard.list_tasks(project["id"])
+    assert [t["priority"] for t in listed] == sorted((t["priority"] for t in listed),
+                                                      reverse=True)
+    assert listed[0]["awaiting_subtasks"] is True and listed[0]["total_cost"] == 0
