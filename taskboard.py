@@ -38,6 +38,7 @@ import sys
 import threading
 import time
 import unicodedata
+import urllib.parse
 
 import bottle
 import dataset
@@ -244,8 +245,13 @@ def slugify(text: str, limit: int = 40) -> str:
 def safe_file_name(name: str) -> str:
     """A file name that cannot leave its folder or hide: no paths, no dot files."""
     name = unicodedata.normalize("NFC", os.path.basename(name.replace("\\", "/")))
-    name = re.sub(r"[^\w.\- ]+", "_", name).strip(" .")
-    return name[:120] or "file"
+    name = re.sub(r"[^\w.\- ]+", "_", name).strip(" .") or "file"
+    stem, ext = os.path.splitext(name)
+    if len(ext.encode()) > 20:
+        stem, ext = name, ""
+    while len((stem + ext).encode()) > 150:  # file systems allow 255 bytes; keep room
+        stem = stem[:-1]
+    return (stem.rstrip(" .") or "file") + ext
 
 
 def project_key_from_slug(slug: str) -> str:
@@ -391,9 +397,9 @@ def _parse_tags(value, name):
         try:
             value = json.loads(value)
         except ValueError:
-            raise Invalid(f"{name} must be a JSON array of strings, not {value[:60]!r}", name)
+            raise Invalid(f"{name} must be a json array of strings, not {value[:60]!r}", name)
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-        raise Invalid(f"{name} must be a JSON array of strings", name)
+        raise Invalid(f"{name} must be a json array of strings", name)
     return json_dumps(value)
 
 
@@ -416,7 +422,7 @@ def _check_working_dir(value, name):
 
 def _check_webhook_url(value, name):
     if not URL_RE.match(value):
-        raise Invalid(f"{name} {value[:80]!r} must be an http:// or https:// URL", name)
+        raise Invalid(f"{name} {value[:80]!r} must be an http:// or https:// url", name)
 
 
 def _ro(name, kind="int", **kw):
@@ -561,7 +567,7 @@ def validate(fields, body, *, partial=False, defaults=True) -> dict:
     must be present and missing ones get their defaults.
     """
     if not isinstance(body, dict):
-        raise Invalid("the request body must be a JSON object")
+        raise Invalid("the request body must be a json object")
     by_name = {f.name: f for f in fields}
     out = {}
     for name, value in body.items():
@@ -714,7 +720,7 @@ CREATE INDEX attachments_by_task ON attachments(task_id, id);
 CREATE TABLE activity (
   id INTEGER PRIMARY KEY,
   project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
-  task_id INTEGER REFERENCES tasks(id) ON DELETE CASCADE,
+  task_id INTEGER REFERENCES tasks(id) ON DELETE SET NULL,
   task_title TEXT NOT NULL,
   event TEXT NOT NULL,
   from_status TEXT,
@@ -1630,7 +1636,7 @@ def add_attachment(task_id: int, file_name: str, stream, mime_type: str | None) 
             while chunk := stream.read(64 * 1024):
                 size += len(chunk)
                 if size > MAX_UPLOAD_BYTES:
-                    raise PayloadTooLarge(f"attachment {name!r} is larger than 20 MiB")
+                    raise PayloadTooLarge(f"attachment {name!r} is larger than 20 mib")
                 out.write(chunk)
         mime = mime_type if mime_type and "/" in mime_type else \
             (mimetypes.guess_type(name)[0] or "application/octet-stream")
@@ -1941,14 +1947,14 @@ def read_json(required: bool = True):
     except ValueError:
         raise Invalid("content-length is not a number")
     if length > MAX_BODY_BYTES:
-        raise PayloadTooLarge(f"request body of {length} bytes is larger than 1 MiB")
+        raise PayloadTooLarge(f"request body of {length} bytes is larger than 1 mib")
     chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
     raw = bottle.request.body.read(MAX_BODY_BYTES + 1) if (length or chunked) else b""
     if len(raw) > MAX_BODY_BYTES:
-        raise PayloadTooLarge("request body is larger than 1 MiB")
+        raise PayloadTooLarge("request body is larger than 1 mib")
     if not raw:
         if required:
-            raise Invalid("a JSON object body is required")
+            raise Invalid("a json object body is required")
         return None
     media_type = environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
     if media_type != "application/json":
@@ -2001,8 +2007,8 @@ def refusal(environ) -> ApiError | None:
     path = environ.get("PATH_INFO", "")
     needs_auth = path == "/ws" or (path.startswith("/api/") and path not in OPEN_PATHS)
     if token is not None and needs_auth and not authorized(environ, token):
-        return Unauthorized("a valid token is required: send Authorization: Bearer <token> "
-                            "or log in at POST /api/login")
+        return Unauthorized("a valid token is required: send 'authorization: bearer <token>' "
+                            "or log in at post /api/login")
     return None
 
 
@@ -2117,7 +2123,7 @@ def api_update_task(task_id):
 def api_move_task(task_id):
     body = read_json()
     if not isinstance(body, dict):
-        raise Invalid("the request body must be a JSON object")
+        raise Invalid("the request body must be a json object")
     unknown = set(body) - {"status"}
     if unknown:
         raise Invalid(f"unknown field {sorted(unknown)[0]!r}", sorted(unknown)[0])
@@ -2149,7 +2155,7 @@ def api_delete_task(task_id):
 def api_add_attachment(task_id):
     environ = bottle.request.environ
     if int(environ.get("CONTENT_LENGTH") or 0) > MAX_UPLOAD_BYTES + 64 * 1024:
-        raise PayloadTooLarge("attachment is larger than 20 MiB")
+        raise PayloadTooLarge("attachment is larger than 20 mib")
     if not environ.get("CONTENT_TYPE", "").lower().startswith("multipart/form-data"):
         raise UnsupportedMediaType("content-type must be multipart/form-data with a 'file'")
     upload = bottle.request.files.get("file")
@@ -2163,8 +2169,11 @@ def api_add_attachment(task_id):
 def api_get_attachment(attachment_id):
     attachment, path = get_attachment(attachment_id)
     response = bottle.static_file(os.path.basename(path), root=os.path.dirname(path),
-                                  mimetype=attachment["mimeType"],
-                                  download=attachment["fileName"])
+                                  mimetype=attachment["mimeType"])
+    name = attachment["fileName"]
+    fallback = name.encode("ascii", "replace").decode().replace('"', "_").replace("?", "_")
+    response.set_header("Content-Disposition", f"attachment; filename=\"{fallback}\"; "
+                        f"filename*=UTF-8''{urllib.parse.quote(name, safe='')}")
     response.set_header("X-Content-Type-Options", "nosniff")
     response.set_header("Content-Security-Policy", "sandbox")
     return response
@@ -2334,7 +2343,7 @@ def ws_refusal(environ) -> ApiError | None:
 def ws_events():
     ws = bottle.request.environ.get("wsgi.websocket")
     if ws is None:
-        raise Invalid("/ws expects a WebSocket upgrade")
+        raise Invalid("/ws expects a websocket upgrade")
     sub = runtime.hub.subscribe(**ws_params(bottle.request.query))
     reader = gevent.spawn(_ws_read, ws, sub)
     try:
