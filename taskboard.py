@@ -639,7 +639,7 @@ WRITE_LOCK = threading.RLock()
 MIGRATIONS = (
     ("0001_initial", """
 CREATE TABLE projects (
-  id INTEGER PRIMARY KEY,
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   name TEXT NOT NULL,
   slug TEXT NOT NULL UNIQUE,
   key TEXT NOT NULL UNIQUE,
@@ -665,7 +665,7 @@ CREATE TABLE projects (
   updated_at TEXT NOT NULL
 );
 CREATE TABLE tasks (
-  id INTEGER PRIMARY KEY,
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
   parent_task_id INTEGER REFERENCES tasks(id) ON DELETE SET NULL,
   task_key TEXT NOT NULL UNIQUE,
@@ -701,14 +701,14 @@ CREATE TABLE tasks (
 CREATE INDEX tasks_by_project ON tasks(project_id, priority DESC, queue_position, created_at, id);
 CREATE INDEX tasks_by_parent ON tasks(parent_task_id);
 CREATE TABLE revisions (
-  id INTEGER PRIMARY KEY,
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
   feedback TEXT NOT NULL,
   created_at TEXT NOT NULL
 );
 CREATE INDEX revisions_by_task ON revisions(task_id, id);
 CREATE TABLE attachments (
-  id INTEGER PRIMARY KEY,
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
   file_name TEXT NOT NULL,
   mime_type TEXT NOT NULL,
@@ -718,7 +718,7 @@ CREATE TABLE attachments (
 );
 CREATE INDEX attachments_by_task ON attachments(task_id, id);
 CREATE TABLE activity (
-  id INTEGER PRIMARY KEY,
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
   task_id INTEGER REFERENCES tasks(id) ON DELETE SET NULL,
   task_title TEXT NOT NULL,
@@ -730,7 +730,7 @@ CREATE TABLE activity (
 CREATE INDEX activity_by_project ON activity(project_id, id);
 CREATE INDEX activity_by_task ON activity(task_id);
 CREATE TABLE runs (
-  id INTEGER PRIMARY KEY,
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   task_id INTEGER REFERENCES tasks(id) ON DELETE SET NULL,
   project_id INTEGER REFERENCES projects(id) ON DELETE SET NULL,
   kind TEXT NOT NULL DEFAULT 'task',
@@ -749,7 +749,7 @@ CREATE TABLE runs (
 CREATE INDEX runs_by_task ON runs(task_id, id);
 CREATE INDEX runs_by_start ON runs(started_at);
 CREATE TABLE logs (
-  id INTEGER PRIMARY KEY,
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
   run_id INTEGER,
   created_at TEXT NOT NULL,
@@ -761,7 +761,7 @@ CREATE TABLE logs (
 );
 CREATE INDEX logs_by_task ON logs(task_id, id);
 CREATE TABLE templates (
-  id INTEGER PRIMARY KEY,
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
   name TEXT NOT NULL,
   content TEXT NOT NULL,
@@ -773,7 +773,7 @@ CREATE TABLE templates (
 );
 CREATE INDEX templates_by_project ON templates(project_id, id);
 CREATE TABLE snippets (
-  id INTEGER PRIMARY KEY,
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
   name TEXT NOT NULL,
   content TEXT NOT NULL,
@@ -783,7 +783,7 @@ CREATE TABLE snippets (
 );
 CREATE INDEX snippets_by_project ON snippets(project_id, id);
 CREATE TABLE webhooks (
-  id INTEGER PRIMARY KEY,
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
   platform TEXT NOT NULL,
   url TEXT NOT NULL,
@@ -795,7 +795,7 @@ CREATE TABLE webhooks (
 );
 CREATE INDEX webhooks_by_project ON webhooks(project_id, id);
 CREATE TABLE webhook_deliveries (
-  id INTEGER PRIMARY KEY,
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   webhook_id INTEGER NOT NULL REFERENCES webhooks(id) ON DELETE CASCADE,
   event TEXT NOT NULL,
   attempt INTEGER NOT NULL,
@@ -1423,6 +1423,7 @@ def create_project(body) -> dict:
 
 
 def update_project(project_id: int, body) -> dict:
+    get_project(project_id)
     changes = validate(PROJECT_FIELDS, body, partial=True)
     row = update_project_row(project_id, changes)
     if row is None:
@@ -1485,6 +1486,7 @@ def task_detail(task_id: int) -> dict:
 
 def create_task(project_id: int, body) -> dict:
     """Create a task in backlog, then apply a requested status through move_task()."""
+    get_project(project_id)
     values = validate(TASK_FIELDS, body)
     status = values.pop("status")
     row = insert_task_row(project_id, values, _fill_task_defaults)
@@ -1700,6 +1702,7 @@ def get_child(kind: Child, project_id: int, row_id: int) -> dict:
 
 
 def create_child(kind: Child, project_id: int, body) -> dict:
+    get_project(project_id)
     row = insert_child_row(kind.table, project_id, validate(kind.fields, body))
     if row is None:
         raise NotFound(f"project {project_id} not found")
@@ -1709,6 +1712,7 @@ def create_child(kind: Child, project_id: int, body) -> dict:
 
 
 def update_child(kind: Child, project_id: int, row_id: int, body) -> dict:
+    get_child(kind, project_id, row_id)
     row = update_child_row(kind.table, project_id, row_id,
                            validate(kind.fields, body, partial=True))
     if row is None:
@@ -1894,11 +1898,13 @@ class ApiPlugin:
 
     def apply(self, callback, route):
         status = route.config.get("status", 200)
+        checks_body = route.config.get("body") != "Upload"
 
         @functools.wraps(callback)
         def wrapper(*args, **kwargs):
             try:
-                error = refusal(bottle.request.environ)
+                environ = bottle.request.environ
+                error = refusal(environ) or (body_refusal(environ) if checks_body else None)
                 if error is not None:
                     raise error
                 for name, value in kwargs.items():
@@ -1939,27 +1945,32 @@ def _error_body(res: bottle.HTTPError) -> str:
 app.default_error_handler = _error_body
 
 
-def read_json(required: bool = True):
-    """The request body as parsed JSON, checked for type, size and encoding."""
-    environ = bottle.request.environ
+def body_refusal(environ) -> ApiError | None:
+    """A request body must be JSON and at most 1 MiB (uploads have their own rules)."""
     try:
         length = int(environ.get("CONTENT_LENGTH") or 0)
     except ValueError:
-        raise Invalid("content-length is not a number")
+        return Invalid("content-length is not a number")
+    if not length and "chunked" not in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+        return None
     if length > MAX_BODY_BYTES:
-        raise PayloadTooLarge(f"request body of {length} bytes is larger than 1 mib")
-    chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
-    raw = bottle.request.body.read(MAX_BODY_BYTES + 1) if (length or chunked) else b""
+        return PayloadTooLarge(f"request body of {length} bytes is larger than 1 mib")
+    media_type = environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
+    if media_type != "application/json":
+        return UnsupportedMediaType(
+            f"content-type must be application/json, not {media_type or 'missing'!r}")
+    return None
+
+
+def read_json(required: bool = True):
+    """The request body as parsed JSON (its headers were checked by body_refusal)."""
+    raw = bottle.request.body.read(MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
         raise PayloadTooLarge("request body is larger than 1 mib")
     if not raw:
         if required:
             raise Invalid("a json object body is required")
         return None
-    media_type = environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
-    if media_type != "application/json":
-        raise UnsupportedMediaType(
-            f"content-type must be application/json, not {media_type or 'missing'!r}")
     try:
         body = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
         json_dumps(body).encode("utf-8")  # lone surrogates cannot be stored
