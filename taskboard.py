@@ -32,6 +32,7 @@ import secrets
 import shlex
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -588,6 +589,16 @@ def validate(fields, body, *, partial=False, defaults=True) -> dict:
     return out
 
 
+def validate_known(lookup, fields, body, **options) -> dict:
+    """validate(), except that an unknown id in the URL wins over a bad body: when the body
+    is refused, lookup() runs and raises NotFound if the id is unknown."""
+    try:
+        return validate(fields, body, **options)
+    except Invalid:
+        lookup()
+        raise
+
+
 def render(fields, row, only=None) -> dict:
     """A stored row as the API shows it (write-only fields never leave)."""
     return {name: (convert(row.get(column)) if convert else row.get(column))
@@ -1006,19 +1017,18 @@ def insert_task_row(project_id: int, values: dict, fill_defaults) -> dict | None
     filled in.
     """
     with tx() as t:
-        counter = t.value("UPDATE projects SET task_counter = task_counter + 1 "
-                          "WHERE id = ? RETURNING task_counter", (project_id,))
-        if counter is None:
+        project = t.one("UPDATE projects SET task_counter = task_counter + 1 "
+                        "WHERE id = ? RETURNING task_counter, key", (project_id,))
+        if project is None:
             return None
         parent_id = values.get("parent_task_id")
         if parent_id is not None and not t.value(
                 "SELECT 1 FROM tasks WHERE id = ? AND project_id = ?", (parent_id, project_id)):
             raise Invalid(f"parent_task_id {parent_id} is not a task of project {project_id}",
                           "parent_task_id")
-        key = t.value("SELECT key FROM projects WHERE id = ?", (project_id,))
         now = now_iso()
         values = {**fill_defaults(t, project_id, values), "project_id": project_id,
-                  "task_key": f"{key}-{counter}", "status": "backlog", "created_at": now,
+                  "task_key": f"{project['key']}-{project['task_counter']}", "status": "backlog", "created_at": now,
                   "updated_at": now}
         task_id = t.insert("tasks", values)
         if parent_id is not None:
@@ -1423,8 +1433,8 @@ def create_project(body) -> dict:
 
 
 def update_project(project_id: int, body) -> dict:
-    get_project(project_id)
-    changes = validate(PROJECT_FIELDS, body, partial=True)
+    changes = validate_known(lambda: get_project(project_id), PROJECT_FIELDS, body,
+                             partial=True)
     row = update_project_row(project_id, changes)
     if row is None:
         raise NotFound(f"project {project_id} not found")
@@ -1486,8 +1496,7 @@ def task_detail(task_id: int) -> dict:
 
 def create_task(project_id: int, body) -> dict:
     """Create a task in backlog, then apply a requested status through move_task()."""
-    get_project(project_id)
-    values = validate(TASK_FIELDS, body)
+    values = validate_known(lambda: get_project(project_id), TASK_FIELDS, body)
     status = values.pop("status")
     row = insert_task_row(project_id, values, _fill_task_defaults)
     if row is None:
@@ -1601,9 +1610,7 @@ def _fill_task_defaults(t: Tx, project_id: int, values: dict) -> dict:
     template = t.one("SELECT model, thinking_effort FROM templates WHERE project_id = ? "
                      "AND task_type = ? ORDER BY id LIMIT 1",
                      (project_id, values["task_type"])) or {}
-    stored = {r["name"]: json.loads(r["value_json"]) for r in t.all(
-        "SELECT name, value_json FROM settings WHERE name IN ('defaultModel', "
-        "'defaultEffort')")}
+    stored = runtime.settings
     return {"model": template.get("model") or stored.get("defaultModel", "model_medium"),
             "thinking_effort": template.get("thinking_effort")
             or stored.get("defaultEffort", "medium"),
@@ -1702,8 +1709,8 @@ def get_child(kind: Child, project_id: int, row_id: int) -> dict:
 
 
 def create_child(kind: Child, project_id: int, body) -> dict:
-    get_project(project_id)
-    row = insert_child_row(kind.table, project_id, validate(kind.fields, body))
+    values = validate_known(lambda: get_project(project_id), kind.fields, body)
+    row = insert_child_row(kind.table, project_id, values)
     if row is None:
         raise NotFound(f"project {project_id} not found")
     item = child_view(kind, row)
@@ -1712,9 +1719,9 @@ def create_child(kind: Child, project_id: int, body) -> dict:
 
 
 def update_child(kind: Child, project_id: int, row_id: int, body) -> dict:
-    get_child(kind, project_id, row_id)
-    row = update_child_row(kind.table, project_id, row_id,
-                           validate(kind.fields, body, partial=True))
+    changes = validate_known(lambda: get_child(kind, project_id, row_id), kind.fields, body,
+                             partial=True)
+    row = update_child_row(kind.table, project_id, row_id, changes)
     if row is None:
         raise NotFound(f"{kind.noun} {row_id} not found in project {project_id}")
     item = child_view(kind, row)
@@ -1791,12 +1798,13 @@ def agent_usage() -> dict:
 # --- settings --------------------------------------------------------------------
 
 def get_settings() -> dict:
-    stored = settings_rows()
+    stored = runtime.settings
     return {f.name: f.render(stored.get(f.name, f.default)) for f in SETTINGS_FIELDS}
 
 
 def update_settings(body) -> dict:
-    stored = upsert_settings_rows(validate(SETTINGS_FIELDS, body, partial=True))
+    stored = runtime.settings = upsert_settings_rows(
+        validate(SETTINGS_FIELDS, body, partial=True))
     settings = {f.name: f.render(stored.get(f.name, f.default)) for f in SETTINGS_FIELDS}
     runtime.hub.publish("settings:updated", settings)
     return settings
@@ -1821,7 +1829,7 @@ def create_demo_project() -> dict | None:
 
     The repository lives in the data dir, so no real checkout is ever touched.
     """
-    if settings_rows().get("_demoCreated"):
+    if runtime.settings.get("_demoCreated"):
         return None
     repo = os.path.join(runtime.data_dir, "demo-repo")
     os.makedirs(repo, exist_ok=True)
@@ -1844,7 +1852,7 @@ def create_demo_project() -> dict | None:
                               "permissionMode": "auto-accept"})
     for task in DEMO_TASKS:
         create_task(project["id"], task)
-    upsert_settings_rows({"_demoCreated": True})
+    runtime.settings = upsert_settings_rows({"_demoCreated": True})
     return project
 
 
@@ -2320,6 +2328,13 @@ class Handler(WebSocketHandler):
     parameter checks for /ws happen here; other paths are never upgraded.
     """
 
+    def handle(self):
+        # NOTE: pywsgi writes headers and body separately; with Nagle on, every small
+        # keep-alive response waited ~40 ms for the client's delayed ACK.
+        with contextlib.suppress(OSError):
+            self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().handle()
+
     def upgrade_websocket(self):
         if self.environ.get("HTTP_UPGRADE", "").lower() != "websocket":
             return None
@@ -2533,6 +2548,8 @@ class Runtime:
         self.hub = EventHub()
         self.logs = LogWriter()
         self.agent = {"command": config["agent_command"], "found": None, "version": None}
+        #: The stored settings, read once at start and replaced by every update.
+        self.settings = {}
         self.greenlets = []
 
 
@@ -2594,6 +2611,7 @@ def init(config: dict) -> Runtime:
     global runtime
     runtime = Runtime(config)
     migrate()
+    runtime.settings = settings_rows()
     runtime.logs.start()
     if config["demo"]:
         create_demo_project()

@@ -170,7 +170,7 @@ class LoadGenerator:
         self.pool.join()
 
     def run(self, port, method, path, seconds, body_template=None):
-        """ Returns {"rps", "p50_ms", "p99_ms", "requests", "errors"} for one measurement. """
+        """ Returns {"rps", "mean_ms", "p50_ms", "p99_ms", "requests", "errors"}. """
         start_at = time.monotonic() + 0.2
         args = [(port, method, path, body_template, start_at, self.warmup, seconds, i,
                  self.fast_ack) for i in range(self.clients)]
@@ -180,6 +180,7 @@ class LoadGenerator:
             raise RuntimeError(f"no request to {method} {path} completed")
         return {
             "rps": sum(len(lats) / elapsed for lats, _, elapsed in results),
+            "mean_ms": sum(latencies) / len(latencies) * 1000,
             "p50_ms": percentile(latencies, 0.50) * 1000,
             "p99_ms": percentile(latencies, 0.99) * 1000,
             "requests": len(latencies),

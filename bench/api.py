@@ -1,6 +1,7 @@
 """Taskboard API throughput and latency, as ratios against a bare bottle + gevent baseline.
 
-Run it by hand from anywhere (it is not a test):
+Run it by hand, from any directory, with the Python that has Taskboard's dependencies (both
+servers are started with that same interpreter); it is not a test:
 
     python bench/api.py                 # 5 s per figure, 4 clients, 2 rounds
     python bench/api.py --quick         # smoke test: 1 s per figure, 1 round
@@ -13,7 +14,7 @@ processes that each send requests back to back on one keep-alive connection:
   create_task  POST /api/projects/:id/tasks {"title", "description", "priority"}
                (into a fresh project per round, so the listed project stays at 1,000)
 
-The baseline is a tiny bottle app, monkey-patched and served exactly like Taskboard
+The baseline is a tiny bottle app, monkey-patched and served the way Taskboard is served
 (gevent.pywsgi.WSGIServer + geventwebsocket's WebSocketHandler, log=None), in its own
 process: GET /bare/tasks re-serialises, per request, the very list Taskboard returned (same
 bytes), and POST /bare/tasks parses the JSON body and echoes it with 201. Baseline and
@@ -30,7 +31,10 @@ Taskboard's figure, the baseline's, and the ratio, where higher is always better
 taskboard/baseline for req/s, baseline/taskboard for p50 and p99 latency. A ratio of 0.6
 means "60 % of what bare bottle + gevent manages". The goal is >= 0.5 for every ratio.
 The last lines, `ratio <figure> <x> (goal >= 0.5)`, are meant for grep. Absolute numbers
-are only comparable within one run: the clients share the CPU with both servers.
+are only comparable within one run: the clients share the CPU with both servers. The
+clients keep the servers saturated, so mean latency = clients / req/s; a busy gevent server
+serves its ready connections unevenly, so p50 can sit well below that mean and p99 far
+above it (the per-measurement lines show the mean too).
 """
 
 import argparse
@@ -212,9 +216,9 @@ def measure(args, load, tmp, tb_port, base_port, list_path):
             r = load.run(port, method, path, args.seconds, body)
             results[figure][side].append(r)
             errors = f", {r['errors']} ERRORS (non-2xx or dropped)" if r["errors"] else ""
-            print(f"round {round_no} {figure:<11} {side:<9} {r['rps']:8.0f} req/s  "
-                  f"p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  "
-                  f"({r['requests']} requests{errors})", flush=True)
+            print(f"round {round_no} {figure:<11} {side:<9} {r['rps']:6.0f} req/s  "
+                  f"mean {r['mean_ms']:6.2f}  p50 {r['p50_ms']:6.2f}  p99 {r['p99_ms']:6.2f} ms"
+                  f"  ({r['requests']} requests{errors})", flush=True)
     return results
 
 

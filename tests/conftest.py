@@ -132,8 +132,7 @@ class WsClient:
     """A websocket-client connection that reads JSON messages, skipping pings."""
 
     def __init__(self, url, origin=None, timeout=5):
-        headers = [f"Origin: {origin}"] if origin else None
-        self.conn = websocket.create_connection(url, timeout=timeout, header=headers,
+        self.conn = websocket.create_connection(url, timeout=timeout, origin=origin,
                                                 suppress_origin=origin is None)
 
     def next(self, timeout=5):
@@ -155,7 +154,8 @@ class WsClient:
                 return message
 
     def close(self):
-        self.conn.close()
+        # NOTE: close() returns early, leaving the socket open, once the server has closed.
+        self.conn.shutdown()
 
 
 class Live:

@@ -1,4 +1,7 @@
 """Token auth, proxy refusal and Origin checks (design.md §11)."""
+import http.client
+import time
+
 import pytest
 import websocket
 import webtest
@@ -97,3 +100,19 @@ def test_non_loopback_bind_generates_a_private_token_once(tmp_path, capsys):
                                  environ={})
     taskboard.ensure_token(again)
     assert again["token"] == config["token"] and config["token"] not in capsys.readouterr().out
+
+
+def test_keep_alive_responses_do_not_wait_for_delayed_acks(live):
+    """Regression: pywsgi writes headers and body apart; with Nagle on, each small response
+    on a keep-alive connection stalled ~40 ms. Ten requests must not take 10 x 40 ms."""
+    conn = http.client.HTTPConnection("127.0.0.1", live.port, timeout=5)
+    try:
+        conn.request("GET", "/api/health")
+        conn.getresponse().read()
+        started = time.monotonic()
+        for _ in range(10):
+            conn.request("GET", "/api/settings")
+            assert conn.getresponse().read()
+        assert time.monotonic() - started < 0.3
+    finally:
+        conn.close()

@@ -1,0 +1,155 @@
+"""The SQLite store: migrations, connection PRAGMAs, many writers at once (design.md §2, STORE)."""
+
+import sqlite3
+import time
+
+import gevent
+import pytest
+import requests
+
+import taskboard
+
+#: The tables the design's resources need (§4-§8); later migrations may add more.
+REQUIRED_TABLES = {"projects", "tasks", "revisions", "attachments", "activity", "runs", "logs",
+                   "templates", "snippets", "webhooks", "webhook_deliveries", "settings"}
+
+
+def schema(db_path):
+    con = sqlite3.connect(db_path)
+    try:
+        return con.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+    finally:
+        con.close()
+
+
+def test_store_fresh_db_gets_every_table(tb):
+    tables = {name for kind, name, _ in schema(tb.config["db_path"]) if kind == "table"}
+    assert REQUIRED_TABLES <= tables, REQUIRED_TABLES - tables
+
+
+def test_store_fresh_db_records_every_migration(tb):
+    con = sqlite3.connect(tb.config["db_path"])
+    try:
+        applied = [r[0] for r in con.execute("SELECT name FROM _migrations ORDER BY name")]
+    finally:
+        con.close()
+    assert applied == sorted(name for name, _ in taskboard.MIGRATIONS)
+
+
+def test_store_migrate_again_changes_nothing(tb, api, snapshot):
+    project = api.project()
+    api.task(project["id"])
+    before_schema, before_rows = schema(tb.config["db_path"]), snapshot()
+    assert taskboard.migrate() == []
+    assert schema(tb.config["db_path"]) == before_schema
+    assert snapshot() == before_rows
+
+
+def test_store_reopening_the_same_db_keeps_data(tb, api, client, config):
+    project = api.project(name="Kept")
+    task = api.task(project["id"], title="Still here")
+    taskboard.shutdown()
+    runtime = taskboard.init(config)
+    assert runtime is not tb
+    assert client.get(f"/api/projects/{project['id']}").json["name"] == "Kept"
+    assert client.get(f"/api/tasks/{task['id']}").json["title"] == "Still here"
+    second = api.task(project["id"])  # the per-project counter continues, never reused
+    assert second["task_key"] != task["task_key"]
+    assert second["task_key"].endswith("-2")
+
+
+def test_store_db_file_is_in_wal_mode(tb):
+    con = sqlite3.connect(tb.config["db_path"])
+    try:
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        con.close()
+
+
+def test_store_connections_have_wal_and_foreign_keys_in_every_greenlet(tb):
+    def pragmas():
+        with taskboard.tx() as t:
+            return (t.value("PRAGMA journal_mode"), t.value("PRAGMA foreign_keys"))
+    jobs = [gevent.spawn(pragmas) for _ in range(5)]
+    gevent.joinall(jobs, timeout=5, raise_error=True)
+    assert [j.value for j in jobs] == [("wal", 1)] * 5
+    assert pragmas() == ("wal", 1)
+
+
+def test_store_foreign_keys_are_enforced(tb, api, client):
+    project = api.project()
+    task = api.task(project["id"])
+    with pytest.raises(sqlite3.IntegrityError):
+        with taskboard.tx() as t:
+            t.insert("logs", {"task_id": task["id"] + 1000, "created_at": "x", "kind": "text",
+                              "message": "orphan"})
+    client.delete(f"/api/projects/{project['id']}")
+    con = sqlite3.connect(tb.config["db_path"])
+    try:  # ON DELETE CASCADE ran: the project's tasks went with it
+        assert con.execute("SELECT COUNT(*) FROM tasks").fetchone()[0] == 0
+    finally:
+        con.close()
+
+
+def task_keys(db_path, project_id):
+    con = sqlite3.connect(db_path)
+    try:
+        return [r[0] for r in con.execute(
+            "SELECT task_key FROM tasks WHERE project_id = ?", (project_id,))]
+    finally:
+        con.close()
+
+
+class HubWatch:
+    """Measures the longest time the gevent hub did not run a 10 ms ticker."""
+
+    def __init__(self):
+        self.worst = 0.0
+        self.greenlet = gevent.spawn(self._tick)
+
+    def _tick(self):
+        last = time.monotonic()
+        while True:
+            gevent.sleep(0.01)
+            now = time.monotonic()
+            self.worst = max(self.worst, now - last - 0.01)
+            last = now
+
+    def stop(self):
+        self.greenlet.kill()
+        return self.worst
+
+
+def test_store_fifty_concurrent_service_creates_all_succeed(tb, api):
+    project = api.project(slug="tb")
+    watch = HubWatch()
+    jobs = [gevent.spawn(taskboard.create_task, project["id"], {"title": f"Task {n}"})
+            for n in range(50)]
+    gevent.joinall(jobs, timeout=30)
+    worst = watch.stop()
+    assert all(j.successful() for j in jobs), [j.exception for j in jobs if j.exception]
+    keys = task_keys(tb.config["db_path"], project["id"])
+    assert len(keys) == 50
+    assert sorted(keys) == sorted(f"TB-{n}" for n in range(1, 51))
+    assert worst < 1.0, f"the hub froze for {worst:.2f}s"
+
+
+def test_store_fifty_concurrent_http_creates_all_succeed(live, api, tb):
+    project = api.project()
+    ws = live.ws()
+    watch = HubWatch()
+
+    def post(n):
+        return requests.post(f"{live.url}/api/projects/{project['id']}/tasks",
+                             json={"title": f"Task {n}"}, timeout=20)
+    jobs = [gevent.spawn(post, n) for n in range(50)]
+    gevent.joinall(jobs, timeout=30, raise_error=True)
+    worst = watch.stop()
+    assert [j.value.status_code for j in jobs] == [201] * 50
+    keys = task_keys(tb.config["db_path"], project["id"])
+    assert len(keys) == 50 and len(set(keys)) == 50
+    assert {j.value.json()["task_key"] for j in jobs} == set(keys)
+    created = set()
+    while len(created) < 50:  # every create was published too
+        created.add(ws.until("task:created")["data"]["id"])
+    assert worst < 1.0, f"the hub froze for {worst:.2f}s"
