@@ -23,8 +23,8 @@ machine with the same clients; each side's best round is kept.
 
 The clients set TCP_QUICKACK after each request (Linux). Without it, gevent.pywsgi's
 separate header and body writes meet Nagle and the client's delayed ACK, and every small
-response takes ~40 ms on both sides: the figures would time the kernel, not the servers.
---plain-client turns that off to show what an ordinary keep-alive client sees.
+response of the bare baseline takes ~40 ms (Taskboard sets TCP_NODELAY on its connections):
+the figures would time the kernel, not the servers. --plain-client turns that off.
 
 How to read the output: one line per measurement while it runs, then a table with
 Taskboard's figure, the baseline's, and the ratio, where higher is always better:
