@@ -40,6 +40,7 @@ import threading
 import time
 import unicodedata
 import urllib.parse
+import uuid
 
 import bottle
 import dataset
@@ -84,6 +85,25 @@ WS_PING_SECONDS = 25
 WS_SEND_TIMEOUT_SECONDS = 10
 #: Agent log entries are written and published at most this often per task.
 LOG_FLUSH_SECONDS = 0.1
+
+#: The agent CLI's --model alias of each tier.
+MODEL_ALIASES = {"model_large": "opus", "model_medium": "sonnet", "model_small": "haiku"}
+#: USD per million tokens (input, output, cache read, cache write), to estimate the cost of a
+#: run when the CLI reports none.  Estimates only; published list prices of each tier.
+PRICES = {"model_large": (15.0, 75.0, 1.5, 18.75), "model_medium": (3.0, 15.0, 0.3, 3.75),
+          "model_small": (1.0, 5.0, 0.1, 1.25)}
+#: Timeouts are set in minutes; tests shrink the minute.
+SECONDS_PER_MINUTE = 60.0
+#: A stopped agent gets SIGTERM, then SIGKILL after this long.
+KILL_GRACE_SECONDS = 5.0
+#: After the agent exits, output still in its pipes is read for this long at most.
+EXIT_GRACE_SECONDS = 2.0
+#: Board secrets that never reach an agent's environment.
+SECRET_ENV = ("TASKBOARD_TOKEN", "TASKBOARD_GIT_HOST_TOKEN")
+#: A longer agent output line is cut into pieces of this size.
+MAX_LINE_BYTES = 1024 * 1024
+#: Log messages are cut to this many characters (the raw line is kept whole).
+MAX_LOG_MESSAGE = 8000
 
 #: Every event a /ws client can receive, with what its data holds.
 EVENT_TYPES = {
@@ -493,6 +513,8 @@ TASK_FIELDS = (
     _ro("session_id", "str"), _ro("input_tokens"), _ro("output_tokens"),
     _ro("cache_read_tokens"), _ro("cache_creation_tokens"), _ro("total_cost", "number"),
     _ro("work_duration_ms"), _ro("revision_count"), _ro("queue_position"),
+    _ro("permission_denials", doc="tools the agent was refused in its latest run"),
+    _ro("last_error", "str", doc="why the latest run failed, or null"),
 )
 
 TEMPLATE_FIELDS = (
@@ -822,6 +844,29 @@ CREATE TABLE settings (
   value_json TEXT NOT NULL
 );
 """),
+    ("0002_agent_runs", """
+ALTER TABLE runs ADD COLUMN pid INTEGER;
+ALTER TABLE runs ADD COLUMN proc_start INTEGER;
+ALTER TABLE runs ADD COLUMN cwd TEXT;
+ALTER TABLE runs ADD COLUMN resumed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN head_start TEXT;
+ALTER TABLE runs ADD COLUMN head_end TEXT;
+ALTER TABLE runs ADD COLUMN error TEXT;
+ALTER TABLE runs ADD COLUMN permission_denials INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_by_status ON runs(status);
+ALTER TABLE tasks ADD COLUMN permission_denials INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN last_error TEXT;
+CREATE TABLE task_events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  run_id INTEGER,
+  seq INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  raw TEXT NOT NULL
+);
+CREATE INDEX task_events_by_task ON task_events(task_id, id);
+"""),
 )
 
 
@@ -1047,16 +1092,18 @@ def update_task_row(task_id: int, changes: dict) -> dict | None:
         return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
 
 
-def move_task_row(task_id: int, to: str, changes_for) -> tuple[dict, dict] | None:
+def move_task_row(task_id: int, to: str, changes_for, only_from=None) \
+        -> tuple[dict, dict] | None:
     """Change a task's status and record it; return (before, after), None if absent.
 
     changes_for(before, now) gives the other columns the move changes (timers, counters).
+    With only_from, a task in another status is left as it is.
     """
     with tx() as t:
         before = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
         if before is None:
             return None
-        if before["status"] == to:
+        if before["status"] == to or (only_from and before["status"] != only_from):
             return before, before
         now = now_iso()
         t.update("tasks", task_id, {**changes_for(before, now), "status": to,
@@ -1094,18 +1141,30 @@ def log_rows(task_id: int, limit: int) -> list[dict] | None:
     return rows
 
 
-def insert_log_rows(rows: list[dict]) -> tuple[list[dict], dict]:
-    """Insert a batch of log entries in order; return them with ids, and {task: project}.
-
-    Entries of tasks deleted meanwhile are dropped (their task is gone with its log).
+def insert_log_rows(rows: list[dict], events: list[dict]) -> tuple[list[dict], dict]:
+    """Insert a batch of log entries and raw agent lines in order; return the entries with
+    their ids, and {task: project}.  Rows of tasks deleted meanwhile are dropped.
     """
-    task_ids = tuple({r["task_id"] for r in rows})
+    task_ids = tuple({r["task_id"] for r in rows} | {e["task_id"] for e in events})
     with tx() as t:
         projects = {r["id"]: r["project_id"] for r in t.all(
             f"SELECT id, project_id FROM tasks WHERE id IN ({_marks(task_ids)})", task_ids)}
-        out = [dict(row, id=t.insert("logs", row)) for row in rows
-               if row["task_id"] in projects]
-        return out, projects
+        rows = [r for r in rows if r["task_id"] in projects]
+        if rows:
+            names = list(rows[0])
+            t.connection.executemany(
+                f"INSERT INTO logs ({', '.join(names)}) VALUES ({_marks(names)})",
+                [tuple(r.values()) for r in rows])
+            # NOTE: one writer, one transaction, AUTOINCREMENT: the ids are consecutive.
+            last = t.value("SELECT last_insert_rowid()")
+            rows = [dict(r, id=i) for i, r in zip(range(last - len(rows) + 1, last + 1), rows)]
+        events = [e for e in events if e["task_id"] in projects]
+        if events:
+            names = list(events[0])
+            t.connection.executemany(
+                f"INSERT INTO task_events ({', '.join(names)}) VALUES ({_marks(names)})",
+                [tuple(e.values()) for e in events])
+        return rows, projects
 
 
 def revision_rows(task_id: int) -> list[dict] | None:
@@ -1113,6 +1172,89 @@ def revision_rows(task_id: int) -> list[dict] | None:
         if not t.exists("tasks", task_id):
             return None
         return t.all("SELECT * FROM revisions WHERE task_id = ? ORDER BY id", (task_id,))
+
+
+# --- runs ----------------------------------------------------------------------
+
+def run_context_rows(task_id: int) -> dict | None:
+    """Everything a run's prompt and command line need, read at one moment."""
+    with tx() as t:
+        task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        if task is None:
+            return None
+        project_id = task["project_id"]
+        return {
+            "task": task,
+            "project": t.one("SELECT * FROM projects WHERE id = ?", (project_id,)),
+            "template": t.one("SELECT * FROM templates WHERE project_id = ? AND task_type = ? "
+                              "ORDER BY id LIMIT 1", (project_id, task["task_type"])),
+            "snippets": t.all("SELECT * FROM snippets WHERE project_id = ? AND enabled = 1 "
+                              "ORDER BY id", (project_id,)),
+            "revisions": t.all("SELECT * FROM revisions WHERE task_id = ? ORDER BY id",
+                               (task_id,)),
+            "attachments": t.all("SELECT * FROM attachments WHERE task_id = ? ORDER BY id",
+                                 (task_id,)),
+        }
+
+
+def task_slot_row(task_id: int) -> dict | None:
+    """A task's status with its project's concurrency limit."""
+    with tx() as t:
+        return t.one("SELECT k.status, k.project_id, p.max_concurrent, p.slug FROM tasks k "
+                     "JOIN projects p ON p.id = k.project_id WHERE k.id = ?", (task_id,))
+
+
+def insert_run_row(values: dict) -> int:
+    with tx() as t:
+        return t.insert("runs", {**values, "status": "running", "started_at": now_iso()})
+
+
+def update_run_row(run_id: int, changes: dict) -> None:
+    with tx() as t:
+        t.update("runs", run_id, changes)
+
+
+def finish_run_rows(run_id: int, run_changes: dict, task_changes: dict) -> dict | None:
+    """Record a run's end and add its usage to its task; return the task (None if gone)."""
+    with tx() as t:
+        t.update("runs", run_id, {**run_changes, "ended_at": now_iso()})
+        run = t.one("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if run["task_id"] is None:
+            return None
+        t.execute("UPDATE tasks SET input_tokens = input_tokens + ?, output_tokens = "
+                  "output_tokens + ?, cache_read_tokens = cache_read_tokens + ?, "
+                  "cache_creation_tokens = cache_creation_tokens + ?, total_cost = "
+                  "total_cost + ? WHERE id = ?",
+                  (run["input_tokens"], run["output_tokens"], run["cache_read_tokens"],
+                   run["cache_creation_tokens"], run["cost"], run["task_id"]))
+        t.update("tasks", run["task_id"], {**task_changes, "updated_at": now_iso()})
+        return t.one("SELECT * FROM tasks WHERE id = ?", (run["task_id"],))
+
+
+def bump_retry_row(task_id: int) -> dict | None:
+    with tx() as t:
+        t.execute("UPDATE tasks SET retry_count = retry_count + 1 WHERE id = ?", (task_id,))
+        return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+
+
+def unfinished_run_rows() -> list[dict]:
+    """Runs a previous server left behind: still 'running' (it was killed) or interrupted."""
+    with tx() as t:
+        return t.all("SELECT * FROM runs WHERE status IN ('running', 'interrupted') "
+                     "ORDER BY id")
+
+
+def restart_rows() -> list[dict]:
+    """After a restart: mark runs left 'running' interrupted, clear stale run flags, and
+    return every in_progress task with the status and session of its latest run."""
+    with tx() as t:
+        t.execute("UPDATE runs SET status = 'interrupted', ended_at = ? "
+                  "WHERE status = 'running'", (now_iso(),))
+        t.execute("UPDATE tasks SET is_running = 0 WHERE is_running = 1")
+        return t.all("SELECT k.*, r.status AS run_status, r.session_id AS run_session "
+                     "FROM tasks k LEFT JOIN runs r ON r.id = (SELECT MAX(id) FROM runs "
+                     "WHERE task_id = k.id AND kind = 'task') WHERE k.status = 'in_progress' "
+                     "ORDER BY k.id")
 
 
 # --- attachments -------------------------------------------------------------
@@ -1343,6 +1485,7 @@ class LogWriter:
     def __init__(self, interval=LOG_FLUSH_SECONDS):
         self.interval = interval
         self.pending = []
+        self.events = []
         self.wakeup = gevent.event.Event()
         self.greenlet = None
         self.stopping = False
@@ -1358,11 +1501,18 @@ class LogWriter:
                              "duration_ms": duration_ms})
         self.wakeup.set()
 
+    def append_raw(self, task_id: int, run_id: int, seq: int, kind: str, raw: str) -> None:
+        """Keep one raw agent line for the structured event log."""
+        self.events.append({"task_id": task_id, "run_id": run_id, "seq": seq,
+                            "created_at": now_iso(), "kind": kind, "raw": raw})
+        self.wakeup.set()
+
     def flush(self) -> None:
         batch, self.pending = self.pending, []
-        if not batch:
+        events, self.events = self.events, []
+        if not batch and not events:
             return
-        rows, projects = insert_log_rows(batch)
+        rows, projects = insert_log_rows(batch, events)
         by_task = collections.defaultdict(list)
         for row in rows:
             by_task[row["task_id"]].append(row)
@@ -1444,7 +1594,10 @@ def update_project(project_id: int, body) -> dict:
 
 
 def delete_project(project_id: int) -> dict:
-    """Remove a project with its tasks, logs, templates, snippets, webhooks, attachments."""
+    """Remove a project with its tasks, logs, templates, snippets, webhooks, attachments;
+    its agents are stopped first."""
+    for task_id in runtime.agents.tasks_of(project_id):
+        runtime.agents.stop(task_id)
     paths = delete_project_row(project_id)
     if paths is None:
         raise NotFound(f"project {project_id} not found")
@@ -1532,26 +1685,56 @@ def update_task(task_id: int, body) -> dict:
     return get_task(task_id)
 
 
-def move_task(task_id: int, to: str, *, manual: bool = True) -> dict:
+def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | None = None,
+              reason: str | None = None) -> dict:
     """Apply a status change: the one function every move goes through.
 
-    Records the activity and the timers, logs the move and publishes the task.  A move to
-    the task's current status changes nothing.
+    Records the activity and the timers, logs the move, publishes the task, and starts or
+    stops its agent: entering in_progress starts a run (409 when the project already runs
+    maxConcurrent agents), leaving it stops the run.  A move to the current status, or from
+    a status other than only_from, changes nothing.
     """
     if to not in STATUSES:
         raise Invalid(f"status {json_dumps(to)[:60]} is not one of: {', '.join(STATUSES)}",
                       "status")
-    moved = move_task_row(task_id, to, functools.partial(_move_changes, to, manual))
+    reserved = to == "in_progress" and _reserve_slot(task_id)
+    try:
+        moved = move_task_row(task_id, to, functools.partial(_move_changes, to, manual),
+                              only_from)
+    except BaseException:
+        if reserved:
+            runtime.agents.release(task_id)
+        raise
     if moved is None:
         raise NotFound(f"task {task_id} not found")
     before, after = moved
-    if before["status"] != to:
-        runtime.logs.append(task_id, "status", f"status {before['status']} -> {to}")
-        _publish_task(after)
-    return task_view(after)
+    if before["status"] == after["status"]:
+        if reserved:
+            runtime.agents.release(task_id)
+        return task_view(after)
+    runtime.logs.append(task_id, "status", f"status {before['status']} -> {to}"
+                        + (f": {reason}" if reason else ""))
+    _publish_task(after)
+    if to == "in_progress":
+        start_run(task_id)
+    else:
+        runtime.agents.stop(task_id)
+    return get_task(task_id)
+
+
+def _reserve_slot(task_id: int) -> bool:
+    """Hold an agent slot of the task's project, or raise Conflict when none is free."""
+    row = task_slot_row(task_id)
+    if row is None:
+        raise NotFound(f"task {task_id} not found")
+    if row["status"] == "in_progress":
+        return False
+    return runtime.agents.reserve(task_id, row["project_id"], row["max_concurrent"],
+                                  row["slug"])
 
 
 def delete_task(task_id: int) -> dict:
+    runtime.agents.stop(task_id)
     deleted = delete_task_row(task_id)
     if deleted is None:
         raise NotFound(f"task {task_id} not found")
@@ -1623,6 +1806,230 @@ def _remove_files(paths: list[str]) -> None:
             os.remove(os.path.join(runtime.data_dir, path))
         with contextlib.suppress(OSError):
             os.rmdir(os.path.dirname(os.path.join(runtime.data_dir, path)))
+
+
+# --- runs ----------------------------------------------------------------------
+# A task in in_progress has an agent run (or waits for its retry).  start_run() builds the
+# prompt and command line and hands the process to the AgentPool; finish_run() records what
+# came out and moves the task on.
+
+def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
+              note: str | None = None) -> None:
+    """Start an agent for a task that holds a slot: a fresh session, or its own resumed.
+
+    The task must be in_progress; otherwise its slot is given back and nothing starts.
+    """
+    context = run_context_rows(task_id)
+    if context is None or context["task"]["status"] != "in_progress":
+        runtime.agents.release(task_id)
+        return
+    task, project = context["task"], context["project"]
+    command = runtime.config["agent_argv"][0]
+    if shutil.which(command) is None:
+        runtime.agents.release(task_id)
+        _fail_task(task_id, f"agent command {command!r} not found: install the agent CLI or "
+                   "set --agent-command / TASKBOARD_AGENT_COMMAND")
+        return
+    session_id = task["session_id"] if resume else None
+    attachment_dir = os.path.join(runtime.data_dir, "attachments", str(task_id)) \
+        if context["attachments"] else None
+    argv = agent_argv(task, project, session_id=session_id, attachment_dir=attachment_dir)
+    text = prompt if prompt is not None else build_prompt(context, note=note)
+    cwd = project["working_dir"]
+    run_id = insert_run_row({
+        "task_id": task_id, "project_id": project["id"], "kind": "task",
+        "model": task["model"], "cwd": cwd, "resumed": int(bool(session_id)),
+        "session_id": session_id, "head_start": git_head(cwd)})
+    settings = get_settings()
+    run = AgentRun(task_id, project["id"], run_id, argv, cwd, agent_env(task_id), text,
+                   model=task["model"],
+                   timeout_s=(project["task_timeout_minutes"] or 0) * SECONDS_PER_MINUTE,
+                   idle_s=settings["agentIdleTimeoutMinutes"] * SECONDS_PER_MINUTE)
+    what = f"resuming session {session_id}" if session_id else "starting the agent"
+    runtime.logs.append(task_id, "system", f"{what} ({MODEL_ALIASES[task['model']]}, effort "
+                        f"{task['thinking_effort']}) in {cwd}", run_id)
+    try:
+        launched = runtime.agents.launch(run)
+    except OSError as exc:
+        runtime.agents.release(task_id)
+        update_run_row(run_id, {"status": "failed", "error": str(exc), "ended_at": now_iso()})
+        _fail_task(task_id, f"could not start {command!r} in {cwd}: {exc}", run_id)
+        return
+    if not launched:
+        update_run_row(run_id, {"status": "stopped", "ended_at": now_iso()})
+        return
+    _publish_task(update_task_row(task_id, {"is_running": 1, "last_error": None}))
+
+
+def record_run_process(run: "AgentRun") -> None:
+    """Remember the process, so a restarted server can recognise and kill a survivor."""
+    update_run_row(run.run_id, {"pid": run.proc.pid, "proc_start": process_start(run.proc.pid)})
+
+
+def record_session(run: "AgentRun", session_id: str) -> None:
+    update_run_row(run.run_id, {"session_id": session_id})
+    _publish_task(update_task_row(run.task_id, {"session_id": session_id}))
+
+
+def publish_usage(run: "AgentRun") -> None:
+    usage = run.parser.usage
+    runtime.hub.publish("task:usage", {
+        "taskId": run.task_id, "projectId": run.project_id, "runId": run.run_id,
+        "inputTokens": usage["input"], "outputTokens": usage["output"],
+        "cacheReadTokens": usage["cache_read"], "cacheCreationTokens": usage["cache_creation"],
+        "cost": round(run.cost(), 6)}, run.project_id)
+
+
+def finish_run(run: "AgentRun") -> None:
+    """Record how a run ended, add its usage to the task, and move the task on."""
+    outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
+    usage = run.parser.usage
+    status = {"ok": "ok", "stopped": "stopped", "interrupted": "interrupted"}.get(outcome,
+                                                                               "failed")
+    denials = len(run.parser.denials)
+    task = finish_run_rows(run.run_id, {
+        "status": status, "exit_code": run.exit_code, "error": reason,
+        "input_tokens": usage["input"], "output_tokens": usage["output"],
+        "cache_read_tokens": usage["cache_read"],
+        "cache_creation_tokens": usage["cache_creation"], "cost": run.cost(),
+        "permission_denials": denials, "head_end": git_head(run.cwd)}, {
+        "is_running": 0, "permission_denials": denials,
+        **({"session_id": run.parser.session_id} if run.parser.session_id else {}),
+        **({"last_error": reason} if outcome in ("retry", "fail") else {})})
+    runtime.agents.forget(run)
+    if task is None:
+        return
+    _publish_task(task)
+    if outcome == "ok":
+        move_task(run.task_id, "testing", manual=False, only_from="in_progress",
+                  reason="the agent finished")
+    elif outcome == "retry":
+        _retry_or_fail(task, reason, run.run_id)
+    elif outcome == "fail":
+        _fail_task(run.task_id, reason, run.run_id)
+    elif outcome == "no_session":
+        runtime.logs.append(run.task_id, "system", f"{reason}; starting a fresh session",
+                            run.run_id)
+        if runtime.agents.reserve(run.task_id, run.project_id, None):
+            start_run(run.task_id)
+
+
+def _retry_or_fail(task: dict, reason: str, run_id: int) -> None:
+    """A retryable failure: try again after a backoff while retries are left, else fail."""
+    project = project_row(task["project_id"])
+    if task["status"] != "in_progress" or project is None:
+        return
+    if task["retry_count"] >= project["max_retries"]:
+        _fail_task(task["id"], f"{reason} (no retries left of {project['max_retries']})",
+                   run_id)
+        return
+    task = bump_retry_row(task["id"])
+    attempt = task["retry_count"]
+    delay = runtime.config["retry_base_seconds"] * 2 ** (attempt - 1) * \
+        (1 + secrets.SystemRandom().uniform(-0.2, 0.2))
+    runtime.logs.append(task["id"], "system", f"attempt failed: {reason}; retry {attempt} of "
+                        f"{project['max_retries']} in {delay:.1f}s", run_id, is_error=True)
+    _publish_task(task)
+    note = f"A previous attempt at this task failed: {reason}. Check the current state of " \
+        "the working directory before continuing."
+    runtime.agents.retry_later(task["id"], project["id"], delay,
+                               functools.partial(start_run, task["id"], note=note))
+
+
+def _fail_task(task_id: int, reason: str, run_id: int | None = None) -> None:
+    runtime.logs.append(task_id, "system", f"failed: {reason}", run_id, is_error=True)
+    _publish_task(update_task_row(task_id, {"last_error": reason}))
+    move_task(task_id, "failed", manual=False, only_from="in_progress", reason=reason)
+
+
+def resume_interrupted_runs() -> None:
+    """At start-up: kill what survived the last server, then give every in_progress task
+    its agent back — its own session resumed ("continue"), not counted as a retry."""
+    for run in unfinished_run_rows():
+        if run["status"] == "running" and run["pid"]:
+            kill_survivor(run["pid"], run["proc_start"])
+    for task in restart_rows():
+        runtime.agents.reserve(task["id"], task["project_id"], None)
+        if task["run_status"] == "interrupted" and task["session_id"]:
+            runtime.logs.append(task["id"], "system",
+                                "the server restarted; resuming the agent's session")
+            start_run(task["id"], resume=True, prompt="continue")
+        else:
+            start_run(task["id"])
+
+
+def build_prompt(context: dict, *, note: str | None = None) -> str:
+    """The agent's instructions: the task, its template, project snippets, change requests,
+    attached files and, on a retry, what went wrong before."""
+    task, project = context["task"], context["project"]
+    parts = [f"# {task['task_key']}: {task['title']}"]
+    if task["description"].strip():
+        parts.append(task["description"].strip())
+    if task["acceptance_criteria"].strip():
+        parts.append("## Acceptance criteria\n" + task["acceptance_criteria"].strip())
+    if context["template"]:
+        parts.append("## Instructions\n" + render_template(context["template"]["content"],
+                                                           task, project))
+    for snippet in context["snippets"]:
+        parts.append(f"## {snippet['name']}\n{snippet['content'].strip()}")
+    if context["revisions"]:
+        parts.append("## Requested changes\n" + "\n".join(
+            f"{n}. {r['feedback'].strip()}" for n, r in enumerate(context["revisions"], 1)))
+    if context["attachments"]:
+        parts.append("## Attached files\n" + "\n".join(
+            f"- {os.path.join(runtime.data_dir, a['path'])}" for a in context["attachments"]))
+    if note:
+        parts.append("## Previous attempt\n" + note)
+    parts.append("Work in the current directory. When you are done, reply with a short "
+                 "summary of what you changed.")
+    return "\n\n".join(parts) + "\n"
+
+
+def render_template(content: str, task: dict, project: dict) -> str:
+    """Resolve {{project_name}} {{task_title}} {{task_type}} {{priority}} {{model}}; leave
+    unknown variables as written."""
+    values = {"project_name": project["name"], "task_title": task["title"],
+              "task_type": task["task_type"], "priority": PRIORITY_NAMES[task["priority"]],
+              "model": task["model"]}
+    return re.sub(r"\{\{\s*(\w+)\s*\}\}",
+                  lambda m: values.get(m.group(1), m.group(0)), content)
+
+
+def agent_argv(task: dict, project: dict, *, session_id: str | None = None,
+               attachment_dir: str | None = None) -> list[str]:
+    """The agent command line of design §6 (the prompt goes on stdin, never here)."""
+    argv = [*runtime.config["agent_argv"], "-p", "--output-format", "stream-json",
+            "--verbose", "--model", MODEL_ALIASES[task["model"]],
+            "--effort", task["thinking_effort"]]
+    if project["permission_mode"] == "auto-accept":
+        argv.append("--dangerously-skip-permissions")
+    elif project["permission_mode"] == "allow-tools" and project["allowed_tools"]:
+        argv += ["--allowedTools", project["allowed_tools"]]
+    if session_id:
+        argv += ["--resume", session_id]
+    if project["task_budget_usd"]:
+        argv += ["--max-budget-usd", f"{project['task_budget_usd']:g}"]
+    if attachment_dir:
+        argv += ["--add-dir", attachment_dir]
+    return argv
+
+
+def agent_env(task_id: int) -> dict:
+    """The server's environment without its secrets, plus where the agent is working."""
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+    env.update(TASKBOARD_TASK_ID=str(task_id), TASKBOARD_URL=runtime.url)
+    return env
+
+
+def git_head(cwd: str) -> str | None:
+    """The commit checked out in cwd, or None when it is not a git repository."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=cwd,
+                             capture_output=True, text=True, timeout=10,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 # --- attachments -------------------------------------------------------------
@@ -1837,6 +2244,9 @@ def create_demo_project() -> dict | None:
         f.write("def count_to(n):\n    return list(range(1, n))\n")
     with open(os.path.join(repo, "README.md"), "w", encoding="utf-8") as f:
         f.write("# Demo app\n")
+    with open(os.path.join(repo, DEMO_MARKER), "w", encoding="utf-8") as f:
+        f.write("A scratch repository made by taskboard --demo; its simulated agent may "
+                "edit and commit here.\n")
     git = ["git", "-c", "user.name=Taskboard Demo", "-c", "user.email=demo@taskboard.invalid"]
     try:
         for args in (["init", "-q", "-b", "main"], ["add", "-A"],
@@ -1867,6 +2277,437 @@ def health() -> dict:
         db_state = f"error: {exc}"
     return {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
             "db": db_state}
+
+
+# =============================================================================
+# SUPERVISORS
+# =============================================================================
+# An AgentRun owns one agent process: it writes the prompt, drains stdout and stderr at
+# once, watches the clocks and kills the whole process group.  The AgentPool knows which
+# task holds which slot.  Outcomes are recorded through services (finish_run).
+
+#: Tool inputs worth showing in a tool call's one-line summary, by preference.
+SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description",
+                "prompt", "notebook_path")
+
+
+class StreamParser:
+    """Turns Claude Code stream-json lines into log entries and keeps the run's state.
+
+    Usage is counted once per API message (the CLI repeats it on every content block of
+    the same message.id); the result line's totals win when there is one.
+    """
+
+    def __init__(self):
+        self.session_id = None
+        self.result = None
+        self.api_error = None
+        self.denials = []
+        self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_creation": 0}
+        self._messages = set()
+        self._tool_started = {}
+        self._tool_names = {}
+
+    def feed(self, line: str) -> list[dict]:
+        """The log entries of one stdout line (a non-JSON line is kept as `raw`)."""
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return [{"kind": "raw", "message": _cut(line)}]
+        if not isinstance(event, dict):
+            return [{"kind": "raw", "message": _cut(line)}]
+        kind = event.get("type")
+        if event.get("session_id") and not self.session_id:
+            self.session_id = str(event["session_id"])
+        if kind == "system":
+            return self._system(event)
+        if kind == "assistant":
+            return self._assistant(event)
+        if kind == "user":
+            return self._user(event)
+        if kind == "result":
+            return self._result(event)
+        if "rate_limit" in str(kind):
+            return [{"kind": "system", "is_error": True,
+                     "message": "rate limited: " + _cut(json_dumps(event), 500)}]
+        return []
+
+    def _system(self, event):
+        subtype = event.get("subtype")
+        if subtype == "init":
+            return [{"kind": "system", "message": f"session {event.get('session_id')} "
+                     f"(model {event.get('model')}, {event.get('permissionMode')} permissions)"}]
+        if "rate" in str(subtype) or "retry" in str(subtype):
+            return [{"kind": "system", "is_error": True,
+                     "message": f"{subtype}: " + _cut(json_dumps(event), 500)}]
+        return []
+
+    def _assistant(self, event):
+        message = event.get("message") or {}
+        if event.get("error"):
+            self.api_error = str(event["error"])
+        usage = message.get("usage")
+        if isinstance(usage, dict) and message.get("id") not in self._messages:
+            self._messages.add(message.get("id"))
+            self._add_usage(usage)
+        entries = []
+        for block in message.get("content") or []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and block.get("text"):
+                entries.append({"kind": "text", "message": _cut(block["text"]),
+                                **({"is_error": True} if event.get("error") else {})})
+            elif block.get("type") == "thinking" and block.get("thinking"):
+                entries.append({"kind": "thinking", "message": _cut(block["thinking"])})
+            elif block.get("type") == "tool_use":
+                name = str(block.get("name") or "tool")
+                self._tool_started[block.get("id")] = time.monotonic()
+                self._tool_names[block.get("id")] = name
+                entries.append({"kind": "tool_call", "tool": name,
+                                "message": f"{name}: {tool_summary(block.get('input'))}"})
+        return entries
+
+    def _user(self, event):
+        entries = []
+        content = (event.get("message") or {}).get("content")
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            started = self._tool_started.pop(block.get("tool_use_id"), None)
+            text = block.get("content")
+            if isinstance(text, list):
+                text = "\n".join(str(part.get("text", "")) for part in text
+                                 if isinstance(part, dict))
+            entries.append({
+                "kind": "tool_result", "tool": self._tool_names.get(block.get("tool_use_id")),
+                "message": _cut(str(text or "")), "is_error": bool(block.get("is_error")),
+                "duration_ms": None if started is None else
+                int((time.monotonic() - started) * 1000)})
+        return entries
+
+    def _result(self, event):
+        self.result = event
+        if isinstance(event.get("usage"), dict):
+            self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_creation": 0}
+            self._add_usage(event["usage"])
+        entries = []
+        for denial in event.get("permission_denials") or []:
+            self.denials.append(denial)
+            entries.append({"kind": "system", "is_error": True, "tool": denial.get("tool_name"),
+                            "message": f"permission denied: {denial.get('tool_name')} "
+                            f"{tool_summary(denial.get('tool_input'))} — allow the tool or "
+                            "change the project's permission mode"})
+        text = event.get("result") or "; ".join(map(str, event.get("errors") or [])) or ""
+        if event.get("is_error"):
+            entries.append({"kind": "system", "is_error": True,
+                            "message": f"the agent reported an error ({event.get('subtype')}): "
+                            + _cut(text, 1000)})
+        else:
+            entries.append({"kind": "system", "message": "finished: " + _cut(text, 2000)})
+        return entries
+
+    def _add_usage(self, usage: dict):
+        for key, name in (("input", "input_tokens"), ("output", "output_tokens"),
+                          ("cache_read", "cache_read_input_tokens"),
+                          ("cache_creation", "cache_creation_input_tokens")):
+            value = usage.get(name)
+            if isinstance(value, int):
+                self.usage[key] += value
+
+    def cost(self, model: str) -> float:
+        """The CLI's cost when it reported one, else an estimate from PRICES."""
+        if self.result and isinstance(self.result.get("total_cost_usd"), (int, float)):
+            return float(self.result["total_cost_usd"])
+        prices = PRICES[model]
+        return sum(self.usage[k] * p for k, p in zip(
+            ("input", "output", "cache_read", "cache_creation"), prices)) / 1_000_000
+
+
+def tool_summary(tool_input) -> str:
+    if not isinstance(tool_input, dict):
+        return _cut(json_dumps(tool_input), 200)
+    for key in SUMMARY_KEYS:
+        if isinstance(tool_input.get(key), str):
+            return _cut(tool_input[key].strip().replace("\n", " "), 200)
+    return _cut(json_dumps(tool_input), 200)
+
+
+def _cut(text: str, limit: int = MAX_LOG_MESSAGE) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more]"
+
+
+def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | None) \
+        -> tuple[str, str | None]:
+    """How a run ended: ok, retry, fail, no_session, stopped or interrupted, and why.
+
+    The result line's is_error decides, never its subtype: the CLI says "success" with
+    is_error true when it is not logged in.  A killed run prints no result at all.
+    """
+    if stop_reason in ("stopped", "interrupted"):
+        return stop_reason, None
+    if stop_reason == "timeout":
+        return "retry", "the run exceeded the project's task timeout and was killed"
+    if stop_reason == "idle":
+        return "retry", "the agent printed nothing for too long (idle timeout) and was killed"
+    result = parser.result
+    if result is None:
+        return "retry", f"the agent exited with code {exit_code} without a result"
+    if not result.get("is_error"):
+        if exit_code == 0:
+            return "ok", None
+        return "retry", f"the agent exited with code {exit_code}"
+    text = " ".join([str(result.get("result") or ""), *map(str, result.get("errors") or [])])
+    lowered = text.lower()
+    status = result.get("api_error_status")
+    if "no conversation found" in lowered:
+        return "no_session", "the agent has no such session to resume in this directory"
+    if result.get("subtype") == "error_max_turns":
+        return "fail", "the agent reached its maximum number of turns"
+    if result.get("subtype") == "error_max_budget_usd":
+        return "fail", "the agent reached the project's budget (taskBudgetUsd)"
+    if result.get("terminal_reason") == "prompt_too_long" or "prompt is too long" in lowered:
+        return "fail", "the prompt is too long for the model"
+    if parser.api_error == "authentication_failed" or "not logged in" in lowered \
+            or "login" in lowered and "please run" in lowered:
+        return "fail", "the agent CLI is not logged in: run its login (e.g. `claude login`) " \
+            "as the user running the board, or set its API key"
+    if (isinstance(status, int) and (status >= 500 or status == 429)) or any(
+            word in lowered for word in ("overloaded", "rate limit", "rate_limit")):
+        return "retry", "the model API failed: " + _cut(text, 300)
+    return "fail", "the agent reported an error: " + _cut(text, 300)
+
+
+class AgentRun:
+    """One agent process and the greenlets that serve it."""
+
+    def __init__(self, task_id, project_id, run_id, argv, cwd, env, prompt, *, model,
+                 timeout_s=0.0, idle_s=0.0):
+        self.task_id, self.project_id, self.run_id = task_id, project_id, run_id
+        self.argv, self.cwd, self.env, self.prompt, self.model = argv, cwd, env, prompt, model
+        self.timeout_s, self.idle_s = timeout_s, idle_s
+        self.parser = StreamParser()
+        self.proc = None
+        self.exit_code = None
+        self.stop_reason = None
+        self.finished = gevent.event.Event()
+        self.started = self.last_output = time.monotonic()
+        self._seq = 0
+
+    def start(self) -> None:
+        """Spawn the agent in its own process group; raises OSError if it cannot start."""
+        self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, start_new_session=True)
+        gevent.spawn(self._supervise)
+
+    def kill(self, reason: str) -> None:
+        """End the run: SIGTERM to the group now, SIGKILL after KILL_GRACE_SECONDS."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        if self.proc is None or self.finished.is_set():
+            return
+        self._signal(signal.SIGTERM)
+        gevent.spawn_later(KILL_GRACE_SECONDS, self._signal, signal.SIGKILL)
+
+    def cost(self) -> float:
+        return self.parser.cost(self.model)
+
+    def _supervise(self):
+        try:
+            record_run_process(self)
+            if self.stop_reason:
+                self._signal(signal.SIGTERM)
+            feeder = gevent.spawn(self._feed_stdin)
+            pumps = [gevent.spawn(self._pump, self.proc.stdout, self._on_stdout),
+                     gevent.spawn(self._pump, self.proc.stderr, self._on_stderr)]
+            exited_at = None
+            while len(gevent.joinall(pumps, timeout=0.5)) < len(pumps):
+                exited_at = self._watch(exited_at)
+            self.exit_code = self.proc.wait()
+            feeder.kill()
+        except Exception:  # a supervisor must always record its run's end
+            log.exception("run %s: supervisor died", self.run_id)
+            self.stop_reason = self.stop_reason or "crashed"
+        finally:
+            self._signal(signal.SIGKILL)  # whatever the agent left behind in its group
+            if self.exit_code is None and self.proc is not None:
+                with contextlib.suppress(Exception):
+                    self.exit_code = self.proc.wait(timeout=KILL_GRACE_SECONDS)
+            try:
+                finish_run(self)
+            finally:
+                self.finished.set()
+
+    def _watch(self, exited_at):
+        """Enforce the task timeout, the idle timeout, and the end of an exited agent whose
+        pipes a leftover child keeps open."""
+        now = time.monotonic()
+        if self.timeout_s and now - self.started > self.timeout_s:
+            self.kill("timeout")
+        elif self.idle_s and now - self.last_output > self.idle_s:
+            self.kill("idle")
+        if exited_at is None and self.proc.poll() is not None:
+            return now
+        if exited_at is not None and now - exited_at > EXIT_GRACE_SECONDS:
+            self._signal(signal.SIGKILL)
+        return exited_at
+
+    def _feed_stdin(self):
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.write(self.prompt.encode("utf-8"))
+            self.proc.stdin.flush()
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.close()
+
+    def _pump(self, stream, handle):
+        while True:
+            line = stream.readline(MAX_LINE_BYTES)
+            if not line:
+                return
+            self.last_output = time.monotonic()
+            text = line.decode("utf-8", "replace").rstrip("\r\n")
+            if text.strip():
+                handle(text)
+
+    def _on_stdout(self, text: str):
+        self._seq += 1
+        had_session = self.parser.session_id
+        usage_before = dict(self.parser.usage)
+        entries = self.parser.feed(text)
+        kind = "raw"
+        if text.startswith("{"):
+            with contextlib.suppress(ValueError, AttributeError):
+                kind = str(json.loads(text).get("type") or "raw")
+        runtime.logs.append_raw(self.task_id, self.run_id, self._seq, kind, text)
+        for entry in entries:
+            runtime.logs.append(self.task_id, run_id=self.run_id, **entry)
+        if self.parser.session_id and not had_session:
+            record_session(self, self.parser.session_id)
+        if self.parser.usage != usage_before:
+            publish_usage(self)
+
+    def _on_stderr(self, text: str):
+        self._seq += 1
+        runtime.logs.append_raw(self.task_id, self.run_id, self._seq, "stderr", text)
+        runtime.logs.append(self.task_id, "stderr", _cut(text), self.run_id)
+
+    def _signal(self, signum):
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signum)
+
+
+class AgentPool:
+    """Which task holds which agent slot: live runs, runs starting, retries waiting."""
+
+    def __init__(self):
+        #: task id -> its live AgentRun
+        self.runs = {}
+        #: task id -> (project id, retry greenlet or None): slots held without a process
+        self.waiting = {}
+
+    def used(self, project_id: int) -> int:
+        return sum(1 for r in self.runs.values() if r.project_id == project_id) + \
+            sum(1 for p, _ in self.waiting.values() if p == project_id)
+
+    def reserve(self, task_id: int, project_id: int, limit: int | None, name="") -> bool:
+        """Hold a slot for a task about to start; Conflict when the project has none free.
+
+        Returns False when the task already holds one.  limit None forces the slot.
+        """
+        if task_id in self.runs or task_id in self.waiting:
+            return False
+        if limit is not None and self.used(project_id) >= limit:
+            raise Conflict(f"project {name!r} already runs {limit} agent"
+                           f"{'s' if limit != 1 else ''} (maxConcurrent {limit}); "
+                           "wait for one to finish or raise maxConcurrent")
+        self.waiting[task_id] = (project_id, None)
+        return True
+
+    def release(self, task_id: int) -> None:
+        project_id, greenlet = self.waiting.pop(task_id, (None, None))
+        if greenlet is not None:
+            greenlet.kill(block=False)
+
+    def launch(self, run: AgentRun) -> bool:
+        """Turn the task's held slot into a live run; False if the slot was given up."""
+        if run.task_id not in self.waiting:
+            return False
+        self.runs[run.task_id] = run
+        del self.waiting[run.task_id]
+        try:
+            run.start()
+        except OSError:
+            del self.runs[run.task_id]
+            raise
+        return True
+
+    def retry_later(self, task_id: int, project_id: int, delay: float, start) -> None:
+        """Keep the task's slot and call start() after delay seconds."""
+        def fire():
+            self.waiting[task_id] = (project_id, None)  # from here on, stop() cannot kill us
+            start()
+        self.waiting[task_id] = (project_id, gevent.spawn_later(delay, fire))
+
+    def forget(self, run: AgentRun) -> None:
+        if self.runs.get(run.task_id) is run:
+            del self.runs[run.task_id]
+
+    def tasks_of(self, project_id: int) -> list[int]:
+        return [t for t, r in self.runs.items() if r.project_id == project_id] + \
+            [t for t, (p, _) in self.waiting.items() if p == project_id]
+
+    def stop(self, task_id: int, reason: str = "stopped") -> None:
+        """Kill the task's run (its whole process group) and drop a waiting retry; waits
+        until the run is recorded."""
+        self.release(task_id)
+        run = self.runs.get(task_id)
+        if run is not None:
+            run.kill(reason)
+            run.finished.wait(KILL_GRACE_SECONDS + 5)
+
+    def shutdown(self) -> None:
+        """Stop every run as interrupted (its task stays in_progress, to resume later)."""
+        for task_id in list(self.waiting):
+            self.release(task_id)
+        runs = list(self.runs.values())
+        for run in runs:
+            run.kill("interrupted")
+        for run in runs:
+            run.finished.wait(KILL_GRACE_SECONDS + 5)
+
+
+def process_start(pid: int) -> int | None:
+    """The kernel's start time of a process (clock ticks since boot), to tell it from a
+    later process that got the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def kill_survivor(pid: int, started: int | None) -> bool:
+    """Kill the process group of an agent a previous server left running, if it is still
+    that agent (same pid, same start time, its own group)."""
+    alive = process_start(pid)
+    if alive is not None and (alive != started or _pgid(pid) != pid):
+        return False  # the pid belongs to some other process now
+    if alive is None and not any(_pgid(int(p)) == pid for p in os.listdir("/proc")
+                                 if p.isdigit()):
+        return False  # nothing of that group is left
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+        log.warning("killed agent process group %s left by a previous server", pid)
+        return True
+    return False
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
 
 
 # =============================================================================
@@ -2534,6 +3375,102 @@ def _operation(route, schemas) -> dict:
 
 
 # =============================================================================
+# SIMULATED AGENT
+# =============================================================================
+# `python taskboard.py --simulate-agent ...` speaks the agent CLI's contract (argv, prompt
+# on stdin, stream-json on stdout) with believable tool calls and pacing, so --demo works
+# with no agent installed.  It edits and commits only in a repository --demo created.
+
+#: The file marking a scratch repository made by --demo.
+DEMO_MARKER = ".taskboard-demo"
+
+
+def simulate_agent(argv: list[str]) -> int:
+    """Pretend to be the agent CLI for one run; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="taskboard.py --simulate-agent", add_help=False)
+    parser.add_argument("--model", default="sonnet")
+    parser.add_argument("--resume")
+    parser.add_argument("--version", action="store_true")
+    known, _ = parser.parse_known_args(argv)
+    if known.version:
+        print(f"{__version__} (taskboard simulated agent)")
+        return 0
+    prompt = sys.stdin.read()
+    session = known.resume or str(uuid.uuid4())
+    pace = float(os.environ.get("TASKBOARD_SIMULATE_PACE", "1"))
+    title = next((line.lstrip("# ").split(": ", 1)[-1] for line in prompt.splitlines()
+                  if line.strip()), "the task")
+    cwd = os.getcwd()
+    demo = os.path.exists(os.path.join(cwd, DEMO_MARKER))
+    turn = itertools.count(1)
+
+    def emit(event):
+        print(json_dumps({**event, "session_id": session}), flush=True)
+
+    def say(block):
+        emit({"type": "assistant", "message": {
+            "id": f"msg_sim_{session[:8]}_{next(turn)}", "type": "message",
+            "role": "assistant", "model": f"simulated-{known.model}", "content": [block],
+            "usage": {"input_tokens": 900, "output_tokens": 120,
+                      "cache_read_input_tokens": 2000, "cache_creation_input_tokens": 300}}})
+
+    def tool(name, tool_input, run):
+        tool_id = f"toolu_sim_{uuid.uuid4().hex[:12]}"
+        say({"type": "tool_use", "id": tool_id, "name": name, "input": tool_input})
+        time.sleep(0.6 * pace)
+        output, failed = run()
+        emit({"type": "user", "message": {"role": "user", "content": [{
+            "type": "tool_result", "tool_use_id": tool_id, "content": output,
+            "is_error": failed}]}})
+        time.sleep(0.3 * pace)
+
+    def shell(args):
+        def run():
+            try:
+                done = subprocess.run(args, cwd=cwd, capture_output=True, text=True,
+                                      timeout=30)
+            except (OSError, subprocess.SubprocessError) as exc:
+                return str(exc), True
+            return (done.stdout + done.stderr).strip() or "(no output)", done.returncode != 0
+        return run
+
+    emit({"type": "system", "subtype": "init", "cwd": cwd, "model": f"simulated-{known.model}",
+          "permissionMode": "simulated", "tools": ["Bash", "Read", "Edit"], "mcp_servers": []})
+    time.sleep(0.4 * pace)
+    say({"type": "thinking", "thinking": f"The task is: {title}. I'll look around first."})
+    time.sleep(0.5 * pace)
+    say({"type": "text", "text": "Let me look at the repository."})
+    tool("Bash", {"command": "ls -a", "description": "List files"},
+         lambda: ("\n".join(sorted(os.listdir(cwd))), False))
+    notes = os.path.join(cwd, "NOTES.md")
+    if demo:
+        def edit():
+            with open(notes, "a", encoding="utf-8") as f:
+                f.write(f"- {title}\n")
+            return f"The file {notes} has been updated.", False
+        tool("Edit", {"file_path": notes, "new_string": f"- {title}"}, edit)
+        def commit():
+            output, failed = shell(["git", "add", "-A"])()
+            if failed:
+                return output, True
+            return shell(["git", "-c", "user.name=Simulated Agent", "-c",
+                          "user.email=agent@taskboard.invalid", "commit", "-qm",
+                          f"Simulated work: {title}"])()
+        tool("Bash", {"command": f"git add -A && git commit -m 'Simulated work: {title}'",
+                      "description": "Commit the change"}, commit)
+        summary = f"Added a note for “{title}” to NOTES.md and committed it."
+    else:
+        say({"type": "text", "text": "This is not a demo repository, so I change nothing."})
+        summary = "Looked around; nothing was changed (simulated agent outside the demo)."
+    say({"type": "text", "text": summary})
+    emit({"type": "result", "subtype": "success", "is_error": False, "num_turns": next(turn),
+          "result": summary, "total_cost_usd": 0.0123, "permission_denials": [],
+          "usage": {"input_tokens": 3600, "output_tokens": 480,
+                    "cache_read_input_tokens": 8000, "cache_creation_input_tokens": 1200}})
+    return 0
+
+
+# =============================================================================
 # MAIN
 # =============================================================================
 
@@ -2547,6 +3484,9 @@ class Runtime:
         self.db = open_db(config["db_path"])
         self.hub = EventHub()
         self.logs = LogWriter()
+        self.agents = AgentPool()
+        #: The board's address, for agents (TASKBOARD_URL); serve() sets the bound port.
+        self.url = f"http://{config['host']}:{config['port']}"
         self.agent = {"command": config["agent_command"], "found": None, "version": None}
         #: The stored settings, read once at start and replaced by every update.
         self.settings = {}
@@ -2616,6 +3556,7 @@ def init(config: dict) -> Runtime:
     if config["demo"]:
         create_demo_project()
     runtime.greenlets.append(gevent.spawn(check_agent_command))
+    resume_interrupted_runs()
     return runtime
 
 
@@ -2626,6 +3567,7 @@ def shutdown() -> None:
         return
     for greenlet in runtime.greenlets:
         greenlet.kill()
+    runtime.agents.shutdown()
     runtime.logs.stop()
     for sub in list(runtime.hub.subscribers):
         sub.outbox.put(None)
@@ -2672,6 +3614,7 @@ def serve(config: dict) -> None:
         sys.exit(1)
     host = config["host"]
     shown = f"[{host}]" if ":" in host else host
+    runtime.url = f"http://{shown}:{server.server_port}"
     print(f"Taskboard {__version__} on http://{shown}:{server.server_port}/ "
           f"(data in {runtime.data_dir})", flush=True)
     stop.wait()
@@ -2702,6 +3645,9 @@ def ensure_token(config: dict) -> None:
 
 
 def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--simulate-agent"]:
+        sys.exit(simulate_agent(argv[1:]))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s "
                         "%(message)s", stream=sys.stderr)
     config = parse_args(argv)

@@ -194,7 +194,7 @@ def test_task_put_with_new_status_moves_like_patch(client, api, project, tb):
     assert moved["started_at"] is not None
     assert activity(client, project["id"])[-1] == ("status_change", "backlog", "in_progress")
     tb.logs.flush()
-    assert [e["kind"] for e in client.get(f"/api/tasks/{task['id']}/logs").json] == ["status"]
+    assert [e["kind"] for e in client.get(f"/api/tasks/{task['id']}/logs").json][0] == "status"
 
 
 @pytest.mark.parametrize("start", STATUSES)
@@ -250,13 +250,13 @@ def test_task_work_duration_accumulates_in_progress_time(api, project, tb):
 
 def test_task_status_change_writes_status_log(client, api, project, tb):
     tid = api.task(project["id"])["id"]
-    api.move(tid, "in_progress")
+    api.move(tid, "testing")  # a move that starts no agent, so the status entry is alone
     tb.logs.flush()
     entries = client.get(f"/api/tasks/{tid}/logs").json
     assert len(entries) == 1
     entry = entries[0]
     assert (entry["taskId"], entry["kind"]) == (tid, "status")
-    assert "backlog" in entry["message"] and "in_progress" in entry["message"]
+    assert "backlog" in entry["message"] and "testing" in entry["message"]
     assert ISO_MS.match(entry["createdAt"])
 
 
