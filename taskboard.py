@@ -1651,6 +1651,10 @@ def create_task(project_id: int, body) -> dict:
     """Create a task in backlog, then apply a requested status through move_task()."""
     values = validate_known(lambda: get_project(project_id), TASK_FIELDS, body)
     status = values.pop("status")
+    if status == "in_progress":  # refuse before creating anything
+        project = project_row(project_id) or {}
+        if project:
+            runtime.agents.check_free(project_id, project["max_concurrent"], project["slug"])
     row = insert_task_row(project_id, values, _fill_task_defaults)
     if row is None:
         raise NotFound(f"project {project_id} not found")
@@ -1675,6 +1679,10 @@ def update_task(task_id: int, body) -> dict:
         raise Invalid("parent_task_id can only be set when the task is created",
                       "parent_task_id")
     status = changes.pop("status", None)
+    if status == "in_progress" and before["status"] != "in_progress" \
+            and not runtime.agents.holds(task_id):  # refuse before changing anything
+        slot = task_slot_row(task_id)
+        runtime.agents.check_free(slot["project_id"], slot["max_concurrent"], slot["slug"])
     if changes:
         row = update_task_row(task_id, changes)
         if row is None:
@@ -2615,14 +2623,19 @@ class AgentPool:
 
         Returns False when the task already holds one.  limit None forces the slot.
         """
-        if task_id in self.runs or task_id in self.waiting:
+        if self.holds(task_id):
             return False
-        if limit is not None and self.used(project_id) >= limit:
+        if limit is not None:
+            self.check_free(project_id, limit, name)
+        self.waiting[task_id] = (project_id, None)
+        return True
+
+    def check_free(self, project_id: int, limit: int, name="") -> None:
+        """Raise Conflict when the project already uses all its agent slots."""
+        if self.used(project_id) >= limit:
             raise Conflict(f"project {name!r} already runs {limit} agent"
                            f"{'s' if limit != 1 else ''} (maxConcurrent {limit}); "
                            "wait for one to finish or raise maxConcurrent")
-        self.waiting[task_id] = (project_id, None)
-        return True
 
     def release(self, task_id: int) -> None:
         project_id, greenlet = self.waiting.pop(task_id, (None, None))
@@ -2652,6 +2665,9 @@ class AgentPool:
     def forget(self, run: AgentRun) -> None:
         if self.runs.get(run.task_id) is run:
             del self.runs[run.task_id]
+
+    def holds(self, task_id: int) -> bool:
+        return task_id in self.runs or task_id in self.waiting
 
     def tasks_of(self, project_id: int) -> list[int]:
         return [t for t, r in self.runs.items() if r.project_id == project_id] + \
