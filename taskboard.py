@@ -1476,50 +1476,73 @@ class EventHub:
 
 
 class LogWriter:
-    """Buffers log entries, writes them in batches, then publishes one task:log per task.
+    """Buffers log entries and raw agent lines, writes them in batches, and publishes one
+    task:log per task and batch.
 
     Agents can print thousands of lines a second; one insert per line would block the hub
-    (agent-cli.md §2.6).  A single flusher keeps the entries of a task in order.
+    (agent-cli.md §2.6).  A task's lines are written as soon as they arrive when its last
+    batch is at least `interval` old, else when it becomes so: a quiet task's line goes out
+    at once, a busy task gets one message per interval.  Big batches are written in chunks
+    so requests are served in between.  One flusher keeps each task's lines in order.
     """
+
+    #: Rows (log entries plus raw lines) written per transaction before yielding.
+    CHUNK_ROWS = 300
 
     def __init__(self, interval=LOG_FLUSH_SECONDS):
         self.interval = interval
-        self.pending = []
-        self.events = []
+        self.pending = collections.defaultdict(list)
+        self.events = collections.defaultdict(list)
+        self.last_flush = {}
         self.wakeup = gevent.event.Event()
         self.greenlet = None
         self.stopping = False
+        self._flushing = threading.Lock()  # one flush at a time keeps ids in line order
 
     def start(self):
         self.greenlet = gevent.spawn(self._loop)
 
     def append(self, task_id: int, kind: str, message: str, run_id=None, tool=None,
                is_error=None, duration_ms=None) -> None:
-        self.pending.append({"task_id": task_id, "run_id": run_id, "created_at": now_iso(),
-                             "kind": kind, "message": message, "tool": tool,
-                             "is_error": None if is_error is None else int(bool(is_error)),
-                             "duration_ms": duration_ms})
-        self.wakeup.set()
+        self.pending[task_id].append({
+            "task_id": task_id, "run_id": run_id, "created_at": now_iso(), "kind": kind,
+            "message": message, "tool": tool,
+            "is_error": None if is_error is None else int(bool(is_error)),
+            "duration_ms": duration_ms})
+        self._nudge(task_id)
 
     def append_raw(self, task_id: int, run_id: int, seq: int, kind: str, raw: str) -> None:
         """Keep one raw agent line for the structured event log."""
-        self.events.append({"task_id": task_id, "run_id": run_id, "seq": seq,
-                            "created_at": now_iso(), "kind": kind, "raw": raw})
-        self.wakeup.set()
+        self.events[task_id].append({"task_id": task_id, "run_id": run_id, "seq": seq,
+                                     "created_at": now_iso(), "kind": kind, "raw": raw})
+        self._nudge(task_id)
 
-    def flush(self) -> None:
-        batch, self.pending = self.pending, []
-        events, self.events = self.events, []
-        if not batch and not events:
-            return
-        rows, projects = insert_log_rows(batch, events)
-        by_task = collections.defaultdict(list)
-        for row in rows:
-            by_task[row["task_id"]].append(row)
-        for task_id, entries in by_task.items():
-            runtime.hub.publish("task:log", {
-                "taskId": task_id, "projectId": projects[task_id],
-                "entries": [render(LOG_FIELDS, e) for e in entries]}, projects[task_id])
+    def flush(self, task_ids=None) -> None:
+        """Write and publish what is buffered for these tasks (default: all of them)."""
+        with self._flushing:
+            if task_ids is None:
+                task_ids = set(self.pending) | set(self.events)
+            self._flush(task_ids)
+
+    def _flush(self, task_ids) -> None:
+        now = time.monotonic()
+        for task_id in task_ids:
+            self.last_flush[task_id] = now
+            entries, events = self.pending.pop(task_id, []), self.events.pop(task_id, [])
+            written, project_id = [], None
+            while entries or events:
+                take = min(len(entries), self.CHUNK_ROWS)
+                chunk, entries = entries[:take], entries[take:]
+                raw, events = events[:self.CHUNK_ROWS - take], events[self.CHUNK_ROWS - take:]
+                rows, projects = insert_log_rows(chunk, raw)
+                written += rows
+                project_id = projects.get(task_id, project_id)
+                if entries or events:
+                    gevent.sleep(0)  # let requests in between the chunks of a big batch
+            if written:
+                runtime.hub.publish("task:log", {
+                    "taskId": task_id, "projectId": project_id,
+                    "entries": [render(LOG_FIELDS, e) for e in written]}, project_id)
 
     def stop(self) -> None:
         self.stopping = True
@@ -1529,15 +1552,30 @@ class LogWriter:
             self.greenlet.kill()
         self.flush()
 
+    def _nudge(self, task_id):
+        last = self.last_flush.get(task_id)
+        if last is None or time.monotonic() - last >= self.interval:
+            self.wakeup.set()
+
     def _loop(self):
         while not self.stopping:
-            self.wakeup.wait()
+            buffered = set(self.pending) | set(self.events)
+            now = time.monotonic()
+            wait = min((self.last_flush.get(t, 0) + self.interval - now for t in buffered),
+                       default=None)
+            if wait is None or wait > 0:
+                self.wakeup.wait(wait)
             self.wakeup.clear()
+            now = time.monotonic()
+            due = [t for t in set(self.pending) | set(self.events)
+                   if now - self.last_flush.get(t, 0) >= self.interval]
             try:
-                self.flush()
+                self.flush(due)
             except Exception:  # the writer must outlive one bad batch
                 log.exception("log writer: flush failed")
-            gevent.sleep(self.interval)
+            if len(self.last_flush) > 1000:  # forget tasks that went quiet
+                self.last_flush = {t: at for t, at in self.last_flush.items()
+                                   if now - at < self.interval}
 
 
 # =============================================================================
@@ -1889,7 +1927,11 @@ def publish_usage(run: "AgentRun") -> None:
 
 
 def finish_run(run: "AgentRun") -> None:
-    """Record how a run ended, add its usage to the task, and move the task on."""
+    """Record how a run ended, add its usage to the task, and move the task on.
+
+    The run's log is written first, so whoever sees the task move has seen all of it.
+    """
+    runtime.logs.flush([run.task_id])
     outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
     usage = run.parser.usage
     status = {"ok": "ok", "stopped": "stopped", "interrupted": "interrupted"}.get(outcome,
@@ -2308,6 +2350,7 @@ class StreamParser:
 
     def __init__(self):
         self.session_id = None
+        self.last_type = "raw"
         self.result = None
         self.api_error = None
         self.denials = []
@@ -2318,6 +2361,7 @@ class StreamParser:
 
     def feed(self, line: str) -> list[dict]:
         """The log entries of one stdout line (a non-JSON line is kept as `raw`)."""
+        self.last_type = "raw"
         try:
             event = json.loads(line)
         except ValueError:
@@ -2325,6 +2369,7 @@ class StreamParser:
         if not isinstance(event, dict):
             return [{"kind": "raw", "message": _cut(line)}]
         kind = event.get("type")
+        self.last_type = str(kind or "raw")
         if event.get("session_id") and not self.session_id:
             self.session_id = str(event["session_id"])
         if kind == "system":
@@ -2500,6 +2545,7 @@ class AgentRun:
         self.finished = gevent.event.Event()
         self.started = self.last_output = time.monotonic()
         self._seq = 0
+        self._usage_published = 0.0
 
     def start(self) -> None:
         """Spawn the agent in its own process group; raises OSError if it cannot start."""
@@ -2568,10 +2614,12 @@ class AgentRun:
             self.proc.stdin.close()
 
     def _pump(self, stream, handle):
-        while True:
+        for count in itertools.count(1):
             line = stream.readline(MAX_LINE_BYTES)
             if not line:
                 return
+            if count % 64 == 0:
+                gevent.sleep(0)  # a full pipe must not starve the requests
             self.last_output = time.monotonic()
             text = line.decode("utf-8", "replace").rstrip("\r\n")
             if text.strip():
@@ -2582,16 +2630,16 @@ class AgentRun:
         had_session = self.parser.session_id
         usage_before = dict(self.parser.usage)
         entries = self.parser.feed(text)
-        kind = "raw"
-        if text.startswith("{"):
-            with contextlib.suppress(ValueError, AttributeError):
-                kind = str(json.loads(text).get("type") or "raw")
-        runtime.logs.append_raw(self.task_id, self.run_id, self._seq, kind, text)
+        runtime.logs.append_raw(self.task_id, self.run_id, self._seq, self.parser.last_type,
+                                text)
         for entry in entries:
             runtime.logs.append(self.task_id, run_id=self.run_id, **entry)
         if self.parser.session_id and not had_session:
             record_session(self, self.parser.session_id)
-        if self.parser.usage != usage_before:
+        now = time.monotonic()
+        if self.parser.usage != usage_before and (now - self._usage_published >= 1.0
+                                                 or self.parser.result is not None):
+            self._usage_published = now  # at most one task:usage a second per run
             publish_usage(self)
 
     def _on_stderr(self, text: str):

@@ -188,6 +188,33 @@ class LoadGenerator:
         }
 
 
+def paced_requests(port, paths, rate, start_at, seconds, fast_ack=True):
+    """ One keep-alive connection GETting `paths` in turn at a steady `rate` req/s.
+
+    Waits until `start_at` (time.monotonic()), then sends on a fixed schedule for `seconds` s
+    (a late request goes out at once; the schedule does not slip). Each latency is timed from
+    the request's actual send. Returns (sorted latencies in s, errors).
+    """
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    latencies, errors = [], 0
+    for i in range(max(1, int(rate * seconds))):
+        time.sleep(max(0.0, start_at + i / rate - time.monotonic()))
+        t0 = time.monotonic()
+        try:
+            conn.request("GET", paths[i % len(paths)])
+            if fast_ack:
+                quickack(conn)
+            resp = conn.getresponse()
+            resp.read()
+            errors += not 200 <= resp.status < 300
+        except (OSError, http.client.HTTPException):
+            conn.close()  # reconnects on the next request
+            errors += 1
+        latencies.append(time.monotonic() - t0)
+    conn.close()
+    return sorted(latencies), errors
+
+
 def percentile(sorted_values, q):
     """ Nearest-rank percentile of an already sorted, non-empty list. """
     index = math.ceil(q * len(sorted_values)) - 1
