@@ -1504,18 +1504,18 @@ class LogWriter:
 
     def append(self, task_id: int, kind: str, message: str, run_id=None, tool=None,
                is_error=None, duration_ms=None) -> None:
+        self._nudge(task_id)
         self.pending[task_id].append({
             "task_id": task_id, "run_id": run_id, "created_at": now_iso(), "kind": kind,
             "message": message, "tool": tool,
             "is_error": None if is_error is None else int(bool(is_error)),
             "duration_ms": duration_ms})
-        self._nudge(task_id)
 
     def append_raw(self, task_id: int, run_id: int, seq: int, kind: str, raw: str) -> None:
         """Keep one raw agent line for the structured event log."""
+        self._nudge(task_id)
         self.events[task_id].append({"task_id": task_id, "run_id": run_id, "seq": seq,
                                      "created_at": now_iso(), "kind": kind, "raw": raw})
-        self._nudge(task_id)
 
     def flush(self, task_ids=None) -> None:
         """Write and publish what is buffered for these tasks (default: all of them)."""
@@ -1553,8 +1553,8 @@ class LogWriter:
         self.flush()
 
     def _nudge(self, task_id):
-        last = self.last_flush.get(task_id)
-        if last is None or time.monotonic() - last >= self.interval:
+        """Wake the flusher for a task's first buffered line: it then knows when it is due."""
+        if task_id not in self.pending and task_id not in self.events:
             self.wakeup.set()
 
     def _loop(self):

@@ -45,6 +45,14 @@ def assert_error(response, status, code=None, field=None):
     return body
 
 
+@pytest.fixture(autouse=True)
+def fake_agent_dir(tmp_path, monkeypatch):
+    """Where tests/fake_agent.py keeps its sessions and call records, per test."""
+    folder = tmp_path / "fake-agent"
+    monkeypatch.setenv("FAKE_AGENT_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture
 def config(tmp_path):
     return taskboard.parse_args(
