@@ -1361,6 +1361,9 @@ def project_stats_rows(project_id: int, day_start: str) -> dict | None:
                            "AND status = 'done'", (project_id,)),
             "today": t.value("SELECT COUNT(*) FROM tasks WHERE project_id = ? AND "
                              "status = 'done' AND completed_at >= ?", (project_id, day_start)),
+            "usage": t.one("SELECT SUM(input_tokens) AS input, SUM(output_tokens) AS output, "
+                           "SUM(cost) AS cost, COUNT(*) AS runs FROM runs "
+                           "WHERE project_id = ?", (project_id,)),
         }
 
 
@@ -2215,6 +2218,10 @@ def project_stats(project_id: int) -> dict:
         "totalTasks": sum(rows["status"].values()),
         "avgDuration": int(rows["avg"] or 0),
         "completedToday": rows["today"] or 0,
+        "agentRuns": rows["usage"]["runs"],
+        "inputTokens": rows["usage"]["input"] or 0,
+        "outputTokens": rows["usage"]["output"] or 0,
+        "totalCost": round(rows["usage"]["cost"] or 0.0, 6),
     }
 
 
@@ -3327,7 +3334,9 @@ _SCHEMAS = {
     "ProjectStats": {"type": "object", "properties": {
         "statusCounts": {"type": "object"}, "typeCounts": {"type": "object"},
         "priorityCounts": {"type": "object"}, "totalTasks": {"type": "integer"},
-        "avgDuration": {"type": "integer"}, "completedToday": {"type": "integer"}}},
+        "avgDuration": {"type": "integer"}, "completedToday": {"type": "integer"},
+        "agentRuns": {"type": "integer"}, "inputTokens": {"type": "integer"},
+        "outputTokens": {"type": "integer"}, "totalCost": {"type": "number"}}},
     "Activity": {"type": "object", "properties": {
         "id": {"type": "integer"}, "taskId": {"type": ["integer", "null"]},
         "taskTitle": {"type": "string"}, "event": {"type": "string"},

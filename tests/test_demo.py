@@ -1,8 +1,11 @@
 """--demo creates a Demo project on a scratch repository in the data dir, once."""
+import json
 import os
 import subprocess
+import sys
 
 import taskboard
+from conftest import wait_for
 
 
 def test_demo_creates_a_scratch_repo_project_with_tasks_once(tmp_path):
@@ -30,3 +33,39 @@ def test_demo_creates_a_scratch_repo_project_with_tasks_once(tmp_path):
         assert os.path.isdir(repo)
     finally:
         taskboard.shutdown()
+
+
+def test_demo_task_runs_the_simulated_agent_to_testing_with_a_commit(tmp_path, monkeypatch):
+    monkeypatch.setenv("TASKBOARD_SIMULATE_PACE", "0")
+    config = taskboard.parse_args(["--demo", "--db", str(tmp_path / "data" / "tb.db")],
+                                  environ={})
+    taskboard.init(config)
+    try:
+        project = taskboard.list_projects()[0]
+        task = taskboard.list_tasks(project["id"])[0]
+        taskboard.move_task(task["id"], "in_progress")
+        done = wait_for(lambda: taskboard.get_task(task["id"])["status"] == "testing"
+                        and taskboard.get_task(task["id"]), timeout=20,
+                        message="the simulated agent to finish")
+        assert done["session_id"] and done["total_cost"] > 0 and not done["is_running"]
+        kinds = [e["kind"] for e in taskboard.task_logs(task["id"], 500)]
+        assert {"thinking", "text", "tool_call", "tool_result"} <= set(kinds)
+        log = subprocess.run(["git", "log", "--format=%s"], cwd=project["workingDir"],
+                             capture_output=True, text=True, check=True).stdout
+        assert f"Simulated work: {task['title']}" in log
+    finally:
+        taskboard.shutdown()
+
+
+def test_simulated_agent_outside_a_demo_repository_changes_nothing(tmp_path):
+    repo = tmp_path / "real-checkout"
+    repo.mkdir()
+    (repo / "keep.txt").write_text("mine\n")
+    out = subprocess.run([sys.executable, taskboard.__file__, "--simulate-agent", "-p"],
+                         cwd=repo, input="# TB-1: Do something\n", capture_output=True,
+                         text=True, timeout=60, env={**os.environ,
+                                                     "TASKBOARD_SIMULATE_PACE": "0"})
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert lines[0]["subtype"] == "init" and lines[-1]["type"] == "result"
+    assert lines[-1]["is_error"] is False and out.returncode == 0
+    assert sorted(p.name for p in repo.iterdir()) == ["keep.txt"]

@@ -190,8 +190,12 @@ def test_run_is_live_in_its_own_process_group_while_agent_runs(client, api, agen
 
 
 def test_run_cost_directive_feeds_task_and_agent_usage_stats(client, api, agent_dir):
-    tid = start(api, api.project(), "fake:ok fake:cost=0.5", model="model_large")
+    project = api.project()
+    tid = start(api, project, "fake:ok fake:cost=0.5", model="model_large")
     task = wait_status(client, tid, "testing")
+    stats = client.get(f"/api/projects/{project['id']}/stats").json
+    assert (stats["agentRuns"], stats["inputTokens"], stats["outputTokens"],
+            stats["totalCost"]) == (1, 2400, 170, 0.5)
     assert task["total_cost"] == pytest.approx(0.5)
     usage = client.get("/api/stats/agent-usage").json
     assert usage["usage"] == {"totalInputTokens": 2400, "totalOutputTokens": 170,
