@@ -233,8 +233,16 @@ def iso(moment: dt.datetime | None) -> str | None:
         f"{moment.microsecond // 1000:03d}Z"
 
 
+_second = [None, ""]
+
+
 def now_iso() -> str:
-    return iso(utc_now())
+    """iso(utc_now()), formatted once a second: agent output stamps every line."""
+    now = time.time()
+    second = int(now)
+    if second != _second[0]:
+        _second[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))]
+    return f"{_second[1]}{int((now - second) * 1000):03d}Z"
 
 
 def parse_iso(text: str | None) -> dt.datetime | None:
@@ -273,6 +281,32 @@ def safe_file_name(name: str) -> str:
     while len((stem + ext).encode()) > 150:  # file systems allow 255 bytes; keep room
         stem = stem[:-1]
     return (stem.rstrip(" .") or "file") + ext
+
+
+def run_command(argv: list[str], cwd: str | None = None, timeout: float = 30,
+                stderr=subprocess.DEVNULL) -> tuple[int | None, str]:
+    """Run a short command; return (exit code, stdout), (None, message) if it could not run.
+
+    Unlike subprocess.run(capture_output=True), whose helper greenlets would be left
+    watching closed pipes if the caller is killed (libev then aborts the process), this
+    reads in the calling greenlet and always cleans up.
+    """
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=stderr)
+    except OSError as exc:
+        return None, str(exc)
+    try:
+        with gevent.Timeout(timeout):
+            out = proc.stdout.read()
+            return proc.wait(), out.decode("utf-8", "replace")
+    except gevent.Timeout:
+        return None, f"{argv[0]} did not finish within {timeout:g}s"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
 
 
 def project_key_from_slug(slug: str) -> str:
@@ -2076,13 +2110,8 @@ def agent_env(task_id: int) -> dict:
 
 def git_head(cwd: str) -> str | None:
     """The commit checked out in cwd, or None when it is not a git repository."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=cwd,
-                             capture_output=True, text=True, timeout=10,
-                             stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    code, out = run_command(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd, timeout=10)
+    return out.strip() or None if code == 0 else None
 
 
 # --- attachments -------------------------------------------------------------
@@ -2305,13 +2334,12 @@ def create_demo_project() -> dict | None:
         f.write("A scratch repository made by taskboard --demo; its simulated agent may "
                 "edit and commit here.\n")
     git = ["git", "-c", "user.name=Taskboard Demo", "-c", "user.email=demo@taskboard.invalid"]
-    try:
-        for args in (["init", "-q", "-b", "main"], ["add", "-A"],
-                     ["commit", "-q", "-m", "Initial demo app"]):
-            subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True,
-                           timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        log.warning("demo: the scratch repository is not a git repository: %s", exc)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                 ["commit", "-q", "-m", "Initial demo app"]):
+        code, out = run_command([*git, *args], repo, stderr=subprocess.STDOUT)
+        if code != 0:
+            log.warning("demo: git %s failed in the scratch repository: %s", args[0], out)
+            break
     taken = {p["slug"] for p in project_rows()}
     slug = next(s for s in itertools.chain(["demo"], (f"demo-{n}" for n in
                                                       itertools.count(2))) if s not in taken)
@@ -2596,6 +2624,9 @@ class AgentRun:
                     self.exit_code = self.proc.wait(timeout=KILL_GRACE_SECONDS)
             try:
                 finish_run(self)
+            except Exception:  # the slot must come back even if recording failed
+                log.exception("run %s: recording its end failed", self.run_id)
+                runtime.agents.forget(self)
             finally:
                 self.finished.set()
 
@@ -3658,13 +3689,12 @@ def check_agent_command() -> None:
         log.warning("agent command %r not found: set --agent-command or "
                     "TASKBOARD_AGENT_COMMAND", argv[0])
         return
-    try:
-        out = subprocess.run([path, *argv[1:], "--version"], capture_output=True, text=True,
-                             timeout=15, stdin=subprocess.DEVNULL)
-        agent["version"] = (out.stdout or out.stderr).strip().splitlines()[0][:200] \
-            if (out.stdout or out.stderr).strip() else None
-    except (OSError, subprocess.SubprocessError) as exc:
-        log.warning("agent command %r --version failed: %s", argv[0], exc)
+    code, out = run_command([path, *argv[1:], "--version"], timeout=15,
+                            stderr=subprocess.STDOUT)
+    if code is None:
+        log.warning("agent command %r --version failed: %s", argv[0], out)
+    elif out.strip():
+        agent["version"] = out.strip().splitlines()[0][:200]
 
 
 def make_server(host: str, port: int, access_log=None) -> pywsgi.WSGIServer:
