@@ -901,6 +901,18 @@ CREATE TABLE task_events (
 );
 CREATE INDEX task_events_by_task ON task_events(task_id, id);
 """),
+    ("0003_pipeline", """
+CREATE TABLE task_dependencies (
+  from_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  to_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  condition_type TEXT NOT NULL DEFAULT 'always',
+  created_at TEXT NOT NULL,
+  PRIMARY KEY (from_id, to_id)
+);
+CREATE INDEX task_dependencies_by_to ON task_dependencies(to_id);
+ALTER TABLE tasks ADD COLUMN agent_done INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN source TEXT;
+"""),
 )
 
 
@@ -1289,6 +1301,129 @@ def restart_rows() -> list[dict]:
                      "FROM tasks k LEFT JOIN runs r ON r.id = (SELECT MAX(id) FROM runs "
                      "WHERE task_id = k.id AND kind = 'task') WHERE k.status = 'in_progress' "
                      "ORDER BY k.id")
+
+
+# --- pipeline: dependencies, revisions, queue order -----------------------------
+
+def pipeline_rows(project_id: int) -> tuple[list[dict], list[dict]] | None:
+    """A project's tasks (in queue order) and dependency edges; None if no project."""
+    with tx() as t:
+        if not t.exists("projects", project_id):
+            return None
+        tasks = t.all(f"SELECT * FROM tasks WHERE project_id = ? ORDER BY {TASK_ORDER}",
+                      (project_id,))
+        edges = t.all("SELECT d.* FROM task_dependencies d JOIN tasks k ON k.id = d.to_id "
+                      "WHERE k.project_id = ? ORDER BY d.from_id, d.to_id", (project_id,))
+        return tasks, edges
+
+
+def task_dependency_rows(task_id: int) -> dict | None:
+    with tx() as t:
+        if not t.exists("tasks", task_id):
+            return None
+        return {"parents": t.all("SELECT * FROM task_dependencies WHERE to_id = ? "
+                                 "ORDER BY from_id", (task_id,)),
+                "children": t.all("SELECT * FROM task_dependencies WHERE from_id = ? "
+                                  "ORDER BY to_id", (task_id,))}
+
+
+def upsert_dependency_row(from_id: int, to_id: int, condition: str) -> dict:
+    """Add the edge from_id -> to_id (or change its condition); refuse cycles."""
+    with tx() as t:
+        tasks = {r["id"]: r for r in t.all("SELECT id, project_id FROM tasks WHERE id IN (?, ?)",
+                                           (from_id, to_id))}
+        for task_id, name in ((to_id, "taskId"), (from_id, "dependsOnId")):
+            if task_id not in tasks:
+                raise NotFound(f"task {task_id} not found", name)
+        if tasks[from_id]["project_id"] != tasks[to_id]["project_id"]:
+            raise Invalid(f"tasks {to_id} and {from_id} belong to different projects",
+                          "dependsOnId")
+        if from_id == to_id:
+            raise Conflict(f"task {to_id} cannot depend on itself", "dependsOnId")
+        children = collections.defaultdict(list)
+        for edge in t.all("SELECT d.from_id, d.to_id FROM task_dependencies d JOIN tasks k "
+                          "ON k.id = d.to_id WHERE k.project_id = ?",
+                          (tasks[to_id]["project_id"],)):
+            children[edge["from_id"]].append(edge["to_id"])
+        seen, stack = set(), [to_id]
+        while stack:  # does from_id already depend on to_id, directly or not?
+            node = stack.pop()
+            if node == from_id:
+                raise Conflict(f"task {to_id} depending on task {from_id} would make a cycle",
+                               "dependsOnId")
+            if node not in seen:
+                seen.add(node)
+                stack.extend(children[node])
+        t.execute("INSERT INTO task_dependencies (from_id, to_id, condition_type, created_at) "
+                  "VALUES (?, ?, ?, ?) ON CONFLICT(from_id, to_id) DO UPDATE SET "
+                  "condition_type = excluded.condition_type",
+                  (from_id, to_id, condition, now_iso()))
+        return {**t.one("SELECT * FROM task_dependencies WHERE from_id = ? AND to_id = ?",
+                        (from_id, to_id)), "project_id": tasks[to_id]["project_id"]}
+
+
+def delete_dependency_row(from_id: int, to_id: int) -> int | None:
+    """Remove an edge; return its project id, None if there was no such edge."""
+    with tx() as t:
+        project_id = t.value("SELECT project_id FROM tasks WHERE id = ?", (to_id,))
+        removed = t.execute("DELETE FROM task_dependencies WHERE from_id = ? AND to_id = ?",
+                            (from_id, to_id)).rowcount
+        return project_id if removed else None
+
+
+def insert_revision_row(task_id: int, feedback: str) -> dict | None:
+    """Record a change request (and its activity); return the task, None if absent."""
+    with tx() as t:
+        task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        if task is None:
+            return None
+        now = now_iso()
+        t.insert("revisions", {"task_id": task_id, "feedback": feedback, "created_at": now})
+        t.insert("activity", {"project_id": task["project_id"], "task_id": task_id,
+                              "task_title": task["title"], "event": "revision",
+                              "from_status": task["status"], "to_status": task["status"],
+                              "created_at": now})
+        t.update("tasks", task_id, {"revision_count": task["revision_count"] + 1,
+                                    "updated_at": now})
+        return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+
+
+def reorder_rows(project_id: int, task_ids: list[int]) -> list[dict] | None:
+    """Queue the tasks in exactly this order: queue_position = index, and walking from the
+    end each priority is raised to at least the next one's.  Returns the changed tasks."""
+    with tx() as t:
+        if not t.exists("projects", project_id):
+            return None
+        rows = {r["id"]: r for r in t.all(
+            f"SELECT id, priority FROM tasks WHERE project_id = ? AND id IN "
+            f"({_marks(task_ids)})", (project_id, *task_ids))}
+        missing = [i for i in task_ids if i not in rows]
+        if missing:
+            raise Invalid(f"task {missing[0]} is not a task of project {project_id}", "taskIds")
+        priority, now = 0, now_iso()
+        for position in range(len(task_ids) - 1, -1, -1):
+            task_id = task_ids[position]
+            priority = max(rows[task_id]["priority"], priority)
+            t.update("tasks", task_id, {"queue_position": position, "priority": priority,
+                                        "updated_at": now})
+        return t.all(f"SELECT * FROM tasks WHERE id IN ({_marks(task_ids)})", task_ids)
+
+
+def task_event_rows(task_id: int, limit: int) -> list[dict] | None:
+    """The newest `limit` raw agent lines of a task, oldest first."""
+    with tx() as t:
+        if not t.exists("tasks", task_id):
+            return None
+        rows = t.all("SELECT * FROM task_events WHERE task_id = ? ORDER BY id DESC LIMIT ?",
+                     (task_id, limit))
+    rows.reverse()
+    return rows
+
+
+def run_rows(task_id: int) -> list[dict]:
+    with tx() as t:
+        return t.all("SELECT * FROM runs WHERE task_id = ? AND kind = 'task' ORDER BY id",
+                     (task_id,))
 
 
 # --- attachments -------------------------------------------------------------
@@ -3313,12 +3448,13 @@ def ws_events():
     ws = bottle.request.environ.get("wsgi.websocket")
     if ws is None:
         raise Invalid("/ws expects a websocket upgrade")
-    sub = runtime.hub.subscribe(**ws_params(bottle.request.query))
+    hub = runtime.hub  # the runtime may be gone by the time the socket closes
+    sub = hub.subscribe(**ws_params(bottle.request.query))
     reader = gevent.spawn(_ws_read, ws, sub)
     try:
         _ws_write(ws, sub)
     finally:
-        runtime.hub.unsubscribe(sub)
+        hub.unsubscribe(sub)
         reader.kill()
     return ""
 
