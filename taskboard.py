@@ -126,6 +126,7 @@ EVENT_TYPES = {
     "webhook:deleted": "a webhook was removed; data is {id, projectId}",
     "webhook:delivery": "a webhook delivery attempt was recorded",
     "settings:updated": "application settings changed; data is the full settings object",
+    "dependencies:updated": "a project's dependency edges changed: {projectId}",
     "resync": "the replay gap is gone or the client fell behind: refetch everything",
     "ping": "keep-alive every 25 s, without seq; ignore it",
 }
@@ -1130,6 +1131,11 @@ def insert_task_row(project_id: int, values: dict, fill_defaults) -> dict | None
         return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
 
 
+def subtask_rows(parent_id: int) -> list[dict]:
+    with tx() as t:
+        return t.all("SELECT * FROM tasks WHERE parent_task_id = ? ORDER BY id", (parent_id,))
+
+
 def update_task_row(task_id: int, changes: dict) -> dict | None:
     with tx() as t:
         if not t.exists("tasks", task_id):
@@ -1547,6 +1553,12 @@ def activity_rows(project_id: int, limit: int, offset: int) -> list[dict] | None
     return rows
 
 
+def cost_since_row(moment: str) -> float:
+    with tx() as t:
+        return t.value("SELECT COALESCE(SUM(cost), 0) FROM runs WHERE started_at >= ?",
+                       (moment,))
+
+
 def usage_rows(day_start: str) -> dict:
     """Token and cost totals of every run: overall, per model tier, per local day, today."""
     sums = ("SUM(input_tokens) AS input, SUM(output_tokens) AS output, "
@@ -1800,6 +1812,7 @@ def update_project(project_id: int, body) -> dict:
         raise NotFound(f"project {project_id} not found")
     project = project_view(row)
     runtime.hub.publish("project:updated", project, project_id)
+    schedule_queue(project_id)
     return project
 
 
@@ -1874,6 +1887,8 @@ def create_task(project_id: int, body) -> dict:
         _publish_task(task_row(values["parent_task_id"]))
     if status != "backlog":
         task = move_task(task["id"], status)
+    else:
+        schedule_queue(project_id)
     return task
 
 
@@ -1904,13 +1919,14 @@ def update_task(task_id: int, body) -> dict:
 
 
 def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | None = None,
-              reason: str | None = None) -> dict:
+              reason: str | None = None, run_options: dict | None = None) -> dict:
     """Apply a status change: the one function every move goes through.
 
     Records the activity and the timers, logs the move, publishes the task, and starts or
     stops its agent: entering in_progress starts a run (409 when the project already runs
-    maxConcurrent agents), leaving it stops the run.  A move to the current status, or from
-    a status other than only_from, changes nothing.
+    maxConcurrent agents; run_options go to start_run), leaving it stops the run.  Then
+    the parent of a sub-task and the project's queue look again.  A move to the current
+    status, or from a status other than only_from, changes nothing.
     """
     if to not in STATUSES:
         raise Invalid(f"status {json_dumps(to)[:60]} is not one of: {', '.join(STATUSES)}",
@@ -1934,9 +1950,11 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
                         + (f": {reason}" if reason else ""))
     _publish_task(after)
     if to == "in_progress":
-        start_run(task_id)
+        start_run(task_id, **(run_options or {}))
     else:
         runtime.agents.stop(task_id)
+    settle_parent(after["parent_task_id"])
+    schedule_queue(after["project_id"])
     return get_task(task_id)
 
 
@@ -1962,6 +1980,8 @@ def delete_task(task_id: int) -> dict:
                         task["project_id"])
     for orphan in orphans:
         _publish_task(orphan)
+    settle_parent(task["parent_task_id"])
+    schedule_queue(task["project_id"])
     return {"ok": True}
 
 
@@ -1986,7 +2006,7 @@ def _publish_task(row: dict | None) -> None:
 
 def _move_changes(to: str, manual: bool, before: dict, now: str) -> dict:
     """The timer and counter columns a move from before["status"] to `to` changes."""
-    changes = {}
+    changes = {"agent_done": 0}
     if before["status"] == "in_progress" and before["in_progress_since"]:
         spent = parse_iso(now) - parse_iso(before["in_progress_since"])
         changes["work_duration_ms"] = before["work_duration_ms"] + \
@@ -2122,7 +2142,12 @@ def finish_run(run: "AgentRun") -> None:
     if task is None:
         return
     _publish_task(task)
-    if outcome == "ok":
+    if outcome == "ok" and task["awaiting_subtasks"] and task["status"] == "in_progress":
+        runtime.logs.append(run.task_id, "system", "the agent finished; the task waits for "
+                            "its sub-tasks", run.run_id)
+        _publish_task(update_task_row(run.task_id, {"agent_done": 1}))
+        settle_parent(run.task_id)
+    elif outcome == "ok":
         move_task(run.task_id, "testing", manual=False, only_from="in_progress",
                   reason="the agent finished")
     elif outcome == "retry":
@@ -2134,6 +2159,7 @@ def finish_run(run: "AgentRun") -> None:
                             run.run_id)
         if runtime.agents.reserve(run.task_id, run.project_id, None):
             start_run(run.task_id)
+    schedule_queue(run.project_id)
 
 
 def _retry_or_fail(task: dict, reason: str, run_id: int) -> None:
@@ -2171,6 +2197,9 @@ def resume_interrupted_runs() -> None:
         if run["status"] == "running" and run["pid"]:
             kill_survivor(run["pid"], run["proc_start"])
     for task in restart_rows():
+        if task["agent_done"]:  # waits for its sub-tasks, with no agent
+            settle_parent(task["id"])
+            continue
         runtime.agents.reserve(task["id"], task["project_id"], None)
         if task["run_status"] == "interrupted" and task["session_id"]:
             runtime.logs.append(task["id"], "system",
@@ -2247,6 +2276,219 @@ def git_head(cwd: str) -> str | None:
     """The commit checked out in cwd, or None when it is not a git repository."""
     code, out = run_command(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd, timeout=10)
     return out.strip() or None if code == 0 else None
+
+
+# --- pipeline: queue, dependencies, sub-tasks ----------------------------------
+# The queue starts ready backlog tasks whenever something changes that could free a slot
+# or satisfy a dependency: every move, run end, new task, edge, reorder or setting.
+
+#: Parent statuses that satisfy an edge of each condition.
+CONDITIONS = {"always": ("testing", "done", "failed"), "on_success": ("testing", "done"),
+              "on_failure": ("failed",)}
+#: A task in one of these has finished, for dependencies and waves.
+FINISHED = ("testing", "done", "failed")
+
+
+def schedule_queue(project_id: int) -> None:
+    """Run the project's queue soon, once, however many changes asked for it."""
+    if project_id in runtime.queue_pending:
+        return
+    runtime.queue_pending.add(project_id)
+
+    def tick():
+        runtime.queue_pending.discard(project_id)
+        try:
+            run_queue(project_id)
+        except Exception:  # a background loop: log and carry on
+            log.exception("queue of project %s failed", project_id)
+    gevent.spawn(tick)
+
+
+def run_queue(project_id: int) -> list[int]:
+    """Start ready backlog tasks in queue order while the project has free slots; return
+    the ids started.  Sub-tasks of a waiting parent are started even without autoQueue."""
+    project = project_row(project_id)
+    rows = pipeline_rows(project_id)
+    if project is None or rows is None:
+        return []
+    tasks, edges = rows
+    limit = get_settings()["dailyCostLimit"]
+    if limit is not None and cost_since_row(local_day_start_iso()) >= limit:
+        return []  # today's agent cost reached the daily limit: start nothing new
+    waiting_parents = {t["id"] for t in tasks if t["awaiting_subtasks"]}
+    states = dependency_states(tasks, edges)
+    started = []
+    for task in tasks:
+        if task["status"] != "backlog" or task["source"] or states[task["id"]][0] != "ready":
+            continue
+        if not (project["auto_queue"] or task["parent_task_id"] in waiting_parents):
+            continue
+        if runtime.agents.used(project_id) >= project["max_concurrent"]:
+            break
+        try:
+            move_task(task["id"], "in_progress", manual=False, only_from="backlog",
+                      reason="started by the queue")
+        except Conflict:
+            break
+        started.append(task["id"])
+    return started
+
+
+def dependency_states(tasks: list[dict], edges: list[dict]) -> dict:
+    """For every task: ("ready" | "waiting" | "blocked", reason or None)."""
+    by_id = {t["id"]: t for t in tasks}
+    parents = collections.defaultdict(list)
+    for edge in edges:
+        parents[edge["to_id"]].append(edge)
+    states = {}
+    for task in tasks:
+        waits, blocks = [], []
+        for edge in parents[task["id"]]:
+            parent = by_id.get(edge["from_id"])
+            if parent is None or parent["status"] in CONDITIONS[edge["condition_type"]]:
+                continue
+            if parent["status"] in FINISHED:
+                blocks.append(f"{parent['task_key']} is {parent['status']}, so its "
+                              f"{edge['condition_type']} condition cannot hold")
+            else:
+                waits.append(f"{parent['task_key']} ({parent['status']})")
+        if blocks:
+            states[task["id"]] = ("blocked", "; ".join(blocks))
+        elif waits:
+            states[task["id"]] = ("waiting", "waits for " + ", ".join(waits))
+        else:
+            states[task["id"]] = ("ready", None)
+    return states
+
+
+def execution_waves(tasks: list[dict], edges: list[dict]) -> list[list[dict]]:
+    """Wave 0: unfinished tasks with no unfinished parents; wave n+1: those whose unfinished
+    parents are all in waves <= n.  Tasks of one wave may run in parallel."""
+    open_ids = [t["id"] for t in tasks if t["status"] not in FINISHED]
+    parents = collections.defaultdict(set)
+    for edge in edges:
+        if edge["from_id"] in open_ids and edge["to_id"] in open_ids:
+            parents[edge["to_id"]].add(edge["from_id"])
+    by_id = {t["id"]: t for t in tasks}
+    placed, waves, left = set(), [], list(open_ids)
+    while left:
+        wave = [i for i in left if parents[i] <= placed] or left  # a cycle: put it last
+        waves.append([by_id[i] for i in wave])
+        placed.update(wave)
+        left = [i for i in left if i not in placed]
+    return waves
+
+
+def settle_parent(parent_id: int | None) -> None:
+    """A parent whose agent finished waits in in_progress for its sub-tasks: it moves to
+    testing when all are in testing or done, to failed as soon as one failed."""
+    if parent_id is None:
+        return
+    parent = task_row(parent_id)
+    if parent is None or parent["status"] != "in_progress" or not parent["agent_done"]:
+        return
+    children = subtask_rows(parent_id)
+    failed = [c["task_key"] for c in children if c["status"] == "failed"]
+    if failed:
+        _fail_task(parent_id, f"sub-task {', '.join(failed)} failed")
+    elif all(c["status"] in ("testing", "done") for c in children):
+        move_task(parent_id, "testing", manual=False, only_from="in_progress",
+                  reason="every sub-task is finished")
+
+
+def add_dependency(task_id: int, depends_on_id: int, condition: str) -> dict:
+    if condition not in CONDITIONS:
+        raise Invalid(f"conditionType {json_dumps(condition)[:40]} is not one of: "
+                      f"{', '.join(CONDITIONS)}", "conditionType")
+    edge = upsert_dependency_row(depends_on_id, task_id, condition)
+    _dependencies_changed(edge["project_id"])
+    return {"from": edge["from_id"], "to": edge["to_id"],
+            "conditionType": edge["condition_type"]}
+
+
+def remove_dependency(task_id: int, depends_on_id: int) -> dict:
+    project_id = delete_dependency_row(depends_on_id, task_id)
+    if project_id is None:
+        raise NotFound(f"task {task_id} does not depend on task {depends_on_id}")
+    _dependencies_changed(project_id)
+    return {"ok": True}
+
+
+def task_dependencies(task_id: int) -> dict:
+    rows = task_dependency_rows(task_id)
+    if rows is None:
+        raise NotFound(f"task {task_id} not found")
+    return {"parents": [e["from_id"] for e in rows["parents"]],
+            "children": [e["to_id"] for e in rows["children"]]}
+
+
+def dependency_graph(project_id: int) -> dict:
+    tasks, edges = _pipeline(project_id)
+    return {"tasks": [task_view(t) for t in tasks],
+            "edges": [{"from": e["from_id"], "to": e["to_id"],
+                       "conditionType": e["condition_type"]} for e in edges],
+            "waves": [[t["id"] for t in wave] for wave in execution_waves(tasks, edges)]}
+
+
+def waves_of(project_id: int) -> list[list[dict]]:
+    tasks, edges = _pipeline(project_id)
+    return [[task_view(t) for t in wave] for wave in execution_waves(tasks, edges)]
+
+
+def pipeline_status(project_id: int) -> dict:
+    """What the pipeline is doing: the active wave, running, queued and blocked tasks."""
+    project = get_project(project_id)
+    tasks, edges = _pipeline(project_id)
+    states = dependency_states(tasks, edges)
+    waves = execution_waves(tasks, edges)
+    wave_of = {t["id"]: n for n, wave in enumerate(waves) for t in wave}
+    running = [t for t in tasks if t["status"] == "in_progress"]
+    backlog = [t for t in tasks if t["status"] == "backlog"]
+    queue_on = bool(project["autoQueue"])
+    return {
+        "projectId": project_id, "autoQueue": project["autoQueue"],
+        "maxConcurrent": project["maxConcurrent"],
+        "slotsUsed": runtime.agents.used(project_id),
+        "activeWave": min((wave_of[t["id"]] for t in running + backlog), default=None),
+        "waves": [[t["id"] for t in wave] for wave in waves],
+        "running": [{"taskId": t["id"], "taskKey": t["task_key"],
+                     "isRunning": runtime.agents.holds(t["id"]),
+                     "awaitingSubtasks": bool(t["agent_done"])} for t in running],
+        "queued": [{"taskId": t["id"], "taskKey": t["task_key"],
+                    "reason": "starts when a slot is free" if queue_on and not t["source"]
+                    else "autoQueue is off or the task was imported: start it by hand"}
+                   for t in backlog if states[t["id"]][0] == "ready"],
+        "blocked": [{"taskId": t["id"], "taskKey": t["task_key"],
+                     "state": states[t["id"]][0], "reason": states[t["id"]][1]}
+                    for t in backlog if states[t["id"]][0] != "ready"],
+    }
+
+
+def reorder_queue(project_id: int, task_ids) -> dict:
+    if not isinstance(task_ids, list) or not task_ids or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in task_ids):
+        raise Invalid("taskIds must be a non-empty array of task ids", "taskIds")
+    if len(set(task_ids)) != len(task_ids):
+        raise Invalid("taskIds must not repeat a task", "taskIds")
+    rows = reorder_rows(project_id, task_ids)
+    if rows is None:
+        raise NotFound(f"project {project_id} not found")
+    for row in rows:
+        _publish_task(row)
+    schedule_queue(project_id)
+    return {"ok": True}
+
+
+def _pipeline(project_id: int) -> tuple[list[dict], list[dict]]:
+    rows = pipeline_rows(project_id)
+    if rows is None:
+        raise NotFound(f"project {project_id} not found")
+    return rows
+
+
+def _dependencies_changed(project_id: int) -> None:
+    runtime.hub.publish("dependencies:updated", {"projectId": project_id}, project_id)
+    schedule_queue(project_id)
 
 
 # --- attachments -------------------------------------------------------------
@@ -2435,6 +2677,8 @@ def update_settings(body) -> dict:
         validate(SETTINGS_FIELDS, body, partial=True))
     settings = {f.name: f.render(stored.get(f.name, f.default)) for f in SETTINGS_FIELDS}
     runtime.hub.publish("settings:updated", settings)
+    for project in project_rows():  # a raised daily cost limit may let queues go on
+        schedule_queue(project["id"])
     return settings
 
 
@@ -3725,6 +3969,8 @@ class Runtime:
         self.hub = EventHub()
         self.logs = LogWriter()
         self.agents = AgentPool()
+        #: Projects whose queue is about to run (see schedule_queue).
+        self.queue_pending = set()
         #: The board's address, for agents (TASKBOARD_URL); serve() sets the bound port.
         self.url = f"http://{config['host']}:{config['port']}"
         self.agent = {"command": config["agent_command"], "found": None, "version": None}
