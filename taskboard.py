@@ -22,6 +22,7 @@ import datetime as dt
 import functools
 import hashlib
 import hmac
+import ipaddress
 import itertools
 import json
 import logging
@@ -206,6 +207,12 @@ class Unauthorized(ApiError):
     """The board has a token and the request did not carry it."""
     status = 401
     code = "unauthorized"
+
+
+class LocalOnly(ApiError):
+    """A desktop command asked from anywhere but this machine."""
+    status = 403
+    code = "local_only"
 
 
 class PayloadTooLarge(ApiError):
@@ -1863,7 +1870,7 @@ def task_detail(task_id: int) -> dict:
     if row is None:
         raise NotFound(f"task {task_id} not found")
     detail = task_view(row)
-    detail["commits"] = []
+    detail["commits"] = task_commits(row)
     detail["revisions"] = [render(REVISION_FIELDS, r) for r in row["revisions"]]
     detail["attachments"] = [render(ATTACHMENT_FIELDS, r) for r in row["attachments"]]
     detail["logs"] = [render(LOG_FIELDS, r) for r in row["logs"]]
@@ -2080,7 +2087,7 @@ def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
         "session_id": session_id, "head_start": git_head(cwd)})
     settings = get_settings()
     run = AgentRun(task_id, project["id"], run_id, argv, cwd, agent_env(task_id), text,
-                   model=task["model"],
+                   model=task["model"], root=repo_root(cwd),
                    timeout_s=(project["task_timeout_minutes"] or 0) * SECONDS_PER_MINUTE,
                    idle_s=settings["agentIdleTimeoutMinutes"] * SECONDS_PER_MINUTE)
     what = f"resuming session {session_id}" if session_id else "starting the agent"
@@ -2270,6 +2277,12 @@ def agent_env(task_id: int) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
     env.update(TASKBOARD_TASK_ID=str(task_id), TASKBOARD_URL=runtime.url)
     return env
+
+
+def repo_root(cwd: str) -> str:
+    """The top of the git repository around cwd (cwd itself outside one)."""
+    code, out = run_command(["git", "rev-parse", "--show-toplevel"], cwd, timeout=10)
+    return out.strip() if code == 0 and out.strip() else cwd
 
 
 def git_head(cwd: str) -> str | None:
@@ -2489,6 +2502,162 @@ def _pipeline(project_id: int) -> tuple[list[dict], list[dict]]:
 def _dependencies_changed(project_id: int) -> None:
     runtime.hub.publish("dependencies:updated", {"projectId": project_id}, project_id)
     schedule_queue(project_id)
+
+
+# --- desktop commands --------------------------------------------------------------
+# The spec's desktop-only commands; routes in DESKTOP ROUTES answer only local callers.
+
+#: The largest diff get_task_diff returns; the rest is cut with a marker.
+MAX_DIFF_BYTES = 2 * 1024 * 1024
+#: The agent-instructions file the default agent CLI reads.
+AGENT_MD = "CLAUDE.md"
+
+
+def stop_task(task_id: int) -> dict:
+    """Kill the task's agent (its whole process group) and put it back in the backlog."""
+    task = get_task(task_id)
+    if task["status"] != "in_progress":
+        raise Conflict(f"task {task_id} is not in progress (it is {task['status']})", "id")
+    return move_task(task_id, "backlog", reason="stopped by hand")
+
+
+def restart_task(task_id: int) -> dict:
+    """Stop any agent of the task and start a fresh session (no resume)."""
+    task = get_task(task_id)
+    if task["status"] != "in_progress":
+        return move_task(task_id, "in_progress", reason="restarted")
+    runtime.agents.stop(task_id)
+    runtime.logs.append(task_id, "system", "restarted by hand: a fresh session")
+    if runtime.agents.reserve(task_id, task["project_id"], None):
+        start_run(task_id)
+    return get_task(task_id)
+
+
+def request_changes(task_id: int, feedback) -> dict:
+    """Record a revision and have the agent work on the feedback: its own session resumed
+    with the feedback as the prompt, else a fresh one with every revision in the prompt."""
+    if not isinstance(feedback, str) or not feedback.strip():
+        raise Invalid("feedback must be a non-empty string", "feedback")
+    task = get_task(task_id)
+    if task["status"] == "backlog":
+        raise Conflict(f"task {task_id} is in the backlog: start it instead", "id")
+    runtime.agents.stop(task_id)
+    task = insert_revision_row(task_id, feedback.strip())
+    if task is None:
+        raise NotFound(f"task {task_id} not found")
+    _publish_task(task)
+    options = {"resume": True, "prompt": feedback.strip()}
+    if task["status"] != "in_progress":
+        return move_task(task_id, "in_progress", reason="changes requested",
+                         run_options=options)
+    if runtime.agents.reserve(task_id, task["project_id"], None):
+        start_run(task_id, **options)
+    return get_task(task_id)
+
+
+def task_diff(task_id: int) -> dict:
+    """What the task changed: from the HEAD before its first run to the working tree now
+    (its commits and uncommitted changes), with numstat totals."""
+    task = get_task(task_id)
+    runs = run_rows(task_id)
+    cwd = runs[-1]["cwd"] if runs and runs[-1]["cwd"] else \
+        get_project(task["project_id"])["workingDir"]
+    base = next((r["head_start"] for r in runs if r["head_start"]), None)
+    code, branch = run_command(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd, 10)
+    out = {"diff": "", "branch": branch.strip() if code == 0 else "",
+           "stats": {"files": 0, "insertions": 0, "deletions": 0}}
+    if base is None:
+        return out
+    code, numstat = run_command(["git", "diff", "--numstat", base, "--"], cwd, 30)
+    for line in numstat.splitlines() if code == 0 else []:
+        added, removed, _ = (line.split("\t", 2) + ["", ""])[:3]
+        out["stats"]["files"] += 1
+        out["stats"]["insertions"] += int(added) if added.isdigit() else 0
+        out["stats"]["deletions"] += int(removed) if removed.isdigit() else 0
+    code, diff = run_command(["git", "diff", base, "--"], cwd, 30)
+    if code == 0:
+        if len(diff) > MAX_DIFF_BYTES:
+            diff = diff[:MAX_DIFF_BYTES] + f"\n… diff truncated ({len(diff) - MAX_DIFF_BYTES}" \
+                " more characters)\n"
+        out["diff"] = diff
+    return out
+
+
+def task_commits(task: dict) -> list[dict]:
+    """The commits made between the task's first run and its latest run's end."""
+    runs = run_rows(task["id"])
+    base = next((r["head_start"] for r in runs if r["head_start"]), None)
+    end = next((r["head_end"] for r in reversed(runs) if r["head_end"]), None)
+    if base is None or end is None or base == end:
+        return []
+    code, out = run_command(["git", "log", "--format=%H%x1f%s%x1f%an%x1f%aI",
+                             f"{base}..{end}"], runs[-1]["cwd"], 20)
+    commits = []
+    for line in out.splitlines() if code == 0 else []:
+        sha, message, author, date = (line.split("\x1f") + ["", "", ""])[:4]
+        commits.append({"hash": sha, "message": message, "author": author, "date": date})
+    return commits
+
+
+def agent_activity(project_id: int | None) -> dict:
+    """Live agents: usage, tool calls, files they touch, and files two agents touch."""
+    agents, file_map = [], collections.defaultdict(list)
+    for task_id, run in sorted(runtime.agents.runs.items()):
+        if project_id is not None and run.project_id != project_id:
+            continue
+        for path in sorted(run.parser.files):
+            file_map[path].append(task_id)
+        task = task_row(task_id)
+        if task is None:
+            continue
+        agents.append({
+            "taskId": task_id, "taskKey": task["task_key"], "title": task["title"],
+            "model": task["model"], "elapsedSec": int(time.monotonic() - run.started),
+            "inputTokens": run.parser.usage["input"], "outputTokens": run.parser.usage["output"],
+            "totalCost": round(run.cost(), 6), "toolCallCount": run.parser.tool_calls,
+            "recentTools": list(run.parser.recent_tools),
+            "activeFiles": sorted(run.parser.files), "isRunning": True,
+            "awaitingSubtasks": bool(task["awaiting_subtasks"])})
+    return {"agents": agents, "fileMap": dict(file_map),
+            "conflicts": [{"filePath": path, "taskIds": ids}
+                          for path, ids in sorted(file_map.items()) if len(ids) > 1]}
+
+
+def task_events(task_id: int, limit: int) -> list[dict]:
+    rows = task_event_rows(task_id, limit)
+    if rows is None:
+        raise NotFound(f"task {task_id} not found")
+    return [{"id": r["id"], "runId": r["run_id"], "seq": r["seq"], "createdAt": r["created_at"],
+             "kind": r["kind"], "raw": r["raw"]} for r in rows]
+
+
+def agent_md(project_id: int) -> dict:
+    """The project's agent-instructions file: {content, path, exists}."""
+    path = os.path.join(get_project(project_id)["workingDir"], AGENT_MD)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return {"content": f.read(), "path": path, "exists": True}
+    except FileNotFoundError:
+        return {"content": "", "path": path, "exists": False}
+    except OSError as exc:
+        raise Conflict(f"cannot read {path}: {exc.strerror or exc}")
+
+
+def save_agent_md(project_id: int, content) -> dict:
+    """Replace the agent-instructions file atomically (write a temp file, then rename)."""
+    if not isinstance(content, str):
+        raise Invalid("content must be a string", "content")
+    path = os.path.join(get_project(project_id)["workingDir"], AGENT_MD)
+    temp = f"{path}.taskboard-{secrets.token_hex(4)}"
+    try:
+        with open(temp, "w", encoding="utf-8") as f:
+            f.write(content)
+        os.replace(temp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(temp)
+        raise Conflict(f"cannot write {path}: {exc.strerror or exc}")
+    return agent_md(project_id)
 
 
 # --- attachments -------------------------------------------------------------
@@ -2765,6 +2934,10 @@ class StreamParser:
     def __init__(self):
         self.session_id = None
         self.last_type = "raw"
+        self.tool_calls = 0
+        self.recent_tools = collections.deque(maxlen=5)
+        self.files = set()
+        self.root = None  # the repository root that file paths are made relative to
         self.result = None
         self.api_error = None
         self.denials = []
@@ -2828,6 +3001,9 @@ class StreamParser:
                 entries.append({"kind": "thinking", "message": _cut(block["thinking"])})
             elif block.get("type") == "tool_use":
                 name = str(block.get("name") or "tool")
+                self.tool_calls += 1
+                self.recent_tools.append(name)
+                self._note_file(block.get("input"))
                 self._tool_started[block.get("id")] = time.monotonic()
                 self._tool_names[block.get("id")] = name
                 entries.append({"kind": "tool_call", "tool": name,
@@ -2872,6 +3048,18 @@ class StreamParser:
         else:
             entries.append({"kind": "system", "message": "finished: " + _cut(text, 2000)})
         return entries
+
+    def _note_file(self, tool_input):
+        """Remember the file a tool call reads or writes, relative to the repository."""
+        if not isinstance(tool_input, dict):
+            return
+        path = tool_input.get("file_path") or tool_input.get("notebook_path")
+        if not isinstance(path, str) or not path:
+            return
+        if self.root and os.path.isabs(path):
+            relative = os.path.relpath(path, self.root)
+            path = path if relative.startswith("..") else relative
+        self.files.add(path)
 
     def _add_usage(self, usage: dict):
         for key, name in (("input", "input_tokens"), ("output", "output_tokens"),
@@ -2948,11 +3136,12 @@ class AgentRun:
     """One agent process and the greenlets that serve it."""
 
     def __init__(self, task_id, project_id, run_id, argv, cwd, env, prompt, *, model,
-                 timeout_s=0.0, idle_s=0.0):
+                 root=None, timeout_s=0.0, idle_s=0.0):
         self.task_id, self.project_id, self.run_id = task_id, project_id, run_id
         self.argv, self.cwd, self.env, self.prompt, self.model = argv, cwd, env, prompt, model
         self.timeout_s, self.idle_s = timeout_s, idle_s
         self.parser = StreamParser()
+        self.parser.root = root or cwd
         self.proc = None
         self.exit_code = None
         self.stop_reason = None
@@ -3730,6 +3919,99 @@ def _ws_write(ws, sub: Subscriber) -> None:
 
 
 # =============================================================================
+# DESKTOP ROUTES
+# =============================================================================
+# The spec's desktop-only commands as POST /api/desktop/<command>, with the spec's
+# argument names in a JSON body.  They answer only the machine itself (design §11): a
+# loopback peer, no proxy header, a loopback Host and no foreign Origin — even with a token.
+
+def local_refusal(environ) -> ApiError | None:
+    peer = environ.get("REMOTE_ADDR") or ""
+    host = environ.get("HTTP_HOST", "").lower()
+    name = host[1:].split("]")[0] if host.startswith("[") else host.rsplit(":", 1)[0]
+    # SECURITY: the socket's peer, never X-Forwarded-For, which anyone can send.
+    if not _is_loopback(peer) or any(h in environ for h in PROXY_HEADERS) \
+            or name not in LOOPBACK_NAMES or not own_origin(environ):
+        return LocalOnly("desktop commands answer only requests made on this machine "
+                         "(loopback address and host, no proxy, no other origin)")
+    return None
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return ip.is_loopback or bool(getattr(ip, "ipv4_mapped", None) and ip.ipv4_mapped.is_loopback)
+
+
+def _task_arg(body: dict) -> int:
+    """stop_task, restart_task and request_changes take `id` (or `taskId`)."""
+    return _int_arg(body, "id" if "id" in body else "taskId")
+
+
+def _int_arg(body: dict, name: str, default=None, lo=1, hi=2**63 - 1) -> int:
+    value = body.get(name, default)
+    if value is None:
+        raise Invalid(f"{name} is required", name)
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise Invalid(f"{name} must be an integer from {lo} to {hi}, not "
+                      f"{json_dumps(value)[:40]}", name)
+    return value
+
+
+#: command -> (the body fields it accepts, what it does)
+DESKTOP_COMMANDS = {
+    "stop_task": (("id", "taskId"), lambda b: stop_task(_task_arg(b))),
+    "restart_task": (("id", "taskId", "mcpPort"), lambda b: restart_task(_task_arg(b))),
+    "request_changes": (("id", "taskId", "feedback", "mcpPort"),
+                        lambda b: request_changes(_task_arg(b), b.get("feedback"))),
+    "get_task_diff": (("taskId",), lambda b: task_diff(_int_arg(b, "taskId"))),
+    "add_task_dependency": (("taskId", "dependsOnId", "conditionType"), lambda b: add_dependency(
+        _int_arg(b, "taskId"), _int_arg(b, "dependsOnId"), b.get("conditionType", "always"))),
+    "remove_task_dependency": (("taskId", "dependsOnId"), lambda b: remove_dependency(
+        _int_arg(b, "taskId"), _int_arg(b, "dependsOnId"))),
+    "get_task_dependencies": (("taskId",), lambda b: task_dependencies(_int_arg(b, "taskId"))),
+    "get_dependency_graph": (("projectId",),
+                             lambda b: dependency_graph(_int_arg(b, "projectId"))),
+    "get_execution_waves": (("projectId",), lambda b: waves_of(_int_arg(b, "projectId"))),
+    "get_pipeline_status": (("projectId",), lambda b: pipeline_status(_int_arg(b, "projectId"))),
+    "reorder_queue": (("projectId", "taskIds"),
+                      lambda b: reorder_queue(_int_arg(b, "projectId"), b.get("taskIds"))),
+    "get_agent_activity": (("projectId",),
+                           lambda b: agent_activity(_int_arg(b, "projectId"))),
+    "get_active_file_map": ((), lambda b: agent_activity(None)["fileMap"]),
+    "get_task_events": (("taskId", "limit"), lambda b: task_events(
+        _int_arg(b, "taskId"), _int_arg(b, "limit", 500, 1, 10_000))),
+    "get_agent_md": (("projectId",), lambda b: agent_md(_int_arg(b, "projectId"))),
+    "save_agent_md": (("projectId", "content"),
+                      lambda b: save_agent_md(_int_arg(b, "projectId"), b.get("content"))),
+}
+
+
+def _desktop_route(command: str, accepts: tuple, run) -> None:
+    def local_command():
+        error = local_refusal(bottle.request.environ)
+        if error is not None:
+            raise error
+        body = read_json(required=False)
+        body = {} if body is None else body
+        if not isinstance(body, dict):
+            raise Invalid("the request body must be a json object")
+        unknown = [name for name in body if name not in accepts]
+        if unknown:
+            raise Invalid(f"unknown field {unknown[0]!r} for {command}", unknown[0])
+        return run(body)
+    local_command.__doc__ = f"Desktop command {command} (local requests only)."
+    app.route(f"/api/desktop/{command}", "POST", local_command, name=f"local_{command}",
+              body="Desktop", returns="Desktop")
+
+
+for _command, (_accepts, _run) in DESKTOP_COMMANDS.items():
+    _desktop_route(_command, _accepts, _run)
+
+
+# =============================================================================
 # OPENAPI
 # =============================================================================
 
@@ -3763,6 +4045,8 @@ _SCHEMAS = {
         "error": {"type": ["string", "null"]}, "durationMs": {"type": ["integer", "null"]},
         "createdAt": {"type": "string"}}},
     "Health": {"type": "object"},
+    "Desktop": {"type": "object", "description": "the spec's arguments and result of the "
+                "desktop command (design.md §11)"},
 }
 
 
