@@ -3527,6 +3527,10 @@ def own_origin(environ) -> bool:
 
 def refusal(environ) -> ApiError | None:
     """Why a request must be refused before it reaches a route, if it must."""
+    if environ.get("PATH_INFO", "").startswith("/api/desktop/"):
+        error = local_refusal(environ)
+        if error is not None:
+            return error
     token = runtime.config["token"]
     if token is None and any(h in environ for h in PROXY_HEADERS):
         # SECURITY: a board without a token must not be published through a proxy.
@@ -3990,10 +3994,7 @@ DESKTOP_COMMANDS = {
 
 
 def _desktop_route(command: str, accepts: tuple, run) -> None:
-    def local_command():
-        error = local_refusal(bottle.request.environ)
-        if error is not None:
-            raise error
+    def local_command():  # refusal() already applied local_refusal()
         body = read_json(required=False)
         body = {} if body is None else body
         if not isinstance(body, dict):
