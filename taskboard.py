@@ -373,7 +373,7 @@ class Field:
                 raise Invalid(f"{name} must not be empty", name)
             if self.maxlen and len(value) > self.maxlen:
                 raise Invalid(f"{name} is longer than {self.maxlen} characters", name)
-            if self.pattern and value and not self.pattern.match(value):
+            if self.pattern and value and not self.pattern.fullmatch(value):
                 raise Invalid(f"{name} {value[:80]!r} is not valid: {self.doc}", name)
         elif kind == "enum":
             if value not in self.choices:
@@ -484,7 +484,7 @@ def _check_working_dir(value, name):
 
 
 def _check_webhook_url(value, name):
-    if not URL_RE.match(value):
+    if not URL_RE.fullmatch(value):
         raise Invalid(f"{name} {value[:80]!r} must be an http:// or https:// url", name)
 
 
@@ -3531,7 +3531,14 @@ def refusal(environ) -> ApiError | None:
         error = local_refusal(environ)
         if error is not None:
             return error
-    token = runtime.config["token"]
+    name = host_name(environ)
+    config = runtime.config
+    # SECURITY: DNS rebinding: a page on evil.example can resolve its name to 127.0.0.1.
+    if name not in LOOPBACK_NAMES and name != config["host"].lower() \
+            and name not in config["allowed_hosts"]:
+        return Forbidden(f"host {name[:100]!r} is not allowed: add it to "
+                         "TASKBOARD_ALLOWED_HOSTS")
+    token = config["token"]
     if token is None and any(h in environ for h in PROXY_HEADERS):
         # SECURITY: a board without a token must not be published through a proxy.
         return Forbidden("this board has no token, so it refuses proxied requests; "
@@ -3544,6 +3551,14 @@ def refusal(environ) -> ApiError | None:
         return Unauthorized("a valid token is required: send 'authorization: bearer <token>' "
                             "or log in at post /api/login")
     return None
+
+
+def host_name(environ) -> str:
+    """The Host header's name, lower case, without the port ("[::1]:4000" -> "::1")."""
+    host = environ.get("HTTP_HOST", "").strip().lower()
+    if host.startswith("["):
+        return host[1:].split("]")[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 def authorized(environ, token: str) -> bool:
@@ -3931,8 +3946,7 @@ def _ws_write(ws, sub: Subscriber) -> None:
 
 def local_refusal(environ) -> ApiError | None:
     peer = environ.get("REMOTE_ADDR") or ""
-    host = environ.get("HTTP_HOST", "").lower()
-    name = host[1:].split("]")[0] if host.startswith("[") else host.rsplit(":", 1)[0]
+    name = host_name(environ)
     # SECURITY: the socket's peer, never X-Forwarded-For, which anyone can send.
     if not _is_loopback(peer) or any(h in environ for h in PROXY_HEADERS) \
             or name not in LOOPBACK_NAMES or not own_origin(environ):

@@ -116,3 +116,38 @@ def test_keep_alive_responses_do_not_wait_for_delayed_acks(live):
         assert time.monotonic() - started < 0.3
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("host", ["attacker.example:4000", "attacker.example", "10.0.0.5:4000"])
+def test_foreign_host_is_refused_even_with_a_matching_origin(client, host, snapshot, tmp_path):
+    """DNS rebinding: a page can point its own name at 127.0.0.1 and send Host and Origin
+    that agree with each other."""
+    before = snapshot()
+    response = client.get("/api/projects", headers={"Host": host}, status=403)
+    assert_error(response, 403, "forbidden")
+    client.post_json("/api/projects", {"name": "X", "slug": "x", "workingDir": str(tmp_path)},
+                     headers={"Host": host, "Origin": f"http://{host}"}, status=403)
+    assert snapshot() == before
+
+
+def test_allowed_hosts_and_the_bound_host_are_accepted(client, tb):
+    tb.config["allowed_hosts"] = ["board.lan"]
+    tb.config["host"] = "192.168.1.20"
+    client.get("/api/projects", headers={"Host": "board.lan:4000"}, status=200)
+    client.get("/api/projects", headers={"Host": "192.168.1.20:4000"}, status=200)
+    client.get("/api/projects", headers={"Host": "[::1]:4000"}, status=200)
+
+
+def test_ws_upgrade_with_a_foreign_host_is_refused(live):
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        websocket.create_connection(f"ws://127.0.0.1:{live.port}/ws", timeout=5,
+                                    host="attacker.example", suppress_origin=True)
+    assert refused.value.status_code == 403
+
+
+@pytest.mark.parametrize("field,value", [("slug", "demo\n"), ("gitHostRepo", "o/r\n"),
+                                         ("prBaseBranch", "main\n")])
+def test_patterns_refuse_a_trailing_newline(api, client, field, value):
+    project = api.project()
+    response = client.put_json(f"/api/projects/{project['id']}", {field: value}, status=400)
+    assert_error(response, 400, "validation_error", field)
