@@ -2983,7 +2983,7 @@ class StreamParser:
         return []
 
     def _assistant(self, event):
-        message = event.get("message") or {}
+        message = _dict(event.get("message"))
         if event.get("error"):
             self.api_error = str(event["error"])
         usage = message.get("usage")
@@ -3012,7 +3012,7 @@ class StreamParser:
 
     def _user(self, event):
         entries = []
-        content = (event.get("message") or {}).get("content")
+        content = _dict(event.get("message")).get("content")
         for block in content if isinstance(content, list) else []:
             if not isinstance(block, dict) or block.get("type") != "tool_result":
                 continue
@@ -3034,7 +3034,9 @@ class StreamParser:
             self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_creation": 0}
             self._add_usage(event["usage"])
         entries = []
-        for denial in event.get("permission_denials") or []:
+        denials = event.get("permission_denials")
+        for denial in denials if isinstance(denials, list) else []:
+            denial = _dict(denial)
             self.denials.append(denial)
             entries.append({"kind": "system", "is_error": True, "tool": denial.get("tool_name"),
                             "message": f"permission denied: {denial.get('tool_name')} "
@@ -3076,6 +3078,11 @@ class StreamParser:
         prices = PRICES[model]
         return sum(self.usage[k] * p for k, p in zip(
             ("input", "output", "cache_read", "cache_creation"), prices)) / 1_000_000
+
+
+def _dict(value) -> dict:
+    """value if it is a dict, else {}: agent output is parsed, never trusted."""
+    return value if isinstance(value, dict) else {}
 
 
 def tool_summary(tool_input) -> str:
@@ -3149,6 +3156,7 @@ class AgentRun:
         self.started = self.last_output = time.monotonic()
         self._seq = 0
         self._usage_published = 0.0
+        self._kill_timer = None
 
     def start(self) -> None:
         """Spawn the agent in its own process group; raises OSError if it cannot start."""
@@ -3158,38 +3166,55 @@ class AgentRun:
         gevent.spawn(self._supervise)
 
     def kill(self, reason: str) -> None:
-        """End the run: SIGTERM to the group now, SIGKILL after KILL_GRACE_SECONDS."""
-        if self.stop_reason is None:
-            self.stop_reason = reason
-        if self.proc is None or self.finished.is_set():
+        """End the run, once: SIGTERM to the group now, SIGKILL after KILL_GRACE_SECONDS."""
+        if self.stop_reason is not None:
             return
-        self._signal(signal.SIGTERM)
-        gevent.spawn_later(KILL_GRACE_SECONDS, self._signal, signal.SIGKILL)
+        self.stop_reason = reason
+        if self.proc is not None and not self.finished.is_set():
+            self._signal(signal.SIGTERM)
+            self._kill_timer = gevent.spawn_later(KILL_GRACE_SECONDS, self._signal,
+                                                  signal.SIGKILL)
 
     def cost(self) -> float:
         return self.parser.cost(self.model)
 
     def _supervise(self):
+        pumps = []
         try:
             record_run_process(self)
-            if self.stop_reason:
+            if self.stop_reason:  # stopped while it was starting
                 self._signal(signal.SIGTERM)
+                self._kill_timer = gevent.spawn_later(KILL_GRACE_SECONDS, self._signal,
+                                                      signal.SIGKILL)
             feeder = gevent.spawn(self._feed_stdin)
             pumps = [gevent.spawn(self._pump, self.proc.stdout, self._on_stdout),
                      gevent.spawn(self._pump, self.proc.stderr, self._on_stderr)]
             exited_at = None
             while len(gevent.joinall(pumps, timeout=0.5)) < len(pumps):
                 exited_at = self._watch(exited_at)
-            self.exit_code = self.proc.wait()
+                if exited_at is not None and \
+                        time.monotonic() - exited_at > 2 * EXIT_GRACE_SECONDS:
+                    break  # a process outside the group holds the pipes: stop reading
+            while self.exit_code is None:  # the agent may have closed its pipes and go on
+                try:
+                    self.exit_code = self.proc.wait(timeout=0.5)
+                except subprocess.TimeoutExpired:
+                    self._watch(None)
             feeder.kill()
         except Exception:  # a supervisor must always record its run's end
             log.exception("run %s: supervisor died", self.run_id)
             self.stop_reason = self.stop_reason or "crashed"
         finally:
+            gevent.killall(pumps)
             self._signal(signal.SIGKILL)  # whatever the agent left behind in its group
+            if self._kill_timer is not None:
+                self._kill_timer.kill(block=False)
             if self.exit_code is None and self.proc is not None:
                 with contextlib.suppress(Exception):
                     self.exit_code = self.proc.wait(timeout=KILL_GRACE_SECONDS)
+            for pipe in (self.proc.stdout, self.proc.stderr) if self.proc else ():
+                with contextlib.suppress(OSError):
+                    pipe.close()
             try:
                 finish_run(self)
             except Exception:  # the slot must come back even if recording failed
@@ -3199,8 +3224,8 @@ class AgentRun:
                 self.finished.set()
 
     def _watch(self, exited_at):
-        """Enforce the task timeout, the idle timeout, and the end of an exited agent whose
-        pipes a leftover child keeps open."""
+        """Enforce the task timeout and the idle timeout; after the agent exited, kill what
+        is left of its group.  Returns when the agent was first seen exited."""
         now = time.monotonic()
         if self.timeout_s and now - self.started > self.timeout_s:
             self.kill("timeout")
@@ -3228,8 +3253,13 @@ class AgentRun:
                 gevent.sleep(0)  # a full pipe must not starve the requests
             self.last_output = time.monotonic()
             text = line.decode("utf-8", "replace").rstrip("\r\n")
-            if text.strip():
+            if not text.strip():
+                continue
+            try:
                 handle(text)
+            except Exception:  # one odd line must not stop the reading (the agent would block)
+                log.exception("run %s: cannot handle an output line", self.run_id)
+                runtime.logs.append(self.task_id, "raw", _cut(text), self.run_id)
 
     def _on_stdout(self, text: str):
         self._seq += 1

@@ -3,11 +3,13 @@
 The task description picks what the fake agent does (`fake:<directive>`, listed in its
 docstring); it records every invocation in $FAKE_AGENT_DIR/calls.jsonl.
 """
+import contextlib
 import json
 import os
 import re
 import signal
 import sqlite3
+import sys
 import time
 
 import pytest
@@ -656,3 +658,36 @@ def test_run_create_or_put_into_in_progress_at_the_cap_changes_nothing(client, a
                                {"title": "Renamed", "status": "in_progress"}, status=409)
     assert_error(response, 409, "conflict")
     assert snapshot() == before
+
+
+def test_run_ends_when_a_detached_process_keeps_its_output_open(tmp_path, monkeypatch):
+    """Regression: an agent that started a daemon in its own session (which the group kill
+    cannot reach) and then succeeded stayed in_progress forever, holding its slot."""
+    monkeypatch.setattr(taskboard, "EXIT_GRACE_SECONDS", 0.2)
+    pid_file = tmp_path / "daemon.pid"
+    agent = tmp_path / "daemon_agent.py"
+    agent.write_text(f"""import json, subprocess, sys
+if "--version" in sys.argv:
+    print("daemon-agent 1"); sys.exit(0)
+sys.stdin.read()
+daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                          start_new_session=True)
+open({str(pid_file)!r}, "w").write(str(daemon.pid))
+print(json.dumps({{"type": "result", "subtype": "success", "is_error": False,
+                   "result": "done", "session_id": "s1"}}), flush=True)
+""")
+    config = taskboard.parse_args(["--db", str(tmp_path / "data" / "t.db"), "--agent-command",
+                                   f"{sys.executable} {agent}"], environ={})
+    taskboard.init(config)
+    try:
+        project = taskboard.create_project({"name": "D", "slug": "d",
+                                            "workingDir": str(tmp_path)})
+        task = taskboard.create_task(project["id"], {"title": "T", "status": "in_progress"})
+        wait_for(lambda: taskboard.get_task(task["id"])["status"] == "testing", RUN,
+                 message="the run to end although a daemon holds its stdout")
+        assert not taskboard.runtime.agents.holds(task["id"])
+    finally:
+        taskboard.shutdown()
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)

@@ -89,3 +89,14 @@ def test_judge_run_table(result, exit_code, stop, expected):
 def test_unknown_or_non_json_lines_never_raise(line):
     entries = taskboard.StreamParser().feed(line)
     assert all(e["kind"] == "raw" for e in entries)
+
+
+@pytest.mark.parametrize("line", [
+    '{"type": "assistant", "message": "oops"}',
+    '{"type": "assistant", "message": {"content": "not a list", "usage": []}}',
+    '{"type": "user", "message": 7}',
+    '{"type": "result", "is_error": false, "permission_denials": [1, "x"], "usage": "?"}',
+    '{"type": "system", "subtype": null}',
+])
+def test_malformed_known_events_never_raise(line):
+    taskboard.StreamParser().feed(line)
