@@ -78,8 +78,9 @@ PRIORITY_NAMES = ("low", "medium", "high", "urgent")
 #: Request bodies larger than this are refused with 413 (attachments have their own limit).
 MAX_BODY_BYTES = 1024 * 1024
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
-#: How many published events /ws keeps for ?since= replay.
+#: How many published events /ws keeps for ?since= replay, and at most how much log text.
 EVENT_BUFFER_SIZE = 20_000
+EVENT_BUFFER_CHARS = 32 * 1024 * 1024
 #: A /ws client with more unsent messages than this is sent `resync` and dropped.
 CLIENT_QUEUE_LIMIT = 5_000
 WS_PING_SECONDS = 25
@@ -1109,11 +1110,11 @@ def task_detail_rows(task_id: int) -> dict | None:
         return task
 
 
-def insert_task_row(project_id: int, values: dict, fill_defaults) -> dict | None:
+def insert_task_row(project_id: int, values: dict, defaults: dict) -> dict | None:
     """Insert a task with the project's next key and record its creation; None if no project.
 
-    fill_defaults(tx, project_id, values) returns the values with omitted model and effort
-    filled in.
+    An omitted model or thinking effort comes from the project's template of the task's
+    type (lowest id), else from defaults.
     """
     with tx() as t:
         project = t.one("UPDATE projects SET task_counter = task_counter + 1 "
@@ -1126,7 +1127,14 @@ def insert_task_row(project_id: int, values: dict, fill_defaults) -> dict | None
             raise Invalid(f"parent_task_id {parent_id} is not a task of project {project_id}",
                           "parent_task_id")
         now = now_iso()
-        values = {**fill_defaults(t, project_id, values), "project_id": project_id,
+        if "model" not in values or "thinking_effort" not in values:
+            template = t.one("SELECT model, thinking_effort FROM templates WHERE project_id = ? "
+                             "AND task_type = ? ORDER BY id LIMIT 1",
+                             (project_id, values["task_type"])) or {}
+            values = {"model": template.get("model") or defaults["model"],
+                      "thinking_effort": template.get("thinking_effort")
+                      or defaults["thinking_effort"], **values}
+        values = {**values, "project_id": project_id,
                   "task_key": f"{project['key']}-{project['task_counter']}", "status": "backlog", "created_at": now,
                   "updated_at": now}
         task_id = t.insert("tasks", values)
@@ -1175,7 +1183,8 @@ def move_task_row(task_id: int, to: str, changes_for, only_from=None) \
 
 
 def delete_task_row(task_id: int) -> tuple[dict, list[str], list[dict]] | None:
-    """Delete a task; return it, its attachment paths and its orphaned sub-tasks."""
+    """Delete a task; return it, its attachment paths and the tasks it changed (its
+    sub-tasks lose their parent, its parent may stop awaiting)."""
     with tx() as t:
         task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
         if task is None:
@@ -1185,6 +1194,11 @@ def delete_task_row(task_id: int) -> tuple[dict, list[str], list[dict]] | None:
         children = [r["id"] for r in t.all("SELECT id FROM tasks WHERE parent_task_id = ?",
                                            (task_id,))]
         t.execute("DELETE FROM tasks WHERE id = ?", (task_id,))
+        if task["parent_task_id"] is not None:  # its parent may have no sub-task left
+            t.execute("UPDATE tasks SET awaiting_subtasks = EXISTS (SELECT 1 FROM tasks "
+                      "WHERE parent_task_id = ?) WHERE id = ?",
+                      (task["parent_task_id"], task["parent_task_id"]))
+            children.append(task["parent_task_id"])
         orphans = t.all(f"SELECT * FROM tasks WHERE id IN ({_marks(children)})", children)
         return task, paths, orphans
 
@@ -1297,9 +1311,9 @@ def bump_retry_row(task_id: int) -> dict | None:
 
 
 def unfinished_run_rows() -> list[dict]:
-    """Runs a previous server left behind: still 'running' (it was killed) or interrupted."""
+    """Runs a previous server left 'running' (it was killed before it could stop them)."""
     with tx() as t:
-        return t.all("SELECT * FROM runs WHERE status IN ('running', 'interrupted') "
+        return t.all("SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL "
                      "ORDER BY id")
 
 
@@ -1527,6 +1541,16 @@ def upsert_settings_rows(values: dict) -> dict:
 
 # --- statistics ------------------------------------------------------------------
 
+def db_check() -> str:
+    """"ok", or what is wrong with the database (health must always answer)."""
+    try:
+        with tx() as t:
+            t.value("SELECT 1")
+    except (sqlite3.Error, OSError) as exc:
+        return f"error: {exc}"
+    return "ok"
+
+
 def project_stats_rows(project_id: int, day_start: str) -> dict | None:
     with tx() as t:
         if not t.exists("projects", project_id):
@@ -1616,7 +1640,9 @@ class EventHub:
     def __init__(self, buffer_size=EVENT_BUFFER_SIZE, queue_limit=CLIENT_QUEUE_LIMIT):
         self.first_seq = int(time.time() * 1000) * 1000
         self.seq = self.first_seq
-        self.buffer = collections.deque(maxlen=buffer_size)
+        self.buffer = collections.deque()
+        self.buffer_size = buffer_size
+        self.buffered_chars = 0  # roughly how much text the replay buffer holds
         self.queue_limit = queue_limit
         self.subscribers = set()
 
@@ -1624,7 +1650,12 @@ class EventHub:
         """Send an event to every interested client.  Call after the commit."""
         self.seq += 1
         message = {"seq": self.seq, "event": event, "data": data}
-        self.buffer.append((message, project_id))
+        weight = sum(len(e["message"]) + 100 for e in data["entries"]) \
+            if event == "task:log" else 500
+        self.buffer.append((message, project_id, weight))
+        self.buffered_chars += weight
+        while len(self.buffer) > self.buffer_size or self.buffered_chars > EVENT_BUFFER_CHARS:
+            self.buffered_chars -= self.buffer.popleft()[2]
         for sub in list(self.subscribers):
             if sub.wants(message, project_id):
                 if sub.outbox.qsize() >= self.queue_limit:
@@ -1644,7 +1675,7 @@ class EventHub:
             if since < self.first_seq or since > self.seq or since + 1 < oldest:
                 sub.outbox.put(self.resync_message())
             else:
-                for message, pid in self.buffer:
+                for message, pid, _ in self.buffer:
                     if message["seq"] > since and sub.wants(message, pid):
                         sub.outbox.put(message)
         self.subscribers.add(sub)
@@ -1885,7 +1916,9 @@ def create_task(project_id: int, body) -> dict:
         project = project_row(project_id) or {}
         if project:
             runtime.agents.check_free(project_id, project["max_concurrent"], project["slug"])
-    row = insert_task_row(project_id, values, _fill_task_defaults)
+    settings = get_settings()
+    row = insert_task_row(project_id, values, {"model": settings["defaultModel"],
+                                               "thinking_effort": settings["defaultEffort"]})
     if row is None:
         raise NotFound(f"project {project_id} not found")
     task = task_view(row)
@@ -2031,20 +2064,6 @@ def _move_changes(to: str, manual: bool, before: dict, now: str) -> dict:
     return changes
 
 
-def _fill_task_defaults(t: Tx, project_id: int, values: dict) -> dict:
-    """Omitted model and effort come from the template of the task's type, else settings."""
-    if "model" in values and "thinking_effort" in values:
-        return values
-    template = t.one("SELECT model, thinking_effort FROM templates WHERE project_id = ? "
-                     "AND task_type = ? ORDER BY id LIMIT 1",
-                     (project_id, values["task_type"])) or {}
-    stored = runtime.settings
-    return {"model": template.get("model") or stored.get("defaultModel", "model_medium"),
-            "thinking_effort": template.get("thinking_effort")
-            or stored.get("defaultEffort", "medium"),
-            **values}
-
-
 def _remove_files(paths: list[str]) -> None:
     for path in paths:
         with contextlib.suppress(OSError):
@@ -2060,10 +2079,22 @@ def _remove_files(paths: list[str]) -> None:
 
 def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
               note: str | None = None) -> None:
-    """Start an agent for a task that holds a slot: a fresh session, or its own resumed.
+    """Start an agent for a task that holds a slot: a fresh session, or its own resumed
+    (with `prompt`; without a session to resume, a fresh one gets the full prompt).
 
     The task must be in_progress; otherwise its slot is given back and nothing starts.
+    Whatever goes wrong, the slot is not kept by a task without an agent.
     """
+    try:
+        _start_run(task_id, resume, prompt, note)
+    except (sqlite3.Error, OSError) as exc:  # e.g. the task was deleted meanwhile
+        log.exception("task %s: the agent could not start", task_id)
+        runtime.agents.release(task_id)
+        if task_row(task_id) is not None:
+            _fail_task(task_id, f"the agent could not start: {exc}")
+
+
+def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None) -> None:
     context = run_context_rows(task_id)
     if context is None or context["task"]["status"] != "in_progress":
         runtime.agents.release(task_id)
@@ -2076,6 +2107,8 @@ def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
                    "set --agent-command / TASKBOARD_AGENT_COMMAND")
         return
     session_id = task["session_id"] if resume else None
+    if session_id is None:
+        prompt = None  # a fresh session needs the whole story, revisions included
     attachment_dir = os.path.join(runtime.data_dir, "attachments", str(task_id)) \
         if context["attachments"] else None
     argv = agent_argv(task, project, session_id=session_id, attachment_dir=attachment_dir)
@@ -2145,7 +2178,7 @@ def finish_run(run: "AgentRun") -> None:
         "is_running": 0, "permission_denials": denials,
         **({"session_id": run.parser.session_id} if run.parser.session_id else {}),
         **({"last_error": reason} if outcome in ("retry", "fail") else {})})
-    runtime.agents.forget(run)
+    runtime.agents.forget(run, keep_slot=outcome == "retry" and task is not None)
     if task is None:
         return
     _publish_task(task)
@@ -2173,8 +2206,10 @@ def _retry_or_fail(task: dict, reason: str, run_id: int) -> None:
     """A retryable failure: try again after a backoff while retries are left, else fail."""
     project = project_row(task["project_id"])
     if task["status"] != "in_progress" or project is None:
+        runtime.agents.release(task["id"])
         return
     if task["retry_count"] >= project["max_retries"]:
+        runtime.agents.release(task["id"])
         _fail_task(task["id"], f"{reason} (no retries left of {project['max_retries']})",
                    run_id)
         return
@@ -2201,8 +2236,7 @@ def resume_interrupted_runs() -> None:
     """At start-up: kill what survived the last server, then give every in_progress task
     its agent back — its own session resumed ("continue"), not counted as a retry."""
     for run in unfinished_run_rows():
-        if run["status"] == "running" and run["pid"]:
-            kill_survivor(run["pid"], run["proc_start"])
+        kill_survivor(run["pid"], run["proc_start"])
     for task in restart_rows():
         if task["agent_done"]:  # waits for its sub-tasks, with no agent
             settle_parent(task["id"])
@@ -2837,14 +2871,13 @@ def agent_usage() -> dict:
 # --- settings --------------------------------------------------------------------
 
 def get_settings() -> dict:
-    stored = runtime.settings
-    return {f.name: f.render(stored.get(f.name, f.default)) for f in SETTINGS_FIELDS}
+    """The settings object: stored values over the defaults of SETTINGS_FIELDS."""
+    return {f.name: f.render(runtime.settings.get(f.name, f.default)) for f in SETTINGS_FIELDS}
 
 
 def update_settings(body) -> dict:
-    stored = runtime.settings = upsert_settings_rows(
-        validate(SETTINGS_FIELDS, body, partial=True))
-    settings = {f.name: f.render(stored.get(f.name, f.default)) for f in SETTINGS_FIELDS}
+    runtime.settings = upsert_settings_rows(validate(SETTINGS_FIELDS, body, partial=True))
+    settings = get_settings()
     runtime.hub.publish("settings:updated", settings)
     for project in project_rows():  # a raised daily cost limit may let queues go on
         schedule_queue(project["id"])
@@ -2902,12 +2935,7 @@ def create_demo_project() -> dict | None:
 # --- health ------------------------------------------------------------------------
 
 def health() -> dict:
-    try:
-        with tx() as t:
-            t.value("SELECT 1")
-        db_state = "ok"
-    except Exception as exc:  # reported, never raised: health must always answer
-        db_state = f"error: {exc}"
+    db_state = db_check()
     return {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
             "db": db_state}
 
@@ -3305,8 +3333,13 @@ class AgentPool:
     def reserve(self, task_id: int, project_id: int, limit: int | None, name="") -> bool:
         """Hold a slot for a task about to start; Conflict when the project has none free.
 
-        Returns False when the task already holds one.  limit None forces the slot.
+        Returns False when the task already holds one (a run still being stopped is waited
+        for first, so a quick move away and back starts a fresh run).  limit None forces
+        the slot.
         """
+        dying = self.runs.get(task_id)
+        if dying is not None and dying.stop_reason is not None:
+            dying.finished.wait(KILL_GRACE_SECONDS + 5)
         if self.holds(task_id):
             return False
         if limit is not None:
@@ -3346,9 +3379,12 @@ class AgentPool:
             start()
         self.waiting[task_id] = (project_id, gevent.spawn_later(delay, fire))
 
-    def forget(self, run: AgentRun) -> None:
+    def forget(self, run: AgentRun, keep_slot: bool = False) -> None:
+        """The run is over; with keep_slot its task keeps the slot (for a retry)."""
         if self.runs.get(run.task_id) is run:
             del self.runs[run.task_id]
+            if keep_slot:
+                self.waiting[run.task_id] = (run.project_id, None)
 
     def holds(self, task_id: int) -> bool:
         return task_id in self.runs or task_id in self.waiting
@@ -4301,11 +4337,15 @@ class Runtime:
         #: Projects whose queue is about to run (see schedule_queue).
         self.queue_pending = set()
         #: The board's address, for agents (TASKBOARD_URL); serve() sets the bound port.
-        self.url = f"http://{config['host']}:{config['port']}"
+        self.url = board_url(config["host"], config["port"])
         self.agent = {"command": config["agent_command"], "found": None, "version": None}
         #: The stored settings, read once at start and replaced by every update.
         self.settings = {}
         self.greenlets = []
+
+
+def board_url(host: str, port: int) -> str:
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 def parse_args(argv=None, environ=None) -> dict:
@@ -4361,8 +4401,9 @@ def _default_data_dir(environ) -> str:
     return os.path.join(base, "taskboard")
 
 
-def init(config: dict) -> Runtime:
-    """Build the runtime: open and migrate the database, start the background workers."""
+def init(config: dict, resume_runs: bool = True) -> Runtime:
+    """Build the runtime: open and migrate the database, start the background workers and
+    (unless serve() will, once it listens) give interrupted tasks their agents back."""
     global runtime
     runtime = Runtime(config)
     migrate()
@@ -4371,7 +4412,8 @@ def init(config: dict) -> Runtime:
     if config["demo"]:
         create_demo_project()
     runtime.greenlets.append(gevent.spawn(check_agent_command))
-    resume_interrupted_runs()
+    if resume_runs:
+        resume_interrupted_runs()
     return runtime
 
 
@@ -4426,11 +4468,10 @@ def serve(config: dict) -> None:
         log.error("cannot listen on %s:%s: %s", config["host"], config["port"], exc)
         shutdown()
         sys.exit(1)
-    host = config["host"]
-    shown = f"[{host}]" if ":" in host else host
-    runtime.url = f"http://{shown}:{server.server_port}"
-    print(f"Taskboard {__version__} on http://{shown}:{server.server_port}/ "
+    runtime.url = board_url(config["host"], server.server_port)
+    print(f"Taskboard {__version__} on {runtime.url}/ "
           f"(data in {runtime.data_dir})", flush=True)
+    resume_interrupted_runs()  # now that agents can reach TASKBOARD_URL
     stop.wait()
     log.info("stopping")
     server.stop(timeout=2)
@@ -4466,7 +4507,7 @@ def main(argv=None) -> None:
                         "%(message)s", stream=sys.stderr)
     config = parse_args(argv)
     ensure_token(config)
-    init(config)
+    init(config, resume_runs=False)
     serve(config)
 
 

@@ -222,7 +222,7 @@ def test_ws_since_outside_this_run_sends_resync_first(live, api, tb, since):
 
 
 def test_ws_since_gap_gone_from_buffer_sends_resync(live, api, tb):
-    tb.hub.buffer = collections.deque(tb.hub.buffer, maxlen=3)
+    tb.hub.buffer_size = 3
     project = api.project()
     since = tb.hub.seq
     for n in range(5):
@@ -384,3 +384,14 @@ def test_ws_many_clients_all_receive_each_event(live, api):
     gevent.joinall(jobs, timeout=5, raise_error=True)
     assert {j.value["seq"] for j in jobs} == {jobs[0].value["seq"]}
     assert all(j.value["data"]["id"] == project["id"] for j in jobs)
+
+
+def test_replay_buffer_is_bounded_by_log_text_too(tb, monkeypatch):
+    """A busy agent's task:log batches must not pile up megabytes for replay."""
+    monkeypatch.setattr(taskboard, "EVENT_BUFFER_CHARS", 50_000)
+    entry = {"message": "x" * 1000}
+    for _ in range(200):
+        tb.hub.publish("task:log", {"taskId": 1, "projectId": 1, "entries": [entry] * 5})
+    assert tb.hub.buffered_chars <= 50_000
+    assert 5 <= len(tb.hub.buffer) <= 10
+    assert tb.hub.buffered_chars == sum(weight for _, _, weight in tb.hub.buffer)
