@@ -1,6 +1,5 @@
 """The /ws event channel over a live server (design.md §7, §11 for the Origin rule)."""
 
-import collections
 import json
 import socket
 import sqlite3
