@@ -1447,6 +1447,19 @@ def task_event_rows(task_id: int, limit: int) -> list[dict] | None:
     return rows
 
 
+def last_move_row(task_id: int) -> int | None:
+    """The id of the task's latest status change, to notice a move."""
+    with tx() as t:
+        return t.value("SELECT MAX(id) FROM activity WHERE task_id = ? AND event = "
+                       "'status_change'", (task_id,))
+
+
+def verifier_rejections(task_id: int) -> int:
+    with tx() as t:
+        return t.value("SELECT COUNT(*) FROM runs WHERE task_id = ? AND kind = 'verifier' "
+                       "AND status = 'rejected'", (task_id,))
+
+
 def run_rows(task_id: int) -> list[dict]:
     with tx() as t:
         return t.all("SELECT * FROM runs WHERE task_id = ? AND kind = 'task' ORDER BY id",
@@ -2145,8 +2158,11 @@ def record_run_process(run: "AgentRun") -> None:
 
 
 def record_session(run: "AgentRun", session_id: str) -> None:
+    """Keep the session id: of the run, and of the task when it is the task's own agent
+    (a verifier's session must never be resumed as the task's)."""
     update_run_row(run.run_id, {"session_id": session_id})
-    _publish_task(update_task_row(run.task_id, {"session_id": session_id}))
+    if run.on_finish is finish_run:
+        _publish_task(update_task_row(run.task_id, {"session_id": session_id}))
 
 
 def publish_usage(run: "AgentRun") -> None:
@@ -2188,8 +2204,10 @@ def finish_run(run: "AgentRun") -> None:
         _publish_task(update_task_row(run.task_id, {"agent_done": 1}))
         settle_parent(run.task_id)
     elif outcome == "ok":
-        move_task(run.task_id, "testing", manual=False, only_from="in_progress",
-                  reason="the agent finished")
+        moved = move_task(run.task_id, "testing", manual=False, only_from="in_progress",
+                          reason="the agent finished")
+        if moved["status"] == "testing":
+            start_verifier(run.task_id)
     elif outcome == "retry":
         _retry_or_fail(task, reason, run.run_id)
     elif outcome == "fail":
@@ -2694,6 +2712,135 @@ def save_agent_md(project_id: int, content) -> dict:
     return agent_md(project_id)
 
 
+# --- verifier (autoTest) -----------------------------------------------------------
+# When an agent finishes a task of a project with autoTest, a second run of the same CLI,
+# limited to reading and to build and test commands, checks the work and ends with a JSON
+# verdict: approve moves the task to done, reject sends its feedback back to the agent.
+
+#: Tools the verifier may use without asking: reading, and read-only or build/test commands
+#: (Claude Code's permission rule syntax; prefix rules never match `a && b`).
+VERIFIER_TOOLS = (
+    "Read", "Grep", "Glob", "Bash(ls:*)", "Bash(cat:*)", "Bash(head:*)", "Bash(tail:*)",
+    "Bash(wc:*)", "Bash(find:*)", "Bash(grep:*)", "Bash(rg:*)", "Bash(git log:*)",
+    "Bash(git show:*)", "Bash(git diff:*)", "Bash(git status:*)", "Bash(git ls-files:*)",
+    "Bash(pytest:*)", "Bash(python -m pytest:*)", "Bash(python3 -m pytest:*)",
+    "Bash(npm test:*)", "Bash(npm run test:*)", "Bash(npm run build:*)", "Bash(make test:*)",
+    "Bash(make check:*)", "Bash(cargo test:*)", "Bash(cargo build:*)", "Bash(go test:*)",
+    "Bash(go build:*)", "Bash(mvn test:*)", "Bash(./gradlew test:*)", "Bash(tox:*)")
+#: After this many automatic revisions the task waits in testing for a person.
+MAX_AUTO_REVISIONS = 3
+
+
+def start_verifier(task_id: int) -> None:
+    """Start the verifier for a task that just entered testing (autoTest projects)."""
+    context = run_context_rows(task_id)
+    if context is None or context["task"]["status"] != "testing":
+        return
+    task, project = context["task"], context["project"]
+    if not project["auto_test"] or runtime.agents.verifiers.get(task_id):
+        return
+    if shutil.which(runtime.config["agent_argv"][0]) is None:
+        runtime.logs.append(task_id, "system", "the verifier cannot run: the agent command "
+                            "is not found; the task waits in testing", is_error=True)
+        return
+    diff = task_diff(task_id)
+    argv = [*runtime.config["agent_argv"], "-p", "--output-format", "stream-json",
+            "--verbose", "--model", MODEL_ALIASES[task["model"]], "--effort",
+            task["thinking_effort"], "--tools", "Read,Grep,Glob,Bash",
+            "--allowedTools", *VERIFIER_TOOLS]
+    cwd = project["working_dir"]
+    run_id = insert_run_row({"task_id": task_id, "project_id": project["id"],
+                             "kind": "verifier", "model": task["model"], "cwd": cwd,
+                             "head_start": git_head(cwd)})
+    run = AgentRun(task_id, project["id"], run_id, argv, cwd, agent_env(task_id),
+                   verifier_prompt(task, project, diff), model=task["model"],
+                   root=repo_root(cwd), on_finish=finish_verifier,
+                   timeout_s=(project["task_timeout_minutes"] or 0) * SECONDS_PER_MINUTE,
+                   idle_s=get_settings()["agentIdleTimeoutMinutes"] * SECONDS_PER_MINUTE)
+    run.moves_before = last_move_row(task_id)
+    runtime.logs.append(task_id, "system", "the verifier checks the work (autoTest)", run_id)
+    try:
+        runtime.agents.launch_verifier(run)
+    except OSError as exc:
+        update_run_row(run_id, {"status": "failed", "error": str(exc), "ended_at": now_iso()})
+        runtime.logs.append(task_id, "system", f"the verifier could not start: {exc}; the "
+                            "task waits in testing", run_id, is_error=True)
+
+
+def finish_verifier(run: "AgentRun") -> None:
+    """Act on the verifier's verdict, unless the task was moved while it worked."""
+    runtime.logs.flush([run.task_id])
+    runtime.agents.forget(run)
+    outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
+    verdict, problem = parse_verdict(run.parser.texts) if outcome == "ok" else (None, reason)
+    usage = run.parser.usage
+    status = {"approve": "approved", "reject": "rejected"}[verdict["verdict"]] if verdict \
+        else "failed"
+    finish_run_rows(run.run_id, {
+        "status": "stopped" if outcome in ("stopped", "interrupted") else status,
+        "exit_code": run.exit_code, "error": problem, "input_tokens": usage["input"],
+        "output_tokens": usage["output"], "cache_read_tokens": usage["cache_read"],
+        "cache_creation_tokens": usage["cache_creation"], "cost": run.cost()}, {})
+    task = task_row(run.task_id)
+    if task is None or outcome in ("stopped", "interrupted"):
+        return
+    if task["status"] != "testing" or last_move_row(run.task_id) != run.moves_before:
+        runtime.logs.append(run.task_id, "system", "the verifier's verdict is ignored: the "
+                            "task was moved meanwhile", run.run_id)
+        return
+    if verdict is None:
+        runtime.logs.append(run.task_id, "system", f"no verdict from the verifier ({problem}); "
+                            "the task waits in testing", run.run_id, is_error=True)
+        _publish_task(task)
+        return
+    summary = verdict.get("summary") or ""
+    if verdict["verdict"] == "approve":
+        move_task(run.task_id, "done", manual=False, only_from="testing",
+                  reason=f"approved by the verifier: {summary}"[:500])
+    elif verifier_rejections(run.task_id) > MAX_AUTO_REVISIONS:
+        runtime.logs.append(run.task_id, "system", f"the verifier rejected the work again "
+                            f"({summary}); after {MAX_AUTO_REVISIONS} automatic revisions the "
+                            "task waits in testing for you", run.run_id, is_error=True)
+    else:
+        feedback = verdict.get("feedback") or summary or "The verifier rejected the work."
+        runtime.logs.append(run.task_id, "system", f"the verifier rejected the work: {summary}",
+                            run.run_id, is_error=True)
+        request_changes(run.task_id, f"[verifier] {feedback}")
+
+
+def parse_verdict(texts) -> tuple[dict | None, str | None]:
+    """The last fenced JSON block of the verifier's text: (verdict, None) or (None, why)."""
+    blocks = re.findall(r"```(?:json)?\s*\n(.*?)```", "\n".join(texts), re.DOTALL)
+    if not blocks:
+        return None, "its answer has no fenced JSON block"
+    try:
+        verdict = json.loads(blocks[-1])
+    except ValueError as exc:
+        return None, f"its JSON block is not valid JSON ({exc})"
+    if not isinstance(verdict, dict) or verdict.get("verdict") not in ("approve", "reject"):
+        return None, 'its JSON block has no "verdict" of "approve" or "reject"'
+    return verdict, None
+
+
+def verifier_prompt(task: dict, project: dict, diff: dict) -> str:
+    stats = diff["stats"]
+    changes = diff["diff"][:20_000] + ("\n… (cut)" if len(diff["diff"]) > 20_000 else "")
+    parts = [
+        f"You are reviewing the work done on task {task['task_key']}: {task['title']}.",
+        "Do not change any file. Read the changes, build the project and run its tests "
+        "where you can, and judge whether the task is done.",
+        "## Task\n" + (task["description"].strip() or "(no description)"),
+        "## Acceptance criteria\n" + (task["acceptance_criteria"].strip() or "(none given)")]
+    if project["test_prompt"]:
+        parts.append("## How to test this project\n" + project["test_prompt"])
+    parts.append(f"## Changes ({stats['files']} files, +{stats['insertions']} "
+                 f"-{stats['deletions']})\n```diff\n{changes}\n```")
+    parts.append('End your answer with exactly one fenced JSON block:\n```json\n'
+                 '{"verdict": "approve" or "reject", "summary": "one sentence", '
+                 '"feedback": "what must change, when you reject"}\n```')
+    return "\n\n".join(parts) + "\n"
+
+
 # --- attachments -------------------------------------------------------------
 
 def add_attachment(task_id: int, file_name: str, stream, mime_type: str | None) -> dict:
@@ -2963,6 +3110,7 @@ class StreamParser:
         self.session_id = None
         self.last_type = "raw"
         self.tool_calls = 0
+        self.texts = collections.deque(maxlen=20)  # the latest text blocks, for verdicts
         self.recent_tools = collections.deque(maxlen=5)
         self.files = set()
         self.root = None  # the repository root that file paths are made relative to
@@ -3023,6 +3171,7 @@ class StreamParser:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "text" and block.get("text"):
+                self.texts.append(str(block["text"]))
                 entries.append({"kind": "text", "message": _cut(block["text"]),
                                 **({"is_error": True} if event.get("error") else {})})
             elif block.get("type") == "thinking" and block.get("thinking"):
@@ -3171,8 +3320,9 @@ class AgentRun:
     """One agent process and the greenlets that serve it."""
 
     def __init__(self, task_id, project_id, run_id, argv, cwd, env, prompt, *, model,
-                 root=None, timeout_s=0.0, idle_s=0.0):
+                 root=None, timeout_s=0.0, idle_s=0.0, on_finish=None):
         self.task_id, self.project_id, self.run_id = task_id, project_id, run_id
+        self.on_finish = on_finish or finish_run
         self.argv, self.cwd, self.env, self.prompt, self.model = argv, cwd, env, prompt, model
         self.timeout_s, self.idle_s = timeout_s, idle_s
         self.parser = StreamParser()
@@ -3244,7 +3394,7 @@ class AgentRun:
                 with contextlib.suppress(OSError):
                     pipe.close()
             try:
-                finish_run(self)
+                self.on_finish(self)
             except Exception:  # the slot must come back even if recording failed
                 log.exception("run %s: recording its end failed", self.run_id)
                 runtime.agents.forget(self)
@@ -3325,6 +3475,8 @@ class AgentPool:
         self.runs = {}
         #: task id -> (project id, retry greenlet or None): slots held without a process
         self.waiting = {}
+        #: task id -> its verifier run (verifiers hold no slot)
+        self.verifiers = {}
 
     def used(self, project_id: int) -> int:
         return sum(1 for r in self.runs.values() if r.project_id == project_id) + \
@@ -3379,8 +3531,18 @@ class AgentPool:
             start()
         self.waiting[task_id] = (project_id, gevent.spawn_later(delay, fire))
 
+    def launch_verifier(self, run: AgentRun) -> None:
+        self.verifiers[run.task_id] = run
+        try:
+            run.start()
+        except OSError:
+            del self.verifiers[run.task_id]
+            raise
+
     def forget(self, run: AgentRun, keep_slot: bool = False) -> None:
         """The run is over; with keep_slot its task keeps the slot (for a retry)."""
+        if self.verifiers.get(run.task_id) is run:
+            del self.verifiers[run.task_id]
         if self.runs.get(run.task_id) is run:
             del self.runs[run.task_id]
             if keep_slot:
@@ -3397,16 +3559,16 @@ class AgentPool:
         """Kill the task's run (its whole process group) and drop a waiting retry; waits
         until the run is recorded."""
         self.release(task_id)
-        run = self.runs.get(task_id)
-        if run is not None:
-            run.kill(reason)
-            run.finished.wait(KILL_GRACE_SECONDS + 5)
+        for run in (self.runs.get(task_id), self.verifiers.get(task_id)):
+            if run is not None:
+                run.kill(reason)
+                run.finished.wait(KILL_GRACE_SECONDS + 5)
 
     def shutdown(self) -> None:
         """Stop every run as interrupted (its task stays in_progress, to resume later)."""
         for task_id in list(self.waiting):
             self.release(task_id)
-        runs = list(self.runs.values())
+        runs = list(self.runs.values()) + list(self.verifiers.values())
         for run in runs:
             run.kill("interrupted")
         for run in runs:

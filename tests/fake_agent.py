@@ -24,6 +24,9 @@ test that does not care about runs stays there):
     fake:budget           result subtype error_max_budget_usd (is_error true), exit 1
     fake:fail-times=N     the first N runs of this task (TASKBOARD_TASK_ID) act as fake:exit=3,
                           later ones as fake:ok
+    fake:verdict=V        when the prompt is the board's verifier prompt ("You are reviewing
+                          the work ..."): answer with a fenced JSON verdict V (approve or
+                          reject; `none` answers without a JSON block); default approve
 
 Modifiers:
 
@@ -208,6 +211,14 @@ def run(out, sid, cwd, d, task_id):
     if mode == "replay":
         run_replay(out, sid, cwd, arg, d)
     out.emit(init_line(sid, cwd, "claude-sonnet-5"))
+    if mode == "verdict":  # approve, reject, or none (no JSON block)
+        text = "I checked the work." if arg == "none" else (
+            "I checked the work.\n```json\n" + json.dumps(
+                {"verdict": arg, "summary": f"the verifier says {arg}",
+                 "feedback": "please add a test"}) + "\n```")
+        out.emit(assistant(sid, {"type": "text", "text": text}))
+        out.emit(result(sid, text=text, cost=0.01))
+        out.finish(0)
     if mode == "ok":
         run_ok(out, sid, d)
     elif mode == "lines":
@@ -253,6 +264,8 @@ def main(argv):
     task_id = os.environ.get("TASKBOARD_TASK_ID", "none")
     resume = option(argv, "--resume")
     d = parse_directives(prompt)
+    if prompt.startswith("You are reviewing the work"):  # the board's verifier (autoTest)
+        d["mode"], d["arg"] = "verdict", d.get("verdict", "approve")
     if resume:
         path = os.path.join(base, "sessions", f"{resume}.json")
         saved = json.load(open(path)) if os.path.exists(path) else None
