@@ -1936,6 +1936,7 @@ def create_task(project_id: int, body) -> dict:
         raise NotFound(f"project {project_id} not found")
     task = task_view(row)
     runtime.hub.publish("task:created", task, project_id)
+    record_webhook_event("task:created", row)
     if values.get("parent_task_id") is not None:
         _publish_task(task_row(values["parent_task_id"]))
     if status != "backlog":
@@ -1972,14 +1973,16 @@ def update_task(task_id: int, body) -> dict:
 
 
 def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | None = None,
-              reason: str | None = None, run_options: dict | None = None) -> dict:
+              reason: str | None = None, run_options: dict | None = None,
+              event: str | None = "auto") -> dict:
     """Apply a status change: the one function every move goes through.
 
     Records the activity and the timers, logs the move, publishes the task, and starts or
     stops its agent: entering in_progress starts a run (409 when the project already runs
     maxConcurrent agents; run_options go to start_run), leaving it stops the run.  Then
     the parent of a sub-task and the project's queue look again.  A move to the current
-    status, or from a status other than only_from, changes nothing.
+    status, or from a status other than only_from, changes nothing.  The webhook event
+    of the move is recorded (event="auto" picks it as design §5 says).
     """
     if to not in STATUSES:
         raise Invalid(f"status {json_dumps(to)[:60]} is not one of: {', '.join(STATUSES)}",
@@ -2002,6 +2005,12 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
     runtime.logs.append(task_id, "status", f"status {before['status']} -> {to}"
                         + (f": {reason}" if reason else ""))
     _publish_task(after)
+    if event == "auto":
+        event = {"in_progress": "task:started", "done": "task:approved"}.get(to) or (
+            {"testing": "task:completed", "failed": "task:failed"}.get(to) if not manual
+            else None)
+    if event:
+        record_webhook_event(event, after, reason=reason)
     if to == "in_progress":
         start_run(task_id, **(run_options or {}))
     else:
@@ -2050,6 +2059,13 @@ def task_revisions(task_id: int) -> list[dict]:
     if rows is None:
         raise NotFound(f"task {task_id} not found")
     return [render(REVISION_FIELDS, r) for r in rows]
+
+
+def record_webhook_event(event: str, task: dict, **data) -> None:
+    """Note a moment webhooks may announce (design §8); delivery drains the outbox."""
+    runtime.webhook_outbox.append({"event": event, "taskId": task["id"],
+                                   "projectId": task["project_id"], "at": now_iso(),
+                                   "data": {k: v for k, v in data.items() if v is not None}})
 
 
 def _publish_task(row: dict | None) -> None:
@@ -2580,6 +2596,7 @@ def restart_task(task_id: int) -> dict:
         return move_task(task_id, "in_progress", reason="restarted")
     runtime.agents.stop(task_id)
     runtime.logs.append(task_id, "system", "restarted by hand: a fresh session")
+    record_webhook_event("task:started", task_row(task_id), reason="restarted")
     if runtime.agents.reserve(task_id, task["project_id"], None):
         start_run(task_id)
     return get_task(task_id)
@@ -2598,10 +2615,11 @@ def request_changes(task_id: int, feedback) -> dict:
     if task is None:
         raise NotFound(f"task {task_id} not found")
     _publish_task(task)
+    record_webhook_event("task:changes_requested", task, feedback=feedback.strip())
     options = {"resume": True, "prompt": feedback.strip()}
     if task["status"] != "in_progress":
         return move_task(task_id, "in_progress", reason="changes requested",
-                         run_options=options)
+                         run_options=options, event=None)
     if runtime.agents.reserve(task_id, task["project_id"], None):
         start_run(task_id, **options)
     return get_task(task_id)
@@ -4498,6 +4516,8 @@ class Runtime:
         self.agents = AgentPool()
         #: Projects whose queue is about to run (see schedule_queue).
         self.queue_pending = set()
+        #: Webhook moments waiting for delivery (the newest 10,000 at most).
+        self.webhook_outbox = collections.deque(maxlen=10_000)
         #: The board's address, for agents (TASKBOARD_URL); serve() sets the bound port.
         self.url = board_url(config["host"], config["port"])
         self.agent = {"command": config["agent_command"], "found": None, "version": None}
