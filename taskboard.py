@@ -44,6 +44,7 @@ import urllib.parse
 import uuid
 
 import bottle
+import requests
 import dataset
 import gevent
 import gevent.event
@@ -2107,7 +2108,7 @@ def _remove_files(paths: list[str]) -> None:
 # came out and moves the task on.
 
 def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
-              note: str | None = None) -> None:
+              note: str | None = None, mcp_port: int | None = None) -> None:
     """Start an agent for a task that holds a slot: a fresh session, or its own resumed
     (with `prompt`; without a session to resume, a fresh one gets the full prompt).
 
@@ -2115,7 +2116,7 @@ def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
     Whatever goes wrong, the slot is not kept by a task without an agent.
     """
     try:
-        _start_run(task_id, resume, prompt, note)
+        _start_run(task_id, resume, prompt, note, mcp_port)
     except (sqlite3.Error, OSError) as exc:  # e.g. the task was deleted meanwhile
         log.exception("task %s: the agent could not start", task_id)
         runtime.agents.release(task_id)
@@ -2123,7 +2124,8 @@ def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
             _fail_task(task_id, f"the agent could not start: {exc}")
 
 
-def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None) -> None:
+def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
+               mcp_port: int | None) -> None:
     context = run_context_rows(task_id)
     if context is None or context["task"]["status"] != "in_progress":
         runtime.agents.release(task_id)
@@ -2152,17 +2154,20 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None)
                    model=task["model"], root=repo_root(cwd),
                    timeout_s=(project["task_timeout_minutes"] or 0) * SECONDS_PER_MINUTE,
                    idle_s=settings["agentIdleTimeoutMinutes"] * SECONDS_PER_MINUTE)
+    run.argv += ["--mcp-config", issue_run_token(run, mcp_port)]
     what = f"resuming session {session_id}" if session_id else "starting the agent"
     runtime.logs.append(task_id, "system", f"{what} ({MODEL_ALIASES[task['model']]}, effort "
                         f"{task['thinking_effort']}) in {cwd}", run_id)
     try:
         launched = runtime.agents.launch(run)
     except OSError as exc:
+        revoke_run_token(run)
         runtime.agents.release(task_id)
         update_run_row(run_id, {"status": "failed", "error": str(exc), "ended_at": now_iso()})
         _fail_task(task_id, f"could not start {command!r} in {cwd}: {exc}", run_id)
         return
     if not launched:
+        revoke_run_token(run)
         update_run_row(run_id, {"status": "stopped", "ended_at": now_iso()})
         return
     _publish_task(update_task_row(task_id, {"is_running": 1, "last_error": None}))
@@ -2195,6 +2200,7 @@ def finish_run(run: "AgentRun") -> None:
 
     The run's log is written first, so whoever sees the task move has seen all of it.
     """
+    revoke_run_token(run)
     runtime.logs.flush([run.task_id])
     outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
     usage = run.parser.usage
@@ -2306,6 +2312,10 @@ def build_prompt(context: dict, *, note: str | None = None) -> str:
             f"- {os.path.join(runtime.data_dir, a['path'])}" for a in context["attachments"]))
     if note:
         parts.append("## Previous attempt\n" + note)
+    parts.append("## Board tools\nThe taskboard tools (list_tasks, create_task, update_task, "
+                 "change_task_status, get_task_detail) show and change this project's tasks. "
+                 "A task you create is a sub-task of this one by default, and this task then "
+                 "waits until its sub-tasks are finished.")
     parts.append("Work in the current directory. When you are done, reply with a short "
                  "summary of what you changed.")
     return "\n\n".join(parts) + "\n"
@@ -2329,8 +2339,9 @@ def agent_argv(task: dict, project: dict, *, session_id: str | None = None,
             "--effort", task["thinking_effort"]]
     if project["permission_mode"] == "auto-accept":
         argv.append("--dangerously-skip-permissions")
-    elif project["permission_mode"] == "allow-tools" and project["allowed_tools"]:
-        argv += ["--allowedTools", project["allowed_tools"]]
+    elif project["permission_mode"] == "allow-tools":
+        argv += ["--allowedTools", ",".join(filter(None, [project["allowed_tools"],
+                                                          "mcp__taskboard__*"]))]
     if session_id:
         argv += ["--resume", session_id]
     if project["task_budget_usd"]:
@@ -2589,20 +2600,21 @@ def stop_task(task_id: int) -> dict:
     return move_task(task_id, "backlog", reason="stopped by hand")
 
 
-def restart_task(task_id: int) -> dict:
+def restart_task(task_id: int, mcp_port: int | None = None) -> dict:
     """Stop any agent of the task and start a fresh session (no resume)."""
     task = get_task(task_id)
     if task["status"] != "in_progress":
-        return move_task(task_id, "in_progress", reason="restarted")
+        return move_task(task_id, "in_progress", reason="restarted",
+                         run_options={"mcp_port": mcp_port})
     runtime.agents.stop(task_id)
     runtime.logs.append(task_id, "system", "restarted by hand: a fresh session")
     record_webhook_event("task:started", task_row(task_id), reason="restarted")
     if runtime.agents.reserve(task_id, task["project_id"], None):
-        start_run(task_id)
+        start_run(task_id, mcp_port=mcp_port)
     return get_task(task_id)
 
 
-def request_changes(task_id: int, feedback) -> dict:
+def request_changes(task_id: int, feedback, mcp_port: int | None = None) -> dict:
     """Record a revision and have the agent work on the feedback: its own session resumed
     with the feedback as the prompt, else a fresh one with every revision in the prompt."""
     if not isinstance(feedback, str) or not feedback.strip():
@@ -2616,7 +2628,7 @@ def request_changes(task_id: int, feedback) -> dict:
         raise NotFound(f"task {task_id} not found")
     _publish_task(task)
     record_webhook_event("task:changes_requested", task, feedback=feedback.strip())
-    options = {"resume": True, "prompt": feedback.strip()}
+    options = {"resume": True, "prompt": feedback.strip(), "mcp_port": mcp_port}
     if task["status"] != "in_progress":
         return move_task(task_id, "in_progress", reason="changes requested",
                          run_options=options, event=None)
@@ -3784,6 +3796,11 @@ def refusal(environ) -> ApiError | None:
             and name not in config["allowed_hosts"]:
         return Forbidden(f"host {name[:100]!r} is not allowed: add it to "
                          "TASKBOARD_ALLOWED_HOSTS")
+    bearer = environ.get("HTTP_AUTHORIZATION", "")
+    scope = runtime.run_tokens.get(bearer[7:].strip()) if bearer[:7].lower() == "bearer " \
+        else None
+    if scope is not None and not any(h in environ for h in PROXY_HEADERS):
+        return run_token_refusal(environ, scope)
     token = config["token"]
     if token is None and any(h in environ for h in PROXY_HEADERS):
         # SECURITY: a board without a token must not be published through a proxy.
@@ -4214,6 +4231,11 @@ def _task_arg(body: dict) -> int:
     return _int_arg(body, "id" if "id" in body else "taskId")
 
 
+def _port_arg(body: dict) -> int | None:
+    return _int_arg(body, "mcpPort", lo=1, hi=65535) if body.get("mcpPort") is not None \
+        else None
+
+
 def _int_arg(body: dict, name: str, default=None, lo=1, hi=2**63 - 1) -> int:
     value = body.get(name, default)
     if value is None:
@@ -4227,9 +4249,10 @@ def _int_arg(body: dict, name: str, default=None, lo=1, hi=2**63 - 1) -> int:
 #: command -> (the body fields it accepts, what it does)
 DESKTOP_COMMANDS = {
     "stop_task": (("id", "taskId"), lambda b: stop_task(_task_arg(b))),
-    "restart_task": (("id", "taskId", "mcpPort"), lambda b: restart_task(_task_arg(b))),
-    "request_changes": (("id", "taskId", "feedback", "mcpPort"),
-                        lambda b: request_changes(_task_arg(b), b.get("feedback"))),
+    "restart_task": (("id", "taskId", "mcpPort"), lambda b: restart_task(
+        _task_arg(b), _port_arg(b))),
+    "request_changes": (("id", "taskId", "feedback", "mcpPort"), lambda b: request_changes(
+        _task_arg(b), b.get("feedback"), _port_arg(b))),
     "get_task_diff": (("taskId",), lambda b: task_diff(_int_arg(b, "taskId"))),
     "add_task_dependency": (("taskId", "dependsOnId", "conditionType"), lambda b: add_dependency(
         _int_arg(b, "taskId"), _int_arg(b, "dependsOnId"), b.get("conditionType", "always"))),
@@ -4404,6 +4427,187 @@ def _operation(route, schemas) -> dict:
 
 
 # =============================================================================
+# BOARD TOOLS (MCP)
+# =============================================================================
+# `python taskboard.py --mcp --url URL` is a stdio MCP server (JSON-RPC, one message per
+# line) that each task run gets through --mcp-config.  Its tools call the HTTP API with the
+# run's own token, which reaches only that project's tasks, and only while the run lives.
+
+#: MCP tools: name -> (description, input schema properties, required).
+MCP_TOOLS = {
+    "list_tasks": ("List the tasks of this project (id, key, title, status, priority, type, "
+                   "parent).", {"status": {"type": "string", "enum": list(STATUSES)}}, []),
+    "create_task": ("Create a task in this project. By default it is a sub-task of the task "
+                    "you are working on, which then waits until its sub-tasks are finished; "
+                    "pass parent_task_id null for an independent task.", {
+                        "title": {"type": "string"}, "description": {"type": "string"},
+                        "acceptance_criteria": {"type": "string"},
+                        "task_type": {"type": "string", "enum": list(TASK_TYPES)},
+                        "priority": {"type": "integer", "minimum": 0, "maximum": 3},
+                        "parent_task_id": {"type": ["integer", "null"]}}, ["title"]),
+    "update_task": ("Change fields of a task of this project (not its status).", {
+        "id": {"type": "integer"}, "title": {"type": "string"},
+        "description": {"type": "string"}, "acceptance_criteria": {"type": "string"},
+        "task_type": {"type": "string", "enum": list(TASK_TYPES)},
+        "priority": {"type": "integer", "minimum": 0, "maximum": 3}}, ["id"]),
+    "change_task_status": ("Move another task of this project to a status (never the task "
+                           "you are working on).", {
+                               "id": {"type": "integer"},
+                               "status": {"type": "string", "enum": list(STATUSES)}},
+                           ["id", "status"]),
+    "get_task_detail": ("A task with its revisions, attachments, commits and latest log "
+                        "entries.", {"id": {"type": "integer"}}, ["id"]),
+}
+#: Routes a run token may use: (method, path pattern); the ids must be its project's.
+RUN_TOKEN_ROUTES = (
+    ("GET", re.compile(r"/api/projects/(?P<project>\d+)/tasks")),
+    ("POST", re.compile(r"/api/projects/(?P<project>\d+)/tasks")),
+    ("GET", re.compile(r"/api/tasks/(?P<task>\d+)(/detail)?")),
+    ("PUT", re.compile(r"/api/tasks/(?P<task>\d+)")),
+    ("PATCH", re.compile(r"/api/tasks/(?P<task>\d+)/status")),
+)
+
+
+def issue_run_token(run: "AgentRun", mcp_port: int | None = None) -> str:
+    """A token for the run's board tools and the 0600 --mcp-config file naming them."""
+    token = secrets.token_urlsafe(24)
+    runtime.run_tokens[token] = {"project_id": run.project_id, "task_id": run.task_id}
+    url = runtime.url if mcp_port is None else re.sub(r":\d+$", f":{mcp_port}", runtime.url)
+    folder = os.path.join(runtime.data_dir, "mcp")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    path = os.path.join(folder, f"run-{run.run_id}.json")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump({"mcpServers": {"taskboard": {
+            "command": sys.executable,
+            "args": [os.path.abspath(__file__), "--mcp", "--url", url],
+            "env": {"TASKBOARD_MCP_TOKEN": token, "TASKBOARD_TASK_ID": str(run.task_id)}}}}, f)
+    run.board_token, run.mcp_config = token, path
+    return path
+
+
+def revoke_run_token(run: "AgentRun") -> None:
+    runtime.run_tokens.pop(getattr(run, "board_token", None), None)
+    if getattr(run, "mcp_config", None):
+        with contextlib.suppress(OSError):
+            os.remove(run.mcp_config)
+
+
+def run_token_refusal(environ, scope: dict) -> ApiError | None:
+    """A run token reaches its own project's tasks, and never moves its own task."""
+    method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+    for allowed_method, pattern in RUN_TOKEN_ROUTES:
+        match = pattern.fullmatch(path)
+        if match is None or method != allowed_method:
+            continue
+        ids = match.groupdict()
+        if ids.get("project") is not None:
+            project_id = int(ids["project"])
+        else:
+            task = task_row(int(ids["task"])) if int(ids["task"]) < 2**63 else None
+            project_id = task["project_id"] if task else scope["project_id"]
+            if method in ("PATCH", "PUT") and int(ids["task"]) == scope["task_id"]:
+                return Forbidden("an agent cannot change the status of its own task")
+        if project_id == scope["project_id"]:
+            return None
+        return Forbidden("the board tools reach only the tasks of their own project")
+    return Forbidden(f"the board tools cannot use {method} {path[:100]}")
+
+
+def mcp_serve(argv: list[str]) -> int:
+    """Serve the board tools over stdio until stdin closes."""
+    parser = argparse.ArgumentParser(prog="taskboard.py --mcp")
+    parser.add_argument("--url", required=True)
+    url = parser.parse_args(argv).url.rstrip("/")
+    own = int(os.environ.get("TASKBOARD_TASK_ID") or 0) or None
+    http = requests.Session()
+    token = os.environ.get("TASKBOARD_MCP_TOKEN")
+    if token:
+        http.headers["Authorization"] = f"Bearer {token}"
+    for line in sys.stdin:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            _mcp_send({"jsonrpc": "2.0", "id": None,
+                       "error": {"code": -32700, "message": "parse error"}})
+            continue
+        if not isinstance(message, dict) or "id" not in message:
+            continue  # a notification (e.g. notifications/initialized)
+        try:
+            result = _mcp_answer(message.get("method"), message.get("params") or {}, http,
+                                 url, own)
+            _mcp_send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+        except LookupError as exc:
+            _mcp_send({"jsonrpc": "2.0", "id": message["id"],
+                       "error": {"code": -32601, "message": str(exc)}})
+    return 0
+
+
+def _mcp_answer(method, params, http, url, own):
+    if method == "initialize":
+        return {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "taskboard", "version": __version__}}
+    if method == "ping":
+        return {}
+    if method == "tools/list":
+        return {"tools": [{"name": name, "description": text, "inputSchema": {
+            "type": "object", "properties": props, "required": required}}
+            for name, (text, props, required) in MCP_TOOLS.items()]}
+    if method == "tools/call":
+        name, args = params.get("name"), params.get("arguments") or {}
+        if name not in MCP_TOOLS:
+            raise LookupError(f"unknown tool {name!r}")
+        try:
+            value, failed = _mcp_tool(name, args, http, url, own), False
+        except (ValueError, requests.RequestException) as exc:
+            value, failed = {"error": str(exc)}, True
+        return {"content": [{"type": "text", "text": json_dumps(value)}], "isError": failed}
+    raise LookupError(f"unknown method {method!r}")
+
+
+def _mcp_tool(name, args, http, url, own):
+    def call(method, path, body=None):
+        response = http.request(method, url + path, json=body, timeout=30)
+        answer = response.json() if response.content else {}
+        if response.status_code >= 400:
+            raise ValueError(answer.get("error") if isinstance(answer, dict) else answer)
+        return answer
+
+    def project_id():
+        if own is None:
+            raise ValueError("TASKBOARD_TASK_ID is not set: which project?")
+        return call("GET", f"/api/tasks/{own}")["project_id"]
+
+    if name == "list_tasks":
+        tasks = call("GET", f"/api/projects/{project_id()}/tasks")
+        return [{k: t[k] for k in ("id", "task_key", "title", "status", "priority",
+                                   "task_type", "parent_task_id")}
+                for t in tasks if args.get("status") in (None, t["status"])]
+    if name == "create_task":
+        body = {"parent_task_id": own, **args}
+        return call("POST", f"/api/projects/{project_id()}/tasks", body)
+    if name == "update_task":
+        fields = {k: v for k, v in args.items() if k != "id"}
+        if "status" in fields:
+            raise ValueError("use change_task_status to move a task")
+        return call("PUT", f"/api/tasks/{int(args['id'])}", fields)
+    if name == "change_task_status":
+        if int(args["id"]) == own:
+            raise ValueError("you cannot change the status of the task you are working on")
+        return call("PATCH", f"/api/tasks/{int(args['id'])}/status",
+                    {"status": args.get("status")})
+    detail = call("GET", f"/api/tasks/{int(args['id'])}/detail")
+    detail["logs"] = detail["logs"][-20:]
+    return detail
+
+
+def _mcp_send(message: dict) -> None:
+    sys.stdout.write(json_dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+# =============================================================================
 # SIMULATED AGENT
 # =============================================================================
 # `python taskboard.py --simulate-agent ...` speaks the agent CLI's contract (argv, prompt
@@ -4516,6 +4720,8 @@ class Runtime:
         self.agents = AgentPool()
         #: Projects whose queue is about to run (see schedule_queue).
         self.queue_pending = set()
+        #: token -> {project_id, task_id} of each live run's board tools.
+        self.run_tokens = {}
         #: Webhook moments waiting for delivery (the newest 10,000 at most).
         self.webhook_outbox = collections.deque(maxlen=10_000)
         #: The board's address, for agents (TASKBOARD_URL); serve() sets the bound port.
@@ -4685,6 +4891,8 @@ def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--simulate-agent"]:
         sys.exit(simulate_agent(argv[1:]))
+    if argv[:1] == ["--mcp"]:
+        sys.exit(mcp_serve(argv[1:]))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s "
                         "%(message)s", stream=sys.stderr)
     config = parse_args(argv)

@@ -1,0 +1,105 @@
+"""Board tools for agents: the stdio MCP server and the per-run token (design §6)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import requests
+
+import taskboard
+from conftest import ROOT, wait_for
+
+RUN = 15
+
+
+class Mcp:
+    """`python taskboard.py --mcp --url ...` spoken to over stdio, one JSON-RPC per line."""
+
+    def __init__(self, url, env):
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "taskboard.py"), "--mcp", "--url", url],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env={**os.environ, **env})
+        self.next_id = 0
+
+    def request(self, method, params=None):
+        self.next_id += 1
+        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.next_id,
+                                          "method": method, "params": params or {}}) + "\n")
+        self.proc.stdin.flush()
+        answer = json.loads(self.proc.stdout.readline())
+        assert answer["id"] == self.next_id
+        return answer
+
+    def tool(self, name, **arguments):
+        result = self.request("tools/call", {"name": name, "arguments": arguments})["result"]
+        return json.loads(result["content"][0]["text"]), result["isError"]
+
+    def close(self):
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=10) == 0
+
+
+@pytest.fixture
+def running(api, fake_agent_dir, live):
+    """A task whose fake agent hangs, and the board-tools config its run was given."""
+    taskboard.runtime.url = live.url
+    project = api.project()
+    task = api.task(project["id"], title="Parent", description="fake:hang")
+    api.move(task["id"], "in_progress")
+    calls = fake_agent_dir / "calls.jsonl"
+    wait_for(lambda: calls.exists() and calls.read_text().strip(), RUN, message="the agent")
+    argv = json.loads(calls.read_text().splitlines()[0])["argv"]
+    path = argv[argv.index("--mcp-config") + 1]
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    with open(path) as f:
+        server = json.load(f)["mcpServers"]["taskboard"]
+    assert server["command"] == sys.executable and "--mcp" in server["args"]
+    return project, task, server, path
+
+
+def test_mcp_lists_creates_sub_tasks_and_refuses_to_move_its_own_task(running, client, tb):
+    project, task, server, _ = running
+    tb.config["token"] = "board-secret"  # the run token must work although a token is set
+    mcp = Mcp(server["args"][-1], server["env"])
+    try:
+        init = mcp.request("initialize", {"protocolVersion": "2025-06-18"})["result"]
+        assert init["serverInfo"]["name"] == "taskboard"
+        names = {t["name"] for t in mcp.request("tools/list")["result"]["tools"]}
+        assert names == {"list_tasks", "create_task", "update_task", "change_task_status",
+                         "get_task_detail"}
+        listed, failed = mcp.tool("list_tasks")
+        assert not failed and [t["id"] for t in listed] == [task["id"]]
+        child, failed = mcp.tool("create_task", title="Write the tests")
+        assert not failed and child["parent_task_id"] == task["id"]
+        assert taskboard.get_task(task["id"])["awaiting_subtasks"] is True
+        _, failed = mcp.tool("change_task_status", id=task["id"], status="done")
+        assert failed and taskboard.get_task(task["id"])["status"] == "in_progress"
+        moved, failed = mcp.tool("change_task_status", id=child["id"], status="testing")
+        assert not failed and moved["status"] == "testing"
+        detail, failed = mcp.tool("get_task_detail", id=child["id"])
+        assert not failed and detail["task_key"] == child["task_key"]
+    finally:
+        mcp.close()
+
+
+def test_run_token_reaches_only_its_project_and_dies_with_the_run(running, api, live, tb):
+    project, task, server, config_file = running
+    tb.config["token"] = "board-secret"
+    token = server["env"]["TASKBOARD_MCP_TOKEN"]
+    auth = {"Authorization": f"Bearer {token}"}
+    other = taskboard.create_project({"name": "Other", "slug": "other",
+                                      "workingDir": project["workingDir"]})
+    assert requests.get(f"{live.url}/api/projects/{project['id']}/tasks", headers=auth,
+                        timeout=5).status_code == 200
+    for method, path in [("GET", f"/api/projects/{other['id']}/tasks"),
+                         ("GET", "/api/projects"), ("GET", "/api/settings"),
+                         ("PATCH", f"/api/tasks/{task['id']}/status")]:
+        response = requests.request(method, live.url + path, headers=auth, timeout=5,
+                                    json={"status": "done"} if method == "PATCH" else None)
+        assert response.status_code == 403, (method, path)
+    taskboard.move_task(task["id"], "backlog")  # the run ends: its token and file go
+    assert requests.get(f"{live.url}/api/projects/{project['id']}/tasks", headers=auth,
+                        timeout=5).status_code == 401
+    assert not os.path.exists(config_file)
