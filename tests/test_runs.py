@@ -309,7 +309,7 @@ def test_run_retry_that_succeeds_moves_to_testing(client, api, agent_dir):
 
 def test_run_waiting_for_retry_keeps_slot_and_manual_move_cancels_it(client, api, agent_dir,
                                                                      tb):
-    tb.config["retry_base_seconds"] = 1.5
+    tb.config["retry_base_seconds"] = 5  # long enough for a loaded machine
     project = api.project(maxConcurrent=1, maxRetries=2)
     a = start(api, project, "fake:exit=3")
     wait_for(lambda: failure_logged(logs(client, a), r"retry"), RUN,
