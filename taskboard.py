@@ -1,4 +1,4 @@
-from gevent import monkey; monkey.patch_all()  # noqa: E702 -- first, before any other import
+from gevent import monkey; monkey.patch_all()  # noqa: E702, I001 -- first, before any import
 
 __doc__ = """taskboard: a self-hosted project and task board that drives AI coding agents.
 
@@ -44,11 +44,11 @@ import urllib.parse
 import uuid
 
 import bottle
-import requests
 import dataset
 import gevent
 import gevent.event
 import gevent.queue
+import requests
 from gevent import pywsgi
 from geventwebsocket.exceptions import WebSocketError
 from geventwebsocket.handler import WebSocketHandler
@@ -232,14 +232,14 @@ class UnsupportedMediaType(ApiError):
 # =============================================================================
 
 def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def iso(moment: dt.datetime | None) -> str | None:
     """ISO 8601 UTC with milliseconds and Z, the only timestamp format we write."""
     if moment is None:
         return None
-    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + \
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + \
         f"{moment.microsecond // 1000:03d}Z"
 
 
@@ -462,7 +462,8 @@ def _parse_tags(value, name):
         try:
             value = json.loads(value)
         except ValueError:
-            raise Invalid(f"{name} must be a json array of strings, not {value[:60]!r}", name)
+            raise Invalid(f"{name} must be a json array of strings, not {value[:60]!r}",
+                          name) from None
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
         raise Invalid(f"{name} must be a json array of strings", name)
     return json_dumps(value)
@@ -671,7 +672,7 @@ def render(fields, row, only=None) -> dict:
             for name, column, convert in _render_plan(fields, only)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def json_object_sql(fields) -> str:
     """An SQLite json_object() expression rendering a row exactly as render() does.
 
@@ -692,7 +693,7 @@ def json_object_sql(fields) -> str:
     return f"json_object({', '.join(parts)})"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _render_plan(fields, only=None):
     def convert(field):
         return field.render if field.kind in ("bool", "events") else None
@@ -1135,9 +1136,9 @@ def insert_task_row(project_id: int, values: dict, defaults: dict) -> dict | Non
             values = {"model": template.get("model") or defaults["model"],
                       "thinking_effort": template.get("thinking_effort")
                       or defaults["thinking_effort"], **values}
-        values = {**values, "project_id": project_id,
-                  "task_key": f"{project['key']}-{project['task_counter']}", "status": "backlog", "created_at": now,
-                  "updated_at": now}
+        values = {**values, "project_id": project_id, "status": "backlog",
+                  "task_key": f"{project['key']}-{project['task_counter']}",
+                  "created_at": now, "updated_at": now}
         task_id = t.insert("tasks", values)
         if parent_id is not None:
             t.execute("UPDATE tasks SET awaiting_subtasks = 1 WHERE id = ?", (parent_id,))
@@ -2722,7 +2723,7 @@ def agent_md(project_id: int) -> dict:
     except FileNotFoundError:
         return {"content": "", "path": path, "exists": False}
     except OSError as exc:
-        raise Conflict(f"cannot read {path}: {exc.strerror or exc}")
+        raise Conflict(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def save_agent_md(project_id: int, content) -> dict:
@@ -2738,7 +2739,7 @@ def save_agent_md(project_id: int, content) -> dict:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.remove(temp)
-        raise Conflict(f"cannot write {path}: {exc.strerror or exc}")
+        raise Conflict(f"cannot write {path}: {exc.strerror or exc}") from exc
     return agent_md(project_id)
 
 
@@ -3752,7 +3753,7 @@ def read_json(required: bool = True):
         body = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
         json_dumps(body).encode("utf-8")  # lone surrogates cannot be stored
     except (ValueError, RecursionError, UnicodeError) as exc:
-        raise InvalidJson(f"invalid json: {str(exc)[:200].lower()}")
+        raise InvalidJson(f"invalid json: {str(exc)[:200].lower()}") from None
     return body
 
 
@@ -3767,7 +3768,7 @@ def query_int(name: str, default: int, lo: int, hi: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise Invalid(f"{name} must be an integer, not {raw[:40]!r}", name)
+        raise Invalid(f"{name} must be an integer, not {raw[:40]!r}", name) from None
     if not lo <= value <= hi:
         raise Invalid(f"{name} {value} is out of range {lo}..{hi}", name)
     return value

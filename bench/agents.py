@@ -331,7 +331,7 @@ def report(rows):
         mark = "" if ok is None else "ok" if ok else "MISSED"
         print(f"{name:<20} {fmt(value):>12}  {goal:<14} {mark}")
     print()
-    for name, value, goal, ok in rows:
+    for name, value, goal, _ok in rows:
         kind = "ratio" if name == "api_p99_load_idle" else "figure"
         print(f"{kind} {name} {fmt(value)}" + (f" (goal {goal})" if goal else ""))
 

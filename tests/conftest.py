@@ -1,14 +1,15 @@
-from gevent import monkey; monkey.patch_all()  # noqa: E702 -- first, as in taskboard.py
+from gevent import monkey; monkey.patch_all()  # noqa: E702, I001 -- first, as in taskboard.py
 
 import json
 import os
+import signal
 import sqlite3
 import sys
 import time
 
 import pytest
-import webtest
 import websocket
+import webtest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -47,10 +48,34 @@ def assert_error(response, status, code=None, field=None):
 
 @pytest.fixture(autouse=True)
 def fake_agent_dir(tmp_path, monkeypatch):
-    """Where tests/fake_agent.py keeps its sessions and call records, per test."""
+    """Where tests/fake_agent.py keeps its sessions and call records, per test.
+
+    Autouse, so it is set up before `tb` and torn down after the board's shutdown: then
+    no fake agent, nor any child of one, may be left alive — in any test.
+    """
+    from agent_helpers import alive, children, read_calls
     folder = tmp_path / "fake-agent"
+    folder.mkdir(exist_ok=True)
     monkeypatch.setenv("FAKE_AGENT_DIR", str(folder))
-    return folder
+    yield folder
+    pids = [c["pid"] for c in read_calls(folder)] + children(folder)
+    try:
+        wait_for(lambda: not any(alive(p) for p in pids), 15,
+                 message=f"every agent process {pids} to end after shutdown")
+    finally:
+        for pid in filter(alive, pids):  # never leave them behind, even when failing
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def agent_dir(fake_agent_dir):
+    return fake_agent_dir
+
+
+@pytest.fixture
+def fast_retries(tb):
+    """Retries after ~0.05 s instead of 30 s."""
+    tb.config["retry_base_seconds"] = 0.05
 
 
 @pytest.fixture

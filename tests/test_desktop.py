@@ -4,17 +4,28 @@ spec "Desktop-only commands"; README "Desktop commands (local only)").
 Runs use the scripted tests/fake_agent.py: the task description picks its behaviour
 (`fake:<directive>`), and it records every invocation in $FAKE_AGENT_DIR/calls.jsonl.
 """
-import json
 import os
-import signal
-import sqlite3
 import subprocess
-import time
 
 import pytest
 
 import taskboard
+from agent_helpers import (
+    alive,
+    assert_stays,
+    children,
+    get_task,
+    query,
+    read_calls,
+    start,
+    task_calls,
+    transcript,
+    wait_running,
+    wait_status,
+)
 from conftest import assert_error, wait_for
+
+pytestmark = pytest.mark.usefixtures("fast_retries")
 
 #: Seconds to wait for anything that involves an agent process.
 RUN = 15
@@ -29,88 +40,12 @@ COMMANDS = ("stop_task", "restart_task", "request_changes", "get_task_diff",
 
 # --- helpers (small copies of the run-test helpers) ---------------------------------------
 
-def read_calls(folder):
-    path = os.path.join(folder, "calls.jsonl")
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def task_calls(agent_dir, task_id):
-    return [c for c in read_calls(agent_dir) if c["env"].get("TASKBOARD_TASK_ID") == str(task_id)]
-
-
-def children(folder):
-    path = os.path.join(folder, "children.txt")
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [int(line) for line in f if line.strip()]
-
-
-def alive(pid):
-    """True while pid is a live process (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
-def transcript(folder, pid):
-    with open(os.path.join(folder, "transcripts", f"{pid}.out"), encoding="utf-8") as f:
-        return f.read().splitlines()
-
-
-def query(sql, params=()):
-    con = sqlite3.connect(taskboard.runtime.config["db_path"])
-    try:
-        return con.execute(sql, params).fetchall()
-    finally:
-        con.close()
-
-
-def get_task(client, task_id):
-    return client.get(f"/api/tasks/{task_id}").json
-
-
-def start(api, project, description, **fields):
-    task = api.task(project["id"], description=description, **fields)
-    api.move(task["id"], "in_progress")
-    return task["id"]
-
-
-def wait_status(client, task_id, status, timeout=RUN):
-    """Wait until the task has `status` and no live run; return it."""
-    def settled():
-        task = get_task(client, task_id)
-        return task if task["status"] == status and not task["is_running"] else None
-    return wait_for(settled, timeout, message=f"task {task_id} to be {status}, not running")
-
-
-def wait_running(client, task_id, agent_dir, runs=1):
-    """Wait until run number `runs` of the task has read its prompt and is live."""
-    wait_for(lambda: len(task_calls(agent_dir, task_id)) >= runs
-             and get_task(client, task_id)["is_running"], RUN,
-             message=f"run {runs} of task {task_id} to be live")
-    return task_calls(agent_dir, task_id)[runs - 1]
-
 
 def wait_quiet(client, task_id):
     """A hanging run has stored its init line and session: nothing more will change."""
     wait_for(lambda: get_task(client, task_id)["session_id"]
              and query("SELECT COUNT(*) FROM task_events WHERE task_id = ?", (task_id,))[0][0]
              >= 1, RUN, message=f"task {task_id}'s init line and session to be stored")
-
-
-def assert_stays(predicate, seconds, message):
-    """Fail if predicate() turns false at any point during `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert predicate(), message
-        time.sleep(0.02)
 
 
 def desk(client, command, body, status=200, **kwargs):
@@ -125,28 +60,6 @@ def git(cwd, *args):
 
 def ids(tasks):
     return [t["id"] for t in tasks]
-
-
-@pytest.fixture(autouse=True)
-def agent_dir(tmp_path, monkeypatch):
-    """The fake agent's state dir; set up before `tb`, so its teardown runs after the
-    board's shutdown and checks that no agent outlived the board."""
-    folder = tmp_path / "fake-agent"
-    folder.mkdir(exist_ok=True)
-    monkeypatch.setenv("FAKE_AGENT_DIR", str(folder))
-    yield folder
-    pids = [c["pid"] for c in read_calls(folder)] + children(folder)
-    try:
-        wait_for(lambda: not any(alive(p) for p in pids), RUN,
-                 message=f"every agent process {pids} to end after shutdown")
-    finally:
-        for pid in filter(alive, pids):
-            os.kill(pid, signal.SIGKILL)
-
-
-@pytest.fixture(autouse=True)
-def fast_retries(tb):
-    tb.config["retry_base_seconds"] = 0.05
 
 
 # --- stop_task ------------------------------------------------------------------------------

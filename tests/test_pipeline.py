@@ -4,16 +4,23 @@
 The task description picks what the fake agent does (`fake:<directive>`); it records every
 invocation in $FAKE_AGENT_DIR/calls.jsonl (TASKBOARD_TASK_ID says which task it ran for).
 """
-import json
-import os
-import signal
-import sqlite3
-import time
 
 import pytest
 
 import taskboard
+from agent_helpers import (
+    alive,
+    assert_stays,
+    get_task,
+    query,
+    read_calls,
+    task_calls,
+    wait_running,
+    wait_status,
+)
 from conftest import assert_error, wait_for
+
+pytestmark = pytest.mark.usefixtures("fast_retries")
 
 #: Seconds to wait for anything that involves agent processes.
 RUN = 15
@@ -21,17 +28,6 @@ QUICK = "fake:sleep=0.05 fake:ok"
 
 
 # --- helpers (small copies of the run-test helpers) ---------------------------------------
-
-def read_calls(folder):
-    path = os.path.join(folder, "calls.jsonl")
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def task_calls(agent_dir, task_id):
-    return [c for c in read_calls(agent_dir) if c["env"].get("TASKBOARD_TASK_ID") == str(task_id)]
 
 
 def started_order(agent_dir):
@@ -44,44 +40,8 @@ def started_order(agent_dir):
     return order
 
 
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
-def query(sql, params=()):
-    con = sqlite3.connect(taskboard.runtime.config["db_path"])
-    try:
-        return con.execute(sql, params).fetchall()
-    finally:
-        con.close()
-
-
-def get_task(client, task_id):
-    return client.get(f"/api/tasks/{task_id}").json
-
-
 def statuses(client, project_id):
     return {t["id"]: t["status"] for t in client.get(f"/api/projects/{project_id}/tasks").json}
-
-
-def wait_status(client, task_id, status, timeout=RUN):
-    """Wait until the task has `status` and no live run; return it."""
-    def settled():
-        task = get_task(client, task_id)
-        return task if task["status"] == status and not task["is_running"] else None
-    return wait_for(settled, timeout, message=f"task {task_id} to be {status}, not running")
-
-
-def wait_running(client, task_id, agent_dir, runs=1):
-    wait_for(lambda: len(task_calls(agent_dir, task_id)) >= runs
-             and get_task(client, task_id)["is_running"], RUN,
-             message=f"run {runs} of task {task_id} to be live")
-    return task_calls(agent_dir, task_id)[runs - 1]
 
 
 def wait_agent_done(client, task_id, agent_dir):
@@ -97,14 +57,6 @@ def wait_agent_done(client, task_id, agent_dir):
     return task
 
 
-def assert_stays(predicate, seconds, message):
-    """Fail if predicate() turns false at any point during `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert predicate(), message
-        time.sleep(0.02)
-
-
 def desk(client, command, body, status=200):
     return client.post_json(f"/api/desktop/{command}", body, status=status)
 
@@ -113,29 +65,7 @@ def set_queue(client, project_id, on):
     client.put_json(f"/api/projects/{project_id}", {"autoQueue": on})
 
 
-@pytest.fixture(autouse=True)
-def agent_dir(tmp_path, monkeypatch):
-    """The fake agent's state dir; set up before `tb`, so its teardown runs after the
-    board's shutdown and checks that no agent outlived the board."""
-    folder = tmp_path / "fake-agent"
-    folder.mkdir(exist_ok=True)
-    monkeypatch.setenv("FAKE_AGENT_DIR", str(folder))
-    yield folder
-    pids = [c["pid"] for c in read_calls(folder)]
-    try:
-        wait_for(lambda: not any(alive(p) for p in pids), RUN,
-                 message=f"every agent process {pids} to end after shutdown")
-    finally:
-        for pid in filter(alive, pids):
-            os.kill(pid, signal.SIGKILL)
-
-
-@pytest.fixture(autouse=True)
-def fast_retries(tb):
-    tb.config["retry_base_seconds"] = 0.05
-
-
-# --- the queue ----------------------------------------------------------------------------------
+# --- the queue ----------------------------------------------------------------------------
 
 def test_queue_auto_on_starts_backlog_tasks_up_to_max_concurrent(client, api, agent_dir):
     project = api.project(autoQueue=True, maxConcurrent=2)
@@ -231,7 +161,7 @@ def test_queue_turning_auto_on_starts_waiting_tasks(client, api, agent_dir):
         wait_status(client, tid, "testing")
 
 
-# --- dependency conditions ------------------------------------------------------------------------
+# --- dependency conditions ----------------------------------------------------------------
 
 @pytest.mark.parametrize("condition, parent_ends, child_runs", [
     ("always", "testing", True),
@@ -293,7 +223,7 @@ def test_dependency_chain_runs_in_waves(client, api, agent_dir):
     assert free in order, "an independent task starts alongside the first wave"
 
 
-# --- daily cost limit ---------------------------------------------------------------------------------
+# --- daily cost limit ---------------------------------------------------------------------
 
 def test_queue_daily_cost_limit_reached_starts_nothing_new(client, api, agent_dir):
     client.put_json("/api/settings", {"dailyCostLimit": 0.5})
@@ -327,7 +257,7 @@ def test_queue_daily_cost_limit_below_today_cost_keeps_queue_going(client, api, 
     assert started_order(agent_dir) == [first, second, third]
 
 
-# --- sub-tasks ------------------------------------------------------------------------------------------
+# --- sub-tasks ----------------------------------------------------------------------------
 
 def test_subtask_parent_agent_done_waits_in_progress_without_slot(client, api, agent_dir):
     project = api.project(maxConcurrent=2)

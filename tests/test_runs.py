@@ -4,107 +4,38 @@ The task description picks what the fake agent does (`fake:<directive>`, listed 
 docstring); it records every invocation in $FAKE_AGENT_DIR/calls.jsonl.
 """
 import contextlib
-import json
 import os
 import re
 import signal
 import sqlite3
 import sys
-import time
 
 import pytest
 
 import taskboard
+from agent_helpers import (
+    alive,
+    assert_stays,
+    children,
+    get_task,
+    logs,
+    query,
+    read_calls,
+    start,
+    task_calls,
+    transcript,
+    wait_running,
+    wait_status,
+)
 from conftest import assert_error, wait_for
+
+pytestmark = pytest.mark.usefixtures("fast_retries")
 
 #: Seconds to wait for anything that involves an agent process.
 RUN = 10
 
 
 # --- helpers ----------------------------------------------------------------------------
-
-def read_calls(folder):
-    path = os.path.join(folder, "calls.jsonl")
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def children(folder):
-    """Pids of the processes `fake:child` spawned."""
-    path = os.path.join(folder, "children.txt")
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [int(line) for line in f if line.strip()]
-
-
-def alive(pid):
-    """True while pid is a live process (a zombie nobody has reaped yet counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
-def transcript(folder, pid):
-    """Exactly the stdout lines that fake agent process wrote."""
-    with open(os.path.join(folder, "transcripts", f"{pid}.out"), encoding="utf-8") as f:
-        return f.read().splitlines()
-
-
-def query(sql, params=()):
-    con = sqlite3.connect(taskboard.runtime.config["db_path"])
-    try:
-        return con.execute(sql, params).fetchall()
-    finally:
-        con.close()
-
-
-def get_task(client, task_id):
-    return client.get(f"/api/tasks/{task_id}").json
-
-
-def logs(client, task_id):
-    return client.get(f"/api/tasks/{task_id}/logs?limit=10000").json
-
-
-def start(api, project, description, **fields):
-    """A new task of `project` moved to in_progress; its id."""
-    task = api.task(project["id"], description=description, **fields)
-    api.move(task["id"], "in_progress")
-    return task["id"]
-
-
-def wait_status(client, task_id, status, timeout=RUN):
-    """Wait until the task has `status` and no live run; return it."""
-    def settled():
-        task = get_task(client, task_id)
-        return task if task["status"] == status and not task["is_running"] else None
-    return wait_for(settled, timeout, message=f"task {task_id} to be {status}, not running")
-
-
-def wait_running(client, task_id, agent_dir, runs=1):
-    """Wait until the task's agent process has started (read its prompt) and is live."""
-    wait_for(lambda: len(task_calls(agent_dir, task_id)) >= runs
-             and get_task(client, task_id)["is_running"], RUN,
-             message=f"run {runs} of task {task_id} to be live")
-    return task_calls(agent_dir, task_id)[-1]
-
-
-def task_calls(agent_dir, task_id):
-    return [c for c in read_calls(agent_dir) if c["env"].get("TASKBOARD_TASK_ID") == str(task_id)]
-
-
-def assert_stays(predicate, seconds, message):
-    """Fail if predicate() turns false at any point during `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert predicate(), message
-        time.sleep(0.02)
 
 
 def wait_logs(client, task_id, predicate, message="log entries"):
@@ -141,28 +72,6 @@ def contract_argv(argv):
 def base_argv(alias, effort):
     return ["-p", "--output-format", "stream-json", "--verbose", "--model", alias,
             "--effort", effort]
-
-
-@pytest.fixture(autouse=True)
-def agent_dir(tmp_path, monkeypatch):
-    """The fake agent's state dir.  Set up before `tb`, so its teardown runs after the
-    board's shutdown and checks that no agent, nor any child of one, outlived the board."""
-    folder = tmp_path / "fake-agent"
-    folder.mkdir()
-    monkeypatch.setenv("FAKE_AGENT_DIR", str(folder))
-    yield folder
-    pids = [c["pid"] for c in read_calls(folder)] + children(folder)
-    try:
-        wait_for(lambda: not any(alive(p) for p in pids), RUN,
-                 message=f"every agent process {pids} to end after shutdown")
-    finally:
-        for pid in filter(alive, pids):  # never leave them behind, even when failing
-            os.kill(pid, signal.SIGKILL)
-
-
-@pytest.fixture(autouse=True)
-def fast_retries(tb):
-    tb.config["retry_base_seconds"] = 0.05
 
 
 # --- success -----------------------------------------------------------------------------

@@ -28,12 +28,12 @@ def sql(tb, statement, params=()):
 
 
 def iso(moment):
-    moment = moment.astimezone(dt.timezone.utc)
+    moment = moment.astimezone(dt.UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def ms_ago(ms):
-    return iso(dt.datetime.now(dt.timezone.utc) - dt.timedelta(milliseconds=ms))
+    return iso(dt.datetime.now(dt.UTC) - dt.timedelta(milliseconds=ms))
 
 
 def add_run(tb, model, started_at, task_id=None, kind="task", inp=0, out=0, cache_read=0,
@@ -149,7 +149,7 @@ def test_activity_page_skips_offset_newest_and_returns_oldest_first(
 
 def test_activity_default_limit_is_50_newest(client, api, project):
     tid = api.task(project["id"])["id"]
-    for n in range(30):
+    for _ in range(30):
         api.move(tid, "testing")
         api.move(tid, "backlog")
     entries = client.get(f"/api/projects/{project['id']}/activity").json
@@ -182,7 +182,7 @@ def test_agent_usage_without_runs_is_all_zero(client):
 def test_agent_usage_sums_per_tier_day_and_today(client, api, project, tb):
     first = api.task(project["id"])["id"]
     second = api.task(project["id"])["id"]
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     past_day = dt.datetime(2025, 1, 10, 12, 0).astimezone()  # server-local noon
     add_run(tb, "model_large", iso(now), first, inp=100, out=10, cache_read=5, cost=0.5)
     add_run(tb, "model_large", iso(now), first, inp=200, out=20, cache_creation=7, cost=0.25)

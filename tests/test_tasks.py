@@ -27,7 +27,7 @@ def sql(tb, statement, params=()):
 
 
 def ms_ago(ms):
-    moment = dt.datetime.now(dt.timezone.utc) - dt.timedelta(milliseconds=ms)
+    moment = dt.datetime.now(dt.UTC) - dt.timedelta(milliseconds=ms)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 

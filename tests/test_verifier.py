@@ -112,7 +112,7 @@ def test_parse_verdict_takes_the_last_fenced_block(texts, verdict):
 
 
 def test_verifier_session_never_replaces_the_tasks_session(api, client, fake_agent_dir):
-    task_id = start(api, client, "fake:ok fake:verdict=reject fake:resume=hang")
+    start(api, client, "fake:ok fake:verdict=reject fake:resume=hang")
     wait_for(lambda: [c for c in calls(fake_agent_dir) if "--resume" in c["argv"]], RUN,
              message="the agent to resume")
     first, verifier, resumed = calls(fake_agent_dir)[:3]
