@@ -924,6 +924,10 @@ CREATE INDEX task_dependencies_by_to ON task_dependencies(to_id);
 ALTER TABLE tasks ADD COLUMN agent_done INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tasks ADD COLUMN source TEXT;
 """),
+    ("0004_queue_indexes", """
+CREATE INDEX tasks_awaiting ON tasks(project_id) WHERE awaiting_subtasks = 1;
+CREATE INDEX tasks_by_status ON tasks(project_id, status);
+"""),
 )
 
 
@@ -1112,15 +1116,17 @@ def task_detail_rows(task_id: int) -> dict | None:
         return task
 
 
-def insert_task_row(project_id: int, values: dict, defaults: dict) -> dict | None:
-    """Insert a task with the project's next key and record its creation; None if no project.
+def insert_task_row(project_id: int, values: dict, defaults: dict) \
+        -> tuple[dict, bool] | None:
+    """Insert a task with the project's next key and record its creation; return it and
+    whether the project queues automatically, None if there is no such project.
 
     An omitted model or thinking effort comes from the project's template of the task's
     type (lowest id), else from defaults.
     """
     with tx() as t:
         project = t.one("UPDATE projects SET task_counter = task_counter + 1 "
-                        "WHERE id = ? RETURNING task_counter, key", (project_id,))
+                        "WHERE id = ? RETURNING task_counter, key, auto_queue", (project_id,))
         if project is None:
             return None
         parent_id = values.get("parent_task_id")
@@ -1145,7 +1151,7 @@ def insert_task_row(project_id: int, values: dict, defaults: dict) -> dict | Non
         t.insert("activity", {"project_id": project_id, "task_id": task_id,
                               "task_title": values["title"], "event": "created",
                               "from_status": None, "to_status": "backlog", "created_at": now})
-        return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,)), project["auto_queue"]
 
 
 def subtask_rows(parent_id: int) -> list[dict]:
@@ -1341,8 +1347,30 @@ def pipeline_rows(project_id: int) -> tuple[list[dict], list[dict]] | None:
             return None
         tasks = t.all(f"SELECT * FROM tasks WHERE project_id = ? ORDER BY {TASK_ORDER}",
                       (project_id,))
-        edges = t.all("SELECT d.* FROM task_dependencies d JOIN tasks k ON k.id = d.to_id "
-                      "WHERE k.project_id = ? ORDER BY d.from_id, d.to_id", (project_id,))
+        edges = t.all(f"{EDGES_WITH_PARENTS} WHERE k.project_id = ? "
+                      "ORDER BY d.from_id, d.to_id", (project_id,))
+        return tasks, edges
+
+
+#: Dependency edges with the status and key of the task depended on.
+EDGES_WITH_PARENTS = ("SELECT d.*, p.status AS parent_status, p.task_key AS parent_key "
+                      "FROM task_dependencies d JOIN tasks p ON p.id = d.from_id "
+                      "JOIN tasks k ON k.id = d.to_id")
+
+
+def queue_rows(project_id: int, auto_queue: bool) -> tuple[list[dict], list[dict]]:
+    """The backlog tasks the queue may start, in queue order, with their incoming edges:
+    all of them with autoQueue (but imported ones), else the sub-tasks of waiting parents."""
+    waiting_parent = "parent_task_id IN (SELECT id FROM tasks WHERE project_id = ? AND " \
+        "awaiting_subtasks = 1)"
+    which = "source IS NULL" if auto_queue else f"source IS NULL AND {waiting_parent}"
+    params = (project_id,) if auto_queue else (project_id, project_id)
+    with tx() as t:
+        tasks = t.all(f"SELECT * FROM tasks WHERE project_id = ? AND status = 'backlog' AND "
+                      f"{which} ORDER BY {TASK_ORDER}", params)
+        ids = [task["id"] for task in tasks]
+        edges = t.all(f"{EDGES_WITH_PARENTS} WHERE d.to_id IN ({_marks(ids)})", ids) \
+            if ids else []
         return tasks, edges
 
 
@@ -1932,10 +1960,11 @@ def create_task(project_id: int, body) -> dict:
         if project:
             runtime.agents.check_free(project_id, project["max_concurrent"], project["slug"])
     settings = get_settings()
-    row = insert_task_row(project_id, values, {"model": settings["defaultModel"],
-                                               "thinking_effort": settings["defaultEffort"]})
-    if row is None:
+    inserted = insert_task_row(project_id, values, {
+        "model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]})
+    if inserted is None:
         raise NotFound(f"project {project_id} not found")
+    row, auto_queue = inserted
     task = task_view(row)
     runtime.hub.publish("task:created", task, project_id)
     record_webhook_event("task:created", row)
@@ -1943,8 +1972,8 @@ def create_task(project_id: int, body) -> dict:
         _publish_task(task_row(values["parent_task_id"]))
     if status != "backlog":
         task = move_task(task["id"], status)
-    else:
-        schedule_queue(project_id)
+    elif auto_queue or values.get("parent_task_id") is not None:
+        schedule_queue(project_id)  # a new backlog task may be startable at once
     return task
 
 
@@ -2401,20 +2430,18 @@ def run_queue(project_id: int) -> list[int]:
     """Start ready backlog tasks in queue order while the project has free slots; return
     the ids started.  Sub-tasks of a waiting parent are started even without autoQueue."""
     project = project_row(project_id)
-    rows = pipeline_rows(project_id)
-    if project is None or rows is None:
+    if project is None or runtime.agents.used(project_id) >= project["max_concurrent"]:
         return []
-    tasks, edges = rows
+    tasks, edges = queue_rows(project_id, bool(project["auto_queue"]))
+    if not tasks:
+        return []
     limit = get_settings()["dailyCostLimit"]
     if limit is not None and cost_since_row(local_day_start_iso()) >= limit:
         return []  # today's agent cost reached the daily limit: start nothing new
-    waiting_parents = {t["id"] for t in tasks if t["awaiting_subtasks"]}
     states = dependency_states(tasks, edges)
     started = []
     for task in tasks:
-        if task["status"] != "backlog" or task["source"] or states[task["id"]][0] != "ready":
-            continue
-        if not (project["auto_queue"] or task["parent_task_id"] in waiting_parents):
+        if states[task["id"]][0] != "ready":
             continue
         if runtime.agents.used(project_id) >= project["max_concurrent"]:
             break
@@ -2428,8 +2455,10 @@ def run_queue(project_id: int) -> list[int]:
 
 
 def dependency_states(tasks: list[dict], edges: list[dict]) -> dict:
-    """For every task: ("ready" | "waiting" | "blocked", reason or None)."""
-    by_id = {t["id"]: t for t in tasks}
+    """For every task: ("ready" | "waiting" | "blocked", reason or None).
+
+    Each edge carries its parent's status and key (parent_status, parent_key).
+    """
     parents = collections.defaultdict(list)
     for edge in edges:
         parents[edge["to_id"]].append(edge)
@@ -2437,14 +2466,14 @@ def dependency_states(tasks: list[dict], edges: list[dict]) -> dict:
     for task in tasks:
         waits, blocks = [], []
         for edge in parents[task["id"]]:
-            parent = by_id.get(edge["from_id"])
-            if parent is None or parent["status"] in CONDITIONS[edge["condition_type"]]:
+            status, key = edge["parent_status"], edge["parent_key"]
+            if status in CONDITIONS[edge["condition_type"]]:
                 continue
-            if parent["status"] in FINISHED:
-                blocks.append(f"{parent['task_key']} is {parent['status']}, so its "
-                              f"{edge['condition_type']} condition cannot hold")
+            if status in FINISHED:
+                blocks.append(f"{key} is {status}, so its {edge['condition_type']} "
+                              "condition cannot hold")
             else:
-                waits.append(f"{parent['task_key']} ({parent['status']})")
+                waits.append(f"{key} ({status})")
         if blocks:
             states[task["id"]] = ("blocked", "; ".join(blocks))
         elif waits:
