@@ -59,9 +59,11 @@ def running(api, fake_agent_dir, live):
     return project, task, server, path
 
 
-def test_mcp_lists_creates_sub_tasks_and_refuses_to_move_its_own_task(running, client, tb):
+@pytest.mark.parametrize("board_token", [None, "board-secret"])
+def test_mcp_lists_creates_sub_tasks_and_refuses_to_move_its_own_task(running, client, tb,
+                                                                      board_token):
     project, task, server, _ = running
-    tb.config["token"] = "board-secret"  # the run token must work although a token is set
+    tb.config["token"] = board_token  # the run token works with and without a board token
     mcp = Mcp(server["args"][-1], server["env"])
     try:
         init = mcp.request("initialize", {"protocolVersion": "2025-06-18"})["result"]
