@@ -31,6 +31,16 @@ def wait_for(predicate, timeout=5.0, interval=0.02, message="condition"):
         time.sleep(interval)
 
 
+def sql(tb, statement, params=()):
+    """Run one statement on the test board's database from outside (committed)."""
+    con = sqlite3.connect(tb.config["db_path"])
+    try:
+        with con:
+            return con.execute(statement, params).fetchall()
+    finally:
+        con.close()
+
+
 def assert_error(response, status, code=None, field=None):
     """The canonical error body of design.md §3: {error, code, field?}, never a traceback."""
     assert response.status_int == status, response.text

@@ -1,11 +1,10 @@
 """Project statistics, the activity feed and agent usage (design.md §4, §5)."""
 import datetime as dt
 import re
-import sqlite3
 
 import pytest
 
-from conftest import assert_error
+from conftest import assert_error, sql
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 ZERO_STATS = {
@@ -16,15 +15,6 @@ ZERO_STATS = {
     "totalTasks": 0, "avgDuration": 0, "completedToday": 0,
     "agentRuns": 0, "inputTokens": 0, "outputTokens": 0, "totalCost": 0.0,
 }
-
-
-def sql(tb, statement, params=()):
-    con = sqlite3.connect(tb.config["db_path"])
-    try:
-        with con:
-            return con.execute(statement, params).fetchall()
-    finally:
-        con.close()
 
 
 def iso(moment):

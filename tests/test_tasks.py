@@ -2,11 +2,10 @@
 import datetime as dt
 import json
 import re
-import sqlite3
 
 import pytest
 
-from conftest import assert_error
+from conftest import assert_error, sql
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 STATUSES = ["backlog", "in_progress", "testing", "done", "failed"]
@@ -15,15 +14,6 @@ EXTRA_READ_FIELDS = {
     "is_running", "awaiting_subtasks", "branch_name", "pr_url", "session_id", "input_tokens",
     "output_tokens", "cache_read_tokens", "cache_creation_tokens", "total_cost",
     "work_duration_ms", "revision_count", "queue_position"}
-
-
-def sql(tb, statement, params=()):
-    con = sqlite3.connect(tb.config["db_path"])
-    try:
-        with con:
-            return con.execute(statement, params).fetchall()
-    finally:
-        con.close()
 
 
 def ms_ago(ms):

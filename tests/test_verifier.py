@@ -1,21 +1,16 @@
 """autoTest: a verifier run judges finished work (design.md §5 "Verifier")."""
-import json
-import os
 
 import pytest
 
 import taskboard
+from agent_helpers import read_calls
 from conftest import wait_for
 
 RUN = 15
 
 
 def calls(agent_dir):
-    path = os.path.join(agent_dir, "calls.jsonl")
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return read_calls(agent_dir)
 
 
 def verifier_calls(agent_dir):
