@@ -8,11 +8,13 @@ Test:  python -m pytest
 One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
 
     CONFIGURATION · ERRORS · UTILITIES · FIELDS · STORE · EVENTS · SERVICES ·
-    HTTP PLUMBING · ROUTES · WEBSOCKET · OPENAPI · MAIN
+    SUPERVISORS · HTTP PLUMBING · ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI ·
+    BOARD TOOLS (MCP) · SIMULATED AGENT · MAIN
 
 Layers: ROUTES call SERVICES; only SERVICES change state (one transaction each, events
-published after commit); only STORE touches the database.  The contract is
-shared/design.md and shared/spec/interface.md.
+published after commit; every status change through move_task()); only STORE touches
+the database; SUPERVISORS own agent processes and report through services.  The
+contract is design.md and spec/interface.md of the shared folder.
 """
 
 import argparse
