@@ -4800,11 +4800,19 @@ def parse_args(argv=None, environ=None) -> dict:
         parser.error("agent command must not be empty")
     if args.demo:
         agent_argv = [sys.executable, os.path.abspath(__file__), "--simulate-agent"]
+    retry_base = environ.get("TASKBOARD_RETRY_BASE_SECONDS", "30")
+    try:
+        retry_base = float(retry_base)
+        if not 0 <= retry_base <= 86_400:
+            raise ValueError
+    except ValueError:
+        parser.error("TASKBOARD_RETRY_BASE_SECONDS must be a number of seconds from 0 to "
+                     f"86400, not {retry_base!r}")
     return {"host": args.host, "port": port, "db_path": db_path, "data_dir": data_dir,
             "agent_command": shlex.join(agent_argv) if args.demo else args.agent_command,
             "agent_argv": agent_argv,
             "token": args.token or None, "demo": args.demo,
-            "retry_base_seconds": float(environ.get("TASKBOARD_RETRY_BASE_SECONDS", 30)),
+            "retry_base_seconds": retry_base,
             "allowed_hosts": [h.strip().lower() for h in
                               environ.get("TASKBOARD_ALLOWED_HOSTS", "").split(",")
                               if h.strip()],

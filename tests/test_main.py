@@ -210,3 +210,11 @@ def test_parse_args_relative_db_is_made_absolute(tmp_path, monkeypatch):
     config = taskboard.parse_args(["--db", "sub/x.db"], environ={})
     assert config["db_path"] == str(tmp_path / "sub" / "x.db")
     assert config["data_dir"] == str(tmp_path / "sub")
+
+
+@pytest.mark.parametrize("value", ["x", "-1", "nan"])
+def test_parse_args_bad_retry_base_is_a_usage_error(value, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        taskboard.parse_args([], environ={"TASKBOARD_RETRY_BASE_SECONDS": value})
+    assert stopped.value.code == 2
+    assert "TASKBOARD_RETRY_BASE_SECONDS" in capsys.readouterr().err
