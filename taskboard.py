@@ -77,6 +77,17 @@ WEBHOOK_EVENTS = ("task:created", "task:started", "task:completed", "task:approv
                   "task:changes_requested", "task:failed")
 #: Priority numbers as words, for {{priority}} in templates.
 PRIORITY_NAMES = ("low", "medium", "high", "urgent")
+#: How finely a planning session splits its topic, and the task count each asks for.
+GRANULARITIES = {"high-level": "3 to 5", "balanced": "5 to 10", "detailed": "10 to 20"}
+#: A plan with more tasks keeps the first ones (and says so in its warnings).
+MAX_PLAN_TASKS = 50
+
+#: A webhook delivery attempt gives up after this long.
+WEBHOOK_TIMEOUT_SECONDS = 10.0
+#: The pauses before the second and third attempt after a 5xx or connection error.
+WEBHOOK_BACKOFF_SECONDS = (2.0, 8.0)
+#: Delivery records kept per webhook.
+WEBHOOK_DELIVERIES_KEPT = 50
 
 #: Request bodies larger than this are refused with 413 (attachments have their own limit).
 MAX_BODY_BYTES = 1024 * 1024
@@ -129,7 +140,18 @@ EVENT_TYPES = {
     "webhook:created": "a webhook was created; data is the webhook",
     "webhook:updated": "a webhook changed; data is the webhook",
     "webhook:deleted": "a webhook was removed; data is {id, projectId}",
-    "webhook:delivery": "a webhook delivery attempt was recorded",
+    "webhook:delivery": "a webhook delivery attempt was recorded: {webhookId, projectId, "
+                        "id, event, attempt, status, ok, error, durationMs, createdAt}",
+    "plan:started": "a planning session began: {projectId, planId, topic, model, effort}",
+    "plan:phase": "the planner's phase changed: {projectId, planId, phase} (starting, "
+                  "exploring, writing)",
+    "plan:progress": "the planner wrote text: {projectId, planId, type: text, content}",
+    "plan:log": "a planner tool call, result or error: {projectId, planId, type, message, "
+                "tool?}",
+    "plan:stats": "after each planner turn: {projectId, planId, elapsed, tokens, toolCalls, "
+                  "turns}",
+    "plan:completed": "planning finished: {projectId, planId, tasks, stats, error, warnings}",
+    "plan:cancelled": "a planning session was cancelled: {projectId, planId}",
     "settings:updated": "application settings changed; data is the full settings object",
     "dependencies:updated": "a project's dependency edges changed: {projectId}",
     "resync": "the replay gap is gone or the client fell behind: refetch everything",
@@ -595,6 +617,16 @@ WEBHOOK_FIELDS = (
     _created(),
 )
 
+PLAN_FIELDS = (
+    Field("topic", "str", required=True, maxlen=10_000, doc="what to plan"),
+    Field("model", "enum", choices=MODELS, default="model_medium"),
+    Field("effort", "enum", choices=EFFORTS, default="medium"),
+    Field("granularity", "enum", choices=tuple(GRANULARITIES), default="balanced",
+          doc="high-level 3-5 tasks, balanced 5-10, detailed 10-20"),
+    Field("context", "str", default="", maxlen=100_000,
+          doc="extra context on stack or constraints"),
+)
+
 SETTINGS_FIELDS = (
     Field("confirmBeforeDelete", "bool", default=1,
           doc="show a confirmation before deleting tasks"),
@@ -930,6 +962,30 @@ ALTER TABLE tasks ADD COLUMN source TEXT;
 CREATE INDEX tasks_awaiting ON tasks(project_id) WHERE awaiting_subtasks = 1;
 CREATE INDEX tasks_by_status ON tasks(project_id, status);
 """),
+    ("0005_plans", """
+CREATE TABLE plans (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  plan_id TEXT NOT NULL UNIQUE,
+  project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  topic TEXT NOT NULL,
+  context TEXT NOT NULL,
+  model TEXT NOT NULL,
+  effort TEXT NOT NULL,
+  granularity TEXT NOT NULL,
+  status TEXT NOT NULL,
+  pid INTEGER,
+  proc_start INTEGER,
+  tasks_json TEXT,
+  warnings_json TEXT,
+  error TEXT,
+  stats_json TEXT,
+  cost REAL NOT NULL DEFAULT 0,
+  started_at TEXT NOT NULL,
+  finished_at TEXT
+);
+CREATE INDEX plans_by_project ON plans(project_id, id);
+CREATE INDEX plans_running ON plans(status) WHERE status = 'running';
+"""),
 )
 
 
@@ -1127,33 +1183,38 @@ def insert_task_row(project_id: int, values: dict, defaults: dict) \
     type (lowest id), else from defaults.
     """
     with tx() as t:
-        project = t.one("UPDATE projects SET task_counter = task_counter + 1 "
-                        "WHERE id = ? RETURNING task_counter, key, auto_queue", (project_id,))
-        if project is None:
-            return None
-        parent_id = values.get("parent_task_id")
-        if parent_id is not None and not t.value(
-                "SELECT 1 FROM tasks WHERE id = ? AND project_id = ?", (parent_id, project_id)):
-            raise Invalid(f"parent_task_id {parent_id} is not a task of project {project_id}",
-                          "parent_task_id")
-        now = now_iso()
-        if "model" not in values or "thinking_effort" not in values:
-            template = t.one("SELECT model, thinking_effort FROM templates WHERE project_id = ? "
-                             "AND task_type = ? ORDER BY id LIMIT 1",
-                             (project_id, values["task_type"])) or {}
-            values = {"model": template.get("model") or defaults["model"],
-                      "thinking_effort": template.get("thinking_effort")
-                      or defaults["thinking_effort"], **values}
-        values = {**values, "project_id": project_id, "status": "backlog",
-                  "task_key": f"{project['key']}-{project['task_counter']}",
-                  "created_at": now, "updated_at": now}
-        task_id = t.insert("tasks", values)
-        if parent_id is not None:
-            t.execute("UPDATE tasks SET awaiting_subtasks = 1 WHERE id = ?", (parent_id,))
-        t.insert("activity", {"project_id": project_id, "task_id": task_id,
-                              "task_title": values["title"], "event": "created",
-                              "from_status": None, "to_status": "backlog", "created_at": now})
-        return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,)), project["auto_queue"]
+        return _insert_task(t, project_id, values, defaults)
+
+
+def _insert_task(t: Tx, project_id: int, values: dict, defaults: dict) \
+        -> tuple[dict, bool] | None:
+    project = t.one("UPDATE projects SET task_counter = task_counter + 1 "
+                    "WHERE id = ? RETURNING task_counter, key, auto_queue", (project_id,))
+    if project is None:
+        return None
+    parent_id = values.get("parent_task_id")
+    if parent_id is not None and not t.value(
+            "SELECT 1 FROM tasks WHERE id = ? AND project_id = ?", (parent_id, project_id)):
+        raise Invalid(f"parent_task_id {parent_id} is not a task of project {project_id}",
+                      "parent_task_id")
+    now = now_iso()
+    if "model" not in values or "thinking_effort" not in values:
+        template = t.one("SELECT model, thinking_effort FROM templates WHERE project_id = ? "
+                         "AND task_type = ? ORDER BY id LIMIT 1",
+                         (project_id, values["task_type"])) or {}
+        values = {"model": template.get("model") or defaults["model"],
+                  "thinking_effort": template.get("thinking_effort")
+                  or defaults["thinking_effort"], **values}
+    values = {**values, "project_id": project_id, "status": "backlog",
+              "task_key": f"{project['key']}-{project['task_counter']}",
+              "created_at": now, "updated_at": now}
+    task_id = t.insert("tasks", values)
+    if parent_id is not None:
+        t.execute("UPDATE tasks SET awaiting_subtasks = 1 WHERE id = ?", (parent_id,))
+    t.insert("activity", {"project_id": project_id, "task_id": task_id,
+                          "task_title": values["title"], "event": "created",
+                          "from_status": None, "to_status": "backlog", "created_at": now})
+    return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,)), project["auto_queue"]
 
 
 def subtask_rows(parent_id: int) -> list[dict]:
@@ -1567,6 +1628,105 @@ def delivery_rows(webhook_id: int, limit: int = 50) -> list[dict]:
                      "ORDER BY id DESC LIMIT ?", (webhook_id, limit))
 
 
+def webhook_target_rows(project_id: int, event: str) -> tuple[dict | None, list[dict]]:
+    """The project and its enabled webhooks subscribed to event (secrets included)."""
+    with tx() as t:
+        project = t.one("SELECT id, name, slug FROM projects WHERE id = ?", (project_id,))
+        hooks = t.all("SELECT * FROM webhooks WHERE project_id = ? AND enabled = 1 AND "
+                      "EXISTS (SELECT 1 FROM json_each(events_json) WHERE value = ?) "
+                      "ORDER BY id", (project_id, event))
+        return project, hooks
+
+
+def webhook_test_rows(project_id: int, webhook_id: int) -> tuple[dict, dict, dict | None] | None:
+    """A webhook (secret included), its project and the project's latest task, for the
+    test route; None when there is no such webhook."""
+    with tx() as t:
+        hook = t.one("SELECT * FROM webhooks WHERE id = ? AND project_id = ?",
+                     (webhook_id, project_id))
+        if hook is None:
+            return None
+        project = t.one("SELECT id, name, slug FROM projects WHERE id = ?", (project_id,))
+        task = t.one("SELECT * FROM tasks WHERE project_id = ? ORDER BY updated_at DESC, id "
+                     "DESC LIMIT 1", (project_id,))
+        return hook, project, task
+
+
+def insert_delivery_row(values: dict, keep: int) -> dict | None:
+    """Record a delivery attempt and forget all but the newest `keep` of its webhook;
+    None when the webhook is gone meanwhile."""
+    with tx() as t:
+        if not t.exists("webhooks", values["webhook_id"]):
+            return None
+        row_id = t.insert("webhook_deliveries", values)
+        t.execute("DELETE FROM webhook_deliveries WHERE webhook_id = ? AND id <= "
+                  "(SELECT id FROM webhook_deliveries WHERE webhook_id = ? "
+                  "ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                  (values["webhook_id"], values["webhook_id"], keep))
+        return t.one("SELECT * FROM webhook_deliveries WHERE id = ?", (row_id,))
+
+
+# --- planning ------------------------------------------------------------------
+
+def insert_plan_row(values: dict) -> dict | None:
+    with tx() as t:
+        if not t.exists("projects", values["project_id"]):
+            return None
+        t.insert("plans", values)
+        return t.one("SELECT * FROM plans WHERE plan_id = ?", (values["plan_id"],))
+
+
+def update_plan_row(plan_id: str, changes: dict) -> None:
+    with tx() as t:
+        assignments = ", ".join(f"{name} = ?" for name in changes)
+        t.execute(f"UPDATE plans SET {assignments} WHERE plan_id = ?",
+                  (*changes.values(), plan_id))
+
+
+def insert_plan_tasks(plan_id: str, project_id: int, tasks: list[dict],
+                      edges: list[tuple[int, int]], defaults: dict, changes: dict) \
+        -> tuple[list[dict], bool] | None:
+    """Write a plan's tasks and its edges (index pairs into tasks, on_success) and finish the
+    plan row, all in one transaction; return the task rows and whether the project queues
+    automatically, None when the project is gone."""
+    with tx() as t:
+        rows, auto_queue = [], False
+        for values in tasks:
+            inserted = _insert_task(t, project_id, values, defaults)
+            if inserted is None:
+                return None
+            rows.append(inserted[0])
+            auto_queue = inserted[1]
+        now = now_iso()
+        for parent, child in edges:
+            t.execute("INSERT INTO task_dependencies (from_id, to_id, condition_type, "
+                      "created_at) VALUES (?, ?, 'on_success', ?)",
+                      (rows[parent]["id"], rows[child]["id"], now))
+        changes = {**changes, "tasks_json": json_dumps([plan_task_view(r) for r in rows])}
+        assignments = ", ".join(f"{name} = ?" for name in changes)
+        t.execute(f"UPDATE plans SET {assignments} WHERE plan_id = ?",
+                  (*changes.values(), plan_id))
+        return rows, bool(auto_queue)
+
+
+def plan_task_view(row: dict) -> dict:
+    """A task as plan:completed and plan/status list it."""
+    return {"id": row["id"], "title": row["title"], "task_type": row["task_type"],
+            "task_key": row["task_key"]}
+
+
+def last_plan_row(project_id: int) -> dict | None:
+    """The project's latest finished planning session."""
+    with tx() as t:
+        return t.one("SELECT * FROM plans WHERE project_id = ? AND status != 'running' "
+                     "ORDER BY id DESC LIMIT 1", (project_id,))
+
+
+def running_plan_rows() -> list[dict]:
+    with tx() as t:
+        return t.all("SELECT * FROM plans WHERE status = 'running' ORDER BY id")
+
+
 # --- settings ------------------------------------------------------------------
 
 def settings_rows() -> dict:
@@ -1901,7 +2061,9 @@ def update_project(project_id: int, body) -> dict:
 
 def delete_project(project_id: int) -> dict:
     """Remove a project with its tasks, logs, templates, snippets, webhooks, attachments;
-    its agents are stopped first."""
+    its agents and its planning session are stopped first."""
+    if project_id in runtime.plans:
+        cancel_plan(project_id)
     for task_id in runtime.agents.tasks_of(project_id):
         runtime.agents.stop(task_id)
     paths = delete_project_row(project_id)
@@ -2095,10 +2257,17 @@ def task_revisions(task_id: int) -> list[dict]:
 
 
 def record_webhook_event(event: str, task: dict, **data) -> None:
-    """Note a moment webhooks may announce (design §8); delivery drains the outbox."""
-    runtime.webhook_outbox.append({"event": event, "taskId": task["id"],
-                                   "projectId": task["project_id"], "at": now_iso(),
-                                   "data": {k: v for k, v in data.items() if v is not None}})
+    """Note a moment webhooks may announce (design §8), with the task as it is now; the
+    WebhookSender delivers it in the background."""
+    runtime.webhooks.put({"event": event, "taskId": task["id"],
+                          "projectId": task["project_id"], "at": now_iso(),
+                          "task": task_view(task),
+                          "data": {k: v for k, v in data.items() if v is not None}})
+
+
+def webhook_targets(project_id: int, event: str) -> tuple[dict | None, list[dict]]:
+    """The project and its enabled webhooks that subscribe to event."""
+    return webhook_target_rows(project_id, event)
 
 
 def _publish_task(row: dict | None) -> None:
@@ -2872,11 +3041,11 @@ def finish_verifier(run: "AgentRun") -> None:
 
 def parse_verdict(texts) -> tuple[dict | None, str | None]:
     """The last fenced JSON block of the verifier's text: (verdict, None) or (None, why)."""
-    blocks = re.findall(r"```(?:json)?\s*\n(.*?)```", "\n".join(texts), re.DOTALL)
-    if not blocks:
+    block = last_json_block("\n".join(texts))
+    if block is None:
         return None, "its answer has no fenced JSON block"
     try:
-        verdict = json.loads(blocks[-1])
+        verdict = json.loads(block)
     except ValueError as exc:
         return None, f"its JSON block is not valid JSON ({exc})"
     if not isinstance(verdict, dict) or verdict.get("verdict") not in ("approve", "reject"):
@@ -3015,12 +3184,393 @@ def delete_child(kind: Child, project_id: int, row_id: int) -> dict:
     return {"ok": True}
 
 
+def delivery_view(row: dict) -> dict:
+    return {"id": row["id"], "event": row["event"], "attempt": row["attempt"],
+            "status": row["status"], "ok": bool(row["ok"]), "error": row["error"],
+            "durationMs": row["duration_ms"], "createdAt": row["created_at"]}
+
+
 def webhook_deliveries(project_id: int, webhook_id: int) -> list[dict]:
     get_child(WEBHOOKS, project_id, webhook_id)
-    return [{"id": r["id"], "event": r["event"], "attempt": r["attempt"],
-             "status": r["status"], "ok": bool(r["ok"]), "error": r["error"],
-             "durationMs": r["duration_ms"], "createdAt": r["created_at"]}
-            for r in delivery_rows(webhook_id)]
+    return [delivery_view(r) for r in delivery_rows(webhook_id)]
+
+
+def record_delivery(hook: dict, event: str, attempt: int, status: int | None, ok: bool,
+                    error: str | None, duration_ms: int) -> None:
+    """Keep one delivery attempt (the newest WEBHOOK_DELIVERIES_KEPT per webhook).  Its
+    event never triggers a delivery itself: the sender reads only the outbox."""
+    row = insert_delivery_row({
+        "webhook_id": hook["id"], "event": event, "attempt": attempt, "status": status,
+        "ok": int(ok), "error": error, "duration_ms": duration_ms, "created_at": now_iso()},
+        WEBHOOK_DELIVERIES_KEPT)
+    if row is not None:
+        runtime.hub.publish("webhook:delivery", {"webhookId": hook["id"],
+                                                 "projectId": hook["project_id"],
+                                                 **delivery_view(row)}, hook["project_id"])
+
+
+def test_webhook(project_id: int, webhook_id: int) -> dict:
+    """Send one sample payload now, in the webhook's format; answer the target's status."""
+    rows = webhook_test_rows(project_id, webhook_id)
+    if rows is None:
+        raise NotFound(f"webhook {webhook_id} not found in project {project_id}")
+    hook, project, task = rows
+    sample = task_view(task) if task else {
+        "id": 0, "project_id": project_id, "task_key": f"{project['slug'].upper()}-0",
+        "title": "Example task", "description": "A sample task sent by the webhook test.",
+        "status": "testing", "task_type": "feature", "priority": 1}
+    moment = {"event": "webhook:test", "at": now_iso(), "task": sample,
+              "data": {"test": True}}
+    status, error, _ = deliver(hook, project, moment, attempts=1)
+    answer = {"ok": error is None, "status": status}
+    if error is not None:
+        answer["error"] = error
+    return answer
+
+
+# --- planning --------------------------------------------------------------------
+# A planning session runs the agent CLI read-only on the project's directory and turns
+# the fenced JSON block it ends with into backlog tasks and on_success edges (design §9).
+# At most one session per project; it lives in runtime.plans and in the plans table, so
+# its result outlives it and a restarted server knows it was cut short.
+
+#: Tools the planner may use without asking: reading and read-only shell commands (Claude
+#: Code's permission rule syntax; a prefix rule never matches `a && b`).
+PLANNER_TOOLS = (
+    "Read", "Bash(ls:*)", "Bash(cat:*)", "Bash(head:*)", "Bash(tail:*)", "Bash(wc:*)",
+    "Bash(grep:*)", "Bash(tree:*)", "Bash(git log:*)", "Bash(git show:*)",
+    "Bash(git ls-files:*)", "Bash(git status:*)")
+
+
+def start_plan(project_id: int, body) -> dict:
+    """Start a planning session; it goes on in the background (plan:* events)."""
+    values = validate_known(lambda: get_project(project_id), PLAN_FIELDS, body)
+    project = project_row(project_id)
+    if project is None:
+        raise NotFound(f"project {project_id} not found")
+    active = runtime.plans.get(project_id)
+    if active is not None:
+        raise Conflict(f"project {project['slug']!r} already has a planning session "
+                       f"({active.plan_id}); cancel it or wait for it to finish")
+    stamp = max(int(time.time() * 1000), runtime.last_plan_ms + 1)
+    runtime.last_plan_ms = stamp
+    plan_id = f"plan-{project_id}-{stamp}"
+    argv = [*runtime.config["agent_argv"], "-p", "--output-format", "stream-json",
+            "--verbose", "--model", MODEL_ALIASES[values["model"]], "--effort",
+            values["effort"], "--tools", "Read,Bash", "--allowedTools", *PLANNER_TOOLS]
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+    run = PlanRun(plan_id, project_id, values, argv, project["working_dir"], env,
+                  planner_prompt(project, values),
+                  timeout_s=(project["task_timeout_minutes"] or 0) * SECONDS_PER_MINUTE,
+                  idle_s=get_settings()["agentIdleTimeoutMinutes"] * SECONDS_PER_MINUTE)
+    runtime.plans[project_id] = run  # before any yield: a second start must see it
+    try:
+        insert_plan_row({"plan_id": plan_id, "project_id": project_id, "status": "running",
+                         "topic": values["topic"], "context": values["context"],
+                         "model": values["model"], "effort": values["effort"],
+                         "granularity": values["granularity"], "started_at": now_iso()})
+    except BaseException:
+        runtime.plans.pop(project_id, None)
+        raise
+    _publish_plan(run, "plan:started", topic=values["topic"], model=values["model"],
+                  effort=values["effort"])
+    try:
+        run.start()
+    except OSError as exc:
+        why = f"the agent command {runtime.config['agent_argv'][0]!r} could not start: " \
+              f"{exc.strerror or exc}"
+        _end_plan(run, "failed", error=why)
+        run.finished.set()
+    return {"planId": plan_id, "status": "started"}
+
+
+def cancel_plan(project_id: int) -> dict:
+    """Kill the session's agent (its whole process group); nothing is created."""
+    run = runtime.plans.get(project_id)
+    if run is None:
+        get_project(project_id)
+        raise NotFound(f"project {project_id} has no active planning session")
+    run.kill("cancelled")
+    run.finished.wait(KILL_GRACE_SECONDS + 5)
+    _publish_plan(run, "plan:cancelled")
+    return {"status": "cancelled"}
+
+
+def plan_status(project_id: int) -> dict:
+    run = runtime.plans.get(project_id)
+    if run is not None:
+        return {"active": True, "planId": run.plan_id, **run.stats(), "phase": run.phase,
+                "topic": run.values["topic"], "model": run.values["model"],
+                "effort": run.values["effort"], "granularity": run.values["granularity"]}
+    get_project(project_id)
+    row = last_plan_row(project_id)
+    last = None if row is None else {
+        "planId": row["plan_id"], "status": row["status"], "topic": row["topic"],
+        "tasks": json.loads(row["tasks_json"] or "[]"), "error": row["error"],
+        "warnings": json.loads(row["warnings_json"] or "[]"),
+        "finishedAt": row["finished_at"]}
+    return {"active": False, "planId": None, "last": last}
+
+
+def record_plan_process(run: "PlanRun") -> None:
+    """The planner is spawned: remember its process (for a restarted server) and say so."""
+    update_plan_row(run.plan_id, {"pid": run.proc.pid,
+                                  "proc_start": process_start(run.proc.pid)})
+    _publish_plan(run, "plan:phase", phase="starting")
+    _publish_plan(run, "plan:log", type="phase", message="the planner started")
+
+
+def plan_output(run: "PlanRun", entries: list[dict], line_type: str) -> None:
+    """Announce what the planner just printed as plan:* events (design §9 phases)."""
+    for entry in entries:
+        kind = entry["kind"]
+        if kind == "tool_call":
+            if run.phase == "starting":
+                _plan_phase(run, "exploring", "exploring the code")
+            _publish_plan(run, "plan:log", type="tool", message=entry["message"],
+                          tool=entry.get("tool"))
+        elif kind == "tool_result":
+            _publish_plan(run, "plan:log", type="error" if entry.get("is_error") else "result",
+                          message=_cut(entry["message"], 2000))
+        elif kind == "text":
+            if run.phase == "exploring":
+                _plan_phase(run, "writing", "writing the plan")
+            _publish_plan(run, "plan:progress", type="text", content=entry["message"])
+        elif entry.get("is_error") or kind == "stderr":
+            _publish_plan(run, "plan:log", type="error", message=_cut(entry["message"], 2000))
+    if line_type in ("user", "result"):  # a turn ended: its tool results came back
+        _publish_plan(run, "plan:stats", **run.stats())
+
+
+def finish_plan(run: "PlanRun") -> None:
+    """The planner exited: validate its plan and write it, or say why there is none."""
+    if runtime.plans.get(run.project_id) is run:
+        del runtime.plans[run.project_id]
+    if run.stop_reason == "cancelled":
+        _end_plan(run, "cancelled", error="cancelled", publish=False)
+        return
+    if run.stop_reason == "interrupted":
+        _end_plan(run, "interrupted", error="the server stopped during planning",
+                  publish=False)
+        return
+    try:
+        _write_plan(run)
+    except Exception as exc:  # e.g. a full disk: the session must still end, and say why
+        log.exception("plan %s: writing the plan failed", run.plan_id)
+        with contextlib.suppress(Exception):
+            _end_plan(run, "failed", error=f"the plan could not be written: {exc}")
+
+
+def _write_plan(run: "PlanRun") -> None:
+    outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
+    if outcome != "ok":
+        _end_plan(run, "failed", error=f"the planner failed: {reason}")
+        return
+    text = (run.parser.result or {}).get("result")
+    texts = [text] if isinstance(text, str) and text else list(run.parser.texts)
+    try:
+        tasks, edges, warnings = parse_plan("\n".join(texts))
+    except Invalid as exc:
+        _end_plan(run, "failed", error=exc.message)
+        return
+    settings = get_settings()
+    tag = json_dumps([f"plan:{slugify(run.values['topic'], 40)}"])
+    changes = _plan_end_changes(run, "completed", None, warnings)
+    stats = changes.pop("stats")
+    written = insert_plan_tasks(
+        run.plan_id, run.project_id, [{**t, "tags": tag} for t in tasks], edges,
+        {"model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]},
+        changes)
+    if written is None:
+        return  # the project was deleted meanwhile
+    rows, auto_queue = written
+    created = [plan_task_view(r) for r in rows]
+    for row in rows:
+        runtime.hub.publish("task:created", task_view(row), run.project_id)
+        record_webhook_event("task:created", row, plan=run.plan_id)
+    if edges:
+        runtime.hub.publish("dependencies:updated", {"projectId": run.project_id},
+                            run.project_id)
+    if auto_queue:
+        schedule_queue(run.project_id)
+    _publish_plan(run, "plan:completed", tasks=created, stats=stats,
+                  error=None, warnings=warnings)
+
+
+def stop_plans() -> None:
+    """Server stop: end every planning session (recorded as interrupted)."""
+    runs = list(runtime.plans.values())
+    for run in runs:
+        run.kill("interrupted")
+    for run in runs:
+        run.finished.wait(KILL_GRACE_SECONDS + 5)
+
+
+def interrupt_stale_plans() -> None:
+    """Start-up: a session the last server left running is over; kill what survived."""
+    for row in running_plan_rows():
+        if row["pid"]:
+            kill_survivor(row["pid"], row["proc_start"])
+        update_plan_row(row["plan_id"], {"status": "interrupted", "finished_at": now_iso(),
+                                         "error": "the server stopped during planning"})
+
+
+def parse_plan(text: str) -> tuple[list[dict], list[tuple[int, int]], list[str]]:
+    """The planner's last fenced JSON block as (task values, edges, warnings).
+
+    Raises Invalid when there is no usable plan: no block, bad JSON, no tasks, or a task
+    without a title.  Edges with bad indexes or that would close a cycle are dropped and
+    listed in the warnings, as are fields that had to be corrected.
+    """
+    block = last_json_block(text)
+    if block is None:
+        raise Invalid("the planner's answer has no fenced JSON block")
+    try:
+        plan = json.loads(block)
+    except ValueError as exc:
+        raise Invalid(f"the planner's JSON block is not valid JSON ({exc})") from None
+    if not isinstance(plan, dict) or not isinstance(plan.get("tasks"), list):
+        raise Invalid('the planner\'s JSON block has no "tasks" array')
+    raw_tasks, warnings = plan["tasks"], []
+    if not raw_tasks:
+        raise Invalid("the planner's plan has no tasks")
+    if len(raw_tasks) > MAX_PLAN_TASKS:
+        warnings.append(f"the plan has {len(raw_tasks)} tasks; only the first "
+                        f"{MAX_PLAN_TASKS} were kept")
+        raw_tasks = raw_tasks[:MAX_PLAN_TASKS]
+    tasks = [_plan_task(i, raw, warnings) for i, raw in enumerate(raw_tasks)]
+    edges, children = [], collections.defaultdict(set)
+    raw_edges = plan.get("dependencies") or []
+    if not isinstance(raw_edges, list):
+        warnings.append('"dependencies" is not an array; ignored')
+        raw_edges = []
+    for edge in raw_edges:
+        shown = json_dumps(edge)[:60]
+        if not (isinstance(edge, list) and len(edge) == 2 and all(
+                isinstance(i, int) and not isinstance(i, bool) for i in edge)):
+            warnings.append(f"dependency {shown} is not a pair of task indexes; dropped")
+            continue
+        parent, child = edge
+        if not (0 <= parent < len(tasks) and 0 <= child < len(tasks)):
+            warnings.append(f"dependency {shown} names a task that is not in the plan; "
+                            "dropped")
+        elif parent == child:
+            warnings.append(f"dependency {shown} makes a task depend on itself; dropped")
+        elif child in children[parent]:
+            continue  # the same edge twice
+        elif _reaches(children, child, parent):
+            warnings.append(f"dependency {shown} would make a cycle; dropped")
+        else:
+            children[parent].add(child)
+            edges.append((parent, child))
+    return tasks, edges, warnings
+
+
+def last_json_block(text: str) -> str | None:
+    """The content of the last ``` fenced block (json or unmarked) of text."""
+    blocks = re.findall(r"```(?:json)?[ \t]*\n(.*?)```", text, re.DOTALL)
+    return blocks[-1] if blocks else None
+
+
+def planner_prompt(project: dict, values: dict) -> str:
+    granularity = values["granularity"]
+    return "\n\n".join([
+        f"You are planning work on the project {project['name']!r} in "
+        f"{project['working_dir']}. Do not change anything: read the code (the Read tool, "
+        "and read-only shell commands such as ls, grep, git log, git show and git "
+        "ls-files) to understand it, then split the topic below into tasks that an AI "
+        "coding agent can each finish in one session.",
+        "## Topic\n" + values["topic"].strip(),
+        "## Context\n" + (values["context"].strip() or "(none given)"),
+        f"## Granularity: {granularity}\nAim for {GRANULARITIES[granularity]} tasks. " + {
+            "high-level": "Each task is a milestone that delivers something usable.",
+            "balanced": "Each task is one coherent change of a few files.",
+            "detailed": "Each task is one small, focused change."}[granularity],
+        "Each task has a short imperative title, a description of what to change and "
+        "where, a task_type (one of: " + ", ".join(TASK_TYPES) + "), a priority (0 low, "
+        "1 medium, 2 high, 3 urgent) and acceptance criteria a reviewer can check. "
+        "Dependencies are pairs [parentIndex, childIndex] of 0-based positions in the task "
+        "list: the child starts only after the parent is done. Add them only where the "
+        "order matters, and never in a cycle.",
+        "End your answer with exactly one fenced JSON block:\n```json\n"
+        '{"tasks": [{"title": "...", "description": "...", "task_type": "feature", '
+        '"priority": 1, "acceptance_criteria": "..."}], "dependencies": [[0, 1]]}\n```'])
+
+
+def _plan_task(index: int, raw, warnings: list[str]) -> dict:
+    """One planned task as task column values; Invalid when it has no title."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("title"), str) \
+            or not raw["title"].strip():
+        raise Invalid(f"task {index} of the plan has no title")
+    title = " ".join(raw["title"].split())
+    if len(title) > 500:
+        warnings.append(f"the title of task {index} was cut to 500 characters")
+        title = title[:500]
+    values = {"title": title}
+    for name, limit in (("description", 200_000), ("acceptance_criteria", 100_000)):
+        value = raw.get(name)
+        if isinstance(value, list):  # a list of criteria, one per line
+            value = "\n".join(f"- {item}" for item in value)
+        elif value is not None and not isinstance(value, str):
+            value = json_dumps(value)
+        values[name] = (value or "").strip()[:limit]
+    task_type = raw.get("task_type", "feature")
+    if task_type not in TASK_TYPES:
+        warnings.append(f"task {index} has task_type {json_dumps(task_type)[:40]}; "
+                        "made it feature")
+        task_type = "feature"
+    values["task_type"] = task_type
+    priority = raw.get("priority", 1)
+    if isinstance(priority, str) and priority.lower() in PRIORITY_NAMES:
+        priority = PRIORITY_NAMES.index(priority.lower())
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 3:
+        warnings.append(f"task {index} has priority {json_dumps(priority)[:40]}; made it 1")
+        priority = 1
+    values["priority"] = priority
+    return values
+
+
+def _reaches(children: dict, start: int, goal: int) -> bool:
+    seen, stack = set(), [start]
+    while stack:
+        node = stack.pop()
+        if node == goal:
+            return True
+        if node not in seen:
+            seen.add(node)
+            stack.extend(children[node])
+    return False
+
+
+def _plan_phase(run: "PlanRun", phase: str, message: str) -> None:
+    run.phase = phase
+    _publish_plan(run, "plan:phase", phase=phase)
+    _publish_plan(run, "plan:log", type="phase", message=message)
+
+
+def _publish_plan(run: "PlanRun", event: str, **data) -> None:
+    runtime.hub.publish(event, {"projectId": run.project_id, "planId": run.plan_id,
+                                **{k: v for k, v in data.items()
+                                   if v is not None or k == "error"}}, run.project_id)
+
+
+def _plan_end_changes(run: "PlanRun", status: str, error: str | None,
+                      warnings: list[str]) -> dict:
+    stats = {**run.stats(), "exitCode": run.exit_code}
+    return {"status": status, "error": error, "warnings_json": json_dumps(warnings),
+            "stats_json": json_dumps(stats), "cost": run.cost(), "finished_at": now_iso(),
+            "tasks_json": "[]", "stats": stats}
+
+
+def _end_plan(run: "PlanRun", status: str, *, error: str, publish: bool = True) -> None:
+    """Finish a session that created nothing."""
+    changes = _plan_end_changes(run, status, error, [])
+    stats = changes.pop("stats")
+    update_plan_row(run.plan_id, changes)
+    if runtime.plans.get(run.project_id) is run:
+        del runtime.plans[run.project_id]
+    if publish:
+        _publish_plan(run, "plan:completed", tasks=[], stats=stats, error=error, warnings=[])
 
 
 # --- statistics ----------------------------------------------------------------
@@ -3147,6 +3697,181 @@ def health() -> dict:
     db_state = db_check()
     return {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
             "db": db_state}
+
+
+# =============================================================================
+# WEBHOOKS
+# =============================================================================
+# Services note the moments webhooks announce (record_webhook_event); the WebhookSender
+# matches each to the project's enabled hooks and delivers it in the background, in order
+# per hook, with retries.  It reads only its own outbox, never the event hub, so recording
+# a delivery (webhook:delivery) can never cause another one.
+
+#: The headline of each announced moment.
+EVENT_TITLES = {"task:created": "New task", "task:started": "Task started",
+                "task:completed": "Task ready for review", "task:approved": "Task approved",
+                "task:changes_requested": "Changes requested", "task:failed": "Task failed",
+                "webhook:test": "Test message from Taskboard"}
+#: Discord embed colours (0xRRGGBB) per moment.
+EVENT_COLORS = {"task:created": 0x5865F2, "task:started": 0xF0B232,
+                "task:completed": 0x3BA55C, "task:approved": 0x2D7D46,
+                "task:changes_requested": 0xEB6E2F, "task:failed": 0xED4245,
+                "webhook:test": 0x99AAB5}
+
+
+class WebhookSender:
+    """Delivers webhook moments in background greenlets: one worker per busy hook, so a
+    slow target delays only its own deliveries, and each hook gets them in order."""
+
+    def __init__(self):
+        #: Moments not yet matched to hooks (the newest 10,000 at most).
+        self.outbox = collections.deque(maxlen=10_000)
+        self.wakeup = gevent.event.Event()
+        #: webhook id -> deque of (hook, project, moment) waiting for its worker
+        self.queues = {}
+        self.workers = {}
+        self.greenlet = None
+
+    def start(self) -> None:
+        self.greenlet = gevent.spawn(self._loop)
+
+    def put(self, moment: dict) -> None:
+        self.outbox.append(moment)
+        self.wakeup.set()
+
+    def stop(self) -> None:
+        if self.greenlet is not None:
+            self.greenlet.kill()
+        gevent.killall(list(self.workers.values()))
+
+    def _loop(self):
+        while True:
+            self.wakeup.wait()
+            self.wakeup.clear()
+            while self.outbox:
+                moment = self.outbox.popleft()
+                try:
+                    self._dispatch(moment)
+                except Exception:  # a background loop: log and carry on
+                    log.exception("webhooks: cannot dispatch %s", moment.get("event"))
+
+    def _dispatch(self, moment: dict):
+        project, hooks = webhook_targets(moment["projectId"], moment["event"])
+        for hook in hooks:
+            queue = self.queues.setdefault(hook["id"], collections.deque(maxlen=1_000))
+            queue.append((hook, project, moment))
+            if hook["id"] not in self.workers:
+                self.workers[hook["id"]] = gevent.spawn(self._work, hook["id"])
+
+    def _work(self, hook_id: int):
+        queue = self.queues[hook_id]
+        try:
+            while queue:
+                hook, project, moment = queue.popleft()
+                try:
+                    deliver(hook, project, moment)
+                except Exception:
+                    log.exception("webhook %s: delivery failed", hook_id)
+        finally:
+            del self.workers[hook_id]
+            if not queue:
+                del self.queues[hook_id]
+
+
+def deliver(hook: dict, project: dict, moment: dict, attempts: int = 3) \
+        -> tuple[int | None, str | None, int]:
+    """POST the moment in the hook's format, retrying 5xx, 429 and connection errors with
+    backoff; every attempt is recorded.  Returns (status, error or None, attempts made)."""
+    body = json_dumps(webhook_payload(hook["platform"], project, moment)).encode()
+    headers = {"Content-Type": "application/json", "User-Agent": f"taskboard/{__version__}",
+               "X-Taskboard-Event": moment["event"]}
+    if hook["secret"]:
+        digest = hmac.new(hook["secret"].encode(), body, hashlib.sha256).hexdigest()
+        headers["X-Taskboard-Signature"] = f"sha256={digest}"
+    status, error, attempt = None, None, 0
+    for attempt in range(1, attempts + 1):
+        started = time.monotonic()
+        status, error = _post(hook["url"], body, headers)
+        record_delivery(hook, moment["event"], attempt, status, error is None, error,
+                        int((time.monotonic() - started) * 1000))
+        if error is None or (status is not None and status < 500 and status != 429):
+            break
+        if attempt < attempts:
+            gevent.sleep(WEBHOOK_BACKOFF_SECONDS[min(attempt, len(WEBHOOK_BACKOFF_SECONDS))
+                                                - 1])
+    return status, error, attempt
+
+
+def webhook_payload(platform: str, project: dict, moment: dict) -> dict:
+    """The body of a delivery in the platform's format (design §8)."""
+    event, task = moment["event"], moment["task"]
+    if platform == "custom":
+        return {"event": event, "timestamp": moment["at"],
+                "project": {"id": project["id"], "name": project["name"],
+                            "slug": project["slug"]},
+                "task": task, "data": moment["data"]}
+    title = EVENT_TITLES.get(event, event)
+    name = f"{task.get('task_key') or ''} {task.get('title') or ''}".strip()
+    facts = [("Project", project["name"]), ("Status", task.get("status") or "-"),
+             ("Type", task.get("task_type") or "-")]
+    if isinstance(task.get("priority"), int) and 0 <= task["priority"] < 4:
+        facts.append(("Priority", PRIORITY_NAMES[task["priority"]]))
+    facts += [(key.replace("_", " ").capitalize(), str(value))
+              for key, value in moment["data"].items() if value not in (None, "", True)]
+    if event == "task:failed" and task.get("last_error"):
+        facts.append(("Error", task["last_error"]))
+    if platform == "platform_a":  # Slack: blocks, with text for notifications
+        return {"text": f"{title}: {name}", "blocks": [
+            {"type": "header", "text": {"type": "plain_text", "text": title[:150]}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": _slack(name, 3000)}},
+            {"type": "section", "fields": [
+                {"type": "mrkdwn", "text": _slack(f"*{k}*\n{v}", 2000)} for k, v in facts[:10]]},
+            {"type": "context", "elements": [
+                {"type": "mrkdwn", "text": _slack(f"Taskboard · {project['name']}", 300)}]}]}
+    if platform == "platform_b":  # Discord: one embed
+        embed = {"title": _cut(f"{title}: {name}", 200),
+                 "color": EVENT_COLORS.get(event, 0x99AAB5), "timestamp": moment["at"],
+                 "fields": [{"name": k[:256], "value": _cut(v, 1000) or "-",
+                             "inline": len(v) < 40} for k, v in facts[:25]],
+                 "footer": {"text": f"Taskboard · {project['name']}"[:2048]}}
+        if task.get("description"):  # Discord refuses an empty description
+            embed["description"] = _cut(task["description"], 1000)
+        return {"username": "Taskboard", "embeds": [embed]}
+    return {"type": "message", "attachments": [{  # Teams: an Adaptive Card message
+        "contentType": "application/vnd.microsoft.card.adaptive", "contentUrl": None,
+        "content": {
+            "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+            "type": "AdaptiveCard", "version": "1.4", "body": [
+                {"type": "TextBlock", "text": title, "weight": "Bolder", "size": "Medium",
+                 "wrap": True},
+                {"type": "TextBlock", "text": name, "wrap": True},
+                {"type": "FactSet", "facts": [{"title": k, "value": _cut(v, 1000)}
+                                              for k, v in facts]}]}}]}
+
+
+def _post(url: str, body: bytes, headers: dict) -> tuple[int | None, str | None]:
+    """One POST: (status, None) on 2xx, else (status or None, why)."""
+    try:
+        with gevent.Timeout(WEBHOOK_TIMEOUT_SECONDS):
+            response = requests.post(url, data=body, headers=headers, stream=True,
+                                     timeout=WEBHOOK_TIMEOUT_SECONDS, allow_redirects=False)
+            response.close()
+    except (gevent.Timeout, requests.Timeout):
+        return None, f"no answer within {WEBHOOK_TIMEOUT_SECONDS:g} s"
+    except requests.RequestException as exc:
+        reason = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(exc))
+        host = urllib.parse.urlsplit(url).netloc
+        return None, f"cannot reach {host}: {reason.group(1) if reason else type(exc).__name__}"
+    if 200 <= response.status_code < 300:
+        return response.status_code, None
+    return response.status_code, f"the target answered {response.status_code} " \
+        f"{response.reason or ''}".rstrip()
+
+
+def _slack(text: str, limit: int) -> str:
+    """Text for a Slack mrkdwn field: &, < and > escaped, cut to the block's limit."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 # =============================================================================
@@ -3290,6 +4015,12 @@ class StreamParser:
             entries.append({"kind": "system", "message": "finished: " + _cut(text, 2000)})
         return entries
 
+    @property
+    def turns(self) -> int:
+        """API round trips so far: one per assistant message (or the result's count)."""
+        counted = (self.result or {}).get("num_turns")
+        return max(len(self._messages), counted if isinstance(counted, int) else 0)
+
     def _note_file(self, tool_input):
         """Remember the file a tool call reads or writes, relative to the repository."""
         if not isinstance(tool_input, dict):
@@ -3421,7 +4152,7 @@ class AgentRun:
     def _supervise(self):
         pumps = []
         try:
-            record_run_process(self)
+            self._started()
             if self.stop_reason:  # stopped while it was starting
                 self._signal(signal.SIGTERM)
                 self._kill_timer = gevent.spawn_later(KILL_GRACE_SECONDS, self._signal,
@@ -3499,7 +4230,13 @@ class AgentRun:
                 handle(text)
             except Exception:  # one odd line must not stop the reading (the agent would block)
                 log.exception("run %s: cannot handle an output line", self.run_id)
-                runtime.logs.append(self.task_id, "raw", _cut(text), self.run_id)
+                self._bad_line(text)
+
+    def _started(self):
+        record_run_process(self)
+
+    def _bad_line(self, text: str):
+        runtime.logs.append(self.task_id, "raw", _cut(text), self.run_id)
 
     def _on_stdout(self, text: str):
         self._seq += 1
@@ -3527,6 +4264,39 @@ class AgentRun:
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signum)
+
+
+class PlanRun(AgentRun):
+    """A planning session's agent: read-only and tied to no task; what it prints becomes
+    plan:* events, and finish_plan() turns its answer into tasks."""
+
+    def __init__(self, plan_id, project_id, values, argv, cwd, env, prompt, *, timeout_s,
+                 idle_s):
+        super().__init__(None, project_id, None, argv, cwd, env, prompt,
+                         model=values["model"], timeout_s=timeout_s, idle_s=idle_s,
+                         on_finish=finish_plan)
+        self.plan_id, self.values = plan_id, values
+        self.phase = "starting"
+
+    def stats(self) -> dict:
+        usage = self.parser.usage
+        return {"elapsed": int((time.monotonic() - self.started) * 1000),
+                "tokens": {"input": usage["input"], "output": usage["output"]},
+                "toolCalls": self.parser.tool_calls, "turns": self.parser.turns}
+
+    def _started(self):
+        record_plan_process(self)
+
+    def _bad_line(self, text: str):
+        pass  # already logged; a planner has no task log to keep it in
+
+    def _on_stdout(self, text: str):
+        entries = self.parser.feed(text)
+        plan_output(self, entries, self.parser.last_type)
+
+    def _on_stderr(self, text: str):
+        plan_output(self, [{"kind": "stderr", "message": _cut(text), "is_error": True}],
+                    "stderr")
 
 
 class AgentPool:
@@ -4071,6 +4841,29 @@ def api_webhook_deliveries(project_id, webhook_id):
     return webhook_deliveries(project_id, webhook_id)
 
 
+@app.post("/api/projects/<project_id:int>/webhooks/<webhook_id:int>/test",
+          returns="WebhookTest")
+def api_test_webhook(project_id, webhook_id):
+    return test_webhook(project_id, webhook_id)
+
+
+# --- planning --------------------------------------------------------------------
+
+@app.post("/api/projects/<project_id:int>/plan", body=PLAN_FIELDS, returns="PlanStarted")
+def api_start_plan(project_id):
+    return start_plan(project_id, read_json())
+
+
+@app.get("/api/projects/<project_id:int>/plan/status", returns="PlanStatus")
+def api_plan_status(project_id):
+    return plan_status(project_id)
+
+
+@app.post("/api/projects/<project_id:int>/plan/cancel", returns="PlanCancelled")
+def api_cancel_plan(project_id):
+    return cancel_plan(project_id)
+
+
 # --- statistics ------------------------------------------------------------------
 
 @app.get("/api/projects/<project_id:int>/stats", returns="ProjectStats")
@@ -4360,6 +5153,24 @@ _SCHEMAS = {
         "status": {"type": ["integer", "null"]}, "ok": {"type": "boolean"},
         "error": {"type": ["string", "null"]}, "durationMs": {"type": ["integer", "null"]},
         "createdAt": {"type": "string"}}},
+    "WebhookTest": {"type": "object", "required": ["ok", "status"], "properties": {
+        "ok": {"type": "boolean"}, "status": {"type": ["integer", "null"]},
+        "error": {"type": "string"}}},
+    "PlanStarted": {"type": "object", "required": ["planId", "status"], "properties": {
+        "planId": {"type": "string"}, "status": {"type": "string", "enum": ["started"]}}},
+    "PlanCancelled": {"type": "object", "required": ["status"], "properties": {
+        "status": {"type": "string", "enum": ["cancelled"]}}},
+    "PlanStatus": {"type": "object", "required": ["active", "planId"], "properties": {
+        "active": {"type": "boolean"}, "planId": {"type": ["string", "null"]},
+        "elapsed": {"type": "integer"}, "toolCalls": {"type": "integer"},
+        "turns": {"type": "integer"}, "phase": {"type": "string",
+                                                "enum": ["starting", "exploring", "writing"]},
+        "topic": {"type": "string"},
+        "tokens": {"type": "object", "properties": {"input": {"type": "integer"},
+                                                    "output": {"type": "integer"}}},
+        "last": {"type": ["object", "null"], "description": "the latest finished session "
+                 "(inactive only): planId, status, topic, tasks, error, warnings, "
+                 "finishedAt"}}},
     "Health": {"type": "object"},
     "Desktop": {"type": "object", "description": "the spec's arguments and result of the "
                 "desktop command (design.md §11)"},
@@ -4754,8 +5565,10 @@ class Runtime:
         self.queue_pending = set()
         #: token -> {project_id, task_id} of each live run's board tools.
         self.run_tokens = {}
-        #: Webhook moments waiting for delivery (the newest 10,000 at most).
-        self.webhook_outbox = collections.deque(maxlen=10_000)
+        self.webhooks = WebhookSender()
+        #: project id -> its live planning session; the last planId's milliseconds.
+        self.plans = {}
+        self.last_plan_ms = 0
         #: The board's address, for agents (TASKBOARD_URL); serve() sets the bound port.
         self.url = board_url(config["host"], config["port"])
         self.agent = {"command": config["agent_command"], "found": None, "version": None}
@@ -4836,7 +5649,9 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     runtime = Runtime(config)
     migrate()
     runtime.settings = settings_rows()
+    interrupt_stale_plans()
     runtime.logs.start()
+    runtime.webhooks.start()
     if config["demo"]:
         create_demo_project()
     runtime.greenlets.append(gevent.spawn(check_agent_command))
@@ -4852,6 +5667,8 @@ def shutdown() -> None:
         return
     for greenlet in runtime.greenlets:
         greenlet.kill()
+    runtime.webhooks.stop()
+    stop_plans()
     runtime.agents.shutdown()
     runtime.logs.stop()
     for sub in list(runtime.hub.subscribers):

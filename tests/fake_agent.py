@@ -27,6 +27,10 @@ test that does not care about runs stays there):
     fake:verdict=V        when the prompt is the board's verifier prompt ("You are reviewing
                           the work ..."): answer with a fenced JSON verdict V (approve or
                           reject; `none` answers without a JSON block); default approve
+    fake:plan=NAME        the default when the prompt is the board's planner prompt ("You
+                          are planning ..."): a Read and a Bash(ls) call, text, then a final
+                          answer ending in the plan NAME of PLANS below (default good), or,
+                          when NAME is a path, that file's text as the final answer
 
 Modifiers:
 
@@ -68,7 +72,26 @@ STREAMS = os.path.join(HERE, "fixtures", "agent-streams")
 VERSION = "2.1.197 (Claude Code)"
 DIRECTIVE = re.compile(r"fake:([a-z-]+)(?:=(\S+))?")
 MODES = ("ok", "replay", "denied", "lines", "exit", "crash", "no-result", "hang",
-         "api-error", "overloaded", "budget", "fail-times")
+         "api-error", "overloaded", "budget", "fail-times", "plan")
+PLAN_TASKS = [
+    {"title": "Add the data model", "description": "Tables for carts.", "task_type": "feature",
+     "priority": 2, "acceptance_criteria": "Migrations run."},
+    {"title": "Add the cart API", "description": "CRUD routes.", "task_type": "feature",
+     "priority": 1, "acceptance_criteria": ["Routes answer", "Errors are 4xx"]},
+    {"title": "Document the cart API", "description": "README section.", "task_type": "docs",
+     "priority": 0, "acceptance_criteria": "README lists every route."},
+]
+#: The final JSON block of each fake:plan=NAME.
+PLANS = {
+    "good": {"tasks": PLAN_TASKS, "dependencies": [[0, 1], [1, 2]]},
+    "cyclic": {"tasks": PLAN_TASKS, "dependencies": [[0, 1], [1, 2], [2, 0], [0, 7], [1, 1],
+                                                     "x", [0, 1]]},
+    "notitle": {"tasks": [PLAN_TASKS[0], {"description": "no title here"}],
+                "dependencies": []},
+    "empty": {"tasks": [], "dependencies": []},
+    "odd": {"tasks": [{"title": "  Odd   task ", "task_type": "epic", "priority": 9,
+                       "description": {"a": 1}}], "dependencies": "none"},
+}
 USAGE = {"input_tokens": 2400, "cache_creation_input_tokens": 6000,
          "cache_read_input_tokens": 18000, "output_tokens": 170}
 
@@ -180,6 +203,35 @@ def run_ok(out, sid, d):
     out.finish(0)
 
 
+def run_plan(out, sid, cwd, name):
+    """A planner session: explore (Read, then ls), say so, then answer with the plan."""
+    if name == "badjson":
+        answer = "Here is the plan.\n```json\n{\"tasks\": [{\"title\": \"A\",}\n```"
+    elif os.path.sep in name:
+        with open(name, encoding="utf-8") as f:
+            answer = f.read()
+    else:
+        answer = "Here is the plan.\n```json\n" + json.dumps(PLANS[name], indent=2) + "\n```"
+    first, second = f"msg_{uuid.uuid4().hex[:22]}", f"msg_{uuid.uuid4().hex[:22]}"
+    out.emit(assistant(sid, {"type": "text", "text": "Let me look at the code."}, first))
+    out.emit(assistant(sid, {"type": "tool_use", "id": "toolu_plan1", "name": "Read",
+                             "input": {"file_path": os.path.join(cwd, "README.md")}}, first))
+    out.emit({"type": "user", "message": {"role": "user", "content": [
+        {"tool_use_id": "toolu_plan1", "type": "tool_result", "content": "# Shop",
+         "is_error": False}]}, "parent_tool_use_id": None, "session_id": sid,
+        "uuid": str(uuid.uuid4())})
+    out.emit(assistant(sid, {"type": "tool_use", "id": "toolu_plan2", "name": "Bash",
+                             "input": {"command": "rm -rf build"}}, second))
+    out.emit({"type": "user", "message": {"role": "user", "content": [
+        {"tool_use_id": "toolu_plan2", "type": "tool_result", "is_error": True,
+         "content": "Claude requested permissions to use Bash, but you haven't granted it "
+                    "yet."}]}, "parent_tool_use_id": None, "session_id": sid,
+        "uuid": str(uuid.uuid4())})
+    out.emit(assistant(sid, {"type": "text", "text": answer}))
+    out.emit(result(sid, text=answer, cost=0.02))
+    out.finish(0)
+
+
 def run_replay(out, sid, cwd, name, d):
     with open(os.path.join(STREAMS, f"{name}.jsonl"), encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f if line.strip()]
@@ -219,6 +271,8 @@ def run(out, sid, cwd, d, task_id):
         out.emit(assistant(sid, {"type": "text", "text": text}))
         out.emit(result(sid, text=text, cost=0.01))
         out.finish(0)
+    if mode == "plan":
+        run_plan(out, sid, cwd, arg or "good")
     if mode == "ok":
         run_ok(out, sid, d)
     elif mode == "lines":
@@ -266,6 +320,8 @@ def main(argv):
     d = parse_directives(prompt)
     if prompt.startswith("You are reviewing the work"):  # the board's verifier (autoTest)
         d["mode"], d["arg"] = "verdict", d.get("verdict", "approve")
+    elif prompt.startswith("You are planning") and "mode" not in d:  # the board's planner
+        d["mode"], d["arg"] = "plan", "good"
     if resume:
         path = os.path.join(base, "sessions", f"{resume}.json")
         saved = json.load(open(path)) if os.path.exists(path) else None
