@@ -1655,10 +1655,13 @@ def start_plan(project_id: int, body) -> dict:
     _publish_plan(run, "plan:started", topic=values["topic"], model=values["model"],
                   effort=values["effort"])
     try:
+        if not os.path.isdir(project["working_dir"]):
+            raise FileNotFoundError(f"the project's workingDir {project['working_dir']!r} "
+                                    "does not exist")
         run.start()
     except OSError as exc:
-        why = f"the agent command {runtime.config['agent_argv'][0]!r} could not start: " \
-              f"{exc.strerror or exc}"
+        why = f"the planner could not start {runtime.config['agent_argv'][0]!r} in " \
+              f"{project['working_dir']}: {exc.strerror or exc}"
         _end_plan(run, "failed", error=why)
         run.finished.set()
     return {"planId": plan_id, "status": "started"}
@@ -1746,8 +1749,10 @@ def _write_plan(run: "PlanRun") -> None:
     if outcome != "ok":
         _end_plan(run, "failed", error=f"the planner failed: {reason}")
         return
-    text = (run.parser.result or {}).get("result")
-    texts = [text] if isinstance(text, str) and text else list(run.parser.texts)
+    texts = list(run.parser.texts)  # the latest text blocks, then the final answer
+    final = (run.parser.result or {}).get("result")
+    if isinstance(final, str) and final and (not texts or texts[-1] != final):
+        texts.append(final)
     try:
         tasks, edges, warnings = parse_plan("\n".join(texts))
     except Invalid as exc:
@@ -1848,7 +1853,7 @@ def parse_plan(text: str) -> tuple[list[dict], list[tuple[int, int]], list[str]]
 
 def last_json_block(text: str) -> str | None:
     """The content of the last ``` fenced block (json or unmarked) of text."""
-    blocks = re.findall(r"```(?:json)?[ \t]*\n(.*?)```", text, re.DOTALL)
+    blocks = re.findall(r"```(?:json)?[ \t]*\n(.*?)```", text, re.DOTALL | re.IGNORECASE)
     return blocks[-1] if blocks else None
 
 
@@ -1892,6 +1897,7 @@ def _plan_task(index: int, raw, warnings: list[str]) -> dict:
         if isinstance(value, list):  # a list of criteria, one per line
             value = "\n".join(f"- {item}" for item in value)
         elif value is not None and not isinstance(value, str):
+            warnings.append(f"the {name} of task {index} is not text; kept as JSON")
             value = json_dumps(value)
         values[name] = (value or "").strip()[:limit]
     task_type = raw.get("task_type", "feature")
@@ -2397,9 +2403,10 @@ class StreamParser:
 
     @property
     def turns(self) -> int:
-        """API round trips so far: one per assistant message (or the result's count)."""
+        """API round trips: the result's count once there is one, else one per assistant
+        message so far."""
         counted = (self.result or {}).get("num_turns")
-        return max(len(self._messages), counted if isinstance(counted, int) else 0)
+        return counted if isinstance(counted, int) else len(self._messages)
 
     def _note_file(self, tool_input):
         """Remember the file a tool call reads or writes, relative to the repository."""
