@@ -47,6 +47,7 @@ import uuid
 import bottle
 import gevent
 import gevent.event
+import gevent.lock
 import gevent.queue
 import requests
 from gevent import pywsgi
@@ -124,6 +125,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     insert_attachment_row,
     insert_child_row,
     insert_delivery_row,
+    insert_issue_tasks,
     insert_log_rows,
     insert_plan_row,
     insert_plan_tasks,
@@ -162,6 +164,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     settings_rows,
     slugify,
     subtask_rows,
+    sync_project_rows,
     task_dependency_rows,
     task_detail_rows,
     task_event_rows,
@@ -436,6 +439,9 @@ def update_project(project_id: int, body) -> dict:
     project = project_view(row)
     runtime.hub.publish("project:updated", project, project_id)
     schedule_queue(project_id)
+    if row["git_host_sync_enabled"] and row["git_host_repo"] and (
+            "git_host_sync_enabled" in changes or "git_host_repo" in changes):
+        gevent.spawn(sync_issues, project_id)  # import the issues now, in the background
     return project
 
 
@@ -446,10 +452,16 @@ def delete_project(project_id: int) -> dict:
         cancel_plan(project_id)
     for task_id in runtime.agents.tasks_of(project_id):
         runtime.agents.stop(task_id)
+    project = project_row(project_id)
     paths = delete_project_row(project_id)
     if paths is None:
         raise NotFound(f"project {project_id} not found")
     _remove_files(paths)
+    folder = os.path.join(runtime.data_dir, "worktrees", str(project_id))
+    if os.path.isdir(folder):  # the worktrees go; their branches stay in the repository
+        shutil.rmtree(folder, ignore_errors=True)
+        if git_head(project["working_dir"]):
+            run_command(["git", "worktree", "prune"], repo_root(project["working_dir"]), 30)
     runtime.hub.publish("project:deleted", {"id": project_id}, project_id)
     return {"ok": True}
 
@@ -547,6 +559,16 @@ def update_task(task_id: int, body) -> dict:
     return get_task(task_id)
 
 
+def release_task(task_id: int) -> dict:
+    """A person moved or edited the task: an imported one may now be queued."""
+    row = task_row(task_id)
+    if row is not None and row["source"] and not row["released"]:
+        row = update_task_row(task_id, {"released": 1})
+        _publish_task(row)
+        schedule_queue(row["project_id"])
+    return get_task(task_id)
+
+
 def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | None = None,
               reason: str | None = None, run_options: dict | None = None,
               event: str | None = "auto") -> dict:
@@ -590,6 +612,8 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
         start_run(task_id, **(run_options or {}))
     else:
         runtime.agents.stop(task_id)
+    if to == "done":
+        gevent.spawn(after_done, task_id)  # pull request, issue, worktree: in the background
     settle_parent(after["parent_task_id"])
     schedule_queue(after["project_id"])
     return get_task(task_id)
@@ -613,6 +637,12 @@ def delete_task(task_id: int) -> dict:
         raise NotFound(f"task {task_id} not found")
     task, paths, orphans = deleted
     _remove_files(paths)
+    project = project_row(task["project_id"])
+    if project is not None:
+        try:
+            remove_worktree(task, project)
+        except GitError as exc:
+            log.warning("task %s: its worktree was not removed: %s", task_id, exc)
     runtime.hub.publish("task:deleted", {"id": task_id, "projectId": task["project_id"]},
                         task["project_id"])
     for orphan in orphans:
@@ -698,8 +728,9 @@ def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
     """
     try:
         _start_run(task_id, resume, prompt, note, mcp_port)
-    except (sqlite3.Error, OSError) as exc:  # e.g. the task was deleted meanwhile
-        log.exception("task %s: the agent could not start", task_id)
+    except (sqlite3.Error, OSError, GitError) as exc:  # e.g. the task was deleted meanwhile
+        if not isinstance(exc, GitError):
+            log.exception("task %s: the agent could not start", task_id)
         runtime.agents.release(task_id)
         if task_row(task_id) is not None:
             _fail_task(task_id, f"the agent could not start: {exc}")
@@ -725,7 +756,7 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         if context["attachments"] else None
     argv = agent_argv(task, project, session_id=session_id, attachment_dir=attachment_dir)
     text = prompt if prompt is not None else build_prompt(context, note=note)
-    cwd = project["working_dir"]
+    cwd = task_checkout(task, project)
     run_id = insert_run_row({
         "task_id": task_id, "project_id": project["id"], "kind": "task",
         "model": task["model"], "cwd": cwd, "resumed": int(bool(session_id)),
@@ -782,6 +813,13 @@ def finish_run(run: "AgentRun") -> None:
     The run's log is written first, so whoever sees the task move has seen all of it.
     """
     revoke_run_token(run)
+    task = task_row(run.task_id)
+    if task is not None:
+        try:
+            commit_leftovers(task, run.cwd, run.run_id)
+        except GitError as exc:
+            runtime.logs.append(run.task_id, "system", f"the agent's changes were not "
+                                f"committed: {exc}", run.run_id, is_error=True)
     runtime.logs.flush([run.task_id])
     outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
     usage = run.parser.usage
@@ -1128,8 +1166,10 @@ def pipeline_status(project_id: int) -> dict:
                      "isRunning": runtime.agents.holds(t["id"]),
                      "awaitingSubtasks": bool(t["agent_done"])} for t in running],
         "queued": [{"taskId": t["id"], "taskKey": t["task_key"],
-                    "reason": "starts when a slot is free" if queue_on and not t["source"]
-                    else "autoQueue is off or the task was imported: start it by hand"}
+                    "reason": "starts when a slot is free"
+                    if queue_on and (not t["source"] or t["released"])
+                    else "autoQueue is off, or the task was imported and waits for you to "
+                         "move or edit it"}
                    for t in backlog if states[t["id"]][0] == "ready"],
         "blocked": [{"taskId": t["id"], "taskKey": t["task_key"],
                      "state": states[t["id"]][0], "reason": states[t["id"]][1]}
@@ -1162,6 +1202,332 @@ def _pipeline(project_id: int) -> tuple[list[dict], list[dict]]:
 def _dependencies_changed(project_id: int) -> None:
     runtime.hub.publish("dependencies:updated", {"projectId": project_id}, project_id)
     schedule_queue(project_id)
+
+
+# --- git and the source host -----------------------------------------------------
+# With autoBranch, each task works in its own git worktree on its own branch, so agents
+# never touch the user's checkout nor each other's files (design §10).  git runs with
+# argument lists and timeouts, one operation at a time per repository.  The source host
+# (pull requests, issues) is reached in the background, never inside a request.
+
+#: git never waits for a password on a terminal: a push without credentials fails at once.
+GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "echo", "SSH_ASKPASS": "echo",
+           "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=20", "LC_ALL": "C"}
+#: How often synced projects import new issues.
+SYNC_INTERVAL_SECONDS = 300.0
+#: Timeout of a source-host API call and of a push.
+GIT_HOST_TIMEOUT_SECONDS = 30.0
+PUSH_TIMEOUT_SECONDS = 120.0
+
+
+class GitError(Exception):
+    """A git command failed; the message says which and why."""
+
+
+def git(cwd: str, *args: str, timeout: float = 60) -> str:
+    """Run `git args` in cwd; its output, or GitError with git's own message."""
+    code, out = run_command(["git", *args], cwd, timeout, stderr=subprocess.STDOUT,
+                            env={**os.environ, **GIT_ENV})
+    if code != 0:
+        detail = out.strip().splitlines()[-1] if out.strip() else f"exit code {code}"
+        raise GitError(f"git {args[0]} failed: {_cut(detail, 300)}")
+    return out
+
+
+def git_lock(root: str) -> "gevent.lock.RLock":
+    """The lock that serialises git operations on one repository."""
+    return runtime.git_locks.setdefault(os.path.realpath(root), gevent.lock.RLock())
+
+
+def worktree_path(task: dict) -> str:
+    return os.path.join(runtime.data_dir, "worktrees", str(task["project_id"]),
+                        task["task_key"])
+
+
+def branch_name(task: dict) -> str:
+    return f"{task['task_type']}/{task['task_key'].lower()}-{slugify(task['title'], 40)}"
+
+
+def task_checkout(task: dict, project: dict, run_id: int | None = None) -> str:
+    """Where the task's agent works: with autoBranch, its worktree (made, or made again
+    from its kept branch, at the same path); else, or outside git, workingDir."""
+    cwd = project["working_dir"]
+    if not project["auto_branch"]:
+        if project["max_concurrent"] > 1:
+            runtime.logs.append(task["id"], "system", "warning: this project runs up to "
+                                f"{project['max_concurrent']} agents in one checkout; turn on "
+                                "autoBranch to give each task its own worktree", run_id)
+        return cwd
+    if git_head(cwd) is None:
+        runtime.logs.append(task["id"], "system", f"no branch made: {cwd} is not a git "
+                            "repository with a commit; the agent works in it directly", run_id)
+        return cwd
+    root = repo_root(cwd)
+    path = worktree_path(task)
+    with git_lock(root):
+        if os.path.isdir(path) and run_command(["git", "rev-parse", "--git-dir"], path,
+                                               10)[0] == 0:
+            return path
+        git(root, "worktree", "prune")
+        branch = task["branch_name"] or branch_name(task)
+        changes = {"branch_name": branch}
+        if run_command(["git", "rev-parse", "--verify", "-q", f"refs/heads/{branch}"],
+                       root, 10)[0] == 0:
+            git(root, "worktree", "add", path, branch)
+            what = f"worktree {path} made again from branch {branch}"
+        else:
+            base = _base_ref(root, project["pr_base_branch"])
+            git(root, "worktree", "add", "-b", branch, path, base)
+            changes["base_commit"] = git(root, "rev-parse", base).strip()
+            what = f"worktree {path} on new branch {branch} from {base}"
+    runtime.logs.append(task["id"], "system", what, run_id)
+    _publish_task(update_task_row(task["id"], changes))
+    return path
+
+
+def commit_leftovers(task: dict, cwd: str, run_id: int | None) -> None:
+    """Commit what the agent left uncommitted in the task's worktree."""
+    if not cwd.startswith(os.path.join(runtime.data_dir, "worktrees") + os.sep) \
+            or not os.path.isdir(cwd):
+        return
+    with git_lock(repo_root(cwd)):
+        if not git(cwd, "status", "--porcelain").strip():
+            return
+        git(cwd, "add", "-A")
+        who = [] if run_command(["git", "config", "user.email"], cwd, 10)[1].strip() else \
+            ["-c", "user.name=Taskboard", "-c", "user.email=taskboard@localhost"]
+        git(cwd, *who, "commit", "-q", "--no-verify", "-m",
+            f"{task['task_key']}: uncommitted changes from the agent")
+    runtime.logs.append(task["id"], "system", "committed the changes the agent left "
+                        "uncommitted", run_id)
+
+
+def remove_worktree(task: dict, project: dict) -> None:
+    """Remove the task's worktree; its branch stays unless it has no commits of its own."""
+    path = worktree_path(task)
+    branch = task["branch_name"]
+    if not (project["auto_branch"] or os.path.isdir(path)) or git_head(
+            project["working_dir"]) is None:
+        return
+    root = repo_root(project["working_dir"])
+    with git_lock(root):
+        if os.path.isdir(path):
+            try:
+                git(root, "worktree", "remove", "--force", path)
+            except GitError:
+                shutil.rmtree(path, ignore_errors=True)
+                run_command(["git", "worktree", "prune"], root, 30)
+        if branch and task["base_commit"] and git(
+                root, "rev-list", "--count", f"{task['base_commit']}..{branch}").strip() == "0":
+            run_command(["git", "branch", "-D", branch], root, 30)
+
+
+def prune_worktrees() -> None:
+    """Start-up: forget worktrees whose directories are gone (never blocks start-up)."""
+    for project in project_rows():
+        if project["auto_branch"] and git_head(project["working_dir"]):
+            root = repo_root(project["working_dir"])
+            with git_lock(root):
+                run_command(["git", "worktree", "prune"], root, 30, env={**os.environ,
+                                                                         **GIT_ENV})
+
+
+def worktree_disk(project_id: int) -> dict:
+    """How many worktrees the project has and the disk they use."""
+    folder = os.path.join(runtime.data_dir, "worktrees", str(project_id))
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    if not names:
+        return {"worktrees": 0, "worktreeBytes": 0}
+    code, out = run_command(["du", "-sk", folder], None, 30)
+    size = int(out.split()[0]) * 1024 if code == 0 and out.split() else 0
+    return {"worktrees": len(names), "worktreeBytes": size}
+
+
+def after_done(task_id: int) -> None:
+    """A task entered done: open its pull request (autoPr), close its imported issue,
+    then remove its worktree.  Runs in the background; failures go to the task's log."""
+    context = run_context_rows(task_id)
+    if context is None:
+        return
+    task, project = context["task"], context["project"]
+    for step in (open_pull_request, close_issue):
+        try:
+            step(task, project)
+        except Exception as exc:  # the move to done is never undone by these
+            log.exception("task %s: %s failed", task_id, step.__name__)
+            runtime.logs.append(task_id, "system", f"{step.__name__.replace('_', ' ')} "
+                                f"failed: {exc}", is_error=True)
+        task = task_row(task_id) or task
+    if task["status"] == "done":
+        try:
+            remove_worktree(task, project)
+        except GitError as exc:
+            runtime.logs.append(task_id, "system", f"the worktree was not removed: {exc}",
+                                is_error=True)
+
+
+def open_pull_request(task: dict, project: dict) -> None:
+    """autoPr: push the task's branch to origin and open a pull request for it."""
+    if not project["auto_pr"] or task["pr_url"]:
+        return
+    say = functools.partial(runtime.logs.append, task["id"], "system")
+    if not task["branch_name"]:
+        say("no pull request: the task has no branch (turn on autoBranch)", is_error=True)
+        return
+    root = repo_root(project["working_dir"])
+    repo = project["git_host_repo"] or _repo_of_origin(root)
+    try:
+        with git_lock(root):
+            git(root, "push", "origin", f"refs/heads/{task['branch_name']}:refs/heads/"
+                f"{task['branch_name']}", timeout=PUSH_TIMEOUT_SECONDS)
+    except GitError as exc:
+        say(f"no pull request: pushing {task['branch_name']} to origin failed ({exc})",
+            is_error=True)
+        return
+    say(f"pushed {task['branch_name']} to origin")
+    if not repo:
+        say("no pull request: set the project's gitHostRepo (owner/repo)", is_error=True)
+        return
+    body = "\n\n".join(filter(None, [
+        f"Task **{task['task_key']}**: {task['title']}", task["description"].strip(),
+        "## Acceptance criteria\n" + task["acceptance_criteria"].strip()
+        if task["acceptance_criteria"].strip() else "", "Opened by Taskboard."]))
+    status, answer = git_host_call("POST", f"/repos/{repo}/pulls", {
+        "title": f"{task['task_key']}: {task['title']}", "head": task["branch_name"],
+        "base": project["pr_base_branch"], "body": body})
+    if status == 422 and "already exists" in json_dumps(answer):
+        owner = repo.split("/")[0]
+        status, found = git_host_call("GET", f"/repos/{repo}/pulls?state=open&head="
+                                      f"{owner}:{urllib.parse.quote(task['branch_name'])}")
+        answer = found[0] if status == 200 and isinstance(found, list) and found else answer
+        status = 201 if isinstance(answer, dict) and answer.get("html_url") else status
+    if status == 201 and isinstance(answer, dict) and answer.get("html_url"):
+        _publish_task(update_task_row(task["id"], {"pr_url": str(answer["html_url"])}))
+        say(f"pull request: {answer['html_url']}")
+    else:
+        say(f"the pull request was not opened: {_host_problem(status, answer)}",
+            is_error=True)
+
+
+def close_issue(task: dict, project: dict) -> None:
+    """An imported issue's task is done: comment on the issue and close it."""
+    if not task["issue_number"] or not project["git_host_repo"]:
+        return
+    path = f"/repos/{project['git_host_repo']}/issues/{task['issue_number']}"
+    text = f"Done in Taskboard as {task['task_key']}: {task['title']}." + (
+        f"\n\nPull request: {task['pr_url']}" if task["pr_url"] else "")
+    status, answer = git_host_call("POST", f"{path}/comments", {"body": text})
+    if status != 201:
+        runtime.logs.append(task["id"], "system", f"issue #{task['issue_number']} was not "
+                            f"commented on: {_host_problem(status, answer)}", is_error=True)
+        return
+    status, answer = git_host_call("PATCH", path, {"state": "closed",
+                                                   "state_reason": "completed"})
+    if status == 200:
+        runtime.logs.append(task["id"], "system", f"closed issue #{task['issue_number']}")
+    else:
+        runtime.logs.append(task["id"], "system", f"issue #{task['issue_number']} was not "
+                            f"closed: {_host_problem(status, answer)}", is_error=True)
+
+
+def sync_issues(project_id: int) -> dict:
+    """Import the open issues of the project's gitHostRepo not imported before."""
+    project = project_row(project_id)
+    if project is None or not project["git_host_sync_enabled"] or \
+            not project["git_host_repo"]:
+        return {"imported": 0}
+    issues = []
+    for page in range(1, 11):  # at most 1,000 open issues a sync
+        status, answer = git_host_call(
+            "GET", f"/repos/{project['git_host_repo']}/issues?state=open&per_page=100"
+            f"&page={page}")
+        if status != 200 or not isinstance(answer, list):
+            log.warning("project %s: issue sync failed: %s", project_id,
+                        _host_problem(status, answer))
+            return {"imported": 0, "error": _host_problem(status, answer)}
+        for item in answer:
+            if isinstance(item, dict) and "pull_request" not in item and \
+                    isinstance(item.get("number"), int) and item.get("title"):
+                issues.append(_issue_task(item))
+        if len(answer) < 100:
+            break
+    settings = get_settings()
+    rows = insert_issue_tasks(project_id, issues, {
+        "model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]})
+    for row in rows:
+        runtime.hub.publish("task:created", task_view(row), project_id)
+        record_webhook_event("task:created", row, issue=row["issue_number"])
+    return {"imported": len(rows)}
+
+
+def sync_all_issues() -> None:
+    """The background sync: every synced project, every SYNC_INTERVAL_SECONDS."""
+    while True:
+        for project in sync_project_rows():
+            try:
+                sync_issues(project["id"])
+            except Exception:
+                log.exception("project %s: issue sync failed", project["id"])
+        gevent.sleep(SYNC_INTERVAL_SECONDS)
+
+
+def git_host_call(method: str, path: str, body: dict | None = None) -> tuple[int | None, object]:
+    """One call to the source host's REST API: (status, decoded answer), (None, why)."""
+    headers = {"Accept": "application/vnd.github+json", "User-Agent": f"taskboard/{__version__}",
+               "X-GitHub-Api-Version": "2022-11-28"}
+    if runtime.config.get("git_host_token"):
+        headers["Authorization"] = f"Bearer {runtime.config['git_host_token']}"
+    url = runtime.config["git_host_api"].rstrip("/") + path
+    try:
+        with gevent.Timeout(GIT_HOST_TIMEOUT_SECONDS):
+            response = requests.request(method, url, json=body, headers=headers,
+                                        timeout=GIT_HOST_TIMEOUT_SECONDS)
+    except (gevent.Timeout, requests.RequestException) as exc:
+        return None, f"cannot reach {urllib.parse.urlsplit(url).netloc}: " \
+            f"{type(exc).__name__}"
+    try:
+        return response.status_code, response.json()
+    except ValueError:
+        return response.status_code, response.text[:300]
+
+
+def _issue_task(item: dict) -> dict:
+    body = item.get("body") if isinstance(item.get("body"), str) else ""
+    return {"title": " ".join(str(item["title"]).split())[:500] or f"Issue #{item['number']}",
+            "description": (body.strip() + "\n\n" if body.strip() else "")
+            + f"Imported from issue #{item['number']}: {item.get('html_url') or ''}",
+            "task_type": "bugfix" if any(
+                isinstance(label, dict) and "bug" in str(label.get("name", "")).lower()
+                for label in item.get("labels") or []) else "feature",
+            "priority": 1, "issue_number": item["number"],
+            "issue_url": str(item.get("html_url") or ""), "acceptance_criteria": "",
+            "tags": json_dumps(["issue"])}
+
+
+def _host_problem(status: int | None, answer) -> str:
+    if status is None:
+        return str(answer)
+    message = answer.get("message") if isinstance(answer, dict) else None
+    hint = {401: " (check TASKBOARD_GIT_HOST_TOKEN)", 403: " (the token may lack access)",
+            404: " (check gitHostRepo and the token's access)"}.get(status, "")
+    return f"the source host answered {status}{': ' + str(message)[:200] if message else ''}" \
+        + hint
+
+
+def _base_ref(root: str, base: str) -> str:
+    """prBaseBranch if it exists here, else origin's copy of it, else HEAD."""
+    for ref in (f"refs/heads/{base}", f"refs/remotes/origin/{base}"):
+        if run_command(["git", "rev-parse", "--verify", "-q", ref], root, 10)[0] == 0:
+            return ref.removeprefix("refs/heads/").removeprefix("refs/remotes/")
+    return "HEAD"
+
+
+def _repo_of_origin(root: str) -> str:
+    """owner/repo from origin's URL (https or ssh form), or ""."""
+    code, url = run_command(["git", "remote", "get-url", "origin"], root, 10)
+    match = re.search(r"[:/]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$", url.strip()) if code == 0 \
+        else None
+    return f"{match.group(1)}/{match.group(2)}" if match else ""
 
 
 # --- desktop commands --------------------------------------------------------------
@@ -1219,47 +1585,85 @@ def request_changes(task_id: int, feedback, mcp_port: int | None = None) -> dict
 
 
 def task_diff(task_id: int) -> dict:
-    """What the task changed: from the HEAD before its first run to the working tree now
-    (its commits and uncommitted changes), with numstat totals."""
+    """What the task changed, with numstat totals: on its branch (autoBranch), the diff
+    against the merge base, uncommitted work included; else from the HEAD before its
+    first run to the working tree now."""
     task = get_task(task_id)
+    project = get_project(task["project_id"])
+    if task["branch_name"] and git_head(project["workingDir"]):
+        root = repo_root(project["workingDir"])
+        branch = task["branch_name"]
+        base = _task_base(root, task, project["prBaseBranch"])
+        code, merge_base = run_command(["git", "merge-base", base, branch], root, 10) \
+            if base else (1, "")
+        if code != 0:
+            return _diff(None, [], branch)
+        checkout = worktree_path(task)
+        if os.path.isdir(checkout):
+            return _diff(checkout, [merge_base.strip()], branch)
+        return _diff(root, [merge_base.strip(), branch], branch)
     runs = run_rows(task_id)
-    cwd = runs[-1]["cwd"] if runs and runs[-1]["cwd"] else \
-        get_project(task["project_id"])["workingDir"]
+    cwd = runs[-1]["cwd"] if runs and runs[-1]["cwd"] else project["workingDir"]
     base = next((r["head_start"] for r in runs if r["head_start"]), None)
     code, branch = run_command(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd, 10)
-    out = {"diff": "", "branch": branch.strip() if code == 0 else "",
-           "stats": {"files": 0, "insertions": 0, "deletions": 0}}
-    if base is None:
+    return _diff(cwd if base else None, [base], branch.strip() if code == 0 else "")
+
+
+def task_commits(task: dict) -> list[dict]:
+    """The task's own commits: those on its branch (autoBranch), else those made between
+    its first run and its latest run's end."""
+    if task["branch_name"]:
+        project = project_row(task["project_id"])
+        root = repo_root(project["working_dir"]) if project and git_head(
+            project["working_dir"]) else None
+        base = _task_base(root, task, project["pr_base_branch"]) if root else None
+        if base is None:
+            return []
+        commit_range, cwd = f"{base}..{task['branch_name']}", root
+    else:
+        runs = run_rows(task["id"])
+        base = next((r["head_start"] for r in runs if r["head_start"]), None)
+        end = next((r["head_end"] for r in reversed(runs) if r["head_end"]), None)
+        if base is None or end is None or base == end:
+            return []
+        commit_range, cwd = f"{base}..{end}", runs[-1]["cwd"]
+    code, out = run_command(["git", "log", "--format=%H%x1f%s%x1f%an%x1f%aI", commit_range],
+                            cwd, 20)
+    commits = []
+    for line in out.splitlines() if code == 0 else []:
+        sha, message, author, date = (line.split("\x1f") + ["", "", ""])[:4]
+        commits.append({"hash": sha, "message": message, "author": author, "date": date})
+    return commits
+
+
+def _task_base(root: str, task: dict, base_branch: str) -> str | None:
+    """What the task's branch is compared with: prBaseBranch when it exists, else the
+    commit the branch was made from."""
+    if run_command(["git", "rev-parse", "--verify", "-q", f"refs/heads/{base_branch}"],
+                   root, 10)[0] == 0:
+        return base_branch
+    return task["base_commit"]
+
+
+def _diff(cwd: str | None, args: list[str], branch: str) -> dict:
+    """`git diff args` in cwd with numstat totals, cut at MAX_DIFF_BYTES with a marker."""
+    out = {"diff": "", "branch": branch, "stats": {"files": 0, "insertions": 0,
+                                                   "deletions": 0}}
+    if cwd is None:
         return out
-    code, numstat = run_command(["git", "diff", "--numstat", base, "--"], cwd, 30)
+    code, numstat = run_command(["git", "diff", "--numstat", *args, "--"], cwd, 30)
     for line in numstat.splitlines() if code == 0 else []:
         added, removed, _ = (line.split("\t", 2) + ["", ""])[:3]
         out["stats"]["files"] += 1
         out["stats"]["insertions"] += int(added) if added.isdigit() else 0
         out["stats"]["deletions"] += int(removed) if removed.isdigit() else 0
-    code, diff = run_command(["git", "diff", base, "--"], cwd, 30)
+    code, diff = run_command(["git", "diff", *args, "--"], cwd, 30)
     if code == 0:
         if len(diff) > MAX_DIFF_BYTES:
             diff = diff[:MAX_DIFF_BYTES] + f"\n… diff truncated ({len(diff) - MAX_DIFF_BYTES}" \
                 " more characters)\n"
         out["diff"] = diff
     return out
-
-
-def task_commits(task: dict) -> list[dict]:
-    """The commits made between the task's first run and its latest run's end."""
-    runs = run_rows(task["id"])
-    base = next((r["head_start"] for r in runs if r["head_start"]), None)
-    end = next((r["head_end"] for r in reversed(runs) if r["head_end"]), None)
-    if base is None or end is None or base == end:
-        return []
-    code, out = run_command(["git", "log", "--format=%H%x1f%s%x1f%an%x1f%aI",
-                             f"{base}..{end}"], runs[-1]["cwd"], 20)
-    commits = []
-    for line in out.splitlines() if code == 0 else []:
-        sha, message, author, date = (line.split("\x1f") + ["", "", ""])[:4]
-        commits.append({"hash": sha, "message": message, "author": author, "date": date})
-    return commits
 
 
 def agent_activity(project_id: int | None) -> dict:
@@ -1359,7 +1763,8 @@ def start_verifier(task_id: int) -> None:
             "--verbose", "--model", MODEL_ALIASES[task["model"]], "--effort",
             task["thinking_effort"], "--tools", "Read,Grep,Glob,Bash",
             "--allowedTools", *VERIFIER_TOOLS]
-    cwd = project["working_dir"]
+    cwd = worktree_path(task) if project["auto_branch"] and os.path.isdir(
+        worktree_path(task)) else project["working_dir"]
     run_id = insert_run_row({"task_id": task_id, "project_id": project["id"],
                              "kind": "verifier", "model": task["model"], "cwd": cwd,
                              "head_start": git_head(cwd)})
@@ -1976,6 +2381,7 @@ def project_stats(project_id: int) -> dict:
         "inputTokens": rows["usage"]["input"] or 0,
         "outputTokens": rows["usage"]["output"] or 0,
         "totalCost": round(rows["usage"]["cost"] or 0.0, 6),
+        **worktree_disk(project_id),
     }
 
 
@@ -2989,6 +3395,7 @@ def refusal(environ) -> ApiError | None:
     scope = runtime.run_tokens.get(bearer[7:].strip()) if bearer[:7].lower() == "bearer " \
         else None
     if scope is not None and not any(h in environ for h in PROXY_HEADERS):
+        environ["taskboard.agent"] = scope  # a board tool of a running agent, not a person
         return run_token_refusal(environ, scope)
     token = config["token"]
     if token is None and any(h in environ for h in PROXY_HEADERS):
@@ -3003,6 +3410,11 @@ def refusal(environ) -> ApiError | None:
         return Unauthorized("a valid token is required: send 'authorization: bearer <token>' "
                             "or log in at post /api/login")
     return None
+
+
+def by_person() -> bool:
+    """Whether the request comes from a person (not from an agent's board tools)."""
+    return "taskboard.agent" not in bottle.request.environ
 
 
 def host_name(environ) -> str:
@@ -3117,7 +3529,8 @@ def api_task_detail(task_id):
 
 @app.put("/api/tasks/<task_id:int>", body=TASK_FIELDS, partial=True, returns="Task")
 def api_update_task(task_id):
-    return update_task(task_id, read_json())
+    task = update_task(task_id, read_json())
+    return release_task(task_id) if by_person() else task
 
 
 @app.patch("/api/tasks/<task_id:int>/status", body="Status", returns="Task")
@@ -3131,7 +3544,8 @@ def api_move_task(task_id):
     if "status" not in body:
         raise Invalid("status is required", "status")
     get_task(task_id)
-    return move_task(task_id, body["status"])
+    task = move_task(task_id, body["status"])
+    return release_task(task_id) if by_person() else task
 
 
 @app.get("/api/tasks/<task_id:int>/logs", returns="LogEntry[]")
@@ -3525,7 +3939,8 @@ _SCHEMAS = {
         "priorityCounts": {"type": "object"}, "totalTasks": {"type": "integer"},
         "avgDuration": {"type": "integer"}, "completedToday": {"type": "integer"},
         "agentRuns": {"type": "integer"}, "inputTokens": {"type": "integer"},
-        "outputTokens": {"type": "integer"}, "totalCost": {"type": "number"}}},
+        "outputTokens": {"type": "integer"}, "totalCost": {"type": "number"},
+        "worktrees": {"type": "integer"}, "worktreeBytes": {"type": "integer"}}},
     "Activity": {"type": "object", "properties": {
         "id": {"type": "integer"}, "taskId": {"type": ["integer", "null"]},
         "taskTitle": {"type": "string"}, "event": {"type": "string"},
@@ -3953,6 +4368,8 @@ class Runtime:
         #: token -> {project_id, task_id} of each live run's board tools.
         self.run_tokens = {}
         self.webhooks = WebhookSender()
+        #: repository root -> the lock that serialises git operations on it
+        self.git_locks = {}
         #: project id -> its live planning session; the last planId's milliseconds.
         self.plans = {}
         self.last_plan_ms = 0
@@ -4043,6 +4460,8 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     if config["demo"]:
         create_demo_project()
     runtime.greenlets.append(gevent.spawn(check_agent_command))
+    runtime.greenlets.append(gevent.spawn(prune_worktrees))
+    runtime.greenlets.append(gevent.spawn(sync_all_issues))
     if resume_runs:
         resume_interrupted_runs()
     return runtime

@@ -287,7 +287,7 @@ def safe_file_name(name: str) -> str:
 
 
 def run_command(argv: list[str], cwd: str | None = None, timeout: float = 30,
-                stderr=subprocess.DEVNULL) -> tuple[int | None, str]:
+                stderr=subprocess.DEVNULL, env: dict | None = None) -> tuple[int | None, str]:
     """Run a short command; return (exit code, stdout), (None, message) if it could not run.
 
     Unlike subprocess.run(capture_output=True), whose helper greenlets would be left
@@ -296,7 +296,7 @@ def run_command(argv: list[str], cwd: str | None = None, timeout: float = 30,
     """
     try:
         proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=stderr)
+                                stdout=subprocess.PIPE, stderr=stderr, env=env)
     except OSError as exc:
         return None, str(exc)
     try:
@@ -931,6 +931,19 @@ ALTER TABLE tasks ADD COLUMN source TEXT;
 CREATE INDEX tasks_awaiting ON tasks(project_id) WHERE awaiting_subtasks = 1;
 CREATE INDEX tasks_by_status ON tasks(project_id, status);
 """),
+    ("0006_git", """
+ALTER TABLE tasks ADD COLUMN base_commit TEXT;
+ALTER TABLE tasks ADD COLUMN issue_number INTEGER;
+ALTER TABLE tasks ADD COLUMN issue_url TEXT;
+ALTER TABLE tasks ADD COLUMN released INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE imported_issues (
+  project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  number INTEGER NOT NULL,
+  task_id INTEGER,
+  imported_at TEXT NOT NULL,
+  PRIMARY KEY (project_id, number)
+);
+"""),
     ("0005_plans", """
 CREATE TABLE plans (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -1396,10 +1409,12 @@ EDGES_WITH_PARENTS = ("SELECT d.*, p.status AS parent_status, p.task_key AS pare
 
 def queue_rows(project_id: int, auto_queue: bool) -> tuple[list[dict], list[dict]]:
     """The backlog tasks the queue may start, in queue order, with their incoming edges:
-    all of them with autoQueue (but imported ones), else the sub-tasks of waiting parents."""
+    all of them with autoQueue (but imported ones no person has touched yet), else the
+    sub-tasks of waiting parents."""
     waiting_parent = "parent_task_id IN (SELECT id FROM tasks WHERE project_id = ? AND " \
         "awaiting_subtasks = 1)"
-    which = "source IS NULL" if auto_queue else f"source IS NULL AND {waiting_parent}"
+    mine = "(source IS NULL OR released = 1)"  # imported tasks wait for a person
+    which = mine if auto_queue else f"{mine} AND {waiting_parent}"
     params = (project_id,) if auto_queue else (project_id, project_id)
     with tx() as t:
         tasks = t.all(f"SELECT * FROM tasks WHERE project_id = ? AND status = 'backlog' AND "
@@ -1637,6 +1652,35 @@ def insert_delivery_row(values: dict, keep: int) -> dict | None:
                   "ORDER BY id DESC LIMIT 1 OFFSET ?)",
                   (values["webhook_id"], values["webhook_id"], keep))
         return t.one("SELECT * FROM webhook_deliveries WHERE id = ?", (row_id,))
+
+
+# --- source host -----------------------------------------------------------------
+
+def sync_project_rows() -> list[dict]:
+    """The projects whose source-host issues are imported."""
+    with tx() as t:
+        return t.all("SELECT * FROM projects WHERE git_host_sync_enabled = 1 AND "
+                     "git_host_repo != '' ORDER BY id")
+
+
+def insert_issue_tasks(project_id: int, issues: list[dict], defaults: dict) -> list[dict]:
+    """Import the issues never imported before as backlog tasks (the queue leaves them
+    alone until a person moves or edits them); return the new task rows."""
+    with tx() as t:
+        rows = []
+        for issue in issues:
+            if t.value("SELECT 1 FROM imported_issues WHERE project_id = ? AND number = ?",
+                       (project_id, issue["issue_number"])):
+                continue
+            inserted = _insert_task(t, project_id, {**issue, "source": "git_host"}, defaults)
+            if inserted is None:
+                return []
+            rows.append(inserted[0])
+            t.insert("imported_issues", {"project_id": project_id,
+                                         "number": issue["issue_number"],
+                                         "task_id": inserted[0]["id"],
+                                         "imported_at": now_iso()})
+        return rows
 
 
 # --- planning ------------------------------------------------------------------

@@ -45,6 +45,10 @@ Modifiers:
     fake:forget           do not save the session, so a later --resume of it fails
     fake:resume=MODE      what a resumed run of this session does: a mode without an
                           argument (default: ok)
+    fake:write=NAME       first write NAME (a file name) in the working directory, with the
+                          pid in it, and leave it uncommitted
+    fake:commit=NAME      first write NAME and commit it (git add + commit, message
+                          "fake agent: NAME")
 
 State lives in $FAKE_AGENT_DIR (unset: only sessions are kept, in <tmp>/taskboard-fake-agent):
     calls.jsonl           one line per run: {argv, cwd, stdin, env (TASKBOARD_* and FAKE_*),
@@ -353,6 +357,15 @@ def main(argv):
     if "forget" not in d:
         with open(os.path.join(base, "sessions", f"{sid}.json"), "w") as f:
             json.dump({"directives": d, "cwd": cwd}, f)
+    for key in ("write", "commit"):
+        if key in d:
+            with open(os.path.join(cwd, d[key]), "a", encoding="utf-8") as f:
+                f.write(f"written by fake agent {os.getpid()}\n")
+            if key == "commit":
+                ident = ["-c", "user.name=Fake Agent", "-c", "user.email=fake@agent"]
+                subprocess.run(["git", "add", d[key]], check=True)
+                subprocess.run(["git", *ident, "commit", "-q", "-m", f"fake agent: {d[key]}"],
+                               check=True)
     if "child" in d:
         code = ("import signal, time\n" + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
                                            if ignore else "") + "time.sleep(300)\n")

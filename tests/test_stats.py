@@ -14,6 +14,7 @@ ZERO_STATS = {
     "priorityCounts": {"0": 0, "1": 0, "2": 0, "3": 0},
     "totalTasks": 0, "avgDuration": 0, "completedToday": 0,
     "agentRuns": 0, "inputTokens": 0, "outputTokens": 0, "totalCost": 0.0,
+    "worktrees": 0, "worktreeBytes": 0,
 }
 
 
