@@ -425,8 +425,11 @@ def get_project(project_id: int) -> dict:
 
 
 def create_project(body) -> dict:
-    project = project_view(insert_project_row(validate(PROJECT_FIELDS, body)))
+    row = insert_project_row(validate(PROJECT_FIELDS, body))
+    project = project_view(row)
     runtime.hub.publish("project:created", project, project["id"])
+    if row["git_host_sync_enabled"] and row["git_host_repo"]:
+        gevent.spawn(sync_issues, row["id"])  # import the issues now, in the background
     return project
 
 
@@ -678,6 +681,12 @@ def record_webhook_event(event: str, task: dict, **data) -> None:
 def webhook_targets(project_id: int, event: str) -> tuple[dict | None, list[dict]]:
     """The project and its enabled webhooks that subscribe to event."""
     return webhook_target_rows(project_id, event)
+
+
+def webhook_now(hook: dict) -> dict | None:
+    """The hook as it is now; None if it was deleted or disabled."""
+    row = child_row("webhooks", hook["project_id"], hook["id"])
+    return row if row is not None and row["enabled"] else None
 
 
 def _publish_task(row: dict | None) -> None:
@@ -1234,9 +1243,13 @@ def git(cwd: str, *args: str, timeout: float = 60) -> str:
     return out
 
 
-def git_lock(root: str) -> "gevent.lock.RLock":
-    """The lock that serialises git operations on one repository."""
-    return runtime.git_locks.setdefault(os.path.realpath(root), gevent.lock.RLock())
+def git_lock(path: str) -> "gevent.lock.RLock":
+    """The lock that serialises git operations on one repository (its worktrees share
+    it: the key is the repository's common .git directory)."""
+    code, common = run_command(["git", "rev-parse", "--path-format=absolute",
+                                "--git-common-dir"], path, 10)
+    key = os.path.realpath(common.strip() if code == 0 and common.strip() else path)
+    return runtime.git_locks.setdefault(key, gevent.lock.RLock())
 
 
 def worktree_path(task: dict) -> str:
@@ -1290,7 +1303,7 @@ def commit_leftovers(task: dict, cwd: str, run_id: int | None) -> None:
     if not cwd.startswith(os.path.join(runtime.data_dir, "worktrees") + os.sep) \
             or not os.path.isdir(cwd):
         return
-    with git_lock(repo_root(cwd)):
+    with git_lock(cwd):
         if not git(cwd, "status", "--porcelain").strip():
             return
         git(cwd, "add", "-A")
@@ -1302,8 +1315,9 @@ def commit_leftovers(task: dict, cwd: str, run_id: int | None) -> None:
                         "uncommitted", run_id)
 
 
-def remove_worktree(task: dict, project: dict) -> None:
-    """Remove the task's worktree; its branch stays unless it has no commits of its own."""
+def remove_worktree(task: dict, project: dict, only_if_done: bool = False) -> None:
+    """Remove the task's worktree; its branch stays unless it has no commits of its own.
+    With only_if_done, nothing happens unless the task is still done and has no agent."""
     path = worktree_path(task)
     branch = task["branch_name"]
     if not (project["auto_branch"] or os.path.isdir(path)) or git_head(
@@ -1311,6 +1325,10 @@ def remove_worktree(task: dict, project: dict) -> None:
         return
     root = repo_root(project["working_dir"])
     with git_lock(root):
+        if only_if_done:  # checked under the lock: task_checkout() takes it too
+            now = task_row(task["id"])
+            if now is None or now["status"] != "done" or runtime.agents.holds(task["id"]):
+                return
         if os.path.isdir(path):
             try:
                 git(root, "worktree", "remove", "--force", path)
@@ -1360,7 +1378,7 @@ def after_done(task_id: int) -> None:
         task = task_row(task_id) or task
     if task["status"] == "done":
         try:
-            remove_worktree(task, project)
+            remove_worktree(task, project, only_if_done=True)
         except GitError as exc:
             runtime.logs.append(task_id, "system", f"the worktree was not removed: {exc}",
                                 is_error=True)
@@ -1523,10 +1541,11 @@ def _base_ref(root: str, base: str) -> str:
 
 
 def _repo_of_origin(root: str) -> str:
-    """owner/repo from origin's URL (https or ssh form), or ""."""
+    """owner/repo from origin's URL when it is a hosted one (https, ssh or scp form), or
+    "" (a local path names no repository on the source host)."""
     code, url = run_command(["git", "remote", "get-url", "origin"], root, 10)
-    match = re.search(r"[:/]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$", url.strip()) if code == 0 \
-        else None
+    match = re.fullmatch(r"(?:(?:https?|ssh|git)://[^/]+/|[\w.-]+@[\w.-]+:)"
+                         r"([\w-]+)/([\w.-]+?)(?:\.git)?/?", url.strip()) if code == 0 else None
     return f"{match.group(1)}/{match.group(2)}" if match else ""
 
 
@@ -1535,6 +1554,8 @@ def _repo_of_origin(root: str) -> str:
 
 #: The largest diff get_task_diff returns; the rest is cut with a marker.
 MAX_DIFF_BYTES = 2 * 1024 * 1024
+#: At most this many new (untracked) files are shown in a task's diff.
+MAX_NEW_FILES = 200
 #: The agent-instructions file the default agent CLI reads.
 AGENT_MD = "CLAUDE.md"
 
@@ -1658,11 +1679,29 @@ def _diff(cwd: str | None, args: list[str], branch: str) -> dict:
         out["stats"]["insertions"] += int(added) if added.isdigit() else 0
         out["stats"]["deletions"] += int(removed) if removed.isdigit() else 0
     code, diff = run_command(["git", "diff", *args, "--"], cwd, 30)
-    if code == 0:
-        if len(diff) > MAX_DIFF_BYTES:
-            diff = diff[:MAX_DIFF_BYTES] + f"\n… diff truncated ({len(diff) - MAX_DIFF_BYTES}" \
-                " more characters)\n"
-        out["diff"] = diff
+    if code != 0:
+        return out
+    if len(args) == 1:  # against the working tree: new files are changes too
+        code, listing = run_command(["git", "ls-files", "--others", "--exclude-standard",
+                                     "-z"], cwd, 30)
+        for name in listing.split("\0")[:MAX_NEW_FILES] if code == 0 else []:
+            if not name:
+                continue
+            code, numstat = run_command(["git", "diff", "--no-index", "--numstat", "--",
+                                         os.devnull, name], cwd, 30)
+            added = numstat.split("\t", 1)[0] if code in (0, 1) else ""
+            out["stats"]["files"] += 1
+            out["stats"]["insertions"] += int(added) if added.isdigit() else 0
+            code, text = run_command(["git", "diff", "--no-index", "--", os.devnull, name],
+                                     cwd, 30)
+            diff += text if code in (0, 1) else ""
+            if len(diff) > MAX_DIFF_BYTES:
+                break
+    data = diff.encode("utf-8")
+    if len(data) > MAX_DIFF_BYTES:
+        diff = data[:MAX_DIFF_BYTES].decode("utf-8", "ignore") + \
+            f"\n… diff truncated ({len(data) - MAX_DIFF_BYTES} more bytes)\n"
+    out["diff"] = diff
     return out
 
 
@@ -2551,6 +2590,9 @@ class WebhookSender:
         project, hooks = webhook_targets(moment["projectId"], moment["event"])
         for hook in hooks:
             queue = self.queues.setdefault(hook["id"], collections.deque(maxlen=1_000))
+            if len(queue) == queue.maxlen:
+                log.warning("webhook %s: %s undelivered moments; dropping the oldest",
+                            hook["id"], len(queue))
             queue.append((hook, project, moment))
             if hook["id"] not in self.workers:
                 self.workers[hook["id"]] = gevent.spawn(self._work, hook["id"])
@@ -2574,14 +2616,19 @@ def deliver(hook: dict, project: dict, moment: dict, attempts: int = 3) \
         -> tuple[int | None, str | None, int]:
     """POST the moment in the hook's format, retrying 5xx, 429 and connection errors with
     backoff; every attempt is recorded.  Returns (status, error or None, attempts made)."""
-    body = json_dumps(webhook_payload(hook["platform"], project, moment)).encode()
-    headers = {"Content-Type": "application/json", "User-Agent": f"taskboard/{__version__}",
-               "X-Taskboard-Event": moment["event"]}
-    if hook["secret"]:
-        digest = hmac.new(hook["secret"].encode(), body, hashlib.sha256).hexdigest()
-        headers["X-Taskboard-Signature"] = f"sha256={digest}"
     status, error, attempt = None, None, 0
     for attempt in range(1, attempts + 1):
+        if attempt > 1:  # the hook may have been changed, disabled or deleted meanwhile
+            hook = webhook_now(hook)
+            if hook is None:
+                break
+        body = json_dumps(webhook_payload(hook["platform"], project, moment)).encode()
+        headers = {"Content-Type": "application/json",
+                   "User-Agent": f"taskboard/{__version__}",
+                   "X-Taskboard-Event": moment["event"]}
+        if hook["secret"]:
+            digest = hmac.new(hook["secret"].encode(), body, hashlib.sha256).hexdigest()
+            headers["X-Taskboard-Signature"] = f"sha256={digest}"
         started = time.monotonic()
         status, error = _post(hook["url"], body, headers)
         record_delivery(hook, moment["event"], attempt, status, error is None, error,
@@ -2613,7 +2660,7 @@ def webhook_payload(platform: str, project: dict, moment: dict) -> dict:
     if event == "task:failed" and task.get("last_error"):
         facts.append(("Error", task["last_error"]))
     if platform == "platform_a":  # Slack: blocks, with text for notifications
-        return {"text": f"{title}: {name}", "blocks": [
+        return {"text": _slack(f"{title}: {name}", 3000), "blocks": [
             {"type": "header", "text": {"type": "plain_text", "text": title[:150]}},
             {"type": "section", "text": {"type": "mrkdwn", "text": _slack(name, 3000)}},
             {"type": "section", "fields": [
@@ -2643,12 +2690,17 @@ def webhook_payload(platform: str, project: dict, moment: dict) -> dict:
 
 def _post(url: str, body: bytes, headers: dict) -> tuple[int | None, str | None]:
     """One POST: (status, None) on 2xx, else (status or None, why)."""
+    timer = gevent.Timeout(WEBHOOK_TIMEOUT_SECONDS)
     try:
-        with gevent.Timeout(WEBHOOK_TIMEOUT_SECONDS):
+        with timer:
             response = requests.post(url, data=body, headers=headers, stream=True,
                                      timeout=WEBHOOK_TIMEOUT_SECONDS, allow_redirects=False)
             response.close()
-    except (gevent.Timeout, requests.Timeout):
+    except gevent.Timeout as exc:
+        if exc is not timer:
+            raise  # a caller's timeout, not ours
+        return None, f"no answer within {WEBHOOK_TIMEOUT_SECONDS:g} s"
+    except requests.Timeout:
         return None, f"no answer within {WEBHOOK_TIMEOUT_SECONDS:g} s"
     except requests.RequestException as exc:
         reason = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(exc))
