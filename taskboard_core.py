@@ -330,7 +330,7 @@ def project_key_from_slug(slug: str) -> str:
 # the OpenAPI document and the README's field lists all come from these tables.
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/(?!\.\.?$)[A-Za-z0-9_.-]+$")
 BRANCH_RE = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/-]{1,200}(?<![/.])$")
 URL_RE = re.compile(r"^https?://[^\s/?#]+[^\s]*$", re.IGNORECASE)
 
