@@ -95,6 +95,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     WEBHOOK_DELIVERIES_KEPT,
     WEBHOOK_FIELDS,
     WEBHOOK_TIMEOUT_SECONDS,
+    WS_MAX_MESSAGE_BYTES,
     WS_PING_SECONDS,
     WS_SEND_TIMEOUT_SECONDS,
     ApiError,
@@ -106,6 +107,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     NotFound,
     PayloadTooLarge,
     RawJson,
+    TooManyRequests,
     Unauthorized,
     UnsupportedMediaType,
     activity_rows,
@@ -3302,6 +3304,17 @@ PROXY_HEADERS = ("HTTP_FORWARDED", "HTTP_X_FORWARDED_FOR", "HTTP_X_REAL_IP")
 #: The only /api paths open without the token.
 OPEN_PATHS = ("/api/health", "/api/login")
 SESSION_COOKIE = "taskboard_session"
+#: A peer may fail to log in this many times per LOGIN_WINDOW_SECONDS; then 429.
+LOGIN_FAILURES_ALLOWED = 5
+LOGIN_WINDOW_SECONDS = 60.0
+#: The board's pages: no inline script, nothing from elsewhere, never in a frame.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
+                               "img-src 'self' data:; connect-src 'self'; object-src 'none'; "
+                               "base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY", "Cross-Origin-Opener-Policy": "same-origin",
+}
 
 
 def json_response(value, status: int = 200) -> str:
@@ -3510,13 +3523,33 @@ def api_login():
     token = runtime.config["token"]
     if token is None:
         return {"ok": True}
+    peer = bottle.request.environ.get("REMOTE_ADDR", "")
+    wait = login_wait(peer)
+    if wait:
+        bottle.response.set_header("Retry-After", str(wait))
+        raise TooManyRequests(f"too many failed logins from {peer}; try again in {wait} s")
     if not hmac.compare_digest(given.encode(), token.encode()):
+        runtime.login_failures.setdefault(peer, collections.deque(
+            maxlen=LOGIN_FAILURES_ALLOWED)).append(time.monotonic())
         raise Unauthorized("wrong token")
+    runtime.login_failures.pop(peer, None)
     secure = bottle.request.urlparts.scheme == "https" or \
         bottle.request.get_header("X-Forwarded-Proto", "") == "https"
     bottle.response.set_cookie(SESSION_COOKIE, session_value(token), path="/", httponly=True,
                                samesite="strict", secure=secure)
     return {"ok": True}
+
+
+def login_wait(peer: str) -> int:
+    """Seconds the peer must wait before its next login attempt (0: it may try now)."""
+    failures = runtime.login_failures.get(peer)
+    if failures is None or len(failures) < LOGIN_FAILURES_ALLOWED:
+        return 0
+    left = failures[0] + LOGIN_WINDOW_SECONDS - time.monotonic()
+    if left <= 0:
+        del runtime.login_failures[peer]
+        return 0
+    return int(left) + 1
 
 
 @app.post("/api/logout", returns="Ok")
@@ -3759,15 +3792,22 @@ def page_index():
     return _static("index.html")
 
 
+@app.get("/login")
+def page_login():
+    return _static("login.html")
+
+
 @app.get("/static/<path:path>")
 def page_static(path):
     return _static(path)
 
 
 def _static(path: str):
-    mimetype = "text/javascript" if path.endswith((".js", ".mjs")) else "auto"
+    mimetype = "text/javascript" if path.endswith((".js", ".mjs")) else True
     response = bottle.static_file(path, root=STATIC_DIR, mimetype=mimetype)
     response.set_header("Cache-Control", "no-cache")
+    for name, value in PAGE_HEADERS.items():
+        response.set_header(name, value)
     return response
 
 
@@ -3853,10 +3893,23 @@ def ws_events():
 
 
 def _ws_read(ws, sub: Subscriber) -> None:
-    """Clients only send keep-alives; when the socket closes, end the writer."""
+    """Clients only send keep-alives; when the socket closes, end the writer.  A message
+    larger than WS_MAX_MESSAGE_BYTES ends the connection before it is read into memory."""
+    used = [0]
+    read = ws.raw_read
+
+    def bounded_read(size):
+        used[0] += size
+        if used[0] > WS_MAX_MESSAGE_BYTES:
+            raise WebSocketError(f"a client message is larger than {WS_MAX_MESSAGE_BYTES} "
+                                 "bytes")
+        return read(size)
+    ws.raw_read = bounded_read  # the library reads every frame's payload through it
     try:
-        while ws.receive() is not None:
-            pass
+        while True:
+            used[0] = 0
+            if ws.receive() is None:
+                break
     except WebSocketError:
         pass
     sub.outbox.put(None)
@@ -4419,6 +4472,8 @@ class Runtime:
         self.queue_pending = set()
         #: token -> {project_id, task_id} of each live run's board tools.
         self.run_tokens = {}
+        #: peer address -> times of its latest failed logins
+        self.login_failures = {}
         self.webhooks = WebhookSender()
         #: repository root -> the lock that serialises git operations on it
         self.git_locks = {}
@@ -4604,6 +4659,10 @@ def ensure_token(config: dict) -> None:
         print(f"Generated an API token (stored in {path}): {config['token']}", flush=True)
 
 
+def running_as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--simulate-agent"]:
@@ -4613,6 +4672,10 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s "
                         "%(message)s", stream=sys.stderr)
     config = parse_args(argv)
+    if running_as_root():
+        log.warning("running as root: agent CLIs refuse some permission modes as root (Claude "
+                    "Code's --dangerously-skip-permissions), and files they write in your "
+                    "repositories will belong to root; run Taskboard as the code's owner")
     ensure_token(config)
     init(config, resume_runs=False)
     serve(config)

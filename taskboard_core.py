@@ -70,6 +70,8 @@ EVENT_BUFFER_CHARS = 32 * 1024 * 1024
 CLIENT_QUEUE_LIMIT = 5_000
 WS_PING_SECONDS = 25
 WS_SEND_TIMEOUT_SECONDS = 10
+#: A client message (clients only send keep-alives) larger than this ends the connection.
+WS_MAX_MESSAGE_BYTES = 64 * 1024
 #: Agent log entries are written and published at most this often per task.
 LOG_FLUSH_SECONDS = 0.1
 
@@ -218,6 +220,11 @@ class PayloadTooLarge(ApiError):
 class UnsupportedMediaType(ApiError):
     status = 415
     code = "unsupported_media_type"
+
+
+class TooManyRequests(ApiError):
+    status = 429
+    code = "rate_limited"
 
 
 # =============================================================================

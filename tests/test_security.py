@@ -151,3 +151,89 @@ def test_patterns_refuse_a_trailing_newline(api, client, field, value):
     project = api.project()
     response = client.put_json(f"/api/projects/{project['id']}", {field: value}, status=400)
     assert_error(response, 400, "validation_error", field)
+
+
+# --- failed logins are rate-limited per peer -----------------------------------------------
+
+def login(app, token, peer="127.0.0.1", **kw):
+    return app.post_json("/api/login", {"token": token}, extra_environ={"REMOTE_ADDR": peer},
+                         **kw)
+
+
+def test_failed_logins_are_rate_limited_per_peer(secured, monkeypatch):
+    for _ in range(taskboard.LOGIN_FAILURES_ALLOWED):
+        login(secured, "guess", status=401)
+    refused = login(secured, TOKEN, status=429)  # even the right token must wait
+    assert_error(refused, 429, "rate_limited")
+    assert 1 <= int(refused.headers["Retry-After"]) <= taskboard.LOGIN_WINDOW_SECONDS + 1
+    assert "set-cookie" not in {k.lower() for k in refused.headers}
+    assert login(secured, TOKEN, peer="192.0.2.7").json == {"ok": True}, "another peer"
+    # once the window has passed, the peer may try again
+    later = time.monotonic() + taskboard.LOGIN_WINDOW_SECONDS + 1
+    monkeypatch.setattr(taskboard.time, "monotonic", lambda: later)
+    assert login(secured, TOKEN).json == {"ok": True}
+
+
+def test_a_successful_login_forgets_earlier_failures(secured):
+    for _ in range(taskboard.LOGIN_FAILURES_ALLOWED - 1):
+        login(secured, "guess", status=401)
+    login(secured, TOKEN, status=200)
+    for _ in range(taskboard.LOGIN_FAILURES_ALLOWED - 1):
+        login(secured, "guess", status=401)
+    login(secured, TOKEN, status=200)
+
+
+# --- the board's pages ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ["/", "/login", "/static/login.js", "/static/login.css"])
+def test_board_pages_carry_security_headers(client, path):
+    response = client.get(path)
+    csp = response.headers["Content-Security-Policy"]
+    assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
+    assert "unsafe-inline" not in csp
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert response.headers["Referrer-Policy"] == "no-referrer"
+
+
+def test_login_page_has_no_inline_script_and_is_open_with_a_token(secured):
+    page = secured.get("/login")
+    assert page.content_type == "text/html"
+    scripts = page.html.find_all("script")
+    assert scripts and all(s.get("src") and not s.string for s in scripts)
+    assert page.html.find("input", {"type": "password"}) is not None
+    assert secured.get("/static/login.js").content_type == "text/javascript"
+
+
+def test_attachment_downloads_cannot_run_as_pages(client, api, tmp_path):
+    project = api.project()
+    task = api.task(project["id"])
+    uploaded = client.post(f"/api/tasks/{task['id']}/attachments", upload_files=[
+        ("file", "evil.html", b"<script>alert(1)</script>", "text/html")]).json
+    response = client.get(f"/api/attachments/{uploaded['id']}")
+    assert response.headers["Content-Disposition"].startswith("attachment")
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert "sandbox" in response.headers["Content-Security-Policy"]
+
+
+# --- WebSocket message size ----------------------------------------------------------------
+
+def test_a_huge_websocket_message_ends_only_that_connection(live, api):
+    big = live.ws()
+    small = live.ws()
+    big.conn.send("x" * (taskboard.WS_MAX_MESSAGE_BYTES + 1))
+    with pytest.raises((websocket.WebSocketConnectionClosedException, ConnectionError,
+                        OSError)):
+        for _ in range(3):  # the server closes it; reading then fails
+            big.next(timeout=5)
+    project = api.project()
+    assert small.until("project:created")["data"]["id"] == project["id"]
+    small.conn.send("x" * 1000)  # a small message is fine
+    api.project()
+    assert small.until("project:created")["data"]["id"] != project["id"]
+
+
+def test_root_is_warned_about(monkeypatch):
+    monkeypatch.setattr(taskboard.os, "geteuid", lambda: 0)
+    assert taskboard.running_as_root()
+    monkeypatch.setattr(taskboard.os, "geteuid", lambda: 1000)
+    assert not taskboard.running_as_root()

@@ -1,0 +1,63 @@
+"""taskboard.service: a hardened unit for a home server (design.md §11, agent-cli.md §5)."""
+import configparser
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+UNIT = os.path.join(ROOT, "taskboard.service")
+#: Options that break agent CLIs (agent-cli.md §5); the unit must not set them.
+BREAKS_AGENTS = ("DynamicUser", "ProtectHome", "MemoryDenyWriteExecute", "RestrictNamespaces",
+                 "SystemCallFilter", "PrivateUsers", "PrivateNetwork", "IPAddressDeny")
+
+
+def unit_text():
+    with open(UNIT, encoding="utf-8") as f:
+        return f.read()
+
+
+def service():
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str
+    with open(UNIT, encoding="utf-8") as f:
+        parser.read_file(f)
+    return parser["Service"]
+
+
+def test_unit_runs_as_the_code_owner_with_state_dir_path_and_mixed_kill():
+    unit = service()
+    assert unit["User"] not in ("", "root") and unit["Group"] != "root"
+    assert unit["StateDirectory"] == "taskboard"
+    assert unit["KillMode"] == "mixed" and int(unit["TimeoutStopSec"]) >= 10
+    path = [v for v in unit_text().splitlines() if v.startswith("Environment=PATH=")]
+    assert path and ".local/bin" in path[0], "the agent CLI must be found"
+    assert unit["NoNewPrivileges"] == "yes" and unit["ProtectSystem"] == "full"
+    assert "taskboard.py" in unit["ExecStart"]
+    for name in BREAKS_AGENTS:
+        assert name not in unit, f"{name} breaks agent CLIs"
+
+
+def test_unit_has_no_trailing_comments_on_values():
+    """systemd keeps a trailing `# ...` as part of the value."""
+    for line in unit_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            assert " #" not in line, line
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None and not os.environ.get(
+    "TASKBOARD_CI"), reason="systemd-analyze is not installed (CI installs it)")
+def test_unit_passes_systemd_analyze_verify_without_warnings(tmp_path):
+    """The unit as shipped, with its paths pointed at this checkout (verify fails when the
+    ExecStart binary is missing); any warning on stderr counts as a failure."""
+    text = unit_text()
+    text = text.replace("/opt/taskboard/.venv/bin/python", sys.executable)
+    text = text.replace("/opt/taskboard", ROOT)
+    copy = tmp_path / "taskboard.service"
+    copy.write_text(text)
+    done = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "", done.stderr
