@@ -49,6 +49,14 @@ def test_login_sets_an_httponly_strict_cookie_that_authorizes(secured, snapshot)
     assert snapshot() == before
 
 
+def test_login_cookie_is_secure_only_behind_https(secured):
+    plain = secured.post_json("/api/login", {"token": TOKEN}).headers["Set-Cookie"]
+    assert "secure" not in plain.lower()
+    proxied = secured.post_json("/api/login", {"token": TOKEN}, headers={
+        "X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https"})
+    assert "; secure" in proxied.headers["Set-Cookie"].lower()
+
+
 def test_refused_create_without_token_changes_nothing(secured, snapshot, tmp_path):
     before = snapshot()
     secured.post_json("/api/projects", {"name": "X", "slug": "x", "workingDir": str(tmp_path)},
