@@ -4425,6 +4425,38 @@ def simulate_agent(argv: list[str]) -> int:
     say({"type": "text", "text": "Let me look at the repository."})
     tool("Bash", {"command": "ls -a", "description": "List files"},
          lambda: ("\n".join(sorted(os.listdir(cwd))), False))
+    if prompt.startswith("You are planning"):  # the board's planner: answer with a plan
+        topic = prompt.split("## Topic\n", 1)[-1].split("\n\n", 1)[0].strip() or "the topic"
+        summary = "Here is the plan.\n```json\n" + json.dumps(_simulated_plan(topic), indent=2) \
+            + "\n```"
+        time.sleep(0.5 * pace)
+        say({"type": "text", "text": summary})
+    elif prompt.startswith("You are reviewing the work"):  # the verifier: approve
+        summary = 'The work looks right.\n```json\n{"verdict": "approve", "summary": ' \
+            '"the simulated verifier approves"}\n```'
+        say({"type": "text", "text": summary})
+    else:
+        summary = _simulated_work(cwd, title, demo, tool, shell, say)
+    emit({"type": "result", "subtype": "success", "is_error": False, "num_turns": next(turn),
+          "result": summary, "total_cost_usd": 0.0123, "permission_denials": [],
+          "usage": {"input_tokens": 3600, "output_tokens": 480,
+                    "cache_read_input_tokens": 8000, "cache_creation_input_tokens": 1200}})
+    return 0
+
+
+def _simulated_plan(topic: str) -> dict:
+    steps = [("Explore how {} fits the code", "chore", 1),
+             ("Build the core of {}", "feature", 2),
+             ("Test {}", "test", 1), ("Document {}", "docs", 0)]
+    return {"tasks": [{"title": title.format(topic[:80]), "task_type": kind,
+                       "priority": priority,
+                       "description": f"Part of the plan for: {topic[:200]}",
+                       "acceptance_criteria": "A reviewer agrees it is done."}
+                      for title, kind, priority in steps],
+            "dependencies": [[0, 1], [1, 2], [1, 3]]}
+
+
+def _simulated_work(cwd, title, demo, tool, shell, say) -> str:
     notes = os.path.join(cwd, "NOTES.md")
     if demo:
         def edit():
@@ -4446,11 +4478,7 @@ def simulate_agent(argv: list[str]) -> int:
         say({"type": "text", "text": "This is not a demo repository, so I change nothing."})
         summary = "Looked around; nothing was changed (simulated agent outside the demo)."
     say({"type": "text", "text": summary})
-    emit({"type": "result", "subtype": "success", "is_error": False, "num_turns": next(turn),
-          "result": summary, "total_cost_usd": 0.0123, "permission_denials": [],
-          "usage": {"input_tokens": 3600, "output_tokens": 480,
-                    "cache_read_input_tokens": 8000, "cache_creation_input_tokens": 1200}})
-    return 0
+    return summary
 
 
 # =============================================================================

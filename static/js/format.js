@@ -1,0 +1,53 @@
+// Formatting helpers (pure).
+
+import { currentLanguage } from "./i18n.js";
+
+const locale = () => (currentLanguage() === "tr" ? "tr-TR" : "en-GB");
+
+/** "12 Nov 14:03" in the current language. */
+export function dateTime(iso) {
+  if (!iso) return "";
+  return new Date(iso).toLocaleString(locale(), { day: "numeric", month: "short",
+    hour: "2-digit", minute: "2-digit" });
+}
+
+/** "3 min", "2 h 5 min", "12 s" from milliseconds. */
+export function duration(ms) {
+  if (ms === null || ms === undefined) return "";
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s} s`;
+  const m = Math.round(s / 60);
+  if (m < 60) return `${m} min`;
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
+}
+
+/** "$0.04" */
+export function cost(value) {
+  return `$${(value || 0).toFixed(value >= 10 ? 2 : value >= 0.1 ? 3 : 4)}`;
+}
+
+/** "12.3k" */
+export function tokens(n) {
+  if (!n) return "0";
+  return n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)}k` : String(n);
+}
+
+/** "1.2 MB" */
+export function bytes(n) {
+  if (!n) return "0 B";
+  const units = ["B", "KB", "MB", "GB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+}
+
+/** Parse the task's tags field (a string holding a JSON array) into an array. */
+export function tags(value) {
+  if (!value) return [];
+  try {
+    const parsed = JSON.parse(value);
+    return Array.isArray(parsed) ? parsed.filter((x) => typeof x === "string") : [];
+  } catch {
+    return [];
+  }
+}

@@ -1,0 +1,123 @@
+// Boot: health, settings and projects, the /ws connection, the header, then the router.
+
+import { api } from "./api.js";
+import { h, qs, toast } from "./dom.js";
+import { onLanguageChange, register, setLanguage, t } from "./i18n.js";
+import { route, start } from "./router.js";
+import { connect } from "./socket.js";
+import { loadAll, state, subscribe } from "./store.js";
+
+const view = (name) => () => import(`./views/${name}.js`);
+route("/", view("projects"));
+route("/projects/:projectId", view("board"));
+route("/projects/:projectId/plan", view("planning"));
+route("/projects/:projectId/stats", view("stats"));
+route("/projects/:projectId/pipeline", view("pipeline"));
+route("/projects/:projectId/agents", view("agents"));
+route("/projects/:projectId/templates", view("templates"));
+route("/projects/:projectId/snippets", view("snippets"));
+route("/projects/:projectId/webhooks", view("webhooks"));
+route("/projects/:projectId/instructions", view("instructions"));
+route("/projects/:projectId/settings", view("project_settings"));
+route("/tasks/:taskId", view("task_detail"));
+route("/attention", view("attention"));
+route("/usage", view("usage"));
+route("/settings", view("settings"));
+
+register({
+  en: { "attention.count": "{n} waiting for you" },
+  tr: { "attention.count": "{n} sizi bekliyor" },
+});
+
+/** Tasks waiting for a person (testing or failed) among the loaded projects. */
+function attentionCount() {
+  let n = 0;
+  for (const task of state.tasks.values()) if (task.status === "testing" || task.status === "failed") n += 1;
+  return n;
+}
+
+function renderHeader() {
+  const header = qs("#app-header");
+  const conn = state.connection;
+  header.replaceChildren(
+    h("a", { class: "brand", href: "#/" }, t("app.title")),
+    h("nav", { class: "main-nav" },
+      h("a", { href: "#/" }, t("nav.projects")),
+      h("a", { href: "#/attention" }, t("nav.attention"),
+        attentionCount() ? h("span", { class: "badge", "data-testid": "attention-badge" },
+          String(attentionCount())) : null),
+      h("a", { href: "#/usage" }, t("nav.usage")),
+      h("a", { href: "#/settings" }, t("nav.settings"))),
+    h("span", { class: `conn conn-${conn}`, "data-testid": "connection", role: "status",
+      title: t(`conn.${conn}`) }, h("span", { class: "dot", "aria-hidden": "true" }), t(`conn.${conn}`)));
+  const n = attentionCount();
+  document.title = n ? `(${n}) ${t("app.title")}` : t("app.title");
+  renderBanner();
+}
+
+function renderBanner() {
+  const banner = qs("#health-banner");
+  const messages = [];
+  if (state.health && state.health.agent && state.health.agent.found === false) {
+    messages.push(t("health.agentMissing", { command: state.health.agent.command }));
+  }
+  if (state.connection === "closed") messages.push(t("health.unreachable"));
+  banner.replaceChildren(...messages.map((m) => h("p", {}, m)));
+  banner.hidden = messages.length === 0;
+}
+
+/** A short two-tone chime with WebAudio (no sound file needed). */
+function chime() {
+  try {
+    const audio = new AudioContext();
+    [660, 880].forEach((freq, i) => {
+      const osc = audio.createOscillator();
+      const gain = audio.createGain();
+      osc.frequency.value = freq;
+      gain.gain.value = 0.08;
+      osc.connect(gain).connect(audio.destination);
+      osc.start(audio.currentTime + i * 0.15);
+      osc.stop(audio.currentTime + i * 0.15 + 0.12);
+    });
+  } catch { /* no audio: nothing to do */ }
+}
+
+async function checkHealth() {
+  try {
+    state.health = await api.health();
+  } catch {
+    state.health = null;
+  }
+  renderBanner();
+}
+
+async function boot() {
+  const root = qs("#view");
+  subscribe(renderHeader);
+  onLanguageChange(renderHeader);
+  let lastStatus = new Map();
+  subscribe((s, event) => {
+    if (event === "settings:updated" || event === "resync") setLanguage(s.settings?.language || "en");
+    const finished = event === "task:updated" && [...s.tasks.values()].some((task) =>
+      task.status === "testing" && lastStatus.has(task.id) && lastStatus.get(task.id) !== "testing");
+    if (finished && s.settings?.soundEnabled) chime();
+    lastStatus = new Map([...s.tasks.values()].map((task) => [task.id, task.status]));
+  });
+  try {
+    await loadAll();
+  } catch (error) {
+    toast(error.message, "error");
+  }
+  setLanguage(state.settings?.language || "en");
+  renderHeader();
+  checkHealth();
+  setInterval(checkHealth, 60000);
+  connect();
+  start(root, (el) => {
+    el.append(h("section", { class: "empty" }, h("h1", {}, t("notfound.title")), h("p", {}, t("notfound.body"))));
+    return null;
+  });
+  window.taskboard = { state, t };  // a debug handle (and for the browser tests)
+}
+
+boot();

@@ -1,0 +1,70 @@
+// Hash routes (#/projects/3) to view modules. Each view module exports
+// mount(root, params) and returns unmount().
+
+/** @type {{pattern: RegExp, names: string[], load: () => Promise<any>}[]} */
+const routes = [];
+
+/**
+ * route("/projects/:id/board", () => import("./views/board.js"))
+ * @param {string} path
+ * @param {() => Promise<{mount: Function}>} load
+ */
+export function route(path, load) {
+  const names = [];
+  const pattern = new RegExp(`^${path.replace(/:(\w+)/g, (_, name) => {
+    names.push(name);
+    return "([^/]+)";
+  })}$`);
+  routes.push({ pattern, names, load });
+}
+
+/**
+ * Which route a hash names: {route, params} or null. Pure.
+ * @param {string} hash  e.g. "#/projects/3"
+ */
+export function parseHash(hash) {
+  const path = (hash || "").replace(/^#/, "").split("?")[0] || "/";
+  for (const candidate of routes) {
+    const match = candidate.pattern.exec(path);
+    if (match) {
+      const params = {};
+      candidate.names.forEach((name, i) => {
+        const raw = decodeURIComponent(match[i + 1]);
+        params[name] = /^\d+$/.test(raw) ? Number(raw) : raw;
+      });
+      return { route: candidate, params };
+    }
+  }
+  return null;
+}
+
+let unmount = null;
+let generation = 0;
+
+/** Show the view of the current hash in root; again on every hash change. */
+export function start(root, notFound) {
+  const show = async () => {
+    const mine = ++generation;
+    const found = parseHash(location.hash);
+    if (unmount) {
+      try { unmount(); } catch (error) { console.warn(error); }
+      unmount = null;
+    }
+    root.replaceChildren();
+    if (!found) {
+      unmount = notFound(root);
+      return;
+    }
+    const module = await found.route.load();
+    if (mine !== generation) return;  // the user went elsewhere meanwhile
+    unmount = module.mount(root, found.params) || null;
+    root.focus({ preventScroll: true });
+  };
+  window.addEventListener("hashchange", show);
+  show();
+}
+
+/** Go to a hash route: go("/projects/3"). */
+export function go(path) {
+  location.hash = `#${path}`;
+}

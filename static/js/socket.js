@@ -1,0 +1,63 @@
+// The /ws connection: reconnects with backoff and asks for what it missed (?since=).
+
+import { notify, receive, state } from "./store.js";
+
+let socket = null;
+let lastSeq = null;
+let retry = 0;
+let logs = new Set();
+
+function url() {
+  const params = new URLSearchParams();
+  if (lastSeq !== null) params.set("since", String(lastSeq));
+  for (const id of logs) params.append("logs", String(id));
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const query = params.toString();
+  return `${scheme}://${location.host}/ws${query ? `?${query}` : ""}`;
+}
+
+function setConnection(value) {
+  if (state.connection !== value) {
+    state.connection = value;
+    notify("connection");
+  }
+}
+
+/** Open the connection (again). */
+export function connect() {
+  setConnection("connecting");
+  socket = new WebSocket(url());
+  socket.addEventListener("open", () => {
+    retry = 0;
+    setConnection("open");
+  });
+  socket.addEventListener("message", (event) => {
+    let message;
+    try {
+      message = JSON.parse(event.data);
+    } catch {
+      return;
+    }
+    if (message.event === "ping") return;
+    if (typeof message.seq === "number") lastSeq = message.seq;
+    receive(message);
+  });
+  socket.addEventListener("close", () => {
+    socket = null;
+    setConnection("closed");
+    retry = Math.min(retry + 1, 6);
+    setTimeout(connect, Math.min(500 * 2 ** retry, 15000));
+  });
+}
+
+/**
+ * Follow the live log of these task ids (task:log is sent only to those who ask):
+ * reconnects with the new ?logs= list, replaying what was missed meanwhile.
+ * @param {number[]} taskIds
+ */
+export function followLogs(taskIds) {
+  const next = new Set(taskIds);
+  if (next.size === logs.size && [...next].every((id) => logs.has(id))) return;
+  logs = next;
+  if (socket) socket.close();  // the close handler reconnects with the new list
+}

@@ -1,0 +1,119 @@
+// Client state, kept current by /ws events. Views read store.state and subscribe();
+// raw events (plan:*, task:log, webhook:delivery, ...) reach listeners of onEvent().
+
+import { api } from "./api.js";
+
+/**
+ * @typedef {Object} State
+ * @property {Object|null} settings
+ * @property {Object[]} projects       the project list entries
+ * @property {Map<number, Object>} tasks   task id -> task, for the projects loaded so far
+ * @property {Set<number>} loadedProjects
+ * @property {"connecting"|"open"|"closed"} connection
+ * @property {Object|null} health
+ * @property {boolean} localOnlyRefused  true once a desktop command answered 403 local_only
+ */
+
+/** @type {State} */
+export const state = {
+  settings: null,
+  projects: [],
+  tasks: new Map(),
+  loadedProjects: new Set(),
+  connection: "connecting",
+  health: null,
+  localOnlyRefused: false,
+};
+
+const subscribers = new Set();
+const eventListeners = new Set();
+
+/** Call fn(state, event) after every change; returns the remover. */
+export function subscribe(fn) {
+  subscribers.add(fn);
+  return () => subscribers.delete(fn);
+}
+
+/** Call fn(message) for every /ws message ({seq, event, data}); returns the remover. */
+export function onEvent(fn) {
+  eventListeners.add(fn);
+  return () => eventListeners.delete(fn);
+}
+
+/** Tell subscribers something changed (event is the /ws event name or a local reason). */
+export function notify(event = "local") {
+  for (const fn of subscribers) fn(state, event);
+}
+
+/** The tasks of a project in the API's order (priority, queue position, age). */
+export function tasksOf(projectId) {
+  return [...state.tasks.values()]
+    .filter((task) => task.project_id === projectId)
+    .sort((a, b) => b.priority - a.priority || (a.queue_position ?? 0) - (b.queue_position ?? 0)
+      || a.created_at.localeCompare(b.created_at) || a.id - b.id);
+}
+
+/** Load (or reload) a project's tasks into the store. */
+export async function loadTasks(projectId) {
+  const tasks = await api.tasks(projectId);
+  for (const [id, task] of state.tasks) if (task.project_id === projectId) state.tasks.delete(id);
+  for (const task of tasks) state.tasks.set(task.id, task);
+  state.loadedProjects.add(projectId);
+  notify("tasks:loaded");
+  return tasks;
+}
+
+/** Load settings and projects (at start and after a resync). */
+export async function loadAll() {
+  const [settings, projects] = await Promise.all([api.settings(), api.projects()]);
+  state.settings = settings;
+  state.projects = projects;
+  await Promise.all([...state.loadedProjects].map((id) => loadTasks(id).catch(() => {})));
+  notify("resync");
+}
+
+/**
+ * Apply one /ws message to the state (pure with respect to the network).
+ * @param {State} s
+ * @param {{event: string, data: Object}} message
+ */
+export function applyEvent(s, message) {
+  const { event, data } = message;
+  switch (event) {
+    case "task:created":
+    case "task:updated":
+      if (s.loadedProjects.has(data.project_id)) s.tasks.set(data.id, data);
+      break;
+    case "task:deleted":
+      s.tasks.delete(data.id);
+      break;
+    case "project:created":
+      if (!s.projects.some((p) => p.id === data.id)) s.projects.push(data);
+      break;
+    case "project:updated":
+      s.projects = s.projects.map((p) => (p.id === data.id ? { ...p, ...data } : p));
+      break;
+    case "project:deleted":
+      s.projects = s.projects.filter((p) => p.id !== data.id);
+      for (const [id, task] of s.tasks) if (task.project_id === data.id) s.tasks.delete(id);
+      s.loadedProjects.delete(data.id);
+      break;
+    case "settings:updated":
+      s.settings = data;
+      break;
+    default:
+      break;
+  }
+  return s;
+}
+
+/** Entry point for socket.js. */
+export function receive(message) {
+  if (message.event === "resync") {
+    loadAll().catch(() => {});
+  } else {
+    applyEvent(state, message);
+  }
+  for (const fn of eventListeners) fn(message);
+  notify(message.event);
+}
