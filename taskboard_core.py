@@ -375,7 +375,8 @@ class Field:
                 raise Invalid(f"{name} must not be empty", name)
             if self.maxlen and len(value) > self.maxlen:
                 raise Invalid(f"{name} is longer than {self.maxlen} characters", name)
-            if self.pattern and value and not self.pattern.fullmatch(value):
+            if self.pattern and (value or self.default != "") \
+                    and not self.pattern.fullmatch(value):
                 raise Invalid(f"{name} {value[:80]!r} is not valid: {self.doc}", name)
         elif kind == "enum":
             if value not in self.choices:

@@ -293,3 +293,14 @@ def test_project_ids_are_never_reused_after_a_delete(client, api):
     task = api.task(second["id"])
     client.delete(f"/api/tasks/{task['id']}")
     assert api.task(second["id"])["id"] > task["id"]
+
+
+def test_pr_base_branch_must_not_be_empty_but_git_host_repo_may(client, api, snapshot):
+    project = api.project()
+    before = snapshot()
+    response = client.put_json(f"/api/projects/{project['id']}", {"prBaseBranch": ""},
+                               expect_errors=True)
+    assert_error(response, 400, "validation_error", "prBaseBranch")
+    assert snapshot() == before
+    assert client.put_json(f"/api/projects/{project['id']}",
+                           {"gitHostRepo": ""}).json["gitHostRepo"] == ""

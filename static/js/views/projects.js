@@ -1,0 +1,120 @@
+// The projects dashboard (#/): a card per project with its task counts, kept current by
+// refetching the summaries shortly after project and task events; "New project" opens the
+// project form in a dialog.
+
+import { api } from "../api.js";
+import { h, toast } from "../dom.js";
+import { onLanguageChange, register, t } from "../i18n.js";
+import { go } from "../router.js";
+import { onEvent } from "../store.js";
+import { avatar, formDialog, projectForm, rerender } from "./project_form.js";
+
+register({
+  en: {
+    "projects.title": "Projects",
+    "projects.new": "New project",
+    "projects.newTitle": "New project",
+    "projects.empty": "No projects yet. A project points the agents at a code directory.",
+    "projects.created": "Project {name} created",
+    "projects.loadFailed": "The projects could not be loaded: {error}",
+    "projects.retry": "Try again",
+    "projects.counts": "Tasks by status",
+  },
+  tr: {
+    "projects.title": "Projeler",
+    "projects.new": "Yeni proje",
+    "projects.newTitle": "Yeni proje",
+    "projects.empty": "Henüz proje yok. Bir proje, ajanları bir kod dizinine yönlendirir.",
+    "projects.created": "{name} projesi oluşturuldu",
+    "projects.loadFailed": "Projeler yüklenemedi: {error}",
+    "projects.retry": "Yeniden dene",
+    "projects.counts": "Duruma göre görevler",
+  },
+});
+
+const COUNTS = [["backlogCount", "backlog"], ["inProgressCount", "in_progress"],
+  ["testingCount", "testing"], ["doneCount", "done"], ["failedCount", "failed"]];
+
+/** Refetch on these events (task:log and task:usage never change a count). */
+const REFETCH = /^(project:|task:(created|updated|deleted)$|resync$)/;
+
+function card(summary) {
+  return h("li", {},
+    h("a", { class: "project-card", href: `#/projects/${summary.id}`, "data-key": `project-${summary.id}` },
+      h("div", { class: "project-card-head" }, avatar(summary),
+        h("div", { class: "project-card-title" },
+          h("strong", {}, summary.name), h("span", { class: "muted slug" }, summary.slug))),
+      h("code", { class: "path", title: summary.workingDir }, summary.workingDir),
+      h("ul", { class: "counts", "aria-label": t("projects.counts") }, COUNTS.map(([field, status]) => {
+        const n = summary[field] ?? 0;
+        return h("li", { class: `count count-${status}${n ? "" : " zero"}` },
+          h("span", { class: "n" }, String(n)), h("span", { class: "label" }, t(`status.${status}`)));
+      }))));
+}
+
+/** @param {HTMLElement} root */
+export function mount(root) {
+  let summaries = null;
+  let error = null;
+  let timer = null;
+  let dialog = null;
+  const list = h("div", { class: "project-list", "aria-live": "polite" });
+  const header = h("div", { class: "page-head" });
+  root.append(h("section", { class: "projects-view" }, header, list));
+
+  function openNew() {
+    const form = projectForm({
+      mode: "create",
+      onCancel: () => dialog.close(),
+      onSaved: (project) => {
+        dialog.close();
+        toast(t("projects.created", { name: project.name }));
+        go(`/projects/${project.id}`);
+      },
+    });
+    dialog = formDialog(() => t("projects.newTitle"), form);
+    dialog.dialog.addEventListener("close", () => { dialog = null; });
+  }
+
+  function render() {
+    header.replaceChildren(h("h1", {}, t("projects.title")),
+      h("button", { type: "button", class: "primary", onclick: openNew, "data-key": "new" }, t("projects.new")));
+    if (error && !summaries) {
+      rerender(list, h("div", { class: "empty" },
+        h("p", { class: "error" }, t("projects.loadFailed", { error: error.message })),
+        h("button", { type: "button", onclick: load, "data-key": "retry" }, t("projects.retry"))));
+    } else if (!summaries) {
+      rerender(list, h("p", { class: "muted" }, t("common.loading")));
+    } else if (!summaries.length) {
+      rerender(list, h("div", { class: "empty" }, h("p", {}, t("projects.empty")),
+        h("button", { type: "button", class: "primary", onclick: openNew, "data-key": "new-empty" }, t("projects.new"))));
+    } else {
+      rerender(list, h("ul", { class: "project-grid" },
+        [...summaries].sort((a, b) => a.name.localeCompare(b.name) || a.id - b.id).map(card)));
+    }
+  }
+
+  async function load() {
+    timer = null;
+    try {
+      summaries = await api.projectSummaries();
+      error = null;
+    } catch (e) {
+      error = e;
+    }
+    render();
+  }
+
+  const offEvent = onEvent(({ event }) => {
+    if (REFETCH.test(event) && !timer) timer = setTimeout(load, 300);
+  });
+  const offLanguage = onLanguageChange(render);
+  render();
+  load();
+  return () => {
+    offEvent();
+    offLanguage();
+    clearTimeout(timer);
+    if (dialog) dialog.close();
+  };
+}

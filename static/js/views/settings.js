@@ -1,0 +1,180 @@
+// Application settings (#/settings): every field GET /api/settings returns, with the right
+// control (unknown ones by their JSON type), saved with a PUT of what changed; changes made
+// elsewhere (settings:updated) flow into the fields not being edited. Also: log out.
+
+import { api } from "../api.js";
+import { h, toast } from "../dom.js";
+import { onLanguageChange, register, setLanguage, t } from "../i18n.js";
+import { state, subscribe } from "../store.js";
+import { formKit, liveForm } from "./project_form.js";
+
+register({
+  en: {
+    "settings.title": "Settings",
+    "settings.intro": "These apply to the whole board and every project.",
+    "settings.group.board": "Board",
+    "settings.group.tasks": "New tasks",
+    "settings.group.agents": "Agents and cost",
+    "settings.group.other": "Other",
+    "settings.language": "Language",
+    "settings.confirmBeforeDelete": "Ask before deleting",
+    "settings.soundEnabled": "Play a sound when a task completes",
+    "settings.autoOpenTerminal": "Open the log panel when a task starts",
+    "settings.defaultModel": "Default model",
+    "settings.defaultEffort": "Default thinking effort",
+    "settings.defaults.help": "Used for new tasks unless a template of the task's type says otherwise.",
+    "settings.agentIdleTimeoutMinutes": "Idle timeout (minutes)",
+    "settings.agentIdleTimeoutMinutes.help": "Stop a run that printed nothing for this long; 0 = off (0 to 1440).",
+    "settings.dailyCostLimit": "Daily cost limit (USD)",
+    "settings.dailyCostLimit.help": "When today's cost reaches it, the queue starts nothing new. Empty = no limit.",
+    "settings.logRetentionDays": "Keep agent logs (days)",
+    "settings.logRetentionDays.help": "Older logs are deleted. Empty = keep forever.",
+    "settings.account": "Session",
+    "settings.account.help": "On a board with a token, this ends the session in this browser.",
+    "settings.logout": "Log out",
+    "settings.loadFailed": "The settings could not be loaded: {error}",
+  },
+  tr: {
+    "settings.title": "Ayarlar",
+    "settings.intro": "Bunlar tüm pano ve her proje için geçerlidir.",
+    "settings.group.board": "Pano",
+    "settings.group.tasks": "Yeni görevler",
+    "settings.group.agents": "Ajanlar ve maliyet",
+    "settings.group.other": "Diğer",
+    "settings.language": "Dil",
+    "settings.confirmBeforeDelete": "Silmeden önce sor",
+    "settings.soundEnabled": "Bir görev bitince ses çal",
+    "settings.autoOpenTerminal": "Bir görev başlayınca kayıt panelini aç",
+    "settings.defaultModel": "Varsayılan model",
+    "settings.defaultEffort": "Varsayılan düşünme düzeyi",
+    "settings.defaults.help": "Görevin türüne ait bir şablon başkasını söylemedikçe yeni görevlerde kullanılır.",
+    "settings.agentIdleTimeoutMinutes": "Boşta kalma süresi sınırı (dakika)",
+    "settings.agentIdleTimeoutMinutes.help": "Bu süre boyunca hiçbir şey yazmayan çalışmayı durdur; 0 = kapalı (0 ile 1440 arası).",
+    "settings.dailyCostLimit": "Günlük maliyet sınırı (USD)",
+    "settings.dailyCostLimit.help": "Bugünkü maliyet buna ulaşınca kuyruk yeni bir şey başlatmaz. Boş = sınır yok.",
+    "settings.logRetentionDays": "Ajan kayıtlarını sakla (gün)",
+    "settings.logRetentionDays.help": "Daha eski kayıtlar silinir. Boş = sonsuza dek sakla.",
+    "settings.account": "Oturum",
+    "settings.account.help": "Belirteçli bir panoda bu, bu tarayıcıdaki oturumu kapatır.",
+    "settings.logout": "Çıkış yap",
+    "settings.loadFailed": "Ayarlar yüklenemedi: {error}",
+  },
+});
+
+/** Language names are written in their own language. */
+const LANGUAGE_NAMES = { en: "English", tr: "Türkçe" };
+const lbl = (key) => () => t(key);
+
+/** The settings the board knows, in display order with their group. */
+const KNOWN = [
+  { key: "language", group: "board", kind: "select", options: ["en", "tr"], optionLabel: (v) => LANGUAGE_NAMES[v] || v,
+    label: lbl("settings.language") },
+  { key: "confirmBeforeDelete", group: "board", kind: "bool", label: lbl("settings.confirmBeforeDelete") },
+  { key: "soundEnabled", group: "board", kind: "bool", label: lbl("settings.soundEnabled") },
+  { key: "autoOpenTerminal", group: "board", kind: "bool", label: lbl("settings.autoOpenTerminal") },
+  { key: "defaultModel", group: "tasks", kind: "select", options: ["model_large", "model_medium", "model_small"],
+    optionLabel: (v) => t(`model.${v}`), label: lbl("settings.defaultModel"), help: lbl("settings.defaults.help") },
+  { key: "defaultEffort", group: "tasks", kind: "select", options: ["low", "medium", "high"],
+    optionLabel: (v) => t(`effort.${v}`), label: lbl("settings.defaultEffort") },
+  { key: "agentIdleTimeoutMinutes", group: "agents", kind: "int", min: 0, max: 1440,
+    label: lbl("settings.agentIdleTimeoutMinutes"), help: lbl("settings.agentIdleTimeoutMinutes.help") },
+  { key: "dailyCostLimit", group: "agents", kind: "number", nullable: true, min: 0, max: 1000000,
+    label: lbl("settings.dailyCostLimit"), help: lbl("settings.dailyCostLimit.help"), attrs: { step: "0.01" } },
+  { key: "logRetentionDays", group: "agents", kind: "int", nullable: true, min: 1, max: 36500,
+    label: lbl("settings.logRetentionDays"), help: lbl("settings.logRetentionDays.help") },
+];
+const GROUPS = ["board", "tasks", "agents", "other"];
+
+/** Specs for every field of settings: the known ones, then the others by JSON type. */
+function specsFor(settings) {
+  const known = KNOWN.filter((spec) => spec.key in settings);
+  const others = Object.keys(settings).filter((key) => !KNOWN.some((spec) => spec.key === key)).map((key) => {
+    const value = settings[key];
+    const kind = typeof value === "boolean" ? "bool" : typeof value === "number" ? "number" : "text";
+    return { key, group: "other", kind, nullable: value === null, label: () => key };
+  });
+  return [...known, ...others];
+}
+
+/** @param {HTMLElement} root */
+export function mount(root) {
+  let kit = null;
+  let form = null;
+  let keys = "";
+  const intro = h("div", { class: "page-head" });
+  const body = h("div", { class: "settings-form" });
+  const account = h("section", { class: "card-panel account" });
+  root.append(h("section", { class: "settings-view" }, intro, body, account));
+
+  function build() {
+    return GROUPS.map((group) => {
+      const rows = kit.specs.filter((spec) => spec.group === group).map((spec) => kit.row(spec.key));
+      return rows.length ? h("fieldset", { class: "group", "data-group": group },
+        h("legend", {}, t(`settings.group.${group}`)), rows) : null;
+    }).filter(Boolean);
+  }
+
+  function renderForm() {
+    const settings = state.settings;
+    if (!settings) {
+      body.replaceChildren(h("p", { class: "muted" }, t("common.loading")));
+      return;
+    }
+    if (form) form.destroy();
+    kit = formKit(specsFor(settings), settings);
+    keys = Object.keys(settings).sort().join();
+    form = liveForm({
+      kit, build, onlyDirty: true,
+      submitLabel: () => t("common.save"),
+      onSubmit: async (changes) => {
+        if (!Object.keys(changes).length) {
+          toast(t("form.noChanges"));
+          return;
+        }
+        const saved = await api.updateSettings(changes);
+        state.settings = saved;
+        kit.reset(saved);
+        setLanguage(saved.language || "en");
+        toast(t("common.saved"));
+      },
+    });
+    body.replaceChildren(form.element);
+  }
+
+  async function logout() {
+    try {
+      await api.logout();
+    } catch { /* without a session there is nothing to end */ }
+    location.assign("/login");
+  }
+
+  function renderChrome() {
+    intro.replaceChildren(h("div", {}, h("h1", {}, t("settings.title")), h("p", { class: "muted intro" }, t("settings.intro"))));
+    account.replaceChildren(h("h2", {}, t("settings.account")), h("p", { class: "muted" }, t("settings.account.help")),
+      h("div", { class: "actions start" }, h("button", { type: "button", onclick: logout, "data-testid": "logout" },
+        t("settings.logout"))));
+  }
+
+  const offStore = subscribe((s, event) => {
+    if (event !== "settings:updated" && event !== "resync") return;
+    if (!kit || Object.keys(s.settings || {}).sort().join() !== keys) renderForm();
+    else kit.set(s.settings);
+  });
+  const offLanguage = onLanguageChange(renderChrome);
+
+  renderChrome();
+  renderForm();
+  if (!state.settings) {
+    api.settings().then((settings) => {
+      state.settings = settings;
+      renderForm();
+    }).catch((error) => {
+      body.replaceChildren(h("p", { class: "error" }, t("settings.loadFailed", { error: error.message })));
+    });
+  }
+  return () => {
+    offStore();
+    offLanguage();
+    if (form) form.destroy();
+  };
+}

@@ -1,0 +1,160 @@
+// Prompt templates of a project (#/projects/:projectId/templates): list, create and edit
+// in a dialog, delete; kept current by template:* events.
+
+import { api } from "../api.js";
+import { h, toast } from "../dom.js";
+import { onLanguageChange, register, t } from "../i18n.js";
+import { confirmDelete, formDialog, formKit, liveForm, liveItems, liveProjectHeader, rerender } from "./project_form.js";
+
+register({
+  en: {
+    "templates.title": "Prompt templates",
+    "templates.intro": "A template with a task type is added to the prompt of every task of that type; its model and effort become the defaults of new tasks of that type.",
+    "templates.new": "New template",
+    "templates.newTitle": "New template",
+    "templates.editTitle": "Edit template",
+    "templates.empty": "No templates yet.",
+    "templates.name": "Name",
+    "templates.content": "Content",
+    "templates.variables": "Variables (click to insert):",
+    "templates.taskType": "Task type",
+    "templates.taskType.help": "Applied automatically to tasks of this type.",
+    "templates.model": "Model",
+    "templates.thinkingEffort": "Thinking effort",
+    "templates.anyType": "Any type",
+    "templates.deleted": "Template {name} deleted",
+    "templates.loadFailed": "The templates could not be loaded: {error}",
+  },
+  tr: {
+    "templates.title": "İstem şablonları",
+    "templates.intro": "Görev türü seçilmiş bir şablon, o türdeki her görevin istemine eklenir; modeli ve düşünme düzeyi o türdeki yeni görevlerin varsayılanı olur.",
+    "templates.new": "Yeni şablon",
+    "templates.newTitle": "Yeni şablon",
+    "templates.editTitle": "Şablonu düzenle",
+    "templates.empty": "Henüz şablon yok.",
+    "templates.name": "Ad",
+    "templates.content": "İçerik",
+    "templates.variables": "Değişkenler (eklemek için tıklayın):",
+    "templates.taskType": "Görev türü",
+    "templates.taskType.help": "Bu türdeki görevlere otomatik uygulanır.",
+    "templates.model": "Model",
+    "templates.thinkingEffort": "Düşünme düzeyi",
+    "templates.anyType": "Her tür",
+    "templates.deleted": "{name} şablonu silindi",
+    "templates.loadFailed": "Şablonlar yüklenemedi: {error}",
+  },
+});
+
+const TASK_TYPES = ["feature", "bugfix", "refactor", "docs", "test", "chore"];
+const MODELS = ["model_large", "model_medium", "model_small"];
+const EFFORTS = ["low", "medium", "high"];
+const VARIABLES = ["project_name", "task_title", "task_type", "priority", "model"];
+
+const SPECS = [
+  { key: "name", kind: "text", required: true, label: () => t("templates.name"), attrs: { maxlength: 200 } },
+  { key: "taskType", kind: "select", nullable: true, options: TASK_TYPES, optionLabel: (v) => t(`type.${v}`),
+    label: () => t("templates.taskType"), help: () => t("templates.taskType.help") },
+  { key: "model", kind: "select", nullable: true, options: MODELS, optionLabel: (v) => t(`model.${v}`),
+    label: () => t("templates.model") },
+  { key: "thinkingEffort", kind: "select", nullable: true, options: EFFORTS, optionLabel: (v) => t(`effort.${v}`),
+    label: () => t("templates.thinkingEffort") },
+  { key: "content", kind: "textarea", required: true, label: () => t("templates.content"),
+    attrs: { class: "mono", rows: 12, spellcheck: "false" } },
+];
+
+/** Insert text at the caret of a textarea and tell the form. */
+function insertAt(textarea, text) {
+  textarea.focus();
+  textarea.setRangeText(text, textarea.selectionStart, textarea.selectionEnd, "end");
+  textarea.dispatchEvent(new Event("input"));
+}
+
+/**
+ * @param {HTMLElement} root
+ * @param {{projectId: number}} params
+ */
+export function mount(root, { projectId }) {
+  let dialog = null;
+  const head = h("div");
+  const bar = h("div", { class: "page-head" });
+  const list = h("div", { class: "item-list", "aria-live": "polite" });
+  root.append(head, h("section", { class: "templates-view" }, bar, list));
+  const store = liveItems(projectId, "templates", "template", () => renderList());
+  const offHeader = liveProjectHeader(head, projectId, "/templates");
+
+  function openForm(template) {
+    const kit = formKit(SPECS, template || {});
+    const build = () => [kit.row("name"), h("div", { class: "form-row" }, kit.row("taskType"), kit.row("model"),
+      kit.row("thinkingEffort")), kit.row("content"),
+    h("p", { class: "variables help" }, t("templates.variables"), " ", VARIABLES.map((name) =>
+      h("button", { type: "button", class: "chip", "data-key": `var-${name}`,
+        onclick: () => insertAt(kit.rows.get("content").controls[0], `{{${name}}}`) }, `{{${name}}}`)))];
+    const form = liveForm({
+      kit, build, onlyDirty: Boolean(template),
+      submitLabel: () => t(template ? "common.save" : "common.create"),
+      onCancel: () => dialog.close(),
+      onSubmit: async (body) => {
+        const saved = template ? await api.update(projectId, "templates", template.id, body)
+          : await api.create(projectId, "templates", body);
+        store.put(saved);
+        dialog.close();
+        toast(t("common.saved"));
+      },
+    });
+    dialog = formDialog(() => t(template ? "templates.editTitle" : "templates.newTitle"), form, { wide: true });
+    dialog.dialog.addEventListener("close", () => { dialog = null; });
+  }
+
+  async function remove(template) {
+    if (!(await confirmDelete(template.name))) return;
+    try {
+      await api.remove(projectId, "templates", template.id);
+      store.drop(template.id);
+      toast(t("templates.deleted", { name: template.name }));
+    } catch (error) {
+      toast(error.message, "error");
+    }
+  }
+
+  function item(template) {
+    const meta = [template.taskType ? t(`type.${template.taskType}`) : t("templates.anyType"),
+      template.model && t(`model.${template.model}`), template.thinkingEffort && t(`effort.${template.thinkingEffort}`)];
+    return h("article", { class: "item card-panel" },
+      h("header", { class: "item-head" },
+        h("h3", {}, template.name),
+        h("span", { class: "chips" }, meta.filter(Boolean).map((text) => h("span", { class: "chip static" }, text))),
+        h("span", { class: "item-actions" },
+          h("button", { type: "button", "data-key": `edit-${template.id}`, onclick: () => openForm(template),
+            "aria-label": `${t("common.edit")}: ${template.name}` }, t("common.edit")),
+          h("button", { type: "button", "data-key": `delete-${template.id}`, onclick: () => remove(template),
+            "aria-label": `${t("common.delete")}: ${template.name}` }, t("common.delete")))),
+      h("pre", { class: "preview" }, template.content));
+  }
+
+  function renderList() {
+    if (store.status.error && !store.status.loaded) {
+      rerender(list, h("p", { class: "error" }, t("templates.loadFailed", { error: store.status.error.message })));
+    } else if (!store.status.loaded) {
+      rerender(list, h("p", { class: "muted" }, t("common.loading")));
+    } else if (!store.items.size) {
+      rerender(list, h("p", { class: "empty" }, t("templates.empty")));
+    } else {
+      rerender(list, store.sorted().map(item));
+    }
+  }
+
+  function render() {
+    bar.replaceChildren(h("div", {}, h("h2", {}, t("templates.title")), h("p", { class: "muted intro" }, t("templates.intro"))),
+      h("button", { type: "button", class: "primary", onclick: () => openForm(null) }, t("templates.new")));
+    renderList();
+  }
+
+  const offLanguage = onLanguageChange(render);
+  render();
+  return () => {
+    store.stop();
+    offHeader();
+    offLanguage();
+    if (dialog) dialog.close();
+  };
+}
