@@ -1,0 +1,231 @@
+// Dependencies and pipeline (#/projects/:projectId/pipeline): the dependency graph drawn as
+// inline SVG, one column per execution wave, edges styled by condition, nodes coloured by
+// status; then what runs, what is queued and what is blocked, with the server's reasons.
+// Desktop commands: refused (403 local_only) when the board is opened from another machine.
+
+import { api } from "../api.js";
+import { append, clear, h, svg } from "../dom.js";
+import { onLanguageChange, register, t } from "../i18n.js";
+import { notify, onEvent, state } from "../store.js";
+import { projectHeader } from "./common.js";
+
+register({
+  en: {
+    "pipe.graph": "Dependency graph", "pipe.wave": "Wave {n}", "pipe.finished": "Finished",
+    "pipe.empty": "No task is waiting to run.", "pipe.hiddenDone": "{n} finished tasks without open dependants are not shown.",
+    "pipe.cond.always": "always", "pipe.cond.on_success": "on success", "pipe.cond.on_failure": "on failure",
+    "pipe.legend": "Legend", "pipe.edgeTitle": "{from} → {to} ({condition})",
+    "pipe.status": "Pipeline", "pipe.autoQueueOn": "Automatic queue on", "pipe.autoQueueOff": "Automatic queue off",
+    "pipe.slots": "{used} of {max} agent slots in use", "pipe.activeWave": "Active wave: {n}",
+    "pipe.running": "Running", "pipe.queued": "Queued", "pipe.blocked": "Blocked or waiting",
+    "pipe.noneRunning": "Nothing is running.", "pipe.noneQueued": "Nothing is queued.", "pipe.noneBlocked": "Nothing is blocked.",
+    "pipe.state.waiting": "waiting", "pipe.state.blocked": "blocked", "pipe.awaiting": "waits for its sub-tasks",
+    "pipe.waves": "Execution waves", "pipe.graphLabel": "Dependency graph of {n} tasks in {w} waves",
+  },
+  tr: {
+    "pipe.graph": "Bağımlılık grafiği", "pipe.wave": "Dalga {n}", "pipe.finished": "Biten",
+    "pipe.empty": "Çalışmayı bekleyen görev yok.", "pipe.hiddenDone": "Açık bağımlısı olmayan {n} biten görev gösterilmiyor.",
+    "pipe.cond.always": "her durumda", "pipe.cond.on_success": "başarılı olursa", "pipe.cond.on_failure": "başarısız olursa",
+    "pipe.legend": "Açıklama", "pipe.edgeTitle": "{from} → {to} ({condition})",
+    "pipe.status": "İş akışı", "pipe.autoQueueOn": "Otomatik kuyruk açık", "pipe.autoQueueOff": "Otomatik kuyruk kapalı",
+    "pipe.slots": "{max} ajan yuvasından {used} tanesi kullanımda", "pipe.activeWave": "Etkin dalga: {n}",
+    "pipe.running": "Çalışıyor", "pipe.queued": "Kuyrukta", "pipe.blocked": "Engellenen veya bekleyen",
+    "pipe.noneRunning": "Çalışan bir şey yok.", "pipe.noneQueued": "Kuyrukta bir şey yok.", "pipe.noneBlocked": "Engellenen bir şey yok.",
+    "pipe.state.waiting": "bekliyor", "pipe.state.blocked": "engellendi", "pipe.awaiting": "alt görevlerini bekliyor",
+    "pipe.waves": "Yürütme dalgaları", "pipe.graphLabel": "{w} dalgada {n} görevin bağımlılık grafiği",
+  },
+});
+
+const FINISHED = ["testing", "done", "failed"];
+const CONDITIONS = ["always", "on_success", "on_failure"];
+const NODE = { w: 190, h: 50, gapX: 104, gapY: 16, top: 30, left: 8 };
+
+const short = (text, n) => (text.length > n ? `${text.slice(0, n - 1)}…` : text);
+
+/**
+ * Columns of the graph: finished tasks that unfinished ones depend on, then the waves. Pure.
+ * @returns {{columns: {label: string|null, wave: number|null, ids: number[]}[], hidden: number}}
+ */
+export function layoutColumns(graph) {
+  const open = new Set(graph.waves.flat());
+  const linked = new Set();
+  for (const e of graph.edges) {
+    if (open.has(e.to)) linked.add(e.from);
+    if (open.has(e.from)) linked.add(e.to);
+  }
+  const finished = graph.tasks.filter((task) => !open.has(task.id));
+  const shown = finished.filter((task) => linked.has(task.id)).map((task) => task.id);
+  const columns = shown.length ? [{ wave: null, ids: shown }] : [];
+  graph.waves.forEach((ids, i) => columns.push({ wave: i, ids }));
+  return { columns, hidden: finished.length - shown.length };
+}
+
+/** Mount the pipeline view. */
+export function mount(root, { projectId }) {
+  let graph = null;
+  let status = null;
+  let error = "";
+  let refused = state.localOnlyRefused;
+  let timer = null;
+  let alive = true;
+
+  async function load() {
+    if (refused) return render();
+    try {
+      // One after the other: when the board is refused (local_only), one refusal is enough.
+      const g = await api.desktop("get_dependency_graph", { projectId });
+      const s = await api.desktop("get_pipeline_status", { projectId });
+      if (!alive) return;
+      graph = g;
+      status = s;
+      error = "";
+    } catch (failure) {
+      if (failure.code === "local_only") {
+        refused = true;
+        state.localOnlyRefused = true;
+        notify("localOnlyRefused");
+      } else {
+        error = failure.message;
+      }
+    }
+    if (alive) render();
+  }
+
+  function drawGraph(byId) {
+    const { columns, hidden } = layoutColumns(graph);
+    const pos = new Map();
+    let tallest = 0;
+    columns.forEach((column, c) => {
+      column.ids.forEach((id, r) => pos.set(id, { x: NODE.left + c * (NODE.w + NODE.gapX),
+        y: NODE.top + r * (NODE.h + NODE.gapY) }));
+      tallest = Math.max(tallest, column.ids.length);
+    });
+    const width = NODE.left * 2 + columns.length * NODE.w + Math.max(0, columns.length - 1) * NODE.gapX;
+    const height = NODE.top + tallest * (NODE.h + NODE.gapY) + 8;
+    const blocked = new Map((status?.blocked || []).map((b) => [b.taskId, b]));
+    const keyOf = (id) => byId.get(id)?.task_key || `#${id}`;
+
+    const markers = svg("defs", {}, CONDITIONS.map((c) => svg("marker", { id: `pl-arrow-${c}`,
+      class: `pl-marker cond-${c}`, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 8, markerHeight: 8,
+      orient: "auto-start-reverse" }, svg("path", { d: "M0,0 L10,5 L0,10 z" }))));
+    const edges = graph.edges.filter((e) => pos.has(e.from) && pos.has(e.to)).map((e) => {
+      const a = pos.get(e.from);
+      const b = pos.get(e.to);
+      const x1 = a.x + NODE.w;
+      const y1 = a.y + NODE.h / 2;
+      const x2 = b.x;
+      const y2 = b.y + NODE.h / 2;
+      const bend = Math.max(40, Math.abs(x2 - x1) / 2);
+      const condition = CONDITIONS.includes(e.conditionType) ? e.conditionType : "always";
+      const label = t(`pipe.cond.${condition}`);
+      return svg("g", { class: `pl-edge cond-${condition}` },
+        svg("title", {}, t("pipe.edgeTitle", { from: keyOf(e.from), to: keyOf(e.to), condition: label })),
+        svg("path", { d: `M${x1},${y1} C${x1 + bend},${y1} ${x2 - bend},${y2} ${x2},${y2}`,
+          "marker-end": `url(#pl-arrow-${condition})` }),
+        svg("text", { x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 4, "text-anchor": "middle" }, label));
+    });
+    const heads = columns.map((column, c) => svg("text", { class: "pl-col-head",
+      x: NODE.left + c * (NODE.w + NODE.gapX) + NODE.w / 2, y: 16, "text-anchor": "middle" },
+    column.wave === null ? t("pipe.finished") : t("pipe.wave", { n: column.wave + 1 })));
+    const nodes = [...pos].map(([id, p]) => {
+      const task = byId.get(id);
+      if (!task) return null;
+      const block = blocked.get(id);
+      const cls = ["pl-node", `status-${task.status}`, task.is_running ? "running" : "",
+        block ? `state-${block.state}` : ""].join(" ");
+      return svg("a", { href: `#/tasks/${id}`, class: cls, "data-task-id": id },
+        svg("title", {}, `${task.task_key} · ${task.title} · ${t(`status.${task.status}`)}`
+          + (block?.reason ? ` · ${block.reason}` : "")),
+        svg("rect", { x: p.x, y: p.y, width: NODE.w, height: NODE.h, rx: 6 }),
+        svg("text", { x: p.x + 10, y: p.y + 19, class: "pl-key" }, task.task_key,
+          svg("tspan", { class: "pl-status", dx: 6 }, t(`status.${task.status}`))),
+        svg("text", { x: p.x + 10, y: p.y + 38, class: "pl-title" }, short(task.title, 27)));
+    });
+    const drawing = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "pl-graph",
+      role: "group", "aria-label": t("pipe.graphLabel", { n: pos.size, w: graph.waves.length }),
+      "data-testid": "pipeline-graph" }, markers, heads, edges, nodes);
+    return { drawing, hidden, empty: pos.size === 0 };
+  }
+
+  function taskLink(byId, id, key) {
+    const task = byId.get(id);
+    return h("a", { href: `#/tasks/${id}` }, h("span", { class: "ins-key" }, key || task?.task_key || `#${id}`),
+      task ? ` ${task.title}` : "");
+  }
+
+  function legend() {
+    return h("div", { class: "pl-legend", "aria-label": t("pipe.legend") },
+      ["backlog", "in_progress", "testing", "done", "failed"].map((s) =>
+        h("span", { class: `legend-item status-${s}` }, h("span", { class: "swatch", "aria-hidden": "true" }), t(`status.${s}`))),
+      CONDITIONS.map((c) => h("span", { class: `legend-item cond-${c}` },
+        h("span", { class: "line", "aria-hidden": "true" }), t(`pipe.cond.${c}`))));
+  }
+
+  function render() {
+    const focused = root.contains(document.activeElement) ? document.activeElement.getAttribute("href") : null;
+    const scrolled = root.querySelector(".graph-scroll")?.scrollLeft || 0;
+    clear(root);
+    root.append(projectHeader(projectId, "/pipeline"));
+    if (refused) {
+      root.append(h("p", { class: "card-panel muted", role: "status", "data-testid": "local-only" }, t("common.localOnly")));
+      return;
+    }
+    if (error) root.append(h("p", { class: "error", role: "alert" }, error));
+    if (!graph || !status) {
+      if (!error) root.append(h("p", { class: "muted" }, t("common.loading")));
+      return;
+    }
+    const byId = new Map(graph.tasks.map((task) => [task.id, task]));
+    const { drawing, hidden, empty } = drawGraph(byId);
+    const list = (items, none, line) => (items.length
+      ? h("ul", { class: "pl-list" }, items.map(line)) : h("p", { class: "muted" }, none));
+    append(root, [
+      h("section", { class: "card-panel" }, h("h2", {}, t("pipe.graph")), legend(),
+        empty ? h("p", { class: "muted" }, t("pipe.empty")) : h("div", { class: "graph-scroll", tabindex: "0",
+          "aria-label": t("pipe.graph") }, drawing),
+        hidden ? h("p", { class: "muted ins-small" }, t("pipe.hiddenDone", { n: hidden })) : null),
+      h("section", { class: "card-panel", "data-testid": "pipeline-status" }, h("h2", {}, t("pipe.status")),
+        h("p", { class: "pl-summary" },
+          h("span", { class: status.autoQueue ? "ins-pill ins-on" : "ins-pill" },
+            status.autoQueue ? t("pipe.autoQueueOn") : t("pipe.autoQueueOff")),
+          h("span", {}, t("pipe.slots", { used: status.slotsUsed, max: status.maxConcurrent })),
+          status.activeWave !== null && status.activeWave !== undefined
+            ? h("span", {}, t("pipe.activeWave", { n: status.activeWave + 1 })) : null),
+        h("div", { class: "pl-lists" },
+          h("section", {}, h("h3", {}, t("pipe.running")), list(status.running, t("pipe.noneRunning"), (r) =>
+            h("li", {}, taskLink(byId, r.taskId, r.taskKey),
+              r.awaitingSubtasks ? h("span", { class: "muted" }, ` · ${t("pipe.awaiting")}`) : null))),
+          h("section", {}, h("h3", {}, t("pipe.queued")), list(status.queued, t("pipe.noneQueued"), (q) =>
+            h("li", {}, taskLink(byId, q.taskId, q.taskKey), h("div", { class: "ins-reason muted" }, q.reason)))),
+          h("section", {}, h("h3", {}, t("pipe.blocked")), list(status.blocked, t("pipe.noneBlocked"), (b) =>
+            h("li", { class: `state-${b.state}` }, taskLink(byId, b.taskId, b.taskKey),
+              h("span", { class: `ins-pill state-${b.state}` }, t(`pipe.state.${b.state}`)),
+              h("div", { class: "ins-reason muted" }, b.reason || "")))))),
+      graph.waves.length ? h("section", { class: "card-panel" }, h("h2", {}, t("pipe.waves")),
+        h("ol", { class: "pl-waves" }, graph.waves.map((ids, i) => h("li", {},
+          h("strong", {}, t("pipe.wave", { n: i + 1 })), " ",
+          ids.map((id, j) => [j ? ", " : "", h("a", { href: `#/tasks/${id}` }, byId.get(id)?.task_key || `#${id}`)]))))) : null]);
+    const box = root.querySelector(".graph-scroll");
+    if (box) box.scrollLeft = scrolled;
+    if (focused) root.querySelector(`[href="${CSS.escape(focused)}"]`)?.focus({ preventScroll: true });
+  }
+
+  const refresh = () => { clearTimeout(timer); timer = setTimeout(load, 400); };
+  const stopEvents = onEvent(({ event, data }) => {
+    if (event === "resync") return refresh();
+    if (event === "project:updated" && data.id === projectId) return refresh();
+    const mine = data && (data.project_id ?? data.projectId) === projectId;
+    if (mine && (event === "dependencies:updated" || event === "task:created"
+      || event === "task:updated" || event === "task:deleted")) refresh();
+  });
+  const stopLanguage = onLanguageChange(render);
+
+  render();
+  load();
+  return () => {
+    alive = false;
+    clearTimeout(timer);
+    stopEvents();
+    stopLanguage();
+  };
+}
