@@ -1814,24 +1814,33 @@ def activity_rows(project_id: int, limit: int, offset: int) -> list[dict] | None
     return rows
 
 
+#: Every agent's usage: task and verifier runs, and planning sessions.
+USAGE_SOURCE = (
+    "(SELECT task_id, model, started_at, input_tokens, output_tokens, cache_read_tokens, "
+    "cache_creation_tokens, cost FROM runs UNION ALL SELECT NULL, model, started_at, "
+    "COALESCE(json_extract(stats_json, '$.tokens.input'), 0), "
+    "COALESCE(json_extract(stats_json, '$.tokens.output'), 0), 0, 0, cost FROM plans)")
+
+
 def cost_since_row(moment: str) -> float:
     with tx() as t:
-        return t.value("SELECT COALESCE(SUM(cost), 0) FROM runs WHERE started_at >= ?",
-                       (moment,))
+        return t.value(f"SELECT COALESCE(SUM(cost), 0) FROM {USAGE_SOURCE} "
+                       "WHERE started_at >= ?", (moment,))
 
 
 def usage_rows(day_start: str) -> dict:
-    """Token and cost totals of every run: overall, per model tier, per local day, today."""
+    """Token and cost totals of every agent (task, verifier, planner): overall, per model
+    tier, per local day, today."""
     sums = ("SUM(input_tokens) AS input, SUM(output_tokens) AS output, "
             "SUM(cache_read_tokens) AS cache_read, SUM(cache_creation_tokens) AS "
             "cache_creation, SUM(cost) AS cost")
     with tx() as t:
         return {
-            "total": t.one(f"SELECT {sums} FROM runs"),
+            "total": t.one(f"SELECT {sums} FROM {USAGE_SOURCE}"),
             "models": t.all(f"SELECT model, COUNT(DISTINCT task_id) AS tasks, {sums} "
-                            "FROM runs GROUP BY model"),
-            "days": t.all(f"SELECT date(started_at, 'localtime') AS day, {sums} FROM runs "
-                          "GROUP BY day ORDER BY day"),
-            "today": t.value("SELECT SUM(cost) FROM runs WHERE started_at >= ?",
+                            f"FROM {USAGE_SOURCE} GROUP BY model"),
+            "days": t.all(f"SELECT date(started_at, 'localtime') AS day, {sums} FROM "
+                          f"{USAGE_SOURCE} GROUP BY day ORDER BY day"),
+            "today": t.value(f"SELECT SUM(cost) FROM {USAGE_SOURCE} WHERE started_at >= ?",
                              (day_start,)),
         }

@@ -414,3 +414,15 @@ def test_deleting_the_project_cancels_its_session(client, api, live, agent_dir):
     assert plan_events(ws, until="plan:cancelled")[-1]["data"] == \
         {"projectId": pid, "planId": plan_id}
     assert_error(client.get(url(pid, "/status"), status=404), 404, "not_found")
+
+
+def test_a_plans_cost_counts_in_agent_usage_and_the_daily_limit(client, api):
+    before = client.get("/api/stats/agent-usage").json
+    pid = api.project()["id"]
+    start(client, pid)
+    wait_last(client, pid)
+    after = client.get("/api/stats/agent-usage").json
+    assert after["usage"]["totalCost"] == pytest.approx(before["usage"]["totalCost"] + 0.02)
+    assert after["limits"]["currentUsage"] == pytest.approx(
+        before["limits"]["currentUsage"] + 0.02)
+    assert after["models"]["model_medium"]["inputTokens"] >= 2400

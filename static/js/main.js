@@ -29,11 +29,24 @@ register({
   tr: { "attention.count": "{n} sizi bekliyor" },
 });
 
-/** Tasks waiting for a person (testing or failed) among the loaded projects. */
+let waiting = 0;  // tasks in testing or failed across every project (from the summaries)
+let countTimer = null;
+
+/** Tasks waiting for a person (testing or failed), across all projects. */
 function attentionCount() {
-  let n = 0;
-  for (const task of state.tasks.values()) if (task.status === "testing" || task.status === "failed") n += 1;
-  return n;
+  return waiting;
+}
+
+/** Recount from the project summaries, at most once every 300 ms. */
+function recount() {
+  clearTimeout(countTimer);
+  countTimer = setTimeout(async () => {
+    try {
+      const summaries = await api.projectSummaries();
+      waiting = summaries.reduce((n, p) => n + (p.testingCount || 0) + (p.failedCount || 0), 0);
+      renderHeader();
+    } catch { /* the banner says when the server is unreachable */ }
+  }, 300);
 }
 
 function renderHeader() {
@@ -94,6 +107,9 @@ async function checkHealth() {
 async function boot() {
   const root = qs("#view");
   subscribe(renderHeader);
+  subscribe((s, event) => {
+    if (/^(task:(created|updated|deleted)|project:deleted|resync)$/.test(event)) recount();
+  });
   onLanguageChange(renderHeader);
   let lastStatus = new Map();
   subscribe((s, event) => {
@@ -110,6 +126,7 @@ async function boot() {
   }
   setLanguage(state.settings?.language || "en");
   renderHeader();
+  recount();
   checkHealth();
   setInterval(checkHealth, 60000);
   connect();
