@@ -106,7 +106,9 @@ async function checkHealth() {
 
 async function boot() {
   const root = qs("#view");
-  subscribe(renderHeader);
+  subscribe((s, event) => {
+    if (event !== "task:log" && event !== "task:usage") renderHeader();
+  });
   subscribe((s, event) => {
     if (/^(task:(created|updated|deleted)|project:deleted|resync)$/.test(event)) recount();
   });

@@ -6,6 +6,7 @@ let socket = null;
 let lastSeq = null;
 let retry = 0;
 let logs = new Set();
+let switching = false;  // followLogs() closed the socket on purpose: reconnect at once
 
 function url() {
   const params = new URLSearchParams();
@@ -44,6 +45,11 @@ export function connect() {
   });
   socket.addEventListener("close", () => {
     socket = null;
+    if (switching) {  // not an outage: no "offline" state, no backoff
+      switching = false;
+      connect();
+      return;
+    }
     setConnection("closed");
     retry = Math.min(retry + 1, 6);
     setTimeout(connect, Math.min(500 * 2 ** retry, 15000));
@@ -59,5 +65,13 @@ export function followLogs(taskIds) {
   const next = new Set(taskIds);
   if (next.size === logs.size && [...next].every((id) => logs.has(id))) return;
   logs = next;
-  if (socket) socket.close();  // the close handler reconnects with the new list
+  if (socket) {
+    switching = true;  // the close handler reconnects with the new list
+    const current = socket;
+    if (current.readyState === WebSocket.CONNECTING) {
+      current.addEventListener("open", () => current.close(), { once: true });  // closing now warns
+    } else {
+      current.close();
+    }
+  }
 }

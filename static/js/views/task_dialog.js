@@ -1,0 +1,289 @@
+// The task create/edit dialog, used by the board and the task detail page.
+
+import { api, ApiError } from "../api.js";
+import { h, openDialog, toast } from "../dom.js";
+import { tags as parseTags } from "../format.js";
+import { register, t } from "../i18n.js";
+import { notify, state, tasksOf } from "../store.js";
+import { field, select } from "./common.js";
+
+register({
+  en: {
+    "taskdlg.new": "New task",
+    "taskdlg.newSub": "New sub-task",
+    "taskdlg.edit": "Edit {key}",
+    "taskdlg.title": "Title",
+    "taskdlg.description": "Description",
+    "taskdlg.type": "Type",
+    "taskdlg.priority": "Priority",
+    "taskdlg.model": "Model",
+    "taskdlg.effort": "Thinking effort",
+    "taskdlg.criteria": "Acceptance criteria",
+    "taskdlg.criteriaHelp": "How the agent (and you) can tell the task is done.",
+    "taskdlg.tags": "Tags",
+    "taskdlg.tagsHelp": "Enter or comma adds a tag; Backspace removes the last one.",
+    "taskdlg.removeTag": "Remove tag {tag}",
+    "taskdlg.parent": "Parent task",
+    "taskdlg.parentHelp": "A sub-task makes its parent wait until it is finished. Set only when creating.",
+    "taskdlg.noParent": "None (a top-level task)",
+    "taskdlg.template": "Template",
+    "taskdlg.noTemplate": "No template",
+    "taskdlg.templateHelp": "Applies the template's type, model, effort and text.",
+    "taskdlg.titleRequired": "A title is required.",
+    "taskdlg.created": "{key} created",
+    "taskdlg.saving": "Saving…",
+  },
+  tr: {
+    "taskdlg.new": "Yeni görev",
+    "taskdlg.newSub": "Yeni alt görev",
+    "taskdlg.edit": "{key} düzenle",
+    "taskdlg.title": "Başlık",
+    "taskdlg.description": "Açıklama",
+    "taskdlg.type": "Tür",
+    "taskdlg.priority": "Öncelik",
+    "taskdlg.model": "Model",
+    "taskdlg.effort": "Düşünme eforu",
+    "taskdlg.criteria": "Kabul ölçütleri",
+    "taskdlg.criteriaHelp": "Ajanın (ve sizin) görevin bittiğini nasıl anlayacağı.",
+    "taskdlg.tags": "Etiketler",
+    "taskdlg.tagsHelp": "Enter veya virgül etiket ekler; Geri tuşu sonuncuyu siler.",
+    "taskdlg.removeTag": "{tag} etiketini kaldır",
+    "taskdlg.parent": "Üst görev",
+    "taskdlg.parentHelp": "Alt görev bitene kadar üst görev bekler. Yalnızca oluştururken seçilir.",
+    "taskdlg.noParent": "Yok (üst düzey görev)",
+    "taskdlg.template": "Şablon",
+    "taskdlg.noTemplate": "Şablon yok",
+    "taskdlg.templateHelp": "Şablonun türünü, modelini, eforunu ve metnini uygular.",
+    "taskdlg.titleRequired": "Başlık gerekli.",
+    "taskdlg.created": "{key} oluşturuldu",
+    "taskdlg.saving": "Kaydediliyor…",
+  },
+});
+
+/** The API's task types, models, thinking efforts and priorities (labels: type.*, model.*, …). */
+export const TASK_TYPES = ["feature", "bugfix", "refactor", "docs", "test", "chore"];
+export const MODELS = ["model_large", "model_medium", "model_small"];
+export const EFFORTS = ["low", "medium", "high"];
+export const PRIORITIES = [0, 1, 2, 3];
+
+let counter = 0;
+
+/** A tags input: chips plus a text box; values() commits what is typed and returns the tags. */
+function tagsInput(initial, suggestions) {
+  const values = [...initial];
+  const listId = `tag-options-${++counter}`;
+  const input = h("input", { type: "text", id: `tags-${counter}`, list: listId, autocomplete: "off",
+    class: "tags-text", "aria-describedby": `tags-help-${counter}` });
+  const chips = h("span", { class: "bchips" });
+  const box = h("div", { class: "tags-input" }, chips, input,
+    h("datalist", { id: listId }, suggestions.map((tag) => h("option", { value: tag }))));
+  const render = () => chips.replaceChildren(...values.map((tag, i) => h("span", { class: "bchip" }, tag,
+    h("button", { type: "button", class: "bchip-x", "aria-label": t("taskdlg.removeTag", { tag }),
+      onclick: () => { values.splice(i, 1); render(); input.focus(); } }, "×"))));
+  const commit = () => {
+    for (const part of input.value.split(",").map((s) => s.trim()).filter(Boolean)) {
+      if (!values.includes(part)) values.push(part);
+    }
+    input.value = "";
+    render();
+  };
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" || event.key === ",") {
+      if (event.key === "Enter" && !input.value.trim()) return;  // Enter on empty submits
+      event.preventDefault();
+      commit();
+    } else if (event.key === "Backspace" && !input.value && values.length) {
+      values.pop();
+      render();
+    }
+  });
+  input.addEventListener("change", commit);
+  box.addEventListener("click", (event) => { if (event.target === box || event.target === chips) input.focus(); });
+  render();
+  return { box, input, helpId: `tags-help-${counter}`, values: () => { commit(); return [...values]; } };
+}
+
+/** Every tag used in the project (for suggestions). */
+function projectTags(projectId) {
+  const all = new Set();
+  for (const task of tasksOf(projectId)) for (const tag of parseTags(task.tags)) all.add(tag);
+  return [...all].sort();
+}
+
+/**
+ * Open the task dialog: create (no task) or edit (task). Resolves with the saved task,
+ * or null when the dialog is closed without saving.
+ * @param {{projectId: number, task?: Object|null, parentTaskId?: number|null}} options
+ * @returns {Promise<Object|null>}
+ */
+export function openTaskDialog({ projectId, task = null, parentTaskId = null }) {
+  const editing = Boolean(task);
+  const settings = state.settings || {};
+  const start = task || {
+    title: "", description: "", task_type: "feature", priority: 0,
+    model: settings.defaultModel || "model_medium", thinking_effort: settings.defaultEffort || "medium",
+    acceptance_criteria: "", tags: null, parent_task_id: parentTaskId,
+  };
+  const slots = {};
+  const touched = new Set();
+  let templates = [];
+  let appliedContent = null;
+
+  const controls = {
+    title: h("input", { type: "text", value: start.title, maxlength: "500", autocomplete: "off" }),
+    description: h("textarea", { rows: "6" }, start.description || ""),
+    task_type: select(TASK_TYPES, start.task_type, (v) => t(`type.${v}`)),
+    priority: select(PRIORITIES, start.priority, (v) => t(`priority.${v}`)),
+    model: select(MODELS, start.model, (v) => t(`model.${v}`)),
+    thinking_effort: select(EFFORTS, start.thinking_effort, (v) => t(`effort.${v}`)),
+    acceptance_criteria: h("textarea", { rows: "3" }, start.acceptance_criteria || ""),
+  };
+  controls.model.addEventListener("change", () => touched.add("model"));
+  controls.thinking_effort.addEventListener("change", () => touched.add("thinking_effort"));
+  const tagBox = tagsInput(parseTags(start.tags), projectTags(projectId));
+
+  const row = (name, label, control, help) => {
+    const el = field(label, control, help);
+    const error = h("small", { class: "field-error", id: `${control.id}-error`, role: "alert", hidden: true });
+    el.append(error);
+    slots[name] = { control, error };
+    return el;
+  };
+
+  // the parent task: chosen on create, shown on edit
+  const parents = tasksOf(projectId).filter((other) => !task || other.id !== task.id);
+  const parentIds = new Set(parents.map((p) => p.id));
+  const parentValues = ["", ...parents.map((p) => p.id)];
+  if (start.parent_task_id && !parentIds.has(start.parent_task_id)) parentValues.push(start.parent_task_id);
+  const byId = new Map(parents.map((p) => [p.id, p]));
+  controls.parent_task_id = select(parentValues, start.parent_task_id ?? "", (v) => {
+    if (v === "") return t("taskdlg.noParent");
+    const p = byId.get(v);
+    return p ? `${p.task_key} ${p.title}` : `#${v}`;
+  }, { disabled: editing });
+
+  // the template picker (create and edit)
+  const templateSelect = h("select", {}, h("option", { value: "" }, t("taskdlg.noTemplate")));
+  const templateRow = field(t("taskdlg.template"), templateSelect, t("taskdlg.templateHelp"));
+  templateRow.hidden = true;
+  const applyTemplate = (template) => {
+    if (template.taskType) controls.task_type.value = template.taskType;
+    if (template.model) controls.model.value = template.model;
+    if (template.thinkingEffort) controls.thinking_effort.value = template.thinkingEffort;
+    const current = controls.description.value;
+    if (!current.trim() || current === appliedContent) controls.description.value = template.content;
+    else controls.description.value = `${current.replace(/\s+$/, "")}\n\n${template.content}`;
+    appliedContent = controls.description.value;
+  };
+  templateSelect.addEventListener("change", () => {
+    const template = templates.find((x) => String(x.id) === templateSelect.value);
+    if (template) applyTemplate(template);
+  });
+  // on create, the type's template gives model and effort unless the user chose them
+  controls.task_type.addEventListener("change", () => {
+    if (editing) return;
+    const template = templates.find((x) => x.taskType === controls.task_type.value);
+    if (template?.model && !touched.has("model")) controls.model.value = template.model;
+    if (template?.thinkingEffort && !touched.has("thinking_effort")) {
+      controls.thinking_effort.value = template.thinkingEffort;
+    }
+  });
+  api.list(projectId, "templates").then((list) => {
+    templates = [...list].sort((a, b) => a.id - b.id);
+    templateSelect.append(...templates.map((x) => h("option", { value: String(x.id) }, x.name)));
+    templateRow.hidden = templates.length === 0;
+  }).catch(() => {});
+
+  const formError = h("p", { class: "error form-error", role: "alert", hidden: true });
+  const saveButton = h("button", { type: "submit", class: "primary" }, editing ? t("common.save") : t("common.create"));
+  const cancelButton = h("button", { type: "button" }, t("common.cancel"));
+  const tagsRow = h("div", { class: "field" },
+    h("label", { for: tagBox.input.id }, t("taskdlg.tags")), tagBox.box,
+    h("small", { class: "help", id: tagBox.helpId }, t("taskdlg.tagsHelp")));
+  const tagsError = h("small", { class: "field-error", role: "alert", hidden: true });
+  tagsRow.append(tagsError);
+  slots.tags = { control: tagBox.input, error: tagsError };
+
+  const form = h("form", { class: "task-form", novalidate: true },
+    templateRow,
+    row("title", t("taskdlg.title"), controls.title),
+    row("description", t("taskdlg.description"), controls.description),
+    h("div", { class: "form-grid" },
+      row("task_type", t("taskdlg.type"), controls.task_type),
+      row("priority", t("taskdlg.priority"), controls.priority),
+      row("model", t("taskdlg.model"), controls.model),
+      row("thinking_effort", t("taskdlg.effort"), controls.thinking_effort)),
+    row("acceptance_criteria", t("taskdlg.criteria"), controls.acceptance_criteria, t("taskdlg.criteriaHelp")),
+    tagsRow,
+    row("parent_task_id", t("taskdlg.parent"), controls.parent_task_id, t("taskdlg.parentHelp")),
+    formError,
+    h("div", { class: "actions" }, cancelButton, saveButton));
+
+  const heading = editing ? t("taskdlg.edit", { key: task.task_key })
+    : parentTaskId ? t("taskdlg.newSub") : t("taskdlg.new");
+  const { dialog, close } = openDialog(heading, form, { wide: true });
+  dialog.classList.add("task-dialog");
+  cancelButton.addEventListener("click", close);
+  controls.title.focus();
+
+  const clearErrors = () => {
+    formError.hidden = true;
+    for (const { control, error } of Object.values(slots)) {
+      error.hidden = true;
+      control.removeAttribute("aria-invalid");
+    }
+  };
+  const showError = (name, message) => {
+    const slot = name && slots[name];
+    if (slot) {
+      slot.error.textContent = message;
+      slot.error.hidden = false;
+      slot.control.setAttribute("aria-invalid", "true");
+      slot.control.focus();
+    } else {
+      formError.textContent = message;
+      formError.hidden = false;
+    }
+  };
+
+  let saved = null;
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearErrors();
+    const title = controls.title.value.trim();
+    if (!title) {
+      showError("title", t("taskdlg.titleRequired"));
+      return;
+    }
+    const tagList = tagBox.values();
+    const body = {
+      title,
+      description: controls.description.value,
+      task_type: controls.task_type.value,
+      priority: Number(controls.priority.value),
+      model: controls.model.value,
+      thinking_effort: controls.thinking_effort.value,
+      acceptance_criteria: controls.acceptance_criteria.value,
+      tags: tagList.length ? JSON.stringify(tagList) : null,
+    };
+    if (!editing && controls.parent_task_id.value) body.parent_task_id = Number(controls.parent_task_id.value);
+    saveButton.disabled = true;
+    saveButton.textContent = t("taskdlg.saving");
+    try {
+      saved = editing ? await api.updateTask(task.id, body) : await api.createTask(projectId, body);
+      if (state.loadedProjects.has(saved.project_id)) {
+        state.tasks.set(saved.id, saved);
+        notify("local");
+      }
+      if (!editing) toast(t("taskdlg.created", { key: saved.task_key }));
+      close();
+    } catch (error) {
+      showError(error instanceof ApiError ? error.field : null, error.message);
+    } finally {
+      saveButton.disabled = false;
+      saveButton.textContent = editing ? t("common.save") : t("common.create");
+    }
+  });
+
+  return new Promise((resolve) => dialog.addEventListener("close", () => resolve(saved)));
+}
