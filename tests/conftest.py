@@ -16,6 +16,8 @@ sys.path.insert(0, ROOT)
 
 import taskboard  # noqa: E402
 
+pytest_plugins = ["browser_fixtures"]
+
 FAKE_AGENT = os.path.join(ROOT, "tests", "fake_agent.py")
 
 

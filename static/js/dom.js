@@ -1,5 +1,7 @@
 // Small DOM helpers. Server and user text only ever goes in through textContent.
 
+import { t } from "./i18n.js";
+
 /**
  * Build an element: h("button", {class: "primary", onclick: fn, "data-id": 3}, "Save").
  * Attributes starting with "on" become listeners; true/false toggle boolean attributes;
@@ -91,10 +93,14 @@ export function toast(message, kind = "info") {
  * @param {string} title
  * @param {Node|Node[]} content
  */
+let dialogCounter = 0;
+
 export function openDialog(title, content, { wide = false } = {}) {
-  const closeButton = h("button", { type: "button", class: "icon close", "aria-label": "×" }, "×");
-  const dialog = h("dialog", { class: wide ? "modal wide" : "modal" },
-    h("header", { class: "modal-head" }, h("h2", {}, title), closeButton),
+  const closeButton = h("button", { type: "button", class: "icon close",
+    "aria-label": t("common.close") }, "×");
+  const headingId = `dialog-title-${++dialogCounter}`;
+  const dialog = h("dialog", { class: wide ? "modal wide" : "modal", "aria-labelledby": headingId },
+    h("header", { class: "modal-head" }, h("h2", { id: headingId }, title), closeButton),
     h("div", { class: "modal-body" }, content));
   const close = () => { dialog.close(); };
   closeButton.addEventListener("click", close);

@@ -1,0 +1,56 @@
+"""Locators and waits the browser tests share (the board's own roles, labels and texts)."""
+
+import re
+
+from playwright.sync_api import expect
+
+
+def live(page):
+    """Wait for the /ws connection: from then on events reach the page."""
+    expect(page.get_by_test_id("connection")).to_have_text("Live")
+
+
+def column(page, name):
+    """A board column: a region named by its heading (e.g. "Backlog" and its count)."""
+    return page.get_by_role("region", name=re.compile(rf"^{re.escape(name)}\s*\d*(\/\d+)?$"))
+
+
+def card(scope, title):
+    """A task card, named "<KEY>-<n> <title>"."""
+    return scope.get_by_role("article", name=re.compile(rf"^[A-Z0-9]+-\d+ {re.escape(title)}$"))
+
+
+def dialog(page, title):
+    """An open modal dialog, found by its heading."""
+    return page.get_by_role("dialog").filter(has=page.get_by_role("heading", name=title))
+
+
+def open_board(page, board, project_id):
+    page.goto(f"{board.url}/#/projects/{project_id}")
+    live(page)
+    expect(column(page, "Backlog")).to_be_visible()
+    expect(column(page, "Backlog").get_by_text("Loading…")).to_have_count(0)
+
+
+def open_task(page, board, task):
+    page.goto(f"{board.url}/#/tasks/{task['id']}")
+    live(page)
+    expect(task_heading(page, task["title"])).to_be_visible()
+
+
+def task_heading(page, title):
+    return page.get_by_role("heading", level=1, name=re.compile(rf"{re.escape(title)}$"))
+
+
+def status_badge(page):
+    """The task detail's status, next to its title."""
+    return page.locator(".detail-head .status-badge")
+
+
+def agent_log(page):
+    return page.get_by_role("log", name="Agent log")
+
+
+def demo_task(board, title):
+    project = board.demo_project()
+    return next(t for t in board.tasks(project["id"]) if t["title"] == title)

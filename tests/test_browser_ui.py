@@ -1,0 +1,150 @@
+"""The board for every person and place: Turkish, a phone, the keyboard, and a board
+opened from another machine (desktop commands refused). Every test fails on a console
+error or page error.
+
+Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
+"""
+
+import json
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from browser_helpers import (
+    agent_log,
+    card,
+    column,
+    demo_task,
+    live,
+    open_board,
+    open_task,
+    status_badge,
+    task_heading,
+)
+
+pytestmark = pytest.mark.usefixtures("console_errors")
+
+LOCAL_ONLY = "Only available on the machine running Taskboard."
+
+
+def test_switch_to_turkish_in_the_settings(board, page, context, screenshot):
+    project = board.demo_project()
+    open_board(page, board, project["id"])
+    settings = context.new_page()  # a second tab: the board in the first one follows live
+    settings.goto(f"{board.url}/#/settings")
+    live(settings)
+    expect(settings.get_by_role("heading", name="Settings", level=1)).to_be_visible()
+    screenshot(settings, "settings")
+    settings.get_by_label("Language").select_option(label="Türkçe")
+    settings.get_by_role("button", name="Save").click()
+    expect(settings.get_by_role("heading", name="Ayarlar", level=1)).to_be_visible()
+    expect(settings.get_by_label("Dil")).to_have_value("tr")
+    # the other tab, untouched, changed language through /ws
+    for name in ("Bekleyen", "Devam ediyor", "Test", "Tamamlandı", "Başarısız"):
+        expect(column(page, name)).to_be_visible()
+    expect(page.get_by_role("link", name="Projeler", exact=True)).to_be_visible()
+    expect(page.get_by_role("button", name="Yeni görev")).to_be_visible()
+    expect(page.locator("html")).to_have_attribute("lang", "tr")
+    screenshot(page, "board-tr")
+    settings.get_by_label("Dil").select_option(label="English")
+    settings.get_by_role("button", name="Kaydet").click()
+    expect(settings.get_by_role("heading", name="Settings", level=1)).to_be_visible()
+    expect(column(page, "Backlog")).to_be_visible()
+    assert board.api("GET", "/api/settings")["language"] == "en"
+
+
+def test_keyboard_reaches_moves_and_opens_a_card(board, page):
+    project = board.demo_project()
+    open_board(page, board, project["id"])
+    first = column(page, "Backlog").get_by_role("article").first
+    for _ in range(40):  # Tab from the top of the page until a card has the focus
+        page.keyboard.press("Tab")
+        if first.evaluate("el => el === document.activeElement"):
+            break
+    else:
+        raise AssertionError("no task card can be reached with Tab")
+    name = first.get_attribute("aria-label")
+    task = next(t for t in board.tasks(project["id"]) if name == f"{t['task_key']} {t['title']}")
+    page.keyboard.press("Alt+ArrowRight")  # to the next column: In progress
+    moved = card(column(page, "In progress"), task["title"])
+    expect(moved).to_be_visible()
+    expect(moved).to_be_focused()  # the focus follows the card
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(rf"#/tasks/{task['id']}$"))
+    expect(task_heading(page, task["title"])).to_be_visible()
+    board.wait_status(task["id"], "testing")
+    expect(status_badge(page)).to_have_text("Testing")
+    # the detail's tabs follow the arrow keys
+    page.get_by_role("tab", name="Log").focus()
+    page.keyboard.press("ArrowRight")
+    expect(page.get_by_role("tab", name="Events")).to_be_focused()
+    expect(page.get_by_role("tab", name="Events")).to_have_attribute("aria-selected", "true")
+
+
+def test_phone_sized_board(board, phone, screenshot):
+    page = phone.new_page()
+    title = "Document the app in the README"
+    task = demo_task(board, title)
+    page.goto(board.url)
+    live(page)
+    screenshot(page, "phone-dashboard")
+    open_board(page, board, task["project_id"])
+    screenshot(page, "phone-board")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390, \
+        "the page itself scrolls sideways on a phone"
+    for name in ("Backlog", "In progress", "Testing", "Done", "Failed"):
+        heading = column(page, name).get_by_role("heading")
+        heading.scroll_into_view_if_needed()
+        expect(heading).to_be_in_viewport()
+    backlog = column(page, "Backlog")
+    backlog.get_by_role("heading").scroll_into_view_if_needed()
+    card(backlog, title).get_by_role("combobox", name=re.compile("Move .* to another column")) \
+        .select_option(label="Done")
+    done = column(page, "Done")
+    expect(card(done, title)).to_be_visible()
+    board.wait_status(task["id"], "done")  # the card moves at once, the API call follows
+    card(done, title).get_by_role("link", name=title).tap()
+    expect(task_heading(page, title)).to_be_visible()
+    expect(status_badge(page)).to_have_text("Done")
+    screenshot(page, "phone-task")
+    page.get_by_label("Move to").select_option(label="Backlog")
+    expect(status_badge(page)).to_have_text("Backlog")
+
+
+def test_desktop_features_explain_when_refused(start_board, page, console_errors, screenshot):
+    """From another machine the desktop commands answer 403 local_only: the task detail
+    says so instead of breaking (faked here: the request is answered in the browser)."""
+    board = start_board(pace=1)  # the run lasts a few seconds: Stop is offered meanwhile
+    task = demo_task(board, "Add a greeting function")
+    refused = []
+
+    def refuse(route):
+        refused.append(route.request.url.rsplit("/", 1)[1])
+        route.fulfill(status=403, content_type="application/json", body=json.dumps(
+            {"error": "desktop commands are only answered on the machine itself",
+             "code": "local_only"}))
+
+    page.route("**/api/desktop/**", refuse)
+    console_errors.allow(r"status of 403 \(Forbidden\)")  # the refusals themselves
+    board.api("PATCH", f"/api/tasks/{task['id']}/status", {"status": "in_progress"})
+    open_task(page, board, task)
+    expect(status_badge(page)).to_have_text("In progress")
+    page.get_by_role("button", name="Stop").click()
+    expect(page.get_by_text(LOCAL_ONLY).first).to_be_visible()
+    assert refused == ["stop_task"]
+    # the actions that cannot work from here are gone, and the page says why
+    for name in ("Stop", "Restart", "Request changes"):
+        expect(page.get_by_role("button", name=name)).to_have_count(0)
+    expect(page.locator(".detail-actions")).to_contain_text(LOCAL_ONLY)
+    page.get_by_role("tab", name="Diff").click()
+    expect(page.get_by_role("tabpanel")).to_have_text(LOCAL_ONLY)
+    page.get_by_role("tab", name="Events").click()
+    expect(page.get_by_role("tabpanel")).to_have_text(LOCAL_ONLY)
+    # what does not need the machine still works: the log and moving the task
+    page.get_by_role("tab", name="Log").click()
+    expect(agent_log(page)).to_contain_text("Let me look at the repository.")
+    screenshot(page, "task-detail-local-only")
+    page.get_by_label("Move to").select_option(label="Backlog")  # stops the agent too
+    expect(status_badge(page)).to_have_text("Backlog")
+    board.wait_status(task["id"], "backlog")
