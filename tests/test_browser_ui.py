@@ -148,3 +148,20 @@ def test_desktop_features_explain_when_refused(start_board, page, console_errors
     page.get_by_label("Move to").select_option(label="Backlog")  # stops the agent too
     expect(status_badge(page)).to_have_text("Backlog")
     board.wait_status(task["id"], "backlog")
+
+
+def test_every_string_of_every_view_has_a_turkish_text(board, page):
+    """Each view registers its strings when it loads: visit them all, then ask."""
+    project = board.demo_project()["id"]
+    task = board.tasks(project)[0]["id"]
+    routes = ["/", "/attention", "/usage", "/settings", f"/tasks/{task}"] + [
+        f"/projects/{project}{tab}" for tab in (
+            "", "/plan", "/stats", "/pipeline", "/agents", "/templates", "/snippets",
+            "/webhooks", "/instructions", "/settings")]
+    page.goto(board.url)
+    live(page)
+    for route in routes:
+        page.evaluate("hash => { location.hash = hash; }", f"#{route}")
+        page.wait_for_function("hash => document.querySelector('#view').dataset.route === hash",
+                               arg=f"#{route}")
+    assert page.evaluate("() => window.taskboard.missingKeys('tr')") == []

@@ -2,7 +2,7 @@
 
 import { api } from "./api.js";
 import { h, qs, toast } from "./dom.js";
-import { onLanguageChange, register, setLanguage, t } from "./i18n.js";
+import { missingKeys, onLanguageChange, register, setLanguage, t } from "./i18n.js";
 import { route, start } from "./router.js";
 import { connect } from "./socket.js";
 import { loadAll, state, subscribe } from "./store.js";
@@ -136,7 +136,7 @@ async function boot() {
     el.append(h("section", { class: "empty" }, h("h1", {}, t("notfound.title")), h("p", {}, t("notfound.body"))));
     return null;
   });
-  window.taskboard = { state, t };  // a debug handle (and for the browser tests)
+  window.taskboard = { state, t, missingKeys };  // a debug handle (and for the browser tests)
 }
 
 boot();

@@ -58,6 +58,7 @@ export function start(root, notFound) {
     const module = await found.route.load();
     if (mine !== generation) return;  // the user went elsewhere meanwhile
     unmount = module.mount(root, found.params) || null;
+    root.dataset.route = location.hash;  // which view is shown (for tests and styles)
     root.focus({ preventScroll: true });
   };
   window.addEventListener("hashchange", show);
