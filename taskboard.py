@@ -1119,7 +1119,7 @@ def settle_parent(parent_id: int | None) -> None:
 
 
 def add_dependency(task_id: int, depends_on_id: int, condition: str) -> dict:
-    if condition not in CONDITIONS:
+    if not isinstance(condition, str) or condition not in CONDITIONS:
         raise Invalid(f"conditionType {json_dumps(condition)[:40]} is not one of: "
                       f"{', '.join(CONDITIONS)}", "conditionType")
     edge = upsert_dependency_row(depends_on_id, task_id, condition)
@@ -1190,7 +1190,8 @@ def pipeline_status(project_id: int) -> dict:
 
 def reorder_queue(project_id: int, task_ids) -> dict:
     if not isinstance(task_ids, list) or not task_ids or not all(
-            isinstance(i, int) and not isinstance(i, bool) for i in task_ids):
+            isinstance(i, int) and not isinstance(i, bool) and 0 < i < 2**63
+            for i in task_ids):
         raise Invalid("taskIds must be a non-empty array of task ids", "taskIds")
     if len(set(task_ids)) != len(task_ids):
         raise Invalid("taskIds must not repeat a task", "taskIds")
@@ -3658,7 +3659,10 @@ def api_add_attachment(task_id):
         raise PayloadTooLarge("attachment is larger than 20 mib")
     if not environ.get("CONTENT_TYPE", "").lower().startswith("multipart/form-data"):
         raise UnsupportedMediaType("content-type must be multipart/form-data with a 'file'")
-    upload = bottle.request.files.get("file")
+    try:
+        upload = bottle.request.files.get("file")
+    except ValueError as exc:  # a malformed multipart body
+        raise Invalid(f"the multipart body cannot be read: {exc}"[:200], "file") from None
     if upload is None:
         raise Invalid("multipart field 'file' is required", "file")
     return add_attachment(task_id, upload.raw_filename or "file", upload.file,
@@ -4079,15 +4083,94 @@ _SCHEMAS = {
                  "(inactive only): planId, status, topic, tasks, error, warnings, "
                  "finishedAt"}}},
     "Health": {"type": "object"},
+    "Login": {"type": "object", "required": ["token"],
+              "properties": {"token": {"type": "string"}}},
     "Desktop": {"type": "object", "description": "the spec's arguments and result of the "
                 "desktop command (design.md §11)"},
+    "AgentMd": {"type": "object", "required": ["content", "path", "exists"], "properties": {
+        "content": {"type": "string"}, "path": {"type": "string"},
+        "exists": {"type": "boolean"}}},
+    "Dependency": {"type": "object", "required": ["from", "to", "conditionType"],
+                   "properties": {"from": {"type": "integer"}, "to": {"type": "integer"},
+                                  "conditionType": {"type": "string",
+                                                    "enum": list(CONDITIONS)}}},
+    "TaskEvent": {"type": "object", "properties": {
+        "id": {"type": "integer"}, "runId": {"type": ["integer", "null"]},
+        "seq": {"type": "integer"}, "createdAt": {"type": "string"},
+        "kind": {"type": "string"}, "raw": {"type": ["string", "null"]}}},
 }
+#: Read-only fields that are null until there is something to show.
+_NULLABLE_OUTPUT = {"started_at", "completed_at", "branch_name", "pr_url", "session_id",
+                    "queue_position", "last_error", "runId", "tool", "isError", "durationMs"}
+_ID_SCHEMA = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
+#: The JSON schema of each argument of the desktop commands (DESKTOP_COMMANDS names them).
+_DESKTOP_ARGS = {
+    "id": _ID_SCHEMA, "taskId": _ID_SCHEMA, "projectId": _ID_SCHEMA, "dependsOnId": _ID_SCHEMA,
+    "mcpPort": {"type": ["integer", "null"], "minimum": 1, "maximum": 65535},
+    "feedback": {"type": "string", "pattern": r"\S"},
+    "conditionType": {"type": "string", "enum": list(CONDITIONS), "default": "always"},
+    "taskIds": {"type": "array", "minItems": 1, "uniqueItems": True, "items": _ID_SCHEMA},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 500},
+    "content": {"type": "string"},
+}
+#: The arguments each desktop command requires; stop_task, restart_task and request_changes
+#: take the task as `id` or `taskId`.
+_DESKTOP_REQUIRED = {
+    "request_changes": ["feedback"], "get_task_diff": ["taskId"],
+    "add_task_dependency": ["taskId", "dependsOnId"],
+    "remove_task_dependency": ["taskId", "dependsOnId"], "get_task_dependencies": ["taskId"],
+    "get_dependency_graph": ["projectId"], "get_execution_waves": ["projectId"],
+    "get_pipeline_status": ["projectId"], "reorder_queue": ["projectId", "taskIds"],
+    "get_agent_activity": ["projectId"], "get_task_events": ["taskId"],
+    "get_agent_md": ["projectId"], "save_agent_md": ["projectId", "content"],
+}
+_TASK_REF = {"$ref": "#/components/schemas/Task"}
+#: What each desktop command answers (default: an object).
+_DESKTOP_RETURNS = {
+    "stop_task": _TASK_REF, "restart_task": _TASK_REF, "request_changes": _TASK_REF,
+    "add_task_dependency": {"$ref": "#/components/schemas/Dependency"},
+    "remove_task_dependency": {"$ref": "#/components/schemas/Ok"},
+    "get_task_dependencies": {"type": "object", "required": ["parents", "children"],
+                              "properties": {"parents": {"type": "array",
+                                                         "items": {"type": "integer"}},
+                                             "children": {"type": "array",
+                                                          "items": {"type": "integer"}}}},
+    "get_execution_waves": {"type": "array", "items": {"type": "array", "items": _TASK_REF}},
+    "reorder_queue": {"$ref": "#/components/schemas/Ok"},
+    "get_active_file_map": {"type": "object", "additionalProperties": {
+        "type": "array", "items": {"type": "integer"}}},
+    "get_task_events": {"type": "array", "items": {"$ref": "#/components/schemas/TaskEvent"}},
+    "get_agent_md": {"$ref": "#/components/schemas/AgentMd"},
+    "save_agent_md": {"$ref": "#/components/schemas/AgentMd"},
+}
+#: Operations that answer 409 when the board's state forbids the change: a taken slug, no
+#: free agent slot, a planning session already running, a dependency cycle, a task in the
+#: wrong status, an unreadable or unwritable agent file.
+_CONFLICTS = {"api_create_project", "api_update_project", "api_create_task", "api_update_task",
+              "api_move_task", "api_start_plan", "local_stop_task", "local_restart_task",
+              "local_request_changes", "local_add_task_dependency", "local_get_agent_md",
+              "local_save_agent_md"}
 
 
 def _object_schema(fields, *, only=None, request=False, partial=False) -> dict:
-    props = {f.name: f.schema() for f in fields
-             if (only is None or f.name in only) and not (request and f.readonly)
-             and not (not request and f.kind == "secret")}
+    props = {}
+    for f in fields:
+        if (only is not None and f.name not in only) or (request and f.readonly) \
+                or (not request and f.kind == "secret"):
+            continue
+        props[f.name] = prop = f.schema()
+        # What Field.parse() and the fields' checks require of a string, as a pattern.
+        if f.check is taskboard_core._check_working_dir:
+            prop["pattern"] = "^/"  # an absolute path (of an existing directory)
+        elif f.check is taskboard_core._check_webhook_url:  # URL_RE, which ignores case
+            prop["pattern"] = taskboard_core.URL_RE.pattern.replace(
+                "https?", "[Hh][Tt][Tt][Pp][Ss]?")
+        elif f.kind == "str" and f.pattern is not None and not f.required:
+            prop["pattern"] = f"^$|(?:{prop['pattern']})"  # it applies to non-empty values
+        elif f.kind == "str" and f.required and f.pattern is None:
+            prop.update(minLength=1, pattern=r"\S")  # not empty, not only spaces
+        if f.readonly and f.name in _NULLABLE_OUTPUT:
+            prop["type"] = [prop["type"], "null"]
     schema = {"type": "object", "properties": props}
     required = [f.name for f in fields if f.required and f.name in props]
     if request:
@@ -4139,40 +4222,74 @@ def openapi() -> dict:
 
 def _operation(route, schemas) -> dict:
     config = route.config
+    op_id = route.name or route.callback.__name__
     status = str(config.get("status", 200))
     returns = config.get("returns", "Health")
-    if returns == "file":
-        content = {"application/octet-stream": {"schema": {"type": "string",
-                                                           "format": "binary"}}}
+    command = op_id.removeprefix("local_") if config.get("body") == "Desktop" else None
+    if returns == "file":  # in the media type it was uploaded with
+        content = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
+    elif command in _DESKTOP_RETURNS:
+        content = {"application/json": {"schema": _DESKTOP_RETURNS[command]}}
     else:
         ref = {"$ref": f"#/components/schemas/{returns.rstrip('[]')}"}
         schema = {"type": "array", "items": ref} if returns.endswith("[]") else ref
         content = {"application/json": {"schema": schema}}
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    op = {"operationId": route.name or route.callback.__name__,
-          "parameters": [{"name": name, "in": "path", "required": True,
-                          "schema": {"type": "integer", "minimum": 1}}
+    responses = {status: {"description": "success", "content": content},
+                 "400": {"description": "invalid input", "content": error},
+                 "403": {"description": "refused: a host that is not allowed, a foreign "
+                         "origin, a proxied request to a board without a token, or (desktop "
+                         "commands) a request not made on this machine", "content": error},
+                 "404": {"description": "not found", "content": error}}
+    path = route.rule
+    if path != "/api/health":
+        responses["401"] = {"description": "the board has a token and the request does not "
+                            "carry it (login: a wrong token)", "content": error}
+    if path == "/api/login":
+        responses["429"] = {"description": "too many failed logins", "content": error}
+    if op_id in _CONFLICTS:
+        responses["409"] = {"description": "the board's state does not allow it now",
+                            "content": error}
+    op = {"operationId": op_id,
+          "parameters": [{"name": name, "in": "path", "required": True, "schema": _ID_SCHEMA}
                          for name in re.findall(r"<(\w+):int>", route.rule)],
-          "responses": {status: {"description": "success", "content": content},
-                        "400": {"description": "invalid input", "content": error},
-                        "404": {"description": "not found", "content": error}}}
+          "responses": responses}
     body = config.get("body")
     if isinstance(body, tuple):
-        name = f"{route.name or route.callback.__name__}_body"
+        name = f"{op_id}_body"
         schemas[name] = _object_schema(body, request=True, partial=config.get("partial"))
         op["requestBody"] = {"required": True, "content": {"application/json": {
             "schema": {"$ref": f"#/components/schemas/{name}"}}}}
     elif body == "Upload":
         op["requestBody"] = {"required": True, "content": {"multipart/form-data": {
             "schema": {"$ref": "#/components/schemas/Upload"}}}}
+    elif command is not None:
+        accepts = DESKTOP_COMMANDS[command][0]
+        args = {"type": "object", "additionalProperties": False,
+                "properties": {name: _DESKTOP_ARGS[name] for name in accepts}}
+        if "id" in accepts:
+            args["anyOf"] = [{"required": ["id"]}, {"required": ["taskId"]}]
+        if command in _DESKTOP_REQUIRED:
+            args["required"] = _DESKTOP_REQUIRED[command]
+        op["requestBody"] = {"required": False, "content": {"application/json": {
+            "schema": args}}}
     elif body:
         op["requestBody"] = {"required": True, "content": {"application/json": {
             "schema": {"$ref": f"#/components/schemas/{body}"}}}}
-    if route.rule.endswith(("/logs", "/activity")):
-        op["parameters"] += [{"name": n, "in": "query", "required": False,
-                              "schema": {"type": "integer", "minimum": 0}}
-                             for n in (("limit",) if route.rule.endswith("/logs")
-                                       else ("limit", "offset"))]
+    if "requestBody" in op:
+        responses["413"] = {"description": "the body is too large (json: 1 mib, upload: "
+                            "20 mib)", "content": error}
+        responses["415"] = {"description": "the body is not of the documented content type",
+                            "content": error}
+    if route.rule.endswith("/logs"):
+        op["parameters"].append({"name": "limit", "in": "query", "required": False, "schema": {
+            "type": "integer", "minimum": 1, "maximum": 10_000, "default": 500}})
+    elif route.rule.endswith("/activity"):
+        op["parameters"] += [
+            {"name": "limit", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}},
+            {"name": "offset", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 0, "maximum": 2**62, "default": 0}}]
     return op
 
 
