@@ -21,6 +21,7 @@ contract is design.md and spec/interface.md of the shared folder.
 import argparse
 import collections
 import contextlib
+import datetime as dt
 import functools
 import hashlib
 import hmac
@@ -112,6 +113,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     UnsupportedMediaType,
     activity_rows,
     attachment_row,
+    backup_database,
     bump_retry_row,
     child_row,
     child_rows,
@@ -120,6 +122,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     delete_attachment_row,
     delete_child_row,
     delete_dependency_row,
+    delete_old_log_rows,
     delete_project_row,
     delete_task_row,
     delivery_rows,
@@ -135,6 +138,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     insert_revision_row,
     insert_run_row,
     insert_task_row,
+    iso,
     json_dumps,
     json_object_sql,
     last_move_row,
@@ -184,6 +188,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     upsert_dependency_row,
     upsert_settings_rows,
     usage_rows,
+    utc_now,
     validate,
     validate_known,
     verifier_rejections,
@@ -657,11 +662,47 @@ def delete_task(task_id: int) -> dict:
     return {"ok": True}
 
 
-def task_logs(task_id: int, limit: int) -> list[dict]:
-    rows = log_rows(task_id, limit)
+def task_logs(task_id: int, limit: int, before: int | None = None) -> list[dict]:
+    rows = log_rows(task_id, limit, before)
     if rows is None:
         raise NotFound(f"task {task_id} not found")
     return [render(LOG_FIELDS, r) for r in rows]
+
+
+#: Log retention deletes this many rows per transaction, and runs this often.
+LOG_COMPACT_CHUNK = 2000
+LOG_COMPACT_SECONDS = 3600.0
+
+
+def compact_logs(now: dt.datetime | None = None) -> int:
+    """Delete agent log entries and raw events older than the logRetentionDays setting
+    (task data stays); in small transactions, yielding between them.  Returns how many."""
+    days = get_settings()["logRetentionDays"]
+    if not days:
+        return 0
+    cutoff = iso((now or utc_now()) - dt.timedelta(days=days))
+    removed = 0
+    for table in ("logs", "task_events"):
+        while True:
+            count = delete_old_log_rows(table, cutoff, LOG_COMPACT_CHUNK)
+            removed += count
+            if count < LOG_COMPACT_CHUNK:
+                break
+            gevent.sleep(0)  # let requests in between chunks
+    if removed:
+        log.info("log retention: removed %s entries older than %s days", removed, days)
+    return removed
+
+
+def compact_logs_forever() -> None:
+    """The background retention: shortly after start, then every LOG_COMPACT_SECONDS."""
+    gevent.sleep(30)
+    while True:
+        try:
+            compact_logs()
+        except Exception:
+            log.exception("log retention failed")
+        gevent.sleep(LOG_COMPACT_SECONDS)
 
 
 def task_revisions(task_id: int) -> list[dict]:
@@ -3636,7 +3677,9 @@ def api_move_task(task_id):
 
 @app.get("/api/tasks/<task_id:int>/logs", returns="LogEntry[]")
 def api_task_logs(task_id):
-    return task_logs(task_id, query_int("limit", 500, 1, 10_000))
+    before = query_int("before", 0, 1, 2**63 - 1) if "before" in bottle.request.query \
+        else None
+    return task_logs(task_id, query_int("limit", 500, 1, 10_000), before)
 
 
 @app.get("/api/tasks/<task_id:int>/revisions", returns="Revision[]")
@@ -4645,6 +4688,10 @@ def parse_args(argv=None, environ=None) -> dict:
         default = environ.get(option.env, option.default)
         parser.add_argument(option.flag, default=default,
                             help=f"{option.help} (env {option.env}, default {option.default})")
+    parser.add_argument("--backup", metavar="PATH",
+                        help="copy the database to PATH (a file, or a folder to put a dated "
+                             "copy in) with SQLite's online backup, safe while the board "
+                             "runs, then exit")
     parser.add_argument("--demo", action="store_true",
                         help="run every task with the built-in simulated agent and create a "
                              "Demo project on a scratch repository")
@@ -4680,7 +4727,7 @@ def parse_args(argv=None, environ=None) -> dict:
     return {"host": args.host, "port": port, "db_path": db_path, "data_dir": data_dir,
             "agent_command": shlex.join(agent_argv) if args.demo else args.agent_command,
             "agent_argv": agent_argv,
-            "token": args.token or None, "demo": args.demo,
+            "token": args.token or None, "demo": args.demo, "backup": args.backup,
             "retry_base_seconds": retry_base,
             "allowed_hosts": [h.strip().lower() for h in
                               environ.get("TASKBOARD_ALLOWED_HOSTS", "").split(",")
@@ -4714,6 +4761,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     runtime.greenlets.append(gevent.spawn(check_agent_command))
     runtime.greenlets.append(gevent.spawn(prune_worktrees))
     runtime.greenlets.append(gevent.spawn(sync_all_issues))
+    runtime.greenlets.append(gevent.spawn(compact_logs_forever))
     if resume_runs:
         resume_interrupted_runs()
     return runtime
@@ -4804,6 +4852,28 @@ def ensure_token(config: dict) -> None:
         print(f"Generated an API token (stored in {path}): {config['token']}", flush=True)
 
 
+def run_backup(config: dict) -> int:
+    """--backup PATH: copy the live database; the exit code says whether it worked."""
+    source = config["db_path"]
+    if not os.path.exists(source):
+        print(f"backup failed: there is no database at {source}", file=sys.stderr)
+        return 1
+    target = os.path.abspath(os.path.expanduser(config["backup"]))
+    if os.path.isdir(target):
+        stamp = utc_now().strftime("%Y%m%d-%H%M%S")
+        target = os.path.join(target, f"taskboard-{stamp}.db")
+    if os.path.realpath(target) == os.path.realpath(source):
+        print("backup failed: the copy cannot replace the database itself", file=sys.stderr)
+        return 1
+    try:
+        size = backup_database(source, target)
+    except (sqlite3.Error, OSError) as exc:
+        print(f"backup failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"backed up {source} to {target} ({size:,} bytes, integrity ok)")
+    return 0
+
+
 def running_as_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -4817,6 +4887,8 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s "
                         "%(message)s", stream=sys.stderr)
     config = parse_args(argv)
+    if config["backup"]:
+        sys.exit(run_backup(config))
     if running_as_root():
         log.warning("running as root: agent CLIs refuse some permission modes as root (Claude "
                     "Code's --dangerously-skip-permissions), and files they write in your "

@@ -1268,15 +1268,47 @@ def delete_task_row(task_id: int) -> tuple[dict, list[str], list[dict]] | None:
         return task, paths, orphans
 
 
-def log_rows(task_id: int, limit: int) -> list[dict] | None:
-    """The newest `limit` log entries of a task, oldest first; None if no such task."""
+def log_rows(task_id: int, limit: int, before: int | None = None) -> list[dict] | None:
+    """The newest `limit` log entries of a task (with ids below `before`, when given),
+    oldest first; None if no such task.  One index range: never a scan of the logs."""
     with tx() as t:
         if not t.exists("tasks", task_id):
             return None
-        rows = t.all("SELECT * FROM logs WHERE task_id = ? ORDER BY id DESC LIMIT ?",
-                     (task_id, limit))
+        rows = t.all("SELECT * FROM logs WHERE task_id = ? AND id < ? ORDER BY id DESC "
+                     "LIMIT ?", (task_id, 2**63 - 1 if before is None else before, limit))
     rows.reverse()
     return rows
+
+
+def delete_old_log_rows(table: str, cutoff: str, chunk: int) -> int:
+    """Delete up to `chunk` of the oldest rows of logs or task_events created before
+    cutoff; return how many.  Rows are walked in id order (which is time order), so no
+    index on created_at is needed and each call is one short transaction."""
+    with tx() as t:
+        return t.execute(f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} ORDER BY "
+                         "id LIMIT ?) AND created_at < ?", (chunk, cutoff)).rowcount
+
+
+def backup_database(source: str, target: str) -> int:
+    """Copy the database with SQLite's online backup (safe while the server writes to
+    it), to target through a temporary file; return the copy's size in bytes."""
+    partial = f"{target}.partial-{os.getpid()}"
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    try:
+        dst = sqlite3.connect(partial)
+        try:
+            src.backup(dst, pages=1024, sleep=0.005)
+            problem = dst.execute("PRAGMA integrity_check").fetchone()[0]
+        finally:
+            dst.close()
+        if problem != "ok":
+            raise sqlite3.DatabaseError(f"the copy fails its integrity check: {problem}")
+        os.replace(partial, target)
+    finally:
+        src.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(partial)
+    return os.path.getsize(target)
 
 
 def insert_log_rows(rows: list[dict], events: list[dict]) -> tuple[list[dict], dict]:

@@ -1,0 +1,135 @@
+"""Keeping a big board healthy: log pages, log retention, online backups (issue 9)."""
+import datetime as dt
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import taskboard
+from agent_helpers import logs, start, wait_status
+from conftest import ROOT, assert_error, sql, wait_for
+
+
+@pytest.fixture
+def task_with_logs(api, client):
+    project = api.project()
+    task_id = start(api, project, "fake:lines=120")
+    wait_status(client, task_id, "testing")
+    return task_id
+
+
+def test_log_pages_walk_back_with_before(client, task_with_logs):
+    everything = logs(client, task_with_logs)
+    assert len(everything) > 120
+    newest = client.get(f"/api/tasks/{task_with_logs}/logs?limit=50").json
+    assert newest == everything[-50:]
+    older = client.get(f"/api/tasks/{task_with_logs}/logs?limit=50"
+                       f"&before={newest[0]['id']}").json
+    assert older == everything[-100:-50]
+    walked, before = [], None
+    while True:
+        query = f"?limit=37{f'&before={before}' if before else ''}"
+        page = client.get(f"/api/tasks/{task_with_logs}/logs{query}").json
+        if not page:
+            break
+        walked = page + walked
+        before = page[0]["id"]
+    assert walked == everything
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x", "9" * 30])
+def test_log_page_cursor_must_be_a_positive_id(client, task_with_logs, value):
+    response = client.get(f"/api/tasks/{task_with_logs}/logs?before={value}", status=400)
+    assert_error(response, 400, "validation_error", "before")
+
+
+def test_retention_removes_only_old_log_entries_and_keeps_the_tasks(client, tb,
+                                                                    task_with_logs):
+    count = len(logs(client, task_with_logs))
+    events = sql(tb, "SELECT COUNT(*) FROM task_events")[0][0]
+    assert count > 100 and events > 100
+    old = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=40)).isoformat()
+    sql(tb, "UPDATE logs SET created_at = ? WHERE id IN (SELECT id FROM logs ORDER BY id "
+            "LIMIT 60)", (old,))
+    sql(tb, "UPDATE task_events SET created_at = ? WHERE id IN (SELECT id FROM task_events "
+            "ORDER BY id LIMIT 50)", (old,))
+    before = client.get(f"/api/tasks/{task_with_logs}").json
+    assert taskboard.compact_logs() == 0, "no retention set: nothing goes"
+    client.put_json("/api/settings", {"logRetentionDays": 30})
+    assert taskboard.compact_logs() == 110
+    assert len(logs(client, task_with_logs)) == count - 60
+    assert sql(tb, "SELECT COUNT(*) FROM task_events")[0][0] == events - 50
+    assert client.get(f"/api/tasks/{task_with_logs}").json == before
+    assert taskboard.compact_logs() == 0
+
+
+def test_retention_works_in_small_transactions(client, tb, task_with_logs, monkeypatch):
+    monkeypatch.setattr(taskboard, "LOG_COMPACT_CHUNK", 7)
+    old = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=3)).isoformat()
+    sql(tb, "UPDATE logs SET created_at = ?", (old,))
+    client.put_json("/api/settings", {"logRetentionDays": 1})
+    calls = []
+    real = taskboard.delete_old_log_rows
+    monkeypatch.setattr(taskboard, "delete_old_log_rows",
+                        lambda *a: calls.append(a) or real(*a))
+    removed = taskboard.compact_logs()
+    assert removed >= 120 and logs(client, task_with_logs) == []
+    assert len(calls) > removed // 7 and all(call[2] == 7 for call in calls)
+
+
+def test_backup_copies_a_running_board_while_it_writes(tmp_path, api, client, tb):
+    project = api.project()
+    for i in range(50):
+        api.task(project["id"], title=f"task {i}")
+    target = tmp_path / "copy.db"
+    stop = threading.Event()
+
+    def keep_writing():  # the board goes on working during the backup
+        n = 0
+        while not stop.is_set():
+            api.task(project["id"], title=f"during {n}")
+            n += 1
+            time.sleep(0.005)  # a greenlet (threads are patched): let the backup run too
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
+    try:
+        done = subprocess.run([sys.executable, "taskboard.py", "--db", tb.config["db_path"],
+                               "--backup", str(target)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60)
+    finally:
+        stop.set()
+        writer.join()
+    assert done.returncode == 0, done.stderr
+    assert "integrity ok" in done.stdout
+    copy = sqlite3.connect(target)
+    try:
+        assert copy.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        titles = {row[0] for row in copy.execute("SELECT title FROM tasks")}
+    finally:
+        copy.close()
+    assert {f"task {i}" for i in range(50)} <= titles
+    assert not [name for name in os.listdir(tmp_path) if ".partial-" in name]
+
+
+def test_backup_into_a_folder_names_a_dated_copy(tmp_path, tb):
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    done = subprocess.run([sys.executable, "taskboard.py", "--db", tb.config["db_path"],
+                           "--backup", str(folder)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    [name] = os.listdir(folder)
+    assert name.startswith("taskboard-") and name.endswith(".db")
+
+
+def test_backup_of_a_missing_database_fails_clearly(tmp_path):
+    done = subprocess.run([sys.executable, "taskboard.py", "--db", str(tmp_path / "no.db"),
+                           "--backup", str(tmp_path / "copy.db")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "no database" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "copy.db").exists() and not (tmp_path / "no.db").exists()
