@@ -1816,10 +1816,11 @@ def save_agent_md(project_id: int, content) -> dict:
 # verdict: approve moves the task to done, reject sends its feedback back to the agent.
 
 #: Tools the verifier may use without asking: reading, and read-only or build/test commands
-#: (Claude Code's permission rule syntax; prefix rules never match `a && b`).
+#: (Claude Code's permission rule syntax; prefix rules never match `a && b`).  Not `find`
+#: (-delete, -exec) nor `rg` (--pre runs a program): Grep and Glob search instead.
 VERIFIER_TOOLS = (
     "Read", "Grep", "Glob", "Bash(ls:*)", "Bash(cat:*)", "Bash(head:*)", "Bash(tail:*)",
-    "Bash(wc:*)", "Bash(find:*)", "Bash(grep:*)", "Bash(rg:*)", "Bash(git log:*)",
+    "Bash(wc:*)", "Bash(grep:*)", "Bash(git log:*)",
     "Bash(git show:*)", "Bash(git diff:*)", "Bash(git status:*)", "Bash(git ls-files:*)",
     "Bash(pytest:*)", "Bash(python -m pytest:*)", "Bash(python3 -m pytest:*)",
     "Bash(npm test:*)", "Bash(npm run test:*)", "Bash(npm run build:*)", "Bash(make test:*)",

@@ -113,3 +113,11 @@ def test_verifier_session_never_replaces_the_tasks_session(api, client, fake_age
     first, verifier, resumed = calls(fake_agent_dir)[:3]
     assert resumed["argv"][resumed["argv"].index("--resume") + 1] == first["session_id"]
     assert verifier["session_id"] != first["session_id"]
+
+
+def test_verifier_rules_allow_no_command_that_writes_or_runs_programs():
+    """`find -delete`, `find -exec` and `rg --pre` would pass a prefix rule."""
+    rules = " ".join(taskboard.VERIFIER_TOOLS + taskboard.PLANNER_TOOLS)
+    for command in ("find", "rg", "rm", "mv", "cp", "sed", "tee", "curl", "python -c", "sh"):
+        assert f"Bash({command}:" not in rules and f"Bash({command} " not in rules
+    assert "Bash" not in taskboard.VERIFIER_TOOLS and "Bash" not in taskboard.PLANNER_TOOLS
