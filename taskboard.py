@@ -101,6 +101,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     WS_SEND_TIMEOUT_SECONDS,
     ApiError,
     Conflict,
+    DatabaseBusy,
     Forbidden,
     Invalid,
     InvalidJson,
@@ -108,6 +109,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     NotFound,
     PayloadTooLarge,
     RawJson,
+    StorageFull,
     TooManyRequests,
     Unauthorized,
     UnsupportedMediaType,
@@ -169,6 +171,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     safe_file_name,
     settings_rows,
     slugify,
+    storage_error,
     subtask_rows,
     sync_project_rows,
     task_dependency_rows,
@@ -305,6 +308,9 @@ class LogWriter:
 
     #: Rows (log entries plus raw lines) written per transaction before yielding.
     CHUNK_ROWS = 300
+    #: At most this many unwritten lines are kept per task while the database cannot be
+    #: written (a full disk, a lock held by another program).
+    MAX_PENDING_ROWS = 100_000
 
     def __init__(self, interval=LOG_FLUSH_SECONDS):
         self.interval = interval
@@ -351,15 +357,40 @@ class LogWriter:
                 take = min(len(entries), self.CHUNK_ROWS)
                 chunk, entries = entries[:take], entries[take:]
                 raw, events = events[:self.CHUNK_ROWS - take], events[self.CHUNK_ROWS - take:]
-                rows, projects = insert_log_rows(chunk, raw)
+                try:
+                    rows, projects = insert_log_rows(chunk, raw)
+                except Exception:  # a full disk, a locked database: keep them for later
+                    self._requeue(task_id, chunk + entries, raw + events)
+                    self._publish(task_id, project_id, written)
+                    raise
                 written += rows
                 project_id = projects.get(task_id, project_id)
                 if entries or events:
                     gevent.sleep(0)  # let requests in between the chunks of a big batch
-            if written:
-                runtime.hub.publish("task:log", {
-                    "taskId": task_id, "projectId": project_id,
-                    "entries": [render(LOG_FIELDS, e) for e in written]}, project_id)
+            self._publish(task_id, project_id, written)
+
+    def _publish(self, task_id, project_id, written):
+        if written:
+            runtime.hub.publish("task:log", {
+                "taskId": task_id, "projectId": project_id,
+                "entries": [render(LOG_FIELDS, e) for e in written]}, project_id)
+
+    def _requeue(self, task_id, entries, events):
+        """Put unwritten lines back in front of what arrived meanwhile; beyond
+        MAX_PENDING_ROWS a task keeps its newest lines and a note of how many it lost."""
+        entries = entries + self.pending.pop(task_id, [])
+        events = events + self.events.pop(task_id, [])
+        lost = max(0, len(entries) - self.MAX_PENDING_ROWS)
+        if lost:
+            entries = entries[lost:]
+            entries.insert(0, {**entries[0], "kind": "system", "is_error": 1, "tool": None,
+                               "duration_ms": None, "message": f"{lost} log lines were "
+                               "lost: the database could not be written"})
+        events = events[-self.MAX_PENDING_ROWS:]
+        if entries:
+            self.pending[task_id] = entries
+        if events:
+            self.events[task_id] = events
 
     def stop(self) -> None:
         self.stopping = True
@@ -3393,6 +3424,14 @@ class ApiPlugin:
                 result = callback(*args, **kwargs)
             except ApiError as exc:
                 return json_response(exc.body(), exc.status)
+            except Exception as exc:
+                error = storage_error(exc)
+                if error is None:
+                    raise
+                log.warning("%s %s: %s", bottle.request.method, bottle.request.path, exc)
+                if error.status == 503:
+                    bottle.response.set_header("Retry-After", "2")
+                return json_response(error.body(), error.status)
             if isinstance(result, (dict, list, RawJson)):
                 return json_response(result, status)
             return result
@@ -4291,6 +4330,10 @@ def _operation(route, schemas) -> dict:
                             "carry it (login: a wrong token)", "content": error}
     if path == "/api/login":
         responses["429"] = {"description": "too many failed logins", "content": error}
+    responses["503"] = {"description": "the database is busy: another program holds its "
+                        "lock (Retry-After)", "content": error}
+    responses["507"] = {"description": "the disk holding the database is full",
+                        "content": error}
     if op_id in _CONFLICTS:
         responses["409"] = {"description": "the board's state does not allow it now",
                             "content": error}

@@ -227,6 +227,16 @@ class TooManyRequests(ApiError):
     code = "rate_limited"
 
 
+class DatabaseBusy(ApiError):
+    status = 503
+    code = "database_busy"
+
+
+class StorageFull(ApiError):
+    status = 507
+    code = "storage_full"
+
+
 # =============================================================================
 # UTILITIES
 # =============================================================================
@@ -1030,7 +1040,12 @@ def open_db(path: str) -> dataset.Database:
     return dataset.connect(
         f"sqlite:///{path}", ensure_schema=False, sqlite_wal_mode=True,
         on_connect_statements=["PRAGMA foreign_keys=ON", "PRAGMA synchronous=NORMAL",
-                               "PRAGMA busy_timeout=5000"])
+                               "PRAGMA busy_timeout=0"])
+
+
+#: How long a transaction waits for another program to release the database's write lock
+#: (cooperatively: SQLite's own busy wait would sleep in C and freeze every greenlet).
+BUSY_WAIT_SECONDS = 5.0
 
 
 #: The open database (a dataset.Database): taskboard.init() sets it, shutdown() clears it.
@@ -1040,8 +1055,59 @@ database = None
 @contextlib.contextmanager
 def tx():
     """The one way to touch the database: a short transaction, committed on exit."""
-    with WRITE_LOCK, database as db:
-        yield Tx(db.executable.connection.driver_connection)
+    with WRITE_LOCK:
+        db = database
+        db.begin()
+        try:
+            connection = db.executable.connection.driver_connection
+            _begin_immediate(connection)
+            yield Tx(connection)
+        except BaseException:
+            db.rollback()
+            raise
+        try:
+            db.commit()
+        except BaseException:
+            # NOTE: dataset forgets a transaction whose COMMIT failed (a full disk, a lock
+            # held too long) without ending it; the greenlet's next transaction would then
+            # find its connection broken for good.  End it and drop the connection.
+            with contextlib.suppress(Exception):
+                db.executable.rollback()
+            db._release_connection()
+            raise
+
+
+def _begin_immediate(connection) -> None:
+    """Take the database's write lock now, waiting cooperatively while another program
+    holds it; sqlite3.OperationalError ("database is locked") after BUSY_WAIT_SECONDS."""
+    deadline = time.monotonic() + BUSY_WAIT_SECONDS
+    pause = 0.002
+    while True:
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or \
+                    time.monotonic() + pause > deadline:
+                raise
+        gevent.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def storage_error(exc: Exception) -> ApiError | None:
+    """The API error for a database that is full or busy (another process holds its
+    lock), None for any other failure.  SQLAlchemy wraps the driver's error of a COMMIT."""
+    exc = getattr(exc, "orig", exc)
+    if not isinstance(exc, sqlite3.OperationalError):
+        return None
+    text = str(exc).lower()
+    if "full" in text:
+        return StorageFull("the disk holding the database is full: free some space; "
+                           "nothing was changed")
+    if "locked" in text or "busy" in text:
+        return DatabaseBusy("the database is busy (another program holds its lock); "
+                            "nothing was changed, try again")
+    return None
 
 
 def migrate() -> list[str]:

@@ -19,6 +19,10 @@ test that does not care about runs stays there):
     fake:crash            init, then half a JSON line (no newline), exit 1
     fake:no-result        init and one text line, exit 0 with no result line
     fake:hang             init, then silence until killed
+    fake:flood-no-newline=BYTES
+                          init, then BYTES bytes of "x" in writes of at most 1 MiB with no
+                          newline at all (fake:sleep pauses after each write), then exit 0
+                          with no result line
     fake:api-error=S      a synthetic API error: result is_error true, api_error_status S, exit 1
     fake:overloaded       = fake:api-error=529
     fake:budget           result subtype error_max_budget_usd (is_error true), exit 1
@@ -42,6 +46,9 @@ Modifiers:
                           appended to $FAKE_AGENT_DIR/children.txt
     fake:ignore-term      ignore SIGTERM (the child too), so only SIGKILL ends the run;
                           otherwise SIGTERM exits 143 with no result line, like Claude
+    fake:survive-pipe     carry on when stdout or stderr is gone (the board died): later
+                          writes to them are dropped, the transcript still gets them;
+                          otherwise the first write after that ends the run (BrokenPipeError)
     fake:forget           do not save the session, so a later --resume of it fails
     fake:resume=MODE      what a resumed run of this session does: a mode without an
                           argument (default: ok)
@@ -61,6 +68,7 @@ a result with subtype error_during_execution and errors ["No conversation found 
 ID: SID"], exit 1.  Every fresh session id is a new uuid4.  `--version` prints a version.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -76,7 +84,9 @@ STREAMS = os.path.join(HERE, "fixtures", "agent-streams")
 VERSION = "2.1.197 (Claude Code)"
 DIRECTIVE = re.compile(r"fake:([a-z-]+)(?:=(\S+))?")
 MODES = ("ok", "replay", "denied", "lines", "exit", "crash", "no-result", "hang",
-         "api-error", "overloaded", "budget", "fail-times", "plan")
+         "api-error", "overloaded", "budget", "fail-times", "plan", "flood-no-newline")
+#: The largest single write of fake:flood-no-newline.
+FLOOD_CHUNK = 1024 * 1024
 PLAN_TASKS = [
     {"title": "Add the data model", "description": "Tables for carts.", "task_type": "feature",
      "priority": 2, "acceptance_criteria": "Migrations run."},
@@ -130,19 +140,32 @@ class Out:
         self.sleep = float(directives.get("sleep", 0))
         self.stderr_left = int(directives.get("stderr", 0))
         self.stderr_n = 0
+        self.survive_pipe = "survive-pipe" in directives
+        self.gone = set()  # the streams found closed (with survive-pipe)
         self.transcript = open(transcript, "w", encoding="utf-8")
+
+    def _write(self, stream, text):
+        if stream in self.gone:
+            return
+        try:
+            stream.write(text)
+            stream.flush()
+        except OSError:  # BrokenPipeError: the board is gone
+            if not self.survive_pipe:
+                raise
+            self.gone.add(stream)
+            with contextlib.suppress(OSError):  # nobody reads it: never flush it again
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
 
     def raw(self, text, newline=True):
         text = text + ("\n" if newline else "")
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        self._write(sys.stdout, text)
         self.transcript.write(text)
         self.transcript.flush()
         if self.stderr_left:
             self.stderr_left -= 1
             self.stderr_n += 1
-            sys.stderr.write(f"fake stderr {self.stderr_n}\n")
-            sys.stderr.flush()
+            self._write(sys.stderr, f"fake stderr {self.stderr_n}\n")
         if self.sleep:
             time.sleep(self.sleep)
 
@@ -287,6 +310,13 @@ def run(out, sid, cwd, d, task_id):
     elif mode in ("exit", "no-result"):
         out.emit(assistant(sid, {"type": "text", "text": "Working on it."}))
         out.finish(int(arg) if mode == "exit" else 0)
+    elif mode == "flood-no-newline":
+        left = int(arg)
+        while left > 0:
+            chunk = min(left, FLOOD_CHUNK)
+            out.raw("x" * chunk, newline=False)
+            left -= chunk
+        out.finish(0)
     elif mode == "crash":
         out.raw('{"type":"assistant","message":{"id":"msg_cut","content":[{"type":"te',
                 newline=False)

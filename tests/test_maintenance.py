@@ -11,7 +11,7 @@ import pytest
 
 import taskboard
 from agent_helpers import logs, start, wait_status
-from conftest import ROOT, assert_error, sql, wait_for
+from conftest import ROOT, assert_error, sql
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def test_retention_removes_only_old_log_entries_and_keeps_the_tasks(client, tb,
     count = len(logs(client, task_with_logs))
     events = sql(tb, "SELECT COUNT(*) FROM task_events")[0][0]
     assert count > 100 and events > 100
-    old = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=40)).isoformat()
+    old = (dt.datetime.now(dt.UTC) - dt.timedelta(days=40)).isoformat()
     sql(tb, "UPDATE logs SET created_at = ? WHERE id IN (SELECT id FROM logs ORDER BY id "
             "LIMIT 60)", (old,))
     sql(tb, "UPDATE task_events SET created_at = ? WHERE id IN (SELECT id FROM task_events "
@@ -69,7 +69,7 @@ def test_retention_removes_only_old_log_entries_and_keeps_the_tasks(client, tb,
 
 def test_retention_works_in_small_transactions(client, tb, task_with_logs, monkeypatch):
     monkeypatch.setattr(taskboard, "LOG_COMPACT_CHUNK", 7)
-    old = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=3)).isoformat()
+    old = (dt.datetime.now(dt.UTC) - dt.timedelta(days=3)).isoformat()
     sql(tb, "UPDATE logs SET created_at = ?", (old,))
     client.put_json("/api/settings", {"logRetentionDays": 1})
     calls = []

@@ -1,0 +1,534 @@
+"""Fault tolerance (issue 9): the board killed with -9 and restarted, an agent killed from
+outside, an agent flooding stdout without newlines, a full disk, a database locked by
+another process, a webhook target that never answers.
+
+Most tests run the real `python taskboard.py` as a subprocess (tests/fault_helpers.py) with
+tests/fake_agent.py as its agent CLI; conftest's autouse fixture then checks that no agent
+process recorded in $FAKE_AGENT_DIR, nor a child of one, outlives the test.
+"""
+import logging
+import os
+import signal
+import time
+
+import pytest
+from fault_helpers import (
+    HangingTarget,
+    ServerProcess,
+    WriteLock,
+    clean_env,
+    db_rows,
+    fill,
+    group_members,
+    integrity,
+    small_filesystem,
+    state,
+)
+
+import taskboard
+from agent_helpers import (
+    RUN,
+    alive,
+    children,
+    get_task,
+    logs,
+    read_calls,
+    start,
+    task_calls,
+    wait_running,
+    wait_status,
+)
+from conftest import wait_for
+from taskboard_core import MAX_LINE_BYTES, MAX_LOG_MESSAGE
+
+
+@pytest.fixture
+def servers(tmp_path):
+    """start(db, *args, env=...) -> a ready ServerProcess; every one is killed at the end."""
+    started = []
+
+    def start(db, *args, **env):
+        server = ServerProcess(tmp_path, db, clean_env(tmp_path, **env), *args)
+        started.append(server)
+        return server.wait_ready()
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    path = tmp_path / "code"
+    path.mkdir()
+    return path
+
+
+def wait_status_of(server, task_id, status, timeout=RUN):
+    """Wait until the server's task has `status` and no live run; return it."""
+    def settled():
+        task = server.get_task(task_id)
+        return task if task["status"] == status and not task["is_running"] else None
+    return wait_for(settled, timeout, message=f"task {task_id} to be {status}, not running")
+
+
+# --- kill -9 of the server --------------------------------------------------------------
+
+#: Five agents that keep printing a line every 10 ms; a resumed session hangs (stays live).
+#: When the server dies, the first two die of the broken pipe but leave a child in their
+#: group, the third outlives its closed stdout (a CLI busy in a long tool call), the fourth
+#: does both, the last just dies: whatever is left must be gone after the restart.
+SLOW_WRITERS = [f"fake:lines=100000 fake:sleep=0.01 fake:resume=hang {extra}"
+                for extra in ("fake:child", "fake:child", "fake:survive-pipe",
+                              "fake:survive-pipe fake:child", "")]
+
+
+def test_kill_9_with_five_running_agents_then_restart_loses_nothing_and_leaves_no_orphan(
+        servers, tmp_path, workdir, agent_dir):
+    db = tmp_path / "data" / "tb.db"
+    first = servers(db)
+    project = first.project(workdir, maxConcurrent=5)
+    tasks = [first.task(project["id"], title=f"Writer {n}", description=d)["id"]
+             for n, d in enumerate(SLOW_WRITERS)]
+    for task_id in tasks:
+        first.move(task_id, "in_progress")
+    wait_for(lambda: all(len(task_calls(agent_dir, t)) == 1 and first.get_task(t)["is_running"]
+                         and len(first.logs(t)) >= 30 for t in tasks), 15,
+             message="five live agents with 30 log lines each")
+    sessions = {t: first.get_task(t)["session_id"] for t in tasks}
+    assert all(sessions.values())
+    committed = {t: [(e["id"], e["kind"], e["message"]) for e in first.logs(t)] for t in tasks}
+    groups = [c["pgid"] for c in read_calls(agent_dir)]
+    assert sorted(groups) == sorted(c["pid"] for c in read_calls(agent_dir)), \
+        "each agent leads its own process group"
+
+    first.kill9()
+    # what the dead server left behind: leaders that survive the broken pipe, and children
+    time.sleep(0.3)
+    left = {g: group_members(g) for g in groups}
+    assert sum(len(m) for m in left.values()) >= 5, left
+    assert len(children(agent_dir)) == 3
+
+    second = servers(db)
+    wait_for(lambda: not any(group_members(g) for g in groups), 10,
+             message="every process group of the killed server's agents to be killed")
+    assert not any(alive(p) for p in children(agent_dir))
+
+    def resumed(task_id):
+        calls = task_calls(agent_dir, task_id)
+        return len(calls) == 2 and second.get_task(task_id)["is_running"] and calls[1]
+    for task_id in tasks:
+        call = wait_for(lambda t=task_id: resumed(t), 15, message=f"task {task_id} resumed")
+        assert call["resumed"] is True and call["stdin"] == "continue"
+        assert call["argv"][call["argv"].index("--resume") + 1] == sessions[task_id]
+        task = second.get_task(task_id)
+        assert (task["status"], task["retry_count"], task["session_id"]) == \
+            ("in_progress", 0, sessions[task_id])
+        runs = db_rows(db, "SELECT status, resumed, session_id FROM runs WHERE task_id = ? "
+                           "ORDER BY id", (task_id,))
+        assert runs == [("interrupted", 0, sessions[task_id]),
+                        ("running", 1, sessions[task_id])]
+        after = [(e["id"], e["kind"], e["message"]) for e in second.logs(task_id)]
+        assert after[:len(committed[task_id])] == committed[task_id], \
+            "a log line the API returned before the kill is missing or changed"
+        assert any(m == "the server restarted; resuming the agent's session"
+                   for _, _, m in after[len(committed[task_id]):])
+
+    assert second.terminate() == 0, second.errors()[-3000:]
+    assert "Traceback" not in second.errors()
+    pids = [c["pid"] for c in read_calls(agent_dir)] + children(agent_dir)
+    wait_for(lambda: not any(alive(p) for p in pids), 5, message="no agent left")
+    assert integrity(db) == [("ok",)]
+    assert {s for (s,) in db_rows(db, "SELECT status FROM runs")} == {"interrupted"}
+    assert {s for (s,) in db_rows(db, "SELECT status FROM tasks")} == {"in_progress"}
+
+
+# --- an agent flooding stdout without a newline -------------------------------------------
+
+FLOOD_BYTES = 50_000_000
+
+
+def test_agent_flooding_stdout_without_newlines_is_cut_into_pieces_in_bounded_memory(
+        servers, tmp_path, workdir, agent_dir):
+    db = tmp_path / "data" / "tb.db"
+    server = servers(db)
+    project = server.project(workdir, maxRetries=0)
+    baseline = server.status("VmRSS")
+    task_id = server.task(project["id"], description=f"fake:flood-no-newline={FLOOD_BYTES} "
+                          "fake:sleep=0.02")["id"]
+    server.move(task_id, "in_progress")
+    wait_for(lambda: task_calls(agent_dir, task_id), 10, message="the flooding agent")
+    slowest, answers = 0.0, 0
+    while server.get_task(task_id)["status"] == "in_progress":
+        began = time.monotonic()
+        assert server.call("GET", "/api/health", timeout=5)["ok"] is True
+        assert server.call("GET", f"/api/projects/{project['id']}/tasks", timeout=5)
+        slowest = max(slowest, time.monotonic() - began)
+        answers += 1
+        time.sleep(0.05)
+    peak = server.status("VmHWM")
+    assert answers >= 10, "the flood ended before the API could be asked while it ran"
+    assert slowest < 1.0, f"an API request took {slowest:.2f}s during the flood"
+    assert peak - baseline < 100_000, \
+        f"the server grew from {baseline} kB to {peak} kB reading a {FLOOD_BYTES:,}-byte line"
+    assert peak < 300_000
+    pieces = db_rows(db, "SELECT length(raw), raw GLOB '*[^x]*' FROM task_events "
+                         "WHERE task_id = ? AND kind = 'raw' ORDER BY seq", (task_id,))
+    assert len(pieces) == -(-FLOOD_BYTES // MAX_LINE_BYTES)
+    assert sum(n for n, _ in pieces) == FLOOD_BYTES, "every byte is kept, in the raw events"
+    assert all(n == MAX_LINE_BYTES for n, _ in pieces[:-1]) and not any(o for _, o in pieces)
+    shown = [e for e in server.logs(task_id) if e["kind"] == "raw"]
+    assert len(shown) == len(pieces)
+    assert all(e["message"] == "x" * MAX_LOG_MESSAGE + f"… [{MAX_LINE_BYTES - MAX_LOG_MESSAGE}"
+               " more]" for e in shown[:-1])
+    task = server.get_task(task_id)
+    assert (task["status"], task["is_running"]) == ("failed", False)
+    assert task["last_error"] == "the agent exited with code 0 without a result (no retries " \
+        "left of 0)"
+
+
+# --- an agent killed from outside ---------------------------------------------------------
+
+@pytest.mark.usefixtures("fast_retries")
+@pytest.mark.parametrize("victim", ["group", "leader"])
+def test_agent_killed_from_outside_is_retried_then_fails_and_frees_its_slot(
+        client, api, agent_dir, victim):
+    """SIGKILL from someone else: the whole group (`kill -9 -PGID`), or only the leader
+    while its child holds the pipes.  Each run is reaped, the task retried once
+    (maxRetries 1) and then failed with a last_error that says why; the slot comes back."""
+    project = api.project(maxRetries=1)
+    task_id = start(api, project, "fake:hang fake:child" if victim == "leader" else "fake:hang")
+    for attempt in (1, 2):
+        call = wait_running(client, task_id, agent_dir, runs=attempt)
+        if victim == "group":
+            os.killpg(call["pgid"], signal.SIGKILL)
+        else:
+            os.kill(call["pid"], signal.SIGKILL)
+        wait_for(lambda c=call: state(c["pid"]) is None, RUN,
+                 message=f"run {attempt}'s process {call['pid']} to be reaped")
+        wait_for(lambda c=call: not group_members(c["pgid"]), RUN,
+                 message=f"the rest of run {attempt}'s group (its child) to be killed")
+        if attempt == 1:
+            wait_for(lambda: get_task(client, task_id)["retry_count"] == 1, RUN,
+                     message="the retry")
+            assert get_task(client, task_id)["status"] == "in_progress"
+    task = wait_status(client, task_id, "failed")
+    assert task["retry_count"] == 1 and len(task_calls(agent_dir, task_id)) == 2
+    assert task["last_error"] == "the agent exited with code -9 without a result " \
+        "(no retries left of 1)"
+    assert not any(alive(p) for p in children(agent_dir))
+    messages = wait_for(lambda: (m := [e["message"] for e in logs(client, task_id)])[-1] ==
+                        "status in_progress -> failed: " + task["last_error"] and m,
+                        message="the failure's log entries")
+    assert "failed: " + task["last_error"] in messages
+    assert any(m.startswith("attempt failed: the agent exited with code -9") for m in messages)
+    pipeline = client.post_json("/api/desktop/get_pipeline_status",
+                                {"projectId": project["id"]}).json
+    assert pipeline["slotsUsed"] == 0 and pipeline["running"] == []
+    other = start(api, project, "fake:ok")  # maxConcurrent 1: the slot is free again
+    wait_status(client, other, "testing")
+
+
+# --- a full disk ---------------------------------------------------------------------------
+# The data dir is an 8 MiB tmpfs mounted by the test (as root; skipped where mount is not
+# permitted), filled up by a file while an agent writes its log and tasks are created.
+
+BIG = "d" * 100_000  # a task description that makes the WAL grow
+
+
+class FullDisk:
+    """A server whose data dir is full: `refused` holds the error answers of the creates
+    that failed, `created` the titles of those answered 201."""
+
+    def __init__(self, server, data, project, writer):
+        self.server, self.data, self.db = server, data, server.db
+        self.project, self.writer = project, writer
+        self.filler = fill(data)
+        self.created, self.refused = [], []
+        for n in range(80):
+            title = f"Big {n}"
+            response = server.request("POST", f"/api/projects/{project['id']}/tasks",
+                                      json={"title": title, "description": BIG})
+            if response.status_code == 201:
+                self.created.append(title)
+            else:
+                self.refused.append((title, response))
+                if len(self.refused) == 3:
+                    break
+        wait_for(lambda: "log writer: flush failed" in server.errors(), 15,
+                 message="the agent's log to meet the full disk")
+
+    def free(self):
+        os.remove(self.filler)
+
+
+@pytest.fixture
+def full_disk(servers, tmp_path, workdir, agent_dir):
+    data = tmp_path / "small"
+    with small_filesystem(data, "8m"):
+        server = servers(data / "tb.db")
+        project = server.project(workdir, maxRetries=0, maxConcurrent=2)
+        writer = server.task(project["id"], title="Writer",
+                             description="fake:lines=2000 fake:sleep=0.004")["id"]
+        server.move(writer, "in_progress")
+        wait_for(lambda: len(server.logs(writer)) > 20, 10, message="the agent's first lines")
+        yield FullDisk(server, data, project, writer)
+        server.stop()
+
+
+def test_disk_full_answers_json_errors_and_leaves_an_intact_database(full_disk):
+    server = full_disk.server
+    assert full_disk.refused, "80 creates of 100 kB each fitted on an 8 MiB file system"
+    for _, response in full_disk.refused:
+        assert response.status_code >= 500 and "Traceback" not in response.text
+        assert response.headers["content-type"] == "application/json"
+        body = response.json()
+        assert isinstance(body["error"], str) and body["error"] and body["code"]
+    assert server.proc.poll() is None, "the server died of a full disk"
+    health = server.request("GET", "/api/health")  # 200, or 500 by the bug of the next test
+    assert health.headers["content-type"] == "application/json"
+    assert "Traceback" not in health.text
+    assert integrity(full_disk.db) == [("ok",)]
+    full_disk.free()
+    assert integrity(full_disk.db) == [("ok",)]
+    assert server.terminate() == 0, server.errors()[-3000:]
+    assert integrity(full_disk.db) == [("ok",)]
+    titles = [t for (t,) in db_rows(full_disk.db, "SELECT title FROM tasks ORDER BY id")]
+    assert titles == ["Writer", *full_disk.created], \
+        "a create answered 201 is missing, or a refused one was stored"
+
+
+def test_after_a_full_disk_is_freed_the_server_works_again_and_agent_logs_resume(full_disk):
+    server, writer = full_disk.server, full_disk.writer
+    full_disk.free()
+    for n in range(40):  # fresh request greenlets must not inherit a broken connection
+        assert server.request("GET", f"/api/tasks/{writer}/logs?limit=5").status_code == 200
+        server.call("POST", f"/api/projects/{full_disk.project['id']}/tasks", 201,
+                    json={"title": f"After {n}"})
+    seen = len(server.logs(writer))
+    wait_for(lambda: len(server.logs(writer)) > seen + 20, 5,
+             message="the running agent's new log lines to be stored")
+    task = wait_status_of(server, writer, "testing", 20)
+    assert task["last_error"] is None
+    assert "finished: done: 2000 lines" in [e["message"] for e in server.logs(writer)]
+    assert server.terminate() == 0
+    assert integrity(full_disk.db) == [("ok",)]
+
+
+def test_disk_full_error_says_the_disk_is_full(full_disk):
+    for _, response in full_disk.refused:
+        body = response.json()
+        assert response.status_code == 507, body
+        assert "disk" in body["error"] or "space" in body["error"], body
+
+
+# --- the database locked by another process ------------------------------------------------
+# Another process takes the write lock (BEGIN IMMEDIATE) and holds it; the server's
+# busy_timeout is 5 s.
+
+def start_writer(server, workdir, lines):
+    """A project (maxRetries 0) whose task's agent prints `lines` lines, one per 20 ms;
+    returns (project, task id) once 20 log lines are stored."""
+    project = server.project(workdir, maxRetries=0)
+    writer = server.task(project["id"], title="Writer",
+                         description=f"fake:lines={lines} fake:sleep=0.02")["id"]
+    server.move(writer, "in_progress")
+    wait_for(lambda: len(server.logs(writer)) > 20, 10, message="the agent's first lines")
+    return project, writer
+
+
+def assert_every_line_stored_once_in_order(server, writer, lines):
+    texts = [(e["id"], e["message"]) for e in server.logs(writer) if e["kind"] == "text"]
+    missing = sorted(set(range(lines)) - {int(m.split()[1]) for _, m in texts})
+    assert not missing, f"agent log lines lost: {[f'line {i}' for i in missing]}"
+    assert [m for _, m in texts] == [f"line {i}" for i in range(lines)]
+    assert [i for i, _ in texts] == sorted(i for i, _ in texts)
+
+
+def test_writes_wait_for_a_short_lock_by_another_process_then_succeed(
+        servers, tmp_path, workdir, agent_dir):
+    db = tmp_path / "data" / "tb.db"
+    server = servers(db)
+    project, writer = start_writer(server, workdir, 300)
+    lock = WriteLock(db, 3)
+    try:
+        created = server.request("POST", f"/api/projects/{project['id']}/tasks",
+                                 json={"title": "During the lock"}, timeout=20)
+        answered = time.monotonic()
+        lock.wait()
+    finally:
+        lock.close()
+    assert created.status_code == 201, created.text
+    assert answered - lock.locked_at >= 2.5, "a write went through while the lock was held"
+    assert server.get_task(created.json()["id"])["title"] == "During the lock"
+    task = wait_status_of(server, writer, "testing", 20)
+    assert task["last_error"] is None
+    assert_every_line_stored_once_in_order(server, writer, 300)
+    assert integrity(db) == [("ok",)]
+
+
+class LongLock:
+    """A create sent while another process holds the write lock for 7 s (longer than the
+    server's busy_timeout), with no agent running: its answer, and how long it took."""
+
+    def __init__(self, server, workdir):
+        self.server, self.db = server, server.db
+        self.project = server.project(workdir)
+        self.lock = WriteLock(self.db, 7)
+        try:
+            began = time.monotonic()
+            self.response = server.request("POST", f"/api/projects/{self.project['id']}/tasks",
+                                           json={"title": "Refused"}, timeout=20)
+            self.took = time.monotonic() - began
+            self.lock.wait()
+        finally:
+            self.lock.close()
+
+
+@pytest.fixture
+def long_lock(servers, tmp_path, workdir):
+    return LongLock(servers(tmp_path / "data" / "tb.db"), workdir)
+
+
+def test_a_lock_longer_than_busy_timeout_answers_a_json_error_then_the_server_recovers(
+        long_lock):
+    server, response = long_lock.server, long_lock.response
+    # today: 500 {"error": "internal error; see the server log", "code": "internal_error"}
+    assert response.status_code >= 500 and "Traceback" not in response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["error"] and response.json()["code"]
+    assert 4.5 < long_lock.took < 6.9, f"answered after {long_lock.took:.1f}s"
+    for n in range(30):  # nothing of the failed transaction is left behind
+        server.call("POST", f"/api/projects/{long_lock.project['id']}/tasks", 201,
+                    json={"title": f"After {n}"})
+        assert server.request("GET", "/api/projects").status_code == 200
+    titles = [t for (t,) in db_rows(long_lock.db, "SELECT title FROM tasks ORDER BY id")]
+    assert titles == [f"After {n}" for n in range(30)]
+    assert server.terminate() == 0, server.errors()[-3000:]
+    assert integrity(long_lock.db) == [("ok",)]
+
+
+def test_a_locked_database_error_says_the_database_is_busy(long_lock):
+    body = long_lock.response.json()
+    assert long_lock.response.status_code == 503, body
+    assert "locked" in body["error"] or "busy" in body["error"], body
+
+
+def test_agent_log_lines_written_during_a_long_lock_are_not_lost(
+        servers, tmp_path, workdir, agent_dir):
+    db = tmp_path / "data" / "tb.db"
+    server = servers(db)
+    _, writer = start_writer(server, workdir, 400)
+    lock = WriteLock(db, 7)
+    try:
+        lock.wait()
+    finally:
+        lock.close()
+    wait_status_of(server, writer, "testing", 25)
+    assert_every_line_stored_once_in_order(server, writer, 400)
+
+
+def test_the_server_stays_responsive_while_another_process_holds_the_write_lock(
+        servers, tmp_path, workdir, agent_dir):
+    """The wait for the lock is cooperative (SQLite's own busy wait would sleep in C and
+    freeze every greenlet): pages and the event stream go on."""
+    db = tmp_path / "data" / "tb.db"
+    server = servers(db)
+    start_writer(server, workdir, 300)
+    lock = WriteLock(db, 3)
+    try:
+        time.sleep(0.5)  # the agent's next lines are waiting for the lock by now
+        began = time.monotonic()
+        page = server.request("GET", "/", timeout=20)
+        took = time.monotonic() - began
+        lock.wait()
+    finally:
+        lock.close()
+    assert page.status_code == 200
+    assert took < 1.0, f"a page took {took:.1f}s while the database was locked"
+
+
+@pytest.mark.xfail(strict=True, reason="known limit: every database access, reads too, "
+                   "goes through the one write lock of the process (a rule of the design), "
+                   "so a read waits while a write waits for another program's lock")
+def test_reads_are_answered_while_another_process_holds_the_write_lock(
+        servers, tmp_path, workdir, agent_dir):
+    db = tmp_path / "data" / "tb.db"
+    server = servers(db)
+    project, writer = start_writer(server, workdir, 300)
+    lock = WriteLock(db, 3)
+    try:
+        time.sleep(0.5)  # the agent's next lines are waiting for the lock by now
+        began = time.monotonic()
+        read = server.request("GET", f"/api/projects/{project['id']}/tasks", timeout=20)
+        took = time.monotonic() - began
+        lock.wait()
+    finally:
+        lock.close()
+    assert read.status_code == 200
+    assert took < 1.0, f"a read took {took:.1f}s while the database was locked"
+
+
+# --- a webhook target that hangs -------------------------------------------------------------
+
+@pytest.fixture
+def target():
+    hanging = HangingTarget()
+    yield hanging
+    hanging.stop()
+
+
+def test_shutdown_returns_promptly_while_a_webhook_delivery_hangs(tb, api, target):
+    project = api.project()
+    api.webhook(project["id"], url=target.url, events=["task:created"])
+    api.task(project["id"])
+    wait_for(lambda: target.received, message="the delivery to reach the target")
+    sender = taskboard.runtime.webhooks
+    assert sender.workers, "the delivery is in flight"
+    began = time.monotonic()
+    taskboard.shutdown()
+    took = time.monotonic() - began
+    assert took < 2, f"shutdown waited {took:.1f}s for a hanging webhook delivery " \
+        f"(timeout {taskboard.WEBHOOK_TIMEOUT_SECONDS:g}s)"
+    assert not sender.workers and sender.greenlet.dead
+    assert taskboard.runtime is None
+
+
+def test_sigterm_exits_promptly_while_a_webhook_delivery_hangs(servers, tmp_path, workdir,
+                                                              target):
+    server = servers(tmp_path / "data" / "tb.db")
+    project = server.project(workdir)
+    server.call("POST", f"/api/projects/{project['id']}/webhooks", 201,
+                json={"platform": "custom", "url": target.url, "events": ["task:created"]})
+    server.task(project["id"])
+    wait_for(lambda: target.received, message="the delivery to reach the target")
+    began = time.monotonic()
+    assert server.terminate(timeout=10) == 0, server.errors()[-3000:]
+    assert time.monotonic() - began < 4
+    assert "Traceback" not in server.errors()
+
+
+def test_moments_queued_for_a_hanging_target_are_bounded_and_the_oldest_dropped(
+        tb, api, target, monkeypatch, caplog):
+    """One delivery hangs while 1,100 more moments come: the hook's queue keeps the newest
+    1,000 and says so in the log; once the target answers, exactly those are delivered."""
+    monkeypatch.setattr(taskboard, "WEBHOOK_TIMEOUT_SECONDS", 20.0)
+    project = api.project()
+    hook = api.webhook(project["id"], url=target.url, events=["task:created"])
+    first = api.task(project["id"], title="First")["id"]
+    wait_for(lambda: target.received, message="the first delivery to hang")
+    caplog.set_level(logging.WARNING, logger="taskboard")
+    ids = [taskboard.create_task(project["id"], {"title": f"Queued {n}"})["id"]
+           for n in range(1100)]
+    sender = taskboard.runtime.webhooks
+    wait_for(lambda: not sender.outbox, message="every moment to be matched to its hook")
+    assert len(sender.queues[hook["id"]]) == 1000
+    assert any("dropping the oldest" in r.getMessage() for r in caplog.records)
+    assert len(target.received) == 1, "the hook's deliveries are sent one after another"
+    target.release()
+    wait_for(lambda: len(target.received) == 1001, 20,
+             message="the 1,000 queued moments to be delivered")
+    delivered = [body["task"]["id"] for body in target.received]
+    assert delivered == [first, *ids[100:]]
+    records = api.client.get(f"/api/projects/{project['id']}/webhooks/{hook['id']}"
+                             "/deliveries").json
+    assert len(records) == 50 and all(r["ok"] for r in records)
