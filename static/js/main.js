@@ -124,6 +124,7 @@ async function boot() {
   try {
     await loadAll();
   } catch (error) {
+    if (error.status === 401) return;  // api.js is taking us to the login page
     toast(error.message, "error");
   }
   setLanguage(state.settings?.language || "en");
