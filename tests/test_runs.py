@@ -22,7 +22,6 @@ from agent_helpers import (
     query,
     read_calls,
     start,
-    task_calls,
     transcript,
     wait_running,
     wait_status,
