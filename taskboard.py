@@ -228,6 +228,18 @@ class Subscriber:
         return True
 
 
+class Message(dict):
+    """A published event; its JSON text is made once, however many clients get it."""
+    __slots__ = ("_text",)
+
+    def text(self) -> str:
+        try:
+            return self._text
+        except AttributeError:
+            self._text = json_dumps(self)
+            return self._text
+
+
 class EventHub:
     """Stamps every event with a strictly increasing seq, keeps a replay buffer, fans out.
 
@@ -247,7 +259,7 @@ class EventHub:
     def publish(self, event: str, data: dict, project_id=None) -> dict:
         """Send an event to every interested client.  Call after the commit."""
         self.seq += 1
-        message = {"seq": self.seq, "event": event, "data": data}
+        message = Message(seq=self.seq, event=event, data=data)
         weight = sum(len(e["message"]) + 100 for e in data["entries"]) \
             if event == "task:log" else 500
         self.buffer.append((message, project_id, weight))
@@ -4013,8 +4025,12 @@ def _ws_write(ws, sub: Subscriber) -> None:
             return
         try:
             with gevent.Timeout(WS_SEND_TIMEOUT_SECONDS):
-                ws.send(json_dumps(message))
+                ws.send(message.text() if isinstance(message, Message) else json_dumps(message))
         except (WebSocketError, gevent.Timeout, OSError):
+            # a client that stopped reading: close the socket itself, since a close frame
+            # could never be sent to it
+            with contextlib.suppress(OSError, AttributeError):
+                ws.handler.socket.shutdown(socket.SHUT_RDWR)
             return
 
 

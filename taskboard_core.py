@@ -962,6 +962,13 @@ CREATE TABLE imported_issues (
   PRIMARY KEY (project_id, number)
 );
 """),
+    ("0007_scale_indexes", """
+CREATE INDEX runs_by_project ON runs(project_id);
+CREATE INDEX runs_by_task_kind ON runs(task_id, kind, status);
+CREATE INDEX tasks_running ON tasks(id) WHERE is_running = 1;
+CREATE INDEX tasks_in_progress ON tasks(id) WHERE status = 'in_progress';
+CREATE INDEX tasks_by_type ON tasks(project_id, task_type);
+"""),
     ("0005_plans", """
 CREATE TABLE plans (
   id INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -188,12 +188,13 @@ class LoadGenerator:
         }
 
 
-def paced_requests(port, paths, rate, start_at, seconds, fast_ack=True):
+def paced_requests(port, paths, rate, start_at, seconds, fast_ack=True, by_path=None):
     """ One keep-alive connection GETting `paths` in turn at a steady `rate` req/s.
 
     Waits until `start_at` (time.monotonic()), then sends on a fixed schedule for `seconds` s
     (a late request goes out at once; the schedule does not slip). Each latency is timed from
-    the request's actual send. Returns (sorted latencies in s, errors).
+    the request's actual send. Returns (sorted latencies in s, errors); with `by_path` (a
+    dict), also fills it with {path: [latencies in s]}.
     """
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     latencies, errors = [], 0
@@ -211,6 +212,8 @@ def paced_requests(port, paths, rate, start_at, seconds, fast_ack=True):
             conn.close()  # reconnects on the next request
             errors += 1
         latencies.append(time.monotonic() - t0)
+        if by_path is not None:
+            by_path.setdefault(paths[i % len(paths)], []).append(latencies[-1])
     conn.close()
     return sorted(latencies), errors
 
@@ -255,3 +258,34 @@ def print_report(rows, goal):
     print()
     for figure, _, _, ratio in rows:
         print(f"ratio {figure} {ratio:.2f} (goal >= {goal})")
+
+
+# Machine-readable results and process figures ###########################################
+
+#: bench/run.py reads the one line of each benchmark that starts with this.
+RESULT_PREFIX = "BENCH_RESULT "
+
+
+def result_row(figure, value, unit="", baseline=None, ratio=None, goal="", met=None):
+    """ One figure for bench/run.py's table; `met` is None when the figure has no goal. """
+    return {"figure": figure, "value": value, "unit": unit, "baseline": baseline,
+            "ratio": ratio, "goal": goal, "met": met}
+
+
+def emit_result(bench, rows, **extra):
+    """ Print the machine-readable line: {"bench", "rows": [result_row, ...], ...extra}. """
+    print(RESULT_PREFIX + json.dumps({"bench": bench, "rows": rows, **extra}), flush=True)
+
+
+def proc_memory_kb(pid):
+    """ {"VmRSS": kB, "VmHWM": kB} of a live process (Linux /proc), {} when it is gone. """
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                if name in ("VmRSS", "VmHWM"):
+                    out[name] = int(rest.split()[0])
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return out

@@ -33,7 +33,8 @@ per id, so every line also brings a task:usage event (sent to every /ws connecti
 blocks do, to tell that cost from the log path's.
 
 How to read the output: progress lines, then a table of figures with their goals, then one
-grep-friendly `figure <name> <value> (goal ...)` line each and `ratio api_p99_load_idle`.
+grep-friendly `figure <name> <value> (goal ...)` line each and `ratio api_p99_load_idle`,
+then BENCH_RESULT {...} for bench/run.py.
 Latency includes the server's log batching (one flush per 100 ms at most, design.md §7).
 Client, agents and server share the machine's CPUs, so absolute figures depend on it.
 """
@@ -52,7 +53,16 @@ import sys
 import tempfile
 import time
 
-from _common import REPO_ROOT, Server, free_port, paced_requests, percentile, request
+from _common import (
+    REPO_ROOT,
+    Server,
+    emit_result,
+    free_port,
+    paced_requests,
+    percentile,
+    request,
+    result_row,
+)
 
 GOAL_AGENTS, GOAL_RATE, GOAL_FANOUT_P99_MS, GOAL_API_RATIO = 5, 2000, 100.0, 3.0
 MAX_CONCURRENT = 5  # per project (Taskboard's limit)
@@ -334,6 +344,8 @@ def report(rows):
     for name, value, goal, _ok in rows:
         kind = "ratio" if name == "api_p99_load_idle" else "figure"
         print(f"{kind} {name} {fmt(value)}" + (f" (goal {goal})" if goal else ""))
+    emit_result("agents", [result_row(name, value, "ms" if name.endswith("_ms") else "",
+                                      goal=goal, met=ok) for name, value, goal, ok in rows])
 
 
 if __name__ == "__main__":

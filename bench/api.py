@@ -30,7 +30,8 @@ How to read the output: one line per measurement while it runs, then a table wit
 Taskboard's figure, the baseline's, and the ratio, where higher is always better:
 taskboard/baseline for req/s, baseline/taskboard for p50 and p99 latency. A ratio of 0.6
 means "60 % of what bare bottle + gevent manages". The goal is >= 0.5 for every ratio.
-The last lines, `ratio <figure> <x> (goal >= 0.5)`, are meant for grep. Absolute numbers
+The lines `ratio <figure> <x> (goal >= 0.5)` are meant for grep, the last one,
+BENCH_RESULT {...}, for bench/run.py. Absolute numbers
 are only comparable within one run: the clients share the CPU with both servers. The
 clients keep the servers saturated, so mean latency = clients / req/s; a busy gevent server
 serves its ready connections unevenly, so p50 can sit well below that mean and p99 far
@@ -44,7 +45,17 @@ import os
 import sys
 import tempfile
 
-from _common import LoadGenerator, Server, best_of, free_port, print_report, ratios, request
+from _common import (
+    LoadGenerator,
+    Server,
+    best_of,
+    emit_result,
+    free_port,
+    print_report,
+    ratios,
+    request,
+    result_row,
+)
 
 GOAL = 0.5
 TASK_COUNT = 1000
@@ -198,6 +209,9 @@ def run(args, tmp, load):
         rows += ratios(figure, best_of(results[figure]["taskboard"]),
                        best_of(results[figure]["baseline"]))
     print_report(rows, GOAL)
+    emit_result("api", [result_row(figure, ours, "req/s" if figure.endswith("_rps") else "ms",
+                                   base, ratio, f">= {GOAL}x baseline", ratio >= GOAL)
+                        for figure, ours, base, ratio in rows])
 
 
 def measure(args, load, tmp, tb_port, base_port, list_path):

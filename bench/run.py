@@ -1,0 +1,149 @@
+"""Every Taskboard benchmark in one go, and one table of their figures against the goals.
+
+Run it by hand, from any directory, with the Python that has Taskboard's dependencies; it is
+not a test:
+
+    python bench/run.py                   # full scale: ~10 min (+1 min to build the database)
+    python bench/run.py --quick           # smaller scale, shorter runs: ~2-3 min
+    python bench/run.py --only scale,load
+    TASKBOARD_BENCH_CACHE=<dir> python bench/run.py   # keep scale.py's database between runs
+
+It runs bench/api.py, bench/agents.py, bench/scale.py and bench/load.py one after the other
+(their output goes by, prefixed with their name), reads the `BENCH_RESULT {...}` line each
+prints last, and prints one table: bench, figure, value, same-run baseline, ratio, goal and
+whether it is met. The goals of issue 9 come first:
+
+  API >= 0.5x bare bottle + gevent      api.py (every req/s, p50 and p99 ratio)
+  task list p99 < 50 ms at 50,000 tasks scale.py
+  start-up < 1 s on the scaled database scale.py
+  fan-out p99 < 100 ms at the load      load.py (200 /ws clients, 5 x 2,000 lines/s, 50 req/s)
+  server RSS < 300 MB at the load       load.py
+
+load.py runs on a copy of the database scale.py built (so the API traffic it sends reads
+the big project, and slow queries show in the fan-out figures); with `--only load` or when
+scale.py failed, on a fresh database. `--quick` passes --quick to each (scale: 5,000 tasks
+and 500,000 log lines; load: 10 s of flooding). Without TASKBOARD_BENCH_CACHE the database
+lives in a temp dir removed at the end.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from _common import RESULT_PREFIX
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+ORDER = ("api", "agents", "scale", "load")
+HEADLINE = (("scale", "task_list_p99"), ("scale", "startup_to_health"),
+            ("load", "fanout_p99"), ("load", "server_rss_peak"))
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller scale, shorter runs")
+    parser.add_argument("--only", default=",".join(ORDER),
+                        help=f"comma-separated subset of {','.join(ORDER)}")
+    parser.add_argument("--cache-dir", default=os.environ.get("TASKBOARD_BENCH_CACHE"),
+                        help="scale.py's database cache (env TASKBOARD_BENCH_CACHE)")
+    args = parser.parse_args()
+    args.only = [b for b in args.only.split(",") if b]
+    unknown = set(args.only) - set(ORDER)
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+    return args
+
+
+def run_bench(name, argv):
+    """ Run bench/<name>.py, echoing its output; return (its result or None, seconds). """
+    cmd = [sys.executable, os.path.join(BENCH, f"{name}.py"), *argv]
+    print(f"\n=== {name}: {' '.join(cmd[1:])}", flush=True)
+    t0 = time.monotonic()
+    result = None
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          bufsize=1) as proc:
+        for line in proc.stdout:
+            if line.startswith(RESULT_PREFIX):
+                result = json.loads(line[len(RESULT_PREFIX):])
+                continue
+            print(f"[{name}] {line}", end="", flush=True)
+        proc.wait()
+    seconds = time.monotonic() - t0
+    if proc.returncode != 0 or result is None:
+        print(f"=== {name} FAILED (exit {proc.returncode}, after {seconds:.0f} s)", flush=True)
+        return None, seconds
+    print(f"=== {name} done in {seconds:.0f} s", flush=True)
+    return result, seconds
+
+
+def main():
+    args = parse_args()
+    quick = ["--quick"] if args.quick else []
+    results, seconds = {}, {}
+    with tempfile.TemporaryDirectory(prefix="taskboard-bench-run-") as tmp:
+        cache = args.cache_dir or tmp
+        for name in ORDER:
+            if name not in args.only:
+                continue
+            argv = list(quick)
+            if name == "scale":
+                argv += ["--cache-dir", cache]
+            if name == "load" and results.get("scale", {}).get("db"):
+                argv += ["--db", results["scale"]["db"]]
+            results[name], seconds[name] = run_bench(name, argv)
+    table(results, seconds, args)
+
+
+def fmt(value, unit):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        digits = 3 if abs(value) < 10 else 1 if abs(value) < 1000 else 0
+        text = f"{value:,.{digits}f}"
+    else:
+        text = str(value)
+    return f"{text} {unit}".strip()
+
+
+def table(results, seconds, args):
+    rows = []
+    for bench in ORDER:
+        for r in (results.get(bench) or {}).get("rows", []):
+            rows.append((bench, r))
+    headline = [(b, r) for b, r in rows if b == "api" or (b, r["figure"]) in HEADLINE]
+    rest = [(b, r) for b, r in rows if (b, r) not in headline]
+    scale = (results.get("scale") or {}).get("scale")
+    print()
+    print("Taskboard benchmarks" + (" (--quick)" if args.quick else "") +
+          (f"; scale: {scale['projects']} projects, {scale['tasks']:,} tasks, "
+           f"{scale['logs']:,} log lines" if scale else "") +
+          f"; {os.cpu_count()} CPUs; "
+          + ", ".join(f"{b} {s:.0f} s" for b, s in seconds.items()))
+    if (results.get("load") or {}).get("db") is False:
+        print("load.py ran on a fresh database (no scaled database from scale.py)")
+    header = f"{'bench':<7} {'figure':<30} {'value':>16} {'baseline':>14} {'ratio':>8}  " \
+             f"{'goal':<26} met?"
+    print(header)
+    print("-" * len(header))
+    for section in (headline, rest):
+        for bench, r in section:
+            ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+            met = "" if r["met"] is None else "yes" if r["met"] else "NO"
+            print(f"{bench:<7} {r['figure']:<30} {fmt(r['value'], r['unit']):>16} "
+                  f"{fmt(r['baseline'], r['unit']):>14} {ratio:>8}  {r['goal']:<26} {met}")
+        if section is headline and rest:
+            print("-" * len(header))
+    judged = [r for _, r in rows if r["met"] is not None]
+    issue = [r for _, r in headline if r["met"] is not None]
+    failed = [b for b in args.only if results.get(b) is None]
+    print()
+    print(f"issue 9 goals met: {sum(r['met'] for r in issue)} of {len(issue)}; all checks "
+          f"met: {sum(r['met'] for r in judged)} of {len(judged)}"
+          + (f"; FAILED to run: {', '.join(failed)}" if failed else ""))
+
+
+if __name__ == "__main__":
+    main()
