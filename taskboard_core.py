@@ -1127,7 +1127,7 @@ def migrate() -> list[str]:
         with tx() as t:
             if t.value("SELECT 1 FROM _migrations WHERE name = ?", (name,)):
                 continue
-            # NOTE: the INSERT opens the transaction, so the DDL below is atomic with it.
+            # NOTE: tx() began the transaction (BEGIN IMMEDIATE): the DDL is atomic with it.
             t.insert("_migrations", {"name": name, "applied_at": now_iso()})
             for statement in script.split(";\n"):
                 if statement.strip():
