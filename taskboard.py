@@ -54,13 +54,14 @@ import requests
 from gevent import pywsgi
 from geventwebsocket.exceptions import WebSocketError
 from geventwebsocket.handler import WebSocketHandler
+from geventwebsocket.websocket import Header, WebSocket
 
 import taskboard_core
 from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     ATTACHMENT_FIELDS,
-    CLIENT_QUEUE_LIMIT,
+    CLIENT_QUEUE_BYTES,
     ENV_SETTINGS,
-    EVENT_BUFFER_CHARS,
+    EVENT_BUFFER_BYTES,
     EVENT_BUFFER_SIZE,
     EVENT_TYPES,
     EXIT_GRACE_SECONDS,
@@ -209,93 +210,129 @@ runtime = None
 # EVENTS
 # =============================================================================
 
+class Message:
+    """A published event, as the replay buffer keeps it and the clients' outboxes share it.
+
+    The WebSocket frame is built once, however many clients get it, and the event's data is
+    not kept: the Python objects of a log batch weigh several times its JSON.
+    """
+    __slots__ = ("seq", "event", "project_id", "task_id", "frame")
+
+    def __init__(self, seq, event: str, data: dict | None = None, project_id=None):
+        self.seq, self.event, self.project_id = seq, event, project_id
+        self.task_id = data["taskId"] if event == "task:log" else None
+        envelope = {"event": event} if seq is None else {"seq": seq, "event": event,
+                                                         "data": data}
+        payload = json_dumps(envelope).encode()
+        # what geventwebsocket's send() would write: a final text frame, unmasked
+        self.frame = Header.encode_header(True, WebSocket.OPCODE_TEXT, b"", len(payload),
+                                          0) + payload
+
+
+PING = Message(None, "ping")  # no seq: clients ignore it
+
+
 class Subscriber:
-    """One /ws connection's view of the event stream: its filters and its outbox."""
+    """One /ws connection's view of the event stream: its filters and its outbox, whose
+    size in bytes is kept so that a client that stops reading cannot grow memory."""
 
     def __init__(self, project_id=None, logs=()):
         self.project_id = project_id
         self.all_logs = "all" in logs
         self.log_tasks = {int(t) for t in logs if t != "all"}
         self.outbox = gevent.queue.Queue()
+        self.queued = 0  # bytes of the frames waiting in the outbox
         self.dropped = False
 
-    def wants(self, message: dict, project_id) -> bool:
-        if self.project_id is not None and project_id is not None \
-                and project_id != self.project_id:
+    def wants(self, message: Message) -> bool:
+        if self.project_id is not None and message.project_id is not None \
+                and message.project_id != self.project_id:
             return False
-        if message["event"] == "task:log":
-            return self.all_logs or message["data"]["taskId"] in self.log_tasks
+        if message.event == "task:log":
+            return self.all_logs or message.task_id in self.log_tasks
         return True
 
+    def put(self, message: Message) -> None:
+        self.queued += len(message.frame)
+        self.outbox.put(message)
 
-class Message(dict):
-    """A published event; its JSON text is made once, however many clients get it."""
-    __slots__ = ("_text",)
-
-    def text(self) -> str:
+    def get(self, timeout) -> Message | None:
+        """The next message to send: PING after `timeout` idle seconds, None at the end."""
         try:
-            return self._text
-        except AttributeError:
-            self._text = json_dumps(self)
-            return self._text
+            message = self.outbox.get(timeout=timeout)
+        except gevent.queue.Empty:
+            return PING
+        if message is not None:
+            self.queued -= len(message.frame)
+        return message
+
+    def close(self) -> None:
+        """End the connection once what is queued has been sent."""
+        self.outbox.put(None)
 
 
 class EventHub:
     """Stamps every event with a strictly increasing seq, keeps a replay buffer, fans out.
 
     seq starts at the boot time in ms x 1000, so a `since` from an earlier run is older
-    than anything this run published and is answered with `resync`.
+    than anything this run published and is answered with `resync`.  The replay buffer
+    and each client's outbox are bounded in bytes of encoded frames.
     """
 
-    def __init__(self, buffer_size=EVENT_BUFFER_SIZE, queue_limit=CLIENT_QUEUE_LIMIT):
+    def __init__(self, buffer_size=EVENT_BUFFER_SIZE, buffer_bytes=EVENT_BUFFER_BYTES,
+                 queue_bytes=CLIENT_QUEUE_BYTES):
         self.first_seq = int(time.time() * 1000) * 1000
         self.seq = self.first_seq
         self.buffer = collections.deque()
         self.buffer_size = buffer_size
-        self.buffered_chars = 0  # roughly how much text the replay buffer holds
-        self.queue_limit = queue_limit
+        self.buffer_bytes = buffer_bytes
+        self.buffered = 0  # bytes of the frames in the replay buffer
+        self.queue_bytes = queue_bytes
         self.subscribers = set()
 
-    def publish(self, event: str, data: dict, project_id=None) -> dict:
+    def publish(self, event: str, data: dict, project_id=None) -> Message:
         """Send an event to every interested client.  Call after the commit."""
         self.seq += 1
-        message = Message(seq=self.seq, event=event, data=data)
-        weight = sum(len(e["message"]) + 100 for e in data["entries"]) \
-            if event == "task:log" else 500
-        self.buffer.append((message, project_id, weight))
-        self.buffered_chars += weight
-        while len(self.buffer) > self.buffer_size or self.buffered_chars > EVENT_BUFFER_CHARS:
-            self.buffered_chars -= self.buffer.popleft()[2]
+        message = Message(self.seq, event, data, project_id)
+        size = len(message.frame)
+        self.buffer.append(message)
+        self.buffered += size
+        while len(self.buffer) > self.buffer_size or self.buffered > self.buffer_bytes:
+            self.buffered -= len(self.buffer.popleft().frame)
         for sub in list(self.subscribers):
-            if sub.wants(message, project_id):
-                if sub.outbox.qsize() >= self.queue_limit:
+            if sub.wants(message):
+                if sub.queued + size > self.queue_bytes:
                     self._drop(sub)
                 else:
-                    sub.outbox.put(message)
+                    sub.put(message)
         return message
 
     def subscribe(self, project_id=None, logs=(), since=None) -> Subscriber:
-        """A new subscriber whose outbox starts with the replay after `since`, if any.
+        """A new subscriber whose outbox starts with the replay after `since`, if any, or
+        with `resync` when that is gone or more than a client may have queued.
 
         Nothing yields between reading the buffer and joining, so no event falls between.
         """
         sub = Subscriber(project_id, logs)
         if since is not None:
-            oldest = self.buffer[0][0]["seq"] if self.buffer else self.seq + 1
+            oldest = self.buffer[0].seq if self.buffer else self.seq + 1
             if since < self.first_seq or since > self.seq or since + 1 < oldest:
-                sub.outbox.put(self.resync_message())
-            else:
-                for message, pid, _ in self.buffer:
-                    if message["seq"] > since and sub.wants(message, pid):
-                        sub.outbox.put(message)
+                replay = [self.resync_message()]
+            else:  # seqs are consecutive in the buffer: the replay starts at an index
+                replay = [m for m in itertools.islice(self.buffer, since + 1 - oldest, None)
+                          if sub.wants(m)]
+                if sum(len(m.frame) for m in replay) > self.queue_bytes:
+                    replay = [self.resync_message()]
+            for message in replay:
+                sub.put(message)
         self.subscribers.add(sub)
         return sub
 
     def unsubscribe(self, sub: Subscriber) -> None:
         self.subscribers.discard(sub)
 
-    def resync_message(self) -> dict:
-        return {"seq": self.seq, "event": "resync", "data": {}}
+    def resync_message(self) -> Message:
+        return Message(self.seq, "resync", {})
 
     def _drop(self, sub: Subscriber) -> None:
         """A client fell too far behind: replace its backlog with resync, then close it."""
@@ -303,8 +340,9 @@ class EventHub:
         sub.dropped = True
         while not sub.outbox.empty():
             sub.outbox.get_nowait()
-        sub.outbox.put(self.resync_message())
-        sub.outbox.put(None)
+        sub.queued = 0
+        sub.put(self.resync_message())
+        sub.close()
 
 
 class LogWriter:
@@ -548,16 +586,17 @@ def get_task(task_id: int) -> dict:
     return task_view(row)
 
 
-def task_detail(task_id: int) -> dict:
-    row = task_detail_rows(task_id)
+def task_detail(task_id: int) -> "RawJson":
+    """The task with commits, revisions, attachments and its complete log, as JSON text:
+    the log's entries are rendered by SQLite, not one Python object each."""
+    row = task_detail_rows(task_id, json_object_sql(LOG_FIELDS))
     if row is None:
         raise NotFound(f"task {task_id} not found")
     detail = task_view(row)
     detail["commits"] = task_commits(row)
     detail["revisions"] = [render(REVISION_FIELDS, r) for r in row["revisions"]]
     detail["attachments"] = [render(ATTACHMENT_FIELDS, r) for r in row["attachments"]]
-    detail["logs"] = [render(LOG_FIELDS, r) for r in row["logs"]]
-    return detail
+    return RawJson(f'{json_dumps(detail)[:-1]},"logs":{row["logs_json"]}}}')
 
 
 def create_task(project_id: int, body) -> dict:
@@ -2523,7 +2562,11 @@ def project_activity(project_id: int, limit: int, offset: int) -> list[dict]:
 
 def agent_usage() -> dict:
     """Tokens and estimated cost of every agent run (tasks, planner, verifier)."""
-    rows = usage_rows(local_day_start_iso())
+    # NOTE: the sums read every run; they are kept until usage or the local day changes
+    key = (local_day_start_iso(), taskboard_core.usage_version)
+    if runtime.usage is None or runtime.usage[0] != key:
+        runtime.usage = (key, usage_rows(key[0]))
+    rows = runtime.usage[1]
     total = rows["total"]
     models = {m: {"tasks": 0, "inputTokens": 0, "outputTokens": 0, "cost": 0.0}
               for m in MODELS}
@@ -4011,21 +4054,18 @@ def _ws_read(ws, sub: Subscriber) -> None:
                 break
     except WebSocketError:
         pass
-    sub.outbox.put(None)
+    sub.close()
 
 
 def _ws_write(ws, sub: Subscriber) -> None:
     """The one writer of a socket: drains the subscriber's outbox, pings when idle."""
     while True:
-        try:
-            message = sub.outbox.get(timeout=WS_PING_SECONDS)
-        except gevent.queue.Empty:
-            message = {"event": "ping"}
-        if message is None:
+        message = sub.get(timeout=WS_PING_SECONDS)
+        if message is None or ws.closed:
             return
         try:
             with gevent.Timeout(WS_SEND_TIMEOUT_SECONDS):
-                ws.send(message.text() if isinstance(message, Message) else json_dumps(message))
+                ws.raw_write(message.frame)  # the frame every client gets, built once
         except (WebSocketError, gevent.Timeout, OSError):
             # a client that stopped reading: close the socket itself, since a close frame
             # could never be sent to it
@@ -4733,6 +4773,8 @@ class Runtime:
         self.agent = {"command": config["agent_command"], "found": None, "version": None}
         #: The stored settings, read once at start and replaced by every update.
         self.settings = {}
+        #: ((local day, usage version), usage sums): see agent_usage()
+        self.usage = None
         self.greenlets = []
 
 
@@ -4839,7 +4881,7 @@ def shutdown() -> None:
     runtime.agents.shutdown()
     runtime.logs.stop()
     for sub in list(runtime.hub.subscribers):
-        sub.outbox.put(None)
+        sub.close()
     runtime.db.close()
     taskboard_core.database = None
     runtime = None

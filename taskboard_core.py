@@ -63,11 +63,12 @@ WEBHOOK_DELIVERIES_KEPT = 50
 #: Request bodies larger than this are refused with 413 (attachments have their own limit).
 MAX_BODY_BYTES = 1024 * 1024
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
-#: How many published events /ws keeps for ?since= replay, and at most how much log text.
+#: How many published events /ws keeps for ?since= replay, and at most how many bytes.
 EVENT_BUFFER_SIZE = 20_000
-EVENT_BUFFER_CHARS = 32 * 1024 * 1024
-#: A /ws client with more unsent messages than this is sent `resync` and dropped.
-CLIENT_QUEUE_LIMIT = 5_000
+EVENT_BUFFER_BYTES = 32 * 1024 * 1024
+#: A /ws client with more than this many bytes waiting to be sent is sent `resync` and
+#: dropped; a ?since= replay larger than this is answered with `resync`.
+CLIENT_QUEUE_BYTES = 4 * 1024 * 1024
 WS_PING_SECONDS = 25
 WS_SEND_TIMEOUT_SECONDS = 10
 #: A client message (clients only send keep-alives) larger than this ends the connection.
@@ -1084,6 +1085,28 @@ def tx():
             raise
 
 
+#: Bumped after every write that can change the agents' usage sums (runs, plans, deleted
+#: tasks and projects), so that the sums can be kept between two such writes.
+usage_version = 0
+
+
+def _usage_changed() -> None:
+    global usage_version
+    usage_version += 1
+
+
+def _changes_usage(function):
+    """Bump usage_version after the store function's commit (a reader that summed before
+    it then sums again)."""
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _usage_changed()
+    return wrapper
+
+
 def _begin_immediate(connection) -> None:
     """Take the database's write lock now, waiting cooperatively while another program
     holds it; sqlite3.OperationalError ("database is locked") after BUSY_WAIT_SECONDS."""
@@ -1189,6 +1212,7 @@ def update_project_row(project_id: int, changes: dict) -> dict | None:
         return t.one("SELECT * FROM projects WHERE id = ?", (project_id,))
 
 
+@_changes_usage
 def delete_project_row(project_id: int) -> list[str] | None:
     """Delete a project and everything in it; return its attachment paths, None if absent."""
     with tx() as t:
@@ -1229,15 +1253,20 @@ def task_rows_json(project_id: int, object_sql: str) -> str | None:
                        f"FROM tasks WHERE project_id = ? ORDER BY {TASK_ORDER})", (project_id,))
 
 
-def task_detail_rows(task_id: int) -> dict | None:
-    """The task with its revisions, attachments and complete log, read at one moment."""
+def task_detail_rows(task_id: int, log_sql: str) -> dict | None:
+    """The task with its revisions, attachments and complete log, read at one moment; the
+    log is one JSON array built by SQLite, each entry as log_sql (a task may have tens of
+    thousands)."""
     with tx() as t:
         task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
         if task is None:
             return None
-        for table in ("revisions", "attachments", "logs"):
+        for table in ("revisions", "attachments"):
             task[table] = t.all(f"SELECT * FROM {table} WHERE task_id = ? ORDER BY id",
                                 (task_id,))
+        task["logs_json"] = t.value(f"SELECT json_group_array(json(j)) FROM (SELECT "
+                                    f"{log_sql} AS j FROM logs WHERE task_id = ? ORDER BY id)",
+                                    (task_id,))
         return task
 
 
@@ -1320,6 +1349,7 @@ def move_task_row(task_id: int, to: str, changes_for, only_from=None) \
         return before, t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
 
 
+@_changes_usage
 def delete_task_row(task_id: int) -> tuple[dict, list[str], list[dict]] | None:
     """Delete a task; return it, its attachment paths and the tasks it changed (its
     sub-tasks lose their parent, its parent may stop awaiting)."""
@@ -1447,16 +1477,19 @@ def task_slot_row(task_id: int) -> dict | None:
                      "JOIN projects p ON p.id = k.project_id WHERE k.id = ?", (task_id,))
 
 
+@_changes_usage
 def insert_run_row(values: dict) -> int:
     with tx() as t:
         return t.insert("runs", {**values, "status": "running", "started_at": now_iso()})
 
 
+@_changes_usage
 def update_run_row(run_id: int, changes: dict) -> None:
     with tx() as t:
         t.update("runs", run_id, changes)
 
 
+@_changes_usage
 def finish_run_rows(run_id: int, run_changes: dict, task_changes: dict) -> dict | None:
     """Record a run's end and add its usage to its task; return the task (None if gone)."""
     with tx() as t:
@@ -1487,6 +1520,7 @@ def unfinished_run_rows() -> list[dict]:
                      "ORDER BY id")
 
 
+@_changes_usage
 def restart_rows() -> list[dict]:
     """After a restart: mark runs left 'running' interrupted, clear stale run flags, and
     return every in_progress task with the status and session of its latest run."""
@@ -1798,6 +1832,7 @@ def insert_issue_tasks(project_id: int, issues: list[dict], defaults: dict) -> l
 
 # --- planning ------------------------------------------------------------------
 
+@_changes_usage
 def insert_plan_row(values: dict) -> dict | None:
     with tx() as t:
         if not t.exists("projects", values["project_id"]):
@@ -1806,6 +1841,7 @@ def insert_plan_row(values: dict) -> dict | None:
         return t.one("SELECT * FROM plans WHERE plan_id = ?", (values["plan_id"],))
 
 
+@_changes_usage
 def update_plan_row(plan_id: str, changes: dict) -> None:
     with tx() as t:
         assignments = ", ".join(f"{name} = ?" for name in changes)
@@ -1813,6 +1849,7 @@ def update_plan_row(plan_id: str, changes: dict) -> None:
                   (*changes.values(), plan_id))
 
 
+@_changes_usage
 def insert_plan_tasks(plan_id: str, project_id: int, tasks: list[dict],
                       edges: list[tuple[int, int]], defaults: dict, changes: dict) \
         -> tuple[list[dict], bool] | None:

@@ -11,7 +11,8 @@ stopped), through a recorder that runs each SELECT (timed, rows fetched) and onl
 writes (start-up's UPDATEs, log retention's DELETE): nothing is written. For every statement
 it prints the plan; a SCAN of tasks, runs, activity, logs or task_events is flagged (but
 not a rowid-ordered one with LIMIT, which stops early), and so is a read of logs or
-task_events without LIMIT ("unpaged": all of a task's lines). The last line is JSON:
+task_events without LIMIT ("unpaged": all of a task's lines, which only the task detail
+may do: design §4 has it carry the complete log). The last line is JSON:
 {"endpoints": {name: {"call", "ms", "statements": [{sql, params, ms, rows, plan, scans,
 unpaged}]}}}.
 """
@@ -174,8 +175,9 @@ def calls(ids):
         ("task_list", f"task_rows_json({p}, TASK json)", lambda: core.task_rows_json(
             p, object_sql)),
         ("task_get", f"task_row({task})", lambda: core.task_row(task)),
-        ("task_detail_heavy", f"task_detail_rows({heavy}); run_rows({heavy}); "
-         f"project_row({p})", lambda: (core.task_detail_rows(heavy), core.run_rows(heavy),
+        ("task_detail_heavy", f"task_detail_rows({heavy}, LOG json); run_rows({heavy}); "
+         f"project_row({p})", lambda: (core.task_detail_rows(heavy, core.json_object_sql(
+             core.LOG_FIELDS)), core.run_rows(heavy),
                                        core.project_row(p))),
         ("logs_newest_500", f"log_rows({heavy}, 500)", lambda: core.log_rows(heavy, 500)),
     ]

@@ -19,16 +19,23 @@ text "<n> <time.time()> <tag> <padding>"); the bench creates a project with `--a
                    with a regex checked against json.loads on every 50th message). Every
                    client checks that its task:log entries arrive with strictly increasing
                    ids (see entry_ids()); after the run its (first id, last id, count) must
-                   equal the task's
-                   rows in the database from the moment it connected: no loss, no reorder,
-                   no duplicate. Fan-out latency = arrival time.time() minus the agent's time
-                   in the text (same machine clock), for every text entry at every 8th
-                   client (1 in 8 keeps the clients' own CPU down; they are spread over the
-                   tasks and over the server's subscriber order), p50/p99 from a histogram
-                   (0.1 ms bins, 10 ms above 10 s); also split at the server's createdAt
-                   into ingest (agent -> stamped) and deliver (stamped -> client). The
-                   clients stop once they have received nothing for 2 s after the server
-                   wrote its last batch
+                   equal the task's rows in the database from the moment it connected: no
+                   loss, no reorder, no duplicate. Timed at every 8th client (1 in 8 keeps
+                   the clients' own CPU down; they are spread over the tasks and over the
+                   server's subscriber order), p50/p99 from histograms (0.1 ms bins, 10 ms
+                   above 10 s), arrival time.time() minus:
+                     fan-out     the newest createdAt in each task:log message, i.e. the
+                                 moment its batch was cut (a flooding agent's last line came
+                                 a fraction of a ms before): the server's write, publish and
+                                 delivery to 200 clients. This is the goal's figure: design
+                                 §7 batches a task's lines for up to 100 ms on purpose, so
+                                 anything counted from the agent is >= that by design.
+                     end to end  the agent's time in each text entry (same machine clock),
+                                 for every entry: batching included; split at the server's
+                                 createdAt into ingest (agent -> stamped) and deliver
+                                 (stamped -> client).
+                   The clients stop once they have received nothing for 2 s after the
+                   server wrote its last batch
   API traffic      `--api-rate` GETs a second on one keep-alive connection, a mix of the
                    projects summary, a task list, a task, its logs (?limit=500), stats,
                    activity (limit 50) and agent usage; baseline: the same mix on the idle
@@ -230,7 +237,7 @@ def ws_worker(port, assignments, ready, stop, results, heard):
         followers[sock] = (follower, rest)
         selector.register(sock, selectors.EVENT_READ)
     ready.put(len(followers))
-    total, ingest, deliver = {}, {}, {}
+    total, ingest, deliver, fanout = {}, {}, {}, {}
     while not stop.is_set():
         for key, _ in selector.select(0.1):
             sock = key.fileobj
@@ -284,16 +291,22 @@ def ws_worker(port, assignments, ready, stop, results, heard):
                 follower.count += count
                 if not sampled:
                     continue
+                newest = None
                 for created, sent in TEXT_ENTRY.findall(payload):
                     sent, created = float(sent), iso_seconds(created.decode())
+                    newest = created if newest is None else max(newest, created)
                     for hist, seconds in ((total, now - sent), (ingest, created - sent),
                                           (deliver, now - created)):
                         b = bin_of(seconds)
                         hist[b] = hist.get(b, 0) + 1
+                if newest is not None:  # once per message: the batch left the server
+                    b = bin_of(now - newest)
+                    fanout[b] = fanout.get(b, 0) + 1
     for sock in followers:
         sock.close()
     results.put({"followers": [f.state() for f, _ in followers.values()],
-                 "hist": {"total": total, "ingest": ingest, "deliver": deliver},
+                 "hist": {"total": total, "ingest": ingest, "deliver": deliver,
+                          "fanout": fanout},
                  "cpu": time.process_time()})
 
 
@@ -689,13 +702,15 @@ def figures(args, m, db, records):
               f"in the database since the clients connected")
     sustained = len(records) == len(m["tasks"]) and all(
         r["emitted"] >= int(args.rate * args.seconds) for r in records.values())
-    hist = {k: merge(c["hist"][k] for c in m["clients"]) for k in ("total", "ingest",
-                                                                    "deliver")}
-    p50, p99 = hist_percentile(hist["total"], .5), hist_percentile(hist["total"], .99)
+    hist = {k: merge(c["hist"][k] for c in m["clients"])
+            for k in ("total", "ingest", "deliver", "fanout")}
+    p50, p99 = hist_percentile(hist["fanout"], .5), hist_percentile(hist["fanout"], .99)
+    e50, e99 = hist_percentile(hist["total"], .5), hist_percentile(hist["total"], .99)
     ingest99, deliver99 = hist_percentile(hist["ingest"], .99), \
         hist_percentile(hist["deliver"], .99)
     client_cpu = sum(c["cpu"] for c in m["clients"])
-    print(f"fan-out: {sum(hist['total'].values()):,} text entries timed at the clients; "
+    print(f"fan-out: {sum(hist['fanout'].values()):,} task:log messages and "
+          f"{sum(hist['total'].values()):,} text entries timed at the clients; "
           f"regex/json mismatches {mismatch}; CPU while the agents ran ({m['ran']:.1f} s): "
           f"server {m['server_cpu']:.1f} s ({m['server_cpu'] / m['ran']:.0%} of a core), "
           f"/ws clients {client_cpu:.1f} s in all; the machine's {os.cpu_count()} CPUs were "
@@ -724,8 +739,10 @@ def figures(args, m, db, records):
         result_row("fanout_p50", p50, "ms"),
         result_row("fanout_p99", p99, "ms", goal=f"< {GOAL_FANOUT_P99_MS:g} ms",
                    met=0 < p99 < GOAL_FANOUT_P99_MS),
-        result_row("fanout_ingest_p99", ingest99, "ms"),
-        result_row("fanout_deliver_p99", deliver99, "ms"),
+        result_row("end_to_end_p50", e50, "ms"),
+        result_row("end_to_end_p99", e99, "ms"),
+        result_row("end_to_end_ingest_p99", ingest99, "ms"),
+        result_row("end_to_end_deliver_p99", deliver99, "ms"),
         result_row("clients_complete", complete, "", goal=f"== {n}", met=complete == n),
         result_row("ws_entries_lost", lost, "", goal="== 0", met=lost == 0),
         result_row("ws_misordered", misordered, "", goal="== 0", met=misordered == 0),

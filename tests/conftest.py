@@ -15,6 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import taskboard  # noqa: E402
+import taskboard_core  # noqa: E402
 
 pytest_plugins = ["browser_fixtures"]
 
@@ -35,6 +36,7 @@ def wait_for(predicate, timeout=5.0, interval=0.02, message="condition"):
 
 def sql(tb, statement, params=()):
     """Run one statement on the test board's database from outside (committed)."""
+    taskboard_core._usage_changed()  # the board keeps usage sums between its own writes
     con = sqlite3.connect(tb.config["db_path"])
     try:
         with con:

@@ -230,6 +230,17 @@ def test_ws_since_gap_gone_from_buffer_sends_resync(live, api, tb):
     assert ws.next() == {"seq": tb.hub.seq, "event": "resync", "data": {}}
 
 
+def test_ws_since_replay_larger_than_a_client_may_queue_sends_resync(live, tb):
+    tb.hub.queue_bytes = 10_000
+    since = tb.hub.seq
+    for n in range(5):
+        tb.hub.publish("settings:updated", {"n": n, "pad": "x" * 3000})
+    ws = live.ws(f"?since={since}")
+    assert ws.next() == {"seq": tb.hub.seq, "event": "resync", "data": {}}
+    small = live.ws(f"?since={tb.hub.seq - 2}")  # two of them fit
+    assert [small.next()["data"]["n"] for _ in range(2)] == [3, 4]
+
+
 # --- filters --------------------------------------------------------------------------
 
 def test_ws_project_filter_drops_other_projects_events(live, api):
@@ -325,7 +336,7 @@ def test_ws_refused_upgrade_answers_json_error(live):
 # --- slow clients, pings, disconnects ---------------------------------------------------
 
 def test_ws_slow_client_gets_resync_and_is_dropped_while_others_keep_up(live, tb):
-    tb.hub.queue_limit = 5
+    tb.hub.queue_bytes = 1_000_000  # five of the 200 KB messages below
     fast = live.ws()
     slow = websocket.create_connection(  # a tiny receive buffer so the server's send blocks
         f"ws://127.0.0.1:{live.port}/ws", timeout=5, suppress_origin=True,
@@ -335,13 +346,13 @@ def test_ws_slow_client_gets_resync_and_is_dropped_while_others_keep_up(live, tb
         padding = "x" * 200_000
         published = []
         for n in range(300):
-            published.append(tb.hub.publish("settings:updated", {"n": n, "pad": padding})["seq"])
+            published.append(tb.hub.publish("settings:updated", {"n": n, "pad": padding}).seq)
             assert fast.next()["seq"] == published[-1]
             if len(tb.hub.subscribers) == 1 and n > 10:
                 break
         assert len(tb.hub.subscribers) == 1, "the slow client was never dropped"
         for n in range(3):  # the fast client is still served
-            published.append(tb.hub.publish("settings:updated", {"n": n, "pad": ""})["seq"])
+            published.append(tb.hub.publish("settings:updated", {"n": n, "pad": ""}).seq)
             assert fast.next()["seq"] == published[-1]
 
         tail = []
@@ -385,12 +396,12 @@ def test_ws_many_clients_all_receive_each_event(live, api):
     assert all(j.value["data"]["id"] == project["id"] for j in jobs)
 
 
-def test_replay_buffer_is_bounded_by_log_text_too(tb, monkeypatch):
+def test_replay_buffer_is_bounded_by_bytes_too(tb):
     """A busy agent's task:log batches must not pile up megabytes for replay."""
-    monkeypatch.setattr(taskboard, "EVENT_BUFFER_CHARS", 50_000)
+    tb.hub.buffer_bytes = 50_000
     entry = {"message": "x" * 1000}
     for _ in range(200):
         tb.hub.publish("task:log", {"taskId": 1, "projectId": 1, "entries": [entry] * 5})
-    assert tb.hub.buffered_chars <= 50_000
+    assert tb.hub.buffered <= 50_000
     assert 5 <= len(tb.hub.buffer) <= 10
-    assert tb.hub.buffered_chars == sum(weight for _, _, weight in tb.hub.buffer)
+    assert tb.hub.buffered == sum(len(m.frame) for m in tb.hub.buffer)

@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+import taskboard
 from conftest import assert_error, sql
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -198,3 +199,21 @@ def test_agent_usage_sums_per_tier_day_and_today(client, api, project, tb):
         {"date": today, "inputTokens": 350, "outputTokens": 35,
          "cost": pytest.approx(0.875)}]
     assert body["limits"] == {"dailyLimit": 5, "currentUsage": pytest.approx(0.875)}
+
+
+def test_agent_usage_follows_each_run_the_board_records(client, api, tb):
+    """The usage sums are kept between reads; every run the board records shows at once."""
+    project = api.project()
+    task = api.task(project["id"])
+    before = client.get("/api/stats/agent-usage").json["usage"]["totalInputTokens"]
+    assert client.get("/api/stats/agent-usage").json["usage"]["totalInputTokens"] == before
+    run_id = taskboard.insert_run_row({"task_id": task["id"], "project_id": project["id"],
+                                       "kind": "task", "model": "model_small"})
+    taskboard.update_run_row(run_id, {"input_tokens": 1234, "cost": 0.5})
+    body = client.get("/api/stats/agent-usage").json
+    assert body["usage"]["totalInputTokens"] == before + 1234
+    assert body["models"]["model_small"]["tasks"] == 1
+    api.client.delete(f"/api/tasks/{task['id']}")
+    body = client.get("/api/stats/agent-usage").json
+    assert body["usage"]["totalInputTokens"] == before + 1234  # a deleted task's usage stays
+    assert body["models"]["model_small"]["tasks"] == 0

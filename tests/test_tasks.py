@@ -263,6 +263,25 @@ def test_task_logs_limit_returns_newest_oldest_first(client, api, project, tb):
     assert len(client.get(f"/api/tasks/{tid}/detail").json["logs"]) == 502  # complete
 
 
+def test_task_detail_log_entries_are_exactly_the_logs_entries(client, api, project, tb):
+    """The detail's log is rendered by SQLite, /logs by Python: the same entries either way,
+    whatever the text holds."""
+    tid = api.task(project["id"])["id"]
+    tb.logs.append(tid, "text", 'quotes " \\ and \t tabs, \x00\x1f controls, ünï 😀, </script>')
+    tb.logs.append(tid, "tool_call", "Bash: ls", tool="Bash")
+    tb.logs.append(tid, "tool_result", "ok", tool="Bash", is_error=False, duration_ms=12)
+    tb.logs.append(tid, "tool_result", "boom", tool="Bash", is_error=True, duration_ms=0)
+    tb.logs.flush()
+    detail = client.get(f"/api/tasks/{tid}/detail")
+    logs = client.get(f"/api/tasks/{tid}/logs").json
+    assert detail.json["logs"] == logs
+    assert [(e["isError"], e["durationMs"]) for e in logs] == \
+        [(None, None), (None, None), (False, 12), (True, 0)]
+    assert detail.content_type == "application/json"
+    empty = client.get(f"/api/tasks/{api.task(project['id'])['id']}/detail").json
+    assert empty["logs"] == []
+
+
 @pytest.mark.parametrize("limit", ["0", "-1", "x", "1.5", "99999999999999999999999"])
 def test_task_logs_bad_limit_is_refused(client, api, project, limit):
     tid = api.task(project["id"])["id"]
