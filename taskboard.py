@@ -38,6 +38,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import struct
 import subprocess
 import sys
 import threading
@@ -97,6 +98,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     WEBHOOK_DELIVERIES_KEPT,
     WEBHOOK_FIELDS,
     WEBHOOK_TIMEOUT_SECONDS,
+    WS_DROP_GRACE_SECONDS,
     WS_MAX_MESSAGE_BYTES,
     WS_PING_SECONDS,
     WS_SEND_TIMEOUT_SECONDS,
@@ -242,6 +244,7 @@ class Subscriber:
         self.log_tasks = {int(t) for t in logs if t != "all"}
         self.outbox = gevent.queue.Queue()
         self.queued = 0  # bytes of the frames waiting in the outbox
+        self.abort = None  # ends the connection at once (set by the /ws route)
         self.dropped = False
 
     def wants(self, message: Message) -> bool:
@@ -343,6 +346,8 @@ class EventHub:
         sub.queued = 0
         sub.put(self.resync_message())
         sub.close()
+        if sub.abort is not None:  # its writer may be stuck on a client that stopped reading
+            gevent.spawn_later(WS_DROP_GRACE_SECONDS, sub.abort)
 
 
 class LogWriter:
@@ -4025,6 +4030,7 @@ def ws_events():
         raise Invalid("/ws expects a websocket upgrade")
     hub = runtime.hub  # the runtime may be gone by the time the socket closes
     sub = hub.subscribe(**ws_params(bottle.request.query))
+    sub.abort = functools.partial(_ws_abort, ws.handler.socket)
     reader = gevent.spawn(_ws_read, ws, sub)
     try:
         _ws_write(ws, sub)
@@ -4067,11 +4073,17 @@ def _ws_write(ws, sub: Subscriber) -> None:
             with gevent.Timeout(WS_SEND_TIMEOUT_SECONDS):
                 ws.raw_write(message.frame)  # the frame every client gets, built once
         except (WebSocketError, gevent.Timeout, OSError):
-            # a client that stopped reading: close the socket itself, since a close frame
-            # could never be sent to it
-            with contextlib.suppress(OSError, AttributeError):
-                ws.handler.socket.shutdown(socket.SHUT_RDWR)
+            _ws_abort(ws.handler.socket)
             return
+
+
+def _ws_abort(sock) -> None:
+    """End a connection whose client stopped reading: a close frame could never reach it,
+    so the socket itself is shut (a send blocked on it fails at once), and its close will
+    reset the connection rather than keep the unsent bytes in the kernel."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 # =============================================================================

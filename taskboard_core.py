@@ -71,6 +71,8 @@ EVENT_BUFFER_BYTES = 32 * 1024 * 1024
 CLIENT_QUEUE_BYTES = 4 * 1024 * 1024
 WS_PING_SECONDS = 25
 WS_SEND_TIMEOUT_SECONDS = 10
+#: A dropped client's connection is reset if its `resync` is not sent within this time.
+WS_DROP_GRACE_SECONDS = 2
 #: A client message (clients only send keep-alives) larger than this ends the connection.
 WS_MAX_MESSAGE_BYTES = 64 * 1024
 #: Agent log entries are written and published at most this often per task.

@@ -371,6 +371,36 @@ def test_ws_slow_client_gets_resync_and_is_dropped_while_others_keep_up(live, tb
     assert len(tail) < len(published)
 
 
+def test_ws_client_that_never_reads_is_reset_soon_after_it_is_dropped(live, tb, monkeypatch):
+    """Its resync can never reach it: the connection is reset after WS_DROP_GRACE_SECONDS,
+    not left to the (here one minute) send timeout, and its unsent bytes are discarded."""
+    monkeypatch.setattr(taskboard, "WS_SEND_TIMEOUT_SECONDS", 60)
+    monkeypatch.setattr(taskboard, "WS_DROP_GRACE_SECONDS", 0.2)
+    aborted = []
+    monkeypatch.setattr(taskboard, "_ws_abort",
+                        lambda sock, abort=taskboard._ws_abort: (aborted.append(sock),
+                                                                 abort(sock)))
+    tb.hub.queue_bytes = 1_000_000
+    slow = websocket.create_connection(
+        f"ws://127.0.0.1:{live.port}/ws", timeout=5, suppress_origin=True,
+        sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),))
+    try:
+        wait_for(lambda: len(tb.hub.subscribers) == 1, message="subscribed")
+        for n in range(300):
+            tb.hub.publish("settings:updated", {"n": n, "pad": "x" * 200_000})
+            gevent.sleep(0)
+            if not tb.hub.subscribers:
+                break
+        assert not tb.hub.subscribers, "the client was never dropped"
+        wait_for(lambda: aborted, timeout=3, message="the connection to be reset")
+        with pytest.raises((ConnectionResetError, websocket.WebSocketConnectionClosedException)):
+            for _ in range(1000):
+                if not slow.recv():
+                    raise websocket.WebSocketConnectionClosedException()
+    finally:
+        slow.shutdown()
+
+
 def test_ws_idle_connection_gets_pings_without_seq(live, api, monkeypatch):
     monkeypatch.setattr(taskboard, "WS_PING_SECONDS", 0.2)
     ws = live.ws()
