@@ -60,6 +60,7 @@ from geventwebsocket.websocket import Header, WebSocket
 import taskboard_core
 from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     ATTACHMENT_FIELDS,
+    CHECKPOINT_SECONDS,
     CLIENT_QUEUE_BYTES,
     ENV_SETTINGS,
     EVENT_BUFFER_BYTES,
@@ -120,6 +121,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     attachment_row,
     backup_database,
     bump_retry_row,
+    checkpoint_wal,
     child_row,
     child_rows,
     cost_since_row,
@@ -790,6 +792,16 @@ def compact_logs_forever() -> None:
         except Exception:
             log.exception("log retention failed")
         gevent.sleep(LOG_COMPACT_SECONDS)
+
+
+def checkpoint_forever() -> None:
+    """Keep the write-ahead log short, in a worker thread (see checkpoint_wal)."""
+    while True:
+        gevent.sleep(CHECKPOINT_SECONDS)
+        try:
+            gevent.get_hub().threadpool.apply(checkpoint_wal, (runtime.config["db_path"],))
+        except sqlite3.Error as exc:  # a full disk, a lock another program holds: next time
+            log.warning("checkpoint: %s", exc)
 
 
 def task_revisions(task_id: int) -> list[dict]:
@@ -4876,6 +4888,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     runtime.greenlets.append(gevent.spawn(prune_worktrees))
     runtime.greenlets.append(gevent.spawn(sync_all_issues))
     runtime.greenlets.append(gevent.spawn(compact_logs_forever))
+    runtime.greenlets.append(gevent.spawn(checkpoint_forever))
     if resume_runs:
         resume_interrupted_runs()
     return runtime

@@ -23,6 +23,7 @@ import subprocess
 import threading
 import time
 import unicodedata
+import urllib.parse
 
 import dataset
 import gevent
@@ -1037,6 +1038,16 @@ class Tx:
             self.connection.execute(f"UPDATE {table} SET {assignments} WHERE id = ?",
                                     (*changes.values(), row_id))
 
+    def in_thread(self, read):
+        """read(self) in a worker thread, for reads that take tens of milliseconds at
+        scale (a big project's list, a long log, sums over every run).
+
+        The transaction and its lock stay held, so nothing else touches the database,
+        but the hub goes on serving sockets and agents meanwhile: SQLite releases the
+        GIL while it works.
+        """
+        return gevent.get_hub().threadpool.apply(read, (self,))
+
 
 def _names(cursor) -> list[str]:
     return [d[0] for d in cursor.description]
@@ -1050,7 +1061,29 @@ def open_db(path: str) -> dataset.Database:
     return dataset.connect(
         f"sqlite:///{path}", ensure_schema=False, sqlite_wal_mode=True,
         on_connect_statements=["PRAGMA foreign_keys=ON", "PRAGMA synchronous=NORMAL",
-                               "PRAGMA busy_timeout=0"])
+                               "PRAGMA busy_timeout=0", "PRAGMA wal_autocheckpoint=0"])
+
+
+#: How often checkpoint_wal() runs (SQLite's own checkpoints are turned off).
+CHECKPOINT_SECONDS = 1.0
+
+
+def checkpoint_wal(path: str) -> tuple[int, int, int]:
+    """Copy what the write-ahead log holds into the database file; run it in a thread.
+    Returns SQLite's (busy, frames in the log, frames checkpointed).
+
+    NOTE: SQLite checkpoints by itself inside the COMMIT that takes the log past 1,000
+    pages, and a checkpoint syncs the file to disk: under load, just after a 2 GB copy,
+    one took 0.77 s, and the whole server (one thread) stood still.  A PASSIVE checkpoint
+    takes no lock and waits for nobody, so it is the one database access outside tx(),
+    on a connection of its own (it reads and writes no rows).
+    """
+    connection = sqlite3.connect(f"file:{urllib.parse.quote(path)}?mode=rw", uri=True,
+                                 isolation_level=None)
+    try:
+        return connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    finally:
+        connection.close()
 
 
 #: How long a transaction waits for another program to release the database's write lock
@@ -1087,8 +1120,8 @@ def tx():
             raise
 
 
-#: Bumped after every write that can change the agents' usage sums (runs, plans, deleted
-#: tasks and projects), so that the sums can be kept between two such writes.
+#: Bumped after every write that can change the agents' usage sums (a run or plan that
+#: ends, deleted tasks and projects), so that the sums can be kept between two such writes.
 usage_version = 0
 
 
@@ -1177,8 +1210,8 @@ def project_summary_rows() -> list[dict]:
     """Every project with its task counts per status under "counts"."""
     with tx() as t:
         projects = t.all("SELECT * FROM projects ORDER BY id")
-        counts = t.all("SELECT project_id, status, COUNT(*) AS n FROM tasks "
-                       "GROUP BY project_id, status")
+        counts = t.in_thread(lambda t: t.all("SELECT project_id, status, COUNT(*) AS n "
+                                             "FROM tasks GROUP BY project_id, status"))
     by_project = collections.defaultdict(dict)
     for c in counts:
         by_project[c["project_id"]][c["status"]] = c["n"]
@@ -1251,8 +1284,9 @@ def task_rows_json(project_id: int, object_sql: str) -> str | None:
     with tx() as t:
         if not t.exists("projects", project_id):
             return None
-        return t.value(f"SELECT json_group_array(json(j)) FROM (SELECT {object_sql} AS j "
-                       f"FROM tasks WHERE project_id = ? ORDER BY {TASK_ORDER})", (project_id,))
+        return t.in_thread(lambda t: t.value(
+            f"SELECT json_group_array(json(j)) FROM (SELECT {object_sql} AS j FROM tasks "
+            f"WHERE project_id = ? ORDER BY {TASK_ORDER})", (project_id,)))
 
 
 def task_detail_rows(task_id: int, log_sql: str) -> dict | None:
@@ -1266,9 +1300,9 @@ def task_detail_rows(task_id: int, log_sql: str) -> dict | None:
         for table in ("revisions", "attachments"):
             task[table] = t.all(f"SELECT * FROM {table} WHERE task_id = ? ORDER BY id",
                                 (task_id,))
-        task["logs_json"] = t.value(f"SELECT json_group_array(json(j)) FROM (SELECT "
-                                    f"{log_sql} AS j FROM logs WHERE task_id = ? ORDER BY id)",
-                                    (task_id,))
+        task["logs_json"] = t.in_thread(lambda t: t.value(
+            f"SELECT json_group_array(json(j)) FROM (SELECT {log_sql} AS j FROM logs "
+            "WHERE task_id = ? ORDER BY id)", (task_id,)))
         return task
 
 
@@ -1479,16 +1513,16 @@ def task_slot_row(task_id: int) -> dict | None:
                      "JOIN projects p ON p.id = k.project_id WHERE k.id = ?", (task_id,))
 
 
-@_changes_usage
 def insert_run_row(values: dict) -> int:
     with tx() as t:
         return t.insert("runs", {**values, "status": "running", "started_at": now_iso()})
 
 
-@_changes_usage
 def update_run_row(run_id: int, changes: dict) -> None:
     with tx() as t:
         t.update("runs", run_id, changes)
+    if "status" in changes:  # a run that could not start ends here
+        _usage_changed()
 
 
 @_changes_usage
@@ -1834,7 +1868,6 @@ def insert_issue_tasks(project_id: int, issues: list[dict], defaults: dict) -> l
 
 # --- planning ------------------------------------------------------------------
 
-@_changes_usage
 def insert_plan_row(values: dict) -> dict | None:
     with tx() as t:
         if not t.exists("projects", values["project_id"]):
@@ -1843,12 +1876,13 @@ def insert_plan_row(values: dict) -> dict | None:
         return t.one("SELECT * FROM plans WHERE plan_id = ?", (values["plan_id"],))
 
 
-@_changes_usage
 def update_plan_row(plan_id: str, changes: dict) -> None:
     with tx() as t:
         assignments = ", ".join(f"{name} = ?" for name in changes)
         t.execute(f"UPDATE plans SET {assignments} WHERE plan_id = ?",
                   (*changes.values(), plan_id))
+    if "status" in changes:  # the session ended
+        _usage_changed()
 
 
 @_changes_usage
@@ -1926,17 +1960,15 @@ def db_check() -> str:
 
 
 def project_stats_rows(project_id: int, day_start: str) -> dict | None:
-    with tx() as t:
-        if not t.exists("projects", project_id):
-            return None
+    def counts(t, column):
+        return {r["k"]: r["n"] for r in t.all(
+            f"SELECT {column} AS k, COUNT(*) AS n FROM tasks WHERE project_id = ? "
+            f"GROUP BY {column}", (project_id,))}
 
-        def counts(column):
-            return {r["k"]: r["n"] for r in t.all(
-                f"SELECT {column} AS k, COUNT(*) AS n FROM tasks WHERE project_id = ? "
-                f"GROUP BY {column}", (project_id,))}
+    def read(t):
         return {
-            "status": counts("status"), "type": counts("task_type"),
-            "priority": counts("priority"),
+            "status": counts(t, "status"), "type": counts(t, "task_type"),
+            "priority": counts(t, "priority"),
             "avg": t.value("SELECT AVG(work_duration_ms) FROM tasks WHERE project_id = ? "
                            "AND status = 'done'", (project_id,)),
             "today": t.value("SELECT COUNT(*) FROM tasks WHERE project_id = ? AND "
@@ -1945,6 +1977,10 @@ def project_stats_rows(project_id: int, day_start: str) -> dict | None:
                            "SUM(cost) AS cost, COUNT(*) AS runs FROM runs "
                            "WHERE project_id = ?", (project_id,)),
         }
+    with tx() as t:
+        if not t.exists("projects", project_id):
+            return None
+        return t.in_thread(read)
 
 
 def activity_rows(project_id: int, limit: int, offset: int) -> list[dict] | None:
@@ -1958,12 +1994,14 @@ def activity_rows(project_id: int, limit: int, offset: int) -> list[dict] | None
     return rows
 
 
-#: Every agent's usage: task and verifier runs, and planning sessions.
+#: Every agent's usage: task and verifier runs, and planning sessions, once they ended
+#: (their usage is written when they end; running ones have none yet).
 USAGE_SOURCE = (
     "(SELECT task_id, model, started_at, input_tokens, output_tokens, cache_read_tokens, "
-    "cache_creation_tokens, cost FROM runs UNION ALL SELECT NULL, model, started_at, "
-    "COALESCE(json_extract(stats_json, '$.tokens.input'), 0), "
-    "COALESCE(json_extract(stats_json, '$.tokens.output'), 0), 0, 0, cost FROM plans)")
+    "cache_creation_tokens, cost FROM runs WHERE status != 'running' UNION ALL SELECT NULL, "
+    "model, started_at, COALESCE(json_extract(stats_json, '$.tokens.input'), 0), "
+    "COALESCE(json_extract(stats_json, '$.tokens.output'), 0), 0, 0, cost FROM plans "
+    "WHERE status != 'running')")
 
 
 def cost_since_row(moment: str) -> float:
@@ -1978,7 +2016,7 @@ def usage_rows(day_start: str) -> dict:
     sums = ("SUM(input_tokens) AS input, SUM(output_tokens) AS output, "
             "SUM(cache_read_tokens) AS cache_read, SUM(cache_creation_tokens) AS "
             "cache_creation, SUM(cost) AS cost")
-    with tx() as t:
+    def read(t):
         return {
             "total": t.one(f"SELECT {sums} FROM {USAGE_SOURCE}"),
             "models": t.all(f"SELECT model, COUNT(DISTINCT task_id) AS tasks, {sums} "
@@ -1988,3 +2026,5 @@ def usage_rows(day_start: str) -> dict:
             "today": t.value(f"SELECT SUM(cost) FROM {USAGE_SOURCE} WHERE started_at >= ?",
                              (day_start,)),
         }
+    with tx() as t:
+        return t.in_thread(read)

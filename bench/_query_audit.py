@@ -211,7 +211,8 @@ def calls(ids):
 
 def main():
     db, ids = sys.argv[1], json.loads(sys.argv[2])
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True,
+                           check_same_thread=False)  # Tx.in_thread() reads in a thread
     conn.execute("SELECT COUNT(*) FROM projects").fetchone()
     out = {}
     for endpoint, description, call in calls(ids):

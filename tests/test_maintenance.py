@@ -7,11 +7,12 @@ import sys
 import threading
 import time
 
+import gevent.monkey
 import pytest
 
 import taskboard
 from agent_helpers import logs, start, wait_status
-from conftest import ROOT, assert_error, sql
+from conftest import ROOT, assert_error, sql, wait_for
 
 
 @pytest.fixture
@@ -133,3 +134,43 @@ def test_backup_of_a_missing_database_fails_clearly(tmp_path):
     assert done.returncode == 1
     assert "no database" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "copy.db").exists() and not (tmp_path / "no.db").exists()
+
+
+# --- checkpoints ------------------------------------------------------------------------
+
+def test_write_ahead_log_is_checkpointed_in_the_background(client, tb, monkeypatch):
+    """SQLite's own checkpoint (inside a COMMIT, with a sync to disk) is off; a worker
+    copies the log into the database file instead."""
+    with taskboard.taskboard_core.tx() as t:
+        assert t.value("PRAGMA wal_autocheckpoint") == 0
+    results = []
+    real = taskboard.checkpoint_wal
+    monkeypatch.setattr(taskboard, "checkpoint_wal",
+                        lambda path: results.append(real(path)) or results[-1])
+    monkeypatch.setattr(taskboard, "CHECKPOINT_SECONDS", 0.05)
+    project = client.post_json("/api/projects", {"name": "P", "slug": "p",
+                                                 "workingDir": ROOT}).json
+    for n in range(50):
+        client.post_json(f"/api/projects/{project['id']}/tasks", {"title": f"T{n}"})
+    wait_for(lambda: any(busy == 0 and logged > 0 and done == logged
+                         for busy, logged, done in results),
+             message="a checkpoint of every frame in the log")
+
+
+def test_a_slow_checkpoint_does_not_stop_the_server(client, tb, monkeypatch):
+    blocking_sleep = gevent.monkey.get_original("time", "sleep")
+    started, finished = threading.Event(), threading.Event()
+
+    def slow_checkpoint(path):  # a sync to a busy disk, in the worker thread
+        started.set()
+        blocking_sleep(1.5)
+        finished.set()
+        return (0, 0, 0)
+    monkeypatch.setattr(taskboard, "checkpoint_wal", slow_checkpoint)
+    monkeypatch.setattr(taskboard, "CHECKPOINT_SECONDS", 0.01)
+    wait_for(started.is_set, message="the checkpoint to start")
+    began = time.monotonic()
+    assert client.get("/api/health").status_code == 200
+    assert client.get("/api/projects").status_code == 200
+    assert time.monotonic() - began < 0.5
+    assert not finished.is_set()

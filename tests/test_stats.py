@@ -202,14 +202,16 @@ def test_agent_usage_sums_per_tier_day_and_today(client, api, project, tb):
 
 
 def test_agent_usage_follows_each_run_the_board_records(client, api, tb):
-    """The usage sums are kept between reads; every run the board records shows at once."""
+    """The usage sums are kept between reads; every run that ends shows at once."""
     project = api.project()
     task = api.task(project["id"])
     before = client.get("/api/stats/agent-usage").json["usage"]["totalInputTokens"]
     assert client.get("/api/stats/agent-usage").json["usage"]["totalInputTokens"] == before
     run_id = taskboard.insert_run_row({"task_id": task["id"], "project_id": project["id"],
                                        "kind": "task", "model": "model_small"})
-    taskboard.update_run_row(run_id, {"input_tokens": 1234, "cost": 0.5})
+    assert client.get("/api/stats/agent-usage").json["models"]["model_small"]["tasks"] == 0
+    taskboard.finish_run_rows(run_id, {"status": "ok", "input_tokens": 1234, "cost": 0.5},
+                              {})
     body = client.get("/api/stats/agent-usage").json
     assert body["usage"]["totalInputTokens"] == before + 1234
     assert body["models"]["model_small"]["tasks"] == 1

@@ -2,7 +2,10 @@
 import datetime as dt
 import json
 import re
+import sqlite3
+import time
 
+import gevent
 import pytest
 
 from conftest import assert_error, sql
@@ -330,3 +333,37 @@ def test_task_unknown_ids_answer_404(client, snapshot, method, path, body):
         call(path, expect_errors=True)
     assert_error(resp, 404, "not_found")
     assert snapshot() == before
+
+
+def test_a_long_read_leaves_the_server_free_for_sockets_and_agents(client, api, tb):
+    """Listing a big project takes SQLite tens of milliseconds; meanwhile the other
+    greenlets (WebSocket writers, agent pumps) must go on, not wait for it."""
+    project = api.project()
+    con = sqlite3.connect(tb.config["db_path"])
+    with con:
+        con.executemany(
+            "INSERT INTO tasks (project_id, title, description, status, task_key, model, "
+            "thinking_effort, created_at, updated_at) VALUES (?, ?, ?, 'backlog', ?, "
+            "'model_medium', 'medium', '2026-01-01T00:00:00.000Z', "
+            "'2026-01-01T00:00:00.000Z')",
+            [(project["id"], f"Task {n}", "d" * 2000, f"BIG-{n}") for n in range(6000)])
+    con.close()
+    ticks = []
+
+    def ticker():
+        while True:
+            ticks.append(time.perf_counter())
+            gevent.sleep(0.001)
+    greenlet = gevent.spawn(ticker)
+    gevent.sleep(0.01)
+    try:
+        started = time.perf_counter()
+        listed = client.get(f"/api/projects/{project['id']}/tasks").json
+        ended = time.perf_counter()
+    finally:
+        greenlet.kill()
+    assert len(listed) == 6000
+    during = [t for t in ticks if started <= t <= ended]
+    gaps = [b - a for a, b in zip(during, during[1:])]
+    assert len(during) >= 3, f"nothing else ran during a {ended - started:.3f} s read"
+    assert max(gaps) < (ended - started) / 2
