@@ -1046,7 +1046,15 @@ class Tx:
         but the hub goes on serving sockets and agents meanwhile: SQLite releases the
         GIL while it works.
         """
-        return gevent.get_hub().threadpool.apply(read, (self,))
+        future = gevent.get_hub().threadpool.spawn(read, self)
+        try:
+            return future.get()
+        finally:
+            # NOTE: even when this greenlet is killed meanwhile, the transaction must not
+            # end (rollback, the lock released, the connection reused) under a read
+            while not future.ready():
+                with contextlib.suppress(gevent.GreenletExit):
+                    future.wait()
 
 
 def _names(cursor) -> list[str]:

@@ -1,13 +1,16 @@
 """The SQLite store: migrations, connection PRAGMAs, many writers at once (design.md §2, STORE)."""
 
 import sqlite3
+import threading
 import time
 
 import gevent
+import gevent.monkey
 import pytest
 import requests
 
 import taskboard
+from conftest import wait_for
 
 #: The tables the design's resources need (§4-§8); later migrations may add more.
 REQUIRED_TABLES = {"projects", "tasks", "revisions", "attachments", "activity", "runs", "logs",
@@ -153,3 +156,27 @@ def test_store_fifty_concurrent_http_creates_all_succeed(live, api, tb):
     while len(created) < 50:  # every create was published too
         created.add(ws.until("task:created")["data"]["id"])
     assert worst < 1.0, f"the hub froze for {worst:.2f}s"
+
+
+def test_a_read_in_a_thread_ends_before_its_transaction_even_when_killed(tb):
+    """A greenlet killed while its long read runs in a worker thread ends the transaction
+    only once the read is done; the next transaction then finds the store as it was."""
+    blocking_sleep = gevent.monkey.get_original("time", "sleep")
+    started, finished = threading.Event(), threading.Event()
+
+    def slow_read(t):
+        started.set()
+        blocking_sleep(0.3)
+        value = t.value("SELECT COUNT(*) FROM projects")
+        finished.set()
+        return value
+
+    def reader():
+        with taskboard.taskboard_core.tx() as t:
+            return t.in_thread(slow_read)
+    greenlet = gevent.spawn(reader)
+    wait_for(started.is_set, message="the read to start")
+    greenlet.kill()
+    assert finished.is_set()
+    with taskboard.taskboard_core.tx() as t:
+        assert t.value("SELECT COUNT(*) FROM projects") == 0
