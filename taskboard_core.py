@@ -1467,20 +1467,19 @@ def insert_log_rows(rows: list[dict], events: list[dict]) -> tuple[list[dict], d
         projects = {r["id"]: r["project_id"] for r in t.all(
             f"SELECT id, project_id FROM tasks WHERE id IN ({_marks(task_ids)})", task_ids)}
         rows = [r for r in rows if r["task_id"] in projects]
-        if rows:
-            names = list(rows[0])
-            t.connection.executemany(
-                f"INSERT INTO logs ({', '.join(names)}) VALUES ({_marks(names)})",
-                [tuple(r.values()) for r in rows])
-            # NOTE: one writer, one transaction, AUTOINCREMENT: the ids are consecutive.
-            last = t.value("SELECT last_insert_rowid()")
-            rows = [dict(r, id=i) for i, r in zip(range(last - len(rows) + 1, last + 1), rows)]
         events = [e for e in events if e["task_id"] in projects]
-        if events:
-            names = list(events[0])
-            t.connection.executemany(
-                f"INSERT INTO task_events ({', '.join(names)}) VALUES ({_marks(names)})",
-                [tuple(e.values()) for e in events])
+        inserts = [(f"INSERT INTO {table} ({', '.join(batch[0])}) VALUES "
+                    f"({_marks(batch[0])})", [tuple(r.values()) for r in batch])
+                   for table, batch in (("logs", rows), ("task_events", events)) if batch]
+
+        def write(t):
+            for sql, values in inserts:
+                t.connection.executemany(sql, values)
+            return t.value("SELECT MAX(id) FROM logs") if rows else None
+        last = t.in_thread(write)
+        if rows:
+            # NOTE: one writer, one transaction, AUTOINCREMENT: the ids are consecutive.
+            rows = [dict(r, id=i) for i, r in zip(range(last - len(rows) + 1, last + 1), rows)]
         return rows, projects
 
 
