@@ -1,5 +1,6 @@
 """The /ws event channel over a live server (design.md §7, §11 for the Origin rule)."""
 
+import collections
 import json
 import socket
 import sqlite3
@@ -11,7 +12,7 @@ import requests
 import websocket
 
 import taskboard
-from conftest import wait_for
+from conftest import sql, wait_for
 
 
 @pytest.fixture
@@ -295,6 +296,43 @@ def test_ws_task_log_batch_arrives_as_one_message(live, api, tb):
         tb.logs.append(task["id"], "text", f"line {n}")
     message = ws.until("task:log")
     assert [e["message"] for e in message["data"]["entries"]] == [f"line {n}" for n in range(20)]
+
+
+def test_tasks_flushed_together_keep_their_lines_in_order_across_chunks(live, api, tb,
+                                                                       monkeypatch):
+    """Several tasks' lines are written CHUNK_ROWS at a time; a write that fails keeps
+    every task's lines, in order, for the next flush."""
+    monkeypatch.setattr(tb.logs, "CHUNK_ROWS", 7)
+    project = api.project()
+    tasks = [api.task(project["id"])["id"] for _ in range(3)]
+    ws = live.ws("?logs=all")
+    real, calls = taskboard.insert_log_rows, []
+
+    def failing_once(rows, raw):
+        calls.append(len(rows) + len(raw))
+        if len(calls) == 2:
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(rows, raw)
+    monkeypatch.setattr(taskboard, "insert_log_rows", failing_once)
+    for n in range(10):
+        for task_id in tasks:
+            tb.logs.append(task_id, "text", f"{task_id}:{n}")
+            tb.logs.append_raw(task_id, None, n, "assistant", "{}")
+    with pytest.raises(sqlite3.OperationalError):
+        tb.logs.flush()
+    tb.logs.flush()
+    assert max(calls) <= 7
+    received = collections.defaultdict(list)
+    while sum(map(len, received.values())) < 30:
+        data = ws.until("task:log")["data"]
+        received[data["taskId"]] += data["entries"]
+    for task_id in tasks:
+        assert [e["message"] for e in received[task_id]] == [f"{task_id}:{n}" for n in range(10)]
+        ids = [e["id"] for e in received[task_id]]
+        assert ids == sorted(ids)
+        assert [e["id"] for e in taskboard.task_logs(task_id, 100, None)] == ids
+    raw_count = sql(tb, "SELECT COUNT(*) FROM task_events")[0][0]
+    assert raw_count == 30
 
 
 # --- the upgrade: Origin and parameters -----------------------------------------------
