@@ -34,6 +34,8 @@ import gevent.queue
 # CONFIGURATION
 # =============================================================================
 
+__version__ = "0.1.0"
+
 log = logging.getLogger("taskboard")
 
 #: The five task statuses, in board order.

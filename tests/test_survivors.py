@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -83,3 +84,17 @@ def test_restart_kills_a_recorded_survivor_and_marks_its_run_interrupted(config,
             assert t.value("SELECT status FROM runs") == "interrupted"
     finally:
         taskboard.shutdown()
+
+
+def test_once_shut_down_the_agent_pool_starts_nothing(tb):
+    """A start already on its way when the board stops (a queue pass, a retry firing)
+    reaches launch() after shutdown() has collected the runs it stops: it must not start
+    a process that nobody would stop."""
+    started = []
+    run = types.SimpleNamespace(task_id=1, project_id=1, start=lambda: started.append(1))
+    tb.agents.shutdown()
+    tb.agents.waiting[1] = (1, None)  # its slot, reserved while the shutdown waited
+    assert tb.agents.launch(run) is False
+    with pytest.raises(OSError, match="shutting down"):
+        tb.agents.launch_verifier(run)
+    assert started == []
