@@ -797,12 +797,16 @@ def compact_logs_forever() -> None:
 
 def checkpoint_forever() -> None:
     """Keep the write-ahead log short, in a worker thread (see checkpoint_wal)."""
+    failing = None
     while True:
         gevent.sleep(CHECKPOINT_SECONDS)
         try:
             gevent.get_hub().threadpool.apply(checkpoint_wal, (runtime.config["db_path"],))
+            failing = None
         except sqlite3.Error as exc:  # a full disk, a lock another program holds: next time
-            log.warning("checkpoint: %s", exc)
+            if str(exc) != failing:  # said once, not every second
+                log.warning("checkpoint: %s", exc)
+            failing = str(exc)
 
 
 def task_revisions(task_id: int) -> list[dict]:

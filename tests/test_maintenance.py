@@ -174,3 +174,16 @@ def test_a_slow_checkpoint_does_not_stop_the_server(client, tb, monkeypatch):
     assert client.get("/api/projects").status_code == 200
     assert time.monotonic() - began < 0.5
     assert not finished.is_set()
+
+
+def test_a_failing_checkpoint_is_logged_once_not_every_second(tb, monkeypatch, caplog):
+    calls = []
+
+    def full(path):
+        calls.append(path)
+        raise sqlite3.OperationalError("database or disk is full")
+    monkeypatch.setattr(taskboard, "checkpoint_wal", full)
+    monkeypatch.setattr(taskboard, "CHECKPOINT_SECONDS", 0.01)
+    wait_for(lambda: len(calls) >= 5, message="several checkpoints")
+    said = [r for r in caplog.records if "checkpoint" in r.getMessage()]
+    assert len(said) == 1 and "disk is full" in said[0].getMessage()
