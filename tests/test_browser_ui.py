@@ -165,3 +165,37 @@ def test_every_string_of_every_view_has_a_turkish_text(board, page):
         page.wait_for_function("hash => document.querySelector('#view').dataset.route === hash",
                                arg=f"#{route}")
     assert page.evaluate("() => window.taskboard.missingKeys('tr')") == []
+
+
+def test_snippet_and_webhook_lists_follow_the_api_and_delete_after_asking(board, page):
+    project = board.demo_project()
+    base = f"/api/projects/{project['id']}"
+    for path in ("/snippets", "/webhooks"):
+        for item in board.api("GET", base + path):
+            board.api("DELETE", f"{base}{path}/{item['id']}")
+    page.goto(f"{board.url}/#/projects/{project['id']}/snippets")
+    live(page)
+    items = page.locator(".item-list")
+    expect(items).to_contain_text("No snippets yet.")
+    board.api("POST", base + "/snippets", {"name": "Style", "content": "Use tabs."})
+    expect(page.get_by_role("heading", name="Style", level=3)).to_be_visible()  # over /ws
+    page.get_by_role("button", name="Delete: Style").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+    expect(page.get_by_text("Snippet Style deleted")).to_be_visible()
+    expect(items).to_contain_text("No snippets yet.")
+    assert board.api("GET", base + "/snippets") == []
+
+    page.goto(f"{board.url}/#/projects/{project['id']}/webhooks")
+    hook = board.api("POST", base + "/webhooks", {
+        "platform": "custom", "url": "http://127.0.0.1:9/hook", "events": ["task:completed"]})
+    article = page.locator(f"[data-webhook='{hook['id']}']")
+    expect(article).to_contain_text("http://127.0.0.1:9/hook")
+    article.get_by_role("button", name="Delete", exact=True).click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("http://127.0.0.1:9/hook")
+    dialog.get_by_role("button", name="Cancel").click()  # asked, refused: it stays
+    expect(article).to_be_visible()
+    article.get_by_role("button", name="Delete", exact=True).click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+    expect(article).to_have_count(0)
+    assert board.api("GET", base + "/webhooks") == []

@@ -479,7 +479,42 @@ export function liveItems(projectId, kind, prefix, onChange) {
     sorted() {
       return [...items.values()].sort((a, b) => String(a.name ?? a.url).localeCompare(String(b.name ?? b.url)) || a.id - b.id);
     },
+    /**
+     * Fill `list` with one node per item (in `order`), or say it is loading, could not
+     * load (i18n key `failed`, with {error}) or is empty (key `empty`).
+     */
+    show(list, node, { failed, empty, order = () => this.sorted() }) {
+      if (status.error && !status.loaded) {
+        rerender(list, h("p", { class: "error" }, t(failed, { error: status.error.message })));
+      } else if (!status.loaded) {
+        rerender(list, h("p", { class: "muted" }, t("common.loading")));
+      } else if (!items.size) {
+        rerender(list, h("p", { class: "empty" }, t(empty)));
+      } else {
+        rerender(list, order().map(node));
+      }
+    },
+    /** Delete an item once the user confirms `label`; it leaves the list at once. */
+    async remove(item, label, doneText) {
+      if (!(await confirmDelete(label))) return;
+      try {
+        await api.remove(projectId, kind, item.id);
+        this.drop(item.id);
+        toast(doneText);
+      } catch (error) {
+        toast(error.message, "error");
+      }
+    },
   };
+}
+
+/** The edit and delete buttons of a listed template or snippet. */
+export function itemActions(item, onEdit, onDelete) {
+  return h("span", { class: "item-actions" },
+    h("button", { type: "button", "data-key": `edit-${item.id}`, onclick: () => onEdit(item),
+      "aria-label": `${t("common.edit")}: ${item.name}` }, t("common.edit")),
+    h("button", { type: "button", "data-key": `delete-${item.id}`, onclick: () => onDelete(item),
+      "aria-label": `${t("common.delete")}: ${item.name}` }, t("common.delete")));
 }
 
 /**

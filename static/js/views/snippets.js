@@ -5,7 +5,7 @@
 import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { confirmDelete, formDialog, formKit, liveForm, liveItems, liveProjectHeader, rerender } from "./project_form.js";
+import { formDialog, formKit, itemActions, liveForm, liveItems, liveProjectHeader } from "./project_form.js";
 
 register({
   en: {
@@ -90,15 +90,8 @@ export function mount(root, { projectId }) {
     }
   }
 
-  async function remove(snippet) {
-    if (!(await confirmDelete(snippet.name))) return;
-    try {
-      await api.remove(projectId, "snippets", snippet.id);
-      store.drop(snippet.id);
-      toast(t("snippets.deleted", { name: snippet.name }));
-    } catch (error) {
-      toast(error.message, "error");
-    }
+  function remove(snippet) {
+    return store.remove(snippet, snippet.name, t("snippets.deleted", { name: snippet.name }));
   }
 
   function item(snippet) {
@@ -109,24 +102,12 @@ export function mount(root, { projectId }) {
       h("header", { class: "item-head" },
         h("h3", {}, snippet.name),
         h("label", { class: "switch-label" }, box, h("span", {}, t("snippets.enabled"))),
-        h("span", { class: "item-actions" },
-          h("button", { type: "button", "data-key": `edit-${snippet.id}`, onclick: () => openForm(snippet),
-            "aria-label": `${t("common.edit")}: ${snippet.name}` }, t("common.edit")),
-          h("button", { type: "button", "data-key": `delete-${snippet.id}`, onclick: () => remove(snippet),
-            "aria-label": `${t("common.delete")}: ${snippet.name}` }, t("common.delete")))),
+        itemActions(snippet, openForm, remove)),
       h("pre", { class: "preview" }, snippet.content));
   }
 
   function renderList() {
-    if (store.status.error && !store.status.loaded) {
-      rerender(list, h("p", { class: "error" }, t("snippets.loadFailed", { error: store.status.error.message })));
-    } else if (!store.status.loaded) {
-      rerender(list, h("p", { class: "muted" }, t("common.loading")));
-    } else if (!store.items.size) {
-      rerender(list, h("p", { class: "empty" }, t("snippets.empty")));
-    } else {
-      rerender(list, store.sorted().map(item));
-    }
+    store.show(list, item, { failed: "snippets.loadFailed", empty: "snippets.empty" });
   }
 
   function render() {

@@ -4,7 +4,7 @@
 import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { confirmDelete, formDialog, formKit, liveForm, liveItems, liveProjectHeader, rerender } from "./project_form.js";
+import { formDialog, formKit, itemActions, liveForm, liveItems, liveProjectHeader } from "./project_form.js";
 
 register({
   en: {
@@ -105,15 +105,8 @@ export function mount(root, { projectId }) {
     dialog.dialog.addEventListener("close", () => { dialog = null; });
   }
 
-  async function remove(template) {
-    if (!(await confirmDelete(template.name))) return;
-    try {
-      await api.remove(projectId, "templates", template.id);
-      store.drop(template.id);
-      toast(t("templates.deleted", { name: template.name }));
-    } catch (error) {
-      toast(error.message, "error");
-    }
+  function remove(template) {
+    return store.remove(template, template.name, t("templates.deleted", { name: template.name }));
   }
 
   function item(template) {
@@ -123,24 +116,12 @@ export function mount(root, { projectId }) {
       h("header", { class: "item-head" },
         h("h3", {}, template.name),
         h("span", { class: "chips" }, meta.filter(Boolean).map((text) => h("span", { class: "chip static" }, text))),
-        h("span", { class: "item-actions" },
-          h("button", { type: "button", "data-key": `edit-${template.id}`, onclick: () => openForm(template),
-            "aria-label": `${t("common.edit")}: ${template.name}` }, t("common.edit")),
-          h("button", { type: "button", "data-key": `delete-${template.id}`, onclick: () => remove(template),
-            "aria-label": `${t("common.delete")}: ${template.name}` }, t("common.delete")))),
+        itemActions(template, openForm, remove)),
       h("pre", { class: "preview" }, template.content));
   }
 
   function renderList() {
-    if (store.status.error && !store.status.loaded) {
-      rerender(list, h("p", { class: "error" }, t("templates.loadFailed", { error: store.status.error.message })));
-    } else if (!store.status.loaded) {
-      rerender(list, h("p", { class: "muted" }, t("common.loading")));
-    } else if (!store.items.size) {
-      rerender(list, h("p", { class: "empty" }, t("templates.empty")));
-    } else {
-      rerender(list, store.sorted().map(item));
-    }
+    store.show(list, item, { failed: "templates.loadFailed", empty: "templates.empty" });
   }
 
   function render() {

@@ -7,7 +7,7 @@ import { h, toast } from "../dom.js";
 import { dateTime } from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { onEvent } from "../store.js";
-import { confirmDelete, formDialog, formKit, liveForm, liveItems, liveProjectHeader, rerender } from "./project_form.js";
+import { formDialog, formKit, liveForm, liveItems, liveProjectHeader } from "./project_form.js";
 
 register({
   en: {
@@ -236,15 +236,8 @@ export function mount(root, { projectId }) {
     }
   }
 
-  async function remove(hook) {
-    if (!(await confirmDelete(`${platformName(hook.platform)} ${hook.url}`))) return;
-    try {
-      await api.remove(projectId, "webhooks", hook.id);
-      store.drop(hook.id);
-      toast(t("webhooks.deleted"));
-    } catch (error) {
-      toast(error.message, "error");
-    }
+  function remove(hook) {
+    return store.remove(hook, `${platformName(hook.platform)} ${hook.url}`, t("webhooks.deleted"));
   }
 
   function history(hook) {
@@ -295,15 +288,8 @@ export function mount(root, { projectId }) {
   }
 
   function renderList() {
-    if (store.status.error && !store.status.loaded) {
-      rerender(list, h("p", { class: "error" }, t("webhooks.loadFailed", { error: store.status.error.message })));
-    } else if (!store.status.loaded) {
-      rerender(list, h("p", { class: "muted" }, t("common.loading")));
-    } else if (!store.items.size) {
-      rerender(list, h("p", { class: "empty" }, t("webhooks.empty")));
-    } else {
-      rerender(list, [...store.items.values()].sort((a, b) => a.id - b.id).map(item));
-    }
+    store.show(list, item, { failed: "webhooks.loadFailed", empty: "webhooks.empty",
+      order: () => [...store.items.values()].sort((a, b) => a.id - b.id) });
   }
 
   function render() {
