@@ -167,6 +167,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     project_stats_rows,
     project_summary_rows,
     queue_rows,
+    release_connection,
     render,
     reorder_rows,
     restart_rows,
@@ -4680,8 +4681,10 @@ def shutdown() -> None:
     runtime.logs.stop()
     for sub in list(runtime.hub.subscribers):
         sub.close()
-    runtime.db.close()
-    taskboard_core.database = None
+    with taskboard_core.WRITE_LOCK:  # a transaction still under way ends first
+        release_connection()
+        runtime.db.close()
+        taskboard_core.database = None
     runtime = None
 
 
