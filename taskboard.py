@@ -123,7 +123,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     attachment_row,
     backup_database,
     bump_retry_row,
-    checkpoint_wal,
+    checkpoint,
     child_row,
     child_rows,
     cost_since_row,
@@ -136,6 +136,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     delete_task_row,
     delivery_rows,
     finish_run_rows,
+    hooked_project_ids,
     insert_attachment_row,
     insert_child_row,
     insert_delivery_row,
@@ -797,12 +798,12 @@ def compact_logs_forever() -> None:
 
 
 def checkpoint_forever() -> None:
-    """Keep the write-ahead log short, in a worker thread (see checkpoint_wal)."""
+    """Keep the write-ahead log short, in a worker thread (see checkpoint)."""
     failing = None
     while True:
         gevent.sleep(CHECKPOINT_SECONDS)
         try:
-            gevent.get_hub().threadpool.apply(checkpoint_wal, (runtime.config["db_path"],))
+            checkpoint(runtime.config["db_path"])
             failing = None
         except sqlite3.Error as exc:  # a full disk, a lock another program holds: next time
             if str(exc) != failing:  # said once, not every second
@@ -820,6 +821,8 @@ def task_revisions(task_id: int) -> list[dict]:
 def record_webhook_event(event: str, task: dict, **data) -> None:
     """Note a moment webhooks may announce (design §8), with the task as it is now; the
     WebhookSender delivers it in the background."""
+    if task["project_id"] not in hooked_project_ids():
+        return
     runtime.webhooks.put({"event": event, "taskId": task["id"],
                           "projectId": task["project_id"], "at": now_iso(),
                           "task": task_view(task),
@@ -3580,10 +3583,15 @@ def read_json(required: bool = True):
         return None
     try:
         body = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
-        json_dumps(body).encode("utf-8")  # lone surrogates cannot be stored
+        if SURROGATE_ESCAPE.search(raw):  # lone surrogates cannot be stored
+            json_dumps(body).encode("utf-8")
     except (ValueError, RecursionError, UnicodeError) as exc:
         raise InvalidJson(f"invalid json: {str(exc)[:200].lower()}") from None
     return body
+
+
+#: The only way a JSON body can hold a UTF-16 surrogate (UTF-8 cannot encode one).
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 def _refuse_constant(name):

@@ -1054,10 +1054,12 @@ class Tx:
         return self.value(f"SELECT 1 FROM {table} WHERE id = ?", (row_id,)) is not None
 
     def insert(self, table: str, values: dict) -> int:
-        names = ", ".join(values)
-        marks = ", ".join("?" * len(values))
-        sql = f"INSERT INTO {table} ({names}) VALUES ({marks})"
-        return self.connection.execute(sql, tuple(values.values())).lastrowid
+        return self.connection.execute(_insert_sql(table, values),
+                                       tuple(values.values())).lastrowid
+
+    def insert_row(self, table: str, values: dict) -> dict:
+        """Insert a row and return it as stored (with its id and defaults)."""
+        return self.one(_insert_sql(table, values) + " RETURNING *", tuple(values.values()))
 
     def update(self, table: str, row_id: int, changes: dict) -> None:
         if changes:
@@ -1084,6 +1086,10 @@ class Tx:
                     future.wait()
 
 
+def _insert_sql(table: str, values: dict) -> str:
+    return f"INSERT INTO {table} ({', '.join(values)}) VALUES ({_marks(values)})"
+
+
 def _names(cursor) -> list[str]:
     return [d[0] for d in cursor.description]
 
@@ -1096,7 +1102,12 @@ def open_db(path: str) -> dataset.Database:
     return dataset.connect(
         f"sqlite:///{path}", ensure_schema=False, sqlite_wal_mode=True,
         on_connect_statements=["PRAGMA foreign_keys=ON", "PRAGMA synchronous=NORMAL",
-                               "PRAGMA busy_timeout=0", "PRAGMA wal_autocheckpoint=0"])
+                               "PRAGMA busy_timeout=0", "PRAGMA wal_autocheckpoint=0",
+                               f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}"])
+
+
+#: The write-ahead log is cut back to this size when it starts again from its beginning.
+WAL_KEPT_BYTES = 16 * 1024 * 1024
 
 
 #: How often checkpoint_wal() runs (SQLite's own checkpoints are turned off).
@@ -1119,6 +1130,21 @@ def checkpoint_wal(path: str) -> tuple[int, int, int]:
         return connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
     finally:
         connection.close()
+
+
+def checkpoint(path: str) -> None:
+    """checkpoint_wal() in a worker thread; if it copied anything, once more while holding
+    WRITE_LOCK, for the few pages written meanwhile.
+
+    NOTE: SQLite starts the log again from its beginning only at a write that finds all of
+    it copied.  Under steady writes a checkpoint run beside them never got there, and the
+    log grew by 80 MB for each second of task creation.
+    """
+    pool = gevent.get_hub().threadpool
+    _, _, copied = pool.apply(checkpoint_wal, (path,))
+    if copied > 0:
+        with WRITE_LOCK:
+            pool.apply(checkpoint_wal, (path,))
 
 
 #: How long a transaction waits for another program to release the database's write lock
@@ -1193,16 +1219,26 @@ def _usage_changed() -> None:
     usage_version += 1
 
 
-def _changes_usage(function):
-    """Bump usage_version after the store function's commit (a reader that summed before
-    it then sums again)."""
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        try:
-            return function(*args, **kwargs)
-        finally:
-            _usage_changed()
-    return wrapper
+#: Bumped after every write to webhooks, so that the projects that have one can be kept.
+webhooks_version = 0
+
+
+def _bumps(*counters):
+    """Bump these counters of this module after the store function's commit (a reader
+    that read before it then reads again)."""
+    def decorate(function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            finally:
+                for name in counters:
+                    globals()[name] += 1
+        return wrapper
+    return decorate
+
+
+_changes_usage = _bumps("usage_version")
 
 
 def _begin_immediate(connection) -> None:
@@ -1360,7 +1396,7 @@ def update_project_row(project_id: int, changes: dict) -> dict | None:
         return t.one("SELECT * FROM projects WHERE id = ?", (project_id,))
 
 
-@_changes_usage
+@_bumps("usage_version", "webhooks_version")
 def delete_project_row(project_id: int) -> list[str] | None:
     """Delete a project and everything in it; return its attachment paths, None if absent."""
     with tx() as t:
@@ -1458,13 +1494,13 @@ def _insert_task(t: Tx, project_id: int, values: dict, defaults: dict) \
     values = {**values, "project_id": project_id, "status": "backlog",
               "task_key": f"{project['key']}-{project['task_counter']}",
               "created_at": now, "updated_at": now}
-    task_id = t.insert("tasks", values)
+    task = t.insert_row("tasks", values)
     if parent_id is not None:
         t.execute("UPDATE tasks SET awaiting_subtasks = 1 WHERE id = ?", (parent_id,))
-    t.insert("activity", {"project_id": project_id, "task_id": task_id,
+    t.insert("activity", {"project_id": project_id, "task_id": task["id"],
                           "task_title": values["title"], "event": "created",
                           "from_status": None, "to_status": "backlog", "created_at": now})
-    return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,)), project["auto_queue"]
+    return task, project["auto_queue"]
 
 
 def subtask_rows(parent_id: int) -> list[dict]:
@@ -1885,6 +1921,7 @@ def child_row(table: str, project_id: int, row_id: int) -> dict | None:
                      (row_id, project_id))
 
 
+@_bumps("webhooks_version")  # templates and snippets too: rare writes
 def insert_child_row(table: str, project_id: int, values: dict) -> dict | None:
     with tx() as t:
         if not t.exists("projects", project_id):
@@ -1895,6 +1932,7 @@ def insert_child_row(table: str, project_id: int, values: dict) -> dict | None:
         return t.one(f"SELECT * FROM {table} WHERE id = ?", (row_id,))
 
 
+@_bumps("webhooks_version")
 def update_child_row(table: str, project_id: int, row_id: int, changes: dict) -> dict | None:
     with tx() as t:
         if not t.value(f"SELECT 1 FROM {table} WHERE id = ? AND project_id = ?",
@@ -1904,6 +1942,7 @@ def update_child_row(table: str, project_id: int, row_id: int, changes: dict) ->
         return t.one(f"SELECT * FROM {table} WHERE id = ?", (row_id,))
 
 
+@_bumps("webhooks_version")
 def delete_child_row(table: str, project_id: int, row_id: int) -> bool:
     with tx() as t:
         return t.execute(f"DELETE FROM {table} WHERE id = ? AND project_id = ?",
@@ -1924,6 +1963,23 @@ def webhook_target_rows(project_id: int, event: str) -> tuple[dict | None, list[
                       "EXISTS (SELECT 1 FROM json_each(events_json) WHERE value = ?) "
                       "ORDER BY id", (project_id, event))
         return project, hooks
+
+
+#: (database, webhooks_version, projects with an enabled webhook) as last read.
+_hooked = (None, -1, frozenset())
+
+
+def hooked_project_ids() -> frozenset:
+    """The projects that have an enabled webhook, read again only after webhooks changed:
+    a moment of any other project needs no transaction at all."""
+    global _hooked
+    if _hooked[0] is not database or _hooked[1] != webhooks_version:
+        version = webhooks_version
+        with tx() as t:
+            ids = frozenset(r[0] for r in t.execute(
+                "SELECT DISTINCT project_id FROM webhooks WHERE enabled = 1"))
+        _hooked = (database, version, ids)
+    return _hooked[2]
 
 
 def webhook_test_rows(project_id: int, webhook_id: int) -> tuple[dict, dict, dict | None] | None:

@@ -144,8 +144,8 @@ def test_write_ahead_log_is_checkpointed_in_the_background(client, tb, monkeypat
     with taskboard.taskboard_core.tx() as t:
         assert t.value("PRAGMA wal_autocheckpoint") == 0
     results = []
-    real = taskboard.checkpoint_wal
-    monkeypatch.setattr(taskboard, "checkpoint_wal",
+    real = taskboard.taskboard_core.checkpoint_wal
+    monkeypatch.setattr(taskboard.taskboard_core, "checkpoint_wal",
                         lambda path: results.append(real(path)) or results[-1])
     monkeypatch.setattr(taskboard, "CHECKPOINT_SECONDS", 0.05)
     project = client.post_json("/api/projects", {"name": "P", "slug": "p",
@@ -157,6 +157,31 @@ def test_write_ahead_log_is_checkpointed_in_the_background(client, tb, monkeypat
              message="a checkpoint of every frame in the log")
 
 
+def test_the_log_starts_again_from_its_beginning_under_steady_writes(client, tb,
+                                                                    monkeypatch):
+    """A checkpoint run beside writes never copies the pages written meanwhile, and SQLite
+    starts the log again only at a write that finds all of it copied: the rest is copied
+    holding the lock, or the log grows for as long as writes go on."""
+    blocking_sleep = gevent.monkey.get_original("time", "sleep")
+    frames = []
+    real = taskboard.taskboard_core.checkpoint_wal
+
+    def checkpoint_then_wait(path):  # writes go on before the checkpoint ends
+        frames.append(real(path)[1])
+        blocking_sleep(0.03)
+        return (0, frames[-1], frames[-1])
+    monkeypatch.setattr(taskboard.taskboard_core, "checkpoint_wal", checkpoint_then_wait)
+    monkeypatch.setattr(taskboard, "CHECKPOINT_SECONDS", 0.01)
+    project = client.post_json("/api/projects", {"name": "P", "slug": "p",
+                                                 "workingDir": ROOT}).json
+    deadline = time.monotonic() + 20
+    while len(frames) < 12 and time.monotonic() < deadline:
+        client.post_json(f"/api/projects/{project['id']}/tasks", {"title": "T"})
+        gevent.sleep(0)
+    assert len(frames) >= 12
+    assert any(later < earlier for earlier, later in zip(frames, frames[1:])), frames
+
+
 def test_a_slow_checkpoint_does_not_stop_the_server(client, tb, monkeypatch):
     blocking_sleep = gevent.monkey.get_original("time", "sleep")
     started, finished = threading.Event(), threading.Event()
@@ -166,7 +191,7 @@ def test_a_slow_checkpoint_does_not_stop_the_server(client, tb, monkeypatch):
         blocking_sleep(1.5)
         finished.set()
         return (0, 0, 0)
-    monkeypatch.setattr(taskboard, "checkpoint_wal", slow_checkpoint)
+    monkeypatch.setattr(taskboard.taskboard_core, "checkpoint_wal", slow_checkpoint)
     monkeypatch.setattr(taskboard, "CHECKPOINT_SECONDS", 0.01)
     wait_for(started.is_set, message="the checkpoint to start")
     began = time.monotonic()
@@ -182,7 +207,7 @@ def test_a_failing_checkpoint_is_logged_once_not_every_second(tb, monkeypatch, c
     def full(path):
         calls.append(path)
         raise sqlite3.OperationalError("database or disk is full")
-    monkeypatch.setattr(taskboard, "checkpoint_wal", full)
+    monkeypatch.setattr(taskboard.taskboard_core, "checkpoint_wal", full)
     monkeypatch.setattr(taskboard, "CHECKPOINT_SECONDS", 0.01)
     wait_for(lambda: len(calls) >= 5, message="several checkpoints")
     said = [r for r in caplog.records if "checkpoint" in r.getMessage()]

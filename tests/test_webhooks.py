@@ -250,6 +250,28 @@ def test_only_enabled_hooks_of_the_project_subscribed_to_the_event_are_called(
     assert {r.path for r in receiver.requests} == {"/created", "/approved"}
 
 
+def test_a_hook_turned_on_off_and_deleted_is_called_exactly_while_it_is_on(
+        client, api, receiver):
+    """Moments of a project without an enabled hook are not even noted; the projects that
+    have one are read again whenever a hook changes."""
+    project = api.project()
+    api.task(project["id"], title="before any hook")
+    hook = api.webhook(project["id"], url=receiver.url("/hook"), events=["task:created"],
+                       enabled=False)
+    api.task(project["id"], title="while off")
+    client.put_json(hooks_url(project, hook), {"enabled": True})
+    api.task(project["id"], title="while on")
+    receiver.wait("/hook")
+    client.delete(hooks_url(project, hook))
+    api.task(project["id"], title="after the delete")
+    later = api.webhook(project["id"], url=receiver.url("/later"), events=["task:created"])
+    api.task(project["id"], title="with a new hook")
+    receiver.wait("/later")
+    assert [r.json["task"]["title"] for r in receiver.at("/hook")] == ["while on"]
+    assert [r.json["task"]["title"] for r in receiver.at("/later")] == ["with a new hook"]
+    assert later["enabled"] is True
+
+
 # --- payloads ------------------------------------------------------------------------------
 
 def check_slack(body):
