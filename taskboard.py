@@ -367,7 +367,7 @@ class LogWriter:
     """
 
     #: Rows (log entries plus raw lines) written per transaction before yielding.
-    CHUNK_ROWS = 300
+    CHUNK_ROWS = 1000
     #: At most this many unwritten lines are kept per task while the database cannot be
     #: written (a full disk, a lock held by another program).
     MAX_PENDING_ROWS = 100_000

@@ -1103,11 +1103,7 @@ def open_db(path: str) -> dataset.Database:
         f"sqlite:///{path}", ensure_schema=False, sqlite_wal_mode=True,
         on_connect_statements=["PRAGMA foreign_keys=ON", "PRAGMA synchronous=NORMAL",
                                "PRAGMA busy_timeout=0", "PRAGMA wal_autocheckpoint=0",
-                               f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}"])
-
-
-#: The write-ahead log is cut back to this size when it starts again from its beginning.
-WAL_KEPT_BYTES = 16 * 1024 * 1024
+                               f"PRAGMA journal_size_limit={WAL_LIMIT_FRAMES * 4096}"])
 
 
 #: How often checkpoint_wal() runs (SQLite's own checkpoints are turned off).
@@ -1133,18 +1129,24 @@ def checkpoint_wal(path: str) -> tuple[int, int, int]:
 
 
 def checkpoint(path: str) -> None:
-    """checkpoint_wal() in a worker thread; if it copied anything, once more while holding
-    WRITE_LOCK, for the few pages written meanwhile.
+    """checkpoint_wal() in a worker thread.  When the log holds more than WAL_LIMIT_FRAMES,
+    once more while holding WRITE_LOCK, for the pages written during the first pass.
 
     NOTE: SQLite starts the log again from its beginning only at a write that finds all of
-    it copied.  Under steady writes a checkpoint run beside them never got there, and the
-    log grew by 80 MB for each second of task creation.
+    it copied.  Under steady writes a checkpoint beside them never got there, and the log
+    grew by 80 MB for each second of task creation.  The second pass stops every write
+    while it copies and syncs, so it only runs once the log has grown that far.
     """
     pool = gevent.get_hub().threadpool
-    _, _, copied = pool.apply(checkpoint_wal, (path,))
-    if copied > 0:
+    _, frames, _ = pool.apply(checkpoint_wal, (path,))
+    if frames > WAL_LIMIT_FRAMES:
         with WRITE_LOCK:
             pool.apply(checkpoint_wal, (path,))
+
+
+#: Pages (of 4 KB) the write-ahead log may hold before a checkpoint stops writes to copy
+#: them all (see checkpoint); it is also cut back to about this size when it starts again.
+WAL_LIMIT_FRAMES = 4096
 
 
 #: How long a transaction waits for another program to release the database's write lock
