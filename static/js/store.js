@@ -45,6 +45,17 @@ export function notify(event = "local") {
   for (const fn of subscribers) fn(state, event);
 }
 
+/**
+ * True when a desktop command was refused because the board is opened from another machine
+ * (403 local_only). The refusal is remembered, so every view hides those features and says why.
+ */
+export function refusedLocally(error) {
+  if (error?.code !== "local_only") return false;
+  state.localOnlyRefused = true;
+  notify("localOnlyRefused");
+  return true;
+}
+
 /** The tasks of a project in the API's order (priority, queue position, age). */
 export function tasksOf(projectId) {
   return [...state.tasks.values()]

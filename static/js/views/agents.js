@@ -7,7 +7,7 @@ import { api } from "../api.js";
 import { append, clear, h } from "../dom.js";
 import { cost, duration, tokens } from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { notify, onEvent, state } from "../store.js";
+import { onEvent, refusedLocally, state } from "../store.js";
 import { projectHeader } from "./common.js";
 
 register({
@@ -62,10 +62,8 @@ export function mount(root, { projectId }) {
       fetchedAt = Date.now();
       error = "";
     } catch (failure) {
-      if (failure.code === "local_only") {
+      if (refusedLocally(failure)) {
         refused = true;
-        state.localOnlyRefused = true;
-        notify("localOnlyRefused");
       } else {
         error = failure.message;
       }

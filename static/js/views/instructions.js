@@ -2,10 +2,10 @@
 // agent-instructions file (CLAUDE.md in its working directory) through the local-only
 // desktop commands get_agent_md and save_agent_md.
 
-import { api, ApiError } from "../api.js";
+import { api } from "../api.js";
 import { confirmDialog, h, on, toast } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { notify, onEvent, state } from "../store.js";
+import { onEvent, refusedLocally, state } from "../store.js";
 import { liveProjectHeader } from "./project_form.js";
 
 register({
@@ -56,9 +56,7 @@ export function mount(root, { projectId }) {
       text = file.content;
       failure = null;
     } catch (error) {
-      if (error instanceof ApiError && error.code === "local_only") {
-        state.localOnlyRefused = true;
-        notify("localOnlyRefused");
+      if (refusedLocally(error)) {
         failure = () => t("common.localOnly");
       } else {
         failure = () => error.message;
@@ -76,10 +74,7 @@ export function mount(root, { projectId }) {
       text = file.content;
       toast(t("common.saved"));
     } catch (error) {
-      if (error instanceof ApiError && error.code === "local_only") {
-        state.localOnlyRefused = true;
-        notify("localOnlyRefused");
-      }
+      refusedLocally(error);
       toast(error.message, "error");
     } finally {
       saving = false;

@@ -6,7 +6,7 @@
 import { api } from "../api.js";
 import { append, clear, h, svg } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { notify, onEvent, state } from "../store.js";
+import { onEvent, refusedLocally, state } from "../store.js";
 import { projectHeader } from "./common.js";
 
 register({
@@ -80,10 +80,8 @@ export function mount(root, { projectId }) {
       status = s;
       error = "";
     } catch (failure) {
-      if (failure.code === "local_only") {
+      if (refusedLocally(failure)) {
         refused = true;
-        state.localOnlyRefused = true;
-        notify("localOnlyRefused");
       } else {
         error = failure.message;
       }

@@ -7,7 +7,7 @@ import * as format from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { go } from "../router.js";
 import { followLogs } from "../socket.js";
-import { loadTasks, onEvent, state, subscribe, tasksOf } from "../store.js";
+import { loadTasks, onEvent, refusedLocally, state, subscribe, tasksOf } from "../store.js";
 import { projectName, select } from "./common.js";
 import { createLogView } from "./log_view.js";
 import { openTaskDialog } from "./task_dialog.js";
@@ -174,10 +174,7 @@ export function mount(root, { taskId }) {
     try {
       return await api.desktop(command, body);
     } catch (error) {
-      if (isLocalOnly(error)) {
-        state.localOnlyRefused = true;
-        renderTop();
-      }
+      if (refusedLocally(error)) renderTop();
       throw error;
     }
   }
