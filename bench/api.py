@@ -21,6 +21,13 @@ bytes), and POST /bare/tasks parses the JSON body and echoes it with 201. Baseli
 Taskboard run alternately (baseline, taskboard, baseline, taskboard, ...) on the same
 machine with the same clients; each side's best round is kept.
 
+Taskboard keeps a project's list until its tasks change, so list_tasks times a list read
+again while nothing changed (the baseline serialises it every time). Creating a task is a
+durable write; a second, informational baseline, POST /bare/tasks/stored, also stores the
+task in SQLite (WAL, synchronous=NORMAL: one INSERT into a table without indexes, one
+COMMIT), and create_vs_stored_* are the ratios against it (no goal). Taskboard's create
+writes more: the task with its indexes, the activity row, the project's counter.
+
 The clients set TCP_QUICKACK after each request (Linux). Without it, gevent.pywsgi's
 separate header and body writes meet Nagle and the client's delayed ACK, and every small
 response of the bare baseline takes ~40 ms (Taskboard sets TCP_NODELAY on its connections):
@@ -66,7 +73,7 @@ CREATE_BODY = json.dumps({"title": "bench task {n}",
 #: The baseline server, written into the temp dir and run as its own process.
 BASELINE_SERVER = '''\
 from gevent import monkey; monkey.patch_all()
-import json, sys
+import datetime, json, sqlite3, sys
 import bottle
 from gevent.pywsgi import WSGIServer
 from geventwebsocket.handler import WebSocketHandler
@@ -74,6 +81,11 @@ from geventwebsocket.handler import WebSocketHandler
 port, payload_path, separators = int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
 with open(payload_path, encoding="utf-8") as f:
     TASKS = json.load(f)
+db = sqlite3.connect(sys.argv[4], isolation_level=None)
+db.execute("PRAGMA journal_mode=WAL")
+db.execute("PRAGMA synchronous=NORMAL")
+db.execute("CREATE TABLE tasks (id INTEGER PRIMARY KEY AUTOINCREMENT, title TEXT NOT NULL, "
+           "description TEXT NOT NULL, priority INTEGER NOT NULL, created_at TEXT NOT NULL)")
 app = bottle.Bottle()
 
 @app.get("/bare/health")
@@ -90,6 +102,21 @@ def create_task():
     task = json.loads(bottle.request.body.read())
     bottle.response.status = 201
     return task
+
+@app.post("/bare/tasks/stored")
+def create_stored_task():
+    task = json.loads(bottle.request.body.read())
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    db.execute("BEGIN IMMEDIATE")
+    cursor = db.execute("INSERT INTO tasks (title, description, priority, created_at) "
+                        "VALUES (?, ?, ?, ?) RETURNING *", (task["title"],
+                        task["description"], task["priority"], now))
+    names = [d[0] for d in cursor.description]
+    row = dict(zip(names, cursor.fetchone()))
+    cursor.close()
+    db.execute("COMMIT")
+    bottle.response.status = 201
+    return row
 
 WSGIServer(("127.0.0.1", port), app, handler_class=WebSocketHandler, log=None).serve_forever()
 '''
@@ -196,7 +223,8 @@ def run(args, tmp, load):
         base_port = free_port()
         separators = json.dumps(matching_separators(raw))
         baseline = Server("baseline", [sys.executable, baseline_path, str(base_port),
-                                       payload_path, separators],
+                                       payload_path, separators,
+                                       os.path.join(tmp, "baseline.db")],
                           os.path.join(tmp, "baseline.log"), "/bare/health", base_port)
         with baseline:
             base_raw = fetch_raw(base_port, "/bare/tasks")
@@ -208,21 +236,33 @@ def run(args, tmp, load):
     for figure in ("list_tasks", "create_task"):
         rows += ratios(figure, best_of(results[figure]["taskboard"]),
                        best_of(results[figure]["baseline"]))
+    stored = ratios("create_vs_stored", best_of(results["create_task"]["taskboard"]),
+                    best_of(results["create_task"]["stored"]))
     print_report(rows, GOAL)
-    emit_result("api", [result_row(figure, ours, "req/s" if figure.endswith("_rps") else "ms",
-                                   base, ratio, f">= {GOAL}x baseline", ratio >= GOAL)
-                        for figure, ours, base, ratio in rows])
+    print("against a bare server that also stores the task (one INSERT, one COMMIT; no goal):")
+    for figure, ours, base, ratio in stored:
+        print(f"ratio {figure} {ratio:.2f} (taskboard {ours:.2f}, bare + sqlite {base:.2f})")
+
+    def unit(figure):
+        return "req/s" if figure.endswith("_rps") else "ms"
+    emit_result("api", [result_row(figure, ours, unit(figure), base, ratio,
+                                   f">= {GOAL}x baseline", ratio >= GOAL)
+                        for figure, ours, base, ratio in rows] +
+                [result_row(figure, ours, unit(figure), base, ratio)
+                 for figure, ours, base, ratio in stored])
 
 
 def measure(args, load, tmp, tb_port, base_port, list_path):
     """ Alternating rounds; returns {figure: {side: [result per round]}}. """
-    results = {f: {"baseline": [], "taskboard": []} for f in ("list_tasks", "create_task")}
+    results = {f: {"baseline": [], "taskboard": [], "stored": []}
+               for f in ("list_tasks", "create_task")}
     for round_no in range(1, args.rounds + 1):
         create_project_id = create_project(tb_port, f"bench-create-{round_no}", tmp)
         plan = [
             ("list_tasks", "baseline", base_port, "GET", "/bare/tasks", None),
             ("list_tasks", "taskboard", tb_port, "GET", list_path, None),
             ("create_task", "baseline", base_port, "POST", "/bare/tasks", CREATE_BODY),
+            ("create_task", "stored", base_port, "POST", "/bare/tasks/stored", CREATE_BODY),
             ("create_task", "taskboard", tb_port, "POST",
              f"/api/projects/{create_project_id}/tasks", CREATE_BODY),
         ]
