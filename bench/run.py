@@ -91,7 +91,7 @@ def main():
             argv = list(quick)
             if name == "scale":
                 argv += ["--cache-dir", cache]
-            if name == "load" and results.get("scale", {}).get("db"):
+            if name == "load" and (results.get("scale") or {}).get("db"):
                 argv += ["--db", results["scale"]["db"]]
             results[name], seconds[name] = run_bench(name, argv)
     table(results, seconds, args)

@@ -773,7 +773,7 @@ def measure_reads(args, tmp, port, pid, ids):
         f.write(api.BASELINE_SERVER)
     base_port = free_port()
     baseline = Server("baseline", [sys.executable, baseline_path, str(base_port), payload_path,
-                                   json.dumps(separators)],
+                                   json.dumps(separators), os.path.join(tmp, "baseline.db")],
                       os.path.join(tmp, "baseline.log"), "/bare/health", base_port)
     results = {name: {"latencies": [], "bytes": 0, "spent": 0.0} for name, _, _ in paths}
     base = {route: [] for route in ("/bare/tasks", "/bare/health")}
