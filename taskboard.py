@@ -25,6 +25,7 @@ import collections
 import contextlib
 import datetime as dt
 import functools
+import gc
 import hashlib
 import hmac
 import ipaddress
@@ -4736,6 +4737,10 @@ def serve(config: dict) -> None:
     print(f"Taskboard {__version__} on {runtime.url}/ "
           f"(data in {runtime.data_dir})", flush=True)
     resume_interrupted_runs()  # now that agents can reach TASKBOARD_URL
+    # NOTE: the objects made so far (modules, routes, tables) live as long as the server;
+    # frozen, the cyclic collector no longer walks them, and its full passes under load
+    # went from 55-90 ms, during which nothing is served, to under 20 ms
+    gc.freeze()
     stop.wait()
     log.info("stopping")
     server.stop(timeout=2)

@@ -1129,24 +1129,35 @@ def checkpoint_wal(path: str) -> tuple[int, int, int]:
 
 
 def checkpoint(path: str) -> None:
-    """checkpoint_wal() in a worker thread.  When the log holds more than WAL_LIMIT_FRAMES,
-    once more while holding WRITE_LOCK, for the pages written during the first pass.
+    """checkpoint_wal() in a worker thread.  Once the log holds more than WAL_LIMIT_FRAMES,
+    again for the pages written meanwhile, until a pass finds few of them: that pass is
+    repeated holding WRITE_LOCK, so it copies the rest while nothing is written.
 
     NOTE: SQLite starts the log again from its beginning only at a write that finds all of
-    it copied.  Under steady writes a checkpoint beside them never got there, and the log
-    grew by 80 MB for each second of task creation.  The second pass stops every write
-    while it copies and syncs, so it only runs once the log has grown that far.
+    it copied.  Under steady writes a checkpoint beside them never got there: the log grew
+    by 80 MB for each second of task creation.  A pass holding the lock stops every write
+    while it copies and syncs, so it only ever copies a few pages.
     """
     pool = gevent.get_hub().threadpool
     _, frames, _ = pool.apply(checkpoint_wal, (path,))
-    if frames > WAL_LIMIT_FRAMES:
-        with WRITE_LOCK:
-            pool.apply(checkpoint_wal, (path,))
+    if frames <= WAL_LIMIT_FRAMES:
+        return
+    for _ in range(4):
+        _, now, _ = pool.apply(checkpoint_wal, (path,))
+        if now < frames:
+            return  # the log started again meanwhile
+        written, frames = now - frames, now
+        if written <= WAL_LOCKED_FRAMES:
+            with WRITE_LOCK:
+                pool.apply(checkpoint_wal, (path,))
+            return
 
 
-#: Pages (of 4 KB) the write-ahead log may hold before a checkpoint stops writes to copy
-#: them all (see checkpoint); it is also cut back to about this size when it starts again.
+#: Pages (of 4 KB) the write-ahead log may hold before checkpoints see that it starts again
+#: (see checkpoint); it is also cut back to about this size when it does.
 WAL_LIMIT_FRAMES = 4096
+#: At most this many pages written during a pass let the next one hold the lock.
+WAL_LOCKED_FRAMES = 256
 
 
 #: How long a transaction waits for another program to release the database's write lock
@@ -1160,10 +1171,15 @@ database = None
 _held = None
 
 
+#: Greenlets waiting in tx() for WRITE_LOCK.
+_waiting = 0
+
+
 @contextlib.contextmanager
 def tx():
     """The one way to touch the database: a short transaction, committed on exit."""
-    with WRITE_LOCK:
+    _take_turn()
+    try:
         connection = _connection()
         _begin_immediate(connection)
         try:
@@ -1178,6 +1194,25 @@ def tx():
             # transaction open: end it, or the next one could not begin
             _roll_back(connection)
             raise
+    finally:
+        WRITE_LOCK.release()
+
+
+def _take_turn() -> None:
+    """Acquire WRITE_LOCK after the greenlets already waiting for it.
+
+    NOTE: gevent's lock goes to whoever asks while it is free, even before the greenlets
+    it is waking up: the log writer, taking it batch after batch, kept requests waiting
+    for 200 ms.  Yielding first lets the woken one take it.
+    """
+    global _waiting
+    if _waiting:
+        gevent.sleep(0)
+    _waiting += 1
+    try:
+        WRITE_LOCK.acquire()
+    finally:
+        _waiting -= 1
 
 
 def _connection() -> sqlite3.Connection:

@@ -172,6 +172,7 @@ def test_the_log_starts_again_from_its_beginning_under_steady_writes(client, tb,
         return (0, frames[-1], frames[-1])
     monkeypatch.setattr(taskboard.taskboard_core, "checkpoint_wal", checkpoint_then_wait)
     monkeypatch.setattr(taskboard.taskboard_core, "WAL_LIMIT_FRAMES", 50)
+    monkeypatch.setattr(taskboard.taskboard_core, "WAL_LOCKED_FRAMES", 10_000)
     monkeypatch.setattr(taskboard, "CHECKPOINT_SECONDS", 0.01)
     project = client.post_json("/api/projects", {"name": "P", "slug": "p",
                                                  "workingDir": ROOT}).json

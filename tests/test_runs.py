@@ -556,7 +556,9 @@ def test_restart_resume_of_unknown_session_starts_fresh_session(client, api, age
 def test_run_create_or_put_into_in_progress_at_the_cap_changes_nothing(client, api, agent_dir,
                                                                         snapshot):
     project = api.project(maxConcurrent=1)
-    start(api, project, "fake:hang")
+    running = start(api, project, "fake:hang")
+    wait_for(lambda: get_task(client, running)["session_id"], RUN,
+             message="the running agent's session to be stored")  # its last own write
     waiting = api.task(project["id"], title="Waiting")
     before = snapshot()
     response = client.post_json(f"/api/projects/{project['id']}/tasks",

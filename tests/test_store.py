@@ -260,3 +260,28 @@ def test_kept_task_lists_are_bounded_in_bytes(tb, client, api, monkeypatch):
     api.task(projects[0]["id"], description="y" * 4000)  # a list bigger than the bound
     assert len(client.get(f"/api/projects/{projects[0]['id']}/tasks").json) == 2
     assert derived.size <= 3000
+
+
+def test_a_writer_taking_turn_after_turn_lets_a_waiting_request_in_between(tb):
+    """gevent's lock would go to the greenlet that asks again at once (the log writer,
+    batch after batch), not to the one already waiting: a request waited for all turns."""
+    blocking_sleep = gevent.monkey.get_original("time", "sleep")
+    core = taskboard.taskboard_core
+    started = []
+
+    def writer():
+        for _ in range(15):
+            with core.tx() as t:
+                started.append(time.monotonic())
+                t.in_thread(lambda t: blocking_sleep(0.02))
+
+    def request():
+        asked = time.monotonic()
+        with core.tx() as t:
+            t.value("SELECT 1")
+            return time.monotonic() - asked, len(started)
+    busy = gevent.spawn(writer)
+    wait_for(lambda: started, message="the writer's first turn")
+    waited, turns = gevent.spawn(request).get(timeout=5)
+    busy.get(timeout=5)
+    assert turns <= 2 and waited < 0.1, (turns, waited)
