@@ -2592,9 +2592,12 @@ def project_activity(project_id: int, limit: int, offset: int) -> list[dict]:
 
 def agent_usage() -> dict:
     """Tokens and estimated cost of every agent run (tasks, planner, verifier)."""
-    # NOTE: the sums read every run; they are kept until usage or the local day changes
-    key = (local_day_start_iso(), taskboard_core.usage_version)
-    if runtime.usage is None or runtime.usage[0] != key:
+    # NOTE: the sums read every run; they are kept until usage or the local day changes.
+    # They are read in several transactions: if a run ended meanwhile, again (3 tries).
+    for _ in range(3):
+        key = (local_day_start_iso(), taskboard_core.usage_version)
+        if runtime.usage is not None and runtime.usage[0] == key:
+            break
         runtime.usage = (key, usage_rows(key[0]))
     rows = runtime.usage[1]
     total = rows["total"]

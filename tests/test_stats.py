@@ -201,6 +201,28 @@ def test_agent_usage_sums_per_tier_day_and_today(client, api, project, tb):
     assert body["limits"] == {"dailyLimit": 5, "currentUsage": pytest.approx(0.875)}
 
 
+def test_agent_usage_read_while_a_run_ends_is_read_again(client, api, project, tb,
+                                                          monkeypatch):
+    """The sums are read in several transactions; a run that ends in between must not
+    leave a total that disagrees with the per-model figures."""
+    task = api.task(project["id"])["id"]
+    add_run(tb, "model_large", iso(dt.datetime.now(dt.UTC)), task, inp=100, cost=0.5)
+    real, calls = taskboard.usage_rows, []
+
+    def a_run_ends_meanwhile(day_start):
+        rows = real(day_start)
+        if not calls:
+            rows["models"] = []  # read before the run below ended, unlike the total
+            add_run(tb, "model_large", iso(dt.datetime.now(dt.UTC)), task, inp=50, cost=0.25)
+        calls.append(day_start)
+        return rows
+    monkeypatch.setattr(taskboard, "usage_rows", a_run_ends_meanwhile)
+    body = client.get("/api/stats/agent-usage").json
+    assert len(calls) == 2
+    assert body["usage"]["totalInputTokens"] == 150
+    assert body["models"]["model_large"]["inputTokens"] == 150
+
+
 def test_agent_usage_follows_each_run_the_board_records(client, api, tb):
     """The usage sums are kept between reads; every run that ends shows at once."""
     project = api.project()
