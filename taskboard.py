@@ -2894,6 +2894,21 @@ SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "desc
                 "prompt", "notebook_path")
 
 
+#: Half of a UTF-16 surrogate pair, as a character.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_lone_surrogates(value):
+    """The parsed JSON value with U+FFFD for each half of a surrogate pair standing alone.
+
+    NOTE: JSON can spell one ("\\ud83d"), json.loads() keeps it, and UTF-8 cannot encode
+    it: the batch holding such a line could never be written, so the task's log stopped
+    there (json.loads() has already joined the whole pairs)."""
+    text = json_dumps(value)
+    return json.loads(LONE_SURROGATE.sub("\ufffd", text)) if LONE_SURROGATE.search(text) \
+        else value
+
+
 class StreamParser:
     """Turns Claude Code stream-json lines into log entries and keeps the run's state.
 
@@ -2924,6 +2939,8 @@ class StreamParser:
             event = json.loads(line)
         except ValueError:
             return [{"kind": "raw", "message": _cut(line)}]
+        if "\\ud" in line or "\\uD" in line:
+            event = _without_lone_surrogates(event)
         if not isinstance(event, dict):
             return [{"kind": "raw", "message": _cut(line)}]
         kind = event.get("type")

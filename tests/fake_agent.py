@@ -23,6 +23,9 @@ test that does not care about runs stays there):
                           init, then BYTES bytes of "x" in writes of at most 1 MiB with no
                           newline at all (fake:sleep pauses after each write), then exit 0
                           with no result line
+    fake:surrogates       text halves of UTF-16 surrogate pairs, which JSON can spell and
+                          UTF-8 cannot: an assistant text "half a pair: \ud83d!", a whole
+                          pair, a tool result "x\udc00y", a result "done \udfff", exit 0
     fake:api-error=S      a synthetic API error: result is_error true, api_error_status S, exit 1
     fake:overloaded       = fake:api-error=529
     fake:budget           result subtype error_max_budget_usd (is_error true), exit 1
@@ -84,7 +87,8 @@ STREAMS = os.path.join(HERE, "fixtures", "agent-streams")
 VERSION = "2.1.197 (Claude Code)"
 DIRECTIVE = re.compile(r"fake:([a-z-]+)(?:=(\S+))?")
 MODES = ("ok", "replay", "denied", "lines", "exit", "crash", "no-result", "hang",
-         "api-error", "overloaded", "budget", "fail-times", "plan", "flood-no-newline")
+         "api-error", "overloaded", "budget", "fail-times", "plan", "flood-no-newline",
+         "surrogates")
 #: The largest single write of fake:flood-no-newline.
 FLOOD_CHUNK = 1024 * 1024
 PLAN_TASKS = [
@@ -316,6 +320,17 @@ def run(out, sid, cwd, d, task_id):
             chunk = min(left, FLOOD_CHUNK)
             out.raw("x" * chunk, newline=False)
             left -= chunk
+        out.finish(0)
+    elif mode == "surrogates":  # json.dumps spells each lone surrogate as an escape
+        out.emit(assistant(sid, {"type": "text", "text": "half a pair: \ud83d!"}))
+        out.emit(assistant(sid, {"type": "text", "text": "a whole pair: \U0001F600"}))
+        out.emit(assistant(sid, {"type": "tool_use", "id": "toolu_half", "name": "Bash",
+                                 "input": {"command": "printf 'x\\udc00y'"}}))
+        out.emit({"type": "user", "message": {"role": "user", "content": [
+            {"tool_use_id": "toolu_half", "type": "tool_result", "content": "x\udc00y",
+             "is_error": False}]}, "parent_tool_use_id": None, "session_id": sid,
+            "uuid": str(uuid.uuid4())})
+        out.emit(result(sid, text="done \udfff", cost=0.01))
         out.finish(0)
     elif mode == "crash":
         out.raw('{"type":"assistant","message":{"id":"msg_cut","content":[{"type":"te',

@@ -89,6 +89,23 @@ def test_run_success_moves_task_to_testing_with_usage_cost_and_session(client, a
     assert not alive(call["pid"])
 
 
+def test_agent_text_with_half_a_surrogate_pair_is_kept_and_nothing_after_it_is_lost(
+        client, api, agent_dir):
+    """JSON can spell half of a UTF-16 pair ("\\ud83d"), which UTF-8 cannot store: the
+    text is kept with U+FFFD in its place, the lines after it are written and sent, and the
+    raw line keeps the agent's own spelling."""
+    tid = start(api, api.project(), "fake:surrogates")
+    wait_status(client, tid, "testing")
+    messages = [e["message"] for e in logs(client, tid)]
+    assert "half a pair: \ufffd!" in messages
+    assert "a whole pair: \U0001F600" in messages
+    assert "x\ufffdy" in messages
+    assert "finished: done \ufffd" in messages
+    raw = [row[0] for row in query("SELECT raw FROM task_events WHERE task_id = ? ORDER BY id",
+                                   (tid,))]
+    assert any(r'"half a pair: \ud83d!"' in line for line in raw)
+
+
 def test_run_is_live_in_its_own_process_group_while_agent_runs(client, api, agent_dir):
     tid = start(api, api.project(), "fake:hang")
     call = wait_running(client, tid, agent_dir)
