@@ -100,6 +100,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     WEBHOOK_BACKOFF_SECONDS,
     WEBHOOK_DELIVERIES_KEPT,
     WEBHOOK_FIELDS,
+    WEBHOOK_QUEUE_KEPT,
     WEBHOOK_TIMEOUT_SECONDS,
     WS_DROP_GRACE_SECONDS,
     WS_MAX_MESSAGE_BYTES,
@@ -135,6 +136,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     delete_old_log_rows,
     delete_project_row,
     delete_task_row,
+    delete_webhook_moment,
     delivery_rows,
     finish_run_rows,
     hooked_project_ids,
@@ -159,6 +161,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     log_rows,
     migrate,
     move_task_row,
+    next_webhook_moment,
     now_iso,
     open_db,
     parse_iso,
@@ -169,6 +172,8 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     project_stats_rows,
     project_summary_rows,
     queue_rows,
+    queue_webhook_moment,
+    queued_webhook_ids,
     release_connection,
     render,
     reorder_rows,
@@ -205,7 +210,6 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     validate,
     validate_known,
     verifier_rejections,
-    webhook_target_rows,
     webhook_test_rows,
 )
 from taskboard_tools import DEMO_MARKER, mcp_serve, simulate_agent
@@ -820,19 +824,28 @@ def task_revisions(task_id: int) -> list[dict]:
 
 
 def record_webhook_event(event: str, task: dict, **data) -> None:
-    """Note a moment webhooks may announce (design §8), with the task as it is now; the
-    WebhookSender delivers it in the background."""
-    if task["project_id"] not in hooked_project_ids():
+    """Queue a moment webhooks may announce (design §8), with the task as it is now, for
+    each webhook it is for; the WebhookSender delivers them in the background.
+
+    NOTE: the moment is stored in its own transaction, just after the change it announces:
+    a crash in between loses it, a stop or a crash later does not.
+    """
+    project_id = task["project_id"]
+    if project_id not in hooked_project_ids():
         return
-    runtime.webhooks.put({"event": event, "taskId": task["id"],
-                          "projectId": task["project_id"], "at": now_iso(),
-                          "task": task_view(task),
-                          "data": {k: v for k, v in data.items() if v is not None}})
-
-
-def webhook_targets(project_id: int, event: str) -> tuple[dict | None, list[dict]]:
-    """The project and its enabled webhooks that subscribe to event."""
-    return webhook_target_rows(project_id, event)
+    moment = {"event": event, "taskId": task["id"], "projectId": project_id,
+              "at": now_iso(), "task": task_view(task),
+              "data": {k: v for k, v in data.items() if v is not None}}
+    try:
+        hooks, dropped = queue_webhook_moment(project_id, event, moment, WEBHOOK_QUEUE_KEPT)
+    except Exception:  # the change itself is done: a full disk must not undo its answer
+        log.exception("webhooks: cannot queue %s of task %s", event, task["id"])
+        return
+    if dropped:
+        log.warning("webhooks of project %s: more than %s moments waiting; dropped the %s "
+                    "oldest", project_id, WEBHOOK_QUEUE_KEPT, dropped)
+    for hook_id in hooks:
+        runtime.webhooks.wake(hook_id)
 
 
 def webhook_now(hook: dict) -> dict | None:
@@ -2715,65 +2728,43 @@ EVENT_COLORS = {"task:created": 0x5865F2, "task:started": 0xF0B232,
 
 
 class WebhookSender:
-    """Delivers webhook moments in background greenlets: one worker per busy hook, so a
-    slow target delays only its own deliveries, and each hook gets them in order."""
+    """Delivers the queued webhook moments in background greenlets: one worker per hook
+    with moments waiting, so a slow target delays only its own deliveries, and each hook
+    gets them in order.  A moment leaves the queue once delivered (or given up on), so a
+    stop in the middle of a delivery sends it again after the restart."""
 
     def __init__(self):
-        #: Moments not yet matched to hooks (the newest 10,000 at most).
-        self.outbox = collections.deque(maxlen=10_000)
-        self.wakeup = gevent.event.Event()
-        #: webhook id -> deque of (hook, project, moment) waiting for its worker
-        self.queues = {}
-        self.workers = {}
-        self.greenlet = None
+        self.workers = {}  # webhook id -> its worker greenlet
 
     def start(self) -> None:
-        self.greenlet = gevent.spawn(self._loop)
+        for hook_id in queued_webhook_ids():  # left behind by the last stop
+            self.wake(hook_id)
 
-    def put(self, moment: dict) -> None:
-        self.outbox.append(moment)
-        self.wakeup.set()
+    def wake(self, hook_id: int) -> None:
+        """A moment was queued for the hook: make sure a worker delivers it."""
+        if hook_id not in self.workers:
+            self.workers[hook_id] = gevent.spawn(self._work, hook_id)
 
     def stop(self) -> None:
-        if self.greenlet is not None:
-            self.greenlet.kill()
         gevent.killall(list(self.workers.values()))
 
-    def _loop(self):
-        while True:
-            self.wakeup.wait()
-            self.wakeup.clear()
-            while self.outbox:
-                moment = self.outbox.popleft()
-                try:
-                    self._dispatch(moment)
-                except Exception:  # a background loop: log and carry on
-                    log.exception("webhooks: cannot dispatch %s", moment.get("event"))
-
-    def _dispatch(self, moment: dict):
-        project, hooks = webhook_targets(moment["projectId"], moment["event"])
-        for hook in hooks:
-            queue = self.queues.setdefault(hook["id"], collections.deque(maxlen=1_000))
-            if len(queue) == queue.maxlen:
-                log.warning("webhook %s: %s undelivered moments; dropping the oldest",
-                            hook["id"], len(queue))
-            queue.append((hook, project, moment))
-            if hook["id"] not in self.workers:
-                self.workers[hook["id"]] = gevent.spawn(self._work, hook["id"])
-
     def _work(self, hook_id: int):
-        queue = self.queues[hook_id]
+        done = 0  # NOTE: the outbox id delivered last: a failed delete does not loop
         try:
-            while queue:
-                hook, project, moment = queue.popleft()
+            while True:
                 try:
-                    deliver(hook, project, moment)
-                except Exception:
+                    queued = next_webhook_moment(hook_id, done)
+                    if queued is None:
+                        return  # nothing yields from here on: a wake() now spawns anew
+                    done, moment, hook, project = queued
+                    if hook["enabled"]:
+                        deliver(hook, project, moment)
+                    delete_webhook_moment(done)
+                except Exception:  # a background loop: log and carry on
                     log.exception("webhook %s: delivery failed", hook_id)
+                    gevent.sleep(1)
         finally:
             del self.workers[hook_id]
-            if not queue:
-                del self.queues[hook_id]
 
 
 def deliver(hook: dict, project: dict, moment: dict, attempts: int = 3) \

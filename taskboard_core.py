@@ -62,6 +62,8 @@ WEBHOOK_TIMEOUT_SECONDS = 10.0
 WEBHOOK_BACKOFF_SECONDS = (2.0, 8.0)
 #: Delivery records kept per webhook.
 WEBHOOK_DELIVERIES_KEPT = 50
+#: Moments kept waiting per webhook (a target that hangs); beyond, the oldest are dropped.
+WEBHOOK_QUEUE_KEPT = 1000
 
 #: Request bodies larger than this are refused with 413 (attachments have their own limit).
 MAX_BODY_BYTES = 1024 * 1024
@@ -1023,6 +1025,16 @@ DROP INDEX tasks_by_status;
 CREATE INDEX tasks_by_status ON tasks(project_id, status, completed_at, work_duration_ms);
 DROP INDEX runs_by_project;
 CREATE INDEX runs_by_project ON runs(project_id, input_tokens, output_tokens, cost);
+"""),
+    # A webhook's moments wait here until delivered, so that a restart loses none.
+    ("0007_webhook_outbox", """
+CREATE TABLE webhook_outbox (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  webhook_id INTEGER NOT NULL REFERENCES webhooks(id) ON DELETE CASCADE,
+  moment_json TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX webhook_outbox_by_hook ON webhook_outbox(webhook_id, id);
 """),
 )
 
@@ -1994,14 +2006,51 @@ def delivery_rows(webhook_id: int, limit: int = 50) -> list[dict]:
                      "ORDER BY id DESC LIMIT ?", (webhook_id, limit))
 
 
-def webhook_target_rows(project_id: int, event: str) -> tuple[dict | None, list[dict]]:
-    """The project and its enabled webhooks subscribed to event (secrets included)."""
+def queue_webhook_moment(project_id: int, event: str, moment: dict, keep: int) \
+        -> tuple[list[int], int]:
+    """Queue a moment for each enabled webhook of the project subscribed to event, keeping
+    the newest `keep` per webhook.  Returns the webhooks' ids and how many older moments
+    were dropped to make room."""
     with tx() as t:
-        project = t.one("SELECT id, name, slug FROM projects WHERE id = ?", (project_id,))
-        hooks = t.all("SELECT * FROM webhooks WHERE project_id = ? AND enabled = 1 AND "
-                      "EXISTS (SELECT 1 FROM json_each(events_json) WHERE value = ?) "
-                      "ORDER BY id", (project_id, event))
-        return project, hooks
+        hooks = [r[0] for r in t.execute(
+            "SELECT id FROM webhooks WHERE project_id = ? AND enabled = 1 AND EXISTS "
+            "(SELECT 1 FROM json_each(events_json) WHERE value = ?) ORDER BY id",
+            (project_id, event))]
+        text, now, dropped = json_dumps(moment), now_iso(), 0
+        for hook_id in hooks:
+            t.insert("webhook_outbox", {"webhook_id": hook_id, "moment_json": text,
+                                        "created_at": now})
+            dropped += t.execute(
+                "DELETE FROM webhook_outbox WHERE webhook_id = ? AND id <= (SELECT id FROM "
+                "webhook_outbox WHERE webhook_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                (hook_id, hook_id, keep)).rowcount
+        return hooks, dropped
+
+
+def next_webhook_moment(hook_id: int, after: int) -> tuple[int, dict, dict, dict] | None:
+    """The webhook's oldest queued moment after outbox id `after`: (its id, the moment, the
+    webhook as it is now, its project); None when there is none."""
+    with tx() as t:
+        row = t.one("SELECT id, moment_json FROM webhook_outbox WHERE webhook_id = ? AND "
+                    "id > ? ORDER BY id LIMIT 1", (hook_id, after))
+        if row is None:
+            return None
+        hook = t.one("SELECT * FROM webhooks WHERE id = ?", (hook_id,))
+        project = t.one("SELECT id, name, slug FROM projects WHERE id = ?",
+                        (hook["project_id"],))
+        return row["id"], json.loads(row["moment_json"]), hook, project
+
+
+def delete_webhook_moment(outbox_id: int) -> None:
+    with tx() as t:
+        t.execute("DELETE FROM webhook_outbox WHERE id = ?", (outbox_id,))
+
+
+def queued_webhook_ids() -> list[int]:
+    """The webhooks with moments waiting (at start-up: the ones a stop left behind)."""
+    with tx() as t:
+        return [r[0] for r in t.execute("SELECT DISTINCT webhook_id FROM webhook_outbox "
+                                        "ORDER BY webhook_id")]
 
 
 #: (database, webhooks_version, projects with an enabled webhook) as last read.
