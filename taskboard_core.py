@@ -1456,6 +1456,13 @@ def delete_project_row(project_id: int) -> list[str] | None:
         paths = [r["path"] for r in t.all(
             "SELECT a.path FROM attachments a JOIN tasks k ON k.id = a.task_id "
             "WHERE k.project_id = ?", (project_id,))]
+        # the plans go with the project, what they cost stays in the agents' usage (its
+        # task runs stay as they are, without their task and project)
+        t.execute("INSERT INTO runs (kind, model, status, started_at, ended_at, input_tokens, "
+                  "output_tokens, cost) SELECT 'planner', model, status, started_at, "
+                  "finished_at, COALESCE(json_extract(stats_json, '$.tokens.input'), 0), "
+                  "COALESCE(json_extract(stats_json, '$.tokens.output'), 0), cost FROM plans "
+                  "WHERE project_id = ? AND status != 'running' ORDER BY id", (project_id,))
         t.execute("DELETE FROM projects WHERE id = ?", (project_id,))
         t.execute("DELETE FROM task_versions WHERE project_id = ?", (project_id,))
         return paths

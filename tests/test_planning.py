@@ -426,3 +426,6 @@ def test_a_plans_cost_counts_in_agent_usage_and_the_daily_limit(client, api):
     assert after["limits"]["currentUsage"] == pytest.approx(
         before["limits"]["currentUsage"] + 0.02)
     assert after["models"]["model_medium"]["inputTokens"] >= 2400
+    client.delete(f"/api/projects/{pid}")
+    assert client.get("/api/stats/agent-usage").json == after, \
+        "deleting the project takes its plans, not what they cost"
