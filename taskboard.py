@@ -391,19 +391,21 @@ class LogWriter:
         self.greenlet = gevent.spawn(self._loop)
 
     def append(self, task_id: int, kind: str, message: str, run_id=None, tool=None,
-               is_error=None, duration_ms=None) -> None:
+               is_error=None, duration_ms=None, at=None) -> None:
+        """Buffer a log entry, stamped `at` (an ISO time; default now)."""
         self._nudge(task_id)
         self.pending[task_id].append({
-            "task_id": task_id, "run_id": run_id, "created_at": now_iso(), "kind": kind,
+            "task_id": task_id, "run_id": run_id, "created_at": at or now_iso(), "kind": kind,
             "message": message, "tool": tool,
             "is_error": None if is_error is None else int(bool(is_error)),
             "duration_ms": duration_ms})
 
-    def append_raw(self, task_id: int, run_id: int, seq: int, kind: str, raw: str) -> None:
+    def append_raw(self, task_id: int, run_id: int, seq: int, kind: str, raw: str,
+                   at=None) -> None:
         """Keep one raw agent line for the structured event log."""
         self._nudge(task_id)
         self.events[task_id].append({"task_id": task_id, "run_id": run_id, "seq": seq,
-                                     "created_at": now_iso(), "kind": kind, "raw": raw})
+                                     "created_at": at or now_iso(), "kind": kind, "raw": raw})
 
     def flush(self, task_ids=None) -> None:
         """Write and publish what is buffered for these tasks (default: all of them)."""
@@ -3260,10 +3262,11 @@ class AgentRun:
         had_session = self.parser.session_id
         usage_before = dict(self.parser.usage)
         entries = self.parser.feed(text)
+        at = now_iso()  # the line and its entries: one moment
         runtime.logs.append_raw(self.task_id, self.run_id, self._seq, self.parser.last_type,
-                                text)
+                                text, at)
         for entry in entries:
-            runtime.logs.append(self.task_id, run_id=self.run_id, **entry)
+            runtime.logs.append(self.task_id, run_id=self.run_id, at=at, **entry)
         if self.parser.session_id and not had_session:
             record_session(self, self.parser.session_id)
         now = time.monotonic()
@@ -3274,8 +3277,9 @@ class AgentRun:
 
     def _on_stderr(self, text: str):
         self._seq += 1
-        runtime.logs.append_raw(self.task_id, self.run_id, self._seq, "stderr", text)
-        runtime.logs.append(self.task_id, "stderr", _cut(text), self.run_id)
+        at = now_iso()
+        runtime.logs.append_raw(self.task_id, self.run_id, self._seq, "stderr", text, at)
+        runtime.logs.append(self.task_id, "stderr", _cut(text), self.run_id, at=at)
 
     def _signal(self, signum):
         if self.proc is not None:
