@@ -2043,6 +2043,9 @@ def next_webhook_moment(hook_id: int, after: int) -> tuple[int, dict, dict, dict
         if row is None:
             return None
         hook = t.one("SELECT * FROM webhooks WHERE id = ?", (hook_id,))
+        if hook is None:  # deleted by a program that leaves foreign keys off
+            t.execute("DELETE FROM webhook_outbox WHERE webhook_id = ?", (hook_id,))
+            return None
         project = t.one("SELECT id, name, slug FROM projects WHERE id = ?",
                         (hook["project_id"],))
         return row["id"], json.loads(row["moment_json"]), hook, project

@@ -533,6 +533,24 @@ def test_moments_waiting_for_a_target_survive_a_stop_and_go_out_after_the_restar
     assert target.received[-1]["task"]["title"] == "After"
 
 
+def test_moments_of_a_webhook_another_program_deleted_are_dropped_at_the_restart(
+        tb, api, target):
+    """sqlite3 leaves foreign keys off: a webhook deleted that way leaves its queued
+    moments behind, and the restart drops them instead of retrying them forever."""
+    project = api.project()
+    hook = api.webhook(project["id"], url=target.url, events=["task:created"])
+    api.task(project["id"])
+    api.task(project["id"])
+    wait_for(lambda: target.received, message="the first delivery to hang")
+    taskboard.shutdown()
+    sql(tb, "DELETE FROM webhooks WHERE id = ?", (hook["id"],))
+    assert sql(tb, "SELECT COUNT(*) FROM webhook_outbox") == [(2,)]
+    taskboard.init(tb.config)
+    wait_for(lambda: not taskboard.runtime.webhooks.workers, message="the worker to end")
+    assert sql(tb, "SELECT COUNT(*) FROM webhook_outbox") == [(0,)]
+    assert len(target.received) == 1
+
+
 def test_moments_queued_for_a_hanging_target_are_bounded_and_the_oldest_dropped(
         tb, api, target, monkeypatch, caplog):
     """One delivery hangs while 1,100 more moments come: the hook's queue keeps the newest
