@@ -360,6 +360,23 @@ class EventHub:
             gevent.spawn_later(WS_DROP_GRACE_SECONDS, sub.abort)
 
 
+#: What a value SQLite cannot store raises (half a surrogate pair, a wrong type).
+UNSTORABLE = (UnicodeError, TypeError, ValueError, sqlite3.InterfaceError,
+              sqlite3.ProgrammingError)
+
+
+def _storable(rows: list[dict]) -> list[dict]:
+    """The rows with text UTF-8 can encode (U+FFFD for half a surrogate pair) and any
+    value that is not a number, text or None as its text."""
+    def fix(value):
+        if isinstance(value, str):
+            return LONE_SURROGATE.sub("\ufffd", value)
+        if value is None or isinstance(value, (int, float)):
+            return value
+        return fix(str(value))
+    return [{name: fix(value) for name, value in row.items()} for row in rows]
+
+
 class LogWriter:
     """Buffers log entries and raw agent lines, writes them in batches, and publishes one
     task:log per task and batch.
@@ -425,7 +442,13 @@ class LogWriter:
                 chunk, entries = entries[:take], entries[take:]
                 raw, events = events[:self.CHUNK_ROWS - take], events[self.CHUNK_ROWS - take:]
                 try:
-                    rows, projects = insert_log_rows(chunk, raw)
+                    try:
+                        rows, projects = insert_log_rows(chunk, raw)
+                    except UNSTORABLE:  # a retry as they are would fail the same way
+                        log.exception("task %s: log lines SQLite cannot take; writing them "
+                                      "with their odd values replaced", task_id)
+                        chunk, raw = _storable(chunk), _storable(raw)
+                        rows, projects = insert_log_rows(chunk, raw)
                 except Exception:  # a full disk, a locked database: keep them for later
                     self._requeue(task_id, chunk + entries, raw + events)
                     self._publish(task_id, project_id, written)
