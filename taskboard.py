@@ -73,6 +73,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     KILL_GRACE_SECONDS,
     LOG_FIELDS,
     LOG_FLUSH_SECONDS,
+    LONE_SURROGATE,
     MAX_BODY_BYTES,
     MAX_LINE_BYTES,
     MAX_LOG_MESSAGE,
@@ -211,6 +212,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     validate_known,
     verifier_rejections,
     webhook_test_rows,
+    without_lone_surrogates,
 )
 from taskboard_tools import DEMO_MARKER, mcp_serve, simulate_agent
 
@@ -370,7 +372,7 @@ def _storable(rows: list[dict]) -> list[dict]:
     value that is not a number, text or None as its text."""
     def fix(value):
         if isinstance(value, str):
-            return LONE_SURROGATE.sub("\ufffd", value)
+            return without_lone_surrogates(value)
         if value is None or isinstance(value, (int, float)):
             return value
         return fix(str(value))
@@ -2910,18 +2912,14 @@ SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "desc
                 "prompt", "notebook_path")
 
 
-#: Half of a UTF-16 surrogate pair, as a character.
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+def _parsed_without_lone_surrogates(value):
+    """The parsed JSON value with U+FFFD for each half of a surrogate pair standing alone
+    (json.loads() has joined the whole pairs already).
 
-
-def _without_lone_surrogates(value):
-    """The parsed JSON value with U+FFFD for each half of a surrogate pair standing alone.
-
-    NOTE: JSON can spell one ("\\ud83d"), json.loads() keeps it, and UTF-8 cannot encode
-    it: the batch holding such a line could never be written, so the task's log stopped
-    there (json.loads() has already joined the whole pairs)."""
+    NOTE: the batch holding such a line could never be written, so the task's log stopped
+    there."""
     text = json_dumps(value)
-    return json.loads(LONE_SURROGATE.sub("\ufffd", text)) if LONE_SURROGATE.search(text) \
+    return json.loads(without_lone_surrogates(text)) if LONE_SURROGATE.search(text) \
         else value
 
 
@@ -2956,7 +2954,7 @@ class StreamParser:
         except ValueError:
             return [{"kind": "raw", "message": _cut(line)}]
         if "\\ud" in line or "\\uD" in line:
-            event = _without_lone_surrogates(event)
+            event = _parsed_without_lone_surrogates(event)
         if not isinstance(event, dict):
             return [{"kind": "raw", "message": _cut(line)}]
         kind = event.get("type")

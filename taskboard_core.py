@@ -289,6 +289,16 @@ def json_dumps(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+#: Half of a UTF-16 surrogate pair, standing alone: JSON can spell one ("\ud83d"),
+#: json.loads() keeps it, UTF-8 (so SQLite, so a response) cannot encode it.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_lone_surrogates(text: str) -> str:
+    """The text with U+FFFD for each half of a surrogate pair standing alone."""
+    return LONE_SURROGATE.sub("\ufffd", text)
+
+
 class RawJson(str):
     """Text that is already JSON, sent as it is."""
 
