@@ -100,3 +100,18 @@ def test_unknown_or_non_json_lines_never_raise(line):
 ])
 def test_malformed_known_events_never_raise(line):
     taskboard.StreamParser().feed(line)
+
+
+def test_half_a_surrogate_pair_becomes_u_fffd_in_all_the_parser_keeps():
+    """JSON can spell half of a UTF-16 pair, which UTF-8 cannot store: the entries, the
+    texts a verdict or plan is read from, and the result all get U+FFFD instead."""
+    parser = taskboard.StreamParser()
+    line = json.dumps({"type": "assistant", "message": {"id": "msg_1", "content": [
+        {"type": "text", "text": "half \ud83d a pair, a whole one \U0001F600"}]}})
+    assert "\\ud83d" in line
+    [entry] = parser.feed(line)
+    assert entry["message"] == "half \ufffd a pair, a whole one \U0001F600"
+    assert list(parser.texts) == [entry["message"]]
+    parser.feed(json.dumps({"type": "result", "subtype": "success", "is_error": False,
+                            "result": "done \udfff"}))
+    assert parser.result["result"] == "done \ufffd"
