@@ -73,7 +73,6 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     KILL_GRACE_SECONDS,
     LOG_FIELDS,
     LOG_FLUSH_SECONDS,
-    LONE_SURROGATE,
     MAX_BODY_BYTES,
     MAX_LINE_BYTES,
     MAX_LOG_MESSAGE,
@@ -160,6 +159,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     local_day_start_iso,
     log,
     log_rows,
+    lone_surrogates_replaced,
     migrate,
     move_task_row,
     next_webhook_moment,
@@ -2912,17 +2912,6 @@ SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "desc
                 "prompt", "notebook_path")
 
 
-def _parsed_without_lone_surrogates(value):
-    """The parsed JSON value with U+FFFD for each half of a surrogate pair standing alone
-    (json.loads() has joined the whole pairs already).
-
-    NOTE: the batch holding such a line could never be written, so the task's log stopped
-    there."""
-    text = json_dumps(value)
-    return json.loads(without_lone_surrogates(text)) if LONE_SURROGATE.search(text) \
-        else value
-
-
 class StreamParser:
     """Turns Claude Code stream-json lines into log entries and keeps the run's state.
 
@@ -2953,8 +2942,8 @@ class StreamParser:
             event = json.loads(line)
         except ValueError:
             return [{"kind": "raw", "message": _cut(line)}]
-        if "\\ud" in line or "\\uD" in line:
-            event = _parsed_without_lone_surrogates(event)
+        # NOTE: half a surrogate pair could never be written: the task's log stopped there
+        event = lone_surrogates_replaced(event, line)
         if not isinstance(event, dict):
             return [{"kind": "raw", "message": _cut(line)}]
         kind = event.get("type")
@@ -3619,16 +3608,15 @@ def read_json(required: bool = True):
             raise Invalid("a json object body is required")
         return None
     try:
-        body = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
-        if SURROGATE_ESCAPE.search(raw):  # lone surrogates cannot be stored
-            json_dumps(body).encode("utf-8")
+        text = raw.decode("utf-8")
+        body = json.loads(text, parse_constant=_refuse_constant)
+        storable = lone_surrogates_replaced(body, text)
     except (ValueError, RecursionError, UnicodeError) as exc:
         raise InvalidJson(f"invalid json: {str(exc)[:200].lower()}") from None
+    if storable is not body:
+        raise InvalidJson("invalid json: half of a utf-16 surrogate pair (\\ud800-\\udfff) "
+                          "standing alone cannot be stored")
     return body
-
-
-#: The only way a JSON body can hold a UTF-16 surrogate (UTF-8 cannot encode one).
-SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 def _refuse_constant(name):

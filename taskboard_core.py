@@ -292,11 +292,24 @@ def json_dumps(value) -> str:
 #: Half of a UTF-16 surrogate pair, standing alone: JSON can spell one ("\ud83d"),
 #: json.loads() keeps it, UTF-8 (so SQLite, so a response) cannot encode it.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+#: The only way JSON text can hold one: an escape.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 
 def without_lone_surrogates(text: str) -> str:
     """The text with U+FFFD for each half of a surrogate pair standing alone."""
     return LONE_SURROGATE.sub("\ufffd", text)
+
+
+def lone_surrogates_replaced(value, text: str):
+    """The value parsed from the JSON text, with U+FFFD for each half of a surrogate pair
+    standing alone (json.loads() has joined the whole pairs); the value itself when it
+    holds none."""
+    if not SURROGATE_ESCAPE.search(text):
+        return value
+    dumped = json_dumps(value)
+    return json.loads(without_lone_surrogates(dumped)) if LONE_SURROGATE.search(dumped) \
+        else value
 
 
 class RawJson(str):
@@ -1457,6 +1470,11 @@ def update_project_row(project_id: int, changes: dict) -> dict | None:
         return t.one("SELECT * FROM projects WHERE id = ?", (project_id,))
 
 
+#: A planning session's model, start and tokens, as runs keep them (see USAGE_SOURCE).
+PLAN_TOKENS = ("model, started_at, COALESCE(json_extract(stats_json, '$.tokens.input'), 0), "
+               "COALESCE(json_extract(stats_json, '$.tokens.output'), 0)")
+
+
 @_bumps("usage_version", "webhooks_version")
 def delete_project_row(project_id: int) -> list[str] | None:
     """Delete a project and everything in it; return its attachment paths, None if absent."""
@@ -1468,11 +1486,10 @@ def delete_project_row(project_id: int) -> list[str] | None:
             "WHERE k.project_id = ?", (project_id,))]
         # the plans go with the project, what they cost stays in the agents' usage (its
         # task runs stay as they are, without their task and project)
-        t.execute("INSERT INTO runs (kind, model, status, started_at, ended_at, input_tokens, "
-                  "output_tokens, cost) SELECT 'planner', model, status, started_at, "
-                  "finished_at, COALESCE(json_extract(stats_json, '$.tokens.input'), 0), "
-                  "COALESCE(json_extract(stats_json, '$.tokens.output'), 0), cost FROM plans "
-                  "WHERE project_id = ? AND status != 'running' ORDER BY id", (project_id,))
+        t.execute("INSERT INTO runs (kind, status, ended_at, model, started_at, input_tokens, "
+                  f"output_tokens, cost) SELECT 'planner', status, finished_at, {PLAN_TOKENS}, "
+                  "cost FROM plans WHERE project_id = ? AND status != 'running' ORDER BY id",
+                  (project_id,))
         t.execute("DELETE FROM projects WHERE id = ?", (project_id,))
         t.execute("DELETE FROM task_versions WHERE project_id = ?", (project_id,))
         return paths
@@ -2037,10 +2054,7 @@ def queue_webhook_moment(project_id: int, event: str, moment: dict, keep: int) \
         for hook_id in hooks:
             t.insert("webhook_outbox", {"webhook_id": hook_id, "moment_json": text,
                                         "created_at": now})
-            dropped += t.execute(
-                "DELETE FROM webhook_outbox WHERE webhook_id = ? AND id <= (SELECT id FROM "
-                "webhook_outbox WHERE webhook_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
-                (hook_id, hook_id, keep)).rowcount
+            dropped += _keep_newest(t, "webhook_outbox", hook_id, keep)
         return hooks, dropped
 
 
@@ -2111,11 +2125,15 @@ def insert_delivery_row(values: dict, keep: int) -> dict | None:
         if not t.exists("webhooks", values["webhook_id"]):
             return None
         row_id = t.insert("webhook_deliveries", values)
-        t.execute("DELETE FROM webhook_deliveries WHERE webhook_id = ? AND id <= "
-                  "(SELECT id FROM webhook_deliveries WHERE webhook_id = ? "
-                  "ORDER BY id DESC LIMIT 1 OFFSET ?)",
-                  (values["webhook_id"], values["webhook_id"], keep))
+        _keep_newest(t, "webhook_deliveries", values["webhook_id"], keep)
         return t.one("SELECT * FROM webhook_deliveries WHERE id = ?", (row_id,))
+
+
+def _keep_newest(t: Tx, table: str, webhook_id: int, keep: int) -> int:
+    """Delete all but the newest `keep` rows of the webhook in table; how many went."""
+    return t.execute(f"DELETE FROM {table} WHERE webhook_id = ? AND id <= (SELECT id FROM "
+                     f"{table} WHERE webhook_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                     (webhook_id, webhook_id, keep)).rowcount
 
 
 # --- source host -----------------------------------------------------------------
@@ -2281,9 +2299,7 @@ def activity_rows(project_id: int, limit: int, offset: int) -> list[dict] | None
 USAGE_SOURCE = (
     "(SELECT task_id, model, started_at, input_tokens, output_tokens, cache_read_tokens, "
     "cache_creation_tokens, cost FROM runs WHERE status != 'running' UNION ALL SELECT NULL, "
-    "model, started_at, COALESCE(json_extract(stats_json, '$.tokens.input'), 0), "
-    "COALESCE(json_extract(stats_json, '$.tokens.output'), 0), 0, 0, cost FROM plans "
-    "WHERE status != 'running')")
+    f"{PLAN_TOKENS}, 0, 0, cost FROM plans WHERE status != 'running')")
 
 
 def cost_since_row(moment: str) -> float:
