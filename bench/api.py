@@ -26,7 +26,14 @@ again while nothing changed (the baseline serialises it every time). Creating a 
 durable write; a second, informational baseline, POST /bare/tasks/stored, also stores the
 task in SQLite (WAL, synchronous=NORMAL: one INSERT into a table without indexes, one
 COMMIT), and create_vs_stored_* are the ratios against it (no goal). Taskboard's create
-writes more: the task with its indexes, the activity row, the project's counter.
+writes more: the task with its indexes, the activity row, the project's counter. A third,
+POST /bare/tasks/same-writes, runs the very statements Taskboard's create runs (BEGIN
+IMMEDIATE; the project's counter; the type's template; the task with RETURNING *; the
+activity row; COMMIT) on an online copy of Taskboard's own database (its schema and
+indexes, the listed project's 1,000 tasks), and nothing else: it is what a create can reach
+on this stack with this schema. same_writes_vs_echo_rps is that ceiling against the echo,
+and create_vs_same_writes_* are Taskboard's ratios against it (no goal): what Taskboard's
+own code (routing, validation, rendering, events) costs on top of its writes.
 
 The clients set TCP_QUICKACK after each request (Linux). Without it, gevent.pywsgi's
 separate header and body writes meet Nagle and the client's delayed ACK, and every small
@@ -49,6 +56,7 @@ import argparse
 import http.client
 import json
 import os
+import sqlite3
 import sys
 import tempfile
 
@@ -86,6 +94,10 @@ db.execute("PRAGMA journal_mode=WAL")
 db.execute("PRAGMA synchronous=NORMAL")
 db.execute("CREATE TABLE tasks (id INTEGER PRIMARY KEY AUTOINCREMENT, title TEXT NOT NULL, "
            "description TEXT NOT NULL, priority INTEGER NOT NULL, created_at TEXT NOT NULL)")
+same = sqlite3.connect(sys.argv[5], isolation_level=None)  # a copy of Taskboard's database
+for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+    same.execute(f"PRAGMA {pragma}")
+SAME_PROJECT = int(sys.argv[6])
 app = bottle.Bottle()
 
 @app.get("/bare/health")
@@ -115,6 +127,31 @@ def create_stored_task():
     row = dict(zip(names, cursor.fetchone()))
     cursor.close()
     db.execute("COMMIT")
+    bottle.response.status = 201
+    return row
+
+@app.post("/bare/tasks/same-writes")
+def create_task_same_writes():
+    task = json.loads(bottle.request.body.read())
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    same.execute("BEGIN IMMEDIATE")
+    counter, key = same.execute(
+        "UPDATE projects SET task_counter = task_counter + 1 WHERE id = ? "
+        "RETURNING task_counter, key", (SAME_PROJECT,)).fetchone()
+    same.execute("SELECT model, thinking_effort FROM templates WHERE project_id = ? AND "
+                 "task_type = ? ORDER BY id LIMIT 1", (SAME_PROJECT, "feature")).fetchone()
+    cursor = same.execute(
+        "INSERT INTO tasks (title, description, priority, task_type, model, thinking_effort, "
+        "project_id, status, task_key, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+        (task["title"], task["description"], task["priority"], "feature", "model_large",
+         "high", SAME_PROJECT, "backlog", f"{key}-{counter}", now, now))
+    names = [d[0] for d in cursor.description]
+    row = dict(zip(names, cursor.fetchone()))
+    same.execute("INSERT INTO activity (project_id, task_id, task_title, event, from_status, "
+                 "to_status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                 (SAME_PROJECT, row["id"], task["title"], "created", None, "backlog", now))
+    same.execute("COMMIT")
     bottle.response.status = 201
     return row
 
@@ -162,6 +199,17 @@ def seed_tasks(port, project_id):
         if status != 201:
             raise RuntimeError(f"POST /api/projects/{project_id}/tasks answered {status}: {body}")
     conn.close()
+
+
+def copy_database(source, target):
+    """ An online copy (SQLite's backup) of the running Taskboard's database. """
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    dst = sqlite3.connect(target)
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
 
 
 def fetch_raw(port, path):
@@ -220,11 +268,14 @@ def run(args, tmp, load):
         with open(baseline_path, "w") as f:
             f.write(BASELINE_SERVER)
 
+        same_path = os.path.join(tmp, "same_writes.db")
+        copy_database(os.path.join(tmp, "taskboard.db"), same_path)
         base_port = free_port()
         separators = json.dumps(matching_separators(raw))
         baseline = Server("baseline", [sys.executable, baseline_path, str(base_port),
                                        payload_path, separators,
-                                       os.path.join(tmp, "baseline.db")],
+                                       os.path.join(tmp, "baseline.db"), same_path,
+                                       str(list_project)],
                           os.path.join(tmp, "baseline.log"), "/bare/health", base_port)
         with baseline:
             base_raw = fetch_raw(base_port, "/bare/tasks")
@@ -236,12 +287,23 @@ def run(args, tmp, load):
     for figure in ("list_tasks", "create_task"):
         rows += ratios(figure, best_of(results[figure]["taskboard"]),
                        best_of(results[figure]["baseline"]))
-    stored = ratios("create_vs_stored", best_of(results["create_task"]["taskboard"]),
-                    best_of(results["create_task"]["stored"]))
+    creates = {side: best_of(results["create_task"][side])
+               for side in ("taskboard", "baseline", "stored", "same_writes")}
+    stored = ratios("create_vs_stored", creates["taskboard"], creates["stored"])
+    same = ratios("create_vs_same_writes", creates["taskboard"], creates["same_writes"])
+    ceiling = ratios("same_writes_vs_echo", creates["same_writes"], creates["baseline"])[:1]
     print_report(rows, GOAL)
     print("against a bare server that also stores the task (one INSERT, one COMMIT; no goal):")
     for figure, ours, base, ratio in stored:
         print(f"ratio {figure} {ratio:.2f} (taskboard {ours:.2f}, bare + sqlite {base:.2f})")
+    print("against a bare server running Taskboard's own statements on its own schema (no "
+          "goal):")
+    for figure, ours, base, ratio in same:
+        print(f"ratio {figure} {ratio:.2f} (taskboard {ours:.2f}, bare + the same writes "
+              f"{base:.2f})")
+    for figure, ours, base, ratio in ceiling:
+        print(f"ratio {figure} {ratio:.2f} (bare + the same writes {ours:.0f} req/s, echo "
+              f"{base:.0f} req/s): the most create_task_rps can reach with these writes")
 
     def unit(figure):
         return "req/s" if figure.endswith("_rps") else "ms"
@@ -249,12 +311,12 @@ def run(args, tmp, load):
                                    f">= {GOAL}x baseline", ratio >= GOAL)
                         for figure, ours, base, ratio in rows] +
                 [result_row(figure, ours, unit(figure), base, ratio)
-                 for figure, ours, base, ratio in stored])
+                 for figure, ours, base, ratio in stored + same + ceiling])
 
 
 def measure(args, load, tmp, tb_port, base_port, list_path):
     """ Alternating rounds; returns {figure: {side: [result per round]}}. """
-    results = {f: {"baseline": [], "taskboard": [], "stored": []}
+    results = {f: {"baseline": [], "taskboard": [], "stored": [], "same_writes": []}
                for f in ("list_tasks", "create_task")}
     for round_no in range(1, args.rounds + 1):
         create_project_id = create_project(tb_port, f"bench-create-{round_no}", tmp)
@@ -263,6 +325,8 @@ def measure(args, load, tmp, tb_port, base_port, list_path):
             ("list_tasks", "taskboard", tb_port, "GET", list_path, None),
             ("create_task", "baseline", base_port, "POST", "/bare/tasks", CREATE_BODY),
             ("create_task", "stored", base_port, "POST", "/bare/tasks/stored", CREATE_BODY),
+            ("create_task", "same_writes", base_port, "POST", "/bare/tasks/same-writes",
+             CREATE_BODY),
             ("create_task", "taskboard", tb_port, "POST",
              f"/api/projects/{create_project_id}/tasks", CREATE_BODY),
         ]
@@ -270,7 +334,7 @@ def measure(args, load, tmp, tb_port, base_port, list_path):
             r = load.run(port, method, path, args.seconds, body)
             results[figure][side].append(r)
             errors = f", {r['errors']} ERRORS (non-2xx or dropped)" if r["errors"] else ""
-            print(f"round {round_no} {figure:<11} {side:<9} {r['rps']:6.0f} req/s  "
+            print(f"round {round_no} {figure:<11} {side:<11} {r['rps']:6.0f} req/s  "
                   f"mean {r['mean_ms']:6.2f}  p50 {r['p50_ms']:6.2f}  p99 {r['p99_ms']:6.2f} ms"
                   f"  ({r['requests']} requests{errors})", flush=True)
     return results
