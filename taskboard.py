@@ -434,32 +434,55 @@ class LogWriter:
             self._flush(task_ids)
 
     def _flush(self, task_ids) -> None:
-        now = time.monotonic()
-        for task_id in task_ids:
-            self.last_flush[task_id] = now
-            entries, events = self.pending.pop(task_id, []), self.events.pop(task_id, [])
-            written, project_id = [], None
-            while entries or events:
-                take = min(len(entries), self.CHUNK_ROWS)
-                chunk, entries = entries[:take], entries[take:]
-                raw, events = events[:self.CHUNK_ROWS - take], events[self.CHUNK_ROWS - take:]
-                try:
-                    try:
-                        rows, projects = insert_log_rows(chunk, raw)
-                    except UNSTORABLE:  # a retry as they are would fail the same way
-                        log.exception("task %s: log lines SQLite cannot take; writing them "
-                                      "with their odd values replaced", task_id)
-                        chunk, raw = _storable(chunk), _storable(raw)
-                        rows, projects = insert_log_rows(chunk, raw)
-                except Exception:  # a full disk, a locked database: keep them for later
-                    self._requeue(task_id, chunk + entries, raw + events)
-                    self._publish(task_id, project_id, written)
-                    raise
-                written += rows
-                project_id = projects.get(task_id, project_id)
-                if entries or events:
-                    gevent.sleep(0)  # let requests in between the chunks of a big batch
-            self._publish(task_id, project_id, written)
+        """Each task's entries, written and published one task after the other; then the
+        raw lines of them all, which no event waits for."""
+        now, raw = time.monotonic(), []
+        try:
+            for task_id in task_ids:
+                self.last_flush[task_id] = now
+                self._write_entries(task_id, self.pending.pop(task_id, []))
+                raw += self.events.pop(task_id, [])
+        finally:
+            self._write_raw(raw)
+
+    def _write_entries(self, task_id, entries) -> None:
+        written, project_id = [], None
+        while entries:
+            chunk, entries = entries[:self.CHUNK_ROWS], entries[self.CHUNK_ROWS:]
+            try:
+                rows, projects = self._insert(task_id, chunk, [])
+            except Exception:  # a full disk, a locked database: keep them for later
+                self._requeue(task_id, chunk + entries, [])
+                self._publish(task_id, project_id, written)
+                raise
+            written += rows
+            project_id = projects.get(task_id, project_id)
+            if entries:
+                gevent.sleep(0)  # let requests in between the chunks of a big batch
+        self._publish(task_id, project_id, written)
+
+    def _write_raw(self, lines) -> None:
+        """Raw lines of one or more tasks, in order, CHUNK_ROWS to a transaction."""
+        while lines:
+            chunk, lines = lines[:self.CHUNK_ROWS], lines[self.CHUNK_ROWS:]
+            try:
+                self._insert(chunk[0]["task_id"], [], chunk)
+            except Exception:
+                for task_id in dict.fromkeys(line["task_id"] for line in chunk + lines):
+                    self._requeue(task_id, [], [line for line in chunk + lines
+                                                if line["task_id"] == task_id])
+                raise
+            if lines:
+                gevent.sleep(0)
+
+    @staticmethod
+    def _insert(task_id, entries, raw) -> tuple[list[dict], dict]:
+        try:
+            return insert_log_rows(entries, raw)
+        except UNSTORABLE:  # a retry as they are would fail the same way
+            log.exception("task %s: log lines SQLite cannot take; writing them with their "
+                          "odd values replaced", task_id)
+            return insert_log_rows(_storable(entries), _storable(raw))
 
     def _publish(self, task_id, project_id, written):
         if written:
