@@ -94,10 +94,12 @@ db.execute("PRAGMA journal_mode=WAL")
 db.execute("PRAGMA synchronous=NORMAL")
 db.execute("CREATE TABLE tasks (id INTEGER PRIMARY KEY AUTOINCREMENT, title TEXT NOT NULL, "
            "description TEXT NOT NULL, priority INTEGER NOT NULL, created_at TEXT NOT NULL)")
-same = sqlite3.connect(sys.argv[5], isolation_level=None)  # a copy of Taskboard's database
-for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
-    same.execute(f"PRAGMA {pragma}")
-SAME_PROJECT = int(sys.argv[6])
+same = None  # a copy of Taskboard's database and a project in it, when given (not scale.py)
+if len(sys.argv) > 6:
+    same = sqlite3.connect(sys.argv[5], isolation_level=None)
+    for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+        same.execute(f"PRAGMA {pragma}")
+    SAME_PROJECT = int(sys.argv[6])
 app = bottle.Bottle()
 
 @app.get("/bare/health")
@@ -132,6 +134,8 @@ def create_stored_task():
 
 @app.post("/bare/tasks/same-writes")
 def create_task_same_writes():
+    if same is None:
+        bottle.abort(404, "no database given")
     task = json.loads(bottle.request.body.read())
     now = datetime.datetime.now(datetime.timezone.utc).isoformat()
     same.execute("BEGIN IMMEDIATE")
