@@ -16,7 +16,8 @@ whether it is met. The goals of issue 9 come first:
   API >= 0.5x bare bottle + gevent      api.py (every req/s, p50 and p99 ratio)
   task list p99 < 50 ms at 50,000 tasks scale.py
   start-up < 1 s on the scaled database scale.py
-  fan-out p99 < 100 ms at the load      load.py (200 /ws clients, 5 x 2,000 lines/s, 50 req/s)
+  fan-out p99 < 100 ms at the load      load.py (200 /ws clients, 5 x 2,000 lines/s, 50 req/s;
+                                        baseline: bench/_bare_fanout.py, the fan-out alone)
   server RSS < 300 MB at the load       load.py
 
 load.py runs on a copy of the database scale.py built (so the API traffic it sends reads
