@@ -7,8 +7,8 @@ WebSocketHandler, log=None), in its own process, with nothing Taskboard does bes
 fan-out: no database, no events but task:log, no checks. It
 
   GET  /ws?logs=<task>   keeps the socket: one writer greenlet and one queue per client
-  POST /bare/start       starts <agents> flood agents, tasks 1..<agents>: each line's stdout
-                         is read and parsed (json.loads) on the hub, its text stamped with
+  POST /bare/start       starts <agents> flood agents, tasks 1..<agents>: each stdout
+                         line is read and parsed (json.loads) on the hub, its text stamped with
                          the time it arrived; a task's lines go out as one task:log message
                          when its last message is at least 100 ms old (as Taskboard's
                          LogWriter does, design §7), encoded once, the same bytes queued for

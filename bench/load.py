@@ -47,7 +47,7 @@ text "<n> <time.time()> <tag> <padding>"); the bench creates a project with `--a
                    agent line parsed, batched per task every 100 ms, one encoded message
                    per batch sent to the task's followers; no database, no API traffic). Its
                    fan-out p50/p99 are the baseline of fanout_p50/p99 (ratio floor/ours):
-                   what this machine allows at this load, with nothing of Taskboard's
+                   what this machine allows at this load without Taskboard's other work
   API traffic      `--api-rate` GETs a second on one keep-alive connection, a mix of the
                    projects summary, a task list, a task, its logs (?limit=500), stats,
                    activity (limit 50) and agent usage; baseline: the same mix on the idle
@@ -565,7 +565,8 @@ def fanout_floor(args, ctx, tmp):
     port = free_port()
     floor_dir = os.path.join(tmp, "floor")
     os.makedirs(floor_dir)
-    os.environ["FLOOD_DIR"] = floor_dir  # not the run's: its records count Taskboard's lines
+    run_dir, os.environ["FLOOD_DIR"] = os.environ["FLOOD_DIR"], floor_dir  # the run's records
+    # count Taskboard's lines only
     tasks = list(range(1, args.agents + 1))
     server = Server("bare fan-out", [sys.executable, BARE_FANOUT, str(port), str(args.agents),
                                      sys.executable, FLOOD_AGENT],
@@ -601,7 +602,7 @@ def fanout_floor(args, ctx, tmp):
             for w in workers:
                 w.join(10)
     finally:
-        os.environ["FLOOD_DIR"] = os.path.join(tmp, "flood")
+        os.environ["FLOOD_DIR"] = run_dir
     sent = {int(t): n for t, n in status["entries"].items()}
     followers = [f for c in clients for f in c["followers"]]
     complete = sum(f["count"] == sent.get(f["task"]) and not f["misordered"]
