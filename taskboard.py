@@ -450,7 +450,7 @@ class LogWriter:
         while entries:
             chunk, entries = entries[:self.CHUNK_ROWS], entries[self.CHUNK_ROWS:]
             try:
-                rows, projects = self._insert(task_id, chunk, [])
+                rows, projects = self._insert(chunk, [])
             except Exception:  # a full disk, a locked database: keep them for later
                 self._requeue(task_id, chunk + entries, [])
                 self._publish(task_id, project_id, written)
@@ -466,7 +466,7 @@ class LogWriter:
         while lines:
             chunk, lines = lines[:self.CHUNK_ROWS], lines[self.CHUNK_ROWS:]
             try:
-                self._insert(chunk[0]["task_id"], [], chunk)
+                self._insert([], chunk)
             except Exception:
                 for task_id in dict.fromkeys(line["task_id"] for line in chunk + lines):
                     self._requeue(task_id, [], [line for line in chunk + lines
@@ -476,12 +476,12 @@ class LogWriter:
                 gevent.sleep(0)
 
     @staticmethod
-    def _insert(task_id, entries, raw) -> tuple[list[dict], dict]:
+    def _insert(entries, raw) -> tuple[list[dict], dict]:
         try:
             return insert_log_rows(entries, raw)
         except UNSTORABLE:  # a retry as they are would fail the same way
-            log.exception("task %s: log lines SQLite cannot take; writing them with their "
-                          "odd values replaced", task_id)
+            log.exception("task(s) %s: log lines SQLite cannot take; writing them with their "
+                          "odd values replaced", sorted({r["task_id"] for r in entries + raw}))
             return insert_log_rows(_storable(entries), _storable(raw))
 
     def _publish(self, task_id, project_id, written):
