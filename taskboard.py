@@ -113,6 +113,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     Invalid,
     InvalidJson,
     LocalOnly,
+    Moment,
     NotFound,
     PayloadTooLarge,
     RawJson,
@@ -139,7 +140,6 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     delete_webhook_moment,
     delivery_rows,
     finish_run_rows,
-    hooked_project_ids,
     insert_attachment_row,
     insert_child_row,
     insert_delivery_row,
@@ -172,8 +172,8 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     project_rows,
     project_stats_rows,
     project_summary_rows,
+    queue_moment,
     queue_rows,
-    queue_webhook_moment,
     queued_webhook_ids,
     release_connection,
     render,
@@ -673,14 +673,16 @@ def create_task(project_id: int, body) -> dict:
         if project:
             runtime.agents.check_free(project_id, project["max_concurrent"], project["slug"])
     settings = get_settings()
+    moment = Moment("task:created")
     inserted = insert_task_row(project_id, values, {
-        "model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]})
+        "model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]},
+        moment)
     if inserted is None:
         raise NotFound(f"project {project_id} not found")
     row, auto_queue = inserted
     task = task_view(row)
     runtime.hub.publish("task:created", task, project_id)
-    record_webhook_event("task:created", row)
+    announce(moment)
     if values.get("parent_task_id") is not None:
         _publish_task(task_row(values["parent_task_id"]))
     if status != "backlog":
@@ -741,10 +743,15 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
     if to not in STATUSES:
         raise Invalid(f"status {json_dumps(to)[:60]} is not one of: {', '.join(STATUSES)}",
                       "status")
+    if event == "auto":
+        event = {"in_progress": "task:started", "done": "task:approved"}.get(to) or (
+            {"testing": "task:completed", "failed": "task:failed"}.get(to) if not manual
+            else None)
+    moment = Moment(event, reason=reason) if event else None
     reserved = to == "in_progress" and _reserve_slot(task_id)
     try:
         moved = move_task_row(task_id, to, functools.partial(_move_changes, to, manual),
-                              only_from)
+                              only_from, moment)
     except BaseException:
         if reserved:
             runtime.agents.release(task_id)
@@ -759,12 +766,7 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
     runtime.logs.append(task_id, "status", f"status {before['status']} -> {to}"
                         + (f": {reason}" if reason else ""))
     _publish_task(after)
-    if event == "auto":
-        event = {"in_progress": "task:started", "done": "task:approved"}.get(to) or (
-            {"testing": "task:completed", "failed": "task:failed"}.get(to) if not manual
-            else None)
-    if event:
-        record_webhook_event(event, after, reason=reason)
+    announce(moment)
     if to == "in_progress":
         start_run(task_id, **(run_options or {}))
     else:
@@ -873,28 +875,15 @@ def task_revisions(task_id: int) -> list[dict]:
     return [render(REVISION_FIELDS, r) for r in rows]
 
 
-def record_webhook_event(event: str, task: dict, **data) -> None:
-    """Queue a moment webhooks may announce (design §8), with the task as it is now, for
-    each webhook it is for; the WebhookSender delivers them in the background.
-
-    NOTE: the moment is stored in its own transaction, just after the change it announces:
-    a crash in between loses it, a stop or a crash later does not.
-    """
-    project_id = task["project_id"]
-    if project_id not in hooked_project_ids():
+def announce(moment: Moment | None) -> None:
+    """After the commit of the change a moment announces: wake the webhooks it was queued
+    for (the WebhookSender delivers it in the background)."""
+    if moment is None:
         return
-    moment = {"event": event, "taskId": task["id"], "projectId": project_id,
-              "at": now_iso(), "task": task_view(task),
-              "data": {k: v for k, v in data.items() if v is not None}}
-    try:
-        hooks, dropped = queue_webhook_moment(project_id, event, moment, WEBHOOK_QUEUE_KEPT)
-    except Exception:  # the change itself is done: a full disk must not undo its answer
-        log.exception("webhooks: cannot queue %s of task %s", event, task["id"])
-        return
-    if dropped:
+    if moment.dropped:
         log.warning("webhooks of project %s: more than %s moments waiting; dropped the %s "
-                    "oldest", project_id, WEBHOOK_QUEUE_KEPT, dropped)
-    for hook_id in hooks:
+                    "oldest", moment.project_id, WEBHOOK_QUEUE_KEPT, moment.dropped)
+    for hook_id in moment.hooks:
         runtime.webhooks.wake(hook_id)
 
 
@@ -1689,11 +1678,13 @@ def sync_issues(project_id: int) -> dict:
         if len(answer) < 100:
             break
     settings = get_settings()
+    moment = Moment("task:created", from_task={"issue": "issue_number"})
     rows = insert_issue_tasks(project_id, issues, {
-        "model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]})
+        "model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]},
+        moment)
     for row in rows:
         runtime.hub.publish("task:created", task_view(row), project_id)
-        record_webhook_event("task:created", row, issue=row["issue_number"])
+    announce(moment)
     return {"imported": len(rows)}
 
 
@@ -1795,7 +1786,9 @@ def restart_task(task_id: int, mcp_port: int | None = None) -> dict:
                          run_options={"mcp_port": mcp_port})
     runtime.agents.stop(task_id)
     runtime.logs.append(task_id, "system", "restarted by hand: a fresh session")
-    record_webhook_event("task:started", task_row(task_id), reason="restarted")
+    moment = Moment("task:started", reason="restarted")
+    queue_moment(moment, task_id)
+    announce(moment)
     if runtime.agents.reserve(task_id, task["project_id"], None):
         start_run(task_id, mcp_port=mcp_port)
     return get_task(task_id)
@@ -1810,11 +1803,12 @@ def request_changes(task_id: int, feedback, mcp_port: int | None = None) -> dict
     if task["status"] == "backlog":
         raise Conflict(f"task {task_id} is in the backlog: start it instead", "id")
     runtime.agents.stop(task_id)
-    task = insert_revision_row(task_id, feedback.strip())
+    moment = Moment("task:changes_requested", feedback=feedback.strip())
+    task = insert_revision_row(task_id, feedback.strip(), moment)
     if task is None:
         raise NotFound(f"task {task_id} not found")
     _publish_task(task)
-    record_webhook_event("task:changes_requested", task, feedback=feedback.strip())
+    announce(moment)
     options = {"resume": True, "prompt": feedback.strip(), "mcp_port": mcp_port}
     if task["status"] != "in_progress":
         return move_task(task_id, "in_progress", reason="changes requested",
@@ -2426,17 +2420,18 @@ def _write_plan(run: "PlanRun") -> None:
     tag = json_dumps([f"plan:{slugify(run.values['topic'], 40)}"])
     changes = _plan_end_changes(run, "completed", None, warnings)
     stats = changes.pop("stats")
+    moment = Moment("task:created", plan=run.plan_id)
     written = insert_plan_tasks(
         run.plan_id, run.project_id, [{**t, "tags": tag} for t in tasks], edges,
         {"model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]},
-        changes)
+        changes, moment)
     if written is None:
         return  # the project was deleted meanwhile
     rows, auto_queue = written
     created = [plan_task_view(r) for r in rows]
     for row in rows:
         runtime.hub.publish("task:created", task_view(row), run.project_id)
-        record_webhook_event("task:created", row, plan=run.plan_id)
+    announce(moment)
     if edges:
         runtime.hub.publish("dependencies:updated", {"projectId": run.project_id},
                             run.project_id)
@@ -2760,10 +2755,11 @@ def health() -> dict:
 # =============================================================================
 # WEBHOOKS
 # =============================================================================
-# Services note the moments webhooks announce (record_webhook_event); the WebhookSender
-# matches each to the project's enabled hooks and delivers it in the background, in order
-# per hook, with retries.  It reads only its own outbox, never the event hub, so recording
-# a delivery (webhook:delivery) can never cause another one.
+# A change's moment (Moment) is queued in the webhook outbox by the store function that
+# makes the change, in its transaction, once per enabled hook subscribed to it; after the
+# commit, announce() wakes the WebhookSender, which delivers each hook's moments in the
+# background, in order, with retries.  It reads only its own outbox, never the event hub,
+# so recording a delivery (webhook:delivery) can never cause another one.
 
 #: The headline of each announced moment.
 EVENT_TITLES = {"task:created": "New task", "task:started": "Task started",

@@ -1497,6 +1497,48 @@ def delete_project_row(project_id: int) -> list[str] | None:
 
 # --- tasks -------------------------------------------------------------------
 
+class Moment:
+    """A moment webhooks may announce (design §8), queued by the store function that makes
+    the change it announces, in the same transaction: a crash keeps both or neither.
+
+    data goes with every task's moment; from_task names more data each task's moment takes
+    from its row ({"issue": "issue_number"}).  After the commit, `hooks` are the webhooks it
+    was queued for and `dropped` how many older moments made room for it.
+    """
+
+    def __init__(self, event: str, *, from_task: dict | None = None, **data):
+        self.event = event
+        self.data = {name: value for name, value in data.items() if value is not None}
+        self.from_task = from_task or {}
+        self.project_id = None
+        self.hooks = []
+        self.dropped = 0
+
+    def queue(self, t: Tx, task: dict) -> None:
+        """Queue it with the task as it is in this transaction, for each enabled webhook of
+        the task's project subscribed to the event; each keeps its newest
+        WEBHOOK_QUEUE_KEPT."""
+        project_id = self.project_id = task["project_id"]
+        if project_id not in _hooked_project_ids(t):
+            return
+        hooks = [r[0] for r in t.execute(
+            "SELECT id FROM webhooks WHERE project_id = ? AND enabled = 1 AND EXISTS "
+            "(SELECT 1 FROM json_each(events_json) WHERE value = ?) ORDER BY id",
+            (project_id, self.event))]
+        if not hooks:
+            return
+        now = now_iso()
+        data = {**self.data, **{name: task[column] for name, column in self.from_task.items()
+                                if task[column] is not None}}
+        text = json_dumps({"event": self.event, "taskId": task["id"], "projectId": project_id,
+                           "at": now, "task": render(TASK_FIELDS, task), "data": data})
+        for hook_id in hooks:
+            t.insert("webhook_outbox", {"webhook_id": hook_id, "moment_json": text,
+                                        "created_at": now})
+            self.dropped += _keep_newest(t, "webhook_outbox", hook_id, WEBHOOK_QUEUE_KEPT)
+        self.hooks += [h for h in hooks if h not in self.hooks]
+
+
 #: The queue's order, which is also the task list's order.
 TASK_ORDER = "priority DESC, queue_position, created_at, id"
 
@@ -1545,19 +1587,20 @@ def task_detail_rows(task_id: int, log_sql: str) -> dict | None:
         return task
 
 
-def insert_task_row(project_id: int, values: dict, defaults: dict) \
+def insert_task_row(project_id: int, values: dict, defaults: dict, moment: Moment) \
         -> tuple[dict, bool] | None:
-    """Insert a task with the project's next key and record its creation; return it and
-    whether the project queues automatically, None if there is no such project.
+    """Insert a task with the project's next key, record its creation and queue its
+    moment; return it and whether the project queues automatically, None if there is no
+    such project.
 
     An omitted model or thinking effort comes from the project's template of the task's
     type (lowest id), else from defaults.
     """
     with tx() as t:
-        return _insert_task(t, project_id, values, defaults)
+        return _insert_task(t, project_id, values, defaults, moment)
 
 
-def _insert_task(t: Tx, project_id: int, values: dict, defaults: dict) \
+def _insert_task(t: Tx, project_id: int, values: dict, defaults: dict, moment: Moment) \
         -> tuple[dict, bool] | None:
     project = t.one("UPDATE projects SET task_counter = task_counter + 1 "
                     "WHERE id = ? RETURNING task_counter, key, auto_queue", (project_id,))
@@ -1585,6 +1628,7 @@ def _insert_task(t: Tx, project_id: int, values: dict, defaults: dict) \
     t.insert("activity", {"project_id": project_id, "task_id": task["id"],
                           "task_title": values["title"], "event": "created",
                           "from_status": None, "to_status": "backlog", "created_at": now})
+    moment.queue(t, task)
     return task, project["auto_queue"]
 
 
@@ -1601,9 +1645,10 @@ def update_task_row(task_id: int, changes: dict) -> dict | None:
         return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
 
 
-def move_task_row(task_id: int, to: str, changes_for, only_from=None) \
-        -> tuple[dict, dict] | None:
-    """Change a task's status and record it; return (before, after), None if absent.
+def move_task_row(task_id: int, to: str, changes_for, only_from=None,
+                  moment: Moment | None = None) -> tuple[dict, dict] | None:
+    """Change a task's status, record it and queue its moment; return (before, after),
+    None if absent.
 
     changes_for(before, now) gives the other columns the move changes (timers, counters).
     With only_from, a task in another status is left as it is.
@@ -1621,7 +1666,10 @@ def move_task_row(task_id: int, to: str, changes_for, only_from=None) \
                               "task_title": before["title"], "event": "status_change",
                               "from_status": before["status"], "to_status": to,
                               "created_at": now})
-        return before, t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        after = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        if moment is not None:
+            moment.queue(t, after)
+        return before, after
 
 
 @_changes_usage
@@ -1900,8 +1948,9 @@ def delete_dependency_row(from_id: int, to_id: int) -> int | None:
         return project_id if removed else None
 
 
-def insert_revision_row(task_id: int, feedback: str) -> dict | None:
-    """Record a change request (and its activity); return the task, None if absent."""
+def insert_revision_row(task_id: int, feedback: str, moment: Moment) -> dict | None:
+    """Record a change request (and its activity) and queue its moment; return the task,
+    None if absent."""
     with tx() as t:
         task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
         if task is None:
@@ -1914,7 +1963,9 @@ def insert_revision_row(task_id: int, feedback: str) -> dict | None:
                               "created_at": now})
         t.update("tasks", task_id, {"revision_count": task["revision_count"] + 1,
                                     "updated_at": now})
-        return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        moment.queue(t, task)
+        return task
 
 
 def reorder_rows(project_id: int, task_ids: list[int]) -> list[dict] | None:
@@ -2040,22 +2091,12 @@ def delivery_rows(webhook_id: int, limit: int = 50) -> list[dict]:
                      "ORDER BY id DESC LIMIT ?", (webhook_id, limit))
 
 
-def queue_webhook_moment(project_id: int, event: str, moment: dict, keep: int) \
-        -> tuple[list[int], int]:
-    """Queue a moment for each enabled webhook of the project subscribed to event, keeping
-    the newest `keep` per webhook.  Returns the webhooks' ids and how many older moments
-    were dropped to make room."""
+def queue_moment(moment: Moment, task_id: int) -> None:
+    """Queue a moment that comes with no change of its own (none if the task is gone)."""
     with tx() as t:
-        hooks = [r[0] for r in t.execute(
-            "SELECT id FROM webhooks WHERE project_id = ? AND enabled = 1 AND EXISTS "
-            "(SELECT 1 FROM json_each(events_json) WHERE value = ?) ORDER BY id",
-            (project_id, event))]
-        text, now, dropped = json_dumps(moment), now_iso(), 0
-        for hook_id in hooks:
-            t.insert("webhook_outbox", {"webhook_id": hook_id, "moment_json": text,
-                                        "created_at": now})
-            dropped += _keep_newest(t, "webhook_outbox", hook_id, keep)
-        return hooks, dropped
+        task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        if task is not None:
+            moment.queue(t, task)
 
 
 def next_webhook_moment(hook_id: int, after: int) -> tuple[int, dict, dict, dict] | None:
@@ -2091,15 +2132,14 @@ def queued_webhook_ids() -> list[int]:
 _hooked = (None, -1, frozenset())
 
 
-def hooked_project_ids() -> frozenset:
+def _hooked_project_ids(t: Tx) -> frozenset:
     """The projects that have an enabled webhook, read again only after webhooks changed:
-    a moment of any other project needs no transaction at all."""
+    a change in any other project queues its moment without a statement."""
     global _hooked
     if _hooked[0] is not database or _hooked[1] != webhooks_version:
         version = webhooks_version
-        with tx() as t:
-            ids = frozenset(r[0] for r in t.execute(
-                "SELECT DISTINCT project_id FROM webhooks WHERE enabled = 1"))
+        ids = frozenset(r[0] for r in t.execute(
+            "SELECT DISTINCT project_id FROM webhooks WHERE enabled = 1"))
         _hooked = (database, version, ids)
     return _hooked[2]
 
@@ -2145,16 +2185,19 @@ def sync_project_rows() -> list[dict]:
                      "git_host_repo != '' ORDER BY id")
 
 
-def insert_issue_tasks(project_id: int, issues: list[dict], defaults: dict) -> list[dict]:
+def insert_issue_tasks(project_id: int, issues: list[dict], defaults: dict,
+                       moment: Moment) -> list[dict]:
     """Import the issues never imported before as backlog tasks (the queue leaves them
-    alone until a person moves or edits them); return the new task rows."""
+    alone until a person moves or edits them), each with its moment; return the new task
+    rows."""
     with tx() as t:
         rows = []
         for issue in issues:
             if t.value("SELECT 1 FROM imported_issues WHERE project_id = ? AND number = ?",
                        (project_id, issue["issue_number"])):
                 continue
-            inserted = _insert_task(t, project_id, {**issue, "source": "git_host"}, defaults)
+            inserted = _insert_task(t, project_id, {**issue, "source": "git_host"}, defaults,
+                                    moment)
             if inserted is None:
                 return []
             rows.append(inserted[0])
@@ -2186,15 +2229,15 @@ def update_plan_row(plan_id: str, changes: dict) -> None:
 
 @_changes_usage
 def insert_plan_tasks(plan_id: str, project_id: int, tasks: list[dict],
-                      edges: list[tuple[int, int]], defaults: dict, changes: dict) \
-        -> tuple[list[dict], bool] | None:
-    """Write a plan's tasks and its edges (index pairs into tasks, on_success) and finish the
-    plan row, all in one transaction; return the task rows and whether the project queues
-    automatically, None when the project is gone."""
+                      edges: list[tuple[int, int]], defaults: dict, changes: dict,
+                      moment: Moment) -> tuple[list[dict], bool] | None:
+    """Write a plan's tasks with their moments and its edges (index pairs into tasks,
+    on_success) and finish the plan row, all in one transaction; return the task rows and
+    whether the project queues automatically, None when the project is gone."""
     with tx() as t:
         rows, auto_queue = [], False
         for values in tasks:
-            inserted = _insert_task(t, project_id, values, defaults)
+            inserted = _insert_task(t, project_id, values, defaults, moment)
             if inserted is None:
                 return None
             rows.append(inserted[0])

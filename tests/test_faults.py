@@ -9,6 +9,7 @@ process recorded in $FAKE_AGENT_DIR, nor a child of one, outlives the test.
 import logging
 import os
 import signal
+import sqlite3
 import time
 
 import pytest
@@ -26,6 +27,7 @@ from fault_helpers import (
 )
 
 import taskboard
+import taskboard_core
 from agent_helpers import (
     RUN,
     alive,
@@ -38,7 +40,7 @@ from agent_helpers import (
     wait_running,
     wait_status,
 )
-from conftest import sql, wait_for
+from conftest import assert_error, sql, wait_for
 from taskboard_core import MAX_LINE_BYTES, MAX_LOG_MESSAGE
 
 
@@ -549,6 +551,48 @@ def test_moments_of_a_webhook_another_program_deleted_are_dropped_at_the_restart
     wait_for(lambda: not taskboard.runtime.webhooks.workers, message="the worker to end")
     assert sql(tb, "SELECT COUNT(*) FROM webhook_outbox") == [(0,)]
     assert len(target.received) == 1
+
+
+@pytest.mark.parametrize("change", ["create", "move", "request changes"])
+def test_a_change_and_its_webhook_moment_are_stored_together_or_not_at_all(
+        tb, api, client, target, snapshot, monkeypatch, change):
+    """A moment is queued in the transaction of the change it announces. When it cannot be
+    written (here the disk fills up just after it), the change is refused as a whole with
+    507, so a crash in between can never keep a change whose moment is lost; once the disk
+    has room the same change goes through and the target gets its moment."""
+    project = api.project()
+    api.webhook(project["id"], url=target.url,
+                events=["task:created", "task:approved", "task:changes_requested"])
+    task = api.task(project["id"], status="testing")
+    wait_for(lambda: target.received, message="the task's own creation to be delivered")
+    target.release()
+    wait_for(lambda: not taskboard.runtime.webhooks.workers, message="the sender to be idle")
+    before = snapshot()
+    queue = taskboard_core.Moment.queue
+
+    def disk_fills_up(moment, t, row):
+        queue(moment, t, row)
+        raise sqlite3.OperationalError("database or disk is full")
+    monkeypatch.setattr(taskboard_core.Moment, "queue", disk_fills_up)
+    request = {
+        "create": lambda status: client.post_json(f"/api/projects/{project['id']}/tasks",
+                                                  {"title": "Later"}, status=status),
+        "move": lambda status: client.patch_json(f"/api/tasks/{task['id']}/status",
+                                                 {"status": "done"}, status=status),
+        "request changes": lambda status: client.post_json(
+            "/api/desktop/request_changes", {"id": task["id"], "feedback": "Add a test"},
+            status=status),
+    }[change]
+    assert_error(request(507), 507, "storage_full")
+    assert snapshot() == before, "neither the change nor its moment was stored"
+    monkeypatch.undo()
+    request(200 if change != "create" else 201)
+    event = {"create": "task:created", "move": "task:approved",
+             "request changes": "task:changes_requested"}[change]
+    wait_for(lambda: len(target.received) == 2, message=f"the {event} moment")
+    assert target.received[1]["event"] == event
+    wait_for(lambda: not taskboard.runtime.webhooks.workers, message="the sender to be idle")
+    assert sql(tb, "SELECT COUNT(*) FROM webhook_outbox") == [(0,)]
 
 
 def test_moments_queued_for_a_hanging_target_are_bounded_and_the_oldest_dropped(
