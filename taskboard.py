@@ -232,12 +232,17 @@ class Message:
     """
     __slots__ = ("seq", "event", "project_id", "task_id", "frame")
 
-    def __init__(self, seq, event: str, data: dict | None = None, project_id=None):
+    def __init__(self, seq, event: str, data: dict | RawJson | None = None, project_id=None,
+                 task_id=None):
         self.seq, self.event, self.project_id = seq, event, project_id
-        self.task_id = data["taskId"] if event == "task:log" else None
-        envelope = {"event": event} if seq is None else {"seq": seq, "event": event,
-                                                         "data": data}
-        payload = json_dumps(envelope).encode()
+        self.task_id = data["taskId"] if task_id is None and event == "task:log" else task_id
+        if seq is None:
+            payload = json_dumps({"event": event})
+        elif isinstance(data, RawJson):
+            payload = f'{{"seq":{seq},"event":{json_dumps(event)},"data":{data}}}'
+        else:
+            payload = json_dumps({"seq": seq, "event": event, "data": data})
+        payload = payload.encode()
         # what geventwebsocket's send() would write: a final text frame, unmasked
         self.frame = Header.encode_header(True, WebSocket.OPCODE_TEXT, b"", len(payload),
                                           0) + payload
@@ -305,10 +310,12 @@ class EventHub:
         self.queue_bytes = queue_bytes
         self.subscribers = set()
 
-    def publish(self, event: str, data: dict, project_id=None) -> Message:
-        """Send an event to every interested client.  Call after the commit."""
+    def publish(self, event: str, data: dict | RawJson, project_id=None, task_id=None) \
+            -> Message:
+        """Send an event to every interested client.  Call after the commit.  data may be
+        JSON text already (RawJson); a task:log then names its task_id."""
         self.seq += 1
-        message = Message(self.seq, event, data, project_id)
+        message = Message(self.seq, event, data, project_id, task_id)
         size = len(message.frame)
         self.buffer.append(message)
         self.buffered += size
@@ -446,16 +453,17 @@ class LogWriter:
             self._write_raw(raw)
 
     def _write_entries(self, task_id, entries) -> None:
-        written, project_id = [], None
+        written, project_id = [], None  # JSON arrays of the entries written, per chunk
         while entries:
             chunk, entries = entries[:self.CHUNK_ROWS], entries[self.CHUNK_ROWS:]
             try:
-                rows, projects = self._insert(chunk, [])
+                array, projects = self._insert(chunk, [])
             except Exception:  # a full disk, a locked database: keep them for later
                 self._requeue(task_id, chunk + entries, [])
                 self._publish(task_id, project_id, written)
                 raise
-            written += rows
+            if array is not None:
+                written.append(array)
             project_id = projects.get(task_id, project_id)
             if entries:
                 gevent.sleep(0)  # let requests in between the chunks of a big batch
@@ -476,7 +484,7 @@ class LogWriter:
                 gevent.sleep(0)
 
     @staticmethod
-    def _insert(entries, raw) -> tuple[list[dict], dict]:
+    def _insert(entries, raw) -> tuple[str | None, dict]:
         try:
             return insert_log_rows(entries, raw)
         except UNSTORABLE:  # a retry as they are would fail the same way
@@ -484,11 +492,13 @@ class LogWriter:
                           "odd values replaced", sorted({r["task_id"] for r in entries + raw}))
             return insert_log_rows(_storable(entries), _storable(raw))
 
-    def _publish(self, task_id, project_id, written):
+    def _publish(self, task_id, project_id, written: list[str]):
+        """One task:log of the entries written, given as the JSON arrays of their chunks."""
         if written:
-            runtime.hub.publish("task:log", {
-                "taskId": task_id, "projectId": project_id,
-                "entries": [render(LOG_FIELDS, e) for e in written]}, project_id)
+            entries = ",".join(array[1:-1] for array in written)
+            runtime.hub.publish("task:log", RawJson(
+                f'{{"taskId":{task_id},"projectId":{json_dumps(project_id)},'
+                f'"entries":[{entries}]}}'), project_id, task_id)
 
     def _requeue(self, task_id, entries, events):
         """Put unwritten lines back in front of what arrived meanwhile; beyond

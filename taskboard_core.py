@@ -1737,9 +1737,10 @@ def backup_database(source: str, target: str) -> int:
     return os.path.getsize(target)
 
 
-def insert_log_rows(rows: list[dict], events: list[dict]) -> tuple[list[dict], dict]:
-    """Insert a batch of log entries and raw agent lines in order; return the entries with
-    their ids, and {task: project}.  Rows of tasks deleted meanwhile are dropped.
+def insert_log_rows(rows: list[dict], events: list[dict]) -> tuple[str | None, dict]:
+    """Insert a batch of log entries and raw agent lines in order; return the entries as
+    the API shows them, one JSON array SQLite makes in the worker thread (None without
+    entries), and {task: project}.  Rows of tasks deleted meanwhile are dropped.
     """
     task_ids = tuple({r["task_id"] for r in rows} | {e["task_id"] for e in events})
     with tx() as t:
@@ -1754,12 +1755,12 @@ def insert_log_rows(rows: list[dict], events: list[dict]) -> tuple[list[dict], d
         def write(t):
             for sql, values in inserts:
                 t.connection.executemany(sql, values)
-            return t.value("SELECT MAX(id) FROM logs") if rows else None
-        last = t.in_thread(write)
-        if rows:
             # NOTE: one writer, one transaction, AUTOINCREMENT: the ids are consecutive.
-            rows = [dict(r, id=i) for i, r in zip(range(last - len(rows) + 1, last + 1), rows)]
-        return rows, projects
+            return t.value(f"SELECT json_group_array(json(j)) FROM (SELECT "
+                           f"{json_object_sql(LOG_FIELDS)} AS j FROM logs WHERE id > "
+                           "(SELECT MAX(id) FROM logs) - ? ORDER BY id)",
+                           (len(rows),)) if rows else None
+        return t.in_thread(write), projects
 
 
 def revision_rows(task_id: int) -> list[dict] | None:

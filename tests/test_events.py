@@ -277,6 +277,25 @@ def test_ws_task_log_only_for_connections_that_asked(live, api, tb):
         assert "task:log" not in [m["event"] for m in read_all(ws, "settings:updated")]
 
 
+def test_ws_task_log_entries_are_exactly_the_logs_entries(live, api, tb, client):
+    """task:log carries the entries as SQLite renders them at the write, /logs as Python
+    renders them: the same JSON either way, whatever the text holds."""
+    task = api.task(api.project()["id"])
+    ws = live.ws(f"?logs={task['id']}")
+    tb.logs.append(task["id"], "text", 'quotes " \\ and \t tabs, \x00\x1f\x7f controls, '
+                   'ünï 😀 \u2028, </script>')
+    tb.logs.append(task["id"], "tool_call", "Bash: ls", tool="Bash")
+    tb.logs.append(task["id"], "tool_result", "ok", tool="Bash", is_error=False, duration_ms=12)
+    tb.logs.append(task["id"], "tool_result", "boom", tool="Bash", is_error=True,
+                   duration_ms=0)
+    tb.logs.flush()
+    message = ws.until("task:log")
+    logs = client.get(f"/api/tasks/{task['id']}/logs").json
+    assert message["data"]["entries"] == logs[-4:]
+    assert list(message["data"]) == ["taskId", "projectId", "entries"]
+    assert [list(e) for e in message["data"]["entries"]] == [list(e) for e in logs[-4:]]
+
+
 def test_ws_logs_param_is_repeatable(live, api):
     project = api.project()
     first, second = api.task(project["id"]), api.task(project["id"])
