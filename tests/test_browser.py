@@ -6,9 +6,12 @@ Fixtures: tests/browser_fixtures.py. Every test fails on a console error or page
 """
 
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
+
+from browser_helpers import card, column
 
 pytestmark = pytest.mark.usefixtures("console_errors")
 
@@ -135,6 +138,40 @@ def test_page_title_counts_tasks_that_need_attention(board, page):
     board.api("PATCH", f"/api/tasks/{first['id']}/status", {"status": "done"})
     expect(page).to_have_title("(1) Taskboard")
     expect(page.get_by_test_id("attention-task")).to_have_count(1)
+
+
+def test_a_move_whose_event_outruns_the_task_list_is_shown_not_undone(board, page):
+    """The board asks for a project's tasks; a move is made after the list was answered and
+    its event reaches the page before the list does. The stale list must not put the task
+    back where it was (the event, for a project not loaded yet, was not applied): the board
+    reads the list again and shows the move."""
+    project = board.demo_project()
+    task = next(t for t in board.tasks(project["id"]) if t["status"] == "backlog")
+    held = []
+
+    def answer_first_now_deliver_later(route):
+        if held:
+            route.continue_()
+        else:
+            held.append((route, route.fetch()))
+    page.route(f"**/api/projects/{project['id']}/tasks", answer_first_now_deliver_later)
+    page.goto(f"{board.url}/#/projects/{project['id']}")
+    live(page)
+    wait_until(page, lambda: held, "the board to ask for the project's tasks")
+    board.api("PATCH", f"/api/tasks/{task['id']}/status", {"status": "testing"})
+    expect(page).to_have_title("(1) Taskboard")  # the move's event has reached the page
+    route, stale = held[0]
+    route.fulfill(response=stale)
+    expect(card(column(page, "Testing"), task["title"])).to_be_visible()
+    expect(card(column(page, "Backlog"), task["title"])).to_have_count(0)
+
+
+def wait_until(page, predicate, what, timeout=10.0):
+    """Let the page run (its route handlers too) until predicate() holds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        page.wait_for_timeout(20)
 
 
 def test_page_title_counts_attention_on_every_page(board, page):

@@ -64,9 +64,21 @@ export function tasksOf(projectId) {
       || a.created_at.localeCompare(b.created_at) || a.id - b.id);
 }
 
-/** Load (or reload) a project's tasks into the store. */
+/** Task events received per project: a list read meanwhile may be older than one of them. */
+const taskEvents = new Map();
+
+/**
+ * Load (or reload) a project's tasks into the store. A list answered before a change whose
+ * event arrived while it was on its way would undo that change (or miss it, when the project
+ * was not loaded yet and the event was ignored): then it is read again, a few times at most.
+ */
 export async function loadTasks(projectId) {
-  const tasks = await api.tasks(projectId);
+  let tasks;
+  for (let attempt = 1; ; attempt++) {
+    const seen = taskEvents.get(projectId) || 0;
+    tasks = await api.tasks(projectId);
+    if ((taskEvents.get(projectId) || 0) === seen || attempt === 5) break;
+  }
   for (const [id, task] of state.tasks) if (task.project_id === projectId) state.tasks.delete(id);
   for (const task of tasks) state.tasks.set(task.id, task);
   state.loadedProjects.add(projectId);
@@ -124,6 +136,11 @@ export function receive(message) {
     loadAll().catch(() => {});
   } else {
     applyEvent(state, message);
+    const { event, data } = message;
+    if (event === "task:created" || event === "task:updated" || event === "task:deleted") {
+      const projectId = data.project_id ?? data.projectId;
+      taskEvents.set(projectId, (taskEvents.get(projectId) || 0) + 1);
+    }
   }
   for (const fn of eventListeners) fn(message);
   notify(message.event);
