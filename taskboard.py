@@ -158,7 +158,7 @@ from taskboard_core import (  # noqa: F401 -- tests and tools use some of these
     last_plan_row,
     local_day_start_iso,
     log,
-    log_rows,
+    log_rows_json,
     lone_surrogates_replaced,
     migrate,
     move_task_row,
@@ -821,11 +821,12 @@ def delete_task(task_id: int) -> dict:
     return {"ok": True}
 
 
-def task_logs(task_id: int, limit: int, before: int | None = None) -> list[dict]:
-    rows = log_rows(task_id, limit, before)
-    if rows is None:
+def task_logs(task_id: int, limit: int, before: int | None = None) -> RawJson:
+    """A page of the task's log as JSON text made by SQLite (up to 10,000 entries)."""
+    text = log_rows_json(task_id, limit, before, json_object_sql(LOG_FIELDS))
+    if text is None:
         raise NotFound(f"task {task_id} not found")
-    return [render(LOG_FIELDS, r) for r in rows]
+    return RawJson(text)
 
 
 #: Log retention deletes this many rows per transaction, and runs this often.

@@ -1694,16 +1694,19 @@ def delete_task_row(task_id: int) -> tuple[dict, list[str], list[dict]] | None:
         return task, paths, orphans
 
 
-def log_rows(task_id: int, limit: int, before: int | None = None) -> list[dict] | None:
+def log_rows_json(task_id: int, limit: int, before: int | None, object_sql: str) \
+        -> str | None:
     """The newest `limit` log entries of a task (with ids below `before`, when given),
-    oldest first; None if no such task.  One index range: never a scan of the logs."""
+    oldest first, as one JSON array built by SQLite, each entry as object_sql; None if no
+    such task.  One index range: never a scan of the logs."""
     with tx() as t:
         if not t.exists("tasks", task_id):
             return None
-        rows = t.all("SELECT * FROM logs WHERE task_id = ? AND id < ? ORDER BY id DESC "
-                     "LIMIT ?", (task_id, 2**63 - 1 if before is None else before, limit))
-    rows.reverse()
-    return rows
+        return t.value(
+            f"SELECT '[' || coalesce(group_concat(j, ','), '') || ']' FROM (SELECT j FROM "
+            f"(SELECT {object_sql} AS j, id FROM logs WHERE task_id = ? AND id < ? "
+            "ORDER BY id DESC LIMIT ?) ORDER BY id)",
+            (task_id, 2**63 - 1 if before is None else before, limit))
 
 
 def delete_old_log_rows(table: str, cutoff: str, chunk: int) -> int:

@@ -18,7 +18,6 @@ unpaged}]}}}.
 """
 
 import datetime
-import inspect
 import json
 import os
 import re
@@ -167,6 +166,7 @@ def calls(ids):
     day_start = core.local_day_start_iso()
     p, heavy, task = ids["project"], ids["heavy"], ids["task"]
     object_sql = core.json_object_sql(core.TASK_FIELDS)
+    log_sql = core.json_object_sql(core.LOG_FIELDS)
     out = [
         ("startup", "migrate(); settings_rows(); running_plan_rows(); unfinished_run_rows(); "
          "restart_rows()", lambda: (core.migrate(), core.settings_rows(),
@@ -179,11 +179,13 @@ def calls(ids):
          f"project_row({p})", lambda: (core.task_detail_rows(heavy, core.json_object_sql(
              core.LOG_FIELDS)), core.run_rows(heavy),
                                        core.project_row(p))),
-        ("logs_newest_500", f"log_rows({heavy}, 500)", lambda: core.log_rows(heavy, 500)),
+        ("logs_newest_500", f"log_rows_json({heavy}, 500, None, LOG json)",
+         lambda: core.log_rows_json(heavy, 500, None, log_sql)),
     ]
-    if ids.get("middle_log") and "before" in inspect.signature(core.log_rows).parameters:
-        out.append(("logs_cursor_500", f"log_rows({heavy}, 500, before={ids['middle_log']})",
-                    lambda: core.log_rows(heavy, 500, ids["middle_log"])))
+    if ids.get("middle_log"):
+        out.append(("logs_cursor_500", f"log_rows_json({heavy}, 500, {ids['middle_log']}, "
+                    "LOG json)", lambda: core.log_rows_json(heavy, 500, ids["middle_log"],
+                                                           log_sql)))
     out += [
         ("stats", f"project_stats_rows({p}, today)",
          lambda: core.project_stats_rows(p, day_start)),

@@ -48,7 +48,7 @@ def test_demo_task_runs_the_simulated_agent_to_testing_with_a_commit(tmp_path, m
                         and taskboard.get_task(task["id"]), timeout=20,
                         message="the simulated agent to finish")
         assert done["session_id"] and done["total_cost"] > 0 and not done["is_running"]
-        kinds = [e["kind"] for e in taskboard.task_logs(task["id"], 500)]
+        kinds = [e["kind"] for e in json.loads(taskboard.task_logs(task["id"], 500))]
         assert {"thinking", "text", "tool_call", "tool_result"} <= set(kinds)
         log = subprocess.run(["git", "log", "--format=%s"], cwd=project["workingDir"],
                              capture_output=True, text=True, check=True).stdout

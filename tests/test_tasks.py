@@ -267,10 +267,11 @@ def test_task_logs_limit_returns_newest_oldest_first(client, api, project, tb):
 
 
 def test_task_detail_log_entries_are_exactly_the_logs_entries(client, api, project, tb):
-    """The detail's log is rendered by SQLite, /logs by Python: the same entries either way,
-    whatever the text holds."""
+    """The detail's whole log and a page of /logs: the same entries either way, each text
+    exactly as it was written, whatever it holds."""
     tid = api.task(project["id"])["id"]
-    tb.logs.append(tid, "text", 'quotes " \\ and \t tabs, \x00\x1f controls, ünï 😀, </script>')
+    text = 'quotes " \\ and \t tabs, \x00\x1f\x7f controls, ünï 😀 \u2028, </script>'
+    tb.logs.append(tid, "text", text)
     tb.logs.append(tid, "tool_call", "Bash: ls", tool="Bash")
     tb.logs.append(tid, "tool_result", "ok", tool="Bash", is_error=False, duration_ms=12)
     tb.logs.append(tid, "tool_result", "boom", tool="Bash", is_error=True, duration_ms=0)
@@ -280,6 +281,9 @@ def test_task_detail_log_entries_are_exactly_the_logs_entries(client, api, proje
     assert detail.json["logs"] == logs
     assert [(e["isError"], e["durationMs"]) for e in logs] == \
         [(None, None), (None, None), (False, 12), (True, 0)]
+    assert [e["message"] for e in logs] == [text, "Bash: ls", "ok", "boom"]
+    assert [list(e) for e in logs] == [["id", "taskId", "runId", "createdAt", "kind", "message",
+                                       "tool", "isError", "durationMs"]] * 4
     assert detail.content_type == "application/json"
     empty = client.get(f"/api/tasks/{api.task(project['id'])['id']}/detail").json
     assert empty["logs"] == []
