@@ -1759,7 +1759,7 @@ def insert_log_rows(rows: list[dict], events: list[dict]) -> tuple[str | None, d
             for sql, values in inserts:
                 t.connection.executemany(sql, values)
             # NOTE: one writer, one transaction, AUTOINCREMENT: the ids are consecutive.
-            return t.value(f"SELECT json_group_array(json(j)) FROM (SELECT "
+            return t.value(f"SELECT '[' || group_concat(j, ',') || ']' FROM (SELECT "
                            f"{json_object_sql(LOG_FIELDS)} AS j FROM logs WHERE id > "
                            "(SELECT MAX(id) FROM logs) - ? ORDER BY id)",
                            (len(rows),)) if rows else None
