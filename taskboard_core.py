@@ -1252,6 +1252,78 @@ def _take_turn() -> None:
         _waiting -= 1
 
 
+class GroupCommit:
+    """A write that greenlets calling it at about the same time share one transaction for
+    (group commit), each in a savepoint of its own: one failing leaves the others be.
+
+    Calling it waits for the COMMIT and answers what write(t, *args) returned, or raises
+    what it raised; a transaction that cannot begin or commit fails every call in it.
+
+    NOTE: a COMMIT copies every page the transaction changed to the write-ahead log.  A
+    new task changes about a dozen (the task and five indexes, its activity row and two,
+    the project's counter, the task version, the id sequence); tasks created together
+    share most of them.  With 4 clients creating tasks, groups held about 3 and the
+    server made 20-30 % more tasks a second (bench/api.py).
+    """
+
+    #: At most this many calls per transaction.
+    LIMIT = 64
+
+    def __init__(self, write):
+        self.write = write
+        self.calls = collections.deque()  # (args, gevent.event.AsyncResult)
+        self.greenlet = None
+
+    def __call__(self, *args):
+        answer = gevent.event.AsyncResult()
+        self.calls.append((args, answer))
+        if self.greenlet is None:
+            self.greenlet = gevent.spawn(self._run)
+        return answer.get()
+
+    def _run(self) -> None:
+        try:
+            while self.calls:
+                gevent.sleep(0)  # the requests ready to run join this group first
+                group = [self.calls.popleft()
+                         for _ in range(min(self.LIMIT, len(self.calls)))]
+                self._commit(group)
+        finally:
+            self.greenlet = gevent.spawn(self._run) if self.calls else None  # when killed
+
+    def _commit(self, group) -> None:
+        outcomes = []
+        try:
+            with tx() as t:
+                for args, _ in group:
+                    outcomes.append(self._in_savepoint(t, args))
+        except BaseException as exc:
+            for _, answer in group:
+                answer.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, answer), (value, error) in zip(group, outcomes):
+            if error is None:
+                answer.set(value)
+            else:
+                answer.set_exception(error)
+
+    def _in_savepoint(self, t: Tx, args) -> tuple:
+        t.execute("SAVEPOINT call")
+        try:
+            value = self.write(t, *args)
+        except Exception as exc:
+            try:
+                t.execute("ROLLBACK TO call")
+                t.execute("RELEASE call")
+            except sqlite3.Error:
+                raise exc from None  # SQLite ended the whole transaction (a full disk)
+            return None, exc
+        t.execute("RELEASE call")
+        return value, None
+
+
 def _connection() -> sqlite3.Connection:
     """The open database's connection, taken from dataset's pool on first use and kept.
 
@@ -1596,8 +1668,7 @@ def insert_task_row(project_id: int, values: dict, defaults: dict, moment: Momen
     An omitted model or thinking effort comes from the project's template of the task's
     type (lowest id), else from defaults.
     """
-    with tx() as t:
-        return _insert_task(t, project_id, values, defaults, moment)
+    return _insert_tasks(project_id, values, defaults, moment)
 
 
 def _insert_task(t: Tx, project_id: int, values: dict, defaults: dict, moment: Moment) \
@@ -1630,6 +1701,9 @@ def _insert_task(t: Tx, project_id: int, values: dict, defaults: dict, moment: M
                           "from_status": None, "to_status": "backlog", "created_at": now})
     moment.queue(t, task)
     return task, project["auto_queue"]
+
+
+_insert_tasks = GroupCommit(_insert_task)
 
 
 def subtask_rows(parent_id: int) -> list[dict]:

@@ -10,7 +10,8 @@ import pytest
 import requests
 
 import taskboard
-from conftest import sql, wait_for
+import taskboard_core
+from conftest import assert_error, sql, wait_for
 
 #: The tables the design's resources need (§4-§8); later migrations may add more.
 REQUIRED_TABLES = {"projects", "tasks", "revisions", "attachments", "activity", "runs", "logs",
@@ -135,6 +136,82 @@ def test_store_fifty_concurrent_service_creates_all_succeed(tb, api):
     assert len(keys) == 50
     assert sorted(keys) == sorted(f"TB-{n}" for n in range(1, 51))
     assert worst < 1.0, f"the hub froze for {worst:.2f}s"
+
+
+@pytest.fixture
+def groups(monkeypatch):
+    """The sizes of the groups of creates committed together, in order."""
+    sizes, commit = [], taskboard_core.GroupCommit._commit
+
+    def recorded(self, group):
+        sizes.append(len(group))
+        return commit(self, group)
+    monkeypatch.setattr(taskboard_core.GroupCommit, "_commit", recorded)
+    return sizes
+
+
+def create_at_once(client, project_id, bodies):
+    """POST every body at the same moment; the responses in the same order."""
+    jobs = [gevent.spawn(client.post_json, f"/api/projects/{project_id}/tasks", body,
+                         expect_errors=True) for body in bodies]
+    gevent.joinall(jobs, timeout=30, raise_error=True)
+    return [job.value for job in jobs]
+
+
+def test_tasks_created_at_the_same_moment_share_one_commit_and_keep_their_keys(
+        tb, api, client, groups):
+    project = api.project(slug="tb")
+    responses = create_at_once(client, project["id"], [{"title": f"Task {n}"}
+                                                      for n in range(8)])
+    assert [r.status_int for r in responses] == [201] * 8
+    assert max(groups) > 1 and sum(groups) == 8, groups
+    assert [r.json["task_key"] for r in responses] == [f"TB-{n}" for n in range(1, 9)]
+    listed = client.get(f"/api/projects/{project['id']}/tasks").json
+    assert sorted(t["title"] for t in listed) == sorted(f"Task {n}" for n in range(8))
+    created = [a for a in client.get(f"/api/projects/{project['id']}/activity").json
+               if a["event"] == "created"]
+    assert len(created) == 8
+
+
+def test_a_refused_create_leaves_the_others_of_its_commit_stored(tb, api, client, groups):
+    """Each create of a group runs in its own savepoint: a bad parent undoes only its own
+    writes, the project's key counter too, so the keys stay without a gap."""
+    project, other = api.project(slug="tb"), api.project(slug="other")
+    stranger = api.task(other["id"])
+    bodies = [{"title": f"Task {n}"} for n in range(6)]
+    bodies[3] = {"title": "Adopted", "parent_task_id": stranger["id"]}
+    responses = create_at_once(client, project["id"], bodies)
+    assert max(groups[-1:]) > 1, groups
+    assert_error(responses[3], 400, field="parent_task_id")
+    good = [r for n, r in enumerate(responses) if n != 3]
+    assert [r.status_int for r in good] == [201] * 5
+    assert sorted(task_keys(tb.config["db_path"], project["id"])) == \
+        [f"TB-{n}" for n in range(1, 6)]
+    assert sql(tb, "SELECT COUNT(*) FROM tasks WHERE title = 'Adopted'") == [(0,)]
+
+
+def test_when_sqlite_ends_a_groups_transaction_every_create_in_it_is_refused(
+        tb, api, client, groups, snapshot, monkeypatch):
+    """A full disk can make SQLite roll the whole transaction back by itself: then no
+    create of the group was stored, and each one is answered 507, not 201."""
+    project = api.project(slug="tb")
+    before = snapshot()
+    queue = taskboard_core.Moment.queue
+
+    def full_disk_on_boom(moment, t, row):
+        queue(moment, t, row)
+        if row["title"] == "Boom":
+            t.connection.rollback()  # what SQLite does on SQLITE_FULL, say
+            raise sqlite3.OperationalError("database or disk is full")
+    monkeypatch.setattr(taskboard_core.Moment, "queue", full_disk_on_boom)
+    responses = create_at_once(client, project["id"], [{"title": t} for t in
+                                                       ("One", "Two", "Boom", "Four")])
+    assert groups == [4], groups
+    for response in responses:
+        assert_error(response, 507, "storage_full")
+    assert snapshot() == before
+    monkeypatch.setattr(taskboard_core.Moment, "queue", queue)
+    assert api.task(project["id"])["task_key"] == "TB-1"
 
 
 def test_store_fifty_concurrent_http_creates_all_succeed(live, api, tb):
