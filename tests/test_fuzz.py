@@ -213,11 +213,12 @@ def board(tb, api, client, tmp_path, network_guard, monkeypatch):
     main = api.project()
     spare = api.project(workingDir=workdirs[1], maxConcurrent=2)
     t1 = api.task(main["id"], title="First", priority=2, tags=["a"])
-    api.task(main["id"], title="Sub-task", parent_task_id=t1["id"])
     t3 = api.task(main["id"], title="Done already")
     api.move(t3["id"], "done")
     t4 = api.task(main["id"], title="Running")
     api.move(t4["id"], "in_progress")
+    # after the run took the project's one slot: the queue starts a waiting parent's sub-task
+    api.task(main["id"], title="Sub-task", parent_task_id=t1["id"])
     t5 = api.task(main["id"], title="Failed")
     api.move(t5["id"], "failed")
     api.task(spare["id"], title="Elsewhere")
