@@ -13,7 +13,9 @@ It runs bench/api.py, bench/agents.py, bench/scale.py and bench/load.py one afte
 prints last, and prints one table: bench, figure, value, same-run baseline, ratio, goal and
 whether it is met. The goals of issue 9 come first:
 
-  API >= 0.5x bare bottle + gevent      api.py (every req/s, p50 and p99 ratio)
+  API >= 0.5x bare bottle + gevent      api.py (every req/s, p50 and p99 ratio; for a
+                                        create, bare bottle + gevent making the same
+                                        writes)
   task list p99 < 50 ms at 50,000 tasks scale.py
   start-up < 1 s on the scaled database scale.py
   fan-out p99 < 100 ms at the load      load.py (200 /ws clients, 5 x 2,000 lines/s, 50 req/s;
