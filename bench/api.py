@@ -35,9 +35,9 @@ with 201 (create_vs_echo_*: a create against a request that stores nothing), and
 COMMIT (create_vs_stored_*; WAL, synchronous=NORMAL like Taskboard). same_writes_vs_echo_rps
 is what the writes of a create cost the bare stack itself.
 
-NOTE: create_task was judged against the echo until 2026-11-22. No durable
-create can reach half an echo on this stack: the bare server running only Taskboard's
-writes made 0.34-0.47x of it, and one INSERT into a table without indexes 0.57-0.64x.
+NOTE: create_task was judged against the echo until 2026-11-22. A task's writes cannot
+reach half an echo on this stack: the bare server running only those writes made
+0.34-0.47x of it (one INSERT into a table without indexes: 0.57-0.85x).
 
 Baselines and Taskboard run alternately (baseline, taskboard, baseline, taskboard, ...) on
 the same machine with the same clients; each side's best round is kept.
