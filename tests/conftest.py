@@ -15,7 +15,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import taskboard  # noqa: E402
-import taskboard_core  # noqa: E402
 
 pytest_plugins = ["browser_fixtures"]
 
@@ -36,7 +35,7 @@ def wait_for(predicate, timeout=5.0, interval=0.02, message="condition"):
 
 def sql(tb, statement, params=()):
     """Run one statement on the test board's database from outside (committed)."""
-    taskboard_core._usage_changed()  # the board keeps usage sums between its own writes
+    taskboard._usage_changed()  # the board keeps usage sums between its own writes
     con = sqlite3.connect(tb.config["db_path"])
     try:
         with con:

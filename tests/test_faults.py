@@ -27,7 +27,6 @@ from fault_helpers import (
 )
 
 import taskboard
-import taskboard_core
 from agent_helpers import (
     RUN,
     alive,
@@ -41,7 +40,7 @@ from agent_helpers import (
     wait_status,
 )
 from conftest import assert_error, sql, wait_for
-from taskboard_core import MAX_LINE_BYTES, MAX_LOG_MESSAGE
+from taskboard import MAX_LINE_BYTES, MAX_LOG_MESSAGE
 
 
 @pytest.fixture
@@ -568,12 +567,12 @@ def test_a_change_and_its_webhook_moment_are_stored_together_or_not_at_all(
     target.release()
     wait_for(lambda: not taskboard.runtime.webhooks.workers, message="the sender to be idle")
     before = snapshot()
-    queue = taskboard_core.Moment.queue
+    queue = taskboard.Moment.queue
 
     def disk_fills_up(moment, t, row):
         queue(moment, t, row)
         raise sqlite3.OperationalError("database or disk is full")
-    monkeypatch.setattr(taskboard_core.Moment, "queue", disk_fills_up)
+    monkeypatch.setattr(taskboard.Moment, "queue", disk_fills_up)
     request = {
         "create": lambda status: client.post_json(f"/api/projects/{project['id']}/tasks",
                                                   {"title": "Later"}, status=status),
@@ -585,7 +584,7 @@ def test_a_change_and_its_webhook_moment_are_stored_together_or_not_at_all(
     }[change]
     assert_error(request(507), 507, "storage_full")
     assert snapshot() == before, "neither the change nor its moment was stored"
-    monkeypatch.setattr(taskboard_core.Moment, "queue", queue)  # room again
+    monkeypatch.setattr(taskboard.Moment, "queue", queue)  # room again
     request(200 if change != "create" else 201)
     event = {"create": "task:created", "move": "task:approved",
              "request changes": "task:changes_requested"}[change]

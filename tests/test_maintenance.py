@@ -141,11 +141,11 @@ def test_backup_of_a_missing_database_fails_clearly(tmp_path):
 def test_write_ahead_log_is_checkpointed_in_the_background(client, tb, monkeypatch):
     """SQLite's own checkpoint (inside a COMMIT, with a sync to disk) is off; a worker
     copies the log into the database file instead."""
-    with taskboard.taskboard_core.tx() as t:
+    with taskboard.tx() as t:
         assert t.value("PRAGMA wal_autocheckpoint") == 0
     results = []
-    real = taskboard.taskboard_core.checkpoint_wal
-    monkeypatch.setattr(taskboard.taskboard_core, "checkpoint_wal",
+    real = taskboard.checkpoint_wal
+    monkeypatch.setattr(taskboard, "checkpoint_wal",
                         lambda path: results.append(real(path)) or results[-1])
     monkeypatch.setattr(taskboard, "CHECKPOINT_SECONDS", 0.05)
     project = client.post_json("/api/projects", {"name": "P", "slug": "p",
@@ -164,15 +164,15 @@ def test_the_log_starts_again_from_its_beginning_under_steady_writes(client, tb,
     rest is copied holding the lock, or the log grows for as long as writes go on."""
     blocking_sleep = gevent.monkey.get_original("time", "sleep")
     frames = []
-    real = taskboard.taskboard_core.checkpoint_wal
+    real = taskboard.checkpoint_wal
 
     def checkpoint_then_wait(path):  # writes go on before the checkpoint ends
         frames.append(real(path)[1])
         blocking_sleep(0.03)
         return (0, frames[-1], frames[-1])
-    monkeypatch.setattr(taskboard.taskboard_core, "checkpoint_wal", checkpoint_then_wait)
-    monkeypatch.setattr(taskboard.taskboard_core, "WAL_LIMIT_FRAMES", 50)
-    monkeypatch.setattr(taskboard.taskboard_core, "WAL_LOCKED_FRAMES", 10_000)
+    monkeypatch.setattr(taskboard, "checkpoint_wal", checkpoint_then_wait)
+    monkeypatch.setattr(taskboard, "WAL_LIMIT_FRAMES", 50)
+    monkeypatch.setattr(taskboard, "WAL_LOCKED_FRAMES", 10_000)
     monkeypatch.setattr(taskboard, "CHECKPOINT_SECONDS", 0.01)
     project = client.post_json("/api/projects", {"name": "P", "slug": "p",
                                                  "workingDir": ROOT}).json
@@ -194,7 +194,7 @@ def test_a_slow_checkpoint_does_not_stop_the_server(client, tb, monkeypatch):
         blocking_sleep(1.5)
         finished.set()
         return (0, 0, 0)
-    monkeypatch.setattr(taskboard.taskboard_core, "checkpoint_wal", slow_checkpoint)
+    monkeypatch.setattr(taskboard, "checkpoint_wal", slow_checkpoint)
     monkeypatch.setattr(taskboard, "CHECKPOINT_SECONDS", 0.01)
     wait_for(started.is_set, message="the checkpoint to start")
     began = time.monotonic()
@@ -210,7 +210,7 @@ def test_a_failing_checkpoint_is_logged_once_not_every_second(tb, monkeypatch, c
     def full(path):
         calls.append(path)
         raise sqlite3.OperationalError("database or disk is full")
-    monkeypatch.setattr(taskboard.taskboard_core, "checkpoint_wal", full)
+    monkeypatch.setattr(taskboard, "checkpoint_wal", full)
     monkeypatch.setattr(taskboard, "CHECKPOINT_SECONDS", 0.01)
     wait_for(lambda: len(calls) >= 5, message="several checkpoints")
     said = [r for r in caplog.records if "checkpoint" in r.getMessage()]

@@ -10,7 +10,6 @@ import pytest
 import requests
 
 import taskboard
-import taskboard_core
 from conftest import assert_error, sql, wait_for
 
 #: The tables the design's resources need (§4-§8); later migrations may add more.
@@ -141,12 +140,12 @@ def test_store_fifty_concurrent_service_creates_all_succeed(tb, api):
 @pytest.fixture
 def groups(monkeypatch):
     """The sizes of the groups of creates committed together, in order."""
-    sizes, commit = [], taskboard_core.GroupCommit._commit
+    sizes, commit = [], taskboard.GroupCommit._commit
 
     def recorded(self, group):
         sizes.append(len(group))
         return commit(self, group)
-    monkeypatch.setattr(taskboard_core.GroupCommit, "_commit", recorded)
+    monkeypatch.setattr(taskboard.GroupCommit, "_commit", recorded)
     return sizes
 
 
@@ -196,21 +195,21 @@ def test_when_sqlite_ends_a_groups_transaction_every_create_in_it_is_refused(
     create of the group was stored, and each one is answered 507, not 201."""
     project = api.project(slug="tb")
     before = snapshot()
-    queue = taskboard_core.Moment.queue
+    queue = taskboard.Moment.queue
 
     def full_disk_on_boom(moment, t, row):
         queue(moment, t, row)
         if row["title"] == "Boom":
             t.connection.rollback()  # what SQLite does on SQLITE_FULL, say
             raise sqlite3.OperationalError("database or disk is full")
-    monkeypatch.setattr(taskboard_core.Moment, "queue", full_disk_on_boom)
+    monkeypatch.setattr(taskboard.Moment, "queue", full_disk_on_boom)
     responses = create_at_once(client, project["id"], [{"title": t} for t in
                                                        ("One", "Two", "Boom", "Four")])
     assert groups == [4], groups
     for response in responses:
         assert_error(response, 507, "storage_full")
     assert snapshot() == before
-    monkeypatch.setattr(taskboard_core.Moment, "queue", queue)
+    monkeypatch.setattr(taskboard.Moment, "queue", queue)
     assert api.task(project["id"])["task_key"] == "TB-1"
 
 
@@ -249,13 +248,13 @@ def test_a_read_in_a_thread_ends_before_its_transaction_even_when_killed(tb):
         return value
 
     def reader():
-        with taskboard.taskboard_core.tx() as t:
+        with taskboard.tx() as t:
             return t.in_thread(slow_read)
     greenlet = gevent.spawn(reader)
     wait_for(started.is_set, message="the read to start")
     greenlet.kill()
     assert finished.is_set()
-    with taskboard.taskboard_core.tx() as t:
+    with taskboard.tx() as t:
         assert t.value("SELECT COUNT(*) FROM projects") == 0
 
 
@@ -264,12 +263,12 @@ def test_a_read_in_a_thread_ends_before_its_transaction_even_when_killed(tb):
 def count_list_reads(monkeypatch):
     """How many times a project's task list is read from SQLite (the long part)."""
     reads = []
-    real = taskboard.taskboard_core.Tx.in_thread
+    real = taskboard.Tx.in_thread
 
     def in_thread(self, read):
         reads.append(read)
         return real(self, read)
-    monkeypatch.setattr(taskboard.taskboard_core.Tx, "in_thread", in_thread)
+    monkeypatch.setattr(taskboard.Tx, "in_thread", in_thread)
     return reads
 
 
@@ -324,7 +323,7 @@ def test_lists_counts_and_stats_follow_changes_another_program_writes(tb, client
 
 
 def test_kept_task_lists_are_bounded_in_bytes(tb, client, api, monkeypatch):
-    derived = taskboard.taskboard_core.DERIVED
+    derived = taskboard.DERIVED
     monkeypatch.setattr(derived, "limit", 3000)
     projects = [api.project() for _ in range(3)]
     for p in projects:
@@ -343,7 +342,7 @@ def test_a_writer_taking_turn_after_turn_lets_a_waiting_request_in_between(tb):
     """gevent's lock would go to the greenlet that asks again at once (the log writer,
     batch after batch), not to the one already waiting: a request waited for all turns."""
     blocking_sleep = gevent.monkey.get_original("time", "sleep")
-    core = taskboard.taskboard_core
+    core = taskboard
     started = []
 
     def writer():
