@@ -120,8 +120,8 @@ def parse_args(argv=None):
 # The database ###############################################################################
 
 def migration_names():
-    """ The migration names in taskboard_core.py's source (no import: it monkey-patches). """
-    with open(os.path.join(REPO_ROOT, "taskboard_core.py"), encoding="utf-8") as f:
+    """ The migration names in taskboard.py's source (no import: it monkey-patches). """
+    with open(os.path.join(REPO_ROOT, "taskboard.py"), encoding="utf-8") as f:
         source = f.read()
     block = source[source.index("MIGRATIONS = ("):]
     block = block[:block.index("\n)\n")]
@@ -197,7 +197,7 @@ STATUS_WEIGHTS = (("backlog", 20), ("testing", 8), ("done", 65), ("failed", 7))
 TYPES = ("feature", "bugfix", "refactor", "docs", "test", "chore")
 MODELS = (("model_large", 2), ("model_medium", 6), ("model_small", 2))
 PRICES = {"model_large": (15.0, 75.0, 1.5, 18.75), "model_medium": (3.0, 15.0, 0.3, 3.75),
-          "model_small": (1.0, 5.0, 0.1, 1.25)}  # taskboard_core.PRICES
+          "model_small": (1.0, 5.0, 0.1, 1.25)}  # taskboard.PRICES
 ALIASES = {"model_large": "opus", "model_medium": "sonnet", "model_small": "haiku"}
 DAY = 86400.0
 
@@ -814,7 +814,7 @@ def measure_reads(args, tmp, port, pid, ids):
 
 
 def run_audit(db, ids):
-    """ bench/_query_audit.py's findings (it imports taskboard_core, so its own process). """
+    """ bench/_query_audit.py's findings (it imports taskboard, so its own process). """
     params = json.dumps({"project": ids["project"], "heavy": ids["heavy"],
                          "task": ids["task"], "deep": max(0, ids["activity"] - 50),
                          "middle_log": ids["middle_log"]})
