@@ -785,11 +785,11 @@ def _render_plan(fields, only=None):
 # =============================================================================
 # STORE
 # =============================================================================
-# dataset opens the database and its connections (WAL, foreign keys); transactions run
-# one at a time under WRITE_LOCK, a gevent lock (sqlite's busy wait would freeze the hub),
-# all on one connection taken from dataset's pool, with no I/O inside.  Statements are
-# plain parameterised SQL on that connection, several times faster than going through
-# SQLAlchemy for every row.  Every store function is one transaction.
+# dataset opens the database (WAL, foreign keys) and pools its connections.  A write is
+# one short transaction, tx(), under WRITE_LOCK, with no I/O inside; a read, read(), runs
+# on a connection of its own and never waits behind a write.  Plain CRUD goes through
+# dataset's table API; the hot paths (task lists, log pages and batches) are SQL on the
+# same connection.  Every store function is one transaction.
 
 #: Serialises transactions; cooperative because it is created after monkey-patching.
 WRITE_LOCK = threading.RLock()
@@ -1092,10 +1092,15 @@ CREATE INDEX webhook_outbox_by_hook ON webhook_outbox(webhook_id, id);
 
 
 class Tx:
-    """The statements of one transaction, run on its raw sqlite3 connection."""
+    """One transaction: dataset's table API (t["projects"]) for plain CRUD and SQL on the
+    same connection (its sqlite3 connection) for the hot paths."""
 
-    def __init__(self, connection):
-        self.connection = connection
+    def __init__(self, db: dataset.Database):
+        self.db = db
+        self.connection = db.executable.connection.driver_connection
+
+    def __getitem__(self, table: str) -> dataset.Table:
+        return self.db.load_table(table)
 
     def execute(self, sql: str, params=()) -> sqlite3.Cursor:
         return self.connection.execute(sql, params)
@@ -1131,20 +1136,16 @@ class Tx:
             self.connection.execute(f"UPDATE {table} SET {assignments} WHERE id = ?",
                                     (*changes.values(), row_id))
 
-    def in_thread(self, read):
-        """read(self) in a worker thread, for reads that take tens of milliseconds at
-        scale (a big project's list, a long log, sums over every run).
-
-        The transaction and its lock stay held, so nothing else touches the database,
-        but the hub goes on serving sockets and agents meanwhile: SQLite releases the
-        GIL while it works.
-        """
-        future = gevent.get_hub().threadpool.spawn(read, self)
+    def in_thread(self, work):
+        """work(self) in a worker thread, for statements that take tens of milliseconds
+        at scale (a big project's list, a long log, a log batch): SQLite releases the GIL,
+        so the hub goes on serving sockets and agents meanwhile."""
+        future = gevent.get_hub().threadpool.spawn(work, self)
         try:
             return future.get()
         finally:
             # NOTE: even when this greenlet is killed meanwhile, the transaction must not
-            # end (rollback, the lock released, the connection reused) under a read
+            # end (rollback, the connection back in the pool) under the statement
             while not future.ready():
                 with contextlib.suppress(gevent.GreenletExit):
                     future.wait()
@@ -1163,10 +1164,55 @@ def _marks(values) -> str:
 
 
 def open_db(path: str) -> dataset.Database:
+    # every transaction ends before dataset gives its connection back, so the pool need
+    # not roll it back again; a reader waiting on a worker thread holds one meanwhile
     return dataset.connect(
         f"sqlite:///{path}", ensure_schema=False, sqlite_wal_mode=True,
+        engine_kwargs={"pool_reset_on_return": None, "pool_size": 10, "max_overflow": 40},
         on_connect_statements=["PRAGMA foreign_keys=ON", "PRAGMA synchronous=NORMAL",
                                "PRAGMA busy_timeout=0", "PRAGMA wal_autocheckpoint=0"])
+
+
+@contextlib.contextmanager
+def tx():
+    """A short write transaction, committed on exit: dataset's `with db`, under WRITE_LOCK
+    (SQLite's own busy wait would freeze every greenlet), never with I/O inside."""
+    with WRITE_LOCK, runtime.db as db:
+        t = Tx(db)
+        _begin_immediate(t.connection)
+        yield t
+
+
+@contextlib.contextmanager
+def read():
+    """A read transaction on a pooled connection of its own, outside WRITE_LOCK: WAL gives
+    it a snapshot of the last commit, so it never waits behind a write."""
+    with runtime.db as db:
+        t = Tx(db)
+        t.execute("BEGIN")  # one snapshot for all its statements
+        yield t
+
+
+def _begin_immediate(connection) -> None:
+    """Take the database's write lock now, waiting cooperatively while another program
+    holds it; sqlite3.OperationalError ("database is locked") after BUSY_WAIT_SECONDS."""
+    deadline = time.monotonic() + BUSY_WAIT_SECONDS
+    pause = 0.002
+    while True:
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or \
+                    time.monotonic() + pause > deadline:
+                raise
+        gevent.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+#: How long a transaction waits for another program to release the database's write lock
+#: (cooperatively: SQLite's own busy wait would sleep in C and freeze every greenlet).
+BUSY_WAIT_SECONDS = 5.0
 
 
 #: How often checkpoint_wal() runs (SQLite's own checkpoints are turned off).
@@ -1226,213 +1272,6 @@ WAL_LIMIT_FRAMES = 16384
 WAL_LOCKED_FRAMES = 256
 
 
-#: How long a transaction waits for another program to release the database's write lock
-#: (cooperatively: SQLite's own busy wait would sleep in C and freeze every greenlet).
-BUSY_WAIT_SECONDS = 5.0
-
-
-#: The open database (a dataset.Database): taskboard.init() sets it, shutdown() clears it.
-database = None
-#: (database, pooled connection): the connection every transaction of that database runs on.
-_held = None
-
-
-#: Greenlets waiting in tx() for WRITE_LOCK.
-_waiting = 0
-
-
-@contextlib.contextmanager
-def tx():
-    """The one way to touch the database: a short transaction, committed on exit."""
-    _take_turn()
-    try:
-        connection = _connection()
-        _begin_immediate(connection)
-        try:
-            yield Tx(connection)
-        except BaseException:
-            _roll_back(connection)
-            raise
-        try:
-            connection.commit()
-        except BaseException:
-            # a COMMIT that failed (a full disk, a lock held too long) leaves the
-            # transaction open: end it, or the next one could not begin
-            _roll_back(connection)
-            raise
-    finally:
-        WRITE_LOCK.release()
-
-
-def _take_turn() -> None:
-    """Acquire WRITE_LOCK after the greenlets already waiting for it.
-
-    NOTE: gevent's lock goes to whoever asks while it is free, even before the greenlets
-    it is waking up: the log writer, taking it batch after batch, kept requests waiting
-    for 200 ms.  Yielding first lets the woken one take it.
-    """
-    global _waiting
-    if _waiting:
-        gevent.sleep(0)
-    _waiting += 1
-    try:
-        WRITE_LOCK.acquire()
-    finally:
-        _waiting -= 1
-
-
-class GroupCommit:
-    """A write that greenlets calling it at about the same time share one transaction for
-    (group commit), each in a savepoint of its own: one failing leaves the others be.
-
-    Calling it waits for the COMMIT and answers what write(t, *args) returned, or raises
-    what it raised; a transaction that cannot begin or commit fails every call in it.
-
-    NOTE: a COMMIT copies every page the transaction changed to the write-ahead log.  A
-    new task changes about a dozen (the task and five indexes, its activity row and two,
-    the project's counter, the task version, the id sequence); tasks created together
-    share most of them.  With 4 clients creating tasks (bench/api.py's), groups held about
-    3, and the server made 10-20 % more tasks a second, with a p99 20 % lower.
-    """
-
-    #: At most this many calls per transaction.
-    LIMIT = 64
-
-    def __init__(self, write):
-        self.write = write
-        self.calls = collections.deque()  # (args, gevent.event.AsyncResult)
-        self.greenlet = None
-
-    def __call__(self, *args):
-        answer = gevent.event.AsyncResult()
-        self.calls.append((args, answer))
-        if self.greenlet is None:
-            self.greenlet = gevent.spawn(self._run)
-        return answer.get()
-
-    def _run(self) -> None:
-        try:
-            while self.calls:
-                gevent.sleep(0)  # the requests ready to run join this group first
-                group = [self.calls.popleft()
-                         for _ in range(min(self.LIMIT, len(self.calls)))]
-                self._commit(group)
-        finally:
-            self.greenlet = gevent.spawn(self._run) if self.calls else None  # when killed
-
-    def _commit(self, group) -> None:
-        outcomes = []
-        try:
-            with tx() as t:
-                for args, _ in group:
-                    outcomes.append(self._in_savepoint(t, args))
-        except BaseException as exc:
-            for _, answer in group:
-                answer.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for (_, answer), (value, error) in zip(group, outcomes):
-            if error is None:
-                answer.set(value)
-            else:
-                answer.set_exception(error)
-
-    def _in_savepoint(self, t: Tx, args) -> tuple:
-        t.execute("SAVEPOINT call")
-        try:
-            value = self.write(t, *args)
-        except Exception as exc:
-            try:
-                t.execute("ROLLBACK TO call")
-                t.execute("RELEASE call")
-            except sqlite3.Error:
-                raise exc from None  # SQLite ended the whole transaction (a full disk)
-            return None, exc
-        t.execute("RELEASE call")
-        return value, None
-
-
-def _connection() -> sqlite3.Connection:
-    """The open database's connection, taken from dataset's pool on first use and kept.
-
-    NOTE: transactions never overlap (WRITE_LOCK), so one connection serves them all.
-    dataset would check a connection out of its pool per greenlet and give it back at the
-    end of every transaction: that took longer than the INSERTs of a new task.
-    """
-    global _held
-    if _held is None or _held[0] is not database:
-        release_connection()
-        _held = (database, database.engine.raw_connection())
-    return _held[1].driver_connection
-
-
-def release_connection() -> None:
-    """Give the kept connection back to dataset's pool (before the database is closed)."""
-    global _held
-    held, _held = _held, None
-    if held is not None:
-        with contextlib.suppress(Exception):
-            held[1].close()
-
-
-def _roll_back(connection: sqlite3.Connection) -> None:
-    try:
-        connection.rollback()
-    except Exception:
-        release_connection()  # one that cannot even roll back is not used again
-        log.exception("a rollback failed")
-
-
-#: Bumped after every write that can change the agents' usage sums (a run or plan that
-#: ends, deleted tasks and projects), so that the sums can be kept between two such writes.
-usage_version = 0
-
-
-def _usage_changed() -> None:
-    global usage_version
-    usage_version += 1
-
-
-#: Bumped after every write to webhooks, so that the projects that have one can be kept.
-webhooks_version = 0
-
-
-def _bumps(*counters):
-    """Bump these counters of this module after the store function's commit (a reader
-    that read before it then reads again)."""
-    def decorate(function):
-        @functools.wraps(function)
-        def wrapper(*args, **kwargs):
-            try:
-                return function(*args, **kwargs)
-            finally:
-                for name in counters:
-                    globals()[name] += 1
-        return wrapper
-    return decorate
-
-
-_changes_usage = _bumps("usage_version")
-
-
-def _begin_immediate(connection) -> None:
-    """Take the database's write lock now, waiting cooperatively while another program
-    holds it; sqlite3.OperationalError ("database is locked") after BUSY_WAIT_SECONDS."""
-    deadline = time.monotonic() + BUSY_WAIT_SECONDS
-    pause = 0.002
-    while True:
-        try:
-            connection.execute("BEGIN IMMEDIATE")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc) or \
-                    time.monotonic() + pause > deadline:
-                raise
-        gevent.sleep(pause)
-        pause = min(pause * 2, 0.05)
-
-
 def storage_error(exc: Exception) -> ApiError | None:
     """The API error for a database that is full or busy (another process holds its
     lock), None for any other failure.  SQLAlchemy wraps the driver's error of a COMMIT."""
@@ -1470,8 +1309,8 @@ class Derived:
 
     def get(self, t: Tx, key: tuple, project_id: int, build):
         """build(t)'s value for key, built only if the project's tasks changed since."""
-        if self.owner is not database:
-            self.owner, self.size = database, 0
+        if self.owner is not runtime.db:
+            self.owner, self.size = runtime.db, 0
             self.items.clear()
         version = t.value("SELECT version FROM task_versions WHERE project_id = ?",
                           (project_id,)) or 0
@@ -1520,18 +1359,18 @@ def migrate() -> list[str]:
 # --- projects ----------------------------------------------------------------
 
 def project_row(project_id: int) -> dict | None:
-    with tx() as t:
-        return t.one("SELECT * FROM projects WHERE id = ?", (project_id,))
+    with read() as t:
+        return t["projects"].find_one(id=project_id)
 
 
 def project_rows() -> list[dict]:
-    with tx() as t:
+    with read() as t:
         return t.all("SELECT * FROM projects ORDER BY id")
 
 
 def project_summary_rows() -> list[dict]:
     """Every project with its task counts per status under "counts"."""
-    with tx() as t:
+    with read() as t:
         projects = t.all("SELECT * FROM projects ORDER BY id")
         for p in projects:
             p["counts"] = dict(DERIVED.get(t, ("counts", p["id"]), p["id"],
@@ -1547,28 +1386,29 @@ def _status_counts(project_id: int, t: Tx) -> dict[str, int]:
 def insert_project_row(values: dict) -> dict:
     """Insert a project, deriving its unique key; raise Conflict on a taken slug."""
     with tx() as t:
-        if t.value("SELECT 1 FROM projects WHERE slug = ?", (values["slug"],)):
+        projects = t["projects"]
+        if projects.find_one(slug=values["slug"]):
             raise Conflict(f"slug {values['slug']!r} is already taken", "slug")
         base = project_key_from_slug(values["slug"])
-        taken = {r["key"] for r in t.all("SELECT key FROM projects WHERE key LIKE ?",
-                                         (base + "%",))}
+        taken = {r["key"] for r in projects.find(key={"startswith": base})}
         candidates = itertools.chain([base], (f"{base}{n}" for n in itertools.count(2)))
         key = next(k for k in candidates if k not in taken)
         now = now_iso()
-        project_id = t.insert("projects", {**values, "key": key, "created_at": now,
-                                           "updated_at": now})
-        return t.one("SELECT * FROM projects WHERE id = ?", (project_id,))
+        project_id = projects.insert({**values, "key": key, "created_at": now,
+                                      "updated_at": now})
+        return projects.find_one(id=project_id)
 
 
 def update_project_row(project_id: int, changes: dict) -> dict | None:
     with tx() as t:
-        if not t.exists("projects", project_id):
+        projects = t["projects"]
+        if not projects.find_one(id=project_id):
             return None
-        if "slug" in changes and t.value("SELECT 1 FROM projects WHERE slug = ? AND id != ?",
-                                         (changes["slug"], project_id)):
+        if "slug" in changes and projects.find_one(slug=changes["slug"],
+                                                   id={"!=": project_id}):
             raise Conflict(f"slug {changes['slug']!r} is already taken", "slug")
-        t.update("projects", project_id, {**changes, "updated_at": now_iso()})
-        return t.one("SELECT * FROM projects WHERE id = ?", (project_id,))
+        projects.update({**changes, "updated_at": now_iso(), "id": project_id}, ["id"])
+        return projects.find_one(id=project_id)
 
 
 #: A planning session's model, start and tokens, as runs keep them (see USAGE_SOURCE).
@@ -1576,7 +1416,6 @@ PLAN_TOKENS = ("model, started_at, COALESCE(json_extract(stats_json, '$.tokens.i
                "COALESCE(json_extract(stats_json, '$.tokens.output'), 0)")
 
 
-@_bumps("usage_version", "webhooks_version")
 def delete_project_row(project_id: int) -> list[str] | None:
     """Delete a project and everything in it; return its attachment paths, None if absent."""
     with tx() as t:
@@ -1620,8 +1459,6 @@ class Moment:
         the task's project subscribed to the event; each keeps its newest
         WEBHOOK_QUEUE_KEPT."""
         project_id = self.project_id = task["project_id"]
-        if project_id not in _hooked_project_ids(t):
-            return
         hooks = [r[0] for r in t.execute(
             "SELECT id FROM webhooks WHERE project_id = ? AND enabled = 1 AND EXISTS "
             "(SELECT 1 FROM json_each(events_json) WHERE value = ?) ORDER BY id",
@@ -1645,12 +1482,12 @@ TASK_ORDER = "priority DESC, queue_position, created_at, id"
 
 
 def task_row(task_id: int) -> dict | None:
-    with tx() as t:
+    with read() as t:
         return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
 
 
 def task_rows(project_id: int) -> list[dict] | None:
-    with tx() as t:
+    with read() as t:
         if not t.exists("projects", project_id):
             return None
         return t.all(f"SELECT * FROM tasks WHERE project_id = ? ORDER BY {TASK_ORDER}",
@@ -1659,7 +1496,7 @@ def task_rows(project_id: int) -> list[dict] | None:
 
 def task_rows_json(project_id: int, object_sql: str) -> str | None:
     """The project's tasks as one JSON array built by SQLite, each row as object_sql."""
-    with tx() as t:
+    with read() as t:
         if not t.exists("projects", project_id):
             return None
         # NOTE: json_object() makes valid JSON text; json_group_array(json(j)) would
@@ -1675,7 +1512,7 @@ def task_detail_rows(task_id: int, log_sql: str) -> dict | None:
     """The task with its revisions, attachments and complete log, read at one moment; the
     log is one JSON array built by SQLite, each entry as log_sql (a task may have tens of
     thousands)."""
-    with tx() as t:
+    with read() as t:
         task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
         if task is None:
             return None
@@ -1697,7 +1534,8 @@ def insert_task_row(project_id: int, values: dict, defaults: dict, moment: Momen
     An omitted model or thinking effort comes from the project's template of the task's
     type (lowest id), else from defaults.
     """
-    return _insert_tasks(project_id, values, defaults, moment)
+    with tx() as t:
+        return _insert_task(t, project_id, values, defaults, moment)
 
 
 def _insert_task(t: Tx, project_id: int, values: dict, defaults: dict, moment: Moment) \
@@ -1732,11 +1570,8 @@ def _insert_task(t: Tx, project_id: int, values: dict, defaults: dict, moment: M
     return task, project["auto_queue"]
 
 
-_insert_tasks = GroupCommit(_insert_task)
-
-
 def subtask_rows(parent_id: int) -> list[dict]:
-    with tx() as t:
+    with read() as t:
         return t.all("SELECT * FROM tasks WHERE parent_task_id = ? ORDER BY id", (parent_id,))
 
 
@@ -1775,7 +1610,6 @@ def move_task_row(task_id: int, to: str, changes_for, only_from=None,
         return before, after
 
 
-@_changes_usage
 def delete_task_row(task_id: int) -> tuple[dict, list[str], list[dict]] | None:
     """Delete a task; return it, its attachment paths and the tasks it changed (its
     sub-tasks lose their parent, its parent may stop awaiting)."""
@@ -1802,7 +1636,7 @@ def log_rows_json(task_id: int, limit: int, before: int | None, object_sql: str)
     """The newest `limit` log entries of a task (with ids below `before`, when given),
     oldest first, as one JSON array built by SQLite, each entry as object_sql; None if no
     such task.  One index range: never a scan of the logs."""
-    with tx() as t:
+    with read() as t:
         if not t.exists("tasks", task_id):
             return None
         return t.value(
@@ -1870,7 +1704,7 @@ def insert_log_rows(rows: list[dict], events: list[dict]) -> tuple[str | None, d
 
 
 def revision_rows(task_id: int) -> list[dict] | None:
-    with tx() as t:
+    with read() as t:
         if not t.exists("tasks", task_id):
             return None
         return t.all("SELECT * FROM revisions WHERE task_id = ? ORDER BY id", (task_id,))
@@ -1880,7 +1714,7 @@ def revision_rows(task_id: int) -> list[dict] | None:
 
 def run_context_rows(task_id: int) -> dict | None:
     """Everything a run's prompt and command line need, read at one moment."""
-    with tx() as t:
+    with read() as t:
         task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
         if task is None:
             return None
@@ -1901,7 +1735,7 @@ def run_context_rows(task_id: int) -> dict | None:
 
 def task_slot_row(task_id: int) -> dict | None:
     """A task's status with its project's concurrency limit."""
-    with tx() as t:
+    with read() as t:
         return t.one("SELECT k.status, k.project_id, p.max_concurrent, p.slug FROM tasks k "
                      "JOIN projects p ON p.id = k.project_id WHERE k.id = ?", (task_id,))
 
@@ -1914,11 +1748,8 @@ def insert_run_row(values: dict) -> int:
 def update_run_row(run_id: int, changes: dict) -> None:
     with tx() as t:
         t.update("runs", run_id, changes)
-    if "status" in changes:  # a run that could not start ends here
-        _usage_changed()
 
 
-@_changes_usage
 def finish_run_rows(run_id: int, run_changes: dict, task_changes: dict) -> dict | None:
     """Record a run's end and add its usage to its task; return the task (None if gone)."""
     with tx() as t:
@@ -1944,12 +1775,11 @@ def bump_retry_row(task_id: int) -> dict | None:
 
 def unfinished_run_rows() -> list[dict]:
     """Runs a previous server left 'running' (it was killed before it could stop them)."""
-    with tx() as t:
+    with read() as t:
         return t.all("SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL "
                      "ORDER BY id")
 
 
-@_changes_usage
 def restart_rows() -> list[dict]:
     """After a restart: mark runs left 'running' interrupted, clear stale run flags, and
     return every in_progress task with the status and session of its latest run."""
@@ -1967,7 +1797,7 @@ def restart_rows() -> list[dict]:
 
 def pipeline_rows(project_id: int) -> tuple[list[dict], list[dict]] | None:
     """A project's tasks (in queue order) and dependency edges; None if no project."""
-    with tx() as t:
+    with read() as t:
         if not t.exists("projects", project_id):
             return None
         tasks = t.all(f"SELECT * FROM tasks WHERE project_id = ? ORDER BY {TASK_ORDER}",
@@ -1992,7 +1822,7 @@ def queue_rows(project_id: int, auto_queue: bool) -> tuple[list[dict], list[dict
     mine = "(source IS NULL OR released = 1)"  # imported tasks wait for a person
     which = mine if auto_queue else f"{mine} AND {waiting_parent}"
     params = (project_id,) if auto_queue else (project_id, project_id)
-    with tx() as t:
+    with read() as t:
         tasks = t.all(f"SELECT * FROM tasks WHERE project_id = ? AND status = 'backlog' AND "
                       f"{which} ORDER BY {TASK_ORDER}", params)
         ids = [task["id"] for task in tasks]
@@ -2002,7 +1832,7 @@ def queue_rows(project_id: int, auto_queue: bool) -> tuple[list[dict], list[dict
 
 
 def task_dependency_rows(task_id: int) -> dict | None:
-    with tx() as t:
+    with read() as t:
         if not t.exists("tasks", task_id):
             return None
         return {"parents": t.all("SELECT * FROM task_dependencies WHERE to_id = ? "
@@ -2098,7 +1928,7 @@ def reorder_rows(project_id: int, task_ids: list[int]) -> list[dict] | None:
 
 def task_event_rows(task_id: int, limit: int) -> list[dict] | None:
     """The newest `limit` raw agent lines of a task, oldest first."""
-    with tx() as t:
+    with read() as t:
         if not t.exists("tasks", task_id):
             return None
         rows = t.all("SELECT * FROM task_events WHERE task_id = ? ORDER BY id DESC LIMIT ?",
@@ -2109,19 +1939,19 @@ def task_event_rows(task_id: int, limit: int) -> list[dict] | None:
 
 def last_move_row(task_id: int) -> int | None:
     """The id of the task's latest status change, to notice a move."""
-    with tx() as t:
+    with read() as t:
         return t.value("SELECT MAX(id) FROM activity WHERE task_id = ? AND event = "
                        "'status_change'", (task_id,))
 
 
 def verifier_rejections(task_id: int) -> int:
-    with tx() as t:
+    with read() as t:
         return t.value("SELECT COUNT(*) FROM runs WHERE task_id = ? AND kind = 'verifier' "
                        "AND status = 'rejected'", (task_id,))
 
 
 def run_rows(task_id: int) -> list[dict]:
-    with tx() as t:
+    with read() as t:
         return t.all("SELECT * FROM runs WHERE task_id = ? AND kind = 'task' ORDER BY id",
                      (task_id,))
 
@@ -2129,7 +1959,7 @@ def run_rows(task_id: int) -> list[dict]:
 # --- attachments -------------------------------------------------------------
 
 def attachment_row(attachment_id: int) -> dict | None:
-    with tx() as t:
+    with read() as t:
         return t.one("SELECT * FROM attachments WHERE id = ?", (attachment_id,))
 
 
@@ -2151,49 +1981,44 @@ def delete_attachment_row(attachment_id: int) -> dict | None:
 
 # --- per-project resources: templates, snippets, webhooks ---------------------
 
-def child_rows(table: str, project_id: int) -> list[dict] | None:
-    with tx() as t:
+def resource_rows(table: str, project_id: int) -> list[dict] | None:
+    with read() as t:
         if not t.exists("projects", project_id):
             return None
-        return t.all(f"SELECT * FROM {table} WHERE project_id = ? ORDER BY id", (project_id,))
+        return list(t[table].find(project_id=project_id, order_by="id"))
 
 
-def child_row(table: str, project_id: int, row_id: int) -> dict | None:
-    with tx() as t:
-        return t.one(f"SELECT * FROM {table} WHERE id = ? AND project_id = ?",
-                     (row_id, project_id))
+def resource_row(table: str, project_id: int, row_id: int) -> dict | None:
+    with read() as t:
+        return t[table].find_one(id=row_id, project_id=project_id)
 
 
-@_bumps("webhooks_version")  # templates and snippets too: rare writes
-def insert_child_row(table: str, project_id: int, values: dict) -> dict | None:
+def insert_resource_row(table: str, project_id: int, values: dict) -> dict | None:
     with tx() as t:
         if not t.exists("projects", project_id):
             return None
         now = now_iso()
-        row_id = t.insert(table, {**values, "project_id": project_id, "created_at": now,
+        row_id = t[table].insert({**values, "project_id": project_id, "created_at": now,
                                   "updated_at": now})
-        return t.one(f"SELECT * FROM {table} WHERE id = ?", (row_id,))
+        return t[table].find_one(id=row_id)
 
 
-@_bumps("webhooks_version")
-def update_child_row(table: str, project_id: int, row_id: int, changes: dict) -> dict | None:
+def update_resource_row(table: str, project_id: int, row_id: int, changes: dict) \
+        -> dict | None:
     with tx() as t:
-        if not t.value(f"SELECT 1 FROM {table} WHERE id = ? AND project_id = ?",
-                       (row_id, project_id)):
+        if not t[table].update({**changes, "updated_at": now_iso(), "id": row_id,
+                                "project_id": project_id}, ["id", "project_id"]):
             return None
-        t.update(table, row_id, {**changes, "updated_at": now_iso()})
-        return t.one(f"SELECT * FROM {table} WHERE id = ?", (row_id,))
+        return t[table].find_one(id=row_id)
 
 
-@_bumps("webhooks_version")
-def delete_child_row(table: str, project_id: int, row_id: int) -> bool:
+def delete_resource_row(table: str, project_id: int, row_id: int) -> bool:
     with tx() as t:
-        return t.execute(f"DELETE FROM {table} WHERE id = ? AND project_id = ?",
-                         (row_id, project_id)).rowcount > 0
+        return t[table].delete(id=row_id, project_id=project_id)
 
 
 def delivery_rows(webhook_id: int, limit: int = 50) -> list[dict]:
-    with tx() as t:
+    with read() as t:
         return t.all("SELECT * FROM webhook_deliveries WHERE webhook_id = ? "
                      "ORDER BY id DESC LIMIT ?", (webhook_id, limit))
 
@@ -2230,31 +2055,15 @@ def delete_webhook_moment(outbox_id: int) -> None:
 
 def queued_webhook_ids() -> list[int]:
     """The webhooks with moments waiting (at start-up: the ones a stop left behind)."""
-    with tx() as t:
+    with read() as t:
         return [r[0] for r in t.execute("SELECT DISTINCT webhook_id FROM webhook_outbox "
                                         "ORDER BY webhook_id")]
-
-
-#: (database, webhooks_version, projects with an enabled webhook) as last read.
-_hooked = (None, -1, frozenset())
-
-
-def _hooked_project_ids(t: Tx) -> frozenset:
-    """The projects that have an enabled webhook, read again only after webhooks changed:
-    a change in any other project queues its moment without a statement."""
-    global _hooked
-    if _hooked[0] is not database or _hooked[1] != webhooks_version:
-        version = webhooks_version
-        ids = frozenset(r[0] for r in t.execute(
-            "SELECT DISTINCT project_id FROM webhooks WHERE enabled = 1"))
-        _hooked = (database, version, ids)
-    return _hooked[2]
 
 
 def webhook_test_rows(project_id: int, webhook_id: int) -> tuple[dict, dict, dict | None] | None:
     """A webhook (secret included), its project and the project's latest task, for the
     test route; None when there is no such webhook."""
-    with tx() as t:
+    with read() as t:
         hook = t.one("SELECT * FROM webhooks WHERE id = ? AND project_id = ?",
                      (webhook_id, project_id))
         if hook is None:
@@ -2287,7 +2096,7 @@ def _keep_newest(t: Tx, table: str, webhook_id: int, keep: int) -> int:
 
 def sync_project_rows() -> list[dict]:
     """The projects whose source-host issues are imported."""
-    with tx() as t:
+    with read() as t:
         return t.all("SELECT * FROM projects WHERE git_host_sync_enabled = 1 AND "
                      "git_host_repo != '' ORDER BY id")
 
@@ -2330,11 +2139,8 @@ def update_plan_row(plan_id: str, changes: dict) -> None:
         assignments = ", ".join(f"{name} = ?" for name in changes)
         t.execute(f"UPDATE plans SET {assignments} WHERE plan_id = ?",
                   (*changes.values(), plan_id))
-    if "status" in changes:  # the session ended
-        _usage_changed()
 
 
-@_changes_usage
 def insert_plan_tasks(plan_id: str, project_id: int, tasks: list[dict],
                       edges: list[tuple[int, int]], defaults: dict, changes: dict,
                       moment: Moment) -> tuple[list[dict], bool] | None:
@@ -2369,31 +2175,28 @@ def plan_task_view(row: dict) -> dict:
 
 def last_plan_row(project_id: int) -> dict | None:
     """The project's latest finished planning session."""
-    with tx() as t:
+    with read() as t:
         return t.one("SELECT * FROM plans WHERE project_id = ? AND status != 'running' "
                      "ORDER BY id DESC LIMIT 1", (project_id,))
 
 
 def running_plan_rows() -> list[dict]:
-    with tx() as t:
+    with read() as t:
         return t.all("SELECT * FROM plans WHERE status = 'running' ORDER BY id")
 
 
 # --- settings ------------------------------------------------------------------
 
 def settings_rows() -> dict:
-    with tx() as t:
-        return {r["name"]: json.loads(r["value_json"])
-                for r in t.all("SELECT name, value_json FROM settings")}
+    with read() as t:
+        return {r["name"]: json.loads(r["value_json"]) for r in t["settings"].all()}
 
 
 def upsert_settings_rows(values: dict) -> dict:
     with tx() as t:
         for name, value in values.items():
-            t.execute("INSERT INTO settings (name, value_json) VALUES (?, ?) ON CONFLICT(name) "
-                      "DO UPDATE SET value_json = excluded.value_json", (name, json_dumps(value)))
-        return {r["name"]: json.loads(r["value_json"])
-                for r in t.all("SELECT name, value_json FROM settings")}
+            t["settings"].upsert({"name": name, "value_json": json_dumps(value)}, ["name"])
+        return {r["name"]: json.loads(r["value_json"]) for r in t["settings"].all()}
 
 
 # --- statistics ------------------------------------------------------------------
@@ -2401,7 +2204,7 @@ def upsert_settings_rows(values: dict) -> dict:
 def db_check() -> str:
     """"ok", or what is wrong with the database (health must always answer)."""
     try:
-        with tx() as t:
+        with read() as t:
             t.value("SELECT 1")
     except (sqlite3.Error, OSError) as exc:
         return f"error: {exc}"
@@ -2414,7 +2217,7 @@ def project_stats_rows(project_id: int, day_start: str) -> dict | None:
             f"SELECT {column} AS k, COUNT(*) AS n FROM tasks WHERE project_id = ? "
             f"GROUP BY {column}", (project_id,))}
 
-    def read(t):
+    def figures(t):
         return {
             "status": counts(t, "status"), "type": counts(t, "task_type"),
             "priority": counts(t, "priority"),
@@ -2423,11 +2226,11 @@ def project_stats_rows(project_id: int, day_start: str) -> dict | None:
             "today": t.value("SELECT COUNT(*) FROM tasks WHERE project_id = ? AND "
                              "status = 'done' AND completed_at >= ?", (project_id, day_start)),
         }
-    with tx() as t:
+    with read() as t:
         if not t.exists("projects", project_id):
             return None
         # every figure is read from an index (migration 0006): no task or run row
-        return {**DERIVED.get(t, ("stats", project_id, day_start), project_id, read),
+        return {**DERIVED.get(t, ("stats", project_id, day_start), project_id, figures),
                 "usage": t.one("SELECT SUM(input_tokens) AS input, SUM(output_tokens) AS "
                                "output, SUM(cost) AS cost, COUNT(*) AS runs FROM runs "
                                "WHERE project_id = ?", (project_id,))}
@@ -2435,7 +2238,7 @@ def project_stats_rows(project_id: int, day_start: str) -> dict | None:
 
 def activity_rows(project_id: int, limit: int, offset: int) -> list[dict] | None:
     """Skip the `offset` newest entries, take the next `limit`, oldest first."""
-    with tx() as t:
+    with read() as t:
         if not t.exists("projects", project_id):
             return None
         rows = t.all("SELECT * FROM activity WHERE project_id = ? ORDER BY id DESC "
@@ -2453,7 +2256,7 @@ USAGE_SOURCE = (
 
 
 def cost_since_row(moment: str) -> float:
-    with tx() as t:
+    with read() as t:
         return t.value(f"SELECT COALESCE(SUM(cost), 0) FROM {USAGE_SOURCE} "
                        "WHERE started_at >= ?", (moment,))
 
@@ -2473,14 +2276,8 @@ def usage_rows(day_start: str) -> dict:
         "today": lambda t: t.value(f"SELECT SUM(cost) FROM {USAGE_SOURCE} "
                                    "WHERE started_at >= ?", (day_start,)),
     }
-    # NOTE: each sum reads every run (60 ms at 67,000 runs), so each has a transaction of
-    # its own: together they held the lock for 220 ms.  A run that ends in between bumps
-    # usage_version, and a caller that keeps the sums reads them all again.
-    out = {}
-    for name, read in reads.items():
-        with tx() as t:
-            out[name] = t.in_thread(read)
-    return out
+    with read() as t:  # each sum reads every run: tens of milliseconds at scale
+        return t.in_thread(lambda t: {name: r(t) for name, r in reads.items()})
 
 
 #: runtime holds every process-wide object; built by init() in MAIN.
@@ -3167,7 +2964,7 @@ def announce(moment: Moment | None) -> None:
 
 def webhook_now(hook: dict) -> dict | None:
     """The hook as it is now; None if it was deleted or disabled."""
-    row = child_row("webhooks", hook["project_id"], hook["id"])
+    row = resource_row("webhooks", hook["project_id"], hook["id"])
     return row if row is not None and row["enabled"] else None
 
 
@@ -4445,55 +4242,55 @@ def delete_attachment(attachment_id: int) -> dict:
 # --- templates, snippets, webhooks -------------------------------------------
 # Three per-project resources with the same life cycle; each differs only in its fields.
 
-Child = collections.namedtuple("Child", "table fields noun")
-TEMPLATES = Child("templates", TEMPLATE_FIELDS, "template")
-SNIPPETS = Child("snippets", SNIPPET_FIELDS, "snippet")
-WEBHOOKS = Child("webhooks", WEBHOOK_FIELDS, "webhook")
+Resource = collections.namedtuple("Resource", "table fields noun")
+TEMPLATES = Resource("templates", TEMPLATE_FIELDS, "template")
+SNIPPETS = Resource("snippets", SNIPPET_FIELDS, "snippet")
+WEBHOOKS = Resource("webhooks", WEBHOOK_FIELDS, "webhook")
 
 
-def child_view(kind: Child, row: dict) -> dict:
+def resource_view(kind: Resource, row: dict) -> dict:
     if kind is WEBHOOKS:
         row = dict(row, has_secret=int(bool(row["secret"])))
     return render(kind.fields, row)
 
 
-def list_children(kind: Child, project_id: int) -> list[dict]:
-    rows = child_rows(kind.table, project_id)
+def list_resources(kind: Resource, project_id: int) -> list[dict]:
+    rows = resource_rows(kind.table, project_id)
     if rows is None:
         raise NotFound(f"project {project_id} not found")
-    return [child_view(kind, r) for r in rows]
+    return [resource_view(kind, r) for r in rows]
 
 
-def get_child(kind: Child, project_id: int, row_id: int) -> dict:
-    row = child_row(kind.table, project_id, row_id)
+def get_resource(kind: Resource, project_id: int, row_id: int) -> dict:
+    row = resource_row(kind.table, project_id, row_id)
     if row is None:
         raise NotFound(f"{kind.noun} {row_id} not found in project {project_id}")
-    return child_view(kind, row)
+    return resource_view(kind, row)
 
 
-def create_child(kind: Child, project_id: int, body) -> dict:
+def create_resource(kind: Resource, project_id: int, body) -> dict:
     values = validate_known(lambda: get_project(project_id), kind.fields, body)
-    row = insert_child_row(kind.table, project_id, values)
+    row = insert_resource_row(kind.table, project_id, values)
     if row is None:
         raise NotFound(f"project {project_id} not found")
-    item = child_view(kind, row)
+    item = resource_view(kind, row)
     runtime.hub.publish(f"{kind.noun}:created", item, project_id)
     return item
 
 
-def update_child(kind: Child, project_id: int, row_id: int, body) -> dict:
-    changes = validate_known(lambda: get_child(kind, project_id, row_id), kind.fields, body,
+def update_resource(kind: Resource, project_id: int, row_id: int, body) -> dict:
+    changes = validate_known(lambda: get_resource(kind, project_id, row_id), kind.fields, body,
                              partial=True)
-    row = update_child_row(kind.table, project_id, row_id, changes)
+    row = update_resource_row(kind.table, project_id, row_id, changes)
     if row is None:
         raise NotFound(f"{kind.noun} {row_id} not found in project {project_id}")
-    item = child_view(kind, row)
+    item = resource_view(kind, row)
     runtime.hub.publish(f"{kind.noun}:updated", item, project_id)
     return item
 
 
-def delete_child(kind: Child, project_id: int, row_id: int) -> dict:
-    if not delete_child_row(kind.table, project_id, row_id):
+def delete_resource(kind: Resource, project_id: int, row_id: int) -> dict:
+    if not delete_resource_row(kind.table, project_id, row_id):
         raise NotFound(f"{kind.noun} {row_id} not found in project {project_id}")
     runtime.hub.publish(f"{kind.noun}:deleted", {"id": row_id, "projectId": project_id},
                         project_id)
@@ -4507,7 +4304,7 @@ def delivery_view(row: dict) -> dict:
 
 
 def webhook_deliveries(project_id: int, webhook_id: int) -> list[dict]:
-    get_child(WEBHOOKS, project_id, webhook_id)
+    get_resource(WEBHOOKS, project_id, webhook_id)
     return [delivery_view(r) for r in delivery_rows(webhook_id)]
 
 
@@ -4928,14 +4725,7 @@ def project_activity(project_id: int, limit: int, offset: int) -> list[dict]:
 
 def agent_usage() -> dict:
     """Tokens and estimated cost of every agent run (tasks, planner, verifier)."""
-    # NOTE: the sums read every run; they are kept until usage or the local day changes.
-    # They are read in several transactions: if a run ended meanwhile, again (3 tries).
-    for _ in range(3):
-        key = (local_day_start_iso(), usage_version)
-        if runtime.usage is not None and runtime.usage[0] == key:
-            break
-        runtime.usage = (key, usage_rows(key[0]))
-    rows = runtime.usage[1]
+    rows = usage_rows(local_day_start_iso())
     total = rows["total"]
     models = {m: {"tasks": 0, "inputTokens": 0, "outputTokens": 0, "cost": 0.0}
               for m in MODELS}
@@ -6191,24 +5981,24 @@ def api_delete_attachment(attachment_id):
 
 # --- templates, snippets, webhooks -------------------------------------------
 
-def _child_routes(kind: Child, schema: str) -> None:
+def _resource_routes(kind: Resource, schema: str) -> None:
     """The five CRUD routes of a per-project resource."""
     base = f"/api/projects/<project_id:int>/{kind.table}"
 
     def api_list(project_id):
-        return list_children(kind, project_id)
+        return list_resources(kind, project_id)
 
     def api_create(project_id):
-        return create_child(kind, project_id, read_json())
+        return create_resource(kind, project_id, read_json())
 
     def api_get(project_id, item_id):
-        return get_child(kind, project_id, item_id)
+        return get_resource(kind, project_id, item_id)
 
     def api_update(project_id, item_id):
-        return update_child(kind, project_id, item_id, read_json())
+        return update_resource(kind, project_id, item_id, read_json())
 
     def api_delete(project_id, item_id):
-        return delete_child(kind, project_id, item_id)
+        return delete_resource(kind, project_id, item_id)
 
     app.route(base, "GET", api_list, name=f"api_list_{kind.table}", returns=f"{schema}[]")
     app.route(base, "POST", api_create, name=f"api_create_{kind.noun}", body=kind.fields,
@@ -6221,9 +6011,9 @@ def _child_routes(kind: Child, schema: str) -> None:
               returns="Ok")
 
 
-_child_routes(TEMPLATES, "Template")
-_child_routes(SNIPPETS, "Snippet")
-_child_routes(WEBHOOKS, "Webhook")
+_resource_routes(TEMPLATES, "Template")
+_resource_routes(SNIPPETS, "Snippet")
+_resource_routes(WEBHOOKS, "Webhook")
 
 
 @app.get("/api/projects/<project_id:int>/webhooks/<webhook_id:int>/deliveries",
@@ -7150,7 +6940,6 @@ class Runtime:
         #: The stored settings, read once at start and replaced by every update.
         self.settings = {}
         #: ((local day, usage version), usage sums): see agent_usage()
-        self.usage = None
         self.greenlets = []
 
 
@@ -7226,9 +7015,8 @@ def _default_data_dir(environ) -> str:
 def init(config: dict, resume_runs: bool = True) -> Runtime:
     """Build the runtime: open and migrate the database, start the background workers and
     (unless serve() will, once it listens) give interrupted tasks their agents back."""
-    global runtime, database
+    global runtime
     runtime = Runtime(config)
-    database = runtime.db
     migrate()
     runtime.settings = settings_rows()
     interrupt_stale_plans()
@@ -7248,7 +7036,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
 
 def shutdown() -> None:
     """Stop the background workers, end every /ws connection, close the database."""
-    global runtime, database
+    global runtime
     if runtime is None:
         return
     for greenlet in runtime.greenlets:
@@ -7260,9 +7048,7 @@ def shutdown() -> None:
     for sub in list(runtime.hub.subscribers):
         sub.close()
     with WRITE_LOCK:  # a transaction still under way ends first
-        release_connection()
         runtime.db.close()
-        database = None
     runtime = None
 
 

@@ -35,7 +35,6 @@ def wait_for(predicate, timeout=5.0, interval=0.02, message="condition"):
 
 def sql(tb, statement, params=()):
     """Run one statement on the test board's database from outside (committed)."""
-    taskboard._usage_changed()  # the board keeps usage sums between its own writes
     con = sqlite3.connect(tb.config["db_path"])
     try:
         with con:
