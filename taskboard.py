@@ -3042,18 +3042,16 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         prompt = None  # a fresh session needs the whole story, revisions included
     attachment_dir = os.path.join(runtime.data_dir, "attachments", str(task_id)) \
         if context["attachments"] else None
-    argv = agent_argv(task, project, session_id=session_id, attachment_dir=attachment_dir)
     text = prompt if prompt is not None else build_prompt(context, note=note)
     cwd = task_checkout(task, project)
+    invocation = agent_invocation(project, cwd, task["model"], task["thinking_effort"],
+                                  task_run_flags(project, session_id, attachment_dir), task_id)
     run_id = insert_run_row({
         "task_id": task_id, "project_id": project["id"], "kind": "task",
         "model": task["model"], "cwd": cwd, "resumed": int(bool(session_id)),
         "session_id": session_id, "head_start": git_head(cwd)})
-    settings = get_settings()
-    run = AgentRun(task_id, project["id"], run_id, argv, cwd, agent_env(task_id), text,
-                   model=task["model"], root=repo_root(cwd),
-                   timeout_s=(project["task_timeout_minutes"] or 0) * SECONDS_PER_MINUTE,
-                   idle_s=settings["agentIdleTimeoutMinutes"] * SECONDS_PER_MINUTE)
+    run = AgentRun(task_id, project["id"], run_id, text, model=task["model"],
+                   root=repo_root(cwd), **invocation)
     run.argv += ["--mcp-config", issue_run_token(run, mcp_port)]
     what = f"resuming session {session_id}" if session_id else "starting the agent"
     runtime.logs.append(task_id, "system", f"{what} ({MODEL_ALIASES[task['model']]}, effort "
@@ -3238,31 +3236,60 @@ def render_template(content: str, task: dict, project: dict) -> str:
                   lambda m: values.get(m.group(1), m.group(0)), content)
 
 
-def agent_argv(task: dict, project: dict, *, session_id: str | None = None,
-               attachment_dir: str | None = None) -> list[str]:
-    """The agent command line of design §6 (the prompt goes on stdin, never here)."""
+def agent_invocation(project: dict, cwd: str, model: str, effort: str, flags=(),
+                     task_id: int | None = None) -> dict:
+    """How every agent run starts (task, verifier, planner): its argv (design §6; the
+    prompt goes on stdin, never here), its environment without the board's secrets, its
+    cwd and its timeouts, as AgentRun takes them."""
     argv = [*runtime.config["agent_argv"], "-p", "--output-format", "stream-json",
-            "--verbose", "--model", MODEL_ALIASES[task["model"]],
-            "--effort", task["thinking_effort"]]
-    if project["permission_mode"] == "auto-accept":
-        argv.append("--dangerously-skip-permissions")
-    elif project["permission_mode"] == "allow-tools":
-        argv += ["--allowedTools", ",".join(filter(None, [project["allowed_tools"],
-                                                          "mcp__taskboard__*"]))]
-    if session_id:
-        argv += ["--resume", session_id]
-    if project["task_budget_usd"]:
-        argv += ["--max-budget-usd", f"{project['task_budget_usd']:g}"]
-    if attachment_dir:
-        argv += ["--add-dir", attachment_dir]
-    return argv
-
-
-def agent_env(task_id: int) -> dict:
-    """The server's environment without its secrets, plus where the agent is working."""
+            "--verbose", "--model", MODEL_ALIASES[model], "--effort", effort, *flags]
+    instructions = _checkout_instructions(project, cwd)
+    if instructions:
+        argv += ["--append-system-prompt", instructions]
     env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
-    env.update(TASKBOARD_TASK_ID=str(task_id), TASKBOARD_URL=runtime.url)
-    return env
+    if task_id is not None:
+        env.update(TASKBOARD_TASK_ID=str(task_id), TASKBOARD_URL=runtime.url)
+    minute = SECONDS_PER_MINUTE
+    return {"argv": argv, "env": env, "cwd": cwd,
+            "timeout_s": (project["task_timeout_minutes"] or 0) * minute,
+            "idle_s": get_settings()["agentIdleTimeoutMinutes"] * minute}
+
+
+def _checkout_instructions(project: dict, cwd: str) -> str | None:
+    """The checkout's agent instructions for a run in a task's worktree whose own differ
+    (design §4): the CLI reads only the file in its cwd."""
+    if os.path.realpath(cwd) == os.path.realpath(project["working_dir"]):
+        return None
+    wanted, present = (_read_text(os.path.join(folder, AGENT_MD), MAX_INSTRUCTIONS_CHARS)
+                       for folder in (project["working_dir"], cwd))
+    return wanted if wanted and wanted.strip() and wanted != present else None
+
+
+def _read_text(path: str, limit: int) -> str | None:
+    """The first `limit` characters of a text file, None when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(limit)
+    except OSError:
+        return None
+
+
+def task_run_flags(project: dict, session_id: str | None, attachment_dir: str | None) \
+        -> list[str]:
+    """A task run's permission, resume, budget and attachment flags (design §6)."""
+    flags = []
+    if project["permission_mode"] == "auto-accept":
+        flags.append("--dangerously-skip-permissions")
+    elif project["permission_mode"] == "allow-tools":
+        flags += ["--allowedTools", ",".join(filter(None, [project["allowed_tools"],
+                                                           "mcp__taskboard__*"]))]
+    if session_id:
+        flags += ["--resume", session_id]
+    if project["task_budget_usd"]:
+        flags += ["--max-budget-usd", f"{project['task_budget_usd']:g}"]
+    if attachment_dir:
+        flags += ["--add-dir", attachment_dir]
+    return flags
 
 
 def repo_root(cwd: str) -> str:
@@ -3843,6 +3870,8 @@ MAX_DIFF_BYTES = 2 * 1024 * 1024
 MAX_NEW_FILES = 200
 #: The agent-instructions file the default agent CLI reads.
 AGENT_MD = "CLAUDE.md"
+#: At most this much of it is passed to a run in a worktree (an argument, not a file).
+MAX_INSTRUCTIONS_CHARS = 100_000
 
 
 def stop_task(task_id: int) -> dict:
@@ -4087,20 +4116,16 @@ def start_verifier(task_id: int) -> None:
                             "is not found; the task waits in testing", is_error=True)
         return
     diff = task_diff(task_id)
-    argv = [*runtime.config["agent_argv"], "-p", "--output-format", "stream-json",
-            "--verbose", "--model", MODEL_ALIASES[task["model"]], "--effort",
-            task["thinking_effort"], "--tools", "Read,Grep,Glob,Bash",
-            "--allowedTools", *VERIFIER_TOOLS]
     cwd = worktree_path(task) if project["auto_branch"] and os.path.isdir(
         worktree_path(task)) else project["working_dir"]
+    invocation = agent_invocation(project, cwd, task["model"], task["thinking_effort"], [
+        "--tools", "Read,Grep,Glob,Bash", "--allowedTools", *VERIFIER_TOOLS], task_id)
     run_id = insert_run_row({"task_id": task_id, "project_id": project["id"],
                              "kind": "verifier", "model": task["model"], "cwd": cwd,
                              "head_start": git_head(cwd)})
-    run = AgentRun(task_id, project["id"], run_id, argv, cwd, agent_env(task_id),
-                   verifier_prompt(task, project, diff), model=task["model"],
-                   root=repo_root(cwd), on_finish=finish_verifier,
-                   timeout_s=(project["task_timeout_minutes"] or 0) * SECONDS_PER_MINUTE,
-                   idle_s=get_settings()["agentIdleTimeoutMinutes"] * SECONDS_PER_MINUTE)
+    run = AgentRun(task_id, project["id"], run_id, verifier_prompt(task, project, diff),
+                   model=task["model"], root=repo_root(cwd), on_finish=finish_verifier,
+                   **invocation)
     run.moves_before = last_move_row(task_id)
     runtime.logs.append(task_id, "system", "the verifier checks the work (autoTest)", run_id)
     try:
@@ -4368,14 +4393,10 @@ def start_plan(project_id: int, body) -> dict:
     stamp = max(int(time.time() * 1000), runtime.last_plan_ms + 1)
     runtime.last_plan_ms = stamp
     plan_id = f"plan-{project_id}-{stamp}"
-    argv = [*runtime.config["agent_argv"], "-p", "--output-format", "stream-json",
-            "--verbose", "--model", MODEL_ALIASES[values["model"]], "--effort",
-            values["effort"], "--tools", "Read,Bash", "--allowedTools", *PLANNER_TOOLS]
-    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
-    run = PlanRun(plan_id, project_id, values, argv, project["working_dir"], env,
-                  planner_prompt(project, values),
-                  timeout_s=(project["task_timeout_minutes"] or 0) * SECONDS_PER_MINUTE,
-                  idle_s=get_settings()["agentIdleTimeoutMinutes"] * SECONDS_PER_MINUTE)
+    run = PlanRun(plan_id, project_id, values, planner_prompt(project, values),
+                  **agent_invocation(project, project["working_dir"], values["model"],
+                                     values["effort"], ["--tools", "Read,Bash",
+                                                        "--allowedTools", *PLANNER_TOOLS]))
     runtime.plans[project_id] = run  # before any yield: a second start must see it
     try:
         insert_plan_row({"plan_id": plan_id, "project_id": project_id, "status": "running",
@@ -5228,7 +5249,7 @@ def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | No
 class AgentRun:
     """One agent process and the greenlets that serve it."""
 
-    def __init__(self, task_id, project_id, run_id, argv, cwd, env, prompt, *, model,
+    def __init__(self, task_id, project_id, run_id, prompt, *, argv, cwd, env, model,
                  root=None, timeout_s=0.0, idle_s=0.0, on_finish=None):
         self.task_id, self.project_id, self.run_id = task_id, project_id, run_id
         self.on_finish = on_finish or finish_run
@@ -5388,11 +5409,9 @@ class PlanRun(AgentRun):
     """A planning session's agent: read-only and tied to no task; what it prints becomes
     plan:* events, and finish_plan() turns its answer into tasks."""
 
-    def __init__(self, plan_id, project_id, values, argv, cwd, env, prompt, *, timeout_s,
-                 idle_s):
-        super().__init__(None, project_id, None, argv, cwd, env, prompt,
-                         model=values["model"], timeout_s=timeout_s, idle_s=idle_s,
-                         on_finish=finish_plan)
+    def __init__(self, plan_id, project_id, values, prompt, **invocation):
+        super().__init__(None, project_id, None, prompt, model=values["model"],
+                         on_finish=finish_plan, **invocation)
         self.plan_id, self.values = plan_id, values
         self.phase = "starting"
 

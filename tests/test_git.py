@@ -136,6 +136,37 @@ def test_task_runs_in_its_own_worktree_on_its_branch_and_the_checkout_is_untouch
     assert "hello.txt" not in os.listdir(repo)
 
 
+def append_system_prompt(call):
+    """The text a run got with --append-system-prompt, None without it."""
+    argv = call["argv"]
+    return argv[argv.index("--append-system-prompt") + 1] \
+        if "--append-system-prompt" in argv else None
+
+
+def test_a_worktree_run_gets_the_checkouts_agent_instructions_it_lacks(
+        tb, client, api, repo, agent_dir):
+    """design §4: the CLI reads CLAUDE.md in its cwd only; the checkout's, not committed to
+    the base branch (or changed since), reaches a worktree run as an extra system prompt."""
+    (repo / "CLAUDE.md").write_text("Run make lint before you commit.\n")
+    project = api.project(autoBranch=True)
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    wait_status(client, task["id"], "testing")
+    commit_file(repo, "CLAUDE.md", "Run make lint before you commit.\n", "instructions")
+    same = api.task(project["id"], description="fake:ok")  # its worktree has the same file
+    api.move(same["id"], "in_progress")
+    wait_status(client, same["id"], "testing")
+    unbranched = api.project(slug="plain")  # runs in the checkout, which the CLI reads
+    plain = api.task(unbranched["id"], description="fake:ok")
+    api.move(plain["id"], "in_progress")
+    wait_status(client, plain["id"], "testing")
+
+    [lacking] = task_calls(agent_dir, task["id"])
+    assert append_system_prompt(lacking) == "Run make lint before you commit.\n"
+    assert append_system_prompt(task_calls(agent_dir, same["id"])[0]) is None
+    assert append_system_prompt(task_calls(agent_dir, plain["id"])[0]) is None
+
+
 def test_branch_starts_from_pr_base_branch_else_origins_copy_else_head(tb, client, api, repo,
                                                                       tmp_path):
     origin = tmp_path / "origin.git"
