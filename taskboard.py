@@ -1927,12 +1927,20 @@ def reorder_rows(project_id: int, task_ids: list[int]) -> list[dict] | None:
 
 
 def task_event_rows(task_id: int, limit: int) -> list[dict] | None:
-    """The newest `limit` raw agent lines of a task, oldest first."""
+    """The newest `limit` structured events of a task, oldest first: the agent's raw lines,
+    its status changes (kind status) and the agent's messages (kind message)."""
     with read() as t:
         if not t.exists("tasks", task_id):
             return None
-        rows = t.all("SELECT * FROM task_events WHERE task_id = ? ORDER BY id DESC LIMIT ?",
-                     (task_id, limit))
+        rows = t.all(
+            "SELECT id, run_id, seq, created_at, kind, raw, 0 AS source FROM task_events "
+            "WHERE task_id = ? UNION ALL SELECT id, NULL, 0, created_at, 'status', "
+            "json_object('from', from_status, 'to', to_status), 1 FROM activity "
+            "WHERE task_id = ? AND event = 'status_change' UNION ALL SELECT id, run_id, 0, "
+            "created_at, 'message', json_object('text', message), 2 FROM logs "
+            "WHERE task_id = ? AND kind = 'text' "
+            "ORDER BY created_at DESC, source DESC, id DESC LIMIT ?",
+            (task_id, task_id, task_id, limit))
     rows.reverse()
     return rows
 

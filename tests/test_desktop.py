@@ -4,6 +4,7 @@ spec "Desktop-only commands"; README "Desktop commands (local only)").
 Runs use the scripted tests/fake_agent.py: the task description picks its behaviour
 (`fake:<directive>`), and it records every invocation in $FAKE_AGENT_DIR/calls.jsonl.
 """
+import json
 import os
 import subprocess
 
@@ -15,6 +16,7 @@ from agent_helpers import (
     assert_stays,
     children,
     get_task,
+    logs,
     query,
     read_calls,
     start,
@@ -548,24 +550,35 @@ def test_get_active_file_map_without_agents_is_empty(client, tb):
 
 # --- get_task_events --------------------------------------------------------------------------
 
+def raw_lines(events):
+    """The agent's own lines among a task's structured events."""
+    return [e for e in events if e["kind"] not in ("status", "message")]
+
+
 def test_get_task_events_returns_raw_lines_newest_limit_oldest_first(client, api, agent_dir):
     tid = start(api, api.project(), "fake:lines=10")
     wait_status(client, tid, "testing")
     [call] = task_calls(agent_dir, tid)
     lines = transcript(agent_dir, call["pid"])
     assert len(lines) == 12
-    events = wait_for(lambda: (lambda es: es if len(es) == 12 else None)(
+    events = wait_for(lambda: (lambda es: es if len(raw_lines(es)) == 12 else None)(
         desk(client, "get_task_events", {"taskId": tid}).json), RUN,
         message="every raw line to be stored")
-    assert [e["raw"] for e in events] == lines
+    assert [e["raw"] for e in raw_lines(events)] == lines
+    assert [json.loads(e["raw"]) for e in events if e["kind"] == "status"] == [
+        {"from": "backlog", "to": "in_progress"}, {"from": "in_progress", "to": "testing"}]
+    said = [e["message"] for e in logs(client, tid) if e["kind"] == "text"]
+    assert said and [json.loads(e["raw"])["text"] for e in events
+                     if e["kind"] == "message"] == said
+    assert [e["kind"] for e in events][:2] == ["status", "system"]  # moved, then the init line
+    events = raw_lines(events)
     assert all(set(e) == {"id", "runId", "seq", "createdAt", "kind", "raw"} for e in events)
     assert ids(events) == sorted(ids(events))
     [(run_id,)] = query("SELECT id FROM runs WHERE task_id = ?", (tid,))
     assert {e["runId"] for e in events} == {run_id}
     newest = desk(client, "get_task_events", {"taskId": tid, "limit": 5}).json
-    assert [e["raw"] for e in newest] == lines[-5:]
-    assert desk(client, "get_task_events", {"taskId": tid, "limit": 1}).json[0]["raw"] == \
-        lines[-1]
+    assert [e["kind"] for e in newest][-1] == "status"  # to testing, after the last line
+    assert desk(client, "get_task_events", {"taskId": tid, "limit": 1}).json == newest[-1:]
 
 
 def test_get_task_events_of_task_without_runs_is_empty_and_unknown_is_404(client, api):
