@@ -389,6 +389,19 @@ def run_command(argv: list[str], cwd: str | None = None, timeout: float = 30,
         proc.stdout.close()
 
 
+def reaches(children, start, goal) -> bool:
+    """Whether goal can be reached from start along children[node] (a cycle check)."""
+    seen, stack = set(), [start]
+    while stack:
+        node = stack.pop()
+        if node == goal:
+            return True
+        if node not in seen:
+            seen.add(node)
+            stack.extend(children[node])
+    return False
+
+
 def project_key_from_slug(slug: str) -> str:
     """Initials of the slug's parts (2..4 letters), else its first 3 letters, else P."""
     parts = [p for p in slug.split("-") if p]
@@ -1859,15 +1872,9 @@ def upsert_dependency_row(from_id: int, to_id: int, condition: str) -> dict:
                           "ON k.id = d.to_id WHERE k.project_id = ?",
                           (tasks[to_id]["project_id"],)):
             children[edge["from_id"]].append(edge["to_id"])
-        seen, stack = set(), [to_id]
-        while stack:  # does from_id already depend on to_id, directly or not?
-            node = stack.pop()
-            if node == from_id:
-                raise Conflict(f"task {to_id} depending on task {from_id} would make a cycle",
-                               "dependsOnId")
-            if node not in seen:
-                seen.add(node)
-                stack.extend(children[node])
+        if reaches(children, to_id, from_id):  # from_id depends on to_id already
+            raise Conflict(f"task {to_id} depending on task {from_id} would make a cycle",
+                           "dependsOnId")
         t.execute("INSERT INTO task_dependencies (from_id, to_id, condition_type, created_at) "
                   "VALUES (?, ?, ?, ?) ON CONFLICT(from_id, to_id) DO UPDATE SET "
                   "condition_type = excluded.condition_type",
@@ -4606,7 +4613,7 @@ def parse_plan(text: str) -> tuple[list[dict], list[tuple[int, int]], list[str]]
             warnings.append(f"dependency {shown} makes a task depend on itself; dropped")
         elif child in children[parent]:
             continue  # the same edge twice
-        elif _reaches(children, child, parent):
+        elif reaches(children, child, parent):
             warnings.append(f"dependency {shown} would make a cycle; dropped")
         else:
             children[parent].add(child)
@@ -4677,18 +4684,6 @@ def _plan_task(index: int, raw, warnings: list[str]) -> dict:
         priority = 1
     values["priority"] = priority
     return values
-
-
-def _reaches(children: dict, start: int, goal: int) -> bool:
-    seen, stack = set(), [start]
-    while stack:
-        node = stack.pop()
-        if node == goal:
-            return True
-        if node not in seen:
-            seen.add(node)
-            stack.extend(children[node])
-    return False
 
 
 def _plan_phase(run: "PlanRun", phase: str, message: str) -> None:
@@ -6287,73 +6282,173 @@ def _is_loopback(address: str) -> bool:
     return ip.is_loopback or bool(getattr(ip, "ipv4_mapped", None) and ip.ipv4_mapped.is_loopback)
 
 
-def _task_arg(body: dict) -> int:
-    """stop_task, restart_task and request_changes take `id` (or `taskId`)."""
-    return _int_arg(body, "id" if "id" in body else "taskId")
+#: JSON schemas of the commands' arguments and results.
+_ID = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
+_TASK = {"$ref": "#/components/schemas/Task"}
+_OK = {"$ref": "#/components/schemas/Ok"}
+_AGENT_MD = {"$ref": "#/components/schemas/AgentMd"}
+_OBJECT = {"type": "object"}
+_PORT = {"type": ["integer", "null"], "minimum": 1, "maximum": 65535}
+_TASK_FIELDS_IN = {
+    "title": {"type": "string"}, "description": {"type": "string"},
+    "acceptance_criteria": {"type": "string"},
+    "task_type": {"type": "string", "enum": list(TASK_TYPES)},
+    "priority": {"type": "integer", "minimum": 0, "maximum": 3}}
 
-
-def _port_arg(body: dict) -> int | None:
-    return _int_arg(body, "mcpPort", lo=1, hi=65535) if body.get("mcpPort") is not None \
-        else None
-
-
-def _int_arg(body: dict, name: str, default=None, lo=1, hi=2**63 - 1) -> int:
-    value = body.get(name, default)
-    if value is None:
-        raise Invalid(f"{name} is required", name)
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise Invalid(f"{name} must be an integer from {lo} to {hi}, not "
-                      f"{json_dumps(value)[:40]}", name)
-    return value
-
-
-#: command -> (the body fields it accepts, what it does)
-DESKTOP_COMMANDS = {
-    "stop_task": (("id", "taskId"), lambda b: stop_task(_task_arg(b))),
-    "restart_task": (("id", "taskId", "mcpPort"), lambda b: restart_task(
-        _task_arg(b), _port_arg(b))),
-    "request_changes": (("id", "taskId", "feedback", "mcpPort"), lambda b: request_changes(
-        _task_arg(b), b.get("feedback"), _port_arg(b))),
-    "get_task_diff": (("taskId",), lambda b: task_diff(_int_arg(b, "taskId"))),
-    "add_task_dependency": (("taskId", "dependsOnId", "conditionType"), lambda b: add_dependency(
-        _int_arg(b, "taskId"), _int_arg(b, "dependsOnId"), b.get("conditionType", "always"))),
-    "remove_task_dependency": (("taskId", "dependsOnId"), lambda b: remove_dependency(
-        _int_arg(b, "taskId"), _int_arg(b, "dependsOnId"))),
-    "get_task_dependencies": (("taskId",), lambda b: task_dependencies(_int_arg(b, "taskId"))),
-    "get_dependency_graph": (("projectId",),
-                             lambda b: dependency_graph(_int_arg(b, "projectId"))),
-    "get_execution_waves": (("projectId",), lambda b: waves_of(_int_arg(b, "projectId"))),
-    "get_pipeline_status": (("projectId",), lambda b: pipeline_status(_int_arg(b, "projectId"))),
-    "reorder_queue": (("projectId", "taskIds"),
-                      lambda b: reorder_queue(_int_arg(b, "projectId"), b.get("taskIds"))),
-    "get_agent_activity": (("projectId",),
-                           lambda b: agent_activity(_int_arg(b, "projectId"))),
-    "get_active_file_map": ((), lambda b: agent_activity(None)["fileMap"]),
-    "get_task_events": (("taskId", "limit"), lambda b: task_events(
-        _int_arg(b, "taskId"), _int_arg(b, "limit", 500, 1, 10_000))),
-    "get_agent_md": (("projectId",), lambda b: agent_md(_int_arg(b, "projectId"))),
-    "save_agent_md": (("projectId", "content"),
-                      lambda b: save_agent_md(_int_arg(b, "projectId"), b.get("content"))),
+Command = collections.namedtuple("Command", "kind doc args required returns run")
+#: Every command the board offers beside its REST routes: the spec's desktop commands
+#: (kind "desktop": POST /api/desktop/<name>, local callers only) and the board tools
+#: agents get over MCP (kind "tool": they call the API with the run's token).  Routes, the
+#: MCP server, the OpenAPI document and the README check all read this table.  `run` takes
+#: an argument reader and the JSON body (desktop), or the tool's arguments and a BoardApi
+#: (tool).
+COMMANDS = {
+    "stop_task": Command(
+        "desktop", "Stop the task's agent; the task goes back to backlog.",
+        {"id": _ID, "taskId": _ID}, [], _TASK, lambda arg, b: stop_task(arg("id"))),
+    "restart_task": Command(
+        "desktop", "Kill the agent and start a fresh session.",
+        {"id": _ID, "taskId": _ID, "mcpPort": _PORT}, [], _TASK,
+        lambda arg, b: restart_task(arg("id"), arg("mcpPort"))),
+    "request_changes": Command(
+        "desktop", "Record feedback and resume the agent's session with it.",
+        {"id": _ID, "taskId": _ID, "feedback": {"type": "string", "pattern": r"\S"},
+         "mcpPort": _PORT}, ["feedback"], _TASK,
+        lambda arg, b: request_changes(arg("id"), b.get("feedback"),
+                                  arg("mcpPort"))),
+    "get_task_diff": Command(
+        "desktop", "The task's diff, stats and commits.", {"taskId": _ID}, ["taskId"],
+        _OBJECT, lambda arg, b: task_diff(arg("taskId"))),
+    "add_task_dependency": Command(
+        "desktop", "Make a task wait for another (or change the condition).",
+        {"taskId": _ID, "dependsOnId": _ID,
+         "conditionType": {"type": "string", "enum": list(CONDITIONS), "default": "always"}},
+        ["taskId", "dependsOnId"], {"$ref": "#/components/schemas/Dependency"},
+        lambda arg, b: add_dependency(arg("taskId"),
+                                 arg("dependsOnId"),
+                                 b.get("conditionType", "always"))),
+    "remove_task_dependency": Command(
+        "desktop", "Remove a dependency edge.", {"taskId": _ID, "dependsOnId": _ID},
+        ["taskId", "dependsOnId"], _OK,
+        lambda arg, b: remove_dependency(arg("taskId"),
+                                    arg("dependsOnId"))),
+    "get_task_dependencies": Command(
+        "desktop", "The ids of the tasks a task waits for and of those waiting for it.",
+        {"taskId": _ID}, ["taskId"],
+        {"type": "object", "required": ["parents", "children"], "properties": {
+            "parents": {"type": "array", "items": {"type": "integer"}},
+            "children": {"type": "array", "items": {"type": "integer"}}}},
+        lambda arg, b: task_dependencies(arg("taskId"))),
+    "get_dependency_graph": Command(
+        "desktop", "A project's tasks and dependency edges.", {"projectId": _ID},
+        ["projectId"], _OBJECT,
+        lambda arg, b: dependency_graph(arg("projectId"))),
+    "get_execution_waves": Command(
+        "desktop", "A project's unfinished tasks in waves that may run in parallel.",
+        {"projectId": _ID}, ["projectId"], {"type": "array", "items": {
+            "type": "array", "items": _TASK}},
+        lambda arg, b: waves_of(arg("projectId"))),
+    "get_pipeline_status": Command(
+        "desktop", "Each task's place in the pipeline: ready, waiting, blocked, ...",
+        {"projectId": _ID}, ["projectId"], _OBJECT,
+        lambda arg, b: pipeline_status(arg("projectId"))),
+    "reorder_queue": Command(
+        "desktop", "Run a project's tasks in exactly this order.",
+        {"projectId": _ID, "taskIds": {"type": "array", "minItems": 1, "uniqueItems": True,
+                                       "items": _ID}}, ["projectId", "taskIds"], _OK,
+        lambda arg, b: reorder_queue(arg("projectId"), b.get("taskIds"))),
+    "get_agent_activity": Command(
+        "desktop", "The running agents of a project and the files they touch.",
+        {"projectId": _ID}, ["projectId"], _OBJECT,
+        lambda arg, b: agent_activity(arg("projectId"))),
+    "get_active_file_map": Command(
+        "desktop", "Every file any running agent touches, with the tasks touching it.", {},
+        [], {"type": "object", "additionalProperties": {"type": "array",
+                                                         "items": {"type": "integer"}}},
+        lambda arg, b: agent_activity(None)["fileMap"]),
+    "get_task_events": Command(
+        "desktop", "A task's structured events: raw agent lines, status changes, messages.",
+        {"taskId": _ID, "limit": {"type": "integer", "minimum": 1, "maximum": 10_000,
+                                  "default": 500}}, ["taskId"],
+        {"type": "array", "items": {"$ref": "#/components/schemas/TaskEvent"}},
+        lambda arg, b: task_events(arg("taskId"),
+                              arg("limit"))),
+    "get_agent_md": Command(
+        "desktop", "The project's agent-instructions file.", {"projectId": _ID},
+        ["projectId"], _AGENT_MD, lambda arg, b: agent_md(arg("projectId"))),
+    "save_agent_md": Command(
+        "desktop", "Write the project's agent-instructions file.",
+        {"projectId": _ID, "content": {"type": "string"}}, ["projectId", "content"],
+        _AGENT_MD,
+        lambda arg, b: save_agent_md(arg("projectId"), b.get("content"))),
+    "list_tasks": Command(
+        "tool", "List the tasks of this project (id, key, title, status, priority, type, "
+        "parent).", {"status": {"type": "string", "enum": list(STATUSES)}}, [],
+        {"type": "array", "items": _OBJECT},
+        lambda a, board: [{k: t[k] for k in ("id", "task_key", "title", "status", "priority",
+                                             "task_type", "parent_task_id")}
+                          for t in board.call("GET", f"/api/projects/{board.project()}/tasks")
+                          if a.get("status") in (None, t["status"])]),
+    "create_task": Command(
+        "tool", "Create a task in this project. By default it is a sub-task of the task you "
+        "are working on, which then waits until its sub-tasks are finished; pass "
+        "parent_task_id null for an independent task.",
+        {**_TASK_FIELDS_IN, "parent_task_id": {"type": ["integer", "null"]}}, ["title"],
+        _TASK, lambda a, board: board.call("POST", f"/api/projects/{board.project()}/tasks",
+                                           {"parent_task_id": board.own, **a})),
+    "update_task": Command(
+        "tool", "Change fields of a task of this project (not its status).",
+        {"id": {"type": "integer"}, **_TASK_FIELDS_IN}, ["id"], _TASK,
+        lambda a, board: board.update(int(a["id"]), {k: v for k, v in a.items() if k != "id"})),
+    "change_task_status": Command(
+        "tool", "Move another task of this project to a status (never the task you are "
+        "working on).", {"id": {"type": "integer"},
+                         "status": {"type": "string", "enum": list(STATUSES)}},
+        ["id", "status"], _TASK, lambda a, board: board.move(int(a["id"]), a.get("status"))),
+    "get_task_detail": Command(
+        "tool", "A task with its revisions, attachments, commits and latest log entries.",
+        {"id": {"type": "integer"}}, ["id"], _OBJECT,
+        lambda a, board: board.detail(int(a["id"]))),
 }
 
 
-def _desktop_route(command: str, accepts: tuple, run) -> None:
+def _desktop_route(name: str, command: Command) -> None:
     def local_command():  # refusal() already applied local_refusal()
         body = read_json(required=False)
         body = {} if body is None else body
         if not isinstance(body, dict):
             raise Invalid("the request body must be a json object")
-        unknown = [name for name in body if name not in accepts]
+        unknown = [field for field in body if field not in command.args]
         if unknown:
-            raise Invalid(f"unknown field {unknown[0]!r} for {command}", unknown[0])
-        return run(body)
-    local_command.__doc__ = f"Desktop command {command} (local requests only)."
-    app.route(f"/api/desktop/{command}", "POST", local_command, name=f"local_{command}",
+            raise Invalid(f"unknown field {unknown[0]!r} for {name}", unknown[0])
+        return command.run(functools.partial(_desktop_arg, name, body), body)
+    local_command.__doc__ = f"Desktop command {name}: {command.doc}"
+    app.route(f"/api/desktop/{name}", "POST", local_command, name=f"local_{name}",
               body="Desktop", returns="Desktop")
 
 
-for _command, (_accepts, _run) in DESKTOP_COMMANDS.items():
-    _desktop_route(_command, _accepts, _run)
+for _name, _command in COMMANDS.items():
+    if _command.kind == "desktop":
+        _desktop_route(_name, _command)
+
+
+def _desktop_arg(command: str, body: dict, name: str) -> int | None:
+    """An integer argument of a desktop command, checked against its schema in COMMANDS;
+    "id", the task of stop_task, restart_task and request_changes, may come as taskId."""
+    asked = name
+    if name == "id" and "id" not in body:
+        name = "taskId"
+    schema = COMMANDS[command].args[name]
+    value = body.get(name, schema.get("default"))
+    if value is None:
+        if asked == "id" or name in COMMANDS[command].required:
+            raise Invalid(f"{name} is required", name)
+        return None
+    lo, hi = schema["minimum"], schema["maximum"]
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise Invalid(f"{name} must be an integer from {lo} to {hi}, not "
+                      f"{json_dumps(value)[:40]}", name)
+    return value
 
 
 # =============================================================================
@@ -6428,47 +6523,6 @@ _SCHEMAS = {
 #: Read-only fields that are null until there is something to show.
 _NULLABLE_OUTPUT = {"started_at", "completed_at", "branch_name", "pr_url", "session_id",
                     "queue_position", "last_error", "runId", "tool", "isError", "durationMs"}
-_ID_SCHEMA = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
-#: The JSON schema of each argument of the desktop commands (DESKTOP_COMMANDS names them).
-_DESKTOP_ARGS = {
-    "id": _ID_SCHEMA, "taskId": _ID_SCHEMA, "projectId": _ID_SCHEMA, "dependsOnId": _ID_SCHEMA,
-    "mcpPort": {"type": ["integer", "null"], "minimum": 1, "maximum": 65535},
-    "feedback": {"type": "string", "pattern": r"\S"},
-    "conditionType": {"type": "string", "enum": list(CONDITIONS), "default": "always"},
-    "taskIds": {"type": "array", "minItems": 1, "uniqueItems": True, "items": _ID_SCHEMA},
-    "limit": {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 500},
-    "content": {"type": "string"},
-}
-#: The arguments each desktop command requires; stop_task, restart_task and request_changes
-#: take the task as `id` or `taskId`.
-_DESKTOP_REQUIRED = {
-    "request_changes": ["feedback"], "get_task_diff": ["taskId"],
-    "add_task_dependency": ["taskId", "dependsOnId"],
-    "remove_task_dependency": ["taskId", "dependsOnId"], "get_task_dependencies": ["taskId"],
-    "get_dependency_graph": ["projectId"], "get_execution_waves": ["projectId"],
-    "get_pipeline_status": ["projectId"], "reorder_queue": ["projectId", "taskIds"],
-    "get_agent_activity": ["projectId"], "get_task_events": ["taskId"],
-    "get_agent_md": ["projectId"], "save_agent_md": ["projectId", "content"],
-}
-_TASK_REF = {"$ref": "#/components/schemas/Task"}
-#: What each desktop command answers (default: an object).
-_DESKTOP_RETURNS = {
-    "stop_task": _TASK_REF, "restart_task": _TASK_REF, "request_changes": _TASK_REF,
-    "add_task_dependency": {"$ref": "#/components/schemas/Dependency"},
-    "remove_task_dependency": {"$ref": "#/components/schemas/Ok"},
-    "get_task_dependencies": {"type": "object", "required": ["parents", "children"],
-                              "properties": {"parents": {"type": "array",
-                                                         "items": {"type": "integer"}},
-                                             "children": {"type": "array",
-                                                          "items": {"type": "integer"}}}},
-    "get_execution_waves": {"type": "array", "items": {"type": "array", "items": _TASK_REF}},
-    "reorder_queue": {"$ref": "#/components/schemas/Ok"},
-    "get_active_file_map": {"type": "object", "additionalProperties": {
-        "type": "array", "items": {"type": "integer"}}},
-    "get_task_events": {"type": "array", "items": {"$ref": "#/components/schemas/TaskEvent"}},
-    "get_agent_md": {"$ref": "#/components/schemas/AgentMd"},
-    "save_agent_md": {"$ref": "#/components/schemas/AgentMd"},
-}
 #: Operations that answer 409 when the board's state forbids the change: a taken slug, no
 #: free agent slot, a planning session already running, a dependency cycle, a task in the
 #: wrong status, an unreadable or unwritable agent file.
@@ -6554,8 +6608,8 @@ def _operation(route, schemas) -> dict:
     command = op_id.removeprefix("local_") if config.get("body") == "Desktop" else None
     if returns == "file":  # in the media type it was uploaded with
         content = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
-    elif command in _DESKTOP_RETURNS:
-        content = {"application/json": {"schema": _DESKTOP_RETURNS[command]}}
+    elif command is not None:
+        content = {"application/json": {"schema": COMMANDS[command].returns}}
     else:
         ref = {"$ref": f"#/components/schemas/{returns.rstrip('[]')}"}
         schema = {"type": "array", "items": ref} if returns.endswith("[]") else ref
@@ -6581,7 +6635,7 @@ def _operation(route, schemas) -> dict:
         responses["409"] = {"description": "the board's state does not allow it now",
                             "content": error}
     op = {"operationId": op_id,
-          "parameters": [{"name": name, "in": "path", "required": True, "schema": _ID_SCHEMA}
+          "parameters": [{"name": name, "in": "path", "required": True, "schema": _ID}
                          for name in re.findall(r"<(\w+):int>", route.rule)],
           "responses": responses}
     body = config.get("body")
@@ -6594,13 +6648,12 @@ def _operation(route, schemas) -> dict:
         op["requestBody"] = {"required": True, "content": {"multipart/form-data": {
             "schema": {"$ref": "#/components/schemas/Upload"}}}}
     elif command is not None:
-        accepts = DESKTOP_COMMANDS[command][0]
-        args = {"type": "object", "additionalProperties": False,
-                "properties": {name: _DESKTOP_ARGS[name] for name in accepts}}
-        if "id" in accepts:
+        spec = COMMANDS[command]
+        args = {"type": "object", "additionalProperties": False, "properties": spec.args}
+        if "id" in spec.args:
             args["anyOf"] = [{"required": ["id"]}, {"required": ["taskId"]}]
-        if command in _DESKTOP_REQUIRED:
-            args["required"] = _DESKTOP_REQUIRED[command]
+        if spec.required:
+            args["required"] = spec.required
         op["requestBody"] = {"required": False, "content": {"application/json": {
             "schema": args}}}
     elif body:
@@ -6690,43 +6743,13 @@ def run_token_refusal(environ, scope: dict) -> ApiError | None:
 # --mcp-config.  Its tools call the HTTP API with the run's own token, which reaches only
 # that project's tasks, and only while the run lives (taskboard.py issues and revokes it).
 
-#: MCP tools: name -> (description, input schema properties, required).
-MCP_TOOLS = {
-    "list_tasks": ("List the tasks of this project (id, key, title, status, priority, type, "
-                   "parent).", {"status": {"type": "string", "enum": list(STATUSES)}}, []),
-    "create_task": ("Create a task in this project. By default it is a sub-task of the task "
-                    "you are working on, which then waits until its sub-tasks are finished; "
-                    "pass parent_task_id null for an independent task.", {
-                        "title": {"type": "string"}, "description": {"type": "string"},
-                        "acceptance_criteria": {"type": "string"},
-                        "task_type": {"type": "string", "enum": list(TASK_TYPES)},
-                        "priority": {"type": "integer", "minimum": 0, "maximum": 3},
-                        "parent_task_id": {"type": ["integer", "null"]}}, ["title"]),
-    "update_task": ("Change fields of a task of this project (not its status).", {
-        "id": {"type": "integer"}, "title": {"type": "string"},
-        "description": {"type": "string"}, "acceptance_criteria": {"type": "string"},
-        "task_type": {"type": "string", "enum": list(TASK_TYPES)},
-        "priority": {"type": "integer", "minimum": 0, "maximum": 3}}, ["id"]),
-    "change_task_status": ("Move another task of this project to a status (never the task "
-                           "you are working on).", {
-                               "id": {"type": "integer"},
-                               "status": {"type": "string", "enum": list(STATUSES)}},
-                           ["id", "status"]),
-    "get_task_detail": ("A task with its revisions, attachments, commits and latest log "
-                        "entries.", {"id": {"type": "integer"}}, ["id"]),
-}
-
-
 def mcp_serve(argv: list[str]) -> int:
     """Serve the board tools over stdio until stdin closes."""
     parser = argparse.ArgumentParser(prog="taskboard.py --mcp")
     parser.add_argument("--url", required=True)
     url = parser.parse_args(argv).url.rstrip("/")
-    own = int(os.environ.get("TASKBOARD_TASK_ID") or 0) or None
-    http = requests.Session()
-    token = os.environ.get("TASKBOARD_MCP_TOKEN")
-    if token:
-        http.headers["Authorization"] = f"Bearer {token}"
+    board = BoardApi(url, os.environ.get("TASKBOARD_MCP_TOKEN"),
+                     int(os.environ.get("TASKBOARD_TASK_ID") or 0) or None)
     for line in sys.stdin:
         try:
             message = json.loads(line)
@@ -6737,8 +6760,7 @@ def mcp_serve(argv: list[str]) -> int:
         if not isinstance(message, dict) or "id" not in message:
             continue  # a notification (e.g. notifications/initialized)
         try:
-            result = _mcp_answer(message.get("method"), message.get("params") or {}, http,
-                                 url, own)
+            result = _mcp_answer(message.get("method"), message.get("params") or {}, board)
             _mcp_send({"jsonrpc": "2.0", "id": message["id"], "result": result})
         except LookupError as exc:
             _mcp_send({"jsonrpc": "2.0", "id": message["id"],
@@ -6746,7 +6768,8 @@ def mcp_serve(argv: list[str]) -> int:
     return 0
 
 
-def _mcp_answer(method, params, http, url, own):
+def _mcp_answer(method, params, board: "BoardApi"):
+    tools = {name: c for name, c in COMMANDS.items() if c.kind == "tool"}
     if method == "initialize":
         return {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
                 "capabilities": {"tools": {}},
@@ -6754,55 +6777,57 @@ def _mcp_answer(method, params, http, url, own):
     if method == "ping":
         return {}
     if method == "tools/list":
-        return {"tools": [{"name": name, "description": text, "inputSchema": {
-            "type": "object", "properties": props, "required": required}}
-            for name, (text, props, required) in MCP_TOOLS.items()]}
+        return {"tools": [{"name": name, "description": c.doc, "inputSchema": {
+            "type": "object", "properties": c.args, "required": c.required}}
+            for name, c in tools.items()]}
     if method == "tools/call":
         name, args = params.get("name"), params.get("arguments") or {}
-        if name not in MCP_TOOLS:
+        if name not in tools:
             raise LookupError(f"unknown tool {name!r}")
         try:
-            value, failed = _mcp_tool(name, args, http, url, own), False
-        except (ValueError, requests.RequestException) as exc:
+            value, failed = tools[name].run(args, board), False
+        except (ValueError, TypeError, KeyError, requests.RequestException) as exc:
             value, failed = {"error": str(exc)}, True
         return {"content": [{"type": "text", "text": json_dumps(value)}], "isError": failed}
     raise LookupError(f"unknown method {method!r}")
 
 
-def _mcp_tool(name, args, http, url, own):
-    def call(method, path, body=None):
-        response = http.request(method, url + path, json=body, timeout=30)
+class BoardApi:
+    """The board's HTTP API as the tools call it: with the run's token, on behalf of the
+    task `own` the agent works on."""
+
+    def __init__(self, url: str, token: str | None, own: int | None):
+        self.url, self.own = url, own
+        self.http = requests.Session()
+        if token:
+            self.http.headers["Authorization"] = f"Bearer {token}"
+
+    def call(self, method: str, path: str, body=None):
+        response = self.http.request(method, self.url + path, json=body, timeout=30)
         answer = response.json() if response.content else {}
         if response.status_code >= 400:
             raise ValueError(answer.get("error") if isinstance(answer, dict) else answer)
         return answer
 
-    def project_id():
-        if own is None:
+    def project(self) -> int:
+        if self.own is None:
             raise ValueError("TASKBOARD_TASK_ID is not set: which project?")
-        return call("GET", f"/api/tasks/{own}")["project_id"]
+        return self.call("GET", f"/api/tasks/{self.own}")["project_id"]
 
-    if name == "list_tasks":
-        tasks = call("GET", f"/api/projects/{project_id()}/tasks")
-        return [{k: t[k] for k in ("id", "task_key", "title", "status", "priority",
-                                   "task_type", "parent_task_id")}
-                for t in tasks if args.get("status") in (None, t["status"])]
-    if name == "create_task":
-        body = {"parent_task_id": own, **args}
-        return call("POST", f"/api/projects/{project_id()}/tasks", body)
-    if name == "update_task":
-        fields = {k: v for k, v in args.items() if k != "id"}
+    def update(self, task_id: int, fields: dict) -> dict:
         if "status" in fields:
             raise ValueError("use change_task_status to move a task")
-        return call("PUT", f"/api/tasks/{int(args['id'])}", fields)
-    if name == "change_task_status":
-        if int(args["id"]) == own:
+        return self.call("PUT", f"/api/tasks/{task_id}", fields)
+
+    def move(self, task_id: int, status) -> dict:
+        if task_id == self.own:
             raise ValueError("you cannot change the status of the task you are working on")
-        return call("PATCH", f"/api/tasks/{int(args['id'])}/status",
-                    {"status": args.get("status")})
-    detail = call("GET", f"/api/tasks/{int(args['id'])}/detail")
-    detail["logs"] = detail["logs"][-20:]
-    return detail
+        return self.call("PATCH", f"/api/tasks/{task_id}/status", {"status": status})
+
+    def detail(self, task_id: int) -> dict:
+        detail = self.call("GET", f"/api/tasks/{task_id}/detail")
+        detail["logs"] = detail["logs"][-20:]
+        return detail
 
 
 def _mcp_send(message: dict) -> None:

@@ -47,6 +47,12 @@ def test_readme_documents_setting_with_its_default(field):
     assert re.search(rf"\| `{field.name}` \| `{default}` \|", README), field.name
 
 
+@pytest.mark.parametrize("name", sorted(taskboard.COMMANDS))
+def test_readme_documents_command(name):
+    """Desktop commands are routes (checked above); board tools are named in the text."""
+    assert f"`{name}`" in README or f"/api/desktop/{name}`" in README, name
+
+
 @pytest.mark.parametrize("event", sorted(taskboard.EVENT_TYPES))
 def test_readme_documents_event(event):
     assert f"`{event}`" in README
