@@ -91,7 +91,7 @@ WEBHOOK_TIMEOUT_SECONDS = 10.0
 WEBHOOK_BACKOFF_SECONDS = (2.0, 8.0)
 #: Delivery records kept per webhook.
 WEBHOOK_DELIVERIES_KEPT = 50
-#: Moments kept waiting per webhook (a target that hangs); beyond, the oldest are dropped.
+#: Notices kept waiting per webhook (a target that hangs); beyond, the oldest are dropped.
 WEBHOOK_QUEUE_KEPT = 1000
 
 #: Request bodies larger than this are refused with 413 (attachments have their own limit).
@@ -282,12 +282,12 @@ def utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def iso(moment: dt.datetime | None) -> str | None:
+def iso(when: dt.datetime | None) -> str | None:
     """ISO 8601 UTC with milliseconds and Z, the only timestamp format we write."""
-    if moment is None:
+    if when is None:
         return None
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + \
-        f"{moment.microsecond // 1000:03d}Z"
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + \
+        f"{when.microsecond // 1000:03d}Z"
 
 
 _second = [None, ""]
@@ -308,9 +308,9 @@ def parse_iso(text: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def local_day_start_iso(moment: dt.datetime | None = None) -> str:
+def local_day_start_iso(when: dt.datetime | None = None) -> str:
     """The UTC timestamp of the start of the server-local calendar day."""
-    local = (moment or utc_now()).astimezone()
+    local = (when or utc_now()).astimezone()
     return iso(local.replace(hour=0, minute=0, second=0, microsecond=0))
 
 
@@ -1091,7 +1091,7 @@ CREATE INDEX tasks_by_status ON tasks(project_id, status, completed_at, work_dur
 DROP INDEX runs_by_project;
 CREATE INDEX runs_by_project ON runs(project_id, input_tokens, output_tokens, cost);
 """),
-    # A webhook's moments wait here until delivered, so that a restart loses none.
+    # A webhook's notices wait here until delivered, so that a restart loses none.
     ("0007_webhook_outbox", """
 CREATE TABLE webhook_outbox (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -1450,13 +1450,13 @@ def delete_project_row(project_id: int) -> list[str] | None:
 
 # --- tasks -------------------------------------------------------------------
 
-class Moment:
-    """A moment webhooks may announce (design §8), queued by the store function that makes
+class Notice:
+    """A notice webhooks may send (design §8), queued by the store function that makes
     the change it announces, in the same transaction: a crash keeps both or neither.
 
-    data goes with every task's moment; from_task names more data each task's moment takes
+    data goes with every task's notice; from_task names more data each task's notice takes
     from its row ({"issue": "issue_number"}).  After the commit, `hooks` are the webhooks it
-    was queued for and `dropped` how many older moments made room for it.
+    was queued for and `dropped` how many older notices made room for it.
     """
 
     def __init__(self, event: str, *, from_task: dict | None = None, **data):
@@ -1522,7 +1522,7 @@ def task_rows_json(project_id: int, object_sql: str) -> str | None:
 
 
 def task_detail_rows(task_id: int, log_sql: str) -> dict | None:
-    """The task with its revisions, attachments and complete log, read at one moment; the
+    """The task with its revisions, attachments and complete log, read at once; the
     log is one JSON array built by SQLite, each entry as log_sql (a task may have tens of
     thousands)."""
     with read() as t:
@@ -1538,20 +1538,20 @@ def task_detail_rows(task_id: int, log_sql: str) -> dict | None:
         return task
 
 
-def insert_task_row(project_id: int, values: dict, defaults: dict, moment: Moment) \
+def insert_task_row(project_id: int, values: dict, defaults: dict, notice: Notice) \
         -> tuple[dict, bool] | None:
     """Insert a task with the project's next key, record its creation and queue its
-    moment; return it and whether the project queues automatically, None if there is no
+    notice; return it and whether the project queues automatically, None if there is no
     such project.
 
     An omitted model or thinking effort comes from the project's template of the task's
     type (lowest id), else from defaults.
     """
     with tx() as t:
-        return _insert_task(t, project_id, values, defaults, moment)
+        return _insert_task(t, project_id, values, defaults, notice)
 
 
-def _insert_task(t: Tx, project_id: int, values: dict, defaults: dict, moment: Moment) \
+def _insert_task(t: Tx, project_id: int, values: dict, defaults: dict, notice: Notice) \
         -> tuple[dict, bool] | None:
     project = t.one("UPDATE projects SET task_counter = task_counter + 1 "
                     "WHERE id = ? RETURNING task_counter, key, auto_queue", (project_id,))
@@ -1579,7 +1579,7 @@ def _insert_task(t: Tx, project_id: int, values: dict, defaults: dict, moment: M
     t.insert("activity", {"project_id": project_id, "task_id": task["id"],
                           "task_title": values["title"], "event": "created",
                           "from_status": None, "to_status": "backlog", "created_at": now})
-    moment.queue(t, task)
+    notice.queue(t, task)
     return task, project["auto_queue"]
 
 
@@ -1597,8 +1597,8 @@ def update_task_row(task_id: int, changes: dict) -> dict | None:
 
 
 def move_task_row(task_id: int, to: str, changes_for, only_from=None,
-                  moment: Moment | None = None) -> tuple[dict, dict] | None:
-    """Change a task's status, record it and queue its moment; return (before, after),
+                  notice: Notice | None = None) -> tuple[dict, dict] | None:
+    """Change a task's status, record it and queue its notice; return (before, after),
     None if absent.
 
     changes_for(before, now) gives the other columns the move changes (timers, counters).
@@ -1618,8 +1618,8 @@ def move_task_row(task_id: int, to: str, changes_for, only_from=None,
                               "from_status": before["status"], "to_status": to,
                               "created_at": now})
         after = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
-        if moment is not None:
-            moment.queue(t, after)
+        if notice is not None:
+            notice.queue(t, after)
         return before, after
 
 
@@ -1726,7 +1726,7 @@ def revision_rows(task_id: int) -> list[dict] | None:
 # --- runs ----------------------------------------------------------------------
 
 def run_context_rows(task_id: int) -> dict | None:
-    """Everything a run's prompt and command line need, read at one moment."""
+    """Everything a run's prompt and command line need, read at once."""
     with read() as t:
         task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
         if task is None:
@@ -1892,8 +1892,8 @@ def delete_dependency_row(from_id: int, to_id: int) -> int | None:
         return project_id if removed else None
 
 
-def insert_revision_row(task_id: int, feedback: str, moment: Moment) -> dict | None:
-    """Record a change request (and its activity) and queue its moment; return the task,
+def insert_revision_row(task_id: int, feedback: str, notice: Notice) -> dict | None:
+    """Record a change request (and its activity) and queue its notice; return the task,
     None if absent."""
     with tx() as t:
         task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
@@ -1908,7 +1908,7 @@ def insert_revision_row(task_id: int, feedback: str, moment: Moment) -> dict | N
         t.update("tasks", task_id, {"revision_count": task["revision_count"] + 1,
                                     "updated_at": now})
         task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
-        moment.queue(t, task)
+        notice.queue(t, task)
         return task
 
 
@@ -2038,16 +2038,16 @@ def delivery_rows(webhook_id: int, limit: int = 50) -> list[dict]:
                      "ORDER BY id DESC LIMIT ?", (webhook_id, limit))
 
 
-def queue_moment(moment: Moment, task_id: int) -> None:
-    """Queue a moment that comes with no change of its own (none if the task is gone)."""
+def queue_notice(notice: Notice, task_id: int) -> None:
+    """Queue a notice that comes with no change of its own (none if the task is gone)."""
     with tx() as t:
         task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
         if task is not None:
-            moment.queue(t, task)
+            notice.queue(t, task)
 
 
-def next_webhook_moment(hook_id: int, after: int) -> tuple[int, dict, dict, dict] | None:
-    """The webhook's oldest queued moment after outbox id `after`: (its id, the moment, the
+def next_notice(hook_id: int, after: int) -> tuple[int, dict, dict, dict] | None:
+    """The webhook's oldest queued notice after outbox id `after`: (its id, the notice, the
     webhook as it is now, its project); None when there is none."""
     with tx() as t:
         row = t.one("SELECT id, moment_json FROM webhook_outbox WHERE webhook_id = ? AND "
@@ -2063,13 +2063,13 @@ def next_webhook_moment(hook_id: int, after: int) -> tuple[int, dict, dict, dict
         return row["id"], json.loads(row["moment_json"]), hook, project
 
 
-def delete_webhook_moment(outbox_id: int) -> None:
+def delete_notice(outbox_id: int) -> None:
     with tx() as t:
         t.execute("DELETE FROM webhook_outbox WHERE id = ?", (outbox_id,))
 
 
 def queued_webhook_ids() -> list[int]:
-    """The webhooks with moments waiting (at start-up: the ones a stop left behind)."""
+    """The webhooks with notices waiting (at start-up: the ones a stop left behind)."""
     with read() as t:
         return [r[0] for r in t.execute("SELECT DISTINCT webhook_id FROM webhook_outbox "
                                         "ORDER BY webhook_id")]
@@ -2117,9 +2117,9 @@ def sync_project_rows() -> list[dict]:
 
 
 def insert_issue_tasks(project_id: int, issues: list[dict], defaults: dict,
-                       moment: Moment) -> list[dict]:
+                       notice: Notice) -> list[dict]:
     """Import the issues never imported before as backlog tasks (the queue leaves them
-    alone until a person moves or edits them), each with its moment; return the new task
+    alone until a person moves or edits them), each with its notice; return the new task
     rows."""
     with tx() as t:
         rows = []
@@ -2128,7 +2128,7 @@ def insert_issue_tasks(project_id: int, issues: list[dict], defaults: dict,
                        (project_id, issue["issue_number"])):
                 continue
             inserted = _insert_task(t, project_id, {**issue, "source": "git_host"}, defaults,
-                                    moment)
+                                    notice)
             if inserted is None:
                 return []
             rows.append(inserted[0])
@@ -2158,14 +2158,14 @@ def update_plan_row(plan_id: str, changes: dict) -> None:
 
 def insert_plan_tasks(plan_id: str, project_id: int, tasks: list[dict],
                       edges: list[tuple[int, int]], defaults: dict, changes: dict,
-                      moment: Moment) -> tuple[list[dict], bool] | None:
-    """Write a plan's tasks with their moments and its edges (index pairs into tasks,
+                      notice: Notice) -> tuple[list[dict], bool] | None:
+    """Write a plan's tasks with their notices and its edges (index pairs into tasks,
     on_success) and finish the plan row, all in one transaction; return the task rows and
     whether the project queues automatically, None when the project is gone."""
     with tx() as t:
         rows, auto_queue = [], False
         for values in tasks:
-            inserted = _insert_task(t, project_id, values, defaults, moment)
+            inserted = _insert_task(t, project_id, values, defaults, notice)
             if inserted is None:
                 return None
             rows.append(inserted[0])
@@ -2270,10 +2270,10 @@ USAGE_SOURCE = (
     f"{PLAN_TOKENS}, 0, 0, cost FROM plans WHERE status != 'running')")
 
 
-def cost_since_row(moment: str) -> float:
+def cost_since_row(since: str) -> float:
     with read() as t:
         return t.value(f"SELECT COALESCE(SUM(cost), 0) FROM {USAGE_SOURCE} "
-                       "WHERE started_at >= ?", (moment,))
+                       "WHERE started_at >= ?", (since,))
 
 
 def usage_rows(day_start: str) -> dict:
@@ -2370,7 +2370,7 @@ class Subscriber:
         self.outbox.put(None)
 
 
-class EventHub:
+class EventBus:
     """Stamps every event with a strictly increasing seq, keeps a replay buffer, fans out.
 
     seq starts at the boot time in ms x 1000, so a `since` from an earlier run is older
@@ -2575,7 +2575,7 @@ class LogWriter:
         """One task:log of the entries written, given as the JSON arrays of their chunks."""
         if written:
             entries = ",".join(array[1:-1] for array in written)
-            runtime.hub.publish("task:log", RawJson(
+            runtime.events.publish("task:log", RawJson(
                 f'{{"taskId":{task_id},"projectId":{json_dumps(project_id)},'
                 f'"entries":[{entries}]}}'), project_id, task_id)
 
@@ -2669,7 +2669,7 @@ def get_project(project_id: int) -> dict:
 def create_project(body) -> dict:
     row = insert_project_row(validate(PROJECT_FIELDS, body))
     project = project_view(row)
-    runtime.hub.publish("project:created", project, project["id"])
+    runtime.events.publish("project:created", project, project["id"])
     if row["git_host_sync_enabled"] and row["git_host_repo"]:
         gevent.spawn(sync_issues, row["id"])  # import the issues now, in the background
     return project
@@ -2682,7 +2682,7 @@ def update_project(project_id: int, body) -> dict:
     if row is None:
         raise NotFound(f"project {project_id} not found")
     project = project_view(row)
-    runtime.hub.publish("project:updated", project, project_id)
+    runtime.events.publish("project:updated", project, project_id)
     schedule_queue(project_id)
     if row["git_host_sync_enabled"] and row["git_host_repo"] and (
             "git_host_sync_enabled" in changes or "git_host_repo" in changes):
@@ -2707,7 +2707,7 @@ def delete_project(project_id: int) -> dict:
         shutil.rmtree(folder, ignore_errors=True)
         if git_head(project["working_dir"]):
             run_command(["git", "worktree", "prune"], repo_root(project["working_dir"]), 30)
-    runtime.hub.publish("project:deleted", {"id": project_id}, project_id)
+    runtime.events.publish("project:deleted", {"id": project_id}, project_id)
     return {"ok": True}
 
 
@@ -2762,16 +2762,16 @@ def create_task(project_id: int, body) -> dict:
         if project:
             runtime.agents.check_free(project_id, project["max_concurrent"], project["slug"])
     settings = get_settings()
-    moment = Moment("task:created")
+    notice = Notice("task:created")
     inserted = insert_task_row(project_id, values, {
         "model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]},
-        moment)
+        notice)
     if inserted is None:
         raise NotFound(f"project {project_id} not found")
     row, auto_queue = inserted
     task = task_view(row)
-    runtime.hub.publish("task:created", task, project_id)
-    announce(moment)
+    runtime.events.publish("task:created", task, project_id)
+    announce(notice)
     if values.get("parent_task_id") is not None:
         _publish_task(task_row(values["parent_task_id"]))
     if status != "backlog":
@@ -2836,11 +2836,11 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
         event = {"in_progress": "task:started", "done": "task:approved"}.get(to) or (
             {"testing": "task:completed", "failed": "task:failed"}.get(to) if not manual
             else None)
-    moment = Moment(event, reason=reason) if event else None
+    notice = Notice(event, reason=reason) if event else None
     reserved = to == "in_progress" and _reserve_slot(task_id)
     try:
         moved = move_task_row(task_id, to, functools.partial(_move_changes, to, manual),
-                              only_from, moment)
+                              only_from, notice)
     except BaseException:
         if reserved:
             runtime.agents.release(task_id)
@@ -2855,7 +2855,7 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
     runtime.logs.append(task_id, "status", f"status {before['status']} -> {to}"
                         + (f": {reason}" if reason else ""))
     _publish_task(after)
-    announce(moment)
+    announce(notice)
     if to == "in_progress":
         start_run(task_id, **(run_options or {}))
     else:
@@ -2891,7 +2891,7 @@ def delete_task(task_id: int) -> dict:
             remove_worktree(task, project)
         except GitError as exc:
             log.warning("task %s: its worktree was not removed: %s", task_id, exc)
-    runtime.hub.publish("task:deleted", {"id": task_id, "projectId": task["project_id"]},
+    runtime.events.publish("task:deleted", {"id": task_id, "projectId": task["project_id"]},
                         task["project_id"])
     for orphan in orphans:
         _publish_task(orphan)
@@ -2965,15 +2965,15 @@ def task_revisions(task_id: int) -> list[dict]:
     return [render(REVISION_FIELDS, r) for r in rows]
 
 
-def announce(moment: Moment | None) -> None:
-    """After the commit of the change a moment announces: wake the webhooks it was queued
+def announce(notice: Notice | None) -> None:
+    """After the commit of the change a notice announces: wake the webhooks it was queued
     for (the WebhookSender delivers it in the background)."""
-    if moment is None:
+    if notice is None:
         return
-    if moment.dropped:
-        log.warning("webhooks of project %s: more than %s moments waiting; dropped the %s "
-                    "oldest", moment.project_id, WEBHOOK_QUEUE_KEPT, moment.dropped)
-    for hook_id in moment.hooks:
+    if notice.dropped:
+        log.warning("webhooks of project %s: more than %s notices waiting; dropped the %s "
+                    "oldest", notice.project_id, WEBHOOK_QUEUE_KEPT, notice.dropped)
+    for hook_id in notice.hooks:
         runtime.webhooks.wake(hook_id)
 
 
@@ -2985,7 +2985,7 @@ def webhook_now(hook: dict) -> dict | None:
 
 def _publish_task(row: dict | None) -> None:
     if row is not None:
-        runtime.hub.publish("task:updated", task_view(row), row["project_id"])
+        runtime.events.publish("task:updated", task_view(row), row["project_id"])
 
 
 def _move_changes(to: str, manual: bool, before: dict, now: str) -> dict:
@@ -3101,7 +3101,7 @@ def record_session(run: "AgentRun", session_id: str) -> None:
 
 def publish_usage(run: "AgentRun") -> None:
     usage = run.parser.usage
-    runtime.hub.publish("task:usage", {
+    runtime.events.publish("task:usage", {
         "taskId": run.task_id, "projectId": run.project_id, "runId": run.run_id,
         "inputTokens": usage["input"], "outputTokens": usage["output"],
         "cacheReadTokens": usage["cache_read"], "cacheCreationTokens": usage["cache_creation"],
@@ -3534,7 +3534,7 @@ def _pipeline(project_id: int) -> tuple[list[dict], list[dict]]:
 
 
 def _dependencies_changed(project_id: int) -> None:
-    runtime.hub.publish("dependencies:updated", {"projectId": project_id}, project_id)
+    runtime.events.publish("dependencies:updated", {"projectId": project_id}, project_id)
     schedule_queue(project_id)
 
 
@@ -3795,13 +3795,13 @@ def sync_issues(project_id: int) -> dict:
         if len(answer) < 100:
             break
     settings = get_settings()
-    moment = Moment("task:created", from_task={"issue": "issue_number"})
+    notice = Notice("task:created", from_task={"issue": "issue_number"})
     rows = insert_issue_tasks(project_id, issues, {
         "model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]},
-        moment)
+        notice)
     for row in rows:
-        runtime.hub.publish("task:created", task_view(row), project_id)
-    announce(moment)
+        runtime.events.publish("task:created", task_view(row), project_id)
+    announce(notice)
     return {"imported": len(rows)}
 
 
@@ -3905,9 +3905,9 @@ def restart_task(task_id: int, mcp_port: int | None = None) -> dict:
                          run_options={"mcp_port": mcp_port})
     runtime.agents.stop(task_id)
     runtime.logs.append(task_id, "system", "restarted by hand: a fresh session")
-    moment = Moment("task:started", reason="restarted")
-    queue_moment(moment, task_id)
-    announce(moment)
+    notice = Notice("task:started", reason="restarted")
+    queue_notice(notice, task_id)
+    announce(notice)
     if runtime.agents.reserve(task_id, task["project_id"], None):
         start_run(task_id, mcp_port=mcp_port)
     return get_task(task_id)
@@ -3922,12 +3922,12 @@ def request_changes(task_id: int, feedback, mcp_port: int | None = None) -> dict
     if task["status"] == "backlog":
         raise Conflict(f"task {task_id} is in the backlog: start it instead", "id")
     runtime.agents.stop(task_id)
-    moment = Moment("task:changes_requested", feedback=feedback.strip())
-    task = insert_revision_row(task_id, feedback.strip(), moment)
+    notice = Notice("task:changes_requested", feedback=feedback.strip())
+    task = insert_revision_row(task_id, feedback.strip(), notice)
     if task is None:
         raise NotFound(f"task {task_id} not found")
     _publish_task(task)
-    announce(moment)
+    announce(notice)
     options = {"resume": True, "prompt": feedback.strip(), "mcp_port": mcp_port}
     if task["status"] != "in_progress":
         return move_task(task_id, "in_progress", reason="changes requested",
@@ -4314,7 +4314,7 @@ def create_resource(kind: Resource, project_id: int, body) -> dict:
     if row is None:
         raise NotFound(f"project {project_id} not found")
     item = resource_view(kind, row)
-    runtime.hub.publish(f"{kind.noun}:created", item, project_id)
+    runtime.events.publish(f"{kind.noun}:created", item, project_id)
     return item
 
 
@@ -4325,14 +4325,14 @@ def update_resource(kind: Resource, project_id: int, row_id: int, body) -> dict:
     if row is None:
         raise NotFound(f"{kind.noun} {row_id} not found in project {project_id}")
     item = resource_view(kind, row)
-    runtime.hub.publish(f"{kind.noun}:updated", item, project_id)
+    runtime.events.publish(f"{kind.noun}:updated", item, project_id)
     return item
 
 
 def delete_resource(kind: Resource, project_id: int, row_id: int) -> dict:
     if not delete_resource_row(kind.table, project_id, row_id):
         raise NotFound(f"{kind.noun} {row_id} not found in project {project_id}")
-    runtime.hub.publish(f"{kind.noun}:deleted", {"id": row_id, "projectId": project_id},
+    runtime.events.publish(f"{kind.noun}:deleted", {"id": row_id, "projectId": project_id},
                         project_id)
     return {"ok": True}
 
@@ -4357,7 +4357,7 @@ def record_delivery(hook: dict, event: str, attempt: int, status: int | None, ok
         "ok": int(ok), "error": error, "duration_ms": duration_ms, "created_at": now_iso()},
         WEBHOOK_DELIVERIES_KEPT)
     if row is not None:
-        runtime.hub.publish("webhook:delivery", {"webhookId": hook["id"],
+        runtime.events.publish("webhook:delivery", {"webhookId": hook["id"],
                                                  "projectId": hook["project_id"],
                                                  **delivery_view(row)}, hook["project_id"])
 
@@ -4372,9 +4372,9 @@ def test_webhook(project_id: int, webhook_id: int) -> dict:
         "id": 0, "project_id": project_id, "task_key": f"{project['slug'].upper()}-0",
         "title": "Example task", "description": "A sample task sent by the webhook test.",
         "status": "testing", "task_type": "feature", "priority": 1}
-    moment = {"event": "webhook:test", "at": now_iso(), "task": sample,
+    notice = {"event": "webhook:test", "at": now_iso(), "task": sample,
               "data": {"test": True}}
-    status, error, _ = deliver(hook, project, moment, attempts=1)
+    status, error, _ = deliver(hook, project, notice, attempts=1)
     answer = {"ok": error is None, "status": status}
     if error is not None:
         answer["error"] = error
@@ -4531,20 +4531,20 @@ def _write_plan(run: "PlanRun") -> None:
     tag = json_dumps([f"plan:{slugify(run.values['topic'], 40)}"])
     changes = _plan_end_changes(run, "completed", None, warnings)
     stats = changes.pop("stats")
-    moment = Moment("task:created", plan=run.plan_id)
+    notice = Notice("task:created", plan=run.plan_id)
     written = insert_plan_tasks(
         run.plan_id, run.project_id, [{**t, "tags": tag} for t in tasks], edges,
         {"model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]},
-        changes, moment)
+        changes, notice)
     if written is None:
         return  # the project was deleted meanwhile
     rows, auto_queue = written
     created = [plan_task_view(r) for r in rows]
     for row in rows:
-        runtime.hub.publish("task:created", task_view(row), run.project_id)
-    announce(moment)
+        runtime.events.publish("task:created", task_view(row), run.project_id)
+    announce(notice)
     if edges:
-        runtime.hub.publish("dependencies:updated", {"projectId": run.project_id},
+        runtime.events.publish("dependencies:updated", {"projectId": run.project_id},
                             run.project_id)
     if auto_queue:
         schedule_queue(run.project_id)
@@ -4693,7 +4693,7 @@ def _plan_phase(run: "PlanRun", phase: str, message: str) -> None:
 
 
 def _publish_plan(run: "PlanRun", event: str, **data) -> None:
-    runtime.hub.publish(event, {"projectId": run.project_id, "planId": run.plan_id,
+    runtime.events.publish(event, {"projectId": run.project_id, "planId": run.plan_id,
                                 **{k: v for k, v in data.items()
                                    if v is not None or k == "error"}}, run.project_id)
 
@@ -4782,7 +4782,7 @@ def get_settings() -> dict:
 def update_settings(body) -> dict:
     runtime.settings = upsert_settings_rows(validate(SETTINGS_FIELDS, body, partial=True))
     settings = get_settings()
-    runtime.hub.publish("settings:updated", settings)
+    runtime.events.publish("settings:updated", settings)
     for project in project_rows():  # a raised daily cost limit may let queues go on
         schedule_queue(project["id"])
     return settings
@@ -4847,18 +4847,18 @@ def health() -> dict:
 # =============================================================================
 # WEBHOOKS
 # =============================================================================
-# A change's moment (Moment) is queued in the webhook outbox by the store function that
+# A change's notice (Notice) is queued in the webhook outbox by the store function that
 # makes the change, in its transaction, once per enabled hook subscribed to it; after the
-# commit, announce() wakes the WebhookSender, which delivers each hook's moments in the
-# background, in order, with retries.  It reads only its own outbox, never the event hub,
+# commit, announce() wakes the WebhookSender, which delivers each hook's notices in the
+# background, in order, with retries.  It reads only its own outbox, never the event bus,
 # so recording a delivery (webhook:delivery) can never cause another one.
 
-#: The headline of each announced moment.
+#: The headline of each announced notice.
 EVENT_TITLES = {"task:created": "New task", "task:started": "Task started",
                 "task:completed": "Task ready for review", "task:approved": "Task approved",
                 "task:changes_requested": "Changes requested", "task:failed": "Task failed",
                 "webhook:test": "Test message from Taskboard"}
-#: Discord embed colours (0xRRGGBB) per moment.
+#: Discord embed colours (0xRRGGBB) per notice.
 EVENT_COLORS = {"task:created": 0x5865F2, "task:started": 0xF0B232,
                 "task:completed": 0x3BA55C, "task:approved": 0x2D7D46,
                 "task:changes_requested": 0xEB6E2F, "task:failed": 0xED4245,
@@ -4866,9 +4866,9 @@ EVENT_COLORS = {"task:created": 0x5865F2, "task:started": 0xF0B232,
 
 
 class WebhookSender:
-    """Delivers the queued webhook moments in background greenlets: one worker per hook
-    with moments waiting, so a slow target delays only its own deliveries, and each hook
-    gets them in order.  A moment leaves the queue once delivered (or given up on), so a
+    """Delivers the queued webhook notices in background greenlets: one worker per hook
+    with notices waiting, so a slow target delays only its own deliveries, and each hook
+    gets them in order.  A notice leaves the queue once delivered (or given up on), so a
     stop in the middle of a delivery sends it again after the restart."""
 
     def __init__(self):
@@ -4879,7 +4879,7 @@ class WebhookSender:
             self.wake(hook_id)
 
     def wake(self, hook_id: int) -> None:
-        """A moment was queued for the hook: make sure a worker delivers it."""
+        """A notice was queued for the hook: make sure a worker delivers it."""
         if hook_id not in self.workers:
             self.workers[hook_id] = gevent.spawn(self._work, hook_id)
 
@@ -4891,13 +4891,13 @@ class WebhookSender:
         try:
             while True:
                 try:
-                    queued = next_webhook_moment(hook_id, done)
+                    queued = next_notice(hook_id, done)
                     if queued is None:
                         return  # nothing yields from here on: a wake() now spawns anew
-                    done, moment, hook, project = queued
+                    done, notice, hook, project = queued
                     if hook["enabled"]:
-                        deliver(hook, project, moment)
-                    delete_webhook_moment(done)
+                        deliver(hook, project, notice)
+                    delete_notice(done)
                 except Exception:  # a background loop: log and carry on
                     log.exception("webhook %s: delivery failed", hook_id)
                     gevent.sleep(1)
@@ -4905,9 +4905,9 @@ class WebhookSender:
             del self.workers[hook_id]
 
 
-def deliver(hook: dict, project: dict, moment: dict, attempts: int = 3) \
+def deliver(hook: dict, project: dict, notice: dict, attempts: int = 3) \
         -> tuple[int | None, str | None, int]:
-    """POST the moment in the hook's format, retrying 5xx, 429 and connection errors with
+    """POST the notice in the hook's format, retrying 5xx, 429 and connection errors with
     backoff; every attempt is recorded.  Returns (status, error or None, attempts made)."""
     status, error, attempt = None, None, 0
     for attempt in range(1, attempts + 1):
@@ -4915,16 +4915,16 @@ def deliver(hook: dict, project: dict, moment: dict, attempts: int = 3) \
             hook = webhook_now(hook)
             if hook is None:
                 break
-        body = json_dumps(webhook_payload(hook["platform"], project, moment)).encode()
+        body = json_dumps(webhook_payload(hook["platform"], project, notice)).encode()
         headers = {"Content-Type": "application/json",
                    "User-Agent": f"taskboard/{__version__}",
-                   "X-Taskboard-Event": moment["event"]}
+                   "X-Taskboard-Event": notice["event"]}
         if hook["secret"]:
             digest = hmac.new(hook["secret"].encode(), body, hashlib.sha256).hexdigest()
             headers["X-Taskboard-Signature"] = f"sha256={digest}"
         started = time.monotonic()
         status, error = _post(hook["url"], body, headers)
-        record_delivery(hook, moment["event"], attempt, status, error is None, error,
+        record_delivery(hook, notice["event"], attempt, status, error is None, error,
                         int((time.monotonic() - started) * 1000))
         if error is None or (status is not None and status < 500 and status != 429):
             break
@@ -4934,14 +4934,14 @@ def deliver(hook: dict, project: dict, moment: dict, attempts: int = 3) \
     return status, error, attempt
 
 
-def webhook_payload(platform: str, project: dict, moment: dict) -> dict:
+def webhook_payload(platform: str, project: dict, notice: dict) -> dict:
     """The body of a delivery in the platform's format (design §8)."""
-    event, task = moment["event"], moment["task"]
+    event, task = notice["event"], notice["task"]
     if platform == "custom":
-        return {"event": event, "timestamp": moment["at"],
+        return {"event": event, "timestamp": notice["at"],
                 "project": {"id": project["id"], "name": project["name"],
                             "slug": project["slug"]},
-                "task": task, "data": moment["data"]}
+                "task": task, "data": notice["data"]}
     title = EVENT_TITLES.get(event, event)
     name = f"{task.get('task_key') or ''} {task.get('title') or ''}".strip()
     facts = [("Project", project["name"]), ("Status", task.get("status") or "-"),
@@ -4949,7 +4949,7 @@ def webhook_payload(platform: str, project: dict, moment: dict) -> dict:
     if isinstance(task.get("priority"), int) and 0 <= task["priority"] < 4:
         facts.append(("Priority", PRIORITY_NAMES[task["priority"]]))
     facts += [(key.replace("_", " ").capitalize(), str(value))
-              for key, value in moment["data"].items() if value not in (None, "", True)]
+              for key, value in notice["data"].items() if value not in (None, "", True)]
     if event == "task:failed" and task.get("last_error"):
         facts.append(("Error", task["last_error"]))
     if platform == "platform_a":  # Slack: blocks, with text for notifications
@@ -4962,7 +4962,7 @@ def webhook_payload(platform: str, project: dict, moment: dict) -> dict:
                 {"type": "mrkdwn", "text": _slack(f"Taskboard · {project['name']}", 300)}]}]}
     if platform == "platform_b":  # Discord: one embed
         embed = {"title": _cut(f"{title}: {name}", 200),
-                 "color": EVENT_COLORS.get(event, 0x99AAB5), "timestamp": moment["at"],
+                 "color": EVENT_COLORS.get(event, 0x99AAB5), "timestamp": notice["at"],
                  "fields": [{"name": k[:256], "value": _cut(v, 1000) or "-",
                              "inline": len(v) < 40} for k, v in facts[:25]],
                  "footer": {"text": f"Taskboard · {project['name']}"[:2048]}}
@@ -5383,7 +5383,7 @@ class AgentRun:
         had_session = self.parser.session_id
         usage_before = dict(self.parser.usage)
         entries = self.parser.feed(text)
-        at = now_iso()  # the line and its entries: one moment
+        at = now_iso()  # the line and its entries: one notice
         runtime.logs.append_raw(self.task_id, self.run_id, self._seq, self.parser.last_type,
                                 text, at)
         for entry in entries:
@@ -6198,14 +6198,14 @@ def ws_events():
     ws = bottle.request.environ.get("wsgi.websocket")
     if ws is None:
         raise Invalid("/ws expects a websocket upgrade")
-    hub = runtime.hub  # the runtime may be gone by the time the socket closes
-    sub = hub.subscribe(**ws_params(bottle.request.query))
+    events = runtime.events  # the runtime may be gone by the time the socket closes
+    sub = events.subscribe(**ws_params(bottle.request.query))
     sub.abort = functools.partial(_ws_abort, ws.handler.socket)
     reader = gevent.spawn(_ws_read, ws, sub)
     try:
         _ws_write(ws, sub)
     finally:
-        hub.unsubscribe(sub)
+        events.unsubscribe(sub)
         reader.kill()
     return ""
 
@@ -6971,7 +6971,7 @@ class Runtime:
         self.data_dir = config["data_dir"]
         os.makedirs(self.data_dir, exist_ok=True)
         self.db = open_db(config["db_path"])
-        self.hub = EventHub()
+        self.events = EventBus()
         self.logs = LogWriter()
         self.agents = AgentPool()
         #: Projects whose queue is about to run (see schedule_queue).
@@ -7097,7 +7097,7 @@ def shutdown() -> None:
     stop_plans()
     runtime.agents.shutdown()
     runtime.logs.stop()
-    for sub in list(runtime.hub.subscribers):
+    for sub in list(runtime.events.subscribers):
         sub.close()
     with WRITE_LOCK:  # a transaction still under way ends first
         runtime.db.close()

@@ -144,7 +144,7 @@ def test_ws_events_are_published_after_commit(live, api, tb, monkeypatch):
     """At the moment an event is published, another connection already sees the change."""
     project = api.project()
     checks = []
-    publish = tb.hub.publish
+    publish = tb.events.publish
 
     def committed(event):
         con = sqlite3.connect(tb.config["db_path"])
@@ -168,7 +168,7 @@ def test_ws_events_are_published_after_commit(live, api, tb, monkeypatch):
         checks.append((event, committed({"event": event, "data": data})))
         return publish(event, data, project_id)
 
-    monkeypatch.setattr(tb.hub, "publish", spy)
+    monkeypatch.setattr(tb.events, "publish", spy)
     ws = live.ws()
     task = api.task(project["id"])
     message = ws.until("task:created")
@@ -204,7 +204,7 @@ def test_ws_since_replays_missed_events_in_order_then_live(live, api):
 
 def test_ws_since_current_seq_replays_nothing(live, api, tb):
     project = api.project()
-    ws = live.ws(f"?since={tb.hub.seq}")
+    ws = live.ws(f"?since={tb.events.seq}")
     api.task(project["id"], title="Next")
     message = ws.next()
     assert message["event"] == "task:created" and message["data"]["title"] == "Next"
@@ -213,8 +213,8 @@ def test_ws_since_current_seq_replays_nothing(live, api, tb):
 @pytest.mark.parametrize("since", ["1", "before-boot", "future"])
 def test_ws_since_outside_this_run_sends_resync_first(live, api, tb, since):
     api.project()
-    value = {"1": 1, "before-boot": tb.hub.first_seq - 1, "future": tb.hub.seq + 1000}[since]
-    current = tb.hub.seq
+    value = {"1": 1, "before-boot": tb.events.first_seq - 1, "future": tb.events.seq + 1000}[since]
+    current = tb.events.seq
     ws = live.ws(f"?since={value}")
     assert ws.next() == {"seq": current, "event": "resync", "data": {}}
     marker(api)
@@ -222,23 +222,23 @@ def test_ws_since_outside_this_run_sends_resync_first(live, api, tb, since):
 
 
 def test_ws_since_gap_gone_from_buffer_sends_resync(live, api, tb):
-    tb.hub.buffer_size = 3
+    tb.events.buffer_size = 3
     project = api.project()
-    since = tb.hub.seq
+    since = tb.events.seq
     for n in range(5):
         api.task(project["id"], title=f"T{n}")
     ws = live.ws(f"?since={since}")
-    assert ws.next() == {"seq": tb.hub.seq, "event": "resync", "data": {}}
+    assert ws.next() == {"seq": tb.events.seq, "event": "resync", "data": {}}
 
 
 def test_ws_since_replay_larger_than_a_client_may_queue_sends_resync(live, tb):
-    tb.hub.queue_bytes = 10_000
-    since = tb.hub.seq
+    tb.events.queue_bytes = 10_000
+    since = tb.events.seq
     for n in range(5):
-        tb.hub.publish("settings:updated", {"n": n, "pad": "x" * 3000})
+        tb.events.publish("settings:updated", {"n": n, "pad": "x" * 3000})
     ws = live.ws(f"?since={since}")
-    assert ws.next() == {"seq": tb.hub.seq, "event": "resync", "data": {}}
-    small = live.ws(f"?since={tb.hub.seq - 2}")  # two of them fit
+    assert ws.next() == {"seq": tb.events.seq, "event": "resync", "data": {}}
+    small = live.ws(f"?since={tb.events.seq - 2}")  # two of them fit
     assert [small.next()["data"]["n"] for _ in range(2)] == [3, 4]
 
 
@@ -382,26 +382,26 @@ def test_a_log_line_sqlite_cannot_take_is_written_with_a_stand_in_not_retried_fo
                                     "http://127.0.0.1:{port}.evil.example"])
 def test_ws_foreign_origin_is_refused_with_403(live, tb, origin):
     assert raw_upgrade(live, origin=origin.format(port=live.port)) == 403
-    assert not tb.hub.subscribers
+    assert not tb.events.subscribers
 
 
 def test_ws_own_origin_or_none_is_accepted(live, api, tb):
     for origin in (f"http://127.0.0.1:{live.port}", None):
         ws = connect(live, origin=origin)
         try:
-            wait_for(lambda: len(tb.hub.subscribers) == 1, message="subscribed")
+            wait_for(lambda: len(tb.events.subscribers) == 1, message="subscribed")
             marker(api)
             assert json.loads(ws.recv())["event"] == "settings:updated"
         finally:
             ws.close()
-        wait_for(lambda: not tb.hub.subscribers, message="unsubscribed")
+        wait_for(lambda: not tb.events.subscribers, message="unsubscribed")
 
 
 @pytest.mark.parametrize("query", ["?since=abc", "?logs=x", "?projectId=-1", "?since=1.5",
                                    "?logs=all&logs=x"])
 def test_ws_invalid_query_is_refused_with_400_before_upgrade(live, tb, query):
     assert raw_upgrade(live, query) == 400
-    assert not tb.hub.subscribers
+    assert not tb.events.subscribers
 
 
 def test_ws_refused_upgrade_answers_json_error(live):
@@ -415,23 +415,23 @@ def test_ws_refused_upgrade_answers_json_error(live):
 # --- slow clients, pings, disconnects ---------------------------------------------------
 
 def test_ws_slow_client_gets_resync_and_is_dropped_while_others_keep_up(live, tb):
-    tb.hub.queue_bytes = 1_000_000  # five of the 200 KB messages below
+    tb.events.queue_bytes = 1_000_000  # five of the 200 KB messages below
     fast = live.ws()
     slow = websocket.create_connection(  # a tiny receive buffer so the server's send blocks
         f"ws://127.0.0.1:{live.port}/ws", timeout=5, suppress_origin=True,
         sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),))
     try:
-        wait_for(lambda: len(tb.hub.subscribers) == 2, message="two subscribers")
+        wait_for(lambda: len(tb.events.subscribers) == 2, message="two subscribers")
         padding = "x" * 200_000
         published = []
         for n in range(300):
-            published.append(tb.hub.publish("settings:updated", {"n": n, "pad": padding}).seq)
+            published.append(tb.events.publish("settings:updated", {"n": n, "pad": padding}).seq)
             assert fast.next()["seq"] == published[-1]
-            if len(tb.hub.subscribers) == 1 and n > 10:
+            if len(tb.events.subscribers) == 1 and n > 10:
                 break
-        assert len(tb.hub.subscribers) == 1, "the slow client was never dropped"
+        assert len(tb.events.subscribers) == 1, "the slow client was never dropped"
         for n in range(3):  # the fast client is still served
-            published.append(tb.hub.publish("settings:updated", {"n": n, "pad": ""}).seq)
+            published.append(tb.events.publish("settings:updated", {"n": n, "pad": ""}).seq)
             assert fast.next()["seq"] == published[-1]
 
         tail = []
@@ -459,18 +459,18 @@ def test_ws_client_that_never_reads_is_reset_soon_after_it_is_dropped(live, tb, 
     monkeypatch.setattr(taskboard, "_ws_abort",
                         lambda sock, abort=taskboard._ws_abort: (aborted.append(sock),
                                                                  abort(sock)))
-    tb.hub.queue_bytes = 1_000_000
+    tb.events.queue_bytes = 1_000_000
     slow = websocket.create_connection(
         f"ws://127.0.0.1:{live.port}/ws", timeout=5, suppress_origin=True,
         sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),))
     try:
-        wait_for(lambda: len(tb.hub.subscribers) == 1, message="subscribed")
+        wait_for(lambda: len(tb.events.subscribers) == 1, message="subscribed")
         for n in range(300):
-            tb.hub.publish("settings:updated", {"n": n, "pad": "x" * 200_000})
+            tb.events.publish("settings:updated", {"n": n, "pad": "x" * 200_000})
             gevent.sleep(0)
-            if not tb.hub.subscribers:
+            if not tb.events.subscribers:
                 break
-        assert not tb.hub.subscribers, "the client was never dropped"
+        assert not tb.events.subscribers, "the client was never dropped"
         wait_for(lambda: aborted, timeout=3, message="the connection to be reset")
         with pytest.raises((ConnectionResetError, websocket.WebSocketConnectionClosedException)):
             for _ in range(1000):
@@ -491,9 +491,9 @@ def test_ws_idle_connection_gets_pings_without_seq(live, api, monkeypatch):
 
 def test_ws_disconnect_removes_subscriber(live, tb):
     ws = live.ws()
-    wait_for(lambda: len(tb.hub.subscribers) == 1, message="subscribed")
+    wait_for(lambda: len(tb.events.subscribers) == 1, message="subscribed")
     ws.close()
-    wait_for(lambda: not tb.hub.subscribers, message="subscriber removed after close")
+    wait_for(lambda: not tb.events.subscribers, message="subscriber removed after close")
 
 
 def test_ws_many_clients_all_receive_each_event(live, api):
@@ -507,10 +507,10 @@ def test_ws_many_clients_all_receive_each_event(live, api):
 
 def test_replay_buffer_is_bounded_by_bytes_too(tb):
     """A busy agent's task:log batches must not pile up megabytes for replay."""
-    tb.hub.buffer_bytes = 50_000
+    tb.events.buffer_bytes = 50_000
     entry = {"message": "x" * 1000}
     for _ in range(200):
-        tb.hub.publish("task:log", {"taskId": 1, "projectId": 1, "entries": [entry] * 5})
-    assert tb.hub.buffered <= 50_000
-    assert 5 <= len(tb.hub.buffer) <= 10
-    assert tb.hub.buffered == sum(len(m.frame) for m in tb.hub.buffer)
+        tb.events.publish("task:log", {"taskId": 1, "projectId": 1, "entries": [entry] * 5})
+    assert tb.events.buffered <= 50_000
+    assert 5 <= len(tb.events.buffer) <= 10
+    assert tb.events.buffered == sum(len(m.frame) for m in tb.events.buffer)

@@ -185,19 +185,19 @@ def test_when_sqlite_ends_a_creates_transaction_it_is_refused_and_nothing_stored
     the create was stored, and it is answered 507, not 201."""
     project = api.project(slug="tb")
     before = snapshot()
-    queue = taskboard.Moment.queue
+    queue = taskboard.Notice.queue
 
     def full_disk_on_boom(moment, t, row):
         queue(moment, t, row)
         if row["title"] == "Boom":
             t.connection.rollback()  # what SQLite does on SQLITE_FULL, say
             raise sqlite3.OperationalError("database or disk is full")
-    monkeypatch.setattr(taskboard.Moment, "queue", full_disk_on_boom)
+    monkeypatch.setattr(taskboard.Notice, "queue", full_disk_on_boom)
     response = client.post_json(f"/api/projects/{project['id']}/tasks", {"title": "Boom"},
                                 expect_errors=True)
     assert_error(response, 507, "storage_full")
     assert snapshot() == before
-    monkeypatch.setattr(taskboard.Moment, "queue", queue)
+    monkeypatch.setattr(taskboard.Notice, "queue", queue)
     assert api.task(project["id"])["task_key"] == "TB-1"
 
 
