@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 
 import gevent.event
 import pytest
@@ -158,11 +159,12 @@ def group_members(pgid) -> list[int]:
 
 
 LOCKER = """
-import sqlite3, sys, time
+import select, sqlite3, sys
 con = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
 con.execute("BEGIN IMMEDIATE")
 print("locked", flush=True)
-time.sleep(float(sys.argv[2]))
+select.select([sys.stdin], [], [], float(sys.argv[2]))  # until told (EOF), or `seconds`
+open(sys.argv[3], "w").close()  # the mark, before the lock is given back
 con.execute("ROLLBACK")
 con.close()
 print("released", flush=True)
@@ -171,29 +173,41 @@ print("released", flush=True)
 
 class WriteLock:
     """Another process that takes the database's write lock (BEGIN IMMEDIATE: in WAL mode
-    readers go on, writers wait) and holds it for `seconds`."""
+    readers go on, writers wait) and holds it for `seconds`, or until release().
+
+    `held` stays True until the locker starts to give the lock back (it writes a mark file
+    first), so a test can tell whether an answer came while the lock was still held."""
 
     def __init__(self, db, seconds):
         self.seconds = seconds
-        self.proc = subprocess.Popen([sys.executable, "-c", LOCKER, str(db), str(seconds)],
-                                     stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                     text=True)
+        self.mark = f"{db}.released-{uuid.uuid4().hex}"
+        self.proc = subprocess.Popen([sys.executable, "-c", LOCKER, str(db), str(seconds),
+                                      self.mark], stdout=subprocess.PIPE,
+                                     stdin=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         assert line == "locked", f"the locker said {line!r}"
-        self.locked_at = time.monotonic()
 
-    def wait(self) -> float:
-        """Wait for the release; the monotonic time it happened."""
+    @property
+    def held(self) -> bool:
+        """True while the other process still holds the lock (it has not begun to let go)."""
+        return not os.path.exists(self.mark)
+
+    def release(self) -> None:
+        """Tell the other process to give the lock back now."""
+        if not self.proc.stdin.closed:
+            self.proc.stdin.close()
+
+    def wait(self) -> None:
+        """Wait until the lock is given back."""
         assert self.proc.stdout.readline().strip() == "released"
-        released = time.monotonic()
         self.proc.stdout.close()
         assert self.proc.wait(timeout=10) == 0
-        return released
 
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=10)
+        self.release()
         self.proc.stdout.close()
 
 
@@ -230,10 +244,11 @@ def fill(folder) -> str:
 
 class HangingTarget:
     """A webhook target that accepts every request, reads it, and answers none (200 once
-    release() is called).  `received` holds the JSON bodies in arrival order."""
+    release() is called).  `received` holds the JSON bodies in arrival order, `answered` the
+    ones answered so far."""
 
     def __init__(self):
-        self.received = []
+        self.received, self.answered = [], []
         self.released = gevent.event.Event()
         self.server = WSGIServer(("127.0.0.1", 0), self._handle, log=None, error_log=None)
         self.server.start()
@@ -243,6 +258,7 @@ class HangingTarget:
         body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
         self.received.append(json.loads(body))
         self.released.wait(120)
+        self.answered.append(json.loads(body))
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
         return [b"ok"]
 

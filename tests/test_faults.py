@@ -157,18 +157,23 @@ def test_agent_flooding_stdout_without_newlines_is_cut_into_pieces_in_bounded_me
     task_id = server.task(project["id"], description=f"fake:flood-no-newline={FLOOD_BYTES} "
                           "fake:sleep=0.02")["id"]
     server.move(task_id, "in_progress")
-    wait_for(lambda: task_calls(agent_dir, task_id), 10, message="the flooding agent")
-    slowest, answers = 0.0, 0
-    while server.get_task(task_id)["status"] == "in_progress":
-        began = time.monotonic()
+    [call] = wait_for(lambda: task_calls(agent_dir, task_id), 10, message="the flooding agent")
+    # a write of the agent ends once the server has read it (the pipe holds 64 KiB): the
+    # agent's transcript says how far the server has read
+    read = os.path.join(agent_dir, "transcripts", f"{call['pid']}.out")
+    waited = []  # bytes of the flood the server read while one round of requests waited
+    while True:
+        before = os.path.getsize(read)
+        if server.get_task(task_id)["status"] != "in_progress":
+            break
         assert server.call("GET", "/api/health", timeout=5)["ok"] is True
         assert server.call("GET", f"/api/projects/{project['id']}/tasks", timeout=5)
-        slowest = max(slowest, time.monotonic() - began)
-        answers += 1
+        waited.append(os.path.getsize(read) - before)
         time.sleep(0.05)
     peak = server.status("VmHWM")
-    assert answers >= 10, "the flood ended before the API could be asked while it ran"
-    assert slowest < 1.0, f"an API request took {slowest:.2f}s during the flood"
+    assert len(waited) >= 10, "the flood ended before the API could be asked while it ran"
+    assert max(waited) <= FLOOD_BYTES // 4, \
+        f"the API waited while the server read {max(waited):,} bytes of the flood"
     assert peak - baseline < 100_000, \
         f"the server grew from {baseline} kB to {peak} kB reading a {FLOOD_BYTES:,}-byte line"
     assert peak < 300_000
@@ -354,12 +359,12 @@ def test_writes_wait_for_a_short_lock_by_another_process_then_succeed(
     try:
         created = server.request("POST", f"/api/projects/{project['id']}/tasks",
                                  json={"title": "During the lock"}, timeout=20)
-        answered = time.monotonic()
+        answered_while_held = lock.held
         lock.wait()
     finally:
         lock.close()
     assert created.status_code == 201, created.text
-    assert answered - lock.locked_at >= 2.5, "a write went through while the lock was held"
+    assert not answered_while_held, "a write went through while the lock was held"
     assert server.get_task(created.json()["id"])["title"] == "During the lock"
     task = wait_status_of(server, writer, "testing", 20)
     assert task["last_error"] is None
@@ -368,18 +373,19 @@ def test_writes_wait_for_a_short_lock_by_another_process_then_succeed(
 
 
 class LongLock:
-    """A create sent while another process holds the write lock for 7 s (longer than the
-    server's busy_timeout), with no agent running: its answer, and how long it took."""
+    """A create sent while another process holds the write lock until the answer comes
+    (longer than the server's busy_timeout), with no agent running: its answer, and
+    whether the lock was still held when it came."""
 
     def __init__(self, server, workdir):
         self.server, self.db = server, server.db
         self.project = server.project(workdir)
-        self.lock = WriteLock(self.db, 7)
+        self.lock = WriteLock(self.db, 60)
         try:
-            began = time.monotonic()
             self.response = server.request("POST", f"/api/projects/{self.project['id']}/tasks",
                                            json={"title": "Refused"}, timeout=20)
-            self.took = time.monotonic() - began
+            self.answered_while_held = self.lock.held
+            self.lock.release()
             self.lock.wait()
         finally:
             self.lock.close()
@@ -393,11 +399,12 @@ def long_lock(servers, tmp_path, workdir):
 def test_a_lock_longer_than_busy_timeout_answers_a_json_error_then_the_server_recovers(
         long_lock):
     server, response = long_lock.server, long_lock.response
+    # the server gave up by itself (that it first waits is shown by the short lock's test)
+    assert long_lock.answered_while_held, "the create waited for the lock to be given back"
     # today: 500 {"error": "internal error; see the server log", "code": "internal_error"}
     assert response.status_code >= 500 and "Traceback" not in response.text
     assert response.headers["content-type"] == "application/json"
     assert response.json()["error"] and response.json()["code"]
-    assert 4.5 < long_lock.took < 6.9, f"answered after {long_lock.took:.1f}s"
     for n in range(30):  # nothing of the failed transaction is left behind
         server.call("POST", f"/api/projects/{long_lock.project['id']}/tasks", 201,
                     json={"title": f"After {n}"})
@@ -435,17 +442,16 @@ def test_the_server_stays_responsive_while_another_process_holds_the_write_lock(
     db = tmp_path / "data" / "tb.db"
     server = servers(db)
     start_writer(server, workdir, 300)
-    lock = WriteLock(db, 3)
+    lock = WriteLock(db, 3)  # shorter than the server's busy_timeout: its writes get through
     try:
         time.sleep(0.5)  # the agent's next lines are waiting for the lock by now
-        began = time.monotonic()
         page = server.request("GET", "/", timeout=20)
-        took = time.monotonic() - began
+        answered_while_held = lock.held
         lock.wait()
     finally:
         lock.close()
     assert page.status_code == 200
-    assert took < 1.0, f"a page took {took:.1f}s while the database was locked"
+    assert answered_while_held, "the page waited for another process's write lock"
 
 
 def test_reads_are_answered_while_another_process_holds_the_write_lock(
@@ -477,34 +483,38 @@ def target():
     hanging.stop()
 
 
-def test_shutdown_returns_promptly_while_a_webhook_delivery_hangs(tb, api, target):
+def assert_delivery_cut_short(db, target):
+    """After a stop: the target still holds the one delivery, which the board left queued
+    without recording an attempt (it did not wait for an answer or its own timeout)."""
+    assert len(target.received) == 1 and target.answered == [], "the target still holds it"
+    assert db_rows(db, "SELECT COUNT(*) FROM webhook_deliveries") == [(0,)], \
+        "the board waited for the delivery to end"
+    assert db_rows(db, "SELECT COUNT(*) FROM webhook_outbox") == [(1,)]
+
+
+def test_shutdown_returns_while_a_webhook_delivery_hangs(tb, api, target):
     project = api.project()
     api.webhook(project["id"], url=target.url, events=["task:created"])
     api.task(project["id"])
     wait_for(lambda: target.received, message="the delivery to reach the target")
     sender = taskboard.runtime.webhooks
     assert sender.workers, "the delivery is in flight"
-    began = time.monotonic()
     taskboard.shutdown()
-    took = time.monotonic() - began
-    assert took < 2, f"shutdown waited {took:.1f}s for a hanging webhook delivery " \
-        f"(timeout {taskboard.WEBHOOK_TIMEOUT_SECONDS:g}s)"
+    assert_delivery_cut_short(tb.config["db_path"], target)
     assert not sender.workers
     assert taskboard.runtime is None
 
 
-def test_sigterm_exits_promptly_while_a_webhook_delivery_hangs(servers, tmp_path, workdir,
-                                                              target):
+def test_sigterm_exits_while_a_webhook_delivery_hangs(servers, tmp_path, workdir, target):
     server = servers(tmp_path / "data" / "tb.db")
     project = server.project(workdir)
     server.call("POST", f"/api/projects/{project['id']}/webhooks", 201,
                 json={"platform": "custom", "url": target.url, "events": ["task:created"]})
     server.task(project["id"])
     wait_for(lambda: target.received, message="the delivery to reach the target")
-    began = time.monotonic()
     assert server.terminate(timeout=10) == 0, server.errors()[-3000:]
-    assert time.monotonic() - began < 4
     assert "Traceback" not in server.errors()
+    assert_delivery_cut_short(server.db, target)
 
 
 def test_moments_waiting_for_a_target_survive_a_stop_and_go_out_after_the_restart(
@@ -566,12 +576,12 @@ def test_a_change_and_its_webhook_moment_are_stored_together_or_not_at_all(
     target.release()
     wait_for(lambda: not taskboard.runtime.webhooks.workers, message="the sender to be idle")
     before = snapshot()
-    queue = taskboard.Moment.queue
+    queue = taskboard.Notice.queue
 
     def disk_fills_up(moment, t, row):
         queue(moment, t, row)
         raise sqlite3.OperationalError("database or disk is full")
-    monkeypatch.setattr(taskboard.Moment, "queue", disk_fills_up)
+    monkeypatch.setattr(taskboard.Notice, "queue", disk_fills_up)
     request = {
         "create": lambda status: client.post_json(f"/api/projects/{project['id']}/tasks",
                                                   {"title": "Later"}, status=status),
@@ -583,7 +593,7 @@ def test_a_change_and_its_webhook_moment_are_stored_together_or_not_at_all(
     }[change]
     assert_error(request(507), 507, "storage_full")
     assert snapshot() == before, "neither the change nor its moment was stored"
-    monkeypatch.setattr(taskboard.Moment, "queue", queue)  # room again
+    monkeypatch.setattr(taskboard.Notice, "queue", queue)  # room again
     request(200 if change != "create" else 201)
     event = {"create": "task:created", "move": "task:approved",
              "request changes": "task:changes_requested"}[change]
