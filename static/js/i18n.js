@@ -1,16 +1,24 @@
 // Translations: every visible string goes through t(). Each view registers its own
-// strings with register({en: {...}, tr: {...}}) so views stay independent files.
+// strings with register({key: [English, Turkish]}) so views stay independent files.
 
 const dictionaries = { en: {}, tr: {} };
 const listeners = new Set();
 let language = "en";
 
+/** The languages of the board, in the order register() takes their texts. */
+export const LANGUAGES = Object.keys(dictionaries);
+
 /**
- * Add strings: register({en: {"board.title": "Board"}, tr: {"board.title": "Pano"}}).
- * @param {{en: Object<string,string>, tr: Object<string,string>}} strings
+ * Add strings, each key once with its text in every language (in LANGUAGES order):
+ * register({"board.title": ["Board", "Pano"]}).
+ * @param {Object<string, string[]>} strings
  */
 export function register(strings) {
-  for (const lang of Object.keys(dictionaries)) Object.assign(dictionaries[lang], strings[lang] || {});
+  for (const [key, texts] of Object.entries(strings)) {
+    LANGUAGES.forEach((lang, i) => {
+      if (texts[i] !== undefined) dictionaries[lang][key] = texts[i];
+    });
+  }
 }
 
 /**
@@ -46,103 +54,52 @@ export function missingKeys(lang = "tr") {
   return Object.keys(dictionaries.en).filter((key) => !(key in dictionaries[lang]));
 }
 
-register({
-  en: {
-    "app.title": "Taskboard",
-    "nav.projects": "Projects",
-    "nav.attention": "Needs attention",
-    "nav.usage": "Agent usage",
-    "nav.settings": "Settings",
-    "nav.logout": "Log out",
-    "conn.open": "Live",
-    "conn.connecting": "Connecting…",
-    "conn.closed": "Offline — reconnecting",
-    "health.agentMissing": "The agent command {command} is not found: tasks cannot run. Set --agent-command or TASKBOARD_AGENT_COMMAND.",
-    "health.unreachable": "The server cannot be reached.",
-    "common.save": "Save",
-    "common.cancel": "Cancel",
-    "common.delete": "Delete",
-    "common.edit": "Edit",
-    "common.create": "Create",
-    "common.close": "Close",
-    "common.loading": "Loading…",
-    "common.none": "None",
-    "common.yes": "Yes",
-    "common.no": "No",
-    "common.saved": "Saved",
-    "common.confirmDelete": "Delete {name}?",
-    "common.localOnly": "Only available on the machine running Taskboard.",
-    "status.backlog": "Backlog",
-    "status.in_progress": "In progress",
-    "status.testing": "Testing",
-    "status.done": "Done",
-    "status.failed": "Failed",
-    "type.feature": "Feature",
-    "type.bugfix": "Bug fix",
-    "type.refactor": "Refactor",
-    "type.docs": "Docs",
-    "type.test": "Test",
-    "type.chore": "Chore",
-    "priority.0": "Low",
-    "priority.1": "Medium",
-    "priority.2": "High",
-    "priority.3": "Urgent",
-    "model.model_large": "Large",
-    "model.model_medium": "Medium",
-    "model.model_small": "Small",
-    "effort.low": "Low",
-    "effort.medium": "Medium",
-    "effort.high": "High",
-    "notfound.title": "Nothing here",
-    "notfound.body": "This page does not exist.",
-  },
-  tr: {
-    "app.title": "Taskboard",
-    "nav.projects": "Projeler",
-    "nav.attention": "İlgi bekleyenler",
-    "nav.usage": "Ajan kullanımı",
-    "nav.settings": "Ayarlar",
-    "nav.logout": "Çıkış yap",
-    "conn.open": "Canlı",
-    "conn.connecting": "Bağlanıyor…",
-    "conn.closed": "Çevrimdışı — yeniden bağlanıyor",
-    "health.agentMissing": "Ajan komutu {command} bulunamadı: görevler çalışamaz. --agent-command veya TASKBOARD_AGENT_COMMAND ayarlayın.",
-    "health.unreachable": "Sunucuya ulaşılamıyor.",
-    "common.save": "Kaydet",
-    "common.cancel": "Vazgeç",
-    "common.delete": "Sil",
-    "common.edit": "Düzenle",
-    "common.create": "Oluştur",
-    "common.close": "Kapat",
-    "common.loading": "Yükleniyor…",
-    "common.none": "Yok",
-    "common.yes": "Evet",
-    "common.no": "Hayır",
-    "common.saved": "Kaydedildi",
-    "common.confirmDelete": "{name} silinsin mi?",
-    "common.localOnly": "Yalnızca Taskboard'un çalıştığı makinede kullanılabilir.",
-    "status.backlog": "Bekleyen",
-    "status.in_progress": "Devam ediyor",
-    "status.testing": "Test",
-    "status.done": "Tamamlandı",
-    "status.failed": "Başarısız",
-    "type.feature": "Özellik",
-    "type.bugfix": "Hata düzeltme",
-    "type.refactor": "Yeniden düzenleme",
-    "type.docs": "Belgeler",
-    "type.test": "Test",
-    "type.chore": "Bakım",
-    "priority.0": "Düşük",
-    "priority.1": "Orta",
-    "priority.2": "Yüksek",
-    "priority.3": "Acil",
-    "model.model_large": "Büyük",
-    "model.model_medium": "Orta",
-    "model.model_small": "Küçük",
-    "effort.low": "Düşük",
-    "effort.medium": "Orta",
-    "effort.high": "Yüksek",
-    "notfound.title": "Burada bir şey yok",
-    "notfound.body": "Bu sayfa yok.",
-  },
+register({  // key: [English, Turkish]
+  "app.title": ["Taskboard", "Taskboard"],
+  "nav.projects": ["Projects", "Projeler"],
+  "nav.attention": ["Needs attention", "İlgi bekleyenler"],
+  "nav.usage": ["Agent usage", "Ajan kullanımı"],
+  "nav.settings": ["Settings", "Ayarlar"],
+  "nav.logout": ["Log out", "Çıkış yap"],
+  "conn.open": ["Live", "Canlı"],
+  "conn.connecting": ["Connecting…", "Bağlanıyor…"],
+  "conn.closed": ["Offline — reconnecting", "Çevrimdışı — yeniden bağlanıyor"],
+  "health.agentMissing": ["The agent command {command} is not found: tasks cannot run. Set --agent-command or TASKBOARD_AGENT_COMMAND.", "Ajan komutu {command} bulunamadı: görevler çalışamaz. --agent-command veya TASKBOARD_AGENT_COMMAND ayarlayın."],
+  "health.unreachable": ["The server cannot be reached.", "Sunucuya ulaşılamıyor."],
+  "common.save": ["Save", "Kaydet"],
+  "common.cancel": ["Cancel", "Vazgeç"],
+  "common.delete": ["Delete", "Sil"],
+  "common.edit": ["Edit", "Düzenle"],
+  "common.create": ["Create", "Oluştur"],
+  "common.close": ["Close", "Kapat"],
+  "common.loading": ["Loading…", "Yükleniyor…"],
+  "common.none": ["None", "Yok"],
+  "common.yes": ["Yes", "Evet"],
+  "common.no": ["No", "Hayır"],
+  "common.saved": ["Saved", "Kaydedildi"],
+  "common.confirmDelete": ["Delete {name}?", "{name} silinsin mi?"],
+  "common.localOnly": ["Only available on the machine running Taskboard.", "Yalnızca Taskboard'un çalıştığı makinede kullanılabilir."],
+  "status.backlog": ["Backlog", "Bekleyen"],
+  "status.in_progress": ["In progress", "Devam ediyor"],
+  "status.testing": ["Testing", "Test"],
+  "status.done": ["Done", "Tamamlandı"],
+  "status.failed": ["Failed", "Başarısız"],
+  "type.feature": ["Feature", "Özellik"],
+  "type.bugfix": ["Bug fix", "Hata düzeltme"],
+  "type.refactor": ["Refactor", "Yeniden düzenleme"],
+  "type.docs": ["Docs", "Belgeler"],
+  "type.test": ["Test", "Test"],
+  "type.chore": ["Chore", "Bakım"],
+  "priority.0": ["Low", "Düşük"],
+  "priority.1": ["Medium", "Orta"],
+  "priority.2": ["High", "Yüksek"],
+  "priority.3": ["Urgent", "Acil"],
+  "model.model_large": ["Large", "Büyük"],
+  "model.model_medium": ["Medium", "Orta"],
+  "model.model_small": ["Small", "Küçük"],
+  "effort.low": ["Low", "Düşük"],
+  "effort.medium": ["Medium", "Orta"],
+  "effort.high": ["High", "Yüksek"],
+  "notfound.title": ["Nothing here", "Burada bir şey yok"],
+  "notfound.body": ["This page does not exist.", "Bu sayfa yok."],
 });

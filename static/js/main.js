@@ -24,9 +24,8 @@ route("/attention", view("attention"));
 route("/usage", view("usage"));
 route("/settings", view("settings"));
 
-register({
-  en: { "attention.count": "{n} waiting for you" },
-  tr: { "attention.count": "{n} sizi bekliyor" },
+register({  // key: [English, Turkish]
+  "attention.count": ["{n} waiting for you", "{n} sizi bekliyor"],
 });
 
 let waiting = 0;  // tasks in testing or failed across every project (from the summaries)

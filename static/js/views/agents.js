@@ -10,27 +10,25 @@ import { onLanguageChange, register, t } from "../i18n.js";
 import { onEvent, refusedLocally, state } from "../store.js";
 import { projectHeader } from "./common.js";
 
-register({
-  en: {
-    "agents.title": "Running agents", "agents.none": "No agent is running in this project.",
-    "agents.conflicts": "File conflicts", "agents.conflictsHelp": "These files are touched by more than one running task: their changes may collide.",
-    "agents.model": "Model", "agents.elapsed": "Running for", "agents.tokens": "Tokens in / out",
-    "agents.cost": "Cost", "agents.tools": "Tool calls", "agents.recentTools": "Recent tools",
-    "agents.files": "Files", "agents.noFiles": "No file touched yet.", "agents.noTools": "No tool used yet.",
-    "agents.awaiting": "Waiting for its sub-tasks", "agents.fileMap": "Files in use",
-    "agents.noFileMap": "No agent has touched a file yet.", "agents.conflict": "conflict",
-    "agents.live": "Updates every 2 seconds while an agent runs.",
-  },
-  tr: {
-    "agents.title": "Çalışan ajanlar", "agents.none": "Bu projede çalışan ajan yok.",
-    "agents.conflicts": "Dosya çakışmaları", "agents.conflictsHelp": "Bu dosyalara birden fazla çalışan görev dokunuyor: değişiklikleri çakışabilir.",
-    "agents.model": "Model", "agents.elapsed": "Çalışma süresi", "agents.tokens": "Token girdi / çıktı",
-    "agents.cost": "Maliyet", "agents.tools": "Araç çağrıları", "agents.recentTools": "Son araçlar",
-    "agents.files": "Dosyalar", "agents.noFiles": "Henüz dosyaya dokunulmadı.", "agents.noTools": "Henüz araç kullanılmadı.",
-    "agents.awaiting": "Alt görevlerini bekliyor", "agents.fileMap": "Kullanımdaki dosyalar",
-    "agents.noFileMap": "Henüz hiçbir ajan bir dosyaya dokunmadı.", "agents.conflict": "çakışma",
-    "agents.live": "Bir ajan çalışırken her 2 saniyede güncellenir.",
-  },
+register({  // key: [English, Turkish]
+  "agents.title": ["Running agents", "Çalışan ajanlar"],
+  "agents.none": ["No agent is running in this project.", "Bu projede çalışan ajan yok."],
+  "agents.conflicts": ["File conflicts", "Dosya çakışmaları"],
+  "agents.conflictsHelp": ["These files are touched by more than one running task: their changes may collide.", "Bu dosyalara birden fazla çalışan görev dokunuyor: değişiklikleri çakışabilir."],
+  "agents.model": ["Model", "Model"],
+  "agents.elapsed": ["Running for", "Çalışma süresi"],
+  "agents.tokens": ["Tokens in / out", "Token girdi / çıktı"],
+  "agents.cost": ["Cost", "Maliyet"],
+  "agents.tools": ["Tool calls", "Araç çağrıları"],
+  "agents.recentTools": ["Recent tools", "Son araçlar"],
+  "agents.files": ["Files", "Dosyalar"],
+  "agents.noFiles": ["No file touched yet.", "Henüz dosyaya dokunulmadı."],
+  "agents.noTools": ["No tool used yet.", "Henüz araç kullanılmadı."],
+  "agents.awaiting": ["Waiting for its sub-tasks", "Alt görevlerini bekliyor"],
+  "agents.fileMap": ["Files in use", "Kullanımdaki dosyalar"],
+  "agents.noFileMap": ["No agent has touched a file yet.", "Henüz hiçbir ajan bir dosyaya dokunmadı."],
+  "agents.conflict": ["conflict", "çakışma"],
+  "agents.live": ["Updates every 2 seconds while an agent runs.", "Bir ajan çalışırken her 2 saniyede güncellenir."],
 });
 
 const POLL_MS = 2000;

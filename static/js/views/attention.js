@@ -7,21 +7,14 @@ import { dateTime } from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { loadTasks, state, subscribe } from "../store.js";
 
-register({
-  en: {
-    "att.title": "Needs attention",
-    "att.intro": "Tasks waiting for you: review the ones in testing, look into the failed ones.",
-    "att.none": "Nothing needs your attention.", "att.noProjects": "There are no projects yet.",
-    "att.board": "Open the board",
-    "att.updated": "updated {when}", "att.loadFailed": "Could not load the tasks of {project}: {error}",
-  },
-  tr: {
-    "att.title": "İlgi bekleyenler",
-    "att.intro": "Sizi bekleyen görevler: testtekileri inceleyin, başarısız olanlara bakın.",
-    "att.none": "İlginizi bekleyen bir şey yok.", "att.noProjects": "Henüz proje yok.",
-    "att.board": "Panoyu aç",
-    "att.updated": "{when} güncellendi", "att.loadFailed": "{project} projesinin görevleri yüklenemedi: {error}",
-  },
+register({  // key: [English, Turkish]
+  "att.title": ["Needs attention", "İlgi bekleyenler"],
+  "att.intro": ["Tasks waiting for you: review the ones in testing, look into the failed ones.", "Sizi bekleyen görevler: testtekileri inceleyin, başarısız olanlara bakın."],
+  "att.none": ["Nothing needs your attention.", "İlginizi bekleyen bir şey yok."],
+  "att.noProjects": ["There are no projects yet.", "Henüz proje yok."],
+  "att.board": ["Open the board", "Panoyu aç"],
+  "att.updated": ["updated {when}", "{when} güncellendi"],
+  "att.loadFailed": ["Could not load the tasks of {project}: {error}", "{project} projesinin görevleri yüklenemedi: {error}"],
 });
 
 const WAITING = ["failed", "testing"];

@@ -4,19 +4,17 @@ import { h } from "../dom.js";
 import { register, t } from "../i18n.js";
 import { state } from "../store.js";
 
-register({
-  en: {
-    "tabs.board": "Board", "tabs.plan": "Plan", "tabs.stats": "Stats",
-    "tabs.pipeline": "Dependencies", "tabs.agents": "Agents", "tabs.templates": "Templates",
-    "tabs.snippets": "Snippets", "tabs.webhooks": "Webhooks",
-    "tabs.instructions": "Agent instructions", "tabs.settings": "Project settings",
-  },
-  tr: {
-    "tabs.board": "Pano", "tabs.plan": "Planla", "tabs.stats": "İstatistik",
-    "tabs.pipeline": "Bağımlılıklar", "tabs.agents": "Ajanlar", "tabs.templates": "Şablonlar",
-    "tabs.snippets": "Parçacıklar", "tabs.webhooks": "Web kancaları",
-    "tabs.instructions": "Ajan talimatları", "tabs.settings": "Proje ayarları",
-  },
+register({  // key: [English, Turkish]
+  "tabs.board": ["Board", "Pano"],
+  "tabs.plan": ["Plan", "Planla"],
+  "tabs.stats": ["Stats", "İstatistik"],
+  "tabs.pipeline": ["Dependencies", "Bağımlılıklar"],
+  "tabs.agents": ["Agents", "Ajanlar"],
+  "tabs.templates": ["Templates", "Şablonlar"],
+  "tabs.snippets": ["Snippets", "Parçacıklar"],
+  "tabs.webhooks": ["Webhooks", "Web kancaları"],
+  "tabs.instructions": ["Agent instructions", "Ajan talimatları"],
+  "tabs.settings": ["Project settings", "Proje ayarları"],
 });
 
 const TABS = [["", "tabs.board"], ["/plan", "tabs.plan"], ["/stats", "tabs.stats"],

@@ -8,31 +8,17 @@ import { onLanguageChange, register, t } from "../i18n.js";
 import { onEvent, refusedLocally, state } from "../store.js";
 import { liveProjectHeader } from "./project_form.js";
 
-register({
-  en: {
-    "instructions.title": "Agent instructions",
-    "instructions.intro": "Agents read this file from the project's working directory at the start of every run.",
-    "instructions.missing": "The file does not exist yet; saving creates it.",
-    "instructions.exists": "Saved on disk.",
-    "instructions.unsaved": "Unsaved changes.",
-    "instructions.reload": "Reload from disk",
-    "instructions.discard": "Discard your unsaved changes?",
-    "instructions.discardOk": "Discard",
-    "instructions.editor": "Contents of {path}",
-    "instructions.shortcut": "Ctrl+S saves.",
-  },
-  tr: {
-    "instructions.title": "Ajan talimatları",
-    "instructions.intro": "Ajanlar bu dosyayı her çalışmanın başında projenin çalışma dizininden okur.",
-    "instructions.missing": "Dosya henüz yok; kaydetmek onu oluşturur.",
-    "instructions.exists": "Diskte kayıtlı.",
-    "instructions.unsaved": "Kaydedilmemiş değişiklikler var.",
-    "instructions.reload": "Diskten yeniden yükle",
-    "instructions.discard": "Kaydedilmemiş değişiklikleriniz atılsın mı?",
-    "instructions.discardOk": "At",
-    "instructions.editor": "{path} içeriği",
-    "instructions.shortcut": "Ctrl+S kaydeder.",
-  },
+register({  // key: [English, Turkish]
+  "instructions.title": ["Agent instructions", "Ajan talimatları"],
+  "instructions.intro": ["Agents read this file from the project's working directory at the start of every run.", "Ajanlar bu dosyayı her çalışmanın başında projenin çalışma dizininden okur."],
+  "instructions.missing": ["The file does not exist yet; saving creates it.", "Dosya henüz yok; kaydetmek onu oluşturur."],
+  "instructions.exists": ["Saved on disk.", "Diskte kayıtlı."],
+  "instructions.unsaved": ["Unsaved changes.", "Kaydedilmemiş değişiklikler var."],
+  "instructions.reload": ["Reload from disk", "Diskten yeniden yükle"],
+  "instructions.discard": ["Discard your unsaved changes?", "Kaydedilmemiş değişiklikleriniz atılsın mı?"],
+  "instructions.discardOk": ["Discard", "At"],
+  "instructions.editor": ["Contents of {path}", "{path} içeriği"],
+  "instructions.shortcut": ["Ctrl+S saves.", "Ctrl+S kaydeder."],
 });
 
 /**

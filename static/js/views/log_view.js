@@ -10,31 +10,17 @@ import { h } from "../dom.js";
 import { duration } from "../format.js";
 import { register, t } from "../i18n.js";
 
-register({
-  en: {
-    "log.count": "{n} entries",
-    "log.expandAll": "Expand all",
-    "log.collapseAll": "Collapse all",
-    "log.jump": "Jump to latest",
-    "log.jumpNew": "Jump to latest ({n} new)",
-    "log.empty": "No log yet.",
-    "log.thinking": "thinking",
-    "log.toggle": "Show or hide the details",
-    "log.label": "Agent log",
-    "log.waiting": "waiting for the result…",
-  },
-  tr: {
-    "log.count": "{n} kayıt",
-    "log.expandAll": "Tümünü aç",
-    "log.collapseAll": "Tümünü kapat",
-    "log.jump": "En sona git",
-    "log.jumpNew": "En sona git ({n} yeni)",
-    "log.empty": "Henüz günlük yok.",
-    "log.thinking": "düşünüyor",
-    "log.toggle": "Ayrıntıları göster veya gizle",
-    "log.label": "Ajan günlüğü",
-    "log.waiting": "sonuç bekleniyor…",
-  },
+register({  // key: [English, Turkish]
+  "log.count": ["{n} entries", "{n} kayıt"],
+  "log.expandAll": ["Expand all", "Tümünü aç"],
+  "log.collapseAll": ["Collapse all", "Tümünü kapat"],
+  "log.jump": ["Jump to latest", "En sona git"],
+  "log.jumpNew": ["Jump to latest ({n} new)", "En sona git ({n} yeni)"],
+  "log.empty": ["No log yet.", "Henüz günlük yok."],
+  "log.thinking": ["thinking", "düşünüyor"],
+  "log.toggle": ["Show or hide the details", "Ayrıntıları göster veya gizle"],
+  "log.label": ["Agent log", "Ajan günlüğü"],
+  "log.waiting": ["waiting for the result…", "sonuç bekleniyor…"],
 });
 
 /** Row height in px; board.css sizes .log-row with the same number. */

@@ -9,31 +9,33 @@ import { onLanguageChange, register, t } from "../i18n.js";
 import { onEvent, refusedLocally, state } from "../store.js";
 import { projectHeader } from "./common.js";
 
-register({
-  en: {
-    "pipe.graph": "Dependency graph", "pipe.wave": "Wave {n}", "pipe.finished": "Finished",
-    "pipe.empty": "No task is waiting to run.", "pipe.hiddenDone": "{n} finished tasks without open dependants are not shown.",
-    "pipe.cond.always": "always", "pipe.cond.on_success": "on success", "pipe.cond.on_failure": "on failure",
-    "pipe.legend": "Legend", "pipe.edgeTitle": "{from} → {to} ({condition})",
-    "pipe.status": "Pipeline", "pipe.autoQueueOn": "Automatic queue on", "pipe.autoQueueOff": "Automatic queue off",
-    "pipe.slots": "{used} of {max} agent slots in use", "pipe.activeWave": "Active wave: {n}",
-    "pipe.running": "Running", "pipe.queued": "Queued", "pipe.blocked": "Blocked or waiting",
-    "pipe.noneRunning": "Nothing is running.", "pipe.noneQueued": "Nothing is queued.", "pipe.noneBlocked": "Nothing is blocked.",
-    "pipe.state.waiting": "waiting", "pipe.state.blocked": "blocked", "pipe.awaiting": "waits for its sub-tasks",
-    "pipe.waves": "Execution waves", "pipe.graphLabel": "Dependency graph of {n} tasks in {w} waves",
-  },
-  tr: {
-    "pipe.graph": "Bağımlılık grafiği", "pipe.wave": "Dalga {n}", "pipe.finished": "Biten",
-    "pipe.empty": "Çalışmayı bekleyen görev yok.", "pipe.hiddenDone": "Açık bağımlısı olmayan {n} biten görev gösterilmiyor.",
-    "pipe.cond.always": "her durumda", "pipe.cond.on_success": "başarılı olursa", "pipe.cond.on_failure": "başarısız olursa",
-    "pipe.legend": "Açıklama", "pipe.edgeTitle": "{from} → {to} ({condition})",
-    "pipe.status": "İş akışı", "pipe.autoQueueOn": "Otomatik kuyruk açık", "pipe.autoQueueOff": "Otomatik kuyruk kapalı",
-    "pipe.slots": "{max} ajan yuvasından {used} tanesi kullanımda", "pipe.activeWave": "Etkin dalga: {n}",
-    "pipe.running": "Çalışıyor", "pipe.queued": "Kuyrukta", "pipe.blocked": "Engellenen veya bekleyen",
-    "pipe.noneRunning": "Çalışan bir şey yok.", "pipe.noneQueued": "Kuyrukta bir şey yok.", "pipe.noneBlocked": "Engellenen bir şey yok.",
-    "pipe.state.waiting": "bekliyor", "pipe.state.blocked": "engellendi", "pipe.awaiting": "alt görevlerini bekliyor",
-    "pipe.waves": "Yürütme dalgaları", "pipe.graphLabel": "{w} dalgada {n} görevin bağımlılık grafiği",
-  },
+register({  // key: [English, Turkish]
+  "pipe.graph": ["Dependency graph", "Bağımlılık grafiği"],
+  "pipe.wave": ["Wave {n}", "Dalga {n}"],
+  "pipe.finished": ["Finished", "Biten"],
+  "pipe.empty": ["No task is waiting to run.", "Çalışmayı bekleyen görev yok."],
+  "pipe.hiddenDone": ["{n} finished tasks without open dependants are not shown.", "Açık bağımlısı olmayan {n} biten görev gösterilmiyor."],
+  "pipe.cond.always": ["always", "her durumda"],
+  "pipe.cond.on_success": ["on success", "başarılı olursa"],
+  "pipe.cond.on_failure": ["on failure", "başarısız olursa"],
+  "pipe.legend": ["Legend", "Açıklama"],
+  "pipe.edgeTitle": ["{from} → {to} ({condition})", "{from} → {to} ({condition})"],
+  "pipe.status": ["Pipeline", "İş akışı"],
+  "pipe.autoQueueOn": ["Automatic queue on", "Otomatik kuyruk açık"],
+  "pipe.autoQueueOff": ["Automatic queue off", "Otomatik kuyruk kapalı"],
+  "pipe.slots": ["{used} of {max} agent slots in use", "{max} ajan yuvasından {used} tanesi kullanımda"],
+  "pipe.activeWave": ["Active wave: {n}", "Etkin dalga: {n}"],
+  "pipe.running": ["Running", "Çalışıyor"],
+  "pipe.queued": ["Queued", "Kuyrukta"],
+  "pipe.blocked": ["Blocked or waiting", "Engellenen veya bekleyen"],
+  "pipe.noneRunning": ["Nothing is running.", "Çalışan bir şey yok."],
+  "pipe.noneQueued": ["Nothing is queued.", "Kuyrukta bir şey yok."],
+  "pipe.noneBlocked": ["Nothing is blocked.", "Engellenen bir şey yok."],
+  "pipe.state.waiting": ["waiting", "bekliyor"],
+  "pipe.state.blocked": ["blocked", "engellendi"],
+  "pipe.awaiting": ["waits for its sub-tasks", "alt görevlerini bekliyor"],
+  "pipe.waves": ["Execution waves", "Yürütme dalgaları"],
+  "pipe.graphLabel": ["Dependency graph of {n} tasks in {w} waves", "{w} dalgada {n} görevin bağımlılık grafiği"],
 });
 
 const FINISHED = ["testing", "done", "failed"];

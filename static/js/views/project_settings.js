@@ -10,27 +10,15 @@ import { onEvent } from "../store.js";
 import { projectHeader } from "./common.js";
 import { confirmDelete, projectForm } from "./project_form.js";
 
-register({
-  en: {
-    "psettings.key": "Task keys start with {key}.",
-    "psettings.danger": "Delete the project",
-    "psettings.dangerHelp": "Stops its agents and removes its tasks, logs, templates, snippets, webhooks and attachments. The code directory is not touched.",
-    "psettings.delete": "Delete project",
-    "psettings.deleteDetail": "Its tasks, logs, templates, snippets, webhooks and attachments are removed.",
-    "psettings.deleted": "Project {name} deleted",
-    "psettings.goneElsewhere": "This project was deleted.",
-    "psettings.notFound": "This project does not exist.",
-  },
-  tr: {
-    "psettings.key": "Görev anahtarları {key} ile başlar.",
-    "psettings.danger": "Projeyi sil",
-    "psettings.dangerHelp": "Ajanlarını durdurur; görevlerini, kayıtlarını, şablonlarını, parçacıklarını, web kancalarını ve eklerini siler. Kod dizinine dokunulmaz.",
-    "psettings.delete": "Projeyi sil",
-    "psettings.deleteDetail": "Görevleri, kayıtları, şablonları, parçacıkları, web kancaları ve ekleri silinir.",
-    "psettings.deleted": "{name} projesi silindi",
-    "psettings.goneElsewhere": "Bu proje silindi.",
-    "psettings.notFound": "Böyle bir proje yok.",
-  },
+register({  // key: [English, Turkish]
+  "psettings.key": ["Task keys start with {key}.", "Görev anahtarları {key} ile başlar."],
+  "psettings.danger": ["Delete the project", "Projeyi sil"],
+  "psettings.dangerHelp": ["Stops its agents and removes its tasks, logs, templates, snippets, webhooks and attachments. The code directory is not touched.", "Ajanlarını durdurur; görevlerini, kayıtlarını, şablonlarını, parçacıklarını, web kancalarını ve eklerini siler. Kod dizinine dokunulmaz."],
+  "psettings.delete": ["Delete project", "Projeyi sil"],
+  "psettings.deleteDetail": ["Its tasks, logs, templates, snippets, webhooks and attachments are removed.", "Görevleri, kayıtları, şablonları, parçacıkları, web kancaları ve ekleri silinir."],
+  "psettings.deleted": ["Project {name} deleted", "{name} projesi silindi"],
+  "psettings.goneElsewhere": ["This project was deleted.", "Bu proje silindi."],
+  "psettings.notFound": ["This project does not exist.", "Böyle bir proje yok."],
 });
 
 /**

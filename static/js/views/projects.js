@@ -9,27 +9,15 @@ import { go } from "../router.js";
 import { onEvent } from "../store.js";
 import { avatar, formDialog, projectForm, rerender } from "./project_form.js";
 
-register({
-  en: {
-    "projects.title": "Projects",
-    "projects.new": "New project",
-    "projects.newTitle": "New project",
-    "projects.empty": "No projects yet. A project points the agents at a code directory.",
-    "projects.created": "Project {name} created",
-    "projects.loadFailed": "The projects could not be loaded: {error}",
-    "projects.retry": "Try again",
-    "projects.counts": "Tasks by status",
-  },
-  tr: {
-    "projects.title": "Projeler",
-    "projects.new": "Yeni proje",
-    "projects.newTitle": "Yeni proje",
-    "projects.empty": "Henüz proje yok. Bir proje, ajanları bir kod dizinine yönlendirir.",
-    "projects.created": "{name} projesi oluşturuldu",
-    "projects.loadFailed": "Projeler yüklenemedi: {error}",
-    "projects.retry": "Yeniden dene",
-    "projects.counts": "Duruma göre görevler",
-  },
+register({  // key: [English, Turkish]
+  "projects.title": ["Projects", "Projeler"],
+  "projects.new": ["New project", "Yeni proje"],
+  "projects.newTitle": ["New project", "Yeni proje"],
+  "projects.empty": ["No projects yet. A project points the agents at a code directory.", "Henüz proje yok. Bir proje, ajanları bir kod dizinine yönlendirir."],
+  "projects.created": ["Project {name} created", "{name} projesi oluşturuldu"],
+  "projects.loadFailed": ["The projects could not be loaded: {error}", "Projeler yüklenemedi: {error}"],
+  "projects.retry": ["Try again", "Yeniden dene"],
+  "projects.counts": ["Tasks by status", "Duruma göre görevler"],
 });
 
 const COUNTS = [["backlogCount", "backlog"], ["inProgressCount", "in_progress"],

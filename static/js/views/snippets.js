@@ -7,37 +7,20 @@ import { h, toast } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { formDialog, formKit, itemActions, liveForm, liveItems, liveProjectHeader } from "./project_form.js";
 
-register({
-  en: {
-    "snippets.title": "Context snippets",
-    "snippets.intro": "Enabled snippets are added to the prompt of every task of this project; a disabled one is kept but left out.",
-    "snippets.new": "New snippet",
-    "snippets.newTitle": "New snippet",
-    "snippets.editTitle": "Edit snippet",
-    "snippets.empty": "No snippets yet.",
-    "snippets.name": "Name",
-    "snippets.content": "Content",
-    "snippets.enabled": "Enabled",
-    "snippets.on": "{name} is now used in prompts",
-    "snippets.off": "{name} is now left out of prompts",
-    "snippets.deleted": "Snippet {name} deleted",
-    "snippets.loadFailed": "The snippets could not be loaded: {error}",
-  },
-  tr: {
-    "snippets.title": "Bağlam parçacıkları",
-    "snippets.intro": "Etkin parçacıklar bu projedeki her görevin istemine eklenir; devre dışı olan saklanır ama eklenmez.",
-    "snippets.new": "Yeni parçacık",
-    "snippets.newTitle": "Yeni parçacık",
-    "snippets.editTitle": "Parçacığı düzenle",
-    "snippets.empty": "Henüz parçacık yok.",
-    "snippets.name": "Ad",
-    "snippets.content": "İçerik",
-    "snippets.enabled": "Etkin",
-    "snippets.on": "{name} artık istemlerde kullanılıyor",
-    "snippets.off": "{name} artık istemlere eklenmiyor",
-    "snippets.deleted": "{name} parçacığı silindi",
-    "snippets.loadFailed": "Parçacıklar yüklenemedi: {error}",
-  },
+register({  // key: [English, Turkish]
+  "snippets.title": ["Context snippets", "Bağlam parçacıkları"],
+  "snippets.intro": ["Enabled snippets are added to the prompt of every task of this project; a disabled one is kept but left out.", "Etkin parçacıklar bu projedeki her görevin istemine eklenir; devre dışı olan saklanır ama eklenmez."],
+  "snippets.new": ["New snippet", "Yeni parçacık"],
+  "snippets.newTitle": ["New snippet", "Yeni parçacık"],
+  "snippets.editTitle": ["Edit snippet", "Parçacığı düzenle"],
+  "snippets.empty": ["No snippets yet.", "Henüz parçacık yok."],
+  "snippets.name": ["Name", "Ad"],
+  "snippets.content": ["Content", "İçerik"],
+  "snippets.enabled": ["Enabled", "Etkin"],
+  "snippets.on": ["{name} is now used in prompts", "{name} artık istemlerde kullanılıyor"],
+  "snippets.off": ["{name} is now left out of prompts", "{name} artık istemlere eklenmiyor"],
+  "snippets.deleted": ["Snippet {name} deleted", "{name} parçacığı silindi"],
+  "snippets.loadFailed": ["The snippets could not be loaded: {error}", "Parçacıklar yüklenemedi: {error}"],
 });
 
 const SPECS = [

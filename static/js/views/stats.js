@@ -9,27 +9,26 @@ import { onLanguageChange, register, t } from "../i18n.js";
 import { onEvent } from "../store.js";
 import { projectHeader } from "./common.js";
 
-register({
-  en: {
-    "stats.total": "Tasks", "stats.completedToday": "Done today", "stats.avgDuration": "Average time in progress",
-    "stats.agentRuns": "Agent runs", "stats.inputTokens": "Input tokens", "stats.outputTokens": "Output tokens",
-    "stats.totalCost": "Estimated cost", "stats.worktrees": "Worktrees", "stats.worktreesValue": "{n} · {size}",
-    "stats.byStatus": "By status", "stats.byType": "By type", "stats.byPriority": "By priority",
-    "stats.activity": "Activity", "stats.loadMore": "Load more", "stats.noActivity": "No activity yet.",
-    "stats.created": "created in {to}", "stats.moved": "{from} → {to}",
-    "stats.costNote": "Costs are estimates from published prices.",
-    "stats.none": "—",
-  },
-  tr: {
-    "stats.total": "Görevler", "stats.completedToday": "Bugün tamamlanan", "stats.avgDuration": "Ortalama çalışma süresi",
-    "stats.agentRuns": "Ajan çalıştırmaları", "stats.inputTokens": "Girdi token'ları", "stats.outputTokens": "Çıktı token'ları",
-    "stats.totalCost": "Tahmini maliyet", "stats.worktrees": "Çalışma ağaçları", "stats.worktreesValue": "{n} · {size}",
-    "stats.byStatus": "Duruma göre", "stats.byType": "Türe göre", "stats.byPriority": "Önceliğe göre",
-    "stats.activity": "Etkinlik", "stats.loadMore": "Daha fazla yükle", "stats.noActivity": "Henüz etkinlik yok.",
-    "stats.created": "{to} içinde oluşturuldu", "stats.moved": "{from} → {to}",
-    "stats.costNote": "Maliyetler yayımlanmış fiyatlardan yapılan tahminlerdir.",
-    "stats.none": "—",
-  },
+register({  // key: [English, Turkish]
+  "stats.total": ["Tasks", "Görevler"],
+  "stats.completedToday": ["Done today", "Bugün tamamlanan"],
+  "stats.avgDuration": ["Average time in progress", "Ortalama çalışma süresi"],
+  "stats.agentRuns": ["Agent runs", "Ajan çalıştırmaları"],
+  "stats.inputTokens": ["Input tokens", "Girdi token'ları"],
+  "stats.outputTokens": ["Output tokens", "Çıktı token'ları"],
+  "stats.totalCost": ["Estimated cost", "Tahmini maliyet"],
+  "stats.worktrees": ["Worktrees", "Çalışma ağaçları"],
+  "stats.worktreesValue": ["{n} · {size}", "{n} · {size}"],
+  "stats.byStatus": ["By status", "Duruma göre"],
+  "stats.byType": ["By type", "Türe göre"],
+  "stats.byPriority": ["By priority", "Önceliğe göre"],
+  "stats.activity": ["Activity", "Etkinlik"],
+  "stats.loadMore": ["Load more", "Daha fazla yükle"],
+  "stats.noActivity": ["No activity yet.", "Henüz etkinlik yok."],
+  "stats.created": ["created in {to}", "{to} içinde oluşturuldu"],
+  "stats.moved": ["{from} → {to}", "{from} → {to}"],
+  "stats.costNote": ["Costs are estimates from published prices.", "Maliyetler yayımlanmış fiyatlardan yapılan tahminlerdir."],
+  "stats.none": ["—", "—"],
 });
 
 const PAGE = 50;
