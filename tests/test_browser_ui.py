@@ -199,3 +199,29 @@ def test_snippet_and_webhook_lists_follow_the_api_and_delete_after_asking(board,
     page.get_by_role("dialog").get_by_role("button", name="Delete").click()
     expect(article).to_have_count(0)
     assert board.api("GET", base + "/webhooks") == []
+
+
+def test_the_board_says_why_it_cannot_start_without_the_api_description(board, page,
+                                                                        console_errors):
+    """Without /api/openapi.json the board has no lists, limits or patterns: it says so
+    (instead of showing forms that check nothing) and starts once the document loads."""
+    console_errors.allow(r"status of 503 \(Service Unavailable\)")
+    failing = [True]
+
+    def answer(route):
+        if failing[0]:
+            route.fulfill(status=503, json={"error": "the server is starting", "code": "busy"})
+        else:
+            route.continue_()
+    page.route("**/api/openapi.json", answer)
+    page.goto(board.url)
+    alert = page.get_by_test_id("schema-error")
+    expect(alert).to_have_attribute("role", "alert")
+    expect(alert.get_by_role("heading", name="The board cannot start")).to_be_visible()
+    expect(alert).to_contain_text("/api/openapi.json")
+    expect(alert).to_contain_text("the server is starting")
+    expect(page.get_by_role("heading", name="Projects", level=1)).to_have_count(0)
+    failing[0] = False
+    alert.get_by_role("button", name="Try again").click()
+    expect(page.get_by_role("heading", name="Projects", level=1)).to_be_visible()
+    expect(alert).to_have_count(0)

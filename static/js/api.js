@@ -48,6 +48,7 @@ const enc = encodeURIComponent;
 /** The HTTP API, one function per route. */
 export const api = {
   health: () => request("GET", "/api/health"),
+  openapi: () => request("GET", "/api/openapi.json"),
   logout: () => request("POST", "/api/logout"),
   // projects
   projects: () => request("GET", "/api/projects"),

@@ -1,10 +1,13 @@
-// Boot: health, settings and projects, the /ws connection, the header, then the router.
+// Boot: the server's API description, health, settings and projects, the /ws connection,
+// the header, then the router (only once the API description is here: views take their
+// lists of values, limits and patterns from it).
 
 import { api } from "./api.js";
 import { h, qs, toast } from "./dom.js";
 import { missingKeys, onLanguageChange, register, setLanguage, t } from "./i18n.js";
 import { route, start } from "./router.js";
 import { connect } from "./socket.js";
+import { loadSchema } from "./schema.js";
 import { loadAll, state, subscribe } from "./store.js";
 
 const view = (name) => () => import(`./views/${name}.js`);
@@ -26,6 +29,11 @@ route("/settings", view("settings"));
 
 register({  // key: [English, Turkish]
   "attention.count": ["{n} waiting for you", "{n} sizi bekliyor"],
+  "schema.title": ["The board cannot start", "Pano başlatılamıyor"],
+  "schema.failed": [
+    "It could not read the server's description of its API (/api/openapi.json): {error}",
+    "Sunucunun API tanımı okunamadı (/api/openapi.json): {error}"],
+  "schema.retry": ["Try again", "Yeniden dene"],
 });
 
 let waiting = 0;  // tasks in testing or failed across every project (from the summaries)
@@ -103,8 +111,33 @@ async function checkHealth() {
   renderBanner();
 }
 
-async function boot() {
-  const root = qs("#view");
+/** The views, once the API description is loaded. */
+function startViews(root) {
+  start(root, (el) => {
+    el.append(h("section", { class: "empty" }, h("h1", {}, t("notfound.title")), h("p", {}, t("notfound.body"))));
+    return null;
+  });
+}
+
+/** Say why the board cannot start (no API description) and offer to try again. */
+function showSchemaError(root, error) {
+  const retry = h("button", { type: "button", class: "primary", "data-testid": "schema-retry" }, t("schema.retry"));
+  root.replaceChildren(h("section", { class: "empty", role: "alert", "data-testid": "schema-error" },
+    h("h1", {}, t("schema.title")), h("p", {}, t("schema.failed", { error: error.message })), retry));
+  retry.addEventListener("click", async () => {
+    retry.disabled = true;
+    try {
+      await loadSchema();
+      root.replaceChildren();
+      startViews(root);
+    } catch (again) {
+      if (again.status !== 401) showSchemaError(root, again);
+    }
+  });
+}
+
+/** Follow the store: the header, the attention count, the language and the chime. */
+function followStore() {
   subscribe((s, event) => {
     if (event !== "task:log" && event !== "task:usage") renderHeader();
   });
@@ -120,22 +153,23 @@ async function boot() {
     if (finished && s.settings?.soundEnabled) chime();
     lastStatus = new Map([...s.tasks.values()].map((task) => [task.id, task.status]));
   });
-  try {
-    await loadAll();
-  } catch (error) {
-    if (error.status === 401) return;  // api.js is taking us to the login page
-    toast(error.message, "error");
-  }
+}
+
+async function boot() {
+  const root = qs("#view");
+  followStore();
+  const [loaded, described] = await Promise.allSettled([loadAll(), loadSchema()]);
+  const failures = [loaded, described].filter((r) => r.status === "rejected").map((r) => r.reason);
+  if (failures.some((error) => error.status === 401)) return;  // api.js is taking us to the login page
+  if (loaded.status === "rejected") toast(loaded.reason.message, "error");
   setLanguage(state.settings?.language || "en");
   renderHeader();
   recount();
   checkHealth();
   setInterval(checkHealth, 60000);
   connect();
-  start(root, (el) => {
-    el.append(h("section", { class: "empty" }, h("h1", {}, t("notfound.title")), h("p", {}, t("notfound.body"))));
-    return null;
-  });
+  if (described.status === "fulfilled") startViews(root);
+  else showSchemaError(root, described.reason);
   window.taskboard = { state, t, missingKeys };  // a debug handle (and for the browser tests)
 }
 

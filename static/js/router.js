@@ -55,14 +55,31 @@ export function start(root, notFound) {
       unmount = notFound(root);
       return;
     }
-    const module = await found.route.load();
-    if (mine !== generation) return;  // the user went elsewhere meanwhile
-    unmount = module.mount(root, found.params) || null;
+    try {
+      const module = await found.route.load();
+      if (mine !== generation) return;  // the user went elsewhere meanwhile
+      unmount = module.mount(root, found.params) || null;
+    } catch (error) {  // e.g. the server's API description lacks what the view needs
+      if (mine !== generation) return;
+      root.replaceChildren(failed(error));
+    }
     root.dataset.route = location.hash;  // which view is shown (for tests and styles)
     root.focus({ preventScroll: true });
   };
   window.addEventListener("hashchange", show);
   show();
+}
+
+/** What a view that could not be shown says instead. */
+function failed(error) {
+  const section = document.createElement("section");
+  section.className = "empty";
+  section.setAttribute("role", "alert");
+  section.dataset.testid = "view-error";
+  const p = document.createElement("p");
+  p.textContent = error.message;
+  section.append(p);
+  return section;
 }
 
 /** Go to a hash route: go("/projects/3"). */
