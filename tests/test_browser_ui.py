@@ -201,6 +201,46 @@ def test_snippet_and_webhook_lists_follow_the_api_and_delete_after_asking(board,
     assert board.api("GET", base + "/webhooks") == []
 
 
+#: Branch names on either side of the server's rule (git's, less what git would refuse).
+BRANCH_NAMES = ["main", "release/2.0", "feature/login-form", "v1.2_fix", "feature/", "release.",
+                "-main", "a..b", "a//b", "has space", "x" * 201]
+
+
+def test_branch_field_refuses_what_the_server_refuses(board, page):
+    """The project form checks the base branch with the server's own pattern (from
+    /api/openapi.json): a name the server would refuse is refused before it is sent."""
+    project = board.demo_project()
+    path = f"/api/projects/{project['id']}"
+    accepted = {}
+    for name in BRANCH_NAMES:  # what the server says, one name at a time
+        response = board.session.put(board.url + path, json={"prBaseBranch": name}, timeout=10)
+        assert response.status_code in (200, 400), response.text
+        accepted[name] = response.status_code == 200
+    assert not accepted["feature/"] and not accepted["release."] and accepted["release/2.0"]
+    board.api("PUT", path, {"prBaseBranch": "main"})
+    page.goto(f"{board.url}/#/projects/{project['id']}/settings")
+    live(page)
+    field = page.get_by_label("Base branch")
+    expect(field).to_have_value("main")
+    for name in ("feature/", "release."):
+        field.fill(name)
+        page.get_by_role("button", name="Save").click()
+        expect(page.get_by_text("Not a valid git branch name.")).to_be_visible()
+        expect(field).to_have_attribute("aria-invalid", "")
+    assert board.api("GET", path)["prBaseBranch"] == "main"  # nothing was sent
+    field.fill("release/2.0")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_text("Saved", exact=True)).to_be_visible()
+    assert board.api("GET", path)["prBaseBranch"] == "release/2.0"
+    # and every other name: the board's check and the server's answer agree
+    board_accepts = page.evaluate("""async (names) => {
+        const { patternOf } = await import("/static/js/schema.js");
+        const pattern = patternOf("Project", "prBaseBranch");
+        return Object.fromEntries(names.map((name) => [name, pattern.test(name)]));
+    }""", BRANCH_NAMES)
+    assert board_accepts == accepted
+
+
 def test_the_board_says_why_it_cannot_start_without_the_api_description(board, page,
                                                                         console_errors):
     """Without /api/openapi.json the board has no lists, limits or patterns: it says so

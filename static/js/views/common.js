@@ -1,4 +1,4 @@
-// Pieces several views share: the project tab bar, a page header, field rows.
+// Pieces several views share: the project tab bar, a page header, field rows, avatars.
 
 import { h } from "../dom.js";
 import { register, t } from "../i18n.js";
@@ -62,4 +62,43 @@ export function field(label, control, help) {
 export function select(values, current, label = (v) => v, attrs = {}) {
   return h("select", attrs, values.map((value) => h("option", {
     value: String(value), selected: String(value) === String(current) }, label(value))));
+}
+
+/** A small coloured square with the project's icon, or the first letter of its name. */
+export function avatar(project) {
+  const seed = project.iconSeed || project.slug || project.name || "";
+  let hash = 0;
+  for (const ch of seed) hash = (hash * 31 + ch.codePointAt(0)) >>> 0;
+  const text = project.icon ? [...project.icon].slice(0, 2).join("") : [...(project.name || "?")][0].toUpperCase();
+  return h("span", { class: `avatar avatar-${hash % 8}`, "aria-hidden": "true" }, text);
+}
+
+/**
+ * Stat tiles: statTiles([["usage.today", "$0.04"], ["stats.total", "12", {}, {"data-testid": "t"}]]).
+ * Each item is [i18n key of the label, value, attributes of the value, attributes of the tile].
+ * @param {Array<[string, any, Object?, Object?]>} items
+ * @param {Object} [attrs]  attributes of the list (class adds to "ins-tiles")
+ */
+export function statTiles(items, attrs = {}) {
+  return h("dl", { ...attrs, class: `ins-tiles${attrs.class ? ` ${attrs.class}` : ""}` },
+    items.map(([key, value, valueAttrs = {}, tileAttrs = {}]) =>
+      h("div", { class: "ins-tile", ...tileAttrs }, h("dt", {}, t(key)), h("dd", valueAttrs, value))));
+}
+
+/**
+ * A table of numbers: a header row, body rows and an optional footer row. A cell is a value
+ * or {value, num, head} (num: right-aligned; head: a row header <th scope="row">).
+ * @param {Array<any>} columns  header cells
+ * @param {Array<Array<any>>} rows
+ * @param {{foot?: Array<any>, attrs?: Object}} [options]
+ */
+export function numberTable(columns, rows, { foot = null, attrs = {} } = {}) {
+  const cell = (tag, c) => {
+    const spec = c !== null && typeof c === "object" && !(c instanceof Node) ? c : { value: c };
+    return h(spec.head ? "th" : tag, { class: spec.num ? "num" : null, scope: spec.head ? "row" : null }, spec.value);
+  };
+  return h("div", { class: "table-scroll" }, h("table", attrs,
+    h("thead", {}, h("tr", {}, columns.map((c) => cell("th", c)))),
+    h("tbody", {}, rows.map((row) => h("tr", {}, row.map((c) => cell("td", c))))),
+    foot ? h("tfoot", {}, h("tr", {}, foot.map((c) => cell("td", c)))) : null));
 }

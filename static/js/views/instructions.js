@@ -6,7 +6,7 @@ import { api } from "../api.js";
 import { confirmDialog, h, on, toast } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { onEvent, refusedLocally, state } from "../store.js";
-import { liveProjectHeader } from "./project_form.js";
+import { liveProjectHeader } from "./item_list.js";
 
 register({  // key: [English, Turkish]
   "instructions.title": ["Agent instructions", "Ajan talimatları"],

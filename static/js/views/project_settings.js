@@ -8,7 +8,8 @@ import { onLanguageChange, register, t } from "../i18n.js";
 import { go } from "../router.js";
 import { onEvent } from "../store.js";
 import { projectHeader } from "./common.js";
-import { confirmDelete, projectForm } from "./project_form.js";
+import { confirmDelete } from "./item_list.js";
+import { projectForm } from "./project_form.js";
 
 register({  // key: [English, Turkish]
   "psettings.key": ["Task keys start with {key}.", "Görev anahtarları {key} ile başlar."],

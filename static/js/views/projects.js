@@ -6,8 +6,12 @@ import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { go } from "../router.js";
+import { enumOf } from "../schema.js";
 import { onEvent } from "../store.js";
-import { avatar, formDialog, projectForm, rerender } from "./project_form.js";
+import { avatar } from "./common.js";
+import { formDialog } from "./form_kit.js";
+import { rerender } from "./item_list.js";
+import { projectForm } from "./project_form.js";
 
 register({  // key: [English, Turkish]
   "projects.title": ["Projects", "Projeler"],
@@ -20,8 +24,8 @@ register({  // key: [English, Turkish]
   "projects.counts": ["Tasks by status", "Duruma göre görevler"],
 });
 
-const COUNTS = [["backlogCount", "backlog"], ["inProgressCount", "in_progress"],
-  ["testingCount", "testing"], ["doneCount", "done"], ["failedCount", "failed"]];
+/** A status's count in a project summary: "in_progress" → summary.inProgressCount. */
+const countOf = (summary, status) => summary[`${status.replace(/_(\w)/g, (_, c) => c.toUpperCase())}Count`] ?? 0;
 
 /** Refetch on these events (task:log and task:usage never change a count). */
 const REFETCH = /^(project:|task:(created|updated|deleted)$|resync$)/;
@@ -33,8 +37,8 @@ function card(summary) {
         h("div", { class: "project-card-title" },
           h("strong", {}, summary.name), h("span", { class: "muted slug" }, summary.slug))),
       h("code", { class: "path", title: summary.workingDir }, summary.workingDir),
-      h("ul", { class: "counts", "aria-label": t("projects.counts") }, COUNTS.map(([field, status]) => {
-        const n = summary[field] ?? 0;
+      h("ul", { class: "counts", "aria-label": t("projects.counts") }, enumOf("Task", "status").map((status) => {
+        const n = countOf(summary, status);
         return h("li", { class: `count count-${status}${n ? "" : " zero"}` },
           h("span", { class: "n" }, String(n)), h("span", { class: "label" }, t(`status.${status}`)));
       }))));

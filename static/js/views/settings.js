@@ -5,8 +5,9 @@
 import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import { onLanguageChange, register, setLanguage, t } from "../i18n.js";
+import { rangeOf } from "../schema.js";
 import { state, subscribe } from "../store.js";
-import { formKit, liveForm } from "./project_form.js";
+import { formKit, liveForm, schemaSpecs } from "./form_kit.js";
 
 register({  // key: [English, Turkish]
   "settings.title": ["Settings", "Ayarlar"],
@@ -23,7 +24,7 @@ register({  // key: [English, Turkish]
   "settings.defaultEffort": ["Default thinking effort", "Varsayılan düşünme düzeyi"],
   "settings.defaults.help": ["Used for new tasks unless a template of the task's type says otherwise.", "Görevin türüne ait bir şablon başkasını söylemedikçe yeni görevlerde kullanılır."],
   "settings.agentIdleTimeoutMinutes": ["Idle timeout (minutes)", "Boşta kalma süresi sınırı (dakika)"],
-  "settings.agentIdleTimeoutMinutes.help": ["Stop a run that printed nothing for this long; 0 = off (0 to 1440).", "Bu süre boyunca hiçbir şey yazmayan çalışmayı durdur; 0 = kapalı (0 ile 1440 arası)."],
+  "settings.agentIdleTimeoutMinutes.help": ["Stop a run that printed nothing for this long; 0 = off ({min} to {max}).", "Bu süre boyunca hiçbir şey yazmayan çalışmayı durdur; 0 = kapalı ({min} ile {max} arası)."],
   "settings.dailyCostLimit": ["Daily cost limit (USD)", "Günlük maliyet sınırı (USD)"],
   "settings.dailyCostLimit.help": ["When today's cost reaches it, the queue starts nothing new. Empty = no limit.", "Bugünkü maliyet buna ulaşınca kuyruk yeni bir şey başlatmaz. Boş = sınır yok."],
   "settings.logRetentionDays": ["Keep agent logs (days)", "Ajan kayıtlarını sakla (gün)"],
@@ -38,30 +39,33 @@ register({  // key: [English, Turkish]
 const LANGUAGE_NAMES = { en: "English", tr: "Türkçe" };
 const lbl = (key) => () => t(key);
 
-/** The settings the board knows, in display order with their group. */
-const KNOWN = [
-  { key: "language", group: "board", kind: "select", options: ["en", "tr"], optionLabel: (v) => LANGUAGE_NAMES[v] || v,
+/**
+ * The settings the board knows, in display order with their group; their values and limits
+ * come from the server's Settings schema.
+ */
+const knownSpecs = () => schemaSpecs("Settings", [
+  { key: "language", group: "board", kind: "select", optionLabel: (v) => LANGUAGE_NAMES[v] || v,
     label: lbl("settings.language") },
   { key: "confirmBeforeDelete", group: "board", kind: "bool", label: lbl("settings.confirmBeforeDelete") },
   { key: "soundEnabled", group: "board", kind: "bool", label: lbl("settings.soundEnabled") },
   { key: "autoOpenTerminal", group: "board", kind: "bool", label: lbl("settings.autoOpenTerminal") },
-  { key: "defaultModel", group: "tasks", kind: "select", options: ["model_large", "model_medium", "model_small"],
+  { key: "defaultModel", group: "tasks", kind: "select",
     optionLabel: (v) => t(`model.${v}`), label: lbl("settings.defaultModel"), help: lbl("settings.defaults.help") },
-  { key: "defaultEffort", group: "tasks", kind: "select", options: ["low", "medium", "high"],
+  { key: "defaultEffort", group: "tasks", kind: "select",
     optionLabel: (v) => t(`effort.${v}`), label: lbl("settings.defaultEffort") },
-  { key: "agentIdleTimeoutMinutes", group: "agents", kind: "int", min: 0, max: 1440,
-    label: lbl("settings.agentIdleTimeoutMinutes"), help: lbl("settings.agentIdleTimeoutMinutes.help") },
-  { key: "dailyCostLimit", group: "agents", kind: "number", nullable: true, min: 0, max: 1000000,
+  { key: "agentIdleTimeoutMinutes", group: "agents", kind: "int", label: lbl("settings.agentIdleTimeoutMinutes"),
+    help: () => t("settings.agentIdleTimeoutMinutes.help", rangeOf("Settings", "agentIdleTimeoutMinutes")) },
+  { key: "dailyCostLimit", group: "agents", kind: "number", nullable: true,
     label: lbl("settings.dailyCostLimit"), help: lbl("settings.dailyCostLimit.help"), attrs: { step: "0.01" } },
-  { key: "logRetentionDays", group: "agents", kind: "int", nullable: true, min: 1, max: 36500,
+  { key: "logRetentionDays", group: "agents", kind: "int", nullable: true,
     label: lbl("settings.logRetentionDays"), help: lbl("settings.logRetentionDays.help") },
-];
+]);
 const GROUPS = ["board", "tasks", "agents", "other"];
 
 /** Specs for every field of settings: the known ones, then the others by JSON type. */
 function specsFor(settings) {
-  const known = KNOWN.filter((spec) => spec.key in settings);
-  const others = Object.keys(settings).filter((key) => !KNOWN.some((spec) => spec.key === key)).map((key) => {
+  const known = knownSpecs().filter((spec) => spec.key in settings);
+  const others = Object.keys(settings).filter((key) => !known.some((spec) => spec.key === key)).map((key) => {
     const value = settings[key];
     const kind = typeof value === "boolean" ? "bool" : typeof value === "number" ? "number" : "text";
     return { key, group: "other", kind, nullable: value === null, label: () => key };

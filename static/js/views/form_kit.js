@@ -1,0 +1,354 @@
+// The form kit of the board's settings forms: fields bound to a model of raw values,
+// checked before sending (with the enums, limits and patterns of the server's API
+// description), server errors shown next to the field the ApiError names, and forms
+// re-rendered on a language switch without losing what was typed.
+
+import { ApiError } from "../api.js";
+import { h, openDialog } from "../dom.js";
+import { onLanguageChange, register, t } from "../i18n.js";
+import { patternOf, propertyOf } from "../schema.js";
+import { select } from "./common.js";
+
+register({  // key: [English, Turkish]
+  "form.required": ["Required.", "Zorunlu."],
+  "form.integer": ["Enter a whole number from {min} to {max}.", "{min} ile {max} arasında bir tam sayı girin."],
+  "form.atLeast": ["Enter a number of at least {min}.", "En az {min} olan bir sayı girin."],
+  "form.unset": ["— not set —", "— ayarlanmamış —"],
+  "form.pickOne": ["Pick at least one.", "En az birini seçin."],
+  "form.noChanges": ["Nothing changed.", "Değişiklik yok."],
+  "form.fixErrors": ["Some fields need attention.", "Bazı alanların düzeltilmesi gerekiyor."],
+});
+
+/**
+ * @typedef {Object} Spec  one form field
+ * @property {string} key  the API field name (ApiError.field matches it)
+ * @property {"text"|"textarea"|"password"|"int"|"number"|"bool"|"flag01"|"select"|"checks"} kind
+ *   flag01: a checkbox sent as 1/0; bool: sent as true/false
+ * @property {() => string} label
+ * @property {() => string} [help]
+ * @property {any[]} [options]  values of a select or of checks
+ * @property {(value: any) => string} [optionLabel]
+ * @property {boolean} [nullable]  empty is sent as null (a select gets a "not set" option)
+ * @property {boolean} [required]
+ * @property {number} [min]
+ * @property {number} [max]
+ * @property {RegExp} [pattern]
+ * @property {string} [patternKey]  the i18n key of the message when pattern fails
+ * @property {boolean} [omitEmpty]  empty is not sent at all (a write-only secret)
+ * @property {Object} [attrs]  more attributes for the control
+ */
+
+
+/**
+ * Specs completed from the server's schema of their fields: a select's or checks' values
+ * (enum), min and max, the maxlength of a text, and the pattern of a field that has a
+ * patternKey (the message shown when it fails). Nothing of these is written in the board.
+ * @param {string} schema  e.g. "Project" (components.schemas of /api/openapi.json)
+ * @param {Spec[]} specs  keys are the schema's property names
+ * @returns {Spec[]}
+ */
+export function schemaSpecs(schema, specs) {
+  return specs.map((spec) => {
+    const property = propertyOf(schema, spec.key);
+    const values = property.enum ?? property.items?.enum;
+    const choice = spec.kind === "select" || spec.kind === "checks";
+    const text = spec.kind === "text" || spec.kind === "textarea" || spec.kind === "password";
+    return {
+      ...spec,
+      options: choice ? [...values] : spec.options,
+      min: property.minimum ?? spec.min,
+      max: property.maximum ?? spec.max,
+      pattern: spec.patternKey ? patternOf(schema, spec.key) : spec.pattern,
+      attrs: { ...(text && property.maxLength ? { maxlength: property.maxLength } : {}), ...(spec.attrs || {}) },
+    };
+  });
+}
+
+function toRaw(spec, value) {
+  if (spec.kind === "bool" || spec.kind === "flag01") return Boolean(value);
+  if (spec.kind === "checks") return Array.isArray(value) ? [...value] : [];
+  return value === null || value === undefined ? "" : String(value);
+}
+
+/** Check one raw value; {value} to send, {error: {key, vars}} or {omit: true}. */
+function fromRaw(spec, raw) {
+  if (spec.kind === "bool") return { value: raw };
+  if (spec.kind === "flag01") return { value: raw ? 1 : 0 };
+  if (spec.kind === "checks") {
+    return spec.required && !raw.length ? { error: { key: "form.pickOne" } } : { value: raw };
+  }
+  const text = spec.kind === "text" || spec.kind === "int" || spec.kind === "number" ? raw.trim() : raw;
+  if (text === "") {
+    if (spec.omitEmpty) return { omit: true };
+    if (spec.required || spec.kind === "int" || spec.kind === "number") {
+      return spec.nullable && !spec.required ? { value: null } : { error: { key: "form.required" } };
+    }
+    return { value: spec.nullable ? null : "" };
+  }
+  if (spec.kind === "int" || spec.kind === "number") {
+    const n = Number(text);
+    const bad = !Number.isFinite(n) || (spec.kind === "int" && !Number.isInteger(n))
+      || (spec.min !== undefined && n < spec.min) || (spec.max !== undefined && n > spec.max);
+    if (bad) {
+      return { error: spec.kind === "int" && spec.max !== undefined
+        ? { key: "form.integer", vars: { min: spec.min ?? 0, max: spec.max } }
+        : { key: "form.atLeast", vars: { min: spec.min ?? 0 } } };
+    }
+    return { value: n };
+  }
+  if (spec.pattern && !spec.pattern.test(text)) return { error: { key: spec.patternKey || "form.required" } };
+  return { value: text };
+}
+
+
+const errorText = (error) => (error.text !== undefined ? error.text : t(error.key, error.vars));
+let uid = 0;
+
+/** A text, textarea or select control of a spec, writing raw[spec.key] and calling changed(). */
+function buildControl(spec, raw, described, changed) {
+  const base = { "data-key": spec.key, "aria-describedby": described, ...(spec.attrs || {}) };
+  let el;
+  if (spec.kind === "textarea") {
+    el = h("textarea", { rows: 6, ...base });
+  } else if (spec.kind === "select") {
+    const values = spec.nullable ? ["", ...spec.options] : spec.options;
+    const label = (v) => (v === "" ? t("form.unset") : (spec.optionLabel || String)(v));
+    el = select(values, raw[spec.key], label, base);
+  } else {
+    const numeric = spec.kind === "int" || spec.kind === "number";
+    el = h("input", {
+      type: numeric ? "number" : spec.kind === "password" ? "password" : "text",
+      min: spec.min, max: spec.max, step: numeric ? (spec.kind === "int" ? 1 : "any") : null,
+      inputmode: numeric ? (spec.kind === "int" ? "numeric" : "decimal") : null,
+      autocomplete: spec.kind === "password" ? "new-password" : "off", ...base,
+    });
+  }
+  el.value = raw[spec.key];
+  el.addEventListener(spec.kind === "select" ? "change" : "input", () => { raw[spec.key] = el.value; changed(); });
+  return el;
+}
+
+/** The row of a checkbox (bool, flag01). */
+function checkRow(spec, raw, ids, changed) {
+  const box = h("input", { type: "checkbox", id: ids.id, checked: raw[spec.key], "data-key": spec.key,
+    "aria-describedby": ids.described });
+  box.addEventListener("change", () => { raw[spec.key] = box.checked; changed(); });
+  const element = h("div", { class: "field field-check", "data-field": spec.key },
+    h("label", { for: ids.id }, box, h("span", {}, spec.label())), ids.help, ids.error);
+  return { element, controls: [box] };
+}
+
+/** The row of a set of checkboxes (checks): raw[key] is the list of the checked options. */
+function checksRow(spec, raw, ids, changed) {
+  const key = spec.key;
+  const controls = spec.options.map((option) => {
+    const box = h("input", { type: "checkbox", value: option, checked: raw[key].includes(option),
+      "data-key": `${key}:${option}` });
+    box.addEventListener("change", () => {
+      raw[key] = spec.options.filter((o) => (o === option ? box.checked : raw[key].includes(o)));
+      changed();
+    });
+    return box;
+  });
+  const element = h("fieldset", { class: "field field-checks", "data-field": key, "aria-describedby": ids.described },
+    h("legend", {}, spec.label()),
+    h("div", { class: "checks" }, controls.map((box, i) =>
+      h("label", {}, box, h("span", {}, (spec.optionLabel || String)(spec.options[i]))))),
+    ids.help, ids.error);
+  return { element, controls };
+}
+
+/** The labelled row of one field: {element, controls, error}, a fresh element each call. */
+function fieldRow(spec, raw, changed) {
+  const id = `pf${++uid}`;
+  const help = spec.help ? h("small", { class: "help", id: `${id}-help` }, spec.help()) : null;
+  const error = h("small", { class: "field-error", id: `${id}-err`, role: "alert", hidden: true });
+  const ids = { id, help, error, described: [help && `${id}-help`, `${id}-err`].filter(Boolean).join(" ") };
+  if (spec.kind === "bool" || spec.kind === "flag01") return { ...checkRow(spec, raw, ids, changed), error };
+  if (spec.kind === "checks") return { ...checksRow(spec, raw, ids, changed), error };
+  const control = buildControl(spec, raw, ids.described, changed);
+  control.id = id;
+  const element = h("div", { class: "field", "data-field": spec.key },
+    h("label", { for: id }, spec.label(), spec.required ? h("span", { class: "req", "aria-hidden": "true" }, " *") : null),
+    control, help, error);
+  return { element, controls: [control], error };
+}
+
+/** Put a raw value into the controls of a row. */
+function showRaw(spec, parts, value) {
+  if (spec.kind === "bool" || spec.kind === "flag01") parts.controls[0].checked = value;
+  else if (spec.kind === "checks") parts.controls.forEach((box) => { box.checked = value.includes(box.value); });
+  else if (spec.kind !== "password") parts.controls[0].value = value;
+}
+
+/**
+ * Fields bound to a model of raw values. Rows are built with row(key) and rebuilt freely
+ * (a language switch): what was typed, which fields were touched and the errors stay.
+ * @param {Spec[]} specs
+ * @param {Object} source  the server object the values start from
+ */
+export function formKit(specs, source = {}) {
+  const byKey = new Map(specs.map((spec) => [spec.key, spec]));
+  const raw = {};
+  const dirty = new Set();
+  const rows = new Map();
+  const listeners = new Set();
+  let errors = {};
+  for (const spec of specs) raw[spec.key] = toRaw(spec, source[spec.key]);
+
+  function paintError(key) {
+    const parts = rows.get(key);
+    if (!parts) return;
+    const error = errors[key];
+    parts.error.textContent = error ? errorText(error) : "";
+    parts.error.hidden = !error;
+    for (const control of parts.controls) control.toggleAttribute("aria-invalid", Boolean(error));
+  }
+
+  const changed = (key) => {
+    dirty.add(key);
+    if (errors[key]) {
+      delete errors[key];
+      paintError(key);
+    }
+    for (const fn of listeners) fn(key, raw[key]);
+  };
+
+  return {
+    raw, dirty, rows, specs,
+    /** The labelled row of one field (a fresh element each call). */
+    row(key) {
+      const parts = fieldRow(byKey.get(key), raw, () => changed(key));
+      rows.set(key, parts);
+      paintError(key);
+      return parts.element;
+    },
+    /** Call fn(key, raw) whenever the user changes a field; returns the remover. */
+    onInput(fn) { listeners.add(fn); return () => listeners.delete(fn); },
+    /** Take new server values for the fields the user has not touched. */
+    set(source2) {
+      for (const spec of specs) {
+        if (dirty.has(spec.key) || !(spec.key in source2)) continue;
+        raw[spec.key] = toRaw(spec, source2[spec.key]);
+        if (rows.has(spec.key)) showRaw(spec, rows.get(spec.key), raw[spec.key]);
+      }
+    },
+    /** Forget what was touched and take every value from the server object. */
+    reset(source2) {
+      dirty.clear();
+      errors = {};
+      for (const key of rows.keys()) paintError(key);
+      this.set(source2);
+    },
+    /**
+     * Check the fields (all, or only the touched ones) and build the body.
+     * @returns {{body: Object, errors: Object}}
+     */
+    collect(onlyDirty = false) {
+      const body = {};
+      const found = {};
+      for (const spec of specs) {
+        if ((onlyDirty && !dirty.has(spec.key)) || (spec.skip && spec.skip(raw))) continue;
+        const result = fromRaw(spec, raw[spec.key]);
+        if (result.error) found[spec.key] = result.error;
+        else if (!result.omit) body[spec.key] = result.value;
+      }
+      return { body, errors: found };
+    },
+    /** Show these errors ({key: {key, vars} | {text}}) and no others. */
+    showErrors(found) {
+      errors = { ...found };
+      for (const key of rows.keys()) paintError(key);
+    },
+    /** Put the keyboard focus on the first field with an error. */
+    focusFirstError() {
+      const key = specs.map((s) => s.key).find((k) => errors[k] && rows.has(k));
+      if (key) rows.get(key).controls[0].focus();
+    },
+    /** Show an ApiError next to its field when the form has it; answers whether it did. */
+    apiError(error) {
+      if (error instanceof ApiError && error.field && rows.has(error.field)) {
+        this.showErrors({ [error.field]: { text: error.message } });
+        this.focusFirstError();
+        return true;
+      }
+      return false;
+    },
+  };
+}
+
+/**
+ * A <form> around a kit: build() gives its fields; it is rebuilt on a language switch.
+ * onSubmit(body) may throw ApiError: shown next to the field, else above the buttons.
+ * @param {{kit: Object, build: () => any, submitLabel: () => string, onSubmit: (body: Object) => Promise<any>,
+ *   onCancel?: () => void, onlyDirty?: boolean, className?: string}} options
+ * @returns {{element: HTMLFormElement, rerender: () => void, destroy: () => void}}
+ */
+export function liveForm({ kit, build, submitLabel, onSubmit, onCancel, onlyDirty = false, className = "" }) {
+  const form = h("form", { class: `form ${className}`, novalidate: true });
+  let busy = false;
+  let generalError = "";
+  const render = () => {
+    const focusKey = form.contains(document.activeElement) ? document.activeElement.dataset.key : null;
+    const general = h("p", { class: "form-error error", role: "alert", hidden: !generalError }, generalError);
+    const submit = h("button", { type: "submit", class: "primary", disabled: busy }, submitLabel());
+    form.replaceChildren(...[build()].flat(), general, h("div", { class: "actions" },
+      onCancel ? h("button", { type: "button", onclick: onCancel }, t("common.cancel")) : null, submit));
+    if (focusKey) {
+      const again = form.querySelector(`[data-key="${CSS.escape(focusKey)}"]`);
+      if (again) again.focus();
+    }
+  };
+  const setGeneral = (text) => {
+    generalError = text;
+    const el = form.querySelector(".form-error");
+    el.textContent = text;
+    el.hidden = !text;
+  };
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (busy) return;
+    const { body, errors } = kit.collect(onlyDirty);
+    kit.showErrors(errors);
+    setGeneral("");
+    if (Object.keys(errors).length) {
+      setGeneral(t("form.fixErrors"));
+      kit.focusFirstError();
+      return;
+    }
+    busy = true;
+    form.querySelector("button[type=submit]").disabled = true;
+    try {
+      await onSubmit(body);
+    } catch (error) {
+      if (!kit.apiError(error)) setGeneral(error.message || String(error));
+    } finally {
+      busy = false;
+      const submit = form.querySelector("button[type=submit]");
+      if (submit) submit.disabled = false;
+    }
+  });
+  render();
+  const off = onLanguageChange(render);
+  return { element: form, rerender: render, destroy: off };
+}
+
+/**
+ * A modal holding a liveForm; its title follows the language. Returns {dialog, close}.
+ * @param {() => string} title
+ * @param {{element: HTMLElement, destroy: () => void}} form
+ */
+export function formDialog(title, form, { wide = false } = {}) {
+  const { dialog, close } = openDialog(title(), form.element, { wide });
+  const label = () => {
+    dialog.querySelector(".modal-head h2").textContent = title();
+    dialog.querySelector(".modal-head .close").setAttribute("aria-label", t("common.close"));
+  };
+  label();
+  const off = onLanguageChange(label);
+  dialog.addEventListener("close", () => { off(); form.destroy(); });
+  const first = form.element.querySelector("input, select, textarea");
+  if (first) first.focus();
+  return { dialog, close };
+}
+

@@ -1,0 +1,120 @@
+// The fields of a project, as the project form shows them: their groups, labels, help and
+// messages. Their values, limits and patterns come from the server's API description
+// (components.schemas.Project); the board adds only how to show and explain them.
+
+import { t, register } from "../i18n.js";
+import { patternOf, rangeOf } from "../schema.js";
+import { schemaSpecs } from "./form_kit.js";
+
+register({  // key: [English, Turkish]
+  "pform.group.basic": ["Basic", "Temel"],
+  "pform.group.queue": ["Queue", "Kuyruk"],
+  "pform.group.git": ["Git", "Git"],
+  "pform.group.autoTest": ["Automatic testing", "Otomatik test"],
+  "pform.group.retry": ["Retries and limits", "Yeniden denemeler ve sınırlar"],
+  "pform.group.host": ["Source host", "Kaynak barındırma"],
+  "pform.name": ["Name", "Ad"],
+  "pform.slug": ["Slug", "Kısa ad"],
+  "pform.slug.help": ["Lowercase letters, digits and dashes; unique. Task keys are made from it once.", "Küçük harf, rakam ve tire; benzersiz. Görev anahtarları bir kez bundan üretilir."],
+  "pform.slug.bad": ["Use lowercase letters, digits and dashes, starting with a letter or digit.", "Harf veya rakamla başlayan küçük harf, rakam ve tire kullanın."],
+  "pform.workingDir": ["Working directory", "Çalışma dizini"],
+  "pform.workingDir.help": ["Absolute path of an existing directory: the code the agents work on.", "Var olan bir dizinin mutlak yolu: ajanların üzerinde çalıştığı kod."],
+  "pform.icon": ["Icon", "Simge"],
+  "pform.icon.help": ["An emoji or one or two letters; empty shows the first letter of the name.", "Bir emoji ya da bir iki harf; boşsa adın ilk harfi gösterilir."],
+  "pform.iconSeed": ["Icon seed", "Simge tohumu"],
+  "pform.iconSeed.help": ["Any text; picks the colour of the icon.", "Herhangi bir metin; simgenin rengini seçer."],
+  "pform.permissionMode": ["Permission mode", "İzin kipi"],
+  "pform.permissionMode.help": ["Allow-tools passes the list below; default may leave a headless run refused tools.", "Araçlara izin ver kipi aşağıdaki listeyi iletir; varsayılan kipte arka planda çalışan bir ajan araç kullanamayabilir."],
+  "pform.perm.auto-accept": ["Auto-accept (skip permission prompts)", "Otomatik kabul (izin sorma)"],
+  "pform.perm.allow-tools": ["Allow listed tools", "Listelenen araçlara izin ver"],
+  "pform.perm.default": ["Default (the agent's own rules)", "Varsayılan (ajanın kendi kuralları)"],
+  "pform.allowedTools": ["Allowed tools", "İzin verilen araçlar"],
+  "pform.allowedTools.help": ["Comma-separated tool names, e.g. Read,Edit,Bash(git:*)", "Virgülle ayrılmış araç adları, ör. Read,Edit,Bash(git:*)"],
+  "pform.autoQueue": ["Start queued tasks automatically", "Kuyruktaki görevleri otomatik başlat"],
+  "pform.autoQueue.help": ["Ready backlog tasks start, in order, whenever a slot is free.", "Hazır bekleyen görevler, boş yer açıldıkça sırayla başlar."],
+  "pform.maxConcurrent": ["Agents at once", "Aynı anda çalışan ajan"],
+  "pform.maxConcurrent.help": ["{min} to {max}.", "{min} ile {max} arası."],
+  "pform.shareWarning": ["Agents share one checkout: with more than one agent at once and no branch per task, they edit the same files. Turn on “Branch and worktree per task”.", "Ajanlar tek bir çalışma kopyasını paylaşıyor: birden fazla ajan aynı anda çalışırken görev başına dal yoksa aynı dosyaları düzenlerler. “Görev başına dal ve çalışma ağacı” seçeneğini açın."],
+  "pform.autoBranch": ["Branch and worktree per task", "Görev başına dal ve çalışma ağacı"],
+  "pform.autoBranch.help": ["Each task works in its own git worktree on its own branch; your checkout is never touched.", "Her görev kendi dalında, kendi git çalışma ağacında çalışır; sizin kopyanıza dokunulmaz."],
+  "pform.autoPr": ["Open a pull request when a task is done", "Görev bitince çekme isteği aç"],
+  "pform.prBaseBranch": ["Base branch", "Temel dal"],
+  "pform.prBaseBranch.bad": ["Not a valid git branch name.", "Geçerli bir git dal adı değil."],
+  "pform.autoTest": ["Verify finished work automatically", "Biten işi otomatik doğrula"],
+  "pform.autoTest.help": ["A read-only verifier run approves (→ Done) or sends feedback back to the agent.", "Salt okunur bir doğrulayıcı işi onaylar (→ Tamamlandı) ya da geri bildirimi ajana geri gönderir."],
+  "pform.testPrompt": ["Verifier instructions", "Doğrulayıcı talimatları"],
+  "pform.maxRetries": ["Retries", "Yeniden deneme"],
+  "pform.maxRetries.help": ["{min} to {max}; a crashed or timed-out run is retried this many times.", "{min} ile {max} arası; çöken ya da zaman aşımına uğrayan çalışma bu kadar kez yeniden denenir."],
+  "pform.taskTimeoutMinutes": ["Timeout (minutes)", "Zaman aşımı (dakika)"],
+  "pform.taskTimeoutMinutes.help": ["{min} to {max}; 0 or empty = no timeout.", "{min} ile {max} arası; 0 ya da boş = zaman aşımı yok."],
+  "pform.taskBudgetUsd": ["Budget per task (USD)", "Görev başına bütçe (USD)"],
+  "pform.taskBudgetUsd.help": ["Empty = no budget.", "Boş = bütçe yok."],
+  "pform.gitHostRepo": ["Repository", "Depo"],
+  "pform.gitHostRepo.help": ["owner/repo; used for pull requests and issue sync.", "sahip/depo; çekme istekleri ve konu eşitleme için."],
+  "pform.gitHostRepo.bad": ["Write it as owner/repo.", "sahip/depo biçiminde yazın."],
+  "pform.gitHostSyncEnabled": ["Import open issues as backlog tasks", "Açık konuları bekleyen görev olarak içe aktar"],
+  "pform.gitHostSyncEnabled.help": ["Every 5 minutes. An imported task never starts until a person moves or edits it.", "5 dakikada bir. İçe aktarılan görev, biri onu taşıyana ya da düzenleyene dek başlamaz."],
+  "pform.create": ["Create project", "Projeyi oluştur"],
+});
+
+const lbl = (key) => () => t(key);
+/** A help text that names the field's limits ({min}, {max}) as the server sets them. */
+const limitsHelp = (key, field) => () => t(key, rangeOf("Project", field));
+
+/** The groups of the edit form, in order. */
+export const GROUPS = ["basic", "queue", "git", "autoTest", "retry", "host"];
+/** The fields asked for when a project is created. */
+export const CREATE_KEYS = ["name", "slug", "workingDir", "permissionMode", "allowedTools", "icon", "iconSeed"];
+
+/**
+ * Every project field in its group, completed from the server's schema (values, limits,
+ * patterns, lengths). Built when a form opens: the API description is loaded by then.
+ * @returns {import("./form_kit.js").Spec[]}
+ */
+export function projectSpecs() {
+  return schemaSpecs("Project", [
+    { key: "name", group: "basic", kind: "text", required: true, label: lbl("pform.name") },
+    { key: "slug", group: "basic", kind: "text", required: true, label: lbl("pform.slug"), help: lbl("pform.slug.help"),
+      patternKey: "pform.slug.bad", attrs: { autocapitalize: "none", spellcheck: "false" } },
+    { key: "workingDir", group: "basic", kind: "text", required: true, label: lbl("pform.workingDir"),
+      help: lbl("pform.workingDir.help"), attrs: { class: "mono", placeholder: "/home/me/code/project", spellcheck: "false" } },
+    { key: "icon", group: "basic", kind: "text", nullable: true, label: lbl("pform.icon"), help: lbl("pform.icon.help") },
+    { key: "iconSeed", group: "basic", kind: "text", nullable: true, label: lbl("pform.iconSeed"),
+      help: lbl("pform.iconSeed.help") },
+    { key: "permissionMode", group: "basic", kind: "select", label: lbl("pform.permissionMode"),
+      help: lbl("pform.permissionMode.help"), optionLabel: (v) => t(`pform.perm.${v}`) },
+    { key: "allowedTools", group: "basic", kind: "text", nullable: true, label: lbl("pform.allowedTools"),
+      help: lbl("pform.allowedTools.help"), attrs: { class: "mono", spellcheck: "false" } },
+    { key: "autoQueue", group: "queue", kind: "bool", label: lbl("pform.autoQueue"), help: lbl("pform.autoQueue.help") },
+    { key: "maxConcurrent", group: "queue", kind: "int", label: lbl("pform.maxConcurrent"),
+      help: limitsHelp("pform.maxConcurrent.help", "maxConcurrent") },
+    { key: "autoBranch", group: "git", kind: "bool", label: lbl("pform.autoBranch"), help: lbl("pform.autoBranch.help") },
+    { key: "autoPr", group: "git", kind: "bool", label: lbl("pform.autoPr") },
+    { key: "prBaseBranch", group: "git", kind: "text", required: true, label: lbl("pform.prBaseBranch"),
+      patternKey: "pform.prBaseBranch.bad", attrs: { class: "mono", spellcheck: "false" } },
+    { key: "autoTest", group: "autoTest", kind: "bool", label: lbl("pform.autoTest"), help: lbl("pform.autoTest.help") },
+    { key: "testPrompt", group: "autoTest", kind: "textarea", label: lbl("pform.testPrompt") },
+    { key: "maxRetries", group: "retry", kind: "int", label: lbl("pform.maxRetries"),
+      help: limitsHelp("pform.maxRetries.help", "maxRetries") },
+    { key: "taskTimeoutMinutes", group: "retry", kind: "int", nullable: true,
+      label: lbl("pform.taskTimeoutMinutes"), help: limitsHelp("pform.taskTimeoutMinutes.help", "taskTimeoutMinutes") },
+    { key: "taskBudgetUsd", group: "retry", kind: "number", nullable: true,
+      label: lbl("pform.taskBudgetUsd"), help: lbl("pform.taskBudgetUsd.help"), attrs: { step: "0.01" } },
+    { key: "gitHostRepo", group: "host", kind: "text", label: lbl("pform.gitHostRepo"), help: lbl("pform.gitHostRepo.help"),
+      patternKey: "pform.gitHostRepo.bad", attrs: { class: "mono", placeholder: "owner/repo", spellcheck: "false" } },
+    { key: "gitHostSyncEnabled", group: "host", kind: "flag01", label: lbl("pform.gitHostSyncEnabled"),
+      help: lbl("pform.gitHostSyncEnabled.help") },
+  ]);
+}
+
+/**
+ * A slug suggested from a name: "Müşteri Paneli" → "musteri-paneli", shortened until the
+ * server's slug pattern accepts it.
+ */
+export function suggestSlug(name) {
+  let slug = name.toLowerCase().replace(/ı/g, "i").replace(/ß/g, "ss").normalize("NFKD")
+    .replace(/[\u0300-\u036f]/g, "").replace(/[^a-z0-9]+/g, "-").replace(/^-+/, "").replace(/-+$/, "");
+  const pattern = patternOf("Project", "slug");
+  while (slug && !pattern.test(slug)) slug = slug.slice(0, -1).replace(/-+$/, "");
+  return slug;
+}
