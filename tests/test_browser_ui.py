@@ -241,6 +241,30 @@ def test_branch_field_refuses_what_the_server_refuses(board, page):
     assert board_accepts == accepted
 
 
+def test_columns_and_models_follow_the_servers_api_description(board, page):
+    """The status columns and the model choices are the server's lists, in its order: a
+    server that publishes other lists gets a board that shows them (faked here by answering
+    /api/openapi.json in the browser with an edited copy of the real document)."""
+    document = board.api("GET", "/api/openapi.json")
+    task = document["components"]["schemas"]["Task"]["properties"]
+    statuses = list(reversed(task["status"]["enum"]))
+    task["status"]["enum"] = statuses
+    task["model"]["enum"] = [m for m in task["model"]["enum"] if m != "model_small"]
+    page.route("**/api/openapi.json", lambda route: route.fulfill(json=document))
+    project = board.demo_project()
+    page.goto(f"{board.url}/#/projects/{project['id']}")
+    live(page)
+    names = {"backlog": "Backlog", "in_progress": "In progress", "testing": "Testing",
+             "done": "Done", "failed": "Failed"}
+    expect(page.locator(".board .col-head")).to_have_text(
+        [re.compile(rf"^{names[s]}") for s in statuses])
+    page.get_by_role("button", name="New task").click()
+    model = page.get_by_role("dialog").get_by_label("Model")
+    expect(model.locator("option")).to_have_text(["Large", "Medium"])
+    filters = page.get_by_role("combobox", name="All models")
+    expect(filters.locator("option")).to_have_text(["All models", "Large", "Medium"])
+
+
 def test_the_board_says_why_it_cannot_start_without_the_api_description(board, page,
                                                                         console_errors):
     """Without /api/openapi.json the board has no lists, limits or patterns: it says so

@@ -1,17 +1,19 @@
-// The board of a project (#/projects/:projectId): five status columns of task cards,
-// filters, drag and drop (optimistic, rolled back on error), a "Move to" select on each
-// card for the keyboard, live activity lines and a docked log panel.
+// The board of a project (#/projects/:projectId): a column of task cards per status (the
+// server's list, in its order), filters, drag and drop (optimistic, rolled back on error), a
+// "Move to" select on each card for the keyboard, live activity lines and a docked log panel.
 
 import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import * as format from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { go } from "../router.js";
+import { enumOf } from "../schema.js";
 import { followLogs } from "../socket.js";
 import { loadTasks, notify, onEvent, state, subscribe, tasksOf } from "../store.js";
+import { activityOf, matches, taskCard } from "./board_card.js";
 import { projectHeader } from "./common.js";
 import { createLogView } from "./log_view.js";
-import { MODELS, TASK_TYPES, openTaskDialog } from "./task_dialog.js";
+import { openTaskDialog } from "./task_dialog.js";
 
 register({  // key: [English, Turkish]
   "board.newTask": ["New task", "Yeni görev"],
@@ -23,261 +25,82 @@ register({  // key: [English, Turkish]
   "board.filters": ["Filters", "Filtreler"],
   "board.empty": ["No tasks", "Görev yok"],
   "board.emptyFiltered": ["No matching tasks", "Eşleşen görev yok"],
-  "board.running": ["running", "çalışıyor"],
-  "board.moveTo": ["Move to…", "Taşı…"],
-  "board.moveLabel": ["Move {key} to another column", "{key} görevini başka sütuna taşı"],
   "board.moveFailed": ["Could not move {key}: {error}", "{key} taşınamadı: {error}"],
-  "board.denials": ["{n} tool calls refused", "{n} araç çağrısı reddedildi"],
-  "board.denials1": ["1 tool call refused", "1 araç çağrısı reddedildi"],
-  "board.awaiting": ["waiting for sub-tasks", "alt görevleri bekliyor"],
-  "board.retries": ["retry {n}", "{n}. yeniden deneme"],
-  "board.revisions": ["{n} revisions", "{n} revizyon"],
-  "board.revisions1": ["1 revision", "1 revizyon"],
-  "board.pr": ["Pull request", "Çekme isteği"],
-  "board.tokens": ["{n} tokens", "{n} token"],
-  "board.openLog": ["Log", "Günlük"],
-  "board.openLogLabel": ["Show the live log of {key}", "{key} canlı günlüğünü göster"],
   "board.closeLog": ["Close the log panel", "Günlük panelini kapat"],
   "board.loadFailed": ["Could not load the tasks: {error}", "Görevler yüklenemedi: {error}"],
   "board.cardHelp": ["Enter opens the task; Alt+Left/Right moves it to the previous/next column.", "Enter görevi açar; Alt+Sol/Sağ onu önceki/sonraki sütuna taşır."],
 });
 
-/** The five columns, left to right. */
-export const STATUSES = ["backlog", "in_progress", "testing", "done", "failed"];
 /** Store events after which the board renders again. */
 const RENDER_ON = new Set(["local", "tasks:loaded", "resync", "task:created", "task:updated",
   "task:deleted", "settings:updated", "project:deleted"]);
+const NO_FILTERS = { type: "", model: "", tag: "", q: "" };
 /** Filters survive a visit to a task and back (per project, for this page load). */
 const filtersByProject = new Map();
 
-/** The latest thing a running agent did, for the card's activity line. */
-function activityOf(entries) {
-  for (let i = entries.length - 1; i >= 0; i -= 1) {
-    const entry = entries[i];
-    if (entry.kind === "tool_call") return `⚙ ${entry.message}`;
-    if (entry.kind === "text" && entry.message) return entry.message.split("\n", 1)[0];
-  }
-  return null;
+const cardOf = (target) => target.closest?.(".task-card");
+const idOf = (el) => Number(el.dataset.id);
+const columnOf = (target) => target.closest?.(".board-col");
+
+/**
+ * The search box and filter selects; onChange() after each change, onClear() for "Clear".
+ * @returns {{el: HTMLElement, tagSelect: HTMLSelectElement, clearButton: HTMLButtonElement}}
+ */
+function toolbar(projectId, filters, onChange, onClear) {
+  const search = h("input", { type: "search", class: "board-search", value: filters.q,
+    placeholder: t("board.search"), "aria-label": t("board.search") });
+  search.addEventListener("input", () => { filters.q = search.value; onChange(); });
+  const pick = (name, values, allKey, label) => {
+    const control = h("select", { "aria-label": t(allKey) },
+      h("option", { value: "" }, t(allKey)),
+      values.map((v) => h("option", { value: v, selected: filters[name] === v }, label(v))));
+    control.addEventListener("change", () => { filters[name] = control.value; onChange(); });
+    return control;
+  };
+  const tagSelect = pick("tag", [], "board.allTags", (v) => v);
+  const clearButton = h("button", { type: "button", class: "link-button", onclick: onClear }, t("board.clearFilters"));
+  const el = h("div", { class: "board-toolbar", role: "search", "aria-label": t("board.filters") },
+    search,
+    pick("type", enumOf("Task", "task_type"), "board.allTypes", (v) => t(`type.${v}`)),
+    pick("model", enumOf("Task", "model"), "board.allModels", (v) => t(`model.${v}`)),
+    tagSelect, clearButton,
+    h("span", { class: "spacer" }),
+    h("button", { type: "button", class: "primary", "data-testid": "new-task",
+      onclick: () => openTaskDialog({ projectId }) }, t("board.newTask")));
+  return { el, tagSelect, clearButton };
 }
 
-/** @param {HTMLElement} root  @param {{projectId: number}} params */
-export function mount(root, { projectId }) {
-  const filters = filtersByProject.get(projectId) || { type: "", model: "", tag: "", q: "" };
-  filtersByProject.set(projectId, filters);
-  const moves = new Map();     // task id -> status while a move is on its way
-  const activity = new Map();  // task id -> activity line
-  const live = new Map();      // task id -> the latest task:usage data
-  const cards = new Map();     // task id -> {el, sig}
-  let columns = new Map();     // status -> {el, body, count}
-  let lastStatus = null;       // task id -> status, to notice a start (autoOpenTerminal)
-  let loaded = false;
-  let loadError = null;
-  let frame = 0;
-  let dragId = null;
-  let panel = null;            // the docked log panel: {taskId, view, el}
-  let tagKey = null;
-  let head, tagSelect, clearButton;
+/** A column per status: status -> {el, body, count}. */
+function buildColumns(statuses) {
+  return new Map(statuses.map((status) => {
+    const count = h("span", { class: "col-count" });
+    const body = h("div", { class: "col-cards" });
+    const el = h("section", { class: `board-col col-${status}`, "data-status": status,
+      "aria-labelledby": `col-title-${status}` },
+    h("h2", { class: "col-head", id: `col-title-${status}` }, t(`status.${status}`), count), body);
+    return [status, { el, body, count }];
+  }));
+}
 
-  const board = h("div", { class: "board", "aria-describedby": "board-help" });
-  const help = h("p", { id: "board-help", class: "board-sr-only" });
+/** Fill the tag filter with the tags in use (kept when unchanged). Returns the new key. */
+function fillTags(tagSelect, all, filters, lastKey) {
+  const tags = [...new Set(all.flatMap((task) => format.tags(task.tags)))].sort();
+  if (filters.tag && !tags.includes(filters.tag)) tags.push(filters.tag);
+  const key = tags.join("\n");
+  if (key === lastKey) return key;
+  tagSelect.replaceChildren(h("option", { value: "" }, t("board.allTags")),
+    ...tags.map((tag) => h("option", { value: tag, selected: filters.tag === tag }, tag)));
+  tagSelect.hidden = tags.length === 0;
+  return key;
+}
 
-  // --- skeleton (rebuilt when the language changes) ------------------------------
-
-  function build() {
-    cards.clear();
-    tagKey = null;
-    head = projectHeader(projectId, "");
-    const search = h("input", { type: "search", class: "board-search", value: filters.q,
-      placeholder: t("board.search"), "aria-label": t("board.search") });
-    search.addEventListener("input", () => { filters.q = search.value; schedule(); });
-    const pick = (name, values, allKey, label) => {
-      const control = h("select", { "aria-label": t(allKey) },
-        h("option", { value: "" }, t(allKey)),
-        values.map((v) => h("option", { value: v, selected: filters[name] === v }, label(v))));
-      control.addEventListener("change", () => { filters[name] = control.value; schedule(); });
-      return control;
-    };
-    tagSelect = pick("tag", [], "board.allTags", (v) => v);
-    clearButton = h("button", { type: "button", class: "link-button", onclick: () => {
-      Object.assign(filters, { type: "", model: "", tag: "", q: "" });
-      build();
-    } }, t("board.clearFilters"));
-    const toolbar = h("div", { class: "board-toolbar", role: "search", "aria-label": t("board.filters") },
-      search,
-      pick("type", TASK_TYPES, "board.allTypes", (v) => t(`type.${v}`)),
-      pick("model", MODELS, "board.allModels", (v) => t(`model.${v}`)),
-      tagSelect, clearButton,
-      h("span", { class: "spacer" }),
-      h("button", { type: "button", class: "primary", "data-testid": "new-task",
-        onclick: () => openTaskDialog({ projectId }) }, t("board.newTask")));
-    columns = new Map(STATUSES.map((status) => {
-      const count = h("span", { class: "col-count" });
-      const body = h("div", { class: "col-cards" });
-      const el = h("section", { class: `board-col col-${status}`, "data-status": status,
-        "aria-labelledby": `col-title-${status}` },
-      h("h2", { class: "col-head", id: `col-title-${status}` }, t(`status.${status}`), count), body);
-      return [status, { el, body, count }];
-    }));
-    board.replaceChildren(...[...columns.values()].map((c) => c.el));
-    help.textContent = t("board.cardHelp");
-    root.replaceChildren(head, toolbar, help, board, panel ? panel.el : "");
-    if (panel) openPanel(panel.taskId, true);
-    schedule();
-  }
-
-  // --- cards ---------------------------------------------------------------------
-
-  const statusOf = (task) => moves.get(task.id) ?? task.status;
-  const costOf = (task) => task.total_cost + (task.is_running && live.has(task.id) ? live.get(task.id).cost || 0 : 0);
-
-  function matches(task) {
-    if (filters.type && task.task_type !== filters.type) return false;
-    if (filters.model && task.model !== filters.model) return false;
-    if (filters.tag && !format.tags(task.tags).includes(filters.tag)) return false;
-    const q = filters.q.trim().toLowerCase();
-    if (q && !`${task.task_key} ${task.title} ${task.description}`.toLowerCase().includes(q)) return false;
-    return true;
-  }
-
-  function card(task, status) {
-    const running = task.is_running;
-    const chips = [
-      h("span", { class: `bchip type-${task.task_type}` }, t(`type.${task.task_type}`)),
-      h("span", { class: "bchip model" }, t(`model.${task.model}`)),
-      format.tags(task.tags).map((tag) => h("span", { class: "bchip tag" }, `#${tag}`)),
-    ];
-    const flags = [
-      task.permission_denials > 0 ? h("span", { class: "flag flag-denied" },
-        `⚠ ${t(task.permission_denials === 1 ? "board.denials1" : "board.denials", { n: task.permission_denials })}`) : null,
-      task.awaiting_subtasks ? h("span", { class: "flag flag-awaiting" }, `◷ ${t("board.awaiting")}`) : null,
-      task.retry_count > 0 ? h("span", { class: "flag flag-retry" }, `↻ ${t("board.retries", { n: task.retry_count })}`) : null,
-      task.revision_count > 0 ? h("span", { class: "flag" }, t(task.revision_count === 1 ? "board.revisions1" : "board.revisions", { n: task.revision_count })) : null,
-    ];
-    const move = h("select", { class: "card-move", "data-action": "move",
-      "aria-label": t("board.moveLabel", { key: task.task_key }) },
-    h("option", { value: "" }, t("board.moveTo")),
-    STATUSES.filter((s) => s !== status).map((s) => h("option", { value: s }, t(`status.${s}`))));
-    const line = activity.get(task.id);
-    return h("article", {
-      class: `task-card prio-${task.priority}${running ? " running" : ""}${moves.has(task.id) ? " moving" : ""}`,
-      tabindex: "0", draggable: "true", "data-id": String(task.id),
-      "aria-label": `${task.task_key} ${task.title}`, "aria-describedby": "board-help" },
-    h("div", { class: "card-top" },
-      h("span", { class: "card-key" }, task.task_key),
-      h("span", { class: `prio prio-${task.priority}` }, t(`priority.${task.priority}`)),
-      running ? h("span", { class: "run-mark" }, h("span", { class: "spinner", "aria-hidden": "true" }), t("board.running")) : null),
-    h("a", { class: "card-title", href: `#/tasks/${task.id}`, tabindex: "-1", draggable: "false" }, task.title),
-    h("div", { class: "card-chips" }, chips),
-    flags.some(Boolean) ? h("div", { class: "card-flags" }, flags) : null,
-    status === "failed" && task.last_error ? h("p", { class: "card-error", title: task.last_error }, task.last_error) : null,
-    h("p", { class: "card-activity", hidden: !(running && line) }, running && line ? line : ""),
-    h("div", { class: "card-foot" },
-      task.pr_url ? h("a", { class: "card-pr", href: task.pr_url, target: "_blank", rel: "noopener noreferrer" },
-        `↗ ${t("board.pr")}`) : null,
-      running ? h("button", { type: "button", class: "small", "data-action": "log",
-        "aria-label": t("board.openLogLabel", { key: task.task_key }) }, t("board.openLog")) : null,
-      h("span", { class: "card-cost", title: t("board.tokens", { n: format.tokens(task.input_tokens + task.output_tokens) }) },
-        task.total_cost > 0 || running ? format.cost(costOf(task)) : ""),
-      move));
-  }
-
-  // --- rendering -----------------------------------------------------------------
-
-  function schedule() {
-    if (!frame) frame = requestAnimationFrame(render);
-  }
-
-  function render() {
-    frame = 0;
-    const focused = document.activeElement?.closest?.(".task-card");
-    const focusId = focused && board.contains(focused) ? focused.dataset.id : null;
-    const all = tasksOf(projectId);
-    const active = Boolean(filters.type || filters.model || filters.tag || filters.q.trim());
-    clearButton.hidden = !active;
-    updateTagOptions(all);
-    noticeStarts(all);
-    const seen = new Set();
-    for (const [status, column] of columns) {
-      const inColumn = all.filter((task) => statusOf(task) === status);
-      const shown = inColumn.filter(matches);
-      column.count.textContent = loaded ? (active ? `${shown.length}/${inColumn.length}` : String(shown.length)) : "";
-      const nodes = shown.map((task) => {
-        seen.add(task.id);
-        const sig = `${JSON.stringify(task)}|${status}|${moves.has(task.id)}`;
-        let entry = cards.get(task.id);
-        if (!entry || entry.sig !== sig) {
-          entry = { el: card(task, status), sig };
-          cards.set(task.id, entry);
-        }
-        return entry.el;
-      });
-      if (!nodes.length) {
-        nodes.push(h("p", { class: "col-empty" }, !loaded ? (loadError || t("common.loading"))
-          : t(active && inColumn.length ? "board.emptyFiltered" : "board.empty")));
-      }
-      const current = [...column.body.children];
-      if (current.length !== nodes.length || current.some((node, i) => node !== nodes[i])) {
-        column.body.replaceChildren(...nodes);
-      }
-    }
-    for (const id of cards.keys()) if (!seen.has(id)) cards.delete(id);
-    const running = all.filter((task) => task.is_running).map((task) => task.id);
-    if (panel && !running.includes(panel.taskId)) running.push(panel.taskId);
-    followLogs(running);
-    if (focusId && !board.contains(document.activeElement)) cards.get(Number(focusId))?.el.focus();
-  }
-
-  function updateTagOptions(all) {
-    const tags = [...new Set(all.flatMap((task) => format.tags(task.tags)))].sort();
-    if (filters.tag && !tags.includes(filters.tag)) tags.push(filters.tag);
-    const key = tags.join("\n");
-    if (key === tagKey) return;
-    tagKey = key;
-    tagSelect.replaceChildren(h("option", { value: "" }, t("board.allTags")),
-      ...tags.map((tag) => h("option", { value: tag, selected: filters.tag === tag }, tag)));
-    tagSelect.hidden = tags.length === 0;
-  }
-
-  /** With settings.autoOpenTerminal, show the log of a task that just started. */
-  function noticeStarts(all) {
-    if (!loaded) return;
-    const now = new Map(all.map((task) => [task.id, task.status]));
-    if (lastStatus && state.settings?.autoOpenTerminal) {
-      const started = all.find((task) => task.status === "in_progress" && lastStatus.has(task.id)
-        && lastStatus.get(task.id) !== "in_progress");
-      if (started) openPanel(started.id);
-    }
-    lastStatus = now;
-  }
-
-  // --- moving --------------------------------------------------------------------
-
-  async function move(id, status) {
-    const task = state.tasks.get(id);
-    if (!task || !STATUSES.includes(status) || statusOf(task) === status) return;
-    moves.set(id, status);
-    schedule();
-    try {
-      const updated = await api.moveTask(id, status);
-      const current = state.tasks.get(id);
-      if (current && updated.updated_at >= current.updated_at) state.tasks.set(id, updated);
-      moves.delete(id);
-      notify("local");
-    } catch (error) {
-      moves.delete(id);
-      schedule();
-      toast(t("board.moveFailed", { key: task.task_key, error: error.message }), "error");
-    }
-  }
-
-  const cardOf = (target) => target.closest?.(".task-card");
-  const idOf = (el) => Number(el.dataset.id);
-
+/** Clicks, "Move to" and the keys of the cards: open, move, show the log. */
+function bindCards(board, { statuses, statusOf, move, openLog }) {
   board.addEventListener("click", (event) => {
     const el = cardOf(event.target);
     if (!el) return;
     const action = event.target.closest("[data-action]")?.dataset.action;
-    if (action === "log") openPanel(idOf(el));
+    if (action === "log") openLog(idOf(el));
     if (action || event.target.closest("a, button, select, input")) return;
     go(`/tasks/${idOf(el)}`);
   });
@@ -297,13 +120,15 @@ export function mount(root, { projectId }) {
     } else if (event.altKey && (event.key === "ArrowLeft" || event.key === "ArrowRight")) {
       event.preventDefault();
       const task = state.tasks.get(idOf(el));
-      const next = STATUSES.indexOf(statusOf(task)) + (event.key === "ArrowLeft" ? -1 : 1);
-      if (next >= 0 && next < STATUSES.length) move(task.id, STATUSES[next]);
+      const next = statuses.indexOf(statusOf(task)) + (event.key === "ArrowLeft" ? -1 : 1);
+      if (next >= 0 && next < statuses.length) move(task.id, statuses[next]);
     }
   });
+}
 
-  // drag and drop between columns
-  const columnOf = (target) => target.closest?.(".board-col");
+/** Drag and drop of cards between columns: move(id, status) on a drop. */
+function bindDragAndDrop(board, move) {
+  let dragId = null;
   const unmark = () => board.querySelectorAll(".drop-target, .dragging").forEach((el) => el.classList.remove("drop-target", "dragging"));
   board.addEventListener("dragstart", (event) => {
     const el = cardOf(event.target);
@@ -337,37 +162,193 @@ export function mount(root, { projectId }) {
     move(id, column.dataset.status);
   });
   board.addEventListener("dragend", () => { dragId = null; unmark(); });
+}
 
-  // --- the docked log panel --------------------------------------------------------
+/**
+ * The docked log panel of one task at a time: open(taskId) shows its live log in root.
+ * onClose() after the user closed it.
+ */
+function dockedLog(root, onClose) {
+  let panel = null;  // {taskId, view, el}
+  const dock = {
+    get taskId() { return panel ? panel.taskId : null; },
+    get el() { return panel ? panel.el : null; },
+    open(taskId, rebuild = false) {
+      if (panel && panel.taskId === taskId && !rebuild) return;
+      dock.close();
+      const task = state.tasks.get(taskId);
+      const view = createLogView();
+      const el = h("aside", { class: "term-panel", "aria-label": task ? `${task.task_key} ${task.title}` : "" },
+        h("header", { class: "term-head" },
+          h("a", { href: `#/tasks/${taskId}` }, task ? `${task.task_key} ${task.title}` : `#${taskId}`),
+          h("button", { type: "button", class: "icon", "aria-label": t("board.closeLog"), title: t("board.closeLog"),
+            onclick: () => { dock.close(); onClose(); } }, "×")),
+        view.el);
+      panel = { taskId, view, el };
+      root.append(el);
+      api.taskLogs(taskId, 2000).then((list) => {
+        if (panel && panel.view === view) view.setEntries(list);
+      }).catch((error) => toast(error.message, "error"));
+    },
+    append(taskId, entries) {
+      if (panel && panel.taskId === taskId) panel.view.append(entries);
+    },
+    close() {
+      if (!panel) return;
+      panel.view.destroy();
+      panel.el.remove();
+      panel = null;
+    },
+  };
+  return dock;
+}
 
-  function openPanel(taskId, rebuild = false) {
-    if (panel && panel.taskId === taskId && !rebuild) return;
-    closePanel();
-    const task = state.tasks.get(taskId);
-    const view = createLogView();
-    const el = h("aside", { class: "term-panel", "aria-label": task ? `${task.task_key} ${task.title}` : "" },
-      h("header", { class: "term-head" },
-        h("a", { href: `#/tasks/${taskId}` }, task ? `${task.task_key} ${task.title}` : `#${taskId}`),
-        h("button", { type: "button", class: "icon", "aria-label": t("board.closeLog"), title: t("board.closeLog"),
-          onclick: () => { closePanel(); schedule(); } }, "×")),
-      view.el);
-    panel = { taskId, view, el };
-    root.append(el);
-    api.taskLogs(taskId, 2000).then((list) => {
-      if (panel && panel.view === view) view.setEntries(list);
-    }).catch((error) => toast(error.message, "error"));
+/** The empty line of a column: loading, could not load, nothing (matching). */
+function emptyLine(view, filtered) {
+  return h("p", { class: "col-empty" }, !view.loaded ? (view.loadError || t("common.loading"))
+    : t(filtered ? "board.emptyFiltered" : "board.empty"));
+}
+
+/** Render every column: cards are rebuilt only when their task changed. */
+function renderColumns(view, all, active) {
+  const seen = new Set();
+  for (const [status, column] of view.columns) {
+    const inColumn = all.filter((task) => view.statusOf(task) === status);
+    const shown = inColumn.filter((task) => matches(task, view.filters));
+    column.count.textContent = view.loaded ? (active ? `${shown.length}/${inColumn.length}` : String(shown.length)) : "";
+    const nodes = shown.map((task) => {
+      seen.add(task.id);
+      const moving = view.moves.has(task.id);
+      const sig = `${JSON.stringify(task)}|${status}|${moving}`;
+      let entry = view.cards.get(task.id);
+      if (!entry || entry.sig !== sig) {
+        const shownAs = { statuses: view.statuses, moving, activity: view.activity.get(task.id), cost: view.costOf(task) };
+        entry = { el: taskCard(task, status, shownAs), sig };
+        view.cards.set(task.id, entry);
+      }
+      return entry.el;
+    });
+    if (!nodes.length) nodes.push(emptyLine(view, active && inColumn.length));
+    const current = [...column.body.children];
+    if (current.length !== nodes.length || current.some((node, i) => node !== nodes[i])) {
+      column.body.replaceChildren(...nodes);
+    }
+  }
+  for (const id of view.cards.keys()) if (!seen.has(id)) view.cards.delete(id);
+}
+
+/** Follow /ws messages the store does not keep: log lines and live usage of running tasks. */
+function followRuns(view, dock) {
+  return onEvent(({ event, data }) => {
+    if (event === "task:log" && data && Array.isArray(data.entries)) {
+      dock.append(data.taskId, data.entries);
+      const line = activityOf(data.entries);
+      if (!line) return;
+      view.activity.set(data.taskId, line);
+      const el = view.cards.get(data.taskId)?.el.querySelector(".card-activity");
+      if (el && el.closest(".running")) {
+        el.textContent = line;
+        el.hidden = false;
+      }
+    } else if (event === "task:usage" && data) {
+      view.live.set(data.taskId, data);
+      const task = state.tasks.get(data.taskId);
+      const el = view.cards.get(data.taskId)?.el.querySelector(".card-cost");
+      if (task && el) el.textContent = format.cost(view.costOf(task));
+    } else if (event === "task:updated" && data && !data.is_running) {
+      view.live.delete(data.id);
+    }
+  });
+}
+
+/** @param {HTMLElement} root  @param {{projectId: number}} params */
+export function mount(root, { projectId }) {
+  const filters = filtersByProject.get(projectId) || { ...NO_FILTERS };
+  filtersByProject.set(projectId, filters);
+  const view = {
+    statuses: enumOf("Task", "status"),  // the columns, left to right
+    filters,
+    moves: new Map(),     // task id -> status while a move is on its way
+    activity: new Map(),  // task id -> activity line
+    live: new Map(),      // task id -> the latest task:usage data
+    cards: new Map(),     // task id -> {el, sig}
+    columns: new Map(),   // status -> {el, body, count}
+    loaded: false,
+    loadError: null,
+    statusOf: (task) => view.moves.get(task.id) ?? task.status,
+    costOf: (task) => task.total_cost + (task.is_running && view.live.has(task.id) ? view.live.get(task.id).cost || 0 : 0),
+  };
+  let lastStatus = null;  // task id -> status, to notice a start (autoOpenTerminal)
+  let frame = 0;
+  let tagKey = null;
+  let head, bar;
+  const board = h("div", { class: "board", "aria-describedby": "board-help" });
+  const help = h("p", { id: "board-help", class: "board-sr-only" });
+  const schedule = () => { if (!frame) frame = requestAnimationFrame(render); };
+  const dock = dockedLog(root, schedule);
+
+  /** The skeleton (again when the language changes). */
+  function build() {
+    view.cards.clear();
+    tagKey = null;
+    head = projectHeader(projectId, "");
+    bar = toolbar(projectId, filters, schedule, () => { Object.assign(filters, NO_FILTERS); build(); });
+    view.columns = buildColumns(view.statuses);
+    board.replaceChildren(...[...view.columns.values()].map((c) => c.el));
+    help.textContent = t("board.cardHelp");
+    root.replaceChildren(head, bar.el, help, board, dock.el || "");
+    if (dock.taskId !== null) dock.open(dock.taskId, true);
     schedule();
   }
 
-  function closePanel() {
-    if (!panel) return;
-    panel.view.destroy();
-    panel.el.remove();
-    panel = null;
+  function render() {
+    frame = 0;
+    const focused = document.activeElement?.closest?.(".task-card");
+    const focusId = focused && board.contains(focused) ? focused.dataset.id : null;
+    const all = tasksOf(projectId);
+    const active = Boolean(filters.type || filters.model || filters.tag || filters.q.trim());
+    bar.clearButton.hidden = !active;
+    tagKey = fillTags(bar.tagSelect, all, filters, tagKey);
+    noticeStarts(all);
+    renderColumns(view, all, active);
+    const running = all.filter((task) => task.is_running).map((task) => task.id);
+    if (dock.taskId !== null && !running.includes(dock.taskId)) running.push(dock.taskId);
+    followLogs(running);
+    if (focusId && !board.contains(document.activeElement)) view.cards.get(Number(focusId))?.el.focus();
   }
 
-  // --- store, events, language ---------------------------------------------------
+  /** With settings.autoOpenTerminal, show the log of a task that just started. */
+  function noticeStarts(all) {
+    if (!view.loaded) return;
+    if (lastStatus && state.settings?.autoOpenTerminal) {
+      const started = all.find((task) => task.status === "in_progress" && lastStatus.has(task.id)
+        && lastStatus.get(task.id) !== "in_progress");
+      if (started) { dock.open(started.id); schedule(); }
+    }
+    lastStatus = new Map(all.map((task) => [task.id, task.status]));
+  }
 
+  async function move(id, status) {
+    const task = state.tasks.get(id);
+    if (!task || !view.statuses.includes(status) || view.statusOf(task) === status) return;
+    view.moves.set(id, status);
+    schedule();
+    try {
+      const updated = await api.moveTask(id, status);
+      const current = state.tasks.get(id);
+      if (current && updated.updated_at >= current.updated_at) state.tasks.set(id, updated);
+      view.moves.delete(id);
+      notify("local");
+    } catch (error) {
+      view.moves.delete(id);
+      schedule();
+      toast(t("board.moveFailed", { key: task.task_key, error: error.message }), "error");
+    }
+  }
+
+  bindCards(board, { statuses: view.statuses, statusOf: view.statusOf, move,
+    openLog: (id) => { dock.open(id); schedule(); } });
+  bindDragAndDrop(board, move);
   const offs = [
     subscribe((s, event) => {
       if (RENDER_ON.has(event)) schedule();
@@ -377,43 +358,24 @@ export function mount(root, { projectId }) {
         head = next;
       }
     }),
-    onEvent(({ event, data }) => {
-      if (event === "task:log" && data && Array.isArray(data.entries)) {
-        if (panel && panel.taskId === data.taskId) panel.view.append(data.entries);
-        const line = activityOf(data.entries);
-        if (!line) return;
-        activity.set(data.taskId, line);
-        const el = cards.get(data.taskId)?.el.querySelector(".card-activity");
-        if (el && el.closest(".running")) {
-          el.textContent = line;
-          el.hidden = false;
-        }
-      } else if (event === "task:usage" && data) {
-        live.set(data.taskId, data);
-        const task = state.tasks.get(data.taskId);
-        const el = cards.get(data.taskId)?.el.querySelector(".card-cost");
-        if (task && el) el.textContent = format.cost(costOf(task));
-      } else if (event === "task:updated" && data && !data.is_running) {
-        live.delete(data.id);
-      }
-    }),
+    followRuns(view, dock),
     onLanguageChange(build),
   ];
 
   build();
   loadTasks(projectId).then(() => {
-    loaded = true;
+    view.loaded = true;
     schedule();
   }).catch((error) => {
-    loadError = t("board.loadFailed", { error: error.message });
-    toast(loadError, "error");
+    view.loadError = t("board.loadFailed", { error: error.message });
+    toast(view.loadError, "error");
     schedule();
   });
 
   return () => {
     for (const off of offs) off();
     if (frame) cancelAnimationFrame(frame);
-    closePanel();
+    dock.close();
     followLogs([]);
   };
 }

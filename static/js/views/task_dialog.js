@@ -5,6 +5,7 @@ import { h, openDialog, toast } from "../dom.js";
 import { tags as parseTags } from "../format.js";
 import { register, t } from "../i18n.js";
 import { notify, state, tasksOf } from "../store.js";
+import { defaultOf, enumOf, integersOf, maxLengthOf } from "../schema.js";
 import { field, select } from "./common.js";
 
 register({  // key: [English, Turkish]
@@ -32,12 +33,6 @@ register({  // key: [English, Turkish]
   "taskdlg.created": ["{key} created", "{key} oluşturuldu"],
   "taskdlg.saving": ["Saving…", "Kaydediliyor…"],
 });
-
-/** The API's task types, models, thinking efforts and priorities (labels: type.*, model.*, …). */
-export const TASK_TYPES = ["feature", "bugfix", "refactor", "docs", "test", "chore"];
-export const MODELS = ["model_large", "model_medium", "model_small"];
-export const EFFORTS = ["low", "medium", "high"];
-export const PRIORITIES = [0, 1, 2, 3];
 
 let counter = 0;
 
@@ -83,63 +78,58 @@ function projectTags(projectId) {
   return [...all].sort();
 }
 
-/**
- * Open the task dialog: create (no task) or edit (task). Resolves with the saved task,
- * or null when the dialog is closed without saving.
- * @param {{projectId: number, task?: Object|null, parentTaskId?: number|null}} options
- * @returns {Promise<Object|null>}
- */
-export function openTaskDialog({ projectId, task = null, parentTaskId = null }) {
-  const editing = Boolean(task);
+/** The values a new task starts with: the settings' model and effort, the server's defaults. */
+function newTask(parentTaskId) {
   const settings = state.settings || {};
-  const start = task || {
-    title: "", description: "", task_type: "feature", priority: 0,
-    model: settings.defaultModel || "model_medium", thinking_effort: settings.defaultEffort || "medium",
+  return {
+    title: "", description: "", task_type: defaultOf("Task", "task_type"), priority: defaultOf("Task", "priority"),
+    model: settings.defaultModel || defaultOf("Settings", "defaultModel"),
+    thinking_effort: settings.defaultEffort || defaultOf("Settings", "defaultEffort"),
     acceptance_criteria: "", tags: null, parent_task_id: parentTaskId,
   };
-  const slots = {};
-  const touched = new Set();
-  let templates = [];
-  let appliedContent = null;
+}
 
-  const controls = {
-    title: h("input", { type: "text", value: start.title, maxlength: "500", autocomplete: "off" }),
+/** The dialog's controls; the lists of values and the title's length from the server's Task schema. */
+function taskControls(start) {
+  return {
+    title: h("input", { type: "text", value: start.title, maxlength: maxLengthOf("Task", "title"), autocomplete: "off" }),
     description: h("textarea", { rows: "6" }, start.description || ""),
-    task_type: select(TASK_TYPES, start.task_type, (v) => t(`type.${v}`)),
-    priority: select(PRIORITIES, start.priority, (v) => t(`priority.${v}`)),
-    model: select(MODELS, start.model, (v) => t(`model.${v}`)),
-    thinking_effort: select(EFFORTS, start.thinking_effort, (v) => t(`effort.${v}`)),
+    task_type: select(enumOf("Task", "task_type"), start.task_type, (v) => t(`type.${v}`)),
+    priority: select(integersOf("Task", "priority"), start.priority, (v) => t(`priority.${v}`)),
+    model: select(enumOf("Task", "model"), start.model, (v) => t(`model.${v}`)),
+    thinking_effort: select(enumOf("Task", "thinking_effort"), start.thinking_effort, (v) => t(`effort.${v}`)),
     acceptance_criteria: h("textarea", { rows: "3" }, start.acceptance_criteria || ""),
   };
-  controls.model.addEventListener("change", () => touched.add("model"));
-  controls.thinking_effort.addEventListener("change", () => touched.add("thinking_effort"));
-  const tagBox = tagsInput(parseTags(start.tags), projectTags(projectId));
+}
 
-  const row = (name, label, control, help) => {
-    const el = field(label, control, help);
-    const error = h("small", { class: "field-error", id: `${control.id}-error`, role: "alert", hidden: true });
-    el.append(error);
-    slots[name] = { control, error };
-    return el;
-  };
-
-  // the parent task: chosen on create, shown on edit
+/** The parent task: chosen on create, shown (disabled) on edit. */
+function parentSelect(projectId, task, start) {
   const parents = tasksOf(projectId).filter((other) => !task || other.id !== task.id);
-  const parentIds = new Set(parents.map((p) => p.id));
-  const parentValues = ["", ...parents.map((p) => p.id)];
-  if (start.parent_task_id && !parentIds.has(start.parent_task_id)) parentValues.push(start.parent_task_id);
   const byId = new Map(parents.map((p) => [p.id, p]));
-  controls.parent_task_id = select(parentValues, start.parent_task_id ?? "", (v) => {
+  const values = ["", ...parents.map((p) => p.id)];
+  if (start.parent_task_id && !byId.has(start.parent_task_id)) values.push(start.parent_task_id);
+  return select(values, start.parent_task_id ?? "", (v) => {
     if (v === "") return t("taskdlg.noParent");
     const p = byId.get(v);
     return p ? `${p.task_key} ${p.title}` : `#${v}`;
-  }, { disabled: editing });
+  }, { disabled: Boolean(task) });
+}
 
-  // the template picker (create and edit)
-  const templateSelect = h("select", {}, h("option", { value: "" }, t("taskdlg.noTemplate")));
-  const templateRow = field(t("taskdlg.template"), templateSelect, t("taskdlg.templateHelp"));
-  templateRow.hidden = true;
-  const applyTemplate = (template) => {
+/**
+ * The template picker (create and edit): a template applies its type, model, effort and
+ * text. On create, choosing a type applies that type's template's model and effort unless
+ * the user chose them. Returns the row (hidden while the project has no template).
+ */
+function templatePicker(projectId, controls, editing) {
+  const touched = new Set();
+  let templates = [];
+  let appliedContent = null;
+  controls.model.addEventListener("change", () => touched.add("model"));
+  controls.thinking_effort.addEventListener("change", () => touched.add("thinking_effort"));
+  const picker = h("select", {}, h("option", { value: "" }, t("taskdlg.noTemplate")));
+  const row = field(t("taskdlg.template"), picker, t("taskdlg.templateHelp"));
+  row.hidden = true;
+  const apply = (template) => {
     if (template.taskType) controls.task_type.value = template.taskType;
     if (template.model) controls.model.value = template.model;
     if (template.thinkingEffort) controls.thinking_effort.value = template.thinkingEffort;
@@ -148,11 +138,10 @@ export function openTaskDialog({ projectId, task = null, parentTaskId = null }) 
     else controls.description.value = `${current.replace(/\s+$/, "")}\n\n${template.content}`;
     appliedContent = controls.description.value;
   };
-  templateSelect.addEventListener("change", () => {
-    const template = templates.find((x) => String(x.id) === templateSelect.value);
-    if (template) applyTemplate(template);
+  picker.addEventListener("change", () => {
+    const template = templates.find((x) => String(x.id) === picker.value);
+    if (template) apply(template);
   });
-  // on create, the type's template gives model and effort unless the user chose them
   controls.task_type.addEventListener("change", () => {
     if (editing) return;
     const template = templates.find((x) => x.taskType === controls.task_type.value);
@@ -163,22 +152,90 @@ export function openTaskDialog({ projectId, task = null, parentTaskId = null }) 
   });
   api.list(projectId, "templates").then((list) => {
     templates = [...list].sort((a, b) => a.id - b.id);
-    templateSelect.append(...templates.map((x) => h("option", { value: String(x.id) }, x.name)));
-    templateRow.hidden = templates.length === 0;
+    picker.append(...templates.map((x) => h("option", { value: String(x.id) }, x.name)));
+    row.hidden = templates.length === 0;
   }).catch(() => {});
+  return row;
+}
 
-  const formError = h("p", { class: "error form-error", role: "alert", hidden: true });
-  const saveButton = h("button", { type: "submit", class: "primary" }, editing ? t("common.save") : t("common.create"));
+/**
+ * The error places of a form: one per field (slot(name, control) adds it to a row) and
+ * one for the form. show(name, message) puts the message at the field the API named.
+ */
+function formErrors() {
+  const slots = {};
+  const general = h("p", { class: "error form-error", role: "alert", hidden: true });
+  return {
+    general,
+    slot(name, control) {
+      const error = h("small", { class: "field-error", id: `${control.id}-error`, role: "alert", hidden: true });
+      slots[name] = { control, error };
+      return error;
+    },
+    clear() {
+      general.hidden = true;
+      for (const { control, error } of Object.values(slots)) {
+        error.hidden = true;
+        control.removeAttribute("aria-invalid");
+      }
+    },
+    show(name, message) {
+      const slot = name && slots[name];
+      const el = slot ? slot.error : general;
+      el.textContent = message;
+      el.hidden = false;
+      if (slot) {
+        slot.control.setAttribute("aria-invalid", "true");
+        slot.control.focus();
+      }
+    },
+  };
+}
+
+/** The body to send: the form's values (a parent only on create). */
+function taskBody(controls, tags, editing) {
+  const body = {
+    title: controls.title.value.trim(),
+    description: controls.description.value,
+    task_type: controls.task_type.value,
+    priority: Number(controls.priority.value),
+    model: controls.model.value,
+    thinking_effort: controls.thinking_effort.value,
+    acceptance_criteria: controls.acceptance_criteria.value,
+    tags: tags.length ? JSON.stringify(tags) : null,
+  };
+  if (!editing && controls.parent_task_id.value) body.parent_task_id = Number(controls.parent_task_id.value);
+  return body;
+}
+
+/**
+ * Open the task dialog: create (no task) or edit (task). Resolves with the saved task,
+ * or null when the dialog is closed without saving.
+ * @param {{projectId: number, task?: Object|null, parentTaskId?: number|null}} options
+ * @returns {Promise<Object|null>}
+ */
+export function openTaskDialog({ projectId, task = null, parentTaskId = null }) {
+  const editing = Boolean(task);
+  const start = task || newTask(parentTaskId);
+  const controls = taskControls(start);
+  controls.parent_task_id = parentSelect(projectId, task, start);
+  const tagBox = tagsInput(parseTags(start.tags), projectTags(projectId));
+  const errors = formErrors();
+  const row = (name, label, control, help) => {
+    const el = field(label, control, help);
+    el.append(errors.slot(name, control));
+    return el;
+  };
+  const saveLabel = editing ? t("common.save") : t("common.create");
+  const saveButton = h("button", { type: "submit", class: "primary" }, saveLabel);
   const cancelButton = h("button", { type: "button" }, t("common.cancel"));
   const tagsRow = h("div", { class: "field" },
     h("label", { for: tagBox.input.id }, t("taskdlg.tags")), tagBox.box,
     h("small", { class: "help", id: tagBox.helpId }, t("taskdlg.tagsHelp")));
-  const tagsError = h("small", { class: "field-error", role: "alert", hidden: true });
-  tagsRow.append(tagsError);
-  slots.tags = { control: tagBox.input, error: tagsError };
+  tagsRow.append(errors.slot("tags", tagBox.input));
 
   const form = h("form", { class: "task-form", novalidate: true },
-    templateRow,
+    templatePicker(projectId, controls, editing),
     row("title", t("taskdlg.title"), controls.title),
     row("description", t("taskdlg.description"), controls.description),
     h("div", { class: "form-grid" },
@@ -189,7 +246,7 @@ export function openTaskDialog({ projectId, task = null, parentTaskId = null }) 
     row("acceptance_criteria", t("taskdlg.criteria"), controls.acceptance_criteria, t("taskdlg.criteriaHelp")),
     tagsRow,
     row("parent_task_id", t("taskdlg.parent"), controls.parent_task_id, t("taskdlg.parentHelp")),
-    formError,
+    errors.general,
     h("div", { class: "actions" }, cancelButton, saveButton));
 
   const heading = editing ? t("taskdlg.edit", { key: task.task_key })
@@ -199,47 +256,15 @@ export function openTaskDialog({ projectId, task = null, parentTaskId = null }) 
   cancelButton.addEventListener("click", close);
   controls.title.focus();
 
-  const clearErrors = () => {
-    formError.hidden = true;
-    for (const { control, error } of Object.values(slots)) {
-      error.hidden = true;
-      control.removeAttribute("aria-invalid");
-    }
-  };
-  const showError = (name, message) => {
-    const slot = name && slots[name];
-    if (slot) {
-      slot.error.textContent = message;
-      slot.error.hidden = false;
-      slot.control.setAttribute("aria-invalid", "true");
-      slot.control.focus();
-    } else {
-      formError.textContent = message;
-      formError.hidden = false;
-    }
-  };
-
   let saved = null;
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    clearErrors();
-    const title = controls.title.value.trim();
-    if (!title) {
-      showError("title", t("taskdlg.titleRequired"));
+    errors.clear();
+    if (!controls.title.value.trim()) {
+      errors.show("title", t("taskdlg.titleRequired"));
       return;
     }
-    const tagList = tagBox.values();
-    const body = {
-      title,
-      description: controls.description.value,
-      task_type: controls.task_type.value,
-      priority: Number(controls.priority.value),
-      model: controls.model.value,
-      thinking_effort: controls.thinking_effort.value,
-      acceptance_criteria: controls.acceptance_criteria.value,
-      tags: tagList.length ? JSON.stringify(tagList) : null,
-    };
-    if (!editing && controls.parent_task_id.value) body.parent_task_id = Number(controls.parent_task_id.value);
+    const body = taskBody(controls, tagBox.values(), editing);
     saveButton.disabled = true;
     saveButton.textContent = t("taskdlg.saving");
     try {
@@ -251,10 +276,10 @@ export function openTaskDialog({ projectId, task = null, parentTaskId = null }) 
       if (!editing) toast(t("taskdlg.created", { key: saved.task_key }));
       close();
     } catch (error) {
-      showError(error instanceof ApiError ? error.field : null, error.message);
+      errors.show(error instanceof ApiError ? error.field : null, error.message);
     } finally {
       saveButton.disabled = false;
-      saveButton.textContent = editing ? t("common.save") : t("common.create");
+      saveButton.textContent = saveLabel;
     }
   });
 

@@ -1,0 +1,94 @@
+// A task card of the board: key, priority, title, chips, flags, the running agent's latest
+// step, cost, a "Log" button and a "Move to" select (the keyboard's way to move it).
+
+import { h } from "../dom.js";
+import * as format from "../format.js";
+import { register, t } from "../i18n.js";
+
+register({  // key: [English, Turkish]
+  "board.running": ["running", "çalışıyor"],
+  "board.moveTo": ["Move to…", "Taşı…"],
+  "board.moveLabel": ["Move {key} to another column", "{key} görevini başka sütuna taşı"],
+  "board.denials": ["{n} tool calls refused", "{n} araç çağrısı reddedildi"],
+  "board.denials1": ["1 tool call refused", "1 araç çağrısı reddedildi"],
+  "board.awaiting": ["waiting for sub-tasks", "alt görevleri bekliyor"],
+  "board.retries": ["retry {n}", "{n}. yeniden deneme"],
+  "board.revisions": ["{n} revisions", "{n} revizyon"],
+  "board.revisions1": ["1 revision", "1 revizyon"],
+  "board.pr": ["Pull request", "Çekme isteği"],
+  "board.tokens": ["{n} tokens", "{n} token"],
+  "board.openLog": ["Log", "Günlük"],
+  "board.openLogLabel": ["Show the live log of {key}", "{key} canlı günlüğünü göster"],
+});
+
+/** The latest thing a running agent did, for the card's activity line (null: nothing yet). */
+export function activityOf(entries) {
+  for (let i = entries.length - 1; i >= 0; i -= 1) {
+    const entry = entries[i];
+    if (entry.kind === "tool_call") return `⚙ ${entry.message}`;
+    if (entry.kind === "text" && entry.message) return entry.message.split("\n", 1)[0];
+  }
+  return null;
+}
+
+/** Whether a task passes the board's filters ({type, model, tag, q}). */
+export function matches(task, filters) {
+  if (filters.type && task.task_type !== filters.type) return false;
+  if (filters.model && task.model !== filters.model) return false;
+  if (filters.tag && !format.tags(task.tags).includes(filters.tag)) return false;
+  const q = filters.q.trim().toLowerCase();
+  return !q || `${task.task_key} ${task.title} ${task.description}`.toLowerCase().includes(q);
+}
+
+/** The flags of a card: refused tool calls, waiting for sub-tasks, retries, revisions. */
+function flags(task) {
+  const plural = (n, one, many) => t(n === 1 ? one : many, { n });
+  return [
+    task.permission_denials > 0 ? h("span", { class: "flag flag-denied" },
+      `⚠ ${plural(task.permission_denials, "board.denials1", "board.denials")}`) : null,
+    task.awaiting_subtasks ? h("span", { class: "flag flag-awaiting" }, `◷ ${t("board.awaiting")}`) : null,
+    task.retry_count > 0 ? h("span", { class: "flag flag-retry" }, `↻ ${t("board.retries", { n: task.retry_count })}`) : null,
+    task.revision_count > 0 ? h("span", { class: "flag" }, plural(task.revision_count, "board.revisions1", "board.revisions")) : null,
+  ];
+}
+
+/**
+ * One card.
+ * @param {Object} task
+ * @param {string} status  the column it stands in (a move on its way counts)
+ * @param {{statuses: string[], moving: boolean, activity: string|null|undefined, cost: number}} shown
+ */
+export function taskCard(task, status, { statuses, moving, activity, cost }) {
+  const running = task.is_running;
+  const chips = [
+    h("span", { class: `bchip type-${task.task_type}` }, t(`type.${task.task_type}`)),
+    h("span", { class: "bchip model" }, t(`model.${task.model}`)),
+    format.tags(task.tags).map((tag) => h("span", { class: "bchip tag" }, `#${tag}`)),
+  ];
+  const flagged = flags(task);
+  const move = h("select", { class: "card-move", "data-action": "move",
+    "aria-label": t("board.moveLabel", { key: task.task_key }) },
+  h("option", { value: "" }, t("board.moveTo")),
+  statuses.filter((s) => s !== status).map((s) => h("option", { value: s }, t(`status.${s}`))));
+  return h("article", {
+    class: `task-card prio-${task.priority}${running ? " running" : ""}${moving ? " moving" : ""}`,
+    tabindex: "0", draggable: "true", "data-id": String(task.id),
+    "aria-label": `${task.task_key} ${task.title}`, "aria-describedby": "board-help" },
+  h("div", { class: "card-top" },
+    h("span", { class: "card-key" }, task.task_key),
+    h("span", { class: `prio prio-${task.priority}` }, t(`priority.${task.priority}`)),
+    running ? h("span", { class: "run-mark" }, h("span", { class: "spinner", "aria-hidden": "true" }), t("board.running")) : null),
+  h("a", { class: "card-title", href: `#/tasks/${task.id}`, tabindex: "-1", draggable: "false" }, task.title),
+  h("div", { class: "card-chips" }, chips),
+  flagged.some(Boolean) ? h("div", { class: "card-flags" }, flagged) : null,
+  status === "failed" && task.last_error ? h("p", { class: "card-error", title: task.last_error }, task.last_error) : null,
+  h("p", { class: "card-activity", hidden: !(running && activity) }, running && activity ? activity : ""),
+  h("div", { class: "card-foot" },
+    task.pr_url ? h("a", { class: "card-pr", href: task.pr_url, target: "_blank", rel: "noopener noreferrer" },
+      `↗ ${t("board.pr")}`) : null,
+    running ? h("button", { type: "button", class: "small", "data-action": "log",
+      "aria-label": t("board.openLogLabel", { key: task.task_key }) }, t("board.openLog")) : null,
+    h("span", { class: "card-cost", title: t("board.tokens", { n: format.tokens(task.input_tokens + task.output_tokens) }) },
+      task.total_cost > 0 || running ? format.cost(cost) : ""),
+    move));
+}

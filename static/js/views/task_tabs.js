@@ -1,0 +1,340 @@
+// The tabs of a task page: the live log, the raw event replay, revisions, diff, commits,
+// attachments and dependencies. Each tab loads its data the first time it is shown (or on
+// "Refresh"); the tabs that need desktop commands say so when those are refused.
+
+import { api, ApiError } from "../api.js";
+import { append, h, toast } from "../dom.js";
+import * as format from "../format.js";
+import { register, t } from "../i18n.js";
+import { enumOf, parameterOf } from "../schema.js";
+import { state, tasksOf } from "../store.js";
+import { select } from "./common.js";
+
+register({  // key: [English, Turkish]
+  "detail.tab.log": ["Log", "Günlük"],
+  "detail.tab.events": ["Events", "Olaylar"],
+  "detail.tab.revisions": ["Revisions", "Revizyonlar"],
+  "detail.tab.diff": ["Diff", "Fark"],
+  "detail.tab.commits": ["Commits", "Commit'ler"],
+  "detail.tab.attachments": ["Attachments", "Ekler"],
+  "detail.tab.deps": ["Dependencies", "Bağımlılıklar"],
+  "detail.refresh": ["Refresh", "Yenile"],
+  "detail.limit": ["Newest", "En yeni"],
+  "detail.noEvents": ["No agent events yet.", "Henüz ajan olayı yok."],
+  "detail.run": ["run {n}", "{n}. çalıştırma"],
+  "detail.noRevisions": ["No change requests yet.", "Henüz değişiklik isteği yok."],
+  "detail.diffStats": ["{files} files changed, +{insertions} −{deletions}", "{files} dosya değişti, +{insertions} −{deletions}"],
+  "detail.diffStats1": ["1 file changed, +{insertions} −{deletions}", "1 dosya değişti, +{insertions} −{deletions}"],
+  "detail.onBranch": ["on {branch}", "{branch} dalında"],
+  "detail.noDiff": ["No changes.", "Değişiklik yok."],
+  "detail.moreLines": ["Show {n} more lines", "{n} satır daha göster"],
+  "detail.noCommits": ["No commits yet.", "Henüz commit yok."],
+  "detail.noAttachments": ["No attachments.", "Ek yok."],
+  "detail.upload": ["Attach files", "Dosya ekle"],
+  "detail.uploaded": ["{name} attached", "{name} eklendi"],
+  "detail.parents": ["Waits for", "Bekledikleri"],
+  "detail.children": ["Blocks", "Engelledikleri"],
+  "detail.noDeps": ["None", "Yok"],
+  "detail.addDep": ["Add a task this one waits for", "Bu görevin bekleyeceği bir görev ekle"],
+  "detail.dependsOn": ["Task", "Görev"],
+  "detail.condition": ["Condition", "Koşul"],
+  "detail.add": ["Add", "Ekle"],
+  "detail.remove": ["Remove", "Kaldır"],
+  "detail.removeDep": ["Remove the dependency on {key}", "{key} bağımlılığını kaldır"],
+  "cond.always": ["when it finishes", "bittiğinde"],
+  "cond.on_success": ["when it succeeds", "başarılı olduğunda"],
+  "cond.on_failure": ["when it fails", "başarısız olduğunda"],
+});
+
+const TABS = ["log", "events", "revisions", "diff", "commits", "attachments", "deps"];
+/** Tabs whose data comes from desktop (local-only) commands. */
+const LOCAL_TABS = new Set(["events", "diff", "deps"]);
+/** Diff lines rendered at once; more on request. */
+const DIFF_CHUNK = 2000;
+/** The event counts offered (up to the server's largest). */
+const EVENT_LIMITS = [100, 500, 2000];
+/** The condition preselected for a new dependency. */
+const NEW_CONDITION = "on_success";
+
+/** Replace el's children (nested arrays allowed; null and false skipped). */
+export const put = (el, ...children) => { el.replaceChildren(); append(el, children); };
+export const isLocalOnly = (error) => error instanceof ApiError && error.code === "local_only";
+const localOnlyNote = () => h("p", { class: "detail-local-only muted" }, t("common.localOnly"));
+const muted = (key) => h("p", { class: "muted" }, t(key));
+
+/** A task's status as a coloured badge. */
+export function badge(status) {
+  return h("span", { class: `status-badge st-${status}` }, t(`status.${status}`));
+}
+
+/** A link to a task: its key and title when the store knows it. */
+export function taskLink(id) {
+  const other = state.tasks.get(id);
+  return h("a", { href: `#/tasks/${id}` }, other ? `${other.task_key} ${other.title}` : `#${id}`);
+}
+
+/** Load into a panel: loading note, then render(data); a local_only refusal shows the note. */
+async function fill(panel, load, render) {
+  put(panel, h("p", { class: "muted" }, t("common.loading")));
+  try {
+    const data = await load();
+    put(panel, render(data));
+  } catch (error) {
+    put(panel, isLocalOnly(error) ? localOnlyNote() : h("p", { class: "error" }, error.message));
+  }
+}
+
+const panelBar = (...items) => h("div", { class: "panel-bar" }, ...items);
+const refresh = (tabs, name) => h("button", { type: "button", class: "small", onclick: () => tabs.show(name, true) },
+  t("detail.refresh"));
+
+function showLog(panel, tabs) {
+  put(panel, tabs.ctx.log().el);
+}
+
+/** The count of events asked for, and what the server allows at most. */
+function eventLimits(current) {
+  const { maximum, default: fallback } = parameterOf("/api/desktop/get_task_events", "limit", "post");
+  const values = [...new Set([...EVENT_LIMITS.filter((n) => n < maximum), fallback, maximum])].sort((a, b) => a - b);
+  return { values, current: current ?? fallback };
+}
+
+function eventItem(event) {
+  const pre = h("pre", { class: "event-raw" });
+  const item = h("details", { class: "event" },
+    h("summary", {}, h("span", { class: "event-seq" }, `#${event.seq}`), " ",
+      h("span", { class: `event-kind ek-${event.kind}` }, event.kind), " ",
+      h("span", { class: "muted" }, `${format.dateTime(event.createdAt)} · ${t("detail.run", { n: event.runId })}`), " ",
+      h("span", { class: "event-preview" }, event.raw.slice(0, 160))),
+    pre);
+  item.addEventListener("toggle", () => {
+    if (!item.open || pre.textContent) return;
+    try { pre.textContent = JSON.stringify(JSON.parse(event.raw), null, 2); } catch { pre.textContent = event.raw; }
+  });
+  return h("li", {}, item);
+}
+
+function showEvents(panel, tabs) {
+  const { values, current } = eventLimits(tabs.eventLimit);
+  tabs.eventLimit = current;
+  const limit = select(values, current, (n) => String(n), { "aria-label": t("detail.limit") });
+  limit.addEventListener("change", () => { tabs.eventLimit = Number(limit.value); tabs.show("events", true); });
+  const bar = panelBar(h("label", { class: "inline-field" }, t("detail.limit"), limit), refresh(tabs, "events"));
+  fill(panel, () => tabs.ctx.desktop("get_task_events", { taskId: tabs.ctx.taskId, limit: current }), (events) => [bar,
+    events.length ? h("ol", { class: "event-list" }, events.map(eventItem)) : muted("detail.noEvents")]);
+}
+
+function showRevisions(panel, tabs) {
+  const { taskId, task, detail } = tabs.ctx;
+  fill(panel, async () => {
+    if ((task().revision_count || 0) !== (detail().revisions || []).length) detail().revisions = await api.revisions(taskId);
+    return [...detail().revisions].reverse();
+  }, (list) => (list.length ? h("ol", { class: "revision-list" }, list.map((rev) => h("li", {},
+    h("div", { class: "muted" }, format.dateTime(rev.createdAt)), h("div", { class: "prose" }, rev.feedback))))
+    : muted("detail.noRevisions")));
+}
+
+function diffLines(lines, from) {
+  return lines.slice(from, from + DIFF_CHUNK).map((line) => {
+    const cls = line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff ") || line.startsWith("index ")
+      ? "d-meta" : line.startsWith("@@") ? "d-hunk" : line.startsWith("+") ? "d-add" : line.startsWith("-") ? "d-del" : "";
+    return h("span", { class: `d-line ${cls}` }, line || " ");
+  });
+}
+
+function showDiff(panel, tabs) {
+  fill(panel, () => tabs.ctx.desktop("get_task_diff", { taskId: tabs.ctx.taskId }), ({ diff, branch, stats }) => {
+    const lines = diff ? diff.replace(/\n$/, "").split("\n") : [];
+    const pre = h("pre", { class: "diff" }, diffLines(lines, 0));
+    let shown = DIFF_CHUNK;
+    const more = h("button", { type: "button", class: "small", hidden: lines.length <= shown });
+    const label = () => { more.textContent = t("detail.moreLines", { n: Math.min(DIFF_CHUNK, lines.length - shown) }); };
+    label();
+    more.addEventListener("click", () => {
+      pre.append(...diffLines(lines, shown));
+      shown += DIFF_CHUNK;
+      more.hidden = lines.length <= shown;
+      label();
+    });
+    return [panelBar(h("span", { class: "diff-stats" },
+      h("strong", {}, t(stats.files === 1 ? "detail.diffStats1" : "detail.diffStats", stats)), branch ? ` ${t("detail.onBranch", { branch })}` : ""), refresh(tabs, "diff")),
+    lines.length ? [pre, more] : muted("detail.noDiff")];
+  });
+}
+
+function showCommits(panel, tabs) {
+  const detail = tabs.ctx.detail();
+  const list = detail.commits || [];
+  // commits come only with the task detail (which carries the whole log too)
+  const reload = h("button", { type: "button", class: "small", onclick: async () => {
+    try {
+      detail.commits = (await api.taskDetail(tabs.ctx.taskId)).commits;
+      showCommits(panel, tabs);
+    } catch (error) {
+      toast(error.message, "error");
+    }
+  } }, t("detail.refresh"));
+  put(panel, panelBar(reload), list.length ? h("ol", { class: "commit-list" }, list.map((c) => h("li", {},
+    h("code", { class: "commit-hash", title: c.hash }, c.hash.slice(0, 8)), " ", h("span", {}, c.message),
+    h("div", { class: "muted" }, [c.author, format.dateTime(c.date)].filter(Boolean).join(" · ")))))
+    : muted("detail.noCommits"));
+}
+
+/** Upload the chosen files one by one; each answer joins the list. */
+async function upload(files, list, taskId) {
+  for (const file of files) {
+    try {
+      list.push(await api.uploadAttachment(taskId, file));
+      toast(t("detail.uploaded", { name: file.name }));
+    } catch (error) {
+      toast(`${file.name}: ${error.message}`, "error");
+    }
+  }
+}
+
+function showAttachments(panel, tabs) {
+  const detail = tabs.ctx.detail();
+  const list = detail.attachments || [];
+  const input = h("input", { type: "file", multiple: true, id: "attach-input", class: "file-input" });
+  input.addEventListener("change", async () => {
+    await upload([...input.files], list, tabs.ctx.taskId);
+    detail.attachments = list;
+    showAttachments(panel, tabs);
+  });
+  const remove = async (a) => {
+    try {
+      await api.deleteAttachment(a.id);
+      detail.attachments = list.filter((x) => x.id !== a.id);
+      showAttachments(panel, tabs);
+    } catch (error) {
+      toast(error.message, "error");
+    }
+  };
+  put(panel,
+    panelBar(h("label", { class: "button", for: "attach-input" }, t("detail.upload")), input),
+    list.length ? h("ul", { class: "attachment-list" }, list.map((a) => h("li", {},
+      h("a", { href: api.attachmentUrl(a.id), download: a.fileName }, a.fileName),
+      h("span", { class: "muted" }, ` ${format.bytes(a.size)} · ${a.mimeType || ""}`),
+      h("button", { type: "button", class: "small", "aria-label": `${t("common.delete")} ${a.fileName}`,
+        onclick: () => remove(a) }, t("common.delete")))))
+      : muted("detail.noAttachments"));
+}
+
+/** The form that adds a dependency on another task of the project. */
+function dependencyForm(tabs, candidates) {
+  const { taskId, desktop } = tabs.ctx;
+  const pick = select(candidates.map((c) => c.id), "", (id) => {
+    const c = state.tasks.get(id);
+    return `${c.task_key} ${c.title}`;
+  });
+  const conditions = enumOf("Dependency", "conditionType");
+  const cond = select(conditions, conditions.includes(NEW_CONDITION) ? NEW_CONDITION : conditions[0], (c) => t(`cond.${c}`));
+  const error = h("p", { class: "error", role: "alert", hidden: true });
+  const form = h("form", { class: "dep-form" },
+    h("label", { class: "inline-field" }, t("detail.dependsOn"), pick),
+    h("label", { class: "inline-field" }, t("detail.condition"), cond),
+    h("button", { type: "submit" }, t("detail.add")), error);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (!pick.value) return;
+    try {
+      await desktop("add_task_dependency", { taskId, dependsOnId: Number(pick.value), conditionType: cond.value });
+      tabs.show("deps", true);
+    } catch (err) {
+      error.textContent = isLocalOnly(err) ? t("common.localOnly") : err.message;
+      error.hidden = false;
+    }
+  });
+  return form;
+}
+
+function showDeps(panel, tabs) {
+  const { taskId, task, desktop, act } = tabs.ctx;
+  const load = async () => {
+    const [deps, graph] = await Promise.all([
+      desktop("get_task_dependencies", { taskId }),
+      desktop("get_dependency_graph", { projectId: task().project_id }).catch(() => ({ edges: [] })),
+    ]);
+    const condition = new Map(graph.edges.map((e) => [`${e.from}>${e.to}`, e.conditionType]));
+    return { ...deps, condition };
+  };
+  fill(panel, load, ({ parents, children, condition }) => {
+    const row = (id, from, to, removeBody) => {
+      const other = state.tasks.get(id);
+      const cond = condition.get(`${from}>${to}`);
+      return h("li", {}, taskLink(id), " ", other ? badge(other.status) : null, " ",
+        cond ? h("span", { class: "bchip" }, t(`cond.${cond}`)) : null,
+        h("button", { type: "button", class: "small", "aria-label": t("detail.removeDep", { key: other?.task_key || `#${id}` }),
+          onclick: () => act(async () => { await desktop("remove_task_dependency", removeBody); tabs.show("deps", true); }) },
+        t("detail.remove")));
+    };
+    const candidates = tasksOf(task().project_id).filter((other) => other.id !== taskId && !parents.includes(other.id)
+      && !children.includes(other.id));
+    const list = (ids, line) => (ids.length ? h("ul", { class: "dep-list" }, ids.map(line)) : muted("detail.noDeps"));
+    return [panelBar(refresh(tabs, "deps")),
+      h("h3", {}, t("detail.parents")),
+      list(parents, (id) => row(id, id, taskId, { taskId, dependsOnId: id })),
+      h("h3", {}, t("detail.children")),
+      list(children, (id) => row(id, taskId, id, { taskId: id, dependsOnId: taskId })),
+      candidates.length ? [h("h3", {}, t("detail.addDep")), dependencyForm(tabs, candidates)] : null];
+  });
+}
+
+const SHOW = { log: showLog, events: showEvents, revisions: showRevisions, diff: showDiff, commits: showCommits,
+  attachments: showAttachments, deps: showDeps };
+
+/**
+ * The tab bar and panels of a task page.
+ * @param {{taskId: number, task: () => Object, detail: () => Object, log: () => Object,
+ *   desktop: (command: string, body: Object) => Promise<any>, act: (fn: Function, done?: string) => void}} ctx
+ */
+export function taskTabs(ctx) {
+  const panels = new Map(TABS.map((name) => [name, h("div", { class: "tab-panel", role: "tabpanel",
+    id: `panel-${name}`, "aria-labelledby": `tab-${name}`, tabindex: "0" })]));
+  const bar = h("div", { class: "detail-tabs", role: "tablist" });
+  const tabs = {
+    ctx, bar, panels,
+    active: "log",
+    loaded: new Set(),  // tabs whose panel holds data
+    eventLimit: null,
+    renderBar() {
+      const focused = bar.contains(document.activeElement) ? document.activeElement.id : null;
+      bar.replaceChildren(...TABS.map((name) => h("button", {
+        type: "button", role: "tab", id: `tab-${name}`, "aria-controls": `panel-${name}`,
+        "aria-selected": String(name === tabs.active), tabindex: name === tabs.active ? "0" : "-1",
+        class: `tab${name === tabs.active ? " active" : ""}`, onclick: () => tabs.show(name),
+      }, t(`detail.tab.${name}`))));
+      if (focused) document.getElementById(focused)?.focus();
+    },
+    /** Show a tab, loading its data the first time (or again with reload). */
+    show(name, reload = false) {
+      tabs.active = name;
+      for (const [key, panel] of panels) panel.hidden = key !== name;
+      tabs.renderBar();
+      if (tabs.loaded.has(name) && !reload) return;
+      tabs.loaded.add(name);
+      const panel = panels.get(name);
+      if (LOCAL_TABS.has(name) && state.localOnlyRefused) put(panel, localOnlyNote());
+      else SHOW[name](panel, tabs);
+    },
+    /** Load a tab again when it is shown, now when it is. */
+    stale(name) {
+      if (!tabs.loaded.has(name)) return;
+      if (tabs.active === name) tabs.show(name, true);
+      else tabs.loaded.delete(name);
+    },
+    hide() {
+      bar.replaceChildren();
+      for (const panel of panels.values()) panel.hidden = true;
+    },
+  };
+  bar.addEventListener("keydown", (event) => {
+    const step = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
+    if (!step) return;
+    event.preventDefault();
+    const next = TABS[(TABS.indexOf(tabs.active) + step + TABS.length) % TABS.length];
+    tabs.show(next);
+    document.getElementById(`tab-${next}`)?.focus();
+  });
+  return tabs;
+}
