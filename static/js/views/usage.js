@@ -2,10 +2,12 @@
 // cost chart drawn as inline SVG, and today's cost against the daily limit.
 
 import { api } from "../api.js";
-import { clear, h, svg } from "../dom.js";
+import { h, svg } from "../dom.js";
 import { cost, tokens } from "../format.js";
-import { currentLanguage, onLanguageChange, register, t } from "../i18n.js";
-import { onEvent } from "../store.js";
+import { currentLanguage, register, t } from "../i18n.js";
+import { enumOf } from "../schema.js";
+import { numberTable, statTiles } from "./common.js";
+import { loadedView } from "./loaded_view.js";
 
 register({  // key: [English, Turkish]
   "usage.title": ["Agent usage", "Ajan kullanımı"],
@@ -35,7 +37,8 @@ register({  // key: [English, Turkish]
 });
 
 const DAYS = 30;
-const TIERS = ["model_large", "model_medium", "model_small"];
+/** Events after which the usage is asked for again. */
+const CHANGES = new Set(["task:updated", "task:usage", "plan:completed", "settings:updated", "task:deleted"]);
 
 /** "2026-11-22" of a Date in local time. */
 function localDay(date) {
@@ -59,157 +62,127 @@ export function niceMax(value) {
   return 10 * power;
 }
 
+/** The last DAYS days (up to today, or the newest day with usage), each with its usage. */
+function chartDays(data) {
+  const byDate = new Map(data.timeline.map((row) => [row.date, row]));
+  const today = localDay(new Date());
+  const newest = data.timeline.length ? data.timeline[data.timeline.length - 1].date : today;
+  return dayRange(newest > today ? newest : today, DAYS)
+    .map((date) => byDate.get(date) || { date, cost: 0, inputTokens: 0, outputTokens: 0 });
+}
+
+/** The daily cost bars as SVG, width px wide, with the daily limit's line. */
+function costChart(days, limit, width) {
+  const height = 220;
+  const m = { left: 56, right: 22, top: 12, bottom: 34 };
+  const plotW = width - m.left - m.right;
+  const plotH = height - m.top - m.bottom;
+  const top = niceMax(Math.max(...days.map((d) => d.cost), limit || 0));
+  const y = (v) => m.top + plotH - (v / top) * plotH;
+  const band = plotW / days.length;
+  const every = Math.max(1, Math.ceil(days.length / Math.max(1, Math.floor(plotW / 56))));
+  const label = (date) => new Date(`${date}T12:00:00`).toLocaleDateString(
+    currentLanguage() === "tr" ? "tr-TR" : "en-GB", { day: "numeric", month: "short" });
+  const ticks = [0, top / 2, top];
+  const chart = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "cost-chart",
+    role: "img", "aria-label": t("usage.chartLabel", { n: DAYS }), "data-testid": "cost-chart" },
+  ticks.map((v) => svg("g", { class: "axis" },
+    svg("line", { x1: m.left, x2: width - m.right, y1: y(v), y2: y(v), class: "grid" }),
+    svg("text", { x: m.left - 6, y: y(v) + 4, "text-anchor": "end" }, cost(v)))),
+  days.map((d, i) => {
+    const x = m.left + i * band;
+    const barH = Math.max(d.cost > 0 ? 1 : 0, (d.cost / top) * plotH);
+    return svg("g", { class: d.date === localDay(new Date()) ? "day today" : "day" },
+      svg("rect", { x: x + band * 0.15, y: m.top + plotH - barH, width: Math.max(1, band * 0.7), height: barH,
+        class: "bar-rect" },
+      svg("title", {}, `${label(d.date)}: ${cost(d.cost)} · ${tokens(d.inputTokens)} / ${tokens(d.outputTokens)}`)),
+      (days.length - 1 - i) % every === 0  // counted from today, so today is always labelled
+        ? svg("text", { x: x + band / 2, y: height - m.bottom + 16, "text-anchor": "middle", class: "x-label" },
+          label(d.date)) : null);
+  }),
+  limit ? svg("g", { class: "limit" },
+    svg("line", { x1: m.left, x2: width - m.right, y1: y(limit), y2: y(limit) }),
+    svg("text", { x: m.left + 4, y: y(limit) - 4, "text-anchor": "start" },
+      `${t("usage.limitLine")} ${cost(limit)}`)) : null,
+  svg("line", { x1: m.left, x2: width - m.right, y1: m.top + plotH, y2: m.top + plotH, class: "baseline" }));
+  return chart;
+}
+
+/** Today's cost against the daily limit (or how to set one). */
+function limitPanel({ dailyLimit, currentUsage }) {
+  if (dailyLimit === null || dailyLimit === undefined) {
+    return h("section", { class: "card-panel", "data-testid": "usage-limit" }, h("h2", {}, t("usage.limit")),
+      h("p", { class: "muted" }, t("usage.noLimit"), " ", h("a", { href: "#/settings" }, t("usage.setLimit"))));
+  }
+  const pct = dailyLimit > 0 ? Math.round((currentUsage / dailyLimit) * 100) : 100;
+  const reached = currentUsage >= dailyLimit;
+  return h("section", { class: "card-panel", "data-testid": "usage-limit" }, h("h2", {}, t("usage.limit")),
+    h("progress", { class: reached ? "limit-bar reached" : "limit-bar", max: String(dailyLimit || 1),
+      value: String(Math.min(currentUsage, dailyLimit)), "aria-label": t("usage.limit") }),
+    h("p", {}, t("usage.ofLimit", { used: cost(currentUsage), limit: cost(dailyLimit), pct })),
+    reached ? h("p", { class: "error", role: "status" }, t("usage.limitReached")) : null);
+}
+
+/** The numbers behind the chart: the days with usage, newest first. */
+function dailyTable(days) {
+  return h("details", { class: "ins-details" }, h("summary", {}, t("usage.data")),
+    numberTable([t("usage.date"), { value: t("usage.input"), num: true }, { value: t("usage.output"), num: true },
+      { value: t("usage.cost"), num: true }],
+    days.slice().reverse().filter((d) => d.cost || d.inputTokens).map((d) => [d.date,
+      { value: tokens(d.inputTokens), num: true }, { value: tokens(d.outputTokens), num: true },
+      { value: cost(d.cost), num: true }])));
+}
+
+/** Usage per model tier (the server's models, in its order), with a total. */
+function tiersTable(models) {
+  const rows = enumOf("Task", "model").map((tier) => [tier, models[tier] || { tasks: 0, inputTokens: 0, outputTokens: 0, cost: 0 }]);
+  const sum = (k) => rows.reduce((acc, [, r]) => acc + (r[k] || 0), 0);
+  const line = (label, r) => [{ value: label, head: true }, { value: String(r.tasks), num: true },
+    { value: tokens(r.inputTokens), num: true }, { value: tokens(r.outputTokens), num: true }, { value: cost(r.cost), num: true }];
+  return numberTable([t("usage.tier"), ...["usage.tasks", "usage.input", "usage.output", "usage.cost"].map((key) =>
+    ({ value: t(key), num: true }))],
+  rows.map(([tier, r]) => line(t(`model.${tier}`), r)),
+  { foot: line(t("usage.total"), { tasks: sum("tasks"), inputTokens: sum("inputTokens"), outputTokens: sum("outputTokens"),
+    cost: sum("cost") }), attrs: { class: "ins-table", "data-testid": "usage-tiers" } });
+}
+
 /** Mount the usage view. */
 export function mount(root) {
-  let data = null;
-  let error = "";
-  let timer = null;
-  let alive = true;
   let chartBox = null;
   let lastWidth = 0;
-
-  async function load() {
-    try {
-      const answer = await api.usage();
-      if (!alive) return;
-      data = answer;
-      error = "";
-    } catch (failure) {
-      error = failure.message;
-    }
-    if (alive) render();
-  }
-
-  function chartDays() {
-    const byDate = new Map(data.timeline.map((row) => [row.date, row]));
-    const today = localDay(new Date());
-    const newest = data.timeline.length ? data.timeline[data.timeline.length - 1].date : today;
-    return dayRange(newest > today ? newest : today, DAYS)
-      .map((date) => byDate.get(date) || { date, cost: 0, inputTokens: 0, outputTokens: 0 });
-  }
-
-  /** The daily cost bars, sized to the box they live in. */
-  function drawChart() {
+  const drawChart = (data) => {
     if (!chartBox || !data) return;
-    const width = Math.max(280, Math.floor(chartBox.clientWidth));
-    lastWidth = width;
-    const height = 220;
-    const m = { left: 56, right: 22, top: 12, bottom: 34 };
-    const plotW = width - m.left - m.right;
-    const plotH = height - m.top - m.bottom;
-    const days = chartDays();
-    const limit = data.limits.dailyLimit;
-    const top = niceMax(Math.max(...days.map((d) => d.cost), limit || 0));
-    const y = (v) => m.top + plotH - (v / top) * plotH;
-    const band = plotW / days.length;
-    const every = Math.max(1, Math.ceil(days.length / Math.max(1, Math.floor(plotW / 56))));
-    const label = (date) => new Date(`${date}T12:00:00`).toLocaleDateString(
-      currentLanguage() === "tr" ? "tr-TR" : "en-GB", { day: "numeric", month: "short" });
-    const ticks = [0, top / 2, top];
-    const chart = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "cost-chart",
-      role: "img", "aria-label": t("usage.chartLabel", { n: DAYS }), "data-testid": "cost-chart" },
-    ticks.map((v) => svg("g", { class: "axis" },
-      svg("line", { x1: m.left, x2: width - m.right, y1: y(v), y2: y(v), class: "grid" }),
-      svg("text", { x: m.left - 6, y: y(v) + 4, "text-anchor": "end" }, cost(v)))),
-    days.map((d, i) => {
-      const x = m.left + i * band;
-      const barH = Math.max(d.cost > 0 ? 1 : 0, (d.cost / top) * plotH);
-      return svg("g", { class: d.date === localDay(new Date()) ? "day today" : "day" },
-        svg("rect", { x: x + band * 0.15, y: m.top + plotH - barH, width: Math.max(1, band * 0.7), height: barH,
-          class: "bar-rect" },
-        svg("title", {}, `${label(d.date)}: ${cost(d.cost)} · ${tokens(d.inputTokens)} / ${tokens(d.outputTokens)}`)),
-        (days.length - 1 - i) % every === 0  // counted from today, so today is always labelled
-          ? svg("text", { x: x + band / 2, y: height - m.bottom + 16, "text-anchor": "middle", class: "x-label" },
-            label(d.date)) : null);
-    }),
-    limit ? svg("g", { class: "limit" },
-      svg("line", { x1: m.left, x2: width - m.right, y1: y(limit), y2: y(limit) }),
-      svg("text", { x: m.left + 4, y: y(limit) - 4, "text-anchor": "start" },
-        `${t("usage.limitLine")} ${cost(limit)}`)) : null,
-    svg("line", { x1: m.left, x2: width - m.right, y1: m.top + plotH, y2: m.top + plotH, class: "baseline" }));
-    chartBox.replaceChildren(chart);
-  }
-
-  function limitPanel() {
-    const { dailyLimit, currentUsage } = data.limits;
-    if (dailyLimit === null || dailyLimit === undefined) {
-      return h("section", { class: "card-panel", "data-testid": "usage-limit" }, h("h2", {}, t("usage.limit")),
-        h("p", { class: "muted" }, t("usage.noLimit"), " ", h("a", { href: "#/settings" }, t("usage.setLimit"))));
-    }
-    const pct = dailyLimit > 0 ? Math.round((currentUsage / dailyLimit) * 100) : 100;
-    const reached = currentUsage >= dailyLimit;
-    return h("section", { class: "card-panel", "data-testid": "usage-limit" }, h("h2", {}, t("usage.limit")),
-      h("progress", { class: reached ? "limit-bar reached" : "limit-bar", max: String(dailyLimit || 1),
-        value: String(Math.min(currentUsage, dailyLimit)), "aria-label": t("usage.limit") }),
-      h("p", {}, t("usage.ofLimit", { used: cost(currentUsage), limit: cost(dailyLimit), pct })),
-      reached ? h("p", { class: "error", role: "status" }, t("usage.limitReached")) : null);
-  }
-
-  function render() {
-    clear(root);
-    root.append(h("h1", {}, t("usage.title")));
-    if (error) root.append(h("p", { class: "error", role: "alert" }, error));
-    if (!data) {
-      if (!error) root.append(h("p", { class: "muted" }, t("common.loading")));
-      chartBox = null;
-      return;
-    }
-    const u = data.usage;
-    const tile = (key, value) => h("div", { class: "ins-tile" }, h("dt", {}, t(key)), h("dd", {}, value));
-    const rows = TIERS.map((tier) => [tier, data.models[tier] || { tasks: 0, inputTokens: 0, outputTokens: 0, cost: 0 }]);
-    const sum = (k) => rows.reduce((acc, [, r]) => acc + (r[k] || 0), 0);
-    chartBox = h("div", { class: "chart-box" });
-    const days = chartDays();
-    root.append(
-      h("dl", { class: "ins-tiles", "data-testid": "usage-tiles" },
-        tile("usage.totalCost", cost(u.totalCost)), tile("usage.today", cost(data.limits.currentUsage)),
-        tile("usage.input", tokens(u.totalInputTokens)), tile("usage.output", tokens(u.totalOutputTokens)),
-        tile("usage.cacheRead", tokens(u.totalCacheRead)), tile("usage.cacheCreation", tokens(u.totalCacheCreation))),
-      limitPanel(),
-      h("section", { class: "card-panel" }, h("h2", {}, t("usage.daily", { n: DAYS })),
-        data.timeline.length ? null : h("p", { class: "muted" }, t("usage.noRuns")),
-        chartBox,
-        h("details", { class: "ins-details" }, h("summary", {}, t("usage.data")),
-          h("div", { class: "table-scroll" }, h("table", {},
-            h("thead", {}, h("tr", {}, h("th", {}, t("usage.date")), h("th", { class: "num" }, t("usage.input")),
-              h("th", { class: "num" }, t("usage.output")), h("th", { class: "num" }, t("usage.cost")))),
-            h("tbody", {}, days.slice().reverse().filter((d) => d.cost || d.inputTokens).map((d) => h("tr", {},
-              h("td", {}, d.date), h("td", { class: "num" }, tokens(d.inputTokens)),
-              h("td", { class: "num" }, tokens(d.outputTokens)), h("td", { class: "num" }, cost(d.cost))))))))),
-      h("section", { class: "card-panel" }, h("h2", {}, t("usage.tiers")),
-        h("div", { class: "table-scroll" }, h("table", { class: "ins-table", "data-testid": "usage-tiers" },
-          h("thead", {}, h("tr", {}, h("th", {}, t("usage.tier")), h("th", { class: "num" }, t("usage.tasks")),
-            h("th", { class: "num" }, t("usage.input")), h("th", { class: "num" }, t("usage.output")),
-            h("th", { class: "num" }, t("usage.cost")))),
-          h("tbody", {}, rows.map(([tier, r]) => h("tr", {}, h("th", { scope: "row" }, t(`model.${tier}`)),
-            h("td", { class: "num" }, String(r.tasks)), h("td", { class: "num" }, tokens(r.inputTokens)),
-            h("td", { class: "num" }, tokens(r.outputTokens)), h("td", { class: "num" }, cost(r.cost))))),
-          h("tfoot", {}, h("tr", {}, h("th", { scope: "row" }, t("usage.total")),
-            h("td", { class: "num" }, String(sum("tasks"))), h("td", { class: "num" }, tokens(sum("inputTokens"))),
-            h("td", { class: "num" }, tokens(sum("outputTokens"))), h("td", { class: "num" }, cost(sum("cost")))))))),
-      h("p", { class: "muted ins-small" }, t("usage.note")));
-    drawChart();
-  }
-
+    lastWidth = Math.max(280, Math.floor(chartBox.clientWidth));
+    chartBox.replaceChildren(costChart(chartDays(data), data.limits.dailyLimit, lastWidth));
+  };
+  const view = loadedView(root, {
+    delay: 1500,
+    head: () => h("h1", {}, t("usage.title")),
+    load: () => api.usage(),
+    render: (data) => {
+      const u = data.usage;
+      chartBox = h("div", { class: "chart-box" });
+      return [
+        statTiles([["usage.totalCost", cost(u.totalCost)], ["usage.today", cost(data.limits.currentUsage)],
+          ["usage.input", tokens(u.totalInputTokens)], ["usage.output", tokens(u.totalOutputTokens)],
+          ["usage.cacheRead", tokens(u.totalCacheRead)], ["usage.cacheCreation", tokens(u.totalCacheCreation)]],
+        { "data-testid": "usage-tiles" }),
+        limitPanel(data.limits),
+        h("section", { class: "card-panel" }, h("h2", {}, t("usage.daily", { n: DAYS })),
+          data.timeline.length ? null : h("p", { class: "muted" }, t("usage.noRuns")),
+          chartBox, dailyTable(chartDays(data))),
+        h("section", { class: "card-panel" }, h("h2", {}, t("usage.tiers")), tiersTable(data.models)),
+        h("p", { class: "muted ins-small" }, t("usage.note"))];
+    },
+    rendered: drawChart,
+    on: (event) => (CHANGES.has(event) ? "load" : null),
+  });
   const resize = new ResizeObserver(() => {
-    if (chartBox && Math.abs(chartBox.clientWidth - lastWidth) > 4) drawChart();
+    if (chartBox && Math.abs(chartBox.clientWidth - lastWidth) > 4) drawChart(view.data);
   });
   resize.observe(root);
-
-  const refresh = () => { clearTimeout(timer); timer = setTimeout(load, 1500); };
-  const stopEvents = onEvent(({ event }) => {
-    if (event === "task:updated" || event === "task:usage" || event === "plan:completed"
-      || event === "settings:updated" || event === "task:deleted" || event === "resync") refresh();
-  });
-  const stopLanguage = onLanguageChange(render);
-
-  render();
-  load();
   return () => {
-    alive = false;
-    clearTimeout(timer);
+    view.stop();
     resize.disconnect();
-    stopEvents();
-    stopLanguage();
   };
 }
