@@ -68,7 +68,9 @@ State lives in $FAKE_AGENT_DIR (unset: only sessions are kept, in <tmp>/taskboar
 `--resume SID` reuses the stored directives (mode = their `resume`, default ok; directives in
 the new prompt win).  An unknown SID, or one saved from another cwd, gets Claude's own error:
 a result with subtype error_during_execution and errors ["No conversation found with session
-ID: SID"], exit 1.  Every fresh session id is a new uuid4.  `--version` prints a version.
+ID: SID"], exit 1.  Every fresh session id is a new uuid4.  `--version` prints a version;
+with $FAKE_VERSION_GATE set to a path it first writes its pid to PATH.asked, then waits until
+PATH exists (at most a minute): a CLI slow to answer, for as long as a test wants.
 """
 
 import contextlib
@@ -356,6 +358,14 @@ def run(out, sid, cwd, d, task_id):
 
 def main(argv):
     if "--version" in argv:
+        gate = os.environ.get("FAKE_VERSION_GATE")
+        if gate:
+            with open(gate + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.replace(gate + ".tmp", gate + ".asked")
+            deadline = time.monotonic() + 60
+            while not os.path.exists(gate) and time.monotonic() < deadline:
+                time.sleep(0.01)
         print(VERSION)
         return 0
     if "stream-json" in argv and "--verbose" not in argv:

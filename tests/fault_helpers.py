@@ -1,6 +1,6 @@
-"""Helpers for tests/test_faults.py: a real `python taskboard.py` process driven over HTTP,
-another process holding the database's write lock, a size-limited file system, the live
-members of a process group, and a webhook target that never answers."""
+"""Helpers for tests/test_faults.py and tests/test_main.py: a real `python taskboard.py`
+process driven over HTTP, another process holding the database's write lock, a size-limited
+file system, the live members of a process group, and a webhook target that never answers."""
 
 import contextlib
 import json
@@ -21,7 +21,7 @@ from gevent.pywsgi import WSGIServer
 
 from conftest import FAKE_AGENT, ROOT, wait_for
 
-URL_RE = re.compile(r"http://127\.0\.0\.1:(\d+)/")
+URL_RE = re.compile(r"http://(\d+\.\d+\.\d+\.\d+):(\d+)/")
 #: The fake agent as an --agent-command (the same interpreter as the tests).
 AGENT_COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(FAKE_AGENT)}"
 
@@ -38,33 +38,43 @@ def clean_env(tmp_path, **extra) -> dict:
 
 
 class ServerProcess:
-    """One `python taskboard.py --port 0 --db DB --agent-command <fake agent>` process;
-    stdout and stderr go to files in tmp_path."""
+    """One `python taskboard.py ARGS` process; stdout and stderr go to files in tmp_path.
+    `db` is the database it was given, for the helpers that read it from outside."""
 
-    def __init__(self, tmp_path, db, env, *args):
+    def __init__(self, tmp_path, env, *args, db=None):
         stamp = time.monotonic_ns()
         self.out_path = tmp_path / f"server-{stamp}.out"
         self.err_path = tmp_path / f"server-{stamp}.err"
-        self.db = str(db)
-        argv = [sys.executable, "taskboard.py", "--port", "0", "--db", self.db,
-                "--agent-command", AGENT_COMMAND, *map(str, args)]
+        self.db = None if db is None else str(db)
+        argv = [sys.executable, "taskboard.py", *map(str, args)]
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
             self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=err,
                                          stdin=subprocess.DEVNULL)
         self.pid = self.proc.pid
-        self.url = None
+        self.url = self.host = self.port = None
+
+    @classmethod
+    def board(cls, tmp_path, db, env, *args) -> "ServerProcess":
+        """`--port 0 --db DB --agent-command <the fake agent> ARGS`."""
+        return cls(tmp_path, env, "--port", 0, "--db", db, "--agent-command", AGENT_COMMAND,
+                   *args, db=db)
+
+    def output(self) -> str:
+        return self.out_path.read_text(errors="replace")
 
     def errors(self) -> str:
         return self.err_path.read_text(errors="replace")
 
     def wait_ready(self, timeout=15) -> "ServerProcess":
+        """Wait for the line with the URL; `url` (no trailing slash), `host` and `port`."""
         def found():
             if self.proc.poll() is not None:
                 raise AssertionError(f"the server exited with {self.proc.returncode}: "
                                      f"{self.errors()[-3000:]}")
-            return URL_RE.search(self.out_path.read_text())
+            return URL_RE.search(self.output())
         match = wait_for(found, timeout, interval=0.01, message="the server's URL line")
-        self.url = f"http://127.0.0.1:{match.group(1)}"
+        self.host, self.port = match.group(1), int(match.group(2))
+        self.url = f"http://{self.host}:{self.port}"
         return self
 
     def request(self, method, path, timeout=10, **kwargs) -> requests.Response:
@@ -87,6 +97,9 @@ class ServerProcess:
 
     def move(self, task_id, status) -> dict:
         return self.call("PATCH", f"/api/tasks/{task_id}/status", json={"status": status})
+
+    def health(self) -> dict:
+        return self.call("GET", "/api/health", timeout=5)
 
     def get_task(self, task_id) -> dict:
         return self.call("GET", f"/api/tasks/{task_id}")

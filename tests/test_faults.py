@@ -49,7 +49,7 @@ def servers(tmp_path):
     started = []
 
     def start(db, *args, **env):
-        server = ServerProcess(tmp_path, db, clean_env(tmp_path, **env), *args)
+        server = ServerProcess.board(tmp_path, db, clean_env(tmp_path, **env), *args)
         started.append(server)
         return server.wait_ready()
     yield start

@@ -1,75 +1,29 @@
 """The real entry point, `python taskboard.py`, as a user starts it (design.md §2)."""
 
-import os
-import re
 import shlex
 import signal
-import subprocess
 import sys
-import time
 
 import pytest
 import requests
+from fake_agent import VERSION
+from fault_helpers import AGENT_COMMAND, ServerProcess, clean_env
 
 import taskboard
-from conftest import ROOT, wait_for
+from agent_helpers import alive
+from conftest import wait_for
 
-URL_RE = re.compile(r"http://(\d+\.\d+\.\d+\.\d+):(\d+)/")
 MISSING_AGENT = "definitely-not-a-command-xyz"
 
 
-class Server:
-    """One `python taskboard.py ...` process; stdout and stderr go to files."""
-
-    def __init__(self, tmp_path, args, env):
-        self.out_path = tmp_path / f"stdout-{time.monotonic_ns()}.log"
-        self.err_path = tmp_path / f"stderr-{time.monotonic_ns()}.log"
-        self.started = time.monotonic()
-        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen([sys.executable, "taskboard.py", *args], cwd=ROOT,
-                                         env=env, stdout=out, stderr=err,
-                                         stdin=subprocess.DEVNULL)
-        self.url = None
-
-    def output(self):
-        return self.out_path.read_text()
-
-    def errors(self):
-        return self.err_path.read_text()
-
-    def wait_for_url(self, timeout=10):
-        def found():
-            if self.proc.poll() is not None:
-                raise AssertionError(f"exited with {self.proc.returncode}: {self.errors()}")
-            return URL_RE.search(self.output())
-        match = wait_for(found, timeout=timeout, interval=0.005, message="the URL line")
-        self.url = match.group(0)
-        return match
-
-    def health(self):
-        return requests.get(f"{self.url}api/health", timeout=5).json()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-
-
 @pytest.fixture
-def clean_env(tmp_path):
-    """The environment without any TASKBOARD_* or data-dir variable, with a scratch HOME."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("TASKBOARD_") and k not in ("STATE_DIRECTORY", "XDG_DATA_HOME")}
-    env["HOME"] = str(tmp_path / "home")
-    return env
-
-
-@pytest.fixture
-def start(tmp_path, clean_env):
+def start(tmp_path):
+    """start(*args, env=...) -> a `python taskboard.py ARGS` process in a clean environment
+    (no TASKBOARD_* variable, a scratch HOME); every one is killed at the end."""
     servers = []
 
     def run(*args, env=None):
-        server = Server(tmp_path, [str(a) for a in args], clean_env | (env or {}))
+        server = ServerProcess(tmp_path, clean_env(tmp_path, **(env or {})), *args)
         servers.append(server)
         return server
     yield run
@@ -77,20 +31,54 @@ def start(tmp_path, clean_env):
         server.stop()
 
 
-def test_main_prints_url_and_serves_without_waiting_for_the_agent_check(start, tmp_path):
-    """Start-up is measured by bench/ (about 0.6 s idle); here only a hang would fail: the
-    agent's --version must never hold the URL back, so a slow machine still gets 3 s."""
-    server = start("--port", 0, "--db", tmp_path / "x.db", "--agent-command", MISSING_AGENT)
-    match = server.wait_for_url()
-    elapsed = time.monotonic() - server.started
-    assert match.group(1) == "127.0.0.1" and int(match.group(2)) > 0
-    assert elapsed < 3.0, f"start-up took {elapsed:.2f}s"
+class SlowVersion:
+    """The fake agent as --agent-command, its `--version` held until open() (it writes its
+    pid first): an agent check that is still running for as long as a test wants."""
+
+    def __init__(self, tmp_path):
+        self.gate = tmp_path / "version-gate"
+        self.command = AGENT_COMMAND
+        self.env = {"FAKE_VERSION_GATE": str(self.gate)}
+
+    def asked(self) -> int | None:
+        """The pid of the waiting `--version`, once the board has run it."""
+        path = self.gate.with_name(self.gate.name + ".asked")
+        return int(path.read_text()) if path.exists() else None
+
+    def open(self) -> None:
+        self.gate.touch()
+
+
+@pytest.fixture
+def slow_version(tmp_path):
+    slow = SlowVersion(tmp_path)
+    yield slow
+    slow.open()
+    if (pid := slow.asked()) is not None:
+        wait_for(lambda: not alive(pid), message=f"the agent's --version {pid} to end")
+
+
+def test_main_prints_url_and_serves_without_waiting_for_the_agent_check(start, tmp_path,
+                                                                       slow_version):
+    """Start-up is measured by bench/; here the order: the agent's --version, held until
+    the test lets it answer, never holds back the URL line, the page or /api/health."""
+    server = start("--port", 0, "--db", tmp_path / "x.db", "--agent-command",
+                   slow_version.command, env=slow_version.env).wait_ready()
+    assert server.host == "127.0.0.1" and server.port > 0
     assert requests.get(server.url, timeout=5).status_code == 200
+    version = wait_for(slow_version.asked, message="the agent check to run --version")
+    assert server.health()["agent"] == {"command": slow_version.command, "found": True,
+                                        "version": None}
+    assert alive(version), "the URL and the answers waited for the agent's --version"
+    slow_version.open()
+    body = wait_for(lambda: (b := server.health())["agent"]["version"] is not None and b,
+                    message="the agent version")
+    assert body["agent"]["version"] == VERSION
 
 
 def test_main_health_reports_missing_agent(start, tmp_path):
     server = start("--port", 0, "--db", tmp_path / "x.db", "--agent-command", MISSING_AGENT)
-    server.wait_for_url()
+    server.wait_ready()
     body = wait_for(lambda: (b := server.health())["agent"]["found"] is not None and b,
                     message="the agent check")
     assert body == {"ok": True, "version": taskboard.__version__, "db": "ok",
@@ -100,7 +88,7 @@ def test_main_health_reports_missing_agent(start, tmp_path):
 def test_main_health_reports_found_agent_version(start, tmp_path):
     command = shlex.quote(sys.executable)  # `python --version` answers like an agent CLI
     server = start("--port", 0, "--db", tmp_path / "x.db", "--agent-command", command)
-    server.wait_for_url()
+    server.wait_ready()
     body = wait_for(lambda: (b := server.health())["agent"]["version"] is not None and b,
                     message="the agent version")
     assert body["agent"]["found"] is True
@@ -109,17 +97,20 @@ def test_main_health_reports_found_agent_version(start, tmp_path):
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
-def test_main_signal_exits_zero_promptly(start, tmp_path, signum):
-    server = start("--port", 0, "--db", tmp_path / "x.db", "--agent-command", MISSING_AGENT)
-    server.wait_for_url()
+def test_main_signal_exits_zero_while_the_agent_check_still_runs(start, tmp_path, signum,
+                                                                 slow_version):
+    """The signal ends the server before the agent's --version answers (the test never lets
+    it): the exit waits for no background work, and ends that --version on the way out."""
+    server = start("--port", 0, "--db", tmp_path / "x.db", "--agent-command",
+                   slow_version.command, env=slow_version.env).wait_ready()
+    version = wait_for(slow_version.asked, message="the agent check to run --version")
     assert server.health()["ok"] is True
     server.proc.send_signal(signum)
-    began = time.monotonic()
-    assert server.proc.wait(timeout=5) == 0, server.errors()
-    assert time.monotonic() - began < 3
+    assert server.proc.wait(timeout=10) == 0, server.errors()
     assert "Traceback" not in server.errors()
+    assert not alive(version), "the agent's --version outlived the server"
     with pytest.raises(requests.ConnectionError):
-        requests.get(f"{server.url}api/health", timeout=2)
+        requests.get(f"{server.url}/api/health", timeout=2)
 
 
 def test_main_env_twins_configure_the_server(start, tmp_path):
@@ -127,8 +118,7 @@ def test_main_env_twins_configure_the_server(start, tmp_path):
     server = start(env={"TASKBOARD_PORT": "0", "TASKBOARD_DB": str(db),
                         "TASKBOARD_HOST": "127.0.0.2", "TASKBOARD_TOKEN": "env-token-123",
                         "TASKBOARD_AGENT_COMMAND": MISSING_AGENT + "-env"})
-    match = server.wait_for_url()
-    assert match.group(1) == "127.0.0.2"
+    assert server.wait_ready().host == "127.0.0.2"
     body = wait_for(lambda: (b := server.health())["agent"]["found"] is not None and b,
                     message="the agent check")
     assert body["agent"]["command"] == MISSING_AGENT + "-env"
@@ -141,8 +131,7 @@ def test_main_flags_win_over_env(start, tmp_path):
                    "--agent-command", MISSING_AGENT + "-flag",
                    env={"TASKBOARD_PORT": "not-a-port", "TASKBOARD_DB": str(env_db),
                         "TASKBOARD_HOST": "127.0.0.2", "TASKBOARD_AGENT_COMMAND": "env-agent"})
-    match = server.wait_for_url()
-    assert match.group(1) == "127.0.0.1"
+    assert server.wait_ready().host == "127.0.0.1"
     assert server.health()["agent"]["command"] == MISSING_AGENT + "-flag"
     assert flag_db.exists() and not env_db.exists()
 
