@@ -1190,8 +1190,7 @@ def open_db(path: str) -> dataset.Database:
 def tx():
     """A short write transaction, committed on exit: dataset's `with db`, under WRITE_LOCK
     (SQLite's own busy wait would freeze every greenlet), never with I/O inside."""
-    with WRITE_LOCK, runtime.db as db:
-        t = Tx(db)
+    with WRITE_LOCK, _transaction(runtime.db) as t:
         _begin_immediate(t.connection)
         yield t
 
@@ -1200,10 +1199,25 @@ def tx():
 def read():
     """A read transaction on a pooled connection of its own, outside WRITE_LOCK: WAL gives
     it a snapshot of the last commit, so it never waits behind a write."""
-    with runtime.db as db:
-        t = Tx(db)
+    with _transaction(runtime.db) as t:
         t.execute("BEGIN")  # one snapshot for all its statements
         yield t
+
+
+@contextlib.contextmanager
+def _transaction(db: dataset.Database):
+    try:
+        with db:
+            yield Tx(db)
+    except BaseException:
+        # NOTE: dataset forgets a transaction whose COMMIT failed (a full disk) without
+        # ending it or giving the connection back: the greenlet's next one could not begin
+        if db.in_transaction or threading.get_ident() in db.connections:
+            db.local.tx = []
+            with contextlib.suppress(Exception):
+                db.executable.invalidate()
+            db._release_connection()
+        raise
 
 
 def _begin_immediate(connection) -> None:
@@ -6440,9 +6454,9 @@ def _desktop_arg(command: str, body: dict, name: str) -> int | None:
         name = "taskId"
     schema = COMMANDS[command].args[name]
     value = body.get(name, schema.get("default"))
-    if value is None:
-        if asked == "id" or name in COMMANDS[command].required:
-            raise Invalid(f"{name} is required", name)
+    if name not in body and (asked == "id" or name in COMMANDS[command].required):
+        raise Invalid(f"{name} is required", name)
+    if value is None and "null" in schema["type"]:
         return None
     lo, hi = schema["minimum"], schema["maximum"]
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
@@ -6545,8 +6559,8 @@ def _object_schema(fields, *, only=None, request=False, partial=False) -> dict:
         elif f.check is _check_webhook_url:  # URL_RE, which ignores case
             prop["pattern"] = URL_RE.pattern.replace(
                 "https?", "[Hh][Tt][Tt][Pp][Ss]?")
-        elif f.kind == "str" and f.pattern is not None and not f.required:
-            prop["pattern"] = f"^$|(?:{prop['pattern']})"  # it applies to non-empty values
+        elif f.kind == "str" and f.pattern is not None and f.default == "":
+            prop["pattern"] = f"^$|(?:{prop['pattern']})"  # empty is allowed, as Field.parse
         elif f.kind == "str" and f.required and f.pattern is None:
             prop.update(minLength=1, pattern=r"\S")  # not empty, not only spaces
         if f.readonly and f.name in _NULLABLE_OUTPUT:

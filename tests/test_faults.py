@@ -463,7 +463,7 @@ def test_reads_are_answered_while_another_process_holds_the_write_lock(
     project, writer = start_writer(server, workdir, 300)
     lock = WriteLock(db, 3)
     try:
-        wait_for(lambda: server.get_task(writer["id"])["is_running"],
+        wait_for(lambda: server.get_task(writer)["is_running"],
                  message="the agent to be running")
         read = server.request("GET", f"/api/projects/{project['id']}/tasks", timeout=20)
         still_locked = lock.proc.poll() is None

@@ -1,11 +1,13 @@
 """Project statistics, the activity feed and agent usage (design.md §4, §5)."""
 import datetime as dt
 import re
+import threading
 
+import gevent
 import pytest
 
 import taskboard
-from conftest import assert_error, sql
+from conftest import assert_error, sql, wait_for
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 ZERO_STATS = {
@@ -201,26 +203,37 @@ def test_agent_usage_sums_per_tier_day_and_today(client, api, project, tb):
     assert body["limits"] == {"dailyLimit": 5, "currentUsage": pytest.approx(0.875)}
 
 
-def test_agent_usage_read_while_a_run_ends_is_read_again(client, api, project, tb,
-                                                          monkeypatch):
-    """The sums are read in several transactions; a run that ends in between must not
-    leave a total that disagrees with the per-model figures."""
+def test_agent_usage_is_one_snapshot_read_beside_an_unfinished_write(client, api, project,
+                                                                      tb):
+    """The sums are read in one transaction of their own: a write under way (a run ending)
+    neither holds them up nor shows in some figures and not in others."""
+    blocking_sleep = gevent.monkey.get_original("time", "sleep")
     task = api.task(project["id"])["id"]
     add_run(tb, "model_large", iso(dt.datetime.now(dt.UTC)), task, inp=100, cost=0.5)
-    real, calls = taskboard.usage_rows, []
+    started, order = threading.Event(), []
 
-    def a_run_ends_meanwhile(day_start):
-        rows = real(day_start)
-        if not calls:
-            rows["models"] = []  # read before the run below ended, unlike the total
-            add_run(tb, "model_large", iso(dt.datetime.now(dt.UTC)), task, inp=50, cost=0.25)
-        calls.append(day_start)
-        return rows
-    monkeypatch.setattr(taskboard, "usage_rows", a_run_ends_meanwhile)
-    body = client.get("/api/stats/agent-usage").json
-    assert len(calls) == 2
-    assert body["usage"]["totalInputTokens"] == 150
-    assert body["models"]["model_large"]["inputTokens"] == 150
+    def run_ends(t):
+        t.insert("runs", {"task_id": task, "kind": "task", "model": "model_large",
+                          "status": "ok", "started_at": taskboard.now_iso(),
+                          "input_tokens": 50, "cost": 0.25})
+        started.set()
+        blocking_sleep(0.3)
+        order.append("write committed")
+
+    def writer():
+        with taskboard.tx() as t:
+            t.in_thread(run_ends)
+    busy = gevent.spawn(writer)
+    wait_for(started.is_set, message="the write to start")
+    during = client.get("/api/stats/agent-usage").json
+    order.append("usage answered")
+    busy.get(timeout=5)
+    after = client.get("/api/stats/agent-usage").json
+    assert order == ["usage answered", "write committed"]
+    assert (during["usage"]["totalInputTokens"],
+            during["models"]["model_large"]["inputTokens"]) == (100, 100)
+    assert (after["usage"]["totalInputTokens"],
+            after["models"]["model_large"]["inputTokens"]) == (150, 150)
 
 
 def test_agent_usage_follows_each_run_the_board_records(client, api, tb):
