@@ -4,6 +4,7 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
 import sys
 import time
 
@@ -56,6 +57,36 @@ def assert_error(response, status, code=None, field=None):
     if field is not None:
         assert body.get("field") == field, body
     return body
+
+
+def desk(client, command, body, status=200, **kwargs):
+    """POST /api/desktop/<command> (the commands of the desktop API); the response."""
+    return client.post_json(f"/api/desktop/{command}", body, status=status, **kwargs)
+
+
+def tasks_of(client, project_id):
+    return client.get(f"/api/projects/{project_id}/tasks").json
+
+
+def git(cwd, *args):
+    """Run git as a person would (own identity, no signing); its stdout."""
+    return subprocess.run(["git", "-c", "user.name=Test", "-c", "user.email=test@example.com",
+                           "-c", "commit.gpgsign=false", *args], cwd=cwd, check=True,
+                          capture_output=True, text=True).stdout
+
+
+def make_repo(path):
+    """A repository on `main` with one commit (README.md)."""
+    git(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("# Shop\n")
+    git(path, "add", "README.md")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def worktree_of(tb, task):
+    """Where the board keeps the task's git worktree."""
+    return os.path.join(tb.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
 
 
 @pytest.fixture(autouse=True)
@@ -155,6 +186,12 @@ def api(client, tmp_path):
     workdir = tmp_path / "code"
     workdir.mkdir()
     return Api(client, workdir)
+
+
+@pytest.fixture
+def repo(api):
+    """The project's workingDir, made a git repository with one commit on main."""
+    return make_repo(api.workdir)
 
 
 @pytest.fixture

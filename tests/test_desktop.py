@@ -6,12 +6,12 @@ Runs use the scripted tests/fake_agent.py: the task description picks its behavi
 """
 import json
 import os
-import subprocess
 
 import pytest
 
 import taskboard
 from agent_helpers import (
+    RUN,
     alive,
     assert_stays,
     children,
@@ -25,12 +25,10 @@ from agent_helpers import (
     wait_running,
     wait_status,
 )
-from conftest import assert_error, wait_for
+from conftest import assert_error, desk, git, wait_for
 
 pytestmark = pytest.mark.usefixtures("fast_retries")
 
-#: Seconds to wait for anything that involves an agent process.
-RUN = 15
 TOKEN = "desk-token"
 
 COMMANDS = ("stop_task", "restart_task", "request_changes", "get_task_diff",
@@ -48,16 +46,6 @@ def wait_quiet(client, task_id):
     wait_for(lambda: get_task(client, task_id)["session_id"]
              and query("SELECT COUNT(*) FROM task_events WHERE task_id = ?", (task_id,))[0][0]
              >= 1, RUN, message=f"task {task_id}'s init line and session to be stored")
-
-
-def desk(client, command, body, status=200, **kwargs):
-    return client.post_json(f"/api/desktop/{command}", body, status=status, **kwargs)
-
-
-def git(cwd, *args):
-    return subprocess.run(["git", "-c", "user.name=Test", "-c", "user.email=test@example.com",
-                           "-c", "commit.gpgsign=false", *args], cwd=cwd, check=True,
-                          capture_output=True, text=True).stdout
 
 
 def ids(tasks):

@@ -21,28 +21,12 @@ from agent_helpers import (
     wait_running,
     wait_status,
 )
-from conftest import wait_for
+from conftest import desk, git, wait_for, worktree_of
 
 pytestmark = pytest.mark.usefixtures("fast_retries")
 
 
 # --- helpers ----------------------------------------------------------------------------
-
-
-def git(cwd, *args):
-    """Run git as a person would (own identity, no signing); its stdout."""
-    return subprocess.run(["git", "-c", "user.name=Test", "-c", "user.email=test@example.com",
-                           "-c", "commit.gpgsign=false", *args], cwd=cwd, check=True,
-                          capture_output=True, text=True).stdout
-
-
-def make_repo(path):
-    """A repository on `main` with one commit (README.md)."""
-    git(path, "init", "-q", "-b", "main")
-    (path / "README.md").write_text("# Shop\n")
-    git(path, "add", "README.md")
-    git(path, "commit", "-q", "-m", "initial")
-    return path
 
 
 def commit_file(repo, name, text, message):
@@ -71,14 +55,6 @@ def checkout_state(repo):
             "files": sorted(os.listdir(repo))}
 
 
-def worktree_of(tb, task):
-    return os.path.join(tb.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
-
-
-def desk(client, command, body, status=200):
-    return client.post_json(f"/api/desktop/{command}", body, status=status)
-
-
 def diff_of(client, task_id):
     return desk(client, "get_task_diff", {"taskId": task_id}).json
 
@@ -97,12 +73,6 @@ def messages(client, task_id):
 
 def wait_gone(path):
     wait_for(lambda: not os.path.exists(path), RUN, message=f"{path} to be removed")
-
-
-@pytest.fixture
-def repo(api):
-    """The project's workingDir, made a git repository with one commit on main."""
-    return make_repo(api.workdir)
 
 
 # --- the worktree of a task ---------------------------------------------------------------

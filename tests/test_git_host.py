@@ -7,7 +7,6 @@ Pushes go to a bare repository made by the test as `origin`.  Runs use tests/fak
 """
 import json
 import os
-import subprocess
 import urllib.parse
 from http import HTTPStatus
 
@@ -16,7 +15,7 @@ from gevent.pywsgi import WSGIServer
 
 import taskboard
 from agent_helpers import RUN, get_task, logs, task_calls, wait_running, wait_status
-from conftest import assert_error, wait_for
+from conftest import assert_error, git, tasks_of, wait_for, worktree_of
 
 pytestmark = pytest.mark.usefixtures("fast_retries")
 
@@ -64,38 +63,12 @@ class FakeHost:
 
 
 @pytest.fixture
-def repo(api):
-    """The project's workingDir, made a git repository with one commit on main."""
-    return make_repo(api.workdir)
-
-
-@pytest.fixture
 def host(tb):
     fake = FakeHost()
     tb.config["git_host_api"] = fake.url
     tb.config["git_host_token"] = TOKEN
     yield fake
     fake.server.stop(timeout=1)
-
-
-def git(cwd, *args):
-    """Run git as a person would (own identity, no signing); its stdout."""
-    return subprocess.run(["git", "-c", "user.name=Test", "-c", "user.email=test@example.com",
-                           "-c", "commit.gpgsign=false", *args], cwd=cwd, check=True,
-                          capture_output=True, text=True).stdout
-
-
-def make_repo(path):
-    """A repository on `main` with one commit (README.md)."""
-    git(path, "init", "-q", "-b", "main")
-    (path / "README.md").write_text("# Shop\n")
-    git(path, "add", "README.md")
-    git(path, "commit", "-q", "-m", "initial")
-    return path
-
-
-def worktree_of(tb, task):
-    return os.path.join(tb.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
 
 
 def add_origin(repo, bare):
@@ -121,10 +94,6 @@ def finish(client, api, project, description="fake:ok fake:write=hello.txt", **f
     wait_status(client, task["id"], "testing")
     api.move(task["id"], "done")
     return get_task(client, task["id"])
-
-
-def tasks_of(client, project_id):
-    return client.get(f"/api/projects/{project_id}/tasks").json
 
 
 def enable_sync(client, project_id, repo=REPO):

@@ -8,9 +8,8 @@ import pytest
 import requests
 
 import taskboard
+from agent_helpers import RUN
 from conftest import ROOT, wait_for
-
-RUN = 15
 
 
 class Mcp:

@@ -9,6 +9,7 @@ import pytest
 
 import taskboard
 from agent_helpers import (
+    RUN,
     alive,
     assert_stays,
     get_task,
@@ -18,16 +19,14 @@ from agent_helpers import (
     wait_running,
     wait_status,
 )
-from conftest import assert_error, wait_for
+from conftest import assert_error, desk, wait_for
 
 pytestmark = pytest.mark.usefixtures("fast_retries")
 
-#: Seconds to wait for anything that involves agent processes.
-RUN = 15
 QUICK = "fake:sleep=0.05 fake:ok"
 
 
-# --- helpers (small copies of the run-test helpers) ---------------------------------------
+# --- helpers ------------------------------------------------------------------------------
 
 
 def started_order(agent_dir):
@@ -55,10 +54,6 @@ def wait_agent_done(client, task_id, agent_dir):
     task = wait_for(waiting, RUN, message=f"task {task_id}'s agent to finish ok")
     assert task["status"] == "in_progress", task
     return task
-
-
-def desk(client, command, body, status=200):
-    return client.post_json(f"/api/desktop/{command}", body, status=status)
 
 
 def set_queue(client, project_id, on):

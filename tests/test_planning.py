@@ -18,7 +18,7 @@ import pytest
 
 import taskboard
 from agent_helpers import RUN, alive, children, read_calls
-from conftest import assert_error, sql, wait_for
+from conftest import assert_error, sql, tasks_of, wait_for
 
 TOPIC = "Add a shopping cart: coupons, gift cards & saved carts for later"
 TAG = json.dumps(["plan:add-a-shopping-cart-coupons-gift-cards-s"])  # slug cut to 40 chars
@@ -85,10 +85,6 @@ def plan_events(ws, until="plan:completed"):
         if message["event"].startswith("plan:"):
             seen.append(message)
     return seen
-
-
-def tasks_of(client, project_id):
-    return client.get(f"/api/projects/{project_id}/tasks").json
 
 
 def edges_of(client, project_id):

@@ -3,10 +3,8 @@
 import pytest
 
 import taskboard
-from agent_helpers import read_calls
+from agent_helpers import RUN, read_calls
 from conftest import wait_for
-
-RUN = 15
 
 
 def calls(agent_dir):
