@@ -186,7 +186,8 @@ print("released", flush=True)
 
 class WriteLock:
     """Another process that takes the database's write lock (BEGIN IMMEDIATE: in WAL mode
-    readers go on, writers wait) and holds it for `seconds`, or until release().
+    readers go on, writers wait) and holds it for `seconds`, or until release(); as a
+    context manager, for the block and until it is given back.
 
     `held` stays True until the locker starts to give the lock back (it writes a mark file
     first), so a test can tell whether an answer came while the lock was still held."""
@@ -222,6 +223,18 @@ class WriteLock:
         self.proc.wait(timeout=10)
         self.release()
         self.proc.stdout.close()
+
+    def __enter__(self) -> "WriteLock":
+        return self
+
+    def __exit__(self, exc_type, *_) -> None:
+        """Leaving the block waits until the lock is given back (after `seconds`, or at once
+        after release()); leaving it by an exception kills the other process."""
+        try:
+            if exc_type is None:
+                self.wait()
+        finally:
+            self.close()
 
 
 @contextlib.contextmanager

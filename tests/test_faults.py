@@ -64,14 +64,6 @@ def workdir(tmp_path):
     return path
 
 
-def wait_status_of(server, task_id, status, timeout=RUN):
-    """Wait until the server's task has `status` and no live run; return it."""
-    def settled():
-        task = server.get_task(task_id)
-        return task if task["status"] == status and not task["is_running"] else None
-    return wait_for(settled, timeout, message=f"task {task_id} to be {status}, not running")
-
-
 # --- kill -9 of the server --------------------------------------------------------------
 
 #: Five agents that keep printing a line every 10 ms; a resumed session hangs (stays live).
@@ -313,7 +305,7 @@ def test_after_a_full_disk_is_freed_the_server_works_again_and_agent_logs_resume
     seen = len(server.logs(writer))
     wait_for(lambda: len(server.logs(writer)) > seen + 20, 5,
              message="the running agent's new log lines to be stored")
-    task = wait_status_of(server, writer, "testing", 20)
+    task = wait_status(server, writer, "testing", 20)
     assert task["last_error"] is None
     assert "finished: done: 2000 lines" in [e["message"] for e in server.logs(writer)]
     assert server.terminate() == 0
@@ -355,18 +347,14 @@ def test_writes_wait_for_a_short_lock_by_another_process_then_succeed(
     db = tmp_path / "data" / "tb.db"
     server = servers(db)
     project, writer = start_writer(server, workdir, 300)
-    lock = WriteLock(db, 3)
-    try:
+    with WriteLock(db, 3) as lock:
         created = server.request("POST", f"/api/projects/{project['id']}/tasks",
                                  json={"title": "During the lock"}, timeout=20)
         answered_while_held = lock.held
-        lock.wait()
-    finally:
-        lock.close()
     assert created.status_code == 201, created.text
     assert not answered_while_held, "a write went through while the lock was held"
     assert server.get_task(created.json()["id"])["title"] == "During the lock"
-    task = wait_status_of(server, writer, "testing", 20)
+    task = wait_status(server, writer, "testing", 20)
     assert task["last_error"] is None
     assert_every_line_stored_once_in_order(server, writer, 300)
     assert integrity(db) == [("ok",)]
@@ -380,15 +368,11 @@ class LongLock:
     def __init__(self, server, workdir):
         self.server, self.db = server, server.db
         self.project = server.project(workdir)
-        self.lock = WriteLock(self.db, 60)
-        try:
+        with WriteLock(self.db, 60) as lock:
             self.response = server.request("POST", f"/api/projects/{self.project['id']}/tasks",
                                            json={"title": "Refused"}, timeout=20)
-            self.answered_while_held = self.lock.held
-            self.lock.release()
-            self.lock.wait()
-        finally:
-            self.lock.close()
+            self.answered_while_held = lock.held
+            lock.release()
 
 
 @pytest.fixture
@@ -426,12 +410,9 @@ def test_agent_log_lines_written_during_a_long_lock_are_not_lost(
     db = tmp_path / "data" / "tb.db"
     server = servers(db)
     _, writer = start_writer(server, workdir, 400)
-    lock = WriteLock(db, 7)
-    try:
-        lock.wait()
-    finally:
-        lock.close()
-    wait_status_of(server, writer, "testing", 25)
+    with WriteLock(db, 7):
+        pass  # the agent's lines wait longer than the server's busy_timeout
+    wait_status(server, writer, "testing", 25)
     assert_every_line_stored_once_in_order(server, writer, 400)
 
 
@@ -442,14 +423,11 @@ def test_the_server_stays_responsive_while_another_process_holds_the_write_lock(
     db = tmp_path / "data" / "tb.db"
     server = servers(db)
     start_writer(server, workdir, 300)
-    lock = WriteLock(db, 3)  # shorter than the server's busy_timeout: its writes get through
-    try:
+    # shorter than the server's busy_timeout: its writes get through
+    with WriteLock(db, 3) as lock:
         time.sleep(0.5)  # the agent's next lines are waiting for the lock by now
         page = server.request("GET", "/", timeout=20)
         answered_while_held = lock.held
-        lock.wait()
-    finally:
-        lock.close()
     assert page.status_code == 200
     assert answered_while_held, "the page waited for another process's write lock"
 
