@@ -59,6 +59,16 @@ def assert_error(response, status, code=None, field=None):
     return body
 
 
+def assert_refused(snapshot, send, url, body, field=None, status=400,
+                   code="validation_error"):
+    """send(url, body), a webtest client's post_json, put_json or patch_json, is answered
+    with the canonical error (assert_error) and changes nothing stored; the error body."""
+    before = snapshot()
+    error = assert_error(send(url, body, expect_errors=True), status, code, field)
+    assert snapshot() == before
+    return error
+
+
 def desk(client, command, body, status=200, **kwargs):
     """POST /api/desktop/<command> (the commands of the desktop API); the response."""
     return client.post_json(f"/api/desktop/{command}", body, status=status, **kwargs)

@@ -29,6 +29,12 @@ QUICK = "fake:sleep=0.05 fake:ok"
 # --- helpers ------------------------------------------------------------------------------
 
 
+def quick_tasks(api, project_id, priorities):
+    """A quick task for each (title, priority), created in that order; their ids."""
+    return [api.task(project_id, title=title, priority=priority, description=QUICK)["id"]
+            for title, priority in priorities]
+
+
 def started_order(agent_dir):
     """Task ids in the order their agents were started (first run of each)."""
     order = []
@@ -102,11 +108,8 @@ def test_queue_burst_of_20_tasks_never_exceeds_max_concurrent(client, api, agent
 def test_queue_start_order_follows_priority_then_creation(client, api, agent_dir):
     project = api.project(maxConcurrent=1)
     pid = project["id"]
-    first_low = api.task(pid, title="low 1", priority=0, description=QUICK)["id"]
-    high = api.task(pid, title="high", priority=2, description=QUICK)["id"]
-    medium = api.task(pid, title="medium", priority=1, description=QUICK)["id"]
-    urgent = api.task(pid, title="urgent", priority=3, description=QUICK)["id"]
-    second_low = api.task(pid, title="low 2", priority=0, description=QUICK)["id"]
+    first_low, high, medium, urgent, second_low = quick_tasks(
+        api, pid, [("low 1", 0), ("high", 2), ("medium", 1), ("urgent", 3), ("low 2", 0)])
     set_queue(client, pid, True)
     for tid in (first_low, high, medium, urgent, second_low):
         wait_status(client, tid, "testing")
@@ -116,10 +119,7 @@ def test_queue_start_order_follows_priority_then_creation(client, api, agent_dir
 def test_queue_start_order_follows_reorder_queue(client, api, agent_dir):
     project = api.project(maxConcurrent=1)
     pid = project["id"]
-    a = api.task(pid, title="a", priority=3, description=QUICK)["id"]
-    b = api.task(pid, title="b", priority=0, description=QUICK)["id"]
-    c = api.task(pid, title="c", priority=1, description=QUICK)["id"]
-    d = api.task(pid, title="d", priority=2, description=QUICK)["id"]
+    a, b, c, d = quick_tasks(api, pid, [("a", 3), ("b", 0), ("c", 1), ("d", 2)])
     order = [c, a, d, b]
     assert desk(client, "reorder_queue", {"projectId": pid, "taskIds": order}).json == \
         {"ok": True}

@@ -77,6 +77,23 @@ def planner(agent_dir, count=1):
     return calls[-1]
 
 
+def start_hanging(client, api, agent_dir, live=None):
+    """A new project (with a /ws on it, given `live`) and a planner that hangs with a child
+    process: (project id, the socket or None, plan id, the planner's call, the child's pid)."""
+    pid = api.project()["id"]
+    ws = live and live.ws(f"?projectId={pid}")
+    plan_id = start(client, pid, context="fake:hang fake:child")
+    call = planner(agent_dir)
+    [child] = wait_for(lambda: children(agent_dir), RUN, message="the planner's child")
+    return pid, ws, plan_id, call, child
+
+
+def assert_planner_killed(call, child, message):
+    """The planner is dead already (else fail with `message`); its child dies too."""
+    assert not alive(call["pid"]), message
+    wait_for(lambda: not alive(child), RUN, message="the planner's child to die")
+
+
 def plan_events(ws, until="plan:completed"):
     """The plan:* messages up to and including the first `until` one."""
     seen = []
@@ -271,11 +288,7 @@ def test_prompt_asks_for_the_granularitys_number_of_tasks(client, api, agent_dir
 # --- one session per project, cancel -------------------------------------------------------
 
 def test_cancel_kills_the_process_group_and_creates_nothing(client, api, live, agent_dir):
-    pid = api.project()["id"]
-    ws = live.ws(f"?projectId={pid}")
-    plan_id = start(client, pid, context="fake:hang fake:child")
-    call = planner(agent_dir)
-    [child] = wait_for(lambda: children(agent_dir), RUN, message="the planner's child")
+    pid, ws, plan_id, call, child = start_hanging(client, api, agent_dir, live)
     body = status(client, pid)
     shown = ("active", "planId", "tokens", "toolCalls", "turns", "phase", "topic")
     assert {k: body[k] for k in shown} == {
@@ -285,8 +298,7 @@ def test_cancel_kills_the_process_group_and_creates_nothing(client, api, live, a
 
     answer = client.post(url(pid, "/cancel"), status=200).json
     assert answer == {"status": "cancelled"}
-    assert not alive(call["pid"]), "the planner is dead when cancel answers"
-    wait_for(lambda: not alive(child), RUN, message="the planner's child to die")
+    assert_planner_killed(call, child, "the planner is dead when cancel answers")
     events = plan_events(ws, until="plan:cancelled")
     assert [e["event"] for e in events] == \
         ["plan:started", "plan:phase", "plan:log", "plan:cancelled"]
@@ -359,13 +371,9 @@ def test_unknown_project_is_404_on_every_planning_route(client, tb, agent_dir):
 
 def test_shutdown_interrupts_a_running_session_and_restart_reports_it(client, api, tb,
                                                                       agent_dir):
-    pid = api.project()["id"]
-    plan_id = start(client, pid, context="fake:hang fake:child")
-    call = planner(agent_dir)
-    [child] = wait_for(lambda: children(agent_dir), RUN, message="the planner's child")
+    pid, _, plan_id, call, child = start_hanging(client, api, agent_dir)
     taskboard.shutdown()
-    assert not alive(call["pid"]), "shutdown returns after the planner is dead"
-    wait_for(lambda: not alive(child), RUN, message="the planner's child to die")
+    assert_planner_killed(call, child, "shutdown returns after the planner is dead")
     assert sql(tb, "SELECT plan_id, status FROM plans") == [(plan_id, "interrupted")]
     taskboard.init(tb.config)
     last = wait_last(client, pid)
@@ -399,14 +407,9 @@ def test_restart_after_a_crash_kills_the_planner_left_running(client, api, tb):
 
 
 def test_deleting_the_project_cancels_its_session(client, api, live, agent_dir):
-    pid = api.project()["id"]
-    ws = live.ws(f"?projectId={pid}")
-    plan_id = start(client, pid, context="fake:hang fake:child")
-    call = planner(agent_dir)
-    [child] = wait_for(lambda: children(agent_dir), RUN, message="the planner's child")
+    pid, ws, plan_id, call, child = start_hanging(client, api, agent_dir, live)
     assert client.delete(f"/api/projects/{pid}", status=200).json == {"ok": True}
-    assert not alive(call["pid"]), "the planner is dead when the delete answers"
-    wait_for(lambda: not alive(child), RUN, message="the planner's child to die")
+    assert_planner_killed(call, child, "the planner is dead when the delete answers")
     assert plan_events(ws, until="plan:cancelled")[-1]["data"] == \
         {"projectId": pid, "planId": plan_id}
     assert_error(client.get(url(pid, "/status"), status=404), 404, "not_found")
