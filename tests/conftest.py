@@ -1,7 +1,9 @@
 from gevent import monkey; monkey.patch_all()  # noqa: E702, I001 -- first, as in taskboard.py
 
+import datetime as dt
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -20,6 +22,20 @@ import taskboard  # noqa: E402
 pytest_plugins = ["browser_fixtures"]
 
 FAKE_AGENT = os.path.join(ROOT, "tests", "fake_agent.py")
+
+
+#: A timestamp as the board writes them: UTC, milliseconds, "Z".
+ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def iso(moment):
+    """A datetime as the board writes timestamps (ISO_MS)."""
+    moment = moment.astimezone(dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def ms_ago(ms):
+    return iso(dt.datetime.now(dt.UTC) - dt.timedelta(milliseconds=ms))
 
 
 def wait_for(predicate, timeout=5.0, interval=0.02, message="condition"):
@@ -76,6 +92,10 @@ def desk(client, command, body, status=200, **kwargs):
 
 def tasks_of(client, project_id):
     return client.get(f"/api/projects/{project_id}/tasks").json
+
+
+def stats(client, project_id):
+    return client.get(f"/api/projects/{project_id}/stats").json
 
 
 def git(cwd, *args):

@@ -21,7 +21,7 @@ from agent_helpers import (
     wait_running,
     wait_status,
 )
-from conftest import desk, git, wait_for, worktree_of
+from conftest import desk, git, stats, wait_for, worktree_of
 
 pytestmark = pytest.mark.usefixtures("fast_retries")
 
@@ -61,10 +61,6 @@ def diff_of(client, task_id):
 
 def commits_of(client, task_id):
     return client.get(f"/api/tasks/{task_id}/detail").json["commits"]
-
-
-def stats(client, project_id):
-    return client.get(f"/api/projects/{project_id}/stats").json
 
 
 def messages(client, task_id):

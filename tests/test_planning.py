@@ -18,12 +18,11 @@ import pytest
 
 import taskboard
 from agent_helpers import RUN, alive, children, read_calls
-from conftest import assert_error, sql, tasks_of, wait_for
+from conftest import ISO_MS, assert_error, sql, tasks_of, wait_for
 
 TOPIC = "Add a shopping cart: coupons, gift cards & saved carts for later"
 TAG = json.dumps(["plan:add-a-shopping-cart-coupons-gift-cards-s"])  # slug cut to 40 chars
 GOOD_TITLES = ["Add the data model", "Add the cart API", "Document the cart API"]
-ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 IDS = {"projectId", "planId"}
 #: The exact payload keys of each plan:* event (plan:log adds `tool` on tool entries).
 KEYS = {
@@ -66,7 +65,7 @@ def wait_last(client, project_id):
         return body["last"] if not body["active"] else None
     last = wait_for(over, RUN, message=f"the plan of project {project_id} to end")
     assert set(last) == LAST_KEYS, last
-    assert ISO.fullmatch(last["finishedAt"]), last
+    assert ISO_MS.fullmatch(last["finishedAt"]), last
     return last
 
 

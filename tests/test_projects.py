@@ -6,9 +6,8 @@ import sys
 import pytest
 
 import taskboard
-from conftest import assert_error
+from conftest import ISO_MS, assert_error
 
-ISO_MS_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 DEFAULTS = {"permissionMode": "default", "allowedTools": None, "icon": None,
             "iconSeed": None, "autoQueue": 0, "maxConcurrent": 1, "autoBranch": 0,
             "autoPr": 0, "prBaseBranch": "main", "autoTest": 0, "testPrompt": "",
@@ -62,7 +61,7 @@ def test_project_create_returns_201_with_full_project_and_defaults(client, api):
     assert {k: body[k] for k in DEFAULTS} == DEFAULTS
     assert (body["name"], body["slug"], body["workingDir"], body["key"]) == \
         ("Board", "task-board", str(api.workdir), "TB")
-    assert isinstance(body["id"], int) and ISO_MS_Z.match(body["createdAt"])
+    assert isinstance(body["id"], int) and ISO_MS.match(body["createdAt"])
     assert client.get(f"/api/projects/{body['id']}").json == body
 
 

@@ -1,15 +1,13 @@
 """Project statistics, the activity feed and agent usage (design.md §4, §5)."""
 import datetime as dt
-import re
 import threading
 
 import gevent
 import pytest
 
 import taskboard
-from conftest import assert_error, sql, wait_for
+from conftest import ISO_MS, assert_error, iso, ms_ago, sql, stats, wait_for
 
-ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 ZERO_STATS = {
     "statusCounts": {"backlog": 0, "in_progress": 0, "testing": 0, "done": 0, "failed": 0},
     "typeCounts": {"feature": 0, "bugfix": 0, "refactor": 0, "docs": 0, "test": 0,
@@ -19,15 +17,6 @@ ZERO_STATS = {
     "agentRuns": 0, "inputTokens": 0, "outputTokens": 0, "totalCost": 0.0,
     "worktrees": 0, "worktreeBytes": 0,
 }
-
-
-def iso(moment):
-    moment = moment.astimezone(dt.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def ms_ago(ms):
-    return iso(dt.datetime.now(dt.UTC) - dt.timedelta(milliseconds=ms))
 
 
 def add_run(tb, model, started_at, task_id=None, kind="task", inp=0, out=0, cache_read=0,
@@ -42,10 +31,6 @@ def add_run(tb, model, started_at, task_id=None, kind="task", inp=0, out=0, cach
 @pytest.fixture
 def project(api):
     return api.project()
-
-
-def stats(client, project_id):
-    return client.get(f"/api/projects/{project_id}/stats").json
 
 
 def test_stats_empty_project_has_every_key_at_zero(client, project):

@@ -1,27 +1,19 @@
 """Tasks: create, read, update, status moves, timers, logs, delete (design.md §3, §4, §5)."""
-import datetime as dt
 import json
-import re
 import sqlite3
 
 import gevent
 import pytest
 
 import taskboard
-from conftest import assert_error, assert_refused, sql
+from conftest import ISO_MS, assert_error, assert_refused, ms_ago, sql
 
-ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 STATUSES = ["backlog", "in_progress", "testing", "done", "failed"]
 EXTRA_READ_FIELDS = {
     "project_id", "created_at", "updated_at", "started_at", "completed_at", "retry_count",
     "is_running", "awaiting_subtasks", "branch_name", "pr_url", "session_id", "input_tokens",
     "output_tokens", "cache_read_tokens", "cache_creation_tokens", "total_cost",
     "work_duration_ms", "revision_count", "queue_position"}
-
-
-def ms_ago(ms):
-    moment = dt.datetime.now(dt.UTC) - dt.timedelta(milliseconds=ms)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def activity(client, project_id):
