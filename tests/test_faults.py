@@ -439,17 +439,14 @@ def test_reads_are_answered_while_another_process_holds_the_write_lock(
     db = tmp_path / "data" / "tb.db"
     server = servers(db)
     project, writer = start_writer(server, workdir, 300)
-    lock = WriteLock(db, 3)
-    try:
+    with WriteLock(db, 60) as lock:
         wait_for(lambda: server.get_task(writer)["is_running"],
                  message="the agent to be running")
         read = server.request("GET", f"/api/projects/{project['id']}/tasks", timeout=20)
-        still_locked = lock.proc.poll() is None
-        lock.wait()
-    finally:
-        lock.close()
+        answered_while_held = lock.held
+        lock.release()
     assert read.status_code == 200
-    assert still_locked, "the read was answered only once the other program let go"
+    assert answered_while_held, "the read was answered only once the other program let go"
 
 
 # --- a webhook target that hangs -------------------------------------------------------------
