@@ -22,7 +22,6 @@ import collections
 import contextlib
 import datetime as dt
 import functools
-import gc
 import hashlib
 import hmac
 import ipaddress
@@ -75,9 +74,15 @@ EFFORTS = ("low", "medium", "high")
 PERMISSION_MODES = ("auto-accept", "allow-tools", "default")
 PLATFORMS = ("platform_a", "platform_b", "platform_c", "custom")
 LANGUAGES = ("en", "tr")
-#: Events a webhook may subscribe to: the spec's five plus our task:failed.
-WEBHOOK_EVENTS = ("task:created", "task:started", "task:completed", "task:approved",
-                  "task:changes_requested", "task:failed")
+#: Events a webhook may subscribe to (the spec's five plus our task:failed), with the headline
+#: and the Discord embed colour (0xRRGGBB) of their deliveries; webhook:test is the test route's.
+WEBHOOK_EVENTS = {
+    "task:created": ("New task", 0x5865F2), "task:started": ("Task started", 0xF0B232),
+    "task:completed": ("Task ready for review", 0x3BA55C),
+    "task:approved": ("Task approved", 0x2D7D46),
+    "task:changes_requested": ("Changes requested", 0xEB6E2F),
+    "task:failed": ("Task failed", 0xED4245)}
+WEBHOOK_TEST = ("Test message from Taskboard", 0x99AAB5)
 #: Priority numbers as words, for {{priority}} in templates.
 PRIORITY_NAMES = ("low", "medium", "high", "urgent")
 #: How finely a planning session splits its topic, and the task count each asks for.
@@ -290,16 +295,8 @@ def iso(when: dt.datetime | None) -> str | None:
         f"{when.microsecond // 1000:03d}Z"
 
 
-_second = [None, ""]
-
-
 def now_iso() -> str:
-    """iso(utc_now()), formatted once a second: agent output stamps every line."""
-    now = time.time()
-    second = int(now)
-    if second != _second[0]:
-        _second[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))]
-    return f"{_second[1]}{int((now - second) * 1000):03d}Z"
+    return iso(utc_now())
 
 
 def parse_iso(text: str | None) -> dt.datetime | None:
@@ -331,14 +328,19 @@ def without_lone_surrogates(text: str) -> str:
 
 
 def lone_surrogates_replaced(value, text: str):
-    """The value parsed from the JSON text, with U+FFFD for each half of a surrogate pair
-    standing alone (json.loads() has joined the whole pairs); the value itself when it
-    holds none."""
+    """value (parsed from text) with U+FFFD for each lone surrogate."""
     if not SURROGATE_ESCAPE.search(text):
         return value
     dumped = json_dumps(value)
     return json.loads(without_lone_surrogates(dumped)) if LONE_SURROGATE.search(dumped) \
         else value
+
+
+def found(value, message: str):
+    """value, else NotFound(message): store functions answer None for an unknown id."""
+    if value is None:
+        raise NotFound(message)
+    return value
 
 
 class RawJson(str):
@@ -365,12 +367,9 @@ def safe_file_name(name: str) -> str:
 
 def run_command(argv: list[str], cwd: str | None = None, timeout: float = 30,
                 stderr=subprocess.DEVNULL, env: dict | None = None) -> tuple[int | None, str]:
-    """Run a short command; return (exit code, stdout), (None, message) if it could not run.
+    """Run a short command; (exit code, stdout), or (None, why) if it could not run.
 
-    Unlike subprocess.run(capture_output=True), whose helper greenlets would be left
-    watching closed pipes if the caller is killed (libev then aborts the process), this
-    reads in the calling greenlet and always cleans up.
-    """
+    It reads in the calling greenlet: subprocess.run's helper greenlets outlive a kill."""
     try:
         proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=stderr, env=env)
@@ -488,7 +487,7 @@ class Field:
             if not isinstance(value, list) or not value:
                 raise Invalid(f"{name} must be a non-empty array of event names", name)
             for event in value:
-                if event not in WEBHOOK_EVENTS:
+                if not isinstance(event, str) or event not in WEBHOOK_EVENTS:
                     raise Invalid(f"{name}: {json_dumps(event)[:60]} is not one of: "
                                   f"{', '.join(WEBHOOK_EVENTS)}", name)
             value = json_dumps(list(dict.fromkeys(value)))
@@ -687,6 +686,9 @@ PLAN_FIELDS = (
           doc="extra context on stack or constraints"),
 )
 
+#: The body of PATCH /api/tasks/:id/status.
+STATUS_FIELDS = (Field("status", "enum", choices=STATUSES, required=True),)
+
 SETTINGS_FIELDS = (
     Field("confirmBeforeDelete", "bool", default=1,
           doc="show a confirmation before deleting tasks"),
@@ -712,8 +714,6 @@ LOG_FIELDS = (
     _ro("tool", "str"), _ro("isError", "bool", column="is_error"),
     _ro("durationMs", column="duration_ms"),
 )
-#: Log entry kinds.
-LOG_KINDS = ("text", "thinking", "tool_call", "tool_result", "system", "stderr", "raw", "status")
 REVISION_FIELDS = (_ro("id"), _ro("taskId", column="task_id"), _ro("feedback", "str"),
                    _created())
 ATTACHMENT_FIELDS = (_ro("id"), _ro("taskId", column="task_id"), _ro("fileName", "str",
@@ -762,16 +762,13 @@ def validate_known(lookup, fields, body, **options) -> dict:
 
 def render(fields, row, only=None) -> dict:
     """A stored row as the API shows it (write-only fields never leave)."""
-    return {name: (convert(row.get(column)) if convert else row.get(column))
-            for name, column, convert in _render_plan(fields, only)}
+    return {f.name: f.render(row.get(f.column)) for f in fields
+            if f.kind != "secret" and (only is None or f.name in only)}
 
 
 @functools.cache
 def json_object_sql(fields) -> str:
-    """An SQLite json_object() expression rendering a row exactly as render() does.
-
-    For long lists SQLite builds the JSON text itself, without a Python object per value.
-    """
+    """An SQLite json_object() expression rendering a row exactly as render() does."""
     parts = []
     for f in fields:
         if f.kind == "secret":
@@ -787,22 +784,11 @@ def json_object_sql(fields) -> str:
     return f"json_object({', '.join(parts)})"
 
 
-@functools.cache
-def _render_plan(fields, only=None):
-    def convert(field):
-        return field.render if field.kind in ("bool", "events") else None
-    return tuple((f.name, f.column, convert(f)) for f in fields
-                 if f.kind != "secret" and (only is None or f.name in only))
-
-
 # =============================================================================
 # STORE
 # =============================================================================
-# dataset opens the database (WAL, foreign keys) and pools its connections.  A write is
-# one short transaction, tx(), under WRITE_LOCK, with no I/O inside; a read, read(), runs
-# on a connection of its own and never waits behind a write.  Plain CRUD goes through
-# dataset's table API; the hot paths (task lists, log pages and batches) are SQL on the
-# same connection.  Every store function is one transaction.
+# Every store function is one transaction: a write, tx(), under WRITE_LOCK and with no I/O
+# inside; a read, read(), on a pooled connection of its own, never waiting behind a write.
 
 #: Serialises transactions; cooperative because it is created after monkey-patching.
 WRITE_LOCK = threading.RLock()
@@ -1066,10 +1052,7 @@ CREATE TABLE plans (
 CREATE INDEX plans_by_project ON plans(project_id, id);
 CREATE INDEX plans_running ON plans(status) WHERE status = 'running';
 """),
-    # Every change to a project's tasks bumps its version, so that its list, counts and
-    # stats can be kept between two changes (triggers: no write path can forget one).
-    # The covering indexes answer a project's stats without reading task or run rows.
-    # (migrate() splits a script at ";\n": a trigger's inner statements end mid-line.)
+    # (migrate() splits at ";\n", so a trigger's inner statements end mid-line.)
     ("0006_task_versions", """
 CREATE TABLE task_versions (
   project_id INTEGER PRIMARY KEY,
@@ -1143,22 +1126,19 @@ class Tx:
         """Insert a row and return it as stored (with its id and defaults)."""
         return self.one(_insert_sql(table, values) + " RETURNING *", tuple(values.values()))
 
-    def update(self, table: str, row_id: int, changes: dict) -> None:
+    def update(self, table: str, row_id, changes: dict, key: str = "id") -> None:
         if changes:
             assignments = ", ".join(f"{name} = ?" for name in changes)
-            self.connection.execute(f"UPDATE {table} SET {assignments} WHERE id = ?",
+            self.connection.execute(f"UPDATE {table} SET {assignments} WHERE {key} = ?",
                                     (*changes.values(), row_id))
 
     def in_thread(self, work):
-        """work(self) in a worker thread, for statements that take tens of milliseconds
-        at scale (a big project's list, a long log, a log batch): SQLite releases the GIL,
-        so the hub goes on serving sockets and agents meanwhile."""
+        """work(self) in a worker thread, for statements of tens of milliseconds."""
         future = gevent.get_hub().threadpool.spawn(work, self)
         try:
             return future.get()
         finally:
-            # NOTE: even when this greenlet is killed meanwhile, the transaction must not
-            # end (rollback, the connection back in the pool) under the statement
+            # NOTE: a killed greenlet must not end the transaction under the statement
             while not future.ready():
                 with contextlib.suppress(gevent.GreenletExit):
                     future.wait()
@@ -1315,55 +1295,6 @@ def storage_error(exc: Exception) -> ApiError | None:
     return None
 
 
-#: Bytes of values derived from tasks (task lists above all) kept between changes.
-DERIVED_BYTES = 16 * 1024 * 1024
-
-
-class Derived:
-    """Values derived from a project's tasks (its list as JSON, its counts), each kept
-    with the project's task version it was read at; least recently used go first.
-
-    The triggers of migration 0006 bump the version in the same transaction as any change
-    to the project's tasks, so a value read in a later transaction at the same version is
-    still exact.  A big project's list is 20-40 ms of SQLite; checking the version, 10 us.
-    """
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.owner = None  # the database the values came from
-        self.items = collections.OrderedDict()  # key -> (version, value, size)
-        self.size = 0
-
-    def get(self, t: Tx, key: tuple, project_id: int, build):
-        """build(t)'s value for key, built only if the project's tasks changed since."""
-        if self.owner is not runtime.db:
-            self.owner, self.size = runtime.db, 0
-            self.items.clear()
-        version = t.value("SELECT version FROM task_versions WHERE project_id = ?",
-                          (project_id,)) or 0
-        kept = self.items.get(key)
-        if kept is not None and kept[0] == version:
-            self.items.move_to_end(key)
-            return kept[1]
-        value = build(t)
-        self.forget(key)
-        size = len(value) if isinstance(value, str) else 1024
-        if size <= self.limit:
-            self.items[key] = (version, value, size)
-            self.size += size
-            while self.size > self.limit:
-                self.forget(next(iter(self.items)))
-        return value
-
-    def forget(self, key) -> None:
-        kept = self.items.pop(key, None)
-        if kept is not None:
-            self.size -= kept[2]
-
-
-DERIVED = Derived(DERIVED_BYTES)
-
-
 def migrate() -> list[str]:
     """Apply the migrations not applied yet, each in its own transaction."""
     with tx() as t:
@@ -1400,14 +1331,9 @@ def project_summary_rows() -> list[dict]:
     with read() as t:
         projects = t.all("SELECT * FROM projects ORDER BY id")
         for p in projects:
-            p["counts"] = dict(DERIVED.get(t, ("counts", p["id"]), p["id"],
-                                           functools.partial(_status_counts, p["id"])))
+            p["counts"] = dict(t.execute("SELECT status, COUNT(*) FROM tasks WHERE "
+                                         "project_id = ? GROUP BY status", (p["id"],)))
     return projects
-
-
-def _status_counts(project_id: int, t: Tx) -> dict[str, int]:
-    return dict(t.execute("SELECT status, COUNT(*) FROM tasks WHERE project_id = ? "
-                          "GROUP BY status", (project_id,)).fetchall())
 
 
 def insert_project_row(values: dict) -> dict:
@@ -1451,8 +1377,7 @@ def delete_project_row(project_id: int) -> list[str] | None:
         paths = [r["path"] for r in t.all(
             "SELECT a.path FROM attachments a JOIN tasks k ON k.id = a.task_id "
             "WHERE k.project_id = ?", (project_id,))]
-        # the plans go with the project, what they cost stays in the agents' usage (its
-        # task runs stay as they are, without their task and project)
+        # the plans go, what they cost stays in the agents' usage
         t.execute("INSERT INTO runs (kind, status, ended_at, model, started_at, input_tokens, "
                   f"output_tokens, cost) SELECT 'planner', status, finished_at, {PLAN_TOKENS}, "
                   "cost FROM plans WHERE project_id = ? AND status != 'running' ORDER BY id",
@@ -1465,13 +1390,8 @@ def delete_project_row(project_id: int) -> list[str] | None:
 # --- tasks -------------------------------------------------------------------
 
 class Notice:
-    """A notice webhooks may send (design §8), queued by the store function that makes
-    the change it announces, in the same transaction: a crash keeps both or neither.
-
-    data goes with every task's notice; from_task names more data each task's notice takes
-    from its row ({"issue": "issue_number"}).  After the commit, `hooks` are the webhooks it
-    was queued for and `dropped` how many older notices made room for it.
-    """
+    """A notice for webhooks (design §8), queued in the transaction of the change it
+    announces; `hooks` and `dropped` tell announce() what happened after the commit."""
 
     def __init__(self, event: str, *, from_task: dict | None = None, **data):
         self.event = event
@@ -1513,32 +1433,19 @@ def task_row(task_id: int) -> dict | None:
         return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
 
 
-def task_rows(project_id: int) -> list[dict] | None:
-    with read() as t:
-        if not t.exists("projects", project_id):
-            return None
-        return t.all(f"SELECT * FROM tasks WHERE project_id = ? ORDER BY {TASK_ORDER}",
-                     (project_id,))
-
-
 def task_rows_json(project_id: int, object_sql: str) -> str | None:
     """The project's tasks as one JSON array built by SQLite, each row as object_sql."""
     with read() as t:
         if not t.exists("projects", project_id):
             return None
-        # NOTE: json_object() makes valid JSON text; json_group_array(json(j)) would
-        # parse every object again (a quarter of the time)
-        return DERIVED.get(t, ("list", project_id, object_sql), project_id,
-                           lambda t: t.in_thread(lambda t: t.value(
-                               f"SELECT '[' || coalesce(group_concat(j, ','), '') || ']' "
-                               f"FROM (SELECT {object_sql} AS j FROM tasks "
-                               f"WHERE project_id = ? ORDER BY {TASK_ORDER})", (project_id,))))
+        return t.in_thread(lambda t: t.value(
+            f"SELECT '[' || coalesce(group_concat(j, ','), '') || ']' FROM (SELECT "
+            f"{object_sql} AS j FROM tasks WHERE project_id = ? ORDER BY {TASK_ORDER})",
+            (project_id,)))
 
 
 def task_detail_rows(task_id: int, log_sql: str) -> dict | None:
-    """The task with its revisions, attachments and complete log, read at once; the
-    log is one JSON array built by SQLite, each entry as log_sql (a task may have tens of
-    thousands)."""
+    """The task with its revisions, attachments and its log as SQLite-built JSON."""
     with read() as t:
         task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
         if task is None:
@@ -1554,13 +1461,9 @@ def task_detail_rows(task_id: int, log_sql: str) -> dict | None:
 
 def insert_task_row(project_id: int, values: dict, defaults: dict, notice: Notice) \
         -> tuple[dict, bool] | None:
-    """Insert a task with the project's next key, record its creation and queue its
-    notice; return it and whether the project queues automatically, None if there is no
-    such project.
-
-    An omitted model or thinking effort comes from the project's template of the task's
-    type (lowest id), else from defaults.
-    """
+    """Insert a task with the project's next key, its activity and its notice; return
+    (task, project autoQueue), None without such project.  Model and effort default to the
+    project's template of the task's type, else to defaults."""
     with tx() as t:
         return _insert_task(t, project_id, values, defaults, notice)
 
@@ -1612,12 +1515,8 @@ def update_task_row(task_id: int, changes: dict) -> dict | None:
 
 def move_task_row(task_id: int, to: str, changes_for, only_from=None,
                   notice: Notice | None = None) -> tuple[dict, dict] | None:
-    """Change a task's status, record it and queue its notice; return (before, after),
-    None if absent.
-
-    changes_for(before, now) gives the other columns the move changes (timers, counters).
-    With only_from, a task in another status is left as it is.
-    """
+    """Change a task's status with the columns changes_for(before, now) gives, record it
+    and queue its notice; (before, after), None if absent.  only_from: else unchanged."""
     with tx() as t:
         before = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
         if before is None:
@@ -1660,9 +1559,7 @@ def delete_task_row(task_id: int) -> tuple[dict, list[str], list[dict]] | None:
 
 def log_rows_json(task_id: int, limit: int, before: int | None, object_sql: str) \
         -> str | None:
-    """The newest `limit` log entries of a task (with ids below `before`, when given),
-    oldest first, as one JSON array built by SQLite, each entry as object_sql; None if no
-    such task.  One index range: never a scan of the logs."""
+    """The newest `limit` log entries below `before`, oldest first, as SQLite-built JSON."""
     with read() as t:
         if not t.exists("tasks", task_id):
             return None
@@ -1674,9 +1571,7 @@ def log_rows_json(task_id: int, limit: int, before: int | None, object_sql: str)
 
 
 def delete_old_log_rows(table: str, cutoff: str, chunk: int) -> int:
-    """Delete up to `chunk` of the oldest rows of logs or task_events created before
-    cutoff; return how many.  Rows are walked in id order (which is time order), so no
-    index on created_at is needed and each call is one short transaction."""
+    """Delete up to `chunk` of the oldest rows of table created before cutoff."""
     with tx() as t:
         return t.execute(f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} ORDER BY "
                          "id LIMIT ?) AND created_at < ?", (chunk, cutoff)).rowcount
@@ -1705,10 +1600,8 @@ def backup_database(source: str, target: str) -> int:
 
 
 def insert_log_rows(rows: list[dict], events: list[dict]) -> tuple[str | None, dict]:
-    """Insert a batch of log entries and raw agent lines in order; return the entries as
-    the API shows them, one JSON array SQLite makes in the worker thread (None without
-    entries), and {task: project}.  Rows of tasks deleted meanwhile are dropped.
-    """
+    """Insert log entries and raw lines; (the entries as JSON, {task: project}).
+    Rows of tasks deleted meanwhile are dropped."""
     task_ids = tuple({r["task_id"] for r in rows} | {e["task_id"] for e in events})
     with tx() as t:
         projects = {r["id"]: r["project_id"] for r in t.all(
@@ -2165,9 +2058,7 @@ def insert_plan_row(values: dict) -> dict | None:
 
 def update_plan_row(plan_id: str, changes: dict) -> None:
     with tx() as t:
-        assignments = ", ".join(f"{name} = ?" for name in changes)
-        t.execute(f"UPDATE plans SET {assignments} WHERE plan_id = ?",
-                  (*changes.values(), plan_id))
+        t.update("plans", plan_id, changes, key="plan_id")
 
 
 def insert_plan_tasks(plan_id: str, project_id: int, tasks: list[dict],
@@ -2189,10 +2080,8 @@ def insert_plan_tasks(plan_id: str, project_id: int, tasks: list[dict],
             t.execute("INSERT INTO task_dependencies (from_id, to_id, condition_type, "
                       "created_at) VALUES (?, ?, 'on_success', ?)",
                       (rows[parent]["id"], rows[child]["id"], now))
-        changes = {**changes, "tasks_json": json_dumps([plan_task_view(r) for r in rows])}
-        assignments = ", ".join(f"{name} = ?" for name in changes)
-        t.execute(f"UPDATE plans SET {assignments} WHERE plan_id = ?",
-                  (*changes.values(), plan_id))
+        t.update("plans", plan_id, {**changes, "tasks_json": json_dumps(
+            [plan_task_view(r) for r in rows])}, key="plan_id")
         return rows, bool(auto_queue)
 
 
@@ -2241,28 +2130,23 @@ def db_check() -> str:
 
 
 def project_stats_rows(project_id: int, day_start: str) -> dict | None:
-    def counts(t, column):
+    def counts(column):
         return {r["k"]: r["n"] for r in t.all(
             f"SELECT {column} AS k, COUNT(*) AS n FROM tasks WHERE project_id = ? "
             f"GROUP BY {column}", (project_id,))}
-
-    def figures(t):
+    with read() as t:
+        if not t.exists("projects", project_id):
+            return None
         return {
-            "status": counts(t, "status"), "type": counts(t, "task_type"),
-            "priority": counts(t, "priority"),
+            "status": counts("status"), "type": counts("task_type"),
+            "priority": counts("priority"),
             "avg": t.value("SELECT AVG(work_duration_ms) FROM tasks WHERE project_id = ? "
                            "AND status = 'done'", (project_id,)),
             "today": t.value("SELECT COUNT(*) FROM tasks WHERE project_id = ? AND "
                              "status = 'done' AND completed_at >= ?", (project_id, day_start)),
-        }
-    with read() as t:
-        if not t.exists("projects", project_id):
-            return None
-        # every figure is read from an index (migration 0006): no task or run row
-        return {**DERIVED.get(t, ("stats", project_id, day_start), project_id, figures),
-                "usage": t.one("SELECT SUM(input_tokens) AS input, SUM(output_tokens) AS "
-                               "output, SUM(cost) AS cost, COUNT(*) AS runs FROM runs "
-                               "WHERE project_id = ?", (project_id,))}
+            "usage": t.one("SELECT SUM(input_tokens) AS input, SUM(output_tokens) AS output, "
+                           "SUM(cost) AS cost, COUNT(*) AS runs FROM runs WHERE project_id = ?",
+                           (project_id,))}
 
 
 def activity_rows(project_id: int, limit: int, offset: int) -> list[dict] | None:
@@ -2318,11 +2202,7 @@ runtime = None
 # =============================================================================
 
 class Message:
-    """A published event, as the replay buffer keeps it and the clients' outboxes share it.
-
-    The WebSocket frame is built once, however many clients get it, and the event's data is
-    not kept: the Python objects of a log batch weigh several times its JSON.
-    """
+    """A published event with its WebSocket frame, encoded once for every client."""
     __slots__ = ("seq", "event", "project_id", "task_id", "frame")
 
     def __init__(self, seq, event: str, data: dict | RawJson | None = None, project_id=None,
@@ -2355,7 +2235,6 @@ class Subscriber:
         self.outbox = gevent.queue.Queue()
         self.queued = 0  # bytes of the frames waiting in the outbox
         self.abort = None  # ends the connection at once (set by the /ws route)
-        self.dropped = False
 
     def wants(self, message: Message) -> bool:
         if self.project_id is not None and message.project_id is not None \
@@ -2385,22 +2264,16 @@ class Subscriber:
 
 
 class EventBus:
-    """Stamps every event with a strictly increasing seq, keeps a replay buffer, fans out.
+    """Stamps events with a strictly increasing seq (from boot ms x 1000), keeps a
+    replay buffer and fans out; buffer and outboxes are bounded in bytes."""
 
-    seq starts at the boot time in ms x 1000, so a `since` from an earlier run is older
-    than anything this run published and is answered with `resync`.  The replay buffer
-    and each client's outbox are bounded in bytes of encoded frames.
-    """
-
-    def __init__(self, buffer_size=EVENT_BUFFER_SIZE, buffer_bytes=EVENT_BUFFER_BYTES,
-                 queue_bytes=CLIENT_QUEUE_BYTES):
+    def __init__(self):
         self.first_seq = int(time.time() * 1000) * 1000
         self.seq = self.first_seq
         self.buffer = collections.deque()
-        self.buffer_size = buffer_size
-        self.buffer_bytes = buffer_bytes
+        self.buffer_size, self.buffer_bytes = EVENT_BUFFER_SIZE, EVENT_BUFFER_BYTES
         self.buffered = 0  # bytes of the frames in the replay buffer
-        self.queue_bytes = queue_bytes
+        self.queue_bytes = CLIENT_QUEUE_BYTES
         self.subscribers = set()
 
     def publish(self, event: str, data: dict | RawJson, project_id=None, task_id=None) \
@@ -2423,11 +2296,7 @@ class EventBus:
         return message
 
     def subscribe(self, project_id=None, logs=(), since=None) -> Subscriber:
-        """A new subscriber whose outbox starts with the replay after `since`, if any, or
-        with `resync` when that is gone or more than a client may have queued.
-
-        Nothing yields between reading the buffer and joining, so no event falls between.
-        """
+        """A subscriber whose outbox starts with the replay after `since` (or resync)."""
         sub = Subscriber(project_id, logs)
         if since is not None:
             oldest = self.buffer[0].seq if self.buffer else self.seq + 1
@@ -2452,7 +2321,6 @@ class EventBus:
     def _drop(self, sub: Subscriber) -> None:
         """A client fell too far behind: replace its backlog with resync, then close it."""
         self.subscribers.discard(sub)
-        sub.dropped = True
         while not sub.outbox.empty():
             sub.outbox.get_nowait()
         sub.queued = 0
@@ -2462,33 +2330,9 @@ class EventBus:
             gevent.spawn_later(WS_DROP_GRACE_SECONDS, sub.abort)
 
 
-#: What a value SQLite cannot store raises (half a surrogate pair, a wrong type).
-UNSTORABLE = (UnicodeError, TypeError, ValueError, sqlite3.InterfaceError,
-              sqlite3.ProgrammingError)
-
-
-def _storable(rows: list[dict]) -> list[dict]:
-    """The rows with text UTF-8 can encode (U+FFFD for half a surrogate pair) and any
-    value that is not a number, text or None as its text."""
-    def fix(value):
-        if isinstance(value, str):
-            return without_lone_surrogates(value)
-        if value is None or isinstance(value, (int, float)):
-            return value
-        return fix(str(value))
-    return [{name: fix(value) for name, value in row.items()} for row in rows]
-
-
 class LogWriter:
-    """Buffers log entries and raw agent lines, writes them in batches, and publishes one
-    task:log per task and batch.
-
-    Agents can print thousands of lines a second; one insert per line would block the hub
-    (agent-cli.md §2.6).  A task's lines are written as soon as they arrive when its last
-    batch is at least `interval` old, else when it becomes so: a quiet task's line goes out
-    at once, a busy task gets one message per interval.  Big batches are written in chunks
-    so requests are served in between.  One flusher keeps each task's lines in order.
-    """
+    """Buffers agent log lines and writes them in batches, at most every `interval` per
+    task, publishing one task:log per batch; big batches go in chunks, in order."""
 
     #: Rows (log entries plus raw lines) written per transaction before yielding.
     CHUNK_ROWS = 1000
@@ -2550,7 +2394,7 @@ class LogWriter:
         while entries:
             chunk, entries = entries[:self.CHUNK_ROWS], entries[self.CHUNK_ROWS:]
             try:
-                array, projects = self._insert(chunk, [])
+                array, projects = insert_log_rows(chunk, [])
             except Exception:  # a full disk, a locked database: keep them for later
                 self._requeue(task_id, chunk + entries, [])
                 self._publish(task_id, project_id, written)
@@ -2567,7 +2411,7 @@ class LogWriter:
         while lines:
             chunk, lines = lines[:self.CHUNK_ROWS], lines[self.CHUNK_ROWS:]
             try:
-                self._insert([], chunk)
+                insert_log_rows([], chunk)
             except Exception:
                 for task_id in dict.fromkeys(line["task_id"] for line in chunk + lines):
                     self._requeue(task_id, [], [line for line in chunk + lines
@@ -2575,15 +2419,6 @@ class LogWriter:
                 raise
             if lines:
                 gevent.sleep(0)
-
-    @staticmethod
-    def _insert(entries, raw) -> tuple[str | None, dict]:
-        try:
-            return insert_log_rows(entries, raw)
-        except UNSTORABLE:  # a retry as they are would fail the same way
-            log.exception("task(s) %s: log lines SQLite cannot take; writing them with their "
-                          "odd values replaced", sorted({r["task_id"] for r in entries + raw}))
-            return insert_log_rows(_storable(entries), _storable(raw))
 
     def _publish(self, task_id, project_id, written: list[str]):
         """One task:log of the entries written, given as the JSON arrays of their chunks."""
@@ -2674,9 +2509,7 @@ def project_summaries() -> list[dict]:
 
 def get_project(project_id: int) -> dict:
     """The full project; raises NotFound."""
-    row = project_row(project_id)
-    if row is None:
-        raise NotFound(f"project {project_id} not found")
+    row = found(project_row(project_id), f"project {project_id} not found")
     return project_view(row)
 
 
@@ -2692,9 +2525,7 @@ def create_project(body) -> dict:
 def update_project(project_id: int, body) -> dict:
     changes = validate_known(lambda: get_project(project_id), PROJECT_FIELDS, body,
                              partial=True)
-    row = update_project_row(project_id, changes)
-    if row is None:
-        raise NotFound(f"project {project_id} not found")
+    row = found(update_project_row(project_id, changes), f"project {project_id} not found")
     project = project_view(row)
     runtime.events.publish("project:updated", project, project_id)
     schedule_queue(project_id)
@@ -2712,9 +2543,7 @@ def delete_project(project_id: int) -> dict:
     for task_id in runtime.agents.tasks_of(project_id):
         runtime.agents.stop(task_id)
     project = project_row(project_id)
-    paths = delete_project_row(project_id)
-    if paths is None:
-        raise NotFound(f"project {project_id} not found")
+    paths = found(delete_project_row(project_id), f"project {project_id} not found")
     _remove_files(paths)
     folder = os.path.join(runtime.data_dir, "worktrees", str(project_id))
     if os.path.isdir(folder):  # the worktrees go; their branches stay in the repository
@@ -2731,35 +2560,22 @@ def task_view(row: dict) -> dict:
     return render(TASK_FIELDS, row)
 
 
-def list_tasks(project_id: int) -> list[dict]:
-    rows = task_rows(project_id)
-    if rows is None:
-        raise NotFound(f"project {project_id} not found")
-    return [task_view(r) for r in rows]
-
-
-def list_tasks_json(project_id: int) -> "RawJson":
-    """list_tasks() as JSON text made by SQLite: the board's hottest read."""
-    text = task_rows_json(project_id, json_object_sql(TASK_FIELDS))
-    if text is None:
-        raise NotFound(f"project {project_id} not found")
-    return RawJson(text)
+def list_tasks(project_id: int) -> RawJson:
+    """The project's tasks as JSON text made by SQLite: the board's hottest read."""
+    return RawJson(found(task_rows_json(project_id, json_object_sql(TASK_FIELDS)),
+                         f"project {project_id} not found"))
 
 
 def get_task(task_id: int) -> dict:
     """The task; raises NotFound."""
-    row = task_row(task_id)
-    if row is None:
-        raise NotFound(f"task {task_id} not found")
+    row = found(task_row(task_id), f"task {task_id} not found")
     return task_view(row)
 
 
 def task_detail(task_id: int) -> "RawJson":
     """The task with commits, revisions, attachments and its complete log, as JSON text:
     the log's entries are rendered by SQLite, not one Python object each."""
-    row = task_detail_rows(task_id, json_object_sql(LOG_FIELDS))
-    if row is None:
-        raise NotFound(f"task {task_id} not found")
+    row = found(task_detail_rows(task_id, json_object_sql(LOG_FIELDS)), f"task {task_id} not found")
     detail = task_view(row)
     detail["commits"] = task_commits(row)
     detail["revisions"] = [render(REVISION_FIELDS, r) for r in row["revisions"]]
@@ -2797,9 +2613,7 @@ def create_task(project_id: int, body) -> dict:
 
 def update_task(task_id: int, body) -> dict:
     """Change the fields sent; a changed status goes through move_task()."""
-    before = task_row(task_id)
-    if before is None:
-        raise NotFound(f"task {task_id} not found")
+    before = found(task_row(task_id), f"task {task_id} not found")
     changes = validate(TASK_FIELDS, body, partial=True)
     parent = body.get("parent_task_id", before["parent_task_id"]) if isinstance(body, dict) \
         else None
@@ -2812,9 +2626,7 @@ def update_task(task_id: int, body) -> dict:
         slot = task_slot_row(task_id)
         runtime.agents.check_free(slot["project_id"], slot["max_concurrent"], slot["slug"])
     if changes:
-        row = update_task_row(task_id, changes)
-        if row is None:
-            raise NotFound(f"task {task_id} not found")
+        row = found(update_task_row(task_id, changes), f"task {task_id} not found")
         _publish_task(row)
     if status is not None:
         return move_task(task_id, status)
@@ -2834,15 +2646,10 @@ def release_task(task_id: int) -> dict:
 def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | None = None,
               reason: str | None = None, run_options: dict | None = None,
               event: str | None = "auto") -> dict:
-    """Apply a status change: the one function every move goes through.
+    """Apply a status change: the one function every move goes through (design §5).
 
-    Records the activity and the timers, logs the move, publishes the task, and starts or
-    stops its agent: entering in_progress starts a run (409 when the project already runs
-    maxConcurrent agents; run_options go to start_run), leaving it stops the run.  Then
-    the parent of a sub-task and the project's queue look again.  A move to the current
-    status, or from a status other than only_from, changes nothing.  The webhook event
-    of the move is recorded (event="auto" picks it as design §5 says).
-    """
+    Records it, starts (409 without a free slot) or stops the agent, queues the webhook
+    notice and lets the parent and the queue look again; only_from guards the move."""
     if to not in STATUSES:
         raise Invalid(f"status {json_dumps(to)[:60]} is not one of: {', '.join(STATUSES)}",
                       "status")
@@ -2883,9 +2690,7 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
 
 def _reserve_slot(task_id: int) -> bool:
     """Hold an agent slot of the task's project, or raise Conflict when none is free."""
-    row = task_slot_row(task_id)
-    if row is None:
-        raise NotFound(f"task {task_id} not found")
+    row = found(task_slot_row(task_id), f"task {task_id} not found")
     if row["status"] == "in_progress":
         return False
     return runtime.agents.reserve(task_id, row["project_id"], row["max_concurrent"],
@@ -2894,9 +2699,7 @@ def _reserve_slot(task_id: int) -> bool:
 
 def delete_task(task_id: int) -> dict:
     runtime.agents.stop(task_id)
-    deleted = delete_task_row(task_id)
-    if deleted is None:
-        raise NotFound(f"task {task_id} not found")
+    deleted = found(delete_task_row(task_id), f"task {task_id} not found")
     task, paths, orphans = deleted
     _remove_files(paths)
     project = project_row(task["project_id"])
@@ -2916,9 +2719,8 @@ def delete_task(task_id: int) -> dict:
 
 def task_logs(task_id: int, limit: int, before: int | None = None) -> RawJson:
     """A page of the task's log as JSON text made by SQLite (up to 10,000 entries)."""
-    text = log_rows_json(task_id, limit, before, json_object_sql(LOG_FIELDS))
-    if text is None:
-        raise NotFound(f"task {task_id} not found")
+    text = found(log_rows_json(task_id, limit, before, json_object_sql(LOG_FIELDS)),
+                 f"task {task_id} not found")
     return RawJson(text)
 
 
@@ -2973,9 +2775,7 @@ def checkpoint_forever() -> None:
 
 
 def task_revisions(task_id: int) -> list[dict]:
-    rows = revision_rows(task_id)
-    if rows is None:
-        raise NotFound(f"task {task_id} not found")
+    rows = found(revision_rows(task_id), f"task {task_id} not found")
     return [render(REVISION_FIELDS, r) for r in rows]
 
 
@@ -3031,18 +2831,11 @@ def _remove_files(paths: list[str]) -> None:
 
 
 # --- runs ----------------------------------------------------------------------
-# A task in in_progress has an agent run (or waits for its retry).  start_run() builds the
-# prompt and command line and hands the process to the AgentPool; finish_run() records what
-# came out and moves the task on.
 
 def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
               note: str | None = None, mcp_port: int | None = None) -> None:
-    """Start an agent for a task that holds a slot: a fresh session, or its own resumed
-    (with `prompt`; without a session to resume, a fresh one gets the full prompt).
-
-    The task must be in_progress; otherwise its slot is given back and nothing starts.
-    Whatever goes wrong, the slot is not kept by a task without an agent.
-    """
+    """Start an agent for a task holding a slot: fresh, or its session resumed with
+    `prompt`.  Whatever goes wrong, the slot is given back."""
     try:
         _start_run(task_id, resume, prompt, note, mcp_port)
     except (sqlite3.Error, OSError, GitError) as exc:  # e.g. the task was deleted meanwhile
@@ -3137,15 +2930,10 @@ def finish_run(run: "AgentRun") -> None:
                                 f"committed: {exc}", run.run_id, is_error=True)
     runtime.logs.flush([run.task_id])
     outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
-    usage = run.parser.usage
-    status = {"ok": "ok", "stopped": "stopped", "interrupted": "interrupted"}.get(outcome,
-                                                                               "failed")
+    status = outcome if outcome in ("ok", "stopped", "interrupted") else "failed"
     denials = len(run.parser.denials)
     task = finish_run_rows(run.run_id, {
-        "status": status, "exit_code": run.exit_code, "error": reason,
-        "input_tokens": usage["input"], "output_tokens": usage["output"],
-        "cache_read_tokens": usage["cache_read"],
-        "cache_creation_tokens": usage["cache_creation"], "cost": run.cost(),
+        "status": status, "exit_code": run.exit_code, "error": reason, **run.usage_columns(),
         "permission_denials": denials, "head_end": git_head(run.cwd)}, {
         "is_running": 0, "permission_denials": denials,
         **({"session_id": run.parser.session_id} if run.parser.session_id else {}),
@@ -3465,17 +3253,14 @@ def add_dependency(task_id: int, depends_on_id: int, condition: str) -> dict:
 
 
 def remove_dependency(task_id: int, depends_on_id: int) -> dict:
-    project_id = delete_dependency_row(depends_on_id, task_id)
-    if project_id is None:
-        raise NotFound(f"task {task_id} does not depend on task {depends_on_id}")
+    project_id = found(delete_dependency_row(depends_on_id, task_id),
+                       f"task {task_id} does not depend on task {depends_on_id}")
     _dependencies_changed(project_id)
     return {"ok": True}
 
 
 def task_dependencies(task_id: int) -> dict:
-    rows = task_dependency_rows(task_id)
-    if rows is None:
-        raise NotFound(f"task {task_id} not found")
+    rows = found(task_dependency_rows(task_id), f"task {task_id} not found")
     return {"parents": [e["from_id"] for e in rows["parents"]],
             "children": [e["to_id"] for e in rows["children"]]}
 
@@ -3531,9 +3316,7 @@ def reorder_queue(project_id: int, task_ids) -> dict:
         raise Invalid("taskIds must be a non-empty array of task ids", "taskIds")
     if len(set(task_ids)) != len(task_ids):
         raise Invalid("taskIds must not repeat a task", "taskIds")
-    rows = reorder_rows(project_id, task_ids)
-    if rows is None:
-        raise NotFound(f"project {project_id} not found")
+    rows = found(reorder_rows(project_id, task_ids), f"project {project_id} not found")
     for row in rows:
         _publish_task(row)
     schedule_queue(project_id)
@@ -3541,9 +3324,7 @@ def reorder_queue(project_id: int, task_ids) -> dict:
 
 
 def _pipeline(project_id: int) -> tuple[list[dict], list[dict]]:
-    rows = pipeline_rows(project_id)
-    if rows is None:
-        raise NotFound(f"project {project_id} not found")
+    rows = found(pipeline_rows(project_id), f"project {project_id} not found")
     return rows
 
 
@@ -3553,10 +3334,8 @@ def _dependencies_changed(project_id: int) -> None:
 
 
 # --- git and the source host -----------------------------------------------------
-# With autoBranch, each task works in its own git worktree on its own branch, so agents
-# never touch the user's checkout nor each other's files (design §10).  git runs with
-# argument lists and timeouts, one operation at a time per repository.  The source host
-# (pull requests, issues) is reached in the background, never inside a request.
+# With autoBranch each task works in its own worktree and branch (design §10); git runs one
+# operation at a time per repository; the source host is called in the background only.
 
 #: git never waits for a password on a terminal: a push without credentials fails at once.
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "echo", "SSH_ASKPASS": "echo",
@@ -3754,9 +3533,10 @@ def open_pull_request(task: dict, project: dict) -> None:
         "base": project["pr_base_branch"], "body": body})
     if status == 422 and "already exists" in json_dumps(answer):
         owner = repo.split("/")[0]
-        status, found = git_host_call("GET", f"/repos/{repo}/pulls?state=open&head="
-                                      f"{owner}:{urllib.parse.quote(task['branch_name'])}")
-        answer = found[0] if status == 200 and isinstance(found, list) and found else answer
+        status, open_ones = git_host_call("GET", f"/repos/{repo}/pulls?state=open&head="
+                                          f"{owner}:{urllib.parse.quote(task['branch_name'])}")
+        answer = open_ones[0] if status == 200 and isinstance(open_ones, list) and open_ones \
+            else answer
         status = 201 if isinstance(answer, dict) and answer.get("html_url") else status
     if status == 201 and isinstance(answer, dict) and answer.get("html_url"):
         _publish_task(update_task_row(task["id"], {"pr_url": str(answer["html_url"])}))
@@ -3937,9 +3717,8 @@ def request_changes(task_id: int, feedback, mcp_port: int | None = None) -> dict
         raise Conflict(f"task {task_id} is in the backlog: start it instead", "id")
     runtime.agents.stop(task_id)
     notice = Notice("task:changes_requested", feedback=feedback.strip())
-    task = insert_revision_row(task_id, feedback.strip(), notice)
-    if task is None:
-        raise NotFound(f"task {task_id} not found")
+    task = found(insert_revision_row(task_id, feedback.strip(), notice),
+                 f"task {task_id} not found")
     _publish_task(task)
     announce(notice)
     options = {"resume": True, "prompt": feedback.strip(), "mcp_port": mcp_port}
@@ -4076,9 +3855,7 @@ def agent_activity(project_id: int | None) -> dict:
 
 
 def task_events(task_id: int, limit: int) -> list[dict]:
-    rows = task_event_rows(task_id, limit)
-    if rows is None:
-        raise NotFound(f"task {task_id} not found")
+    rows = found(task_event_rows(task_id, limit), f"task {task_id} not found")
     return [{"id": r["id"], "runId": r["run_id"], "seq": r["seq"], "createdAt": r["created_at"],
              "kind": r["kind"], "raw": r["raw"]} for r in rows]
 
@@ -4113,9 +3890,7 @@ def save_agent_md(project_id: int, content) -> dict:
 
 
 # --- verifier (autoTest) -----------------------------------------------------------
-# When an agent finishes a task of a project with autoTest, a second run of the same CLI,
-# limited to reading and to build and test commands, checks the work and ends with a JSON
-# verdict: approve moves the task to done, reject sends its feedback back to the agent.
+# autoTest: a read-only run of the same CLI checks the work and ends with a JSON verdict.
 
 #: Tools the verifier may use without asking: reading, and read-only or build/test commands
 #: (Claude Code's permission rule syntax; prefix rules never match `a && b`).  Not `find`
@@ -4171,14 +3946,11 @@ def finish_verifier(run: "AgentRun") -> None:
     runtime.agents.forget(run)
     outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
     verdict, problem = parse_verdict(run.parser.texts) if outcome == "ok" else (None, reason)
-    usage = run.parser.usage
     status = {"approve": "approved", "reject": "rejected"}[verdict["verdict"]] if verdict \
         else "failed"
     finish_run_rows(run.run_id, {
         "status": "stopped" if outcome in ("stopped", "interrupted") else status,
-        "exit_code": run.exit_code, "error": problem, "input_tokens": usage["input"],
-        "output_tokens": usage["output"], "cache_read_tokens": usage["cache_read"],
-        "cache_creation_tokens": usage["cache_creation"], "cost": run.cost()}, {})
+        "exit_code": run.exit_code, "error": problem, **run.usage_columns()}, {})
     task = task_row(run.task_id)
     if task is None or outcome in ("stopped", "interrupted"):
         return
@@ -4278,16 +4050,12 @@ def add_attachment(task_id: int, file_name: str, stream, mime_type: str | None) 
 
 def get_attachment(attachment_id: int) -> tuple[dict, str]:
     """The attachment and its absolute path; raises NotFound."""
-    row = attachment_row(attachment_id)
-    if row is None:
-        raise NotFound(f"attachment {attachment_id} not found")
+    row = found(attachment_row(attachment_id), f"attachment {attachment_id} not found")
     return render(ATTACHMENT_FIELDS, row), os.path.join(runtime.data_dir, row["path"])
 
 
 def delete_attachment(attachment_id: int) -> dict:
-    row = delete_attachment_row(attachment_id)
-    if row is None:
-        raise NotFound(f"attachment {attachment_id} not found")
+    row = found(delete_attachment_row(attachment_id), f"attachment {attachment_id} not found")
     _remove_files([row["path"]])
     _publish_task(task_row(row["task_id"]))
     return {"ok": True}
@@ -4309,24 +4077,20 @@ def resource_view(kind: Resource, row: dict) -> dict:
 
 
 def list_resources(kind: Resource, project_id: int) -> list[dict]:
-    rows = resource_rows(kind.table, project_id)
-    if rows is None:
-        raise NotFound(f"project {project_id} not found")
+    rows = found(resource_rows(kind.table, project_id), f"project {project_id} not found")
     return [resource_view(kind, r) for r in rows]
 
 
 def get_resource(kind: Resource, project_id: int, row_id: int) -> dict:
-    row = resource_row(kind.table, project_id, row_id)
-    if row is None:
-        raise NotFound(f"{kind.noun} {row_id} not found in project {project_id}")
+    row = found(resource_row(kind.table, project_id, row_id),
+                f"{kind.noun} {row_id} not found in project {project_id}")
     return resource_view(kind, row)
 
 
 def create_resource(kind: Resource, project_id: int, body) -> dict:
     values = validate_known(lambda: get_project(project_id), kind.fields, body)
-    row = insert_resource_row(kind.table, project_id, values)
-    if row is None:
-        raise NotFound(f"project {project_id} not found")
+    row = found(insert_resource_row(kind.table, project_id, values),
+                f"project {project_id} not found")
     item = resource_view(kind, row)
     runtime.events.publish(f"{kind.noun}:created", item, project_id)
     return item
@@ -4335,9 +4099,8 @@ def create_resource(kind: Resource, project_id: int, body) -> dict:
 def update_resource(kind: Resource, project_id: int, row_id: int, body) -> dict:
     changes = validate_known(lambda: get_resource(kind, project_id, row_id), kind.fields, body,
                              partial=True)
-    row = update_resource_row(kind.table, project_id, row_id, changes)
-    if row is None:
-        raise NotFound(f"{kind.noun} {row_id} not found in project {project_id}")
+    row = found(update_resource_row(kind.table, project_id, row_id, changes),
+                f"{kind.noun} {row_id} not found in project {project_id}")
     item = resource_view(kind, row)
     runtime.events.publish(f"{kind.noun}:updated", item, project_id)
     return item
@@ -4378,9 +4141,8 @@ def record_delivery(hook: dict, event: str, attempt: int, status: int | None, ok
 
 def test_webhook(project_id: int, webhook_id: int) -> dict:
     """Send one sample payload now, in the webhook's format; answer the target's status."""
-    rows = webhook_test_rows(project_id, webhook_id)
-    if rows is None:
-        raise NotFound(f"webhook {webhook_id} not found in project {project_id}")
+    rows = found(webhook_test_rows(project_id, webhook_id),
+                 f"webhook {webhook_id} not found in project {project_id}")
     hook, project, task = rows
     sample = task_view(task) if task else {
         "id": 0, "project_id": project_id, "task_key": f"{project['slug'].upper()}-0",
@@ -4396,10 +4158,8 @@ def test_webhook(project_id: int, webhook_id: int) -> dict:
 
 
 # --- planning --------------------------------------------------------------------
-# A planning session runs the agent CLI read-only on the project's directory and turns
-# the fenced JSON block it ends with into backlog tasks and on_success edges (design §9).
-# At most one session per project; it lives in runtime.plans and in the plans table, so
-# its result outlives it and a restarted server knows it was cut short.
+# A read-only agent run whose final JSON block becomes backlog tasks and on_success edges
+# (design §9); one per project, in runtime.plans and in the plans table.
 
 #: Tools the planner may use without asking: reading and read-only shell commands (Claude
 #: Code's permission rule syntax; a prefix rule never matches `a && b`).
@@ -4412,9 +4172,7 @@ PLANNER_TOOLS = (
 def start_plan(project_id: int, body) -> dict:
     """Start a planning session; it goes on in the background (plan:* events)."""
     values = validate_known(lambda: get_project(project_id), PLAN_FIELDS, body)
-    project = project_row(project_id)
-    if project is None:
-        raise NotFound(f"project {project_id} not found")
+    project = found(project_row(project_id), f"project {project_id} not found")
     active = runtime.plans.get(project_id)
     if active is not None:
         raise Conflict(f"project {project['slug']!r} already has a planning session "
@@ -4585,12 +4343,8 @@ def interrupt_stale_plans() -> None:
 
 
 def parse_plan(text: str) -> tuple[list[dict], list[tuple[int, int]], list[str]]:
-    """The planner's last fenced JSON block as (task values, edges, warnings).
-
-    Raises Invalid when there is no usable plan: no block, bad JSON, no tasks, or a task
-    without a title.  Edges with bad indexes or that would close a cycle are dropped and
-    listed in the warnings, as are fields that had to be corrected.
-    """
+    """The planner's last fenced JSON block as (task values, edges, warnings); Invalid
+    when there is no usable plan.  Bad or cyclic edges and corrected fields are warned about."""
     block = last_json_block(text)
     if block is None:
         raise Invalid("the planner's answer has no fenced JSON block")
@@ -4734,9 +4488,8 @@ def _end_plan(run: "PlanRun", status: str, *, error: str, publish: bool = True) 
 # --- statistics ----------------------------------------------------------------
 
 def project_stats(project_id: int) -> dict:
-    rows = project_stats_rows(project_id, local_day_start_iso())
-    if rows is None:
-        raise NotFound(f"project {project_id} not found")
+    rows = found(project_stats_rows(project_id, local_day_start_iso()),
+                 f"project {project_id} not found")
     return {
         "statusCounts": {s: rows["status"].get(s, 0) for s in STATUSES},
         "typeCounts": {t: rows["type"].get(t, 0) for t in TASK_TYPES},
@@ -4753,9 +4506,7 @@ def project_stats(project_id: int) -> dict:
 
 
 def project_activity(project_id: int, limit: int, offset: int) -> list[dict]:
-    rows = activity_rows(project_id, limit, offset)
-    if rows is None:
-        raise NotFound(f"project {project_id} not found")
+    rows = found(activity_rows(project_id, limit, offset), f"project {project_id} not found")
     return [{"id": r["id"], "taskId": r["task_id"], "taskTitle": r["task_title"],
              "event": r["event"], "from": r["from_status"], "to": r["to_status"],
              "timestamp": r["created_at"]} for r in rows]
@@ -4861,29 +4612,13 @@ def health() -> dict:
 # =============================================================================
 # WEBHOOKS
 # =============================================================================
-# A change's notice (Notice) is queued in the webhook outbox by the store function that
-# makes the change, in its transaction, once per enabled hook subscribed to it; after the
-# commit, announce() wakes the WebhookSender, which delivers each hook's notices in the
-# background, in order, with retries.  It reads only its own outbox, never the event bus,
-# so recording a delivery (webhook:delivery) can never cause another one.
-
-#: The headline of each announced notice.
-EVENT_TITLES = {"task:created": "New task", "task:started": "Task started",
-                "task:completed": "Task ready for review", "task:approved": "Task approved",
-                "task:changes_requested": "Changes requested", "task:failed": "Task failed",
-                "webhook:test": "Test message from Taskboard"}
-#: Discord embed colours (0xRRGGBB) per notice.
-EVENT_COLORS = {"task:created": 0x5865F2, "task:started": 0xF0B232,
-                "task:completed": 0x3BA55C, "task:approved": 0x2D7D46,
-                "task:changes_requested": 0xEB6E2F, "task:failed": 0xED4245,
-                "webhook:test": 0x99AAB5}
+# Notices wait in the webhook outbox, written in the transaction of their change; the
+# WebhookSender reads only the outbox, so a delivery's own event never triggers another.
 
 
 class WebhookSender:
-    """Delivers the queued webhook notices in background greenlets: one worker per hook
-    with notices waiting, so a slow target delays only its own deliveries, and each hook
-    gets them in order.  A notice leaves the queue once delivered (or given up on), so a
-    stop in the middle of a delivery sends it again after the restart."""
+    """One delivery worker per hook with notices waiting: in order, and a slow target
+    delays only its own; a notice leaves the outbox once delivered or given up on."""
 
     def __init__(self):
         self.workers = {}  # webhook id -> its worker greenlet
@@ -4956,7 +4691,7 @@ def webhook_payload(platform: str, project: dict, notice: dict) -> dict:
                 "project": {"id": project["id"], "name": project["name"],
                             "slug": project["slug"]},
                 "task": task, "data": notice["data"]}
-    title = EVENT_TITLES.get(event, event)
+    title, color = WEBHOOK_EVENTS.get(event, WEBHOOK_TEST)
     name = f"{task.get('task_key') or ''} {task.get('title') or ''}".strip()
     facts = [("Project", project["name"]), ("Status", task.get("status") or "-"),
              ("Type", task.get("task_type") or "-")]
@@ -4976,7 +4711,7 @@ def webhook_payload(platform: str, project: dict, notice: dict) -> dict:
                 {"type": "mrkdwn", "text": _slack(f"Taskboard · {project['name']}", 300)}]}]}
     if platform == "platform_b":  # Discord: one embed
         embed = {"title": _cut(f"{title}: {name}", 200),
-                 "color": EVENT_COLORS.get(event, 0x99AAB5), "timestamp": notice["at"],
+                 "color": color, "timestamp": notice["at"],
                  "fields": [{"name": k[:256], "value": _cut(v, 1000) or "-",
                              "inline": len(v) < 40} for k, v in facts[:25]],
                  "footer": {"text": f"Taskboard · {project['name']}"[:2048]}}
@@ -5038,11 +4773,8 @@ SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "desc
 
 
 class StreamParser:
-    """Turns Claude Code stream-json lines into log entries and keeps the run's state.
-
-    Usage is counted once per API message (the CLI repeats it on every content block of
-    the same message.id); the result line's totals win when there is one.
-    """
+    """Turns stream-json lines into log entries and keeps the run's state (usage counted
+    once per message.id; the result's totals win)."""
 
     def __init__(self):
         self.session_id = None
@@ -5303,6 +5035,13 @@ class AgentRun:
     def cost(self) -> float:
         return self.parser.cost(self.model)
 
+    def usage_columns(self) -> dict:
+        """The run's usage as the runs table keeps it."""
+        usage = self.parser.usage
+        return {"input_tokens": usage["input"], "output_tokens": usage["output"],
+                "cache_read_tokens": usage["cache_read"],
+                "cache_creation_tokens": usage["cache_creation"], "cost": self.cost()}
+
     def _supervise(self):
         pumps = []
         try:
@@ -5467,16 +5206,11 @@ class AgentPool:
         self.closed = False
 
     def used(self, project_id: int) -> int:
-        return sum(1 for r in self.runs.values() if r.project_id == project_id) + \
-            sum(1 for p, _ in self.waiting.values() if p == project_id)
+        return len(self.tasks_of(project_id))
 
     def reserve(self, task_id: int, project_id: int, limit: int | None, name="") -> bool:
-        """Hold a slot for a task about to start; Conflict when the project has none free.
-
-        Returns False when the task already holds one (a run still being stopped is waited
-        for first, so a quick move away and back starts a fresh run).  limit None forces
-        the slot.
-        """
+        """Hold a slot for a task about to start (Conflict when none is free; limit None
+        forces it); False when it holds one already.  A dying run is waited for first."""
         dying = self.runs.get(task_id)
         if dying is not None and dying.stop_reason is not None:
             dying.finished.wait(KILL_GRACE_SECONDS + 5)
@@ -5640,11 +5374,8 @@ def json_response(value, status: int = 200) -> str:
 
 
 class ApiPlugin:
-    """Refuses what refusal() refuses, turns returned dicts and lists into JSON and
-    ApiErrors into the error body.
-
-    A route's `status` config (201 for creates) is used for its successful answers.
-    """
+    """Refuses what refusal() refuses, answers dicts, lists and RawJson as JSON (with
+    the route's `status`) and ApiErrors as the error body."""
     name, api = "taskboard_api", 2
 
     def apply(self, callback, route):
@@ -5886,24 +5617,9 @@ def api_logout():
 
 # --- projects ----------------------------------------------------------------
 
-@app.get("/api/projects", returns="ProjectListEntry[]")
-def api_list_projects():
-    return list_projects()
-
-
-@app.get("/api/projects/summary", returns="ProjectSummary[]")
-def api_project_summaries():
-    return project_summaries()
-
-
 @app.post("/api/projects", body=PROJECT_FIELDS, returns="Project", status=201)
 def api_create_project():
     return create_project(read_json())
-
-
-@app.get("/api/projects/<project_id:int>", returns="Project")
-def api_get_project(project_id):
-    return get_project(project_id)
 
 
 @app.put("/api/projects/<project_id:int>", body=PROJECT_FIELDS, partial=True, returns="Project")
@@ -5911,31 +5627,11 @@ def api_update_project(project_id):
     return update_project(project_id, read_json())
 
 
-@app.delete("/api/projects/<project_id:int>", returns="Ok")
-def api_delete_project(project_id):
-    return delete_project(project_id)
-
-
 # --- tasks -------------------------------------------------------------------
-
-@app.get("/api/projects/<project_id:int>/tasks", returns="Task[]")
-def api_list_tasks(project_id):
-    return list_tasks_json(project_id)
-
 
 @app.post("/api/projects/<project_id:int>/tasks", body=TASK_FIELDS, returns="Task", status=201)
 def api_create_task(project_id):
     return create_task(project_id, read_json())
-
-
-@app.get("/api/tasks/<task_id:int>", returns="Task")
-def api_get_task(task_id):
-    return get_task(task_id)
-
-
-@app.get("/api/tasks/<task_id:int>/detail", returns="TaskDetail")
-def api_task_detail(task_id):
-    return task_detail(task_id)
 
 
 @app.put("/api/tasks/<task_id:int>", body=TASK_FIELDS, partial=True, returns="Task")
@@ -5946,15 +5642,7 @@ def api_update_task(task_id):
 
 @app.patch("/api/tasks/<task_id:int>/status", body="Status", returns="Task")
 def api_move_task(task_id):
-    body = read_json()
-    if not isinstance(body, dict):
-        raise Invalid("the request body must be a json object")
-    unknown = set(body) - {"status"}
-    if unknown:
-        raise Invalid(f"unknown field {sorted(unknown)[0]!r}", sorted(unknown)[0])
-    if "status" not in body:
-        raise Invalid("status is required", "status")
-    get_task(task_id)
+    body = validate_known(lambda: get_task(task_id), STATUS_FIELDS, read_json())
     task = move_task(task_id, body["status"])
     return release_task(task_id) if by_person() else task
 
@@ -5964,16 +5652,6 @@ def api_task_logs(task_id):
     before = query_int("before", 0, 1, 2**63 - 1) if "before" in bottle.request.query \
         else None
     return task_logs(task_id, query_int("limit", 500, 1, 10_000), before)
-
-
-@app.get("/api/tasks/<task_id:int>/revisions", returns="Revision[]")
-def api_task_revisions(task_id):
-    return task_revisions(task_id)
-
-
-@app.delete("/api/tasks/<task_id:int>", returns="Ok")
-def api_delete_task(task_id):
-    return delete_task(task_id)
 
 
 # --- attachments ---------------------------------------------------------------
@@ -6008,11 +5686,6 @@ def api_get_attachment(attachment_id):
     response.set_header("X-Content-Type-Options", "nosniff")
     response.set_header("Content-Security-Policy", "sandbox")
     return response
-
-
-@app.delete("/api/attachments/<attachment_id:int>", returns="Ok")
-def api_delete_attachment(attachment_id):
-    return delete_attachment(attachment_id)
 
 
 # --- templates, snippets, webhooks -------------------------------------------
@@ -6052,18 +5725,6 @@ _resource_routes(SNIPPETS, "Snippet")
 _resource_routes(WEBHOOKS, "Webhook")
 
 
-@app.get("/api/projects/<project_id:int>/webhooks/<webhook_id:int>/deliveries",
-         returns="Delivery[]")
-def api_webhook_deliveries(project_id, webhook_id):
-    return webhook_deliveries(project_id, webhook_id)
-
-
-@app.post("/api/projects/<project_id:int>/webhooks/<webhook_id:int>/test",
-          returns="WebhookTest")
-def api_test_webhook(project_id, webhook_id):
-    return test_webhook(project_id, webhook_id)
-
-
 # --- planning --------------------------------------------------------------------
 
 @app.post("/api/projects/<project_id:int>/plan", body=PLAN_FIELDS, returns="PlanStarted")
@@ -6071,22 +5732,7 @@ def api_start_plan(project_id):
     return start_plan(project_id, read_json())
 
 
-@app.get("/api/projects/<project_id:int>/plan/status", returns="PlanStatus")
-def api_plan_status(project_id):
-    return plan_status(project_id)
-
-
-@app.post("/api/projects/<project_id:int>/plan/cancel", returns="PlanCancelled")
-def api_cancel_plan(project_id):
-    return cancel_plan(project_id)
-
-
 # --- statistics ------------------------------------------------------------------
-
-@app.get("/api/projects/<project_id:int>/stats", returns="ProjectStats")
-def api_project_stats(project_id):
-    return project_stats(project_id)
-
 
 @app.get("/api/projects/<project_id:int>/activity", returns="Activity[]")
 def api_project_activity(project_id):
@@ -6094,21 +5740,38 @@ def api_project_activity(project_id):
                             query_int("offset", 0, 0, 2**62))
 
 
-@app.get("/api/stats/agent-usage", returns="AgentUsage")
-def api_agent_usage():
-    return agent_usage()
-
-
 # --- settings --------------------------------------------------------------------
-
-@app.get("/api/settings", returns="Settings")
-def api_get_settings():
-    return get_settings()
-
 
 @app.put("/api/settings", body=SETTINGS_FIELDS, partial=True, returns="Settings")
 def api_update_settings():
     return update_settings(read_json())
+
+
+#: Routes that hand the ids in their URL to a service and answer what it returns:
+#: (method, rule, service, response schema); each is named api_<service>.
+PLAIN_ROUTES = (
+    ("GET", "/api/projects", list_projects, "ProjectListEntry[]"),
+    ("GET", "/api/projects/summary", project_summaries, "ProjectSummary[]"),
+    ("GET", "/api/projects/<project_id:int>", get_project, "Project"),
+    ("DELETE", "/api/projects/<project_id:int>", delete_project, "Ok"),
+    ("GET", "/api/projects/<project_id:int>/tasks", list_tasks, "Task[]"),
+    ("GET", "/api/tasks/<task_id:int>", get_task, "Task"),
+    ("GET", "/api/tasks/<task_id:int>/detail", task_detail, "TaskDetail"),
+    ("GET", "/api/tasks/<task_id:int>/revisions", task_revisions, "Revision[]"),
+    ("DELETE", "/api/tasks/<task_id:int>", delete_task, "Ok"),
+    ("DELETE", "/api/attachments/<attachment_id:int>", delete_attachment, "Ok"),
+    ("GET", "/api/projects/<project_id:int>/webhooks/<webhook_id:int>/deliveries",
+     webhook_deliveries, "Delivery[]"),
+    ("POST", "/api/projects/<project_id:int>/webhooks/<webhook_id:int>/test",
+     test_webhook, "WebhookTest"),
+    ("GET", "/api/projects/<project_id:int>/plan/status", plan_status, "PlanStatus"),
+    ("POST", "/api/projects/<project_id:int>/plan/cancel", cancel_plan, "PlanCancelled"),
+    ("GET", "/api/projects/<project_id:int>/stats", project_stats, "ProjectStats"),
+    ("GET", "/api/stats/agent-usage", agent_usage, "AgentUsage"),
+    ("GET", "/api/settings", get_settings, "Settings"),
+)
+for _method, _rule, _service, _returns in PLAIN_ROUTES:
+    app.route(_rule, _method, _service, name=f"api_{_service.__name__}", returns=_returns)
 
 
 # --- the board -------------------------------------------------------------------
@@ -6164,15 +5827,11 @@ def ws_params(query: dict) -> dict:
 
 
 class Handler(WebSocketHandler):
-    """gevent-websocket's handler, made to refuse before it upgrades and to log requests.
-
-    The library upgrades any request asking for it before the app runs, so the Origin and
-    parameter checks for /ws happen here; other paths are never upgraded.
-    """
+    """gevent-websocket's handler: /ws is refused before the upgrade (the library upgrades
+    before the app runs); 101s are not logged."""
 
     def handle(self):
-        # NOTE: pywsgi writes headers and body separately; with Nagle on, every small
-        # keep-alive response waited ~40 ms for the client's delayed ACK.
+        # NOTE: with Nagle on, keep-alive answers waited ~40 ms for a delayed ACK
         with contextlib.suppress(OSError):
             self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().handle()
@@ -6310,12 +5969,8 @@ _TASK_FIELDS_IN = {
     "priority": {"type": "integer", "minimum": 0, "maximum": 3}}
 
 Command = collections.namedtuple("Command", "kind doc args required returns run")
-#: Every command the board offers beside its REST routes: the spec's desktop commands
-#: (kind "desktop": POST /api/desktop/<name>, local callers only) and the board tools
-#: agents get over MCP (kind "tool": they call the API with the run's token).  Routes, the
-#: MCP server, the OpenAPI document and the README check all read this table.  `run` takes
-#: an argument reader and the JSON body (desktop), or the tool's arguments and a BoardApi
-#: (tool).
+#: The spec's desktop commands (POST /api/desktop/<name>; run(arg, body)) and the agents'
+#: board tools over MCP (run(arguments, BoardApi)); routes, MCP, OpenAPI and docs read it.
 COMMANDS = {
     "stop_task": Command(
         "desktop", "Stop the task's agent; the task goes back to backlog.",
@@ -6328,8 +5983,7 @@ COMMANDS = {
         "desktop", "Record feedback and resume the agent's session with it.",
         {"id": _ID, "taskId": _ID, "feedback": {"type": "string", "pattern": r"\S"},
          "mcpPort": _PORT}, ["feedback"], _TASK,
-        lambda arg, b: request_changes(arg("id"), b.get("feedback"),
-                                  arg("mcpPort"))),
+        lambda arg, b: request_changes(arg("id"), b.get("feedback"), arg("mcpPort"))),
     "get_task_diff": Command(
         "desktop", "The task's diff, stats and commits.", {"taskId": _ID}, ["taskId"],
         _OBJECT, lambda arg, b: task_diff(arg("taskId"))),
@@ -6338,14 +5992,12 @@ COMMANDS = {
         {"taskId": _ID, "dependsOnId": _ID,
          "conditionType": {"type": "string", "enum": list(CONDITIONS), "default": "always"}},
         ["taskId", "dependsOnId"], {"$ref": "#/components/schemas/Dependency"},
-        lambda arg, b: add_dependency(arg("taskId"),
-                                 arg("dependsOnId"),
-                                 b.get("conditionType", "always"))),
+        lambda arg, b: add_dependency(arg("taskId"), arg("dependsOnId"),
+                                      b.get("conditionType", "always"))),
     "remove_task_dependency": Command(
         "desktop", "Remove a dependency edge.", {"taskId": _ID, "dependsOnId": _ID},
         ["taskId", "dependsOnId"], _OK,
-        lambda arg, b: remove_dependency(arg("taskId"),
-                                    arg("dependsOnId"))),
+        lambda arg, b: remove_dependency(arg("taskId"), arg("dependsOnId"))),
     "get_task_dependencies": Command(
         "desktop", "The ids of the tasks a task waits for and of those waiting for it.",
         {"taskId": _ID}, ["taskId"],
@@ -6355,8 +6007,7 @@ COMMANDS = {
         lambda arg, b: task_dependencies(arg("taskId"))),
     "get_dependency_graph": Command(
         "desktop", "A project's tasks and dependency edges.", {"projectId": _ID},
-        ["projectId"], _OBJECT,
-        lambda arg, b: dependency_graph(arg("projectId"))),
+        ["projectId"], _OBJECT, lambda arg, b: dependency_graph(arg("projectId"))),
     "get_execution_waves": Command(
         "desktop", "A project's unfinished tasks in waves that may run in parallel.",
         {"projectId": _ID}, ["projectId"], {"type": "array", "items": {
@@ -6385,8 +6036,7 @@ COMMANDS = {
         {"taskId": _ID, "limit": {"type": "integer", "minimum": 1, "maximum": 10_000,
                                   "default": 500}}, ["taskId"],
         {"type": "array", "items": {"$ref": "#/components/schemas/TaskEvent"}},
-        lambda arg, b: task_events(arg("taskId"),
-                              arg("limit"))),
+        lambda arg, b: task_events(arg("taskId"), arg("limit"))),
     "get_agent_md": Command(
         "desktop", "The project's agent-instructions file.", {"projectId": _ID},
         ["projectId"], _AGENT_MD, lambda arg, b: agent_md(arg("projectId"))),
@@ -6537,9 +6187,7 @@ _SCHEMAS = {
 #: Read-only fields that are null until there is something to show.
 _NULLABLE_OUTPUT = {"started_at", "completed_at", "branch_name", "pr_url", "session_id",
                     "queue_position", "last_error", "runId", "tool", "isError", "durationMs"}
-#: Operations that answer 409 when the board's state forbids the change: a taken slug, no
-#: free agent slot, a planning session already running, a dependency cycle, a task in the
-#: wrong status, an unreadable or unwritable agent file.
+#: Operations that answer 409 when the board's state forbids the change.
 _CONFLICTS = {"api_create_project", "api_update_project", "api_create_task", "api_update_task",
               "api_move_task", "api_start_plan", "local_stop_task", "local_restart_task",
               "local_request_changes", "local_add_task_dependency", "local_get_agent_md",
@@ -6693,9 +6341,9 @@ def _operation(route, schemas) -> dict:
 # =============================================================================
 # BOARD TOOLS (MCP)
 # =============================================================================
-# Each task run gets, through --mcp-config, the board tools' MCP server of
-# taskboard_tools.py (`python taskboard.py --mcp --url URL`) with a token of its own, which
-# reaches only that project's tasks, and only while the run lives.
+# Each task run gets, through --mcp-config, the board tools: a stdio MCP server (`python
+# taskboard.py --mcp --url URL`) whose token reaches only that project's tasks, and only while
+# the run lives.
 
 #: Routes a run token may use: (method, path pattern); the ids must be its project's.
 RUN_TOKEN_ROUTES = (
@@ -6752,10 +6400,6 @@ def run_token_refusal(environ, scope: dict) -> ApiError | None:
         return Forbidden("the board tools reach only the tasks of their own project")
     return Forbidden(f"the board tools cannot use {method} {path[:100]}")
 
-
-# A stdio MCP server (JSON-RPC, one message per line) that each task run gets through
-# --mcp-config.  Its tools call the HTTP API with the run's own token, which reaches only
-# that project's tasks, and only while the run lives (taskboard.py issues and revokes it).
 
 def mcp_serve(argv: list[str]) -> int:
     """Serve the board tools over stdio until stdin closes."""
@@ -7005,7 +6649,6 @@ class Runtime:
         self.agent = {"command": config["agent_command"], "found": None, "version": None}
         #: The stored settings, read once at start and replaced by every update.
         self.settings = {}
-        #: ((local day, usage version), usage sums): see agent_usage()
         self.greenlets = []
 
 
@@ -7158,10 +6801,6 @@ def serve(config: dict) -> None:
     print(f"Taskboard {__version__} on {runtime.url}/ "
           f"(data in {runtime.data_dir})", flush=True)
     resume_interrupted_runs()  # now that agents can reach TASKBOARD_URL
-    # NOTE: the objects made so far (modules, routes, tables) live as long as the server;
-    # frozen, the cyclic collector no longer walks them, and its full passes under load
-    # went from 55-90 ms, during which nothing is served, to under 20 ms
-    gc.freeze()
     stop.wait()
     log.info("stopping")
     server.stop(timeout=2)

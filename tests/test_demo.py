@@ -21,7 +21,7 @@ def test_demo_creates_a_scratch_repo_project_with_tasks_once(tmp_path):
         log = subprocess.run(["git", "log", "--oneline"], cwd=repo, capture_output=True,
                              text=True, check=True).stdout
         assert "Initial demo app" in log
-        tasks = taskboard.list_tasks(projects[0]["id"])
+        tasks = json.loads(taskboard.list_tasks(projects[0]["id"]))
         assert len(tasks) == len(taskboard.DEMO_TASKS)
         assert {t["status"] for t in tasks} == {"backlog"}
         taskboard.delete_project(projects[0]["id"])
@@ -42,7 +42,7 @@ def test_demo_task_runs_the_simulated_agent_to_testing_with_a_commit(tmp_path, m
     taskboard.init(config)
     try:
         project = taskboard.list_projects()[0]
-        task = taskboard.list_tasks(project["id"])[0]
+        task = json.loads(taskboard.list_tasks(project["id"]))[0]
         taskboard.move_task(task["id"], "in_progress")
         done = wait_for(lambda: taskboard.get_task(task["id"])["status"] == "testing"
                         and taskboard.get_task(task["id"]), timeout=20,

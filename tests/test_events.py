@@ -359,23 +359,6 @@ def test_tasks_flushed_together_keep_their_lines_in_order_across_chunks(live, ap
                        "ORDER BY id") == [(n,) for n in range(10)]
 
 
-def test_a_log_line_sqlite_cannot_take_is_written_with_a_stand_in_not_retried_forever(
-        live, api, tb):
-    """Half a surrogate pair that reaches the writer fails its batch's insert as it is:
-    the batch is written at once with U+FFFD in its place, and nothing after it waits."""
-    task = api.task(api.project()["id"])
-    ws = live.ws(f"?logs={task['id']}")
-    tb.logs.append(task["id"], "text", "half a pair: \ud83d!")
-    tb.logs.append_raw(task["id"], None, 1, "assistant", "raw \udc00")
-    tb.logs.append(task["id"], "text", "the next line")
-    tb.logs.flush()
-    expected = ["half a pair: \ufffd!", "the next line"]
-    assert [e["message"] for e in ws.until("task:log")["data"]["entries"]] == expected
-    assert [e["message"] for e in json.loads(taskboard.task_logs(task["id"], 10, None))] == expected
-    assert sql(tb, "SELECT raw FROM task_events") == [("raw \ufffd",)]
-    assert not tb.logs.pending and not tb.logs.events
-
-
 # --- the upgrade: Origin and parameters -----------------------------------------------
 
 @pytest.mark.parametrize("origin", ["http://evil.example", "http://127.0.0.1:1", "null",
