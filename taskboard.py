@@ -136,42 +136,15 @@ MAX_LINE_BYTES = 1024 * 1024
 #: Log messages are cut to this many characters (the raw line is kept whole).
 MAX_LOG_MESSAGE = 8000
 
-#: Every event a /ws client can receive, with what its data holds.
-EVENT_TYPES = {
-    "project:created": "a project was created; data is the full project",
-    "project:updated": "a project changed; data is the full project",
-    "project:deleted": "a project and everything in it was removed; data is {id}",
-    "task:created": "a task was created; data is the full task",
-    "task:updated": "a task changed (fields, status, usage, run state); data is the full task",
-    "task:deleted": "a task was removed; data is {id, projectId}",
-    "task:log": "new log entries of a task: {taskId, projectId, entries}; only with ?logs=",
-    "task:usage": "live token usage of a running task: {taskId, projectId, ...}",
-    "template:created": "a template was created; data is the template",
-    "template:updated": "a template changed; data is the template",
-    "template:deleted": "a template was removed; data is {id, projectId}",
-    "snippet:created": "a snippet was created; data is the snippet",
-    "snippet:updated": "a snippet changed; data is the snippet",
-    "snippet:deleted": "a snippet was removed; data is {id, projectId}",
-    "webhook:created": "a webhook was created; data is the webhook",
-    "webhook:updated": "a webhook changed; data is the webhook",
-    "webhook:deleted": "a webhook was removed; data is {id, projectId}",
-    "webhook:delivery": "a webhook delivery attempt was recorded: {webhookId, projectId, "
-                        "id, event, attempt, status, ok, error, durationMs, createdAt}",
-    "plan:started": "a planning session began: {projectId, planId, topic, model, effort}",
-    "plan:phase": "the planner's phase changed: {projectId, planId, phase} (starting, "
-                  "exploring, writing)",
-    "plan:progress": "the planner wrote text: {projectId, planId, type: text, content}",
-    "plan:log": "a planner tool call, result or error: {projectId, planId, type, message, "
-                "tool?}",
-    "plan:stats": "after each planner turn: {projectId, planId, elapsed, tokens, toolCalls, "
-                  "turns}",
-    "plan:completed": "planning finished: {projectId, planId, tasks, stats, error, warnings}",
-    "plan:cancelled": "a planning session was cancelled: {projectId, planId}",
-    "settings:updated": "application settings changed; data is the full settings object",
-    "dependencies:updated": "a project's dependency edges changed: {projectId}",
-    "resync": "the replay gap is gone or the client fell behind: refetch everything",
-    "ping": "keep-alive every 25 s, without seq; ignore it",
-}
+#: Every event a /ws client can receive (the README says what each one's data holds).
+EVENT_TYPES = (
+    "project:created", "project:updated", "project:deleted", "task:created", "task:updated",
+    "task:deleted", "task:log", "task:usage", "template:created", "template:updated",
+    "template:deleted", "snippet:created", "snippet:updated", "snippet:deleted",
+    "webhook:created", "webhook:updated", "webhook:deleted", "webhook:delivery",
+    "plan:started", "plan:phase", "plan:progress", "plan:log", "plan:stats", "plan:completed",
+    "plan:cancelled", "settings:updated", "dependencies:updated", "resync", "ping",
+)
 
 #: Command-line options; each has an environment twin.
 Option = collections.namedtuple("Option", "flag env default help")
