@@ -3007,10 +3007,10 @@ def build_prompt(context: dict, *, note: str | None = None) -> str:
             f"- {os.path.join(runtime.data_dir, a['path'])}" for a in context["attachments"]))
     if note:
         parts.append("## Previous attempt\n" + note)
-    parts.append("## Board tools\nThe taskboard tools (list_tasks, create_task, update_task, "
-                 "change_task_status, get_task_detail) show and change this project's tasks. "
-                 "A task you create is a sub-task of this one by default, and this task then "
-                 "waits until its sub-tasks are finished.")
+    tools = ", ".join(name for name, c in COMMANDS.items() if c.kind == "tool")
+    parts.append(f"## Board tools\nThe taskboard tools ({tools}) show and change this "
+                 "project's tasks. A task you create is a sub-task of this one by default, "
+                 "and this task then waits until its sub-tasks are finished.")
     parts.append("Work in the current directory. When you are done, reply with a short "
                  "summary of what you changed.")
     return "\n\n".join(parts) + "\n"
