@@ -1057,6 +1057,13 @@ CREATE TABLE webhook_outbox (
 );
 CREATE INDEX webhook_outbox_by_hook ON webhook_outbox(webhook_id, id);
 """),
+    # Nothing reads the versions since reads stopped waiting for writes (issue 20).
+    ("0008_no_task_versions", """
+DROP TRIGGER tasks_inserted;
+DROP TRIGGER tasks_updated;
+DROP TRIGGER tasks_deleted;
+DROP TABLE task_versions;
+"""),
 )
 
 
@@ -1356,7 +1363,6 @@ def delete_project_row(project_id: int) -> list[str] | None:
                   "cost FROM plans WHERE project_id = ? AND status != 'running' ORDER BY id",
                   (project_id,))
         t.execute("DELETE FROM projects WHERE id = ?", (project_id,))
-        t.execute("DELETE FROM task_versions WHERE project_id = ?", (project_id,))
         return paths
 
 
