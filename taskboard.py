@@ -1138,10 +1138,10 @@ def _marks(values) -> str:
 
 def open_db(path: str) -> dataset.Database:
     # every transaction ends before dataset gives its connection back, so the pool need
-    # not roll it back again; a reader waiting on a worker thread holds one meanwhile
+    # not roll it back again (the pool's default size: each connection has its own cache)
     return dataset.connect(
         f"sqlite:///{path}", ensure_schema=False, sqlite_wal_mode=True,
-        engine_kwargs={"pool_reset_on_return": None, "pool_size": 10, "max_overflow": 40},
+        engine_kwargs={"pool_reset_on_return": None},
         on_connect_statements=["PRAGMA foreign_keys=ON", "PRAGMA synchronous=NORMAL",
                                "PRAGMA busy_timeout=0", "PRAGMA wal_autocheckpoint=0"])
 
@@ -1297,8 +1297,8 @@ def migrate() -> list[str]:
 # --- projects ----------------------------------------------------------------
 
 def project_row(project_id: int) -> dict | None:
-    with read() as t:
-        return t["projects"].find_one(id=project_id)
+    with read() as t:  # SQL: every create, move and run reads it
+        return t.one("SELECT * FROM projects WHERE id = ?", (project_id,))
 
 
 def project_rows() -> list[dict]:
