@@ -8,8 +8,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
+import gevent
 import pytest
 import websocket
 import webtest
@@ -48,6 +50,29 @@ def wait_for(predicate, timeout=5.0, interval=0.02, message="condition"):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {message}")
         time.sleep(interval)
+
+
+def during_a_write(change, read):
+    """read() while a write transaction that made change(t) holds on for 0.3 s in a
+    worker thread: what read() returned, and the order in which the two ended."""
+    blocking_sleep = gevent.monkey.get_original("time", "sleep")
+    started, order = threading.Event(), []
+
+    def write(t):
+        change(t)
+        started.set()
+        blocking_sleep(0.3)
+        order.append("write done")
+
+    def writer():
+        with taskboard.tx() as t:
+            t.in_thread(write)
+    busy = gevent.spawn(writer)
+    wait_for(started.is_set, message="the write to start")
+    value = read()
+    order.append("read answered")
+    busy.get(timeout=5)
+    return value, order
 
 
 def sql(tb, statement, params=()):

@@ -1,12 +1,10 @@
 """Project statistics, the activity feed and agent usage (design.md §4, §5)."""
 import datetime as dt
-import threading
 
-import gevent
 import pytest
 
 import taskboard
-from conftest import ISO_MS, assert_error, iso, ms_ago, sql, stats, wait_for
+from conftest import ISO_MS, assert_error, during_a_write, iso, ms_ago, sql, stats
 
 ZERO_STATS = {
     "statusCounts": {"backlog": 0, "in_progress": 0, "testing": 0, "done": 0, "failed": 0},
@@ -192,29 +190,15 @@ def test_agent_usage_is_one_snapshot_read_beside_an_unfinished_write(client, api
                                                                       tb):
     """The sums are read in one transaction of their own: a write under way (a run ending)
     neither holds them up nor shows in some figures and not in others."""
-    blocking_sleep = gevent.monkey.get_original("time", "sleep")
     task = api.task(project["id"])["id"]
     add_run(tb, "model_large", iso(dt.datetime.now(dt.UTC)), task, inp=100, cost=0.5)
-    started, order = threading.Event(), []
-
-    def run_ends(t):
-        t.insert("runs", {"task_id": task, "kind": "task", "model": "model_large",
-                          "status": "ok", "started_at": taskboard.now_iso(),
-                          "input_tokens": 50, "cost": 0.25})
-        started.set()
-        blocking_sleep(0.3)
-        order.append("write committed")
-
-    def writer():
-        with taskboard.tx() as t:
-            t.in_thread(run_ends)
-    busy = gevent.spawn(writer)
-    wait_for(started.is_set, message="the write to start")
-    during = client.get("/api/stats/agent-usage").json
-    order.append("usage answered")
-    busy.get(timeout=5)
+    during, order = during_a_write(
+        lambda t: t.insert("runs", {"task_id": task, "kind": "task", "model": "model_large",
+                                    "status": "ok", "started_at": taskboard.now_iso(),
+                                    "input_tokens": 50, "cost": 0.25}),
+        lambda: client.get("/api/stats/agent-usage").json)
     after = client.get("/api/stats/agent-usage").json
-    assert order == ["usage answered", "write committed"]
+    assert order == ["read answered", "write done"]
     assert (during["usage"]["totalInputTokens"],
             during["models"]["model_large"]["inputTokens"]) == (100, 100)
     assert (after["usage"]["totalInputTokens"],

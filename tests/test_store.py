@@ -9,7 +9,7 @@ import pytest
 import requests
 
 import taskboard
-from conftest import assert_error, sql, wait_for
+from conftest import assert_error, during_a_write, sql, wait_for
 
 #: The tables the design's resources need (§4-§8); later migrations may add more.
 REQUIRED_TABLES = {"projects", "tasks", "revisions", "attachments", "activity", "runs", "logs",
@@ -281,26 +281,13 @@ def test_lists_counts_and_stats_follow_changes_another_program_writes(tb, client
 def test_a_read_is_answered_while_a_write_transaction_is_under_way(tb, client, api):
     """Reads run on connections of their own: a request reading the store is answered
     while a long write holds the write lock, and sees the last commit before it."""
-    blocking_sleep = gevent.monkey.get_original("time", "sleep")
     project = api.project()
     api.task(project["id"], title="Committed")
-    started, order = threading.Event(), []
-
-    def long_write(t):
-        t.execute("UPDATE tasks SET title = 'Not yet' WHERE project_id = ?", (project["id"],))
-        started.set()
-        blocking_sleep(0.3)
-        order.append("write done")
-
-    def writer():
-        with taskboard.tx() as t:
-            t.in_thread(long_write)
-    busy = gevent.spawn(writer)
-    wait_for(started.is_set, message="the write to start")
-    titles = [t["title"] for t in client.get(f"/api/projects/{project['id']}/tasks").json]
-    order.append("read answered")
-    busy.get(timeout=5)
+    listed, order = during_a_write(
+        lambda t: t.execute("UPDATE tasks SET title = 'Not yet' WHERE project_id = ?",
+                            (project["id"],)),
+        lambda: client.get(f"/api/projects/{project['id']}/tasks").json)
     assert order == ["read answered", "write done"]
-    assert titles == ["Committed"]
+    assert [t["title"] for t in listed] == ["Committed"]
     assert [t["title"] for t in client.get(f"/api/projects/{project['id']}/tasks").json] \
         == ["Not yet"]
