@@ -1057,13 +1057,6 @@ CREATE TABLE webhook_outbox (
 );
 CREATE INDEX webhook_outbox_by_hook ON webhook_outbox(webhook_id, id);
 """),
-    # Nothing reads the versions since reads stopped waiting for writes (issue 20).
-    ("0008_no_task_versions", """
-DROP TRIGGER tasks_inserted;
-DROP TRIGGER tasks_updated;
-DROP TRIGGER tasks_deleted;
-DROP TABLE task_versions;
-"""),
 )
 
 
@@ -1275,6 +1268,56 @@ def storage_error(exc: Exception) -> ApiError | None:
     return None
 
 
+#: Bytes of task lists kept between changes.
+DERIVED_BYTES = 16 * 1024 * 1024
+
+
+class Derived:
+    """Each project's task list as JSON, kept with the project's task version it was read
+    at; least recently used go first.  (bench/load.py's API reads the biggest list 50 times
+    a second: read each time, those reads took most of the machine's CPU.)
+
+    The triggers of migration 0006 bump the version in the same transaction as any change
+    to the project's tasks, so a value read in a later transaction at the same version is
+    still exact.  A big project's list is 20-40 ms of SQLite; checking the version, 10 us.
+    """
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.owner = None  # the database the values came from
+        self.items = collections.OrderedDict()  # key -> (version, value, size)
+        self.size = 0
+
+    def get(self, t: Tx, key: tuple, project_id: int, build):
+        """build(t)'s value for key, built only if the project's tasks changed since."""
+        if self.owner is not runtime.db:
+            self.owner, self.size = runtime.db, 0
+            self.items.clear()
+        version = t.value("SELECT version FROM task_versions WHERE project_id = ?",
+                          (project_id,)) or 0
+        kept = self.items.get(key)
+        if kept is not None and kept[0] == version:
+            self.items.move_to_end(key)
+            return kept[1]
+        value = build(t)
+        self.forget(key)
+        size = len(value) if isinstance(value, str) else 1024
+        if size <= self.limit:
+            self.items[key] = (version, value, size)
+            self.size += size
+            while self.size > self.limit:
+                self.forget(next(iter(self.items)))
+        return value
+
+    def forget(self, key) -> None:
+        kept = self.items.pop(key, None)
+        if kept is not None:
+            self.size -= kept[2]
+
+
+DERIVED = Derived(DERIVED_BYTES)
+
+
 def migrate() -> list[str]:
     """Apply the migrations not applied yet, each in its own transaction."""
     with tx() as t:
@@ -1363,6 +1406,7 @@ def delete_project_row(project_id: int) -> list[str] | None:
                   "cost FROM plans WHERE project_id = ? AND status != 'running' ORDER BY id",
                   (project_id,))
         t.execute("DELETE FROM projects WHERE id = ?", (project_id,))
+        t.execute("DELETE FROM task_versions WHERE project_id = ?", (project_id,))
         return paths
 
 
@@ -1417,10 +1461,11 @@ def task_rows_json(project_id: int, object_sql: str) -> str | None:
     with read() as t:
         if not t.exists("projects", project_id):
             return None
-        return t.in_thread(lambda t: t.value(
-            f"SELECT '[' || coalesce(group_concat(j, ','), '') || ']' FROM (SELECT "
-            f"{object_sql} AS j FROM tasks WHERE project_id = ? ORDER BY {TASK_ORDER})",
-            (project_id,)))
+        return DERIVED.get(t, ("list", project_id, object_sql), project_id,
+                           lambda t: t.in_thread(lambda t: t.value(
+                               f"SELECT '[' || coalesce(group_concat(j, ','), '') || ']' "
+                               f"FROM (SELECT {object_sql} AS j FROM tasks "
+                               f"WHERE project_id = ? ORDER BY {TASK_ORDER})", (project_id,))))
 
 
 def task_detail_rows(task_id: int, log_sql: str) -> dict | None:

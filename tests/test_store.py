@@ -27,8 +27,6 @@ def schema(db_path):
 def test_store_fresh_db_gets_every_table(tb):
     tables = {name for kind, name, _ in schema(tb.config["db_path"]) if kind == "table"}
     assert REQUIRED_TABLES <= tables, REQUIRED_TABLES - tables
-    assert "task_versions" not in tables  # dropped by 0008 with its triggers
-    assert not [name for kind, name, _ in schema(tb.config["db_path"]) if kind == "trigger"]
 
 
 def test_store_fresh_db_records_every_migration(tb):
@@ -250,11 +248,45 @@ def test_a_read_in_a_thread_ends_before_its_transaction_even_when_killed(tb):
         assert t.value("SELECT COUNT(*) FROM projects") == 0
 
 
-# --- reads see every commit, the board's own or another program's ---------------------
+# --- task lists, kept until the project's tasks change ----------------------------------
+
+def count_list_reads(monkeypatch):
+    """How many times a project's task list is read from SQLite (the long part)."""
+    reads = []
+    real = taskboard.Tx.in_thread
+
+    def in_thread(self, read):
+        reads.append(read)
+        return real(self, read)
+    monkeypatch.setattr(taskboard.Tx, "in_thread", in_thread)
+    return reads
+
+
+def test_an_unchanged_projects_list_is_read_once_and_a_change_reads_it_again(
+        tb, client, api, monkeypatch):
+    project, other = api.project(), api.project()
+    first = api.task(project["id"], title="First")
+    api.task(project["id"], title="Second", priority=2)
+    reads = count_list_reads(monkeypatch)
+    listed = client.get(f"/api/projects/{project['id']}/tasks").json
+    assert client.get(f"/api/projects/{project['id']}/tasks").json == listed
+    assert [t["title"] for t in listed] == ["Second", "First"] and len(reads) == 1
+    api.task(other["id"], title="Elsewhere")  # another project's change keeps this list
+    assert client.get(f"/api/projects/{project['id']}/tasks").json == listed
+    assert len(reads) == 1
+    client.put_json(f"/api/tasks/{first['id']}", {"title": "Renamed", "priority": 3})
+    assert [t["title"] for t in client.get(f"/api/projects/{project['id']}/tasks").json] \
+        == ["Renamed", "Second"] and len(reads) == 2
+    api.move(first["id"], "testing")
+    client.delete(f"/api/tasks/{listed[0]['id']}")
+    assert [(t["title"], t["status"]) for t in
+            client.get(f"/api/projects/{project['id']}/tasks").json] == [("Renamed", "testing")]
+    assert client.get(f"/api/projects/{other['id']}/tasks").json[0]["title"] == "Elsewhere"
+
 
 def test_lists_counts_and_stats_follow_changes_another_program_writes(tb, client, api):
-    """Lists, counts and stats are read from the database each time: a change made outside
-    the board shows at once."""
+    """A kept list is dropped by triggers in the database, not by the board's own write
+    paths: a change made outside the board shows at once, in counts and stats too."""
     project, other = api.project(), api.project()
     tasks = [api.task(project["id"], title=f"Task {i}") for i in range(3)]
 
@@ -276,6 +308,24 @@ def test_lists_counts_and_stats_follow_changes_another_program_writes(tb, client
     assert seen() == ({"Shipped": "done"}, (0, 1), (1, 0), 1, 1)
     assert [t["title"] for t in client.get(f"/api/projects/{other['id']}/tasks").json] \
         == ["Task 2"]
+    client.delete(f"/api/projects/{other['id']}")
+    assert sql(tb, "SELECT * FROM task_versions WHERE project_id = ?", (other["id"],)) == []
+
+
+def test_kept_task_lists_are_bounded_in_bytes(tb, client, api, monkeypatch):
+    derived = taskboard.DERIVED
+    monkeypatch.setattr(derived, "limit", 3000)
+    projects = [api.project() for _ in range(3)]
+    for p in projects:
+        api.task(p["id"], description="x" * 800)
+    sizes = [len(client.get(f"/api/projects/{p['id']}/tasks").body) for p in projects]
+    assert all(1000 < size < 2000 for size in sizes), sizes
+    assert derived.size <= 3000
+    kept = {key[1] for key in derived.items if key[0] == "list"}
+    assert kept == {projects[1]["id"], projects[2]["id"]}  # the least recently read went
+    api.task(projects[0]["id"], description="y" * 4000)  # a list bigger than the bound
+    assert len(client.get(f"/api/projects/{projects[0]['id']}/tasks").json) == 2
+    assert derived.size <= 3000
 
 
 def test_a_read_is_answered_while_a_write_transaction_is_under_way(tb, client, api):
