@@ -6131,8 +6131,8 @@ def _desktop_arg(command: str, body: dict, name: str) -> int | None:
     value = body.get(name, schema.get("default"))
     if name not in body and (asked == "id" or name in COMMANDS[command].required):
         raise Invalid(f"{name} is required", name)
-    if value is None and "null" in schema["type"]:
-        return None
+    if value is None and isinstance(schema["type"], list) and "null" in schema["type"]:
+        return None  # a nullable argument (mcpPort) left out or sent as null
     lo, hi = schema["minimum"], schema["maximum"]
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise Invalid(f"{name} must be an integer from {lo} to {hi}, not "
