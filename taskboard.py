@@ -270,7 +270,16 @@ def iso(when: dt.datetime | None) -> str | None:
 
 
 def now_iso() -> str:
-    return iso(utc_now())
+    """iso(utc_now()), its seconds formatted once a second: every agent line is stamped,
+    and strftime() was a tenth of the server's time under a log flood."""
+    now = time.time()
+    second = int(now)
+    if second != _second[0]:
+        _second[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))]
+    return f"{_second[1]}{int((now - second) * 1000):03d}Z"
+
+
+_second = [None, ""]  # the second now_iso() last formatted, and its text
 
 
 def parse_iso(text: str | None) -> dt.datetime | None:
@@ -1130,12 +1139,12 @@ def _marks(values) -> str:
     return ",".join("?" * len(values))
 
 
-def open_db(path: str) -> dataset.Database:
+def open_db(path: str, **pool) -> dataset.Database:
     # every transaction ends before dataset gives its connection back, so the pool need
-    # not roll it back again (the pool's default size: each connection has its own cache)
+    # not roll it back again
     return dataset.connect(
         f"sqlite:///{path}", ensure_schema=False, sqlite_wal_mode=True,
-        engine_kwargs={"pool_reset_on_return": None},
+        engine_kwargs={"pool_reset_on_return": None, **pool},
         on_connect_statements=["PRAGMA foreign_keys=ON", "PRAGMA synchronous=NORMAL",
                                "PRAGMA busy_timeout=0", "PRAGMA wal_autocheckpoint=0"])
 
@@ -1153,7 +1162,7 @@ def tx():
 def read():
     """A read transaction on a pooled connection of its own, outside WRITE_LOCK: WAL gives
     it a snapshot of the last commit, so it never waits behind a write."""
-    with _transaction(runtime.db) as t:
+    with _transaction(runtime.reads) as t:
         t.execute("BEGIN")  # one snapshot for all its statements
         yield t
 
@@ -6653,7 +6662,10 @@ class Runtime:
         self.config = config
         self.data_dir = config["data_dir"]
         os.makedirs(self.data_dir, exist_ok=True)
-        self.db = open_db(config["db_path"])
+        # writes take turns (WRITE_LOCK) on a connection of their own, so a write never
+        # waits for a pooled connection that readers hold, and its page cache stays valid
+        self.db = open_db(config["db_path"], pool_size=1, max_overflow=0)
+        self.reads = open_db(config["db_path"], pool_use_lifo=True)  # the warmest first
         self.events = EventBus()
         self.logs = LogWriter()
         self.agents = AgentPool()
@@ -6783,6 +6795,7 @@ def shutdown() -> None:
         sub.close()
     with WRITE_LOCK:  # a transaction still under way ends first
         runtime.db.close()
+        runtime.reads.close()
     runtime = None
 
 
