@@ -2405,23 +2405,19 @@ class LogWriter:
                                      "created_at": at or now_iso(), "kind": kind, "raw": raw})
 
     def flush(self, task_ids=None) -> None:
-        """Write and publish what is buffered for these tasks (default: all of them)."""
+        """Write and publish each task's entries (default: all tasks), one task after the
+        other; then the raw lines of them all, which no event waits for."""
         with self._flushing:
             if task_ids is None:
                 task_ids = set(self.pending) | set(self.events)
-            self._flush(task_ids)
-
-    def _flush(self, task_ids) -> None:
-        """Each task's entries, written and published one task after the other; then the
-        raw lines of them all, which no event waits for."""
-        now, raw = time.monotonic(), []
-        try:
-            for task_id in task_ids:
-                self.last_flush[task_id] = now
-                self._write_entries(task_id, self.pending.pop(task_id, []))
-                raw += self.events.pop(task_id, [])
-        finally:
-            self._write_raw(raw)
+            now, raw = time.monotonic(), []
+            try:
+                for task_id in task_ids:
+                    self.last_flush[task_id] = now
+                    self._write_entries(task_id, self.pending.pop(task_id, []))
+                    raw += self.events.pop(task_id, [])
+            finally:
+                self._write_raw(raw)
 
     def _write_entries(self, task_id, entries) -> None:
         written, project_id = [], None  # JSON arrays of the entries written, per chunk
@@ -3300,7 +3296,7 @@ def task_dependencies(task_id: int) -> dict:
 
 
 def dependency_graph(project_id: int) -> dict:
-    tasks, edges = _pipeline(project_id)
+    tasks, edges = found(pipeline_rows(project_id), f"project {project_id} not found")
     return {"tasks": [task_view(t) for t in tasks],
             "edges": [{"from": e["from_id"], "to": e["to_id"],
                        "conditionType": e["condition_type"]} for e in edges],
@@ -3308,14 +3304,14 @@ def dependency_graph(project_id: int) -> dict:
 
 
 def waves_of(project_id: int) -> list[list[dict]]:
-    tasks, edges = _pipeline(project_id)
+    tasks, edges = found(pipeline_rows(project_id), f"project {project_id} not found")
     return [[task_view(t) for t in wave] for wave in execution_waves(tasks, edges)]
 
 
 def pipeline_status(project_id: int) -> dict:
     """What the pipeline is doing: the active wave, running, queued and blocked tasks."""
     project = get_project(project_id)
-    tasks, edges = _pipeline(project_id)
+    tasks, edges = found(pipeline_rows(project_id), f"project {project_id} not found")
     states = dependency_states(tasks, edges)
     waves = execution_waves(tasks, edges)
     wave_of = {t["id"]: n for n, wave in enumerate(waves) for t in wave}
@@ -3355,11 +3351,6 @@ def reorder_queue(project_id: int, task_ids) -> dict:
         _publish_task(row)
     schedule_queue(project_id)
     return {"ok": True}
-
-
-def _pipeline(project_id: int) -> tuple[list[dict], list[dict]]:
-    rows = found(pipeline_rows(project_id), f"project {project_id} not found")
-    return rows
 
 
 def _dependencies_changed(project_id: int) -> None:
@@ -4014,13 +4005,10 @@ def finish_verifier(run: "AgentRun") -> None:
 
 def parse_verdict(texts) -> tuple[dict | None, str | None]:
     """The last fenced JSON block of the verifier's text: (verdict, None) or (None, why)."""
-    block = last_json_block("\n".join(texts))
-    if block is None:
-        return None, "its answer has no fenced JSON block"
     try:
-        verdict = json.loads(block)
-    except ValueError as exc:
-        return None, f"its JSON block is not valid JSON ({exc})"
+        verdict = last_json_block("\n".join(texts), "its")
+    except Invalid as exc:
+        return None, exc.message
     if not isinstance(verdict, dict) or verdict.get("verdict") not in ("approve", "reject"):
         return None, 'its JSON block has no "verdict" of "approve" or "reject"'
     return verdict, None
@@ -4274,8 +4262,7 @@ def record_plan_process(run: "PlanRun") -> None:
     """The planner is spawned: remember its process (for a restarted server) and say so."""
     update_plan_row(run.plan_id, {"pid": run.proc.pid,
                                   "proc_start": process_start(run.proc.pid)})
-    _publish_plan(run, "plan:phase", phase="starting")
-    _publish_plan(run, "plan:log", type="phase", message="the planner started")
+    _plan_phase(run, "starting", "the planner started")
 
 
 def plan_output(run: "PlanRun", entries: list[dict], line_type: str) -> None:
@@ -4304,12 +4291,10 @@ def finish_plan(run: "PlanRun") -> None:
     """The planner exited: validate its plan and write it, or say why there is none."""
     if runtime.plans.get(run.project_id) is run:
         del runtime.plans[run.project_id]
-    if run.stop_reason == "cancelled":
-        _end_plan(run, "cancelled", error="cancelled", publish=False)
-        return
-    if run.stop_reason == "interrupted":
-        _end_plan(run, "interrupted", error="the server stopped during planning",
-                  publish=False)
+    if run.stop_reason in ("cancelled", "interrupted"):
+        error = "cancelled" if run.stop_reason == "cancelled" else \
+            "the server stopped during planning"
+        _end_plan(run, run.stop_reason, error=error, publish=False)
         return
     try:
         _write_plan(run)
@@ -4379,13 +4364,7 @@ def interrupt_stale_plans() -> None:
 def parse_plan(text: str) -> tuple[list[dict], list[tuple[int, int]], list[str]]:
     """The planner's last fenced JSON block as (task values, edges, warnings); Invalid
     when there is no usable plan.  Bad or cyclic edges and corrected fields are warned about."""
-    block = last_json_block(text)
-    if block is None:
-        raise Invalid("the planner's answer has no fenced JSON block")
-    try:
-        plan = json.loads(block)
-    except ValueError as exc:
-        raise Invalid(f"the planner's JSON block is not valid JSON ({exc})") from None
+    plan = last_json_block(text, "the planner's")
     if not isinstance(plan, dict) or not isinstance(plan.get("tasks"), list):
         raise Invalid('the planner\'s JSON block has no "tasks" array')
     raw_tasks, warnings = plan["tasks"], []
@@ -4423,10 +4402,16 @@ def parse_plan(text: str) -> tuple[list[dict], list[tuple[int, int]], list[str]]
     return tasks, edges, warnings
 
 
-def last_json_block(text: str) -> str | None:
-    """The content of the last ``` fenced block (json or unmarked) of text."""
+def last_json_block(text: str, whose: str):
+    """The value of the last ``` fenced block (json or unmarked) of text; Invalid saying
+    what is wrong with `whose` answer."""
     blocks = re.findall(r"```(?:json)?[ \t]*\n(.*?)```", text, re.DOTALL | re.IGNORECASE)
-    return blocks[-1] if blocks else None
+    if not blocks:
+        raise Invalid(f"{whose} answer has no fenced JSON block")
+    try:
+        return json.loads(blocks[-1])
+    except ValueError as exc:
+        raise Invalid(f"{whose} JSON block is not valid JSON ({exc})") from None
 
 
 def planner_prompt(project: dict, values: dict) -> str:
