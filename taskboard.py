@@ -2621,11 +2621,8 @@ def create_task(project_id: int, body) -> dict:
         project = project_row(project_id) or {}
         if project:
             runtime.agents.check_free(project_id, project["max_concurrent"], project["slug"])
-    settings = get_settings()
     notice = Notice("task:created")
-    inserted = insert_task_row(project_id, values, {
-        "model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]},
-        notice)
+    inserted = insert_task_row(project_id, values, task_defaults(), notice)
     if inserted is None:
         raise NotFound(f"project {project_id} not found")
     row, auto_queue = inserted
@@ -2641,13 +2638,17 @@ def create_task(project_id: int, body) -> dict:
     return task
 
 
+def task_defaults() -> dict:
+    """A new task's model and effort unless its type's template names them."""
+    settings = get_settings()
+    return {"model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]}
+
+
 def update_task(task_id: int, body) -> dict:
     """Change the fields sent; a changed status goes through move_task()."""
     before = found(task_row(task_id), f"task {task_id} not found")
     changes = validate(TASK_FIELDS, body, partial=True)
-    parent = body.get("parent_task_id", before["parent_task_id"]) if isinstance(body, dict) \
-        else None
-    if parent != before["parent_task_id"]:
+    if body.get("parent_task_id", before["parent_task_id"]) != before["parent_task_id"]:
         raise Invalid("parent_task_id can only be set when the task is created",
                       "parent_task_id")
     status = changes.pop("status", None)
@@ -3613,11 +3614,8 @@ def sync_issues(project_id: int) -> dict:
                 issues.append(_issue_task(item))
         if len(answer) < 100:
             break
-    settings = get_settings()
     notice = Notice("task:created", from_task={"issue": "issue_number"})
-    rows = insert_issue_tasks(project_id, issues, {
-        "model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]},
-        notice)
+    rows = insert_issue_tasks(project_id, issues, task_defaults(), notice)
     for row in rows:
         runtime.events.publish("task:created", task_view(row), project_id)
     announce(notice)
@@ -4318,15 +4316,13 @@ def _write_plan(run: "PlanRun") -> None:
     except Invalid as exc:
         _end_plan(run, "failed", error=exc.message)
         return
-    settings = get_settings()
     tag = json_dumps([f"plan:{slugify(run.values['topic'], 40)}"])
     changes = _plan_end_changes(run, "completed", None, warnings)
     stats = changes.pop("stats")
     notice = Notice("task:created", plan=run.plan_id)
     written = insert_plan_tasks(
         run.plan_id, run.project_id, [{**t, "tags": tag} for t in tasks], edges,
-        {"model": settings["defaultModel"], "thinking_effort": settings["defaultEffort"]},
-        changes, notice)
+        task_defaults(), changes, notice)
     if written is None:
         return  # the project was deleted meanwhile
     rows, auto_queue = written
