@@ -6134,70 +6134,57 @@ def _desktop_arg(command: str, body: dict, name: str) -> int | None:
 # OPENAPI
 # =============================================================================
 
+def _shape(types: str = "", required: str = "", **props) -> dict:
+    """An object schema from "name:type" words (a type ending in ? may also be null) and
+    whole property schemas given by name; `required` names the required properties."""
+    properties = {}
+    for word in types.split():
+        name, kind = word.split(":")
+        properties[name] = {"type": [kind[:-1], "null"] if kind.endswith("?") else kind}
+    schema = {"type": "object", "properties": {**properties, **props}}
+    if required:
+        schema["required"] = required.split()
+    return schema
+
+
 #: Response shapes that are not a field table.
 _SCHEMAS = {
-    "Ok": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
-    "Error": {"type": "object", "required": ["error", "code"], "properties": {
-        "error": {"type": "string"}, "code": {"type": "string"}, "field": {"type": "string"}}},
-    "Status": {"type": "object", "required": ["status"], "additionalProperties": False,
-               "properties": {"status": {"type": "string", "enum": list(STATUSES)}}},
-    "Upload": {"type": "object", "required": ["file"],
-               "properties": {"file": {"type": "string", "format": "binary"}}},
-    "ProjectStats": {"type": "object", "properties": {
-        "statusCounts": {"type": "object"}, "typeCounts": {"type": "object"},
-        "priorityCounts": {"type": "object"}, "totalTasks": {"type": "integer"},
-        "avgDuration": {"type": "integer"}, "completedToday": {"type": "integer"},
-        "agentRuns": {"type": "integer"}, "inputTokens": {"type": "integer"},
-        "outputTokens": {"type": "integer"}, "totalCost": {"type": "number"},
-        "worktrees": {"type": "integer"}, "worktreeBytes": {"type": "integer"}}},
-    "Activity": {"type": "object", "properties": {
-        "id": {"type": "integer"}, "taskId": {"type": ["integer", "null"]},
-        "taskTitle": {"type": "string"}, "event": {"type": "string"},
-        "from": {"type": ["string", "null"]}, "to": {"type": ["string", "null"]},
-        "timestamp": {"type": "string", "format": "date-time"}}},
-    "AgentUsage": {"type": "object", "properties": {
-        "usage": {"type": "object"}, "models": {"type": "object"},
-        "timeline": {"type": "array", "items": {"type": "object"}},
-        "limits": {"type": "object"}}},
-    "Delivery": {"type": "object", "properties": {
-        "id": {"type": "integer"}, "event": {"type": "string"}, "attempt": {"type": "integer"},
-        "status": {"type": ["integer", "null"]}, "ok": {"type": "boolean"},
-        "error": {"type": ["string", "null"]}, "durationMs": {"type": ["integer", "null"]},
-        "createdAt": {"type": "string"}}},
-    "WebhookTest": {"type": "object", "required": ["ok", "status"], "properties": {
-        "ok": {"type": "boolean"}, "status": {"type": ["integer", "null"]},
-        "error": {"type": "string"}}},
-    "PlanStarted": {"type": "object", "required": ["planId", "status"], "properties": {
-        "planId": {"type": "string"}, "status": {"type": "string", "enum": ["started"]}}},
-    "PlanCancelled": {"type": "object", "required": ["status"], "properties": {
-        "status": {"type": "string", "enum": ["cancelled"]}}},
-    "PlanStatus": {"type": "object", "required": ["active", "planId"], "properties": {
-        "active": {"type": "boolean"}, "planId": {"type": ["string", "null"]},
-        "elapsed": {"type": "integer"}, "toolCalls": {"type": "integer"},
-        "turns": {"type": "integer"}, "phase": {"type": "string",
-                                                "enum": ["starting", "exploring", "writing"]},
-        "topic": {"type": "string"},
-        "tokens": {"type": "object", "properties": {"input": {"type": "integer"},
-                                                    "output": {"type": "integer"}}},
-        "last": {"type": ["object", "null"], "description": "the latest finished session "
-                 "(inactive only): planId, status, topic, tasks, error, warnings, "
-                 "finishedAt"}}},
+    "Ok": _shape("ok:boolean", "ok"),
+    "Error": _shape("error:string code:string field:string", "error code"),
+    "Status": {**_shape("", "status", status={"type": "string", "enum": list(STATUSES)}),
+               "additionalProperties": False},
+    "Upload": _shape("", "file", file={"type": "string", "format": "binary"}),
+    "ProjectStats": _shape(
+        "statusCounts:object typeCounts:object priorityCounts:object totalTasks:integer "
+        "avgDuration:integer completedToday:integer agentRuns:integer inputTokens:integer "
+        "outputTokens:integer totalCost:number worktrees:integer worktreeBytes:integer"),
+    "Activity": _shape("id:integer taskId:integer? taskTitle:string event:string "
+                       "from:string? to:string?",
+                       timestamp={"type": "string", "format": "date-time"}),
+    "AgentUsage": _shape("usage:object models:object limits:object",
+                         timeline={"type": "array", "items": {"type": "object"}}),
+    "Delivery": _shape("id:integer event:string attempt:integer status:integer? ok:boolean "
+                       "error:string? durationMs:integer? createdAt:string"),
+    "WebhookTest": _shape("ok:boolean status:integer? error:string", "ok status"),
+    "PlanStarted": _shape("planId:string", "planId status",
+                          status={"type": "string", "enum": ["started"]}),
+    "PlanCancelled": _shape("", "status", status={"type": "string", "enum": ["cancelled"]}),
+    "PlanStatus": _shape(
+        "active:boolean planId:string? elapsed:integer toolCalls:integer turns:integer "
+        "topic:string", "active planId",
+        phase={"type": "string", "enum": ["starting", "exploring", "writing"]},
+        tokens=_shape("input:integer output:integer"),
+        last={"type": ["object", "null"], "description": "the latest finished session "
+              "(inactive only): planId, status, topic, tasks, error, warnings, finishedAt"}),
     "Health": {"type": "object"},
-    "Login": {"type": "object", "required": ["token"],
-              "properties": {"token": {"type": "string"}}},
+    "Login": _shape("token:string", "token"),
     "Desktop": {"type": "object", "description": "the spec's arguments and result of the "
                 "desktop command (design.md §11)"},
-    "AgentMd": {"type": "object", "required": ["content", "path", "exists"], "properties": {
-        "content": {"type": "string"}, "path": {"type": "string"},
-        "exists": {"type": "boolean"}}},
-    "Dependency": {"type": "object", "required": ["from", "to", "conditionType"],
-                   "properties": {"from": {"type": "integer"}, "to": {"type": "integer"},
-                                  "conditionType": {"type": "string",
-                                                    "enum": list(CONDITIONS)}}},
-    "TaskEvent": {"type": "object", "properties": {
-        "id": {"type": "integer"}, "runId": {"type": ["integer", "null"]},
-        "seq": {"type": "integer"}, "createdAt": {"type": "string"},
-        "kind": {"type": "string"}, "raw": {"type": ["string", "null"]}}},
+    "AgentMd": _shape("content:string path:string exists:boolean", "content path exists"),
+    "Dependency": _shape("from:integer to:integer", "from to conditionType",
+                         conditionType={"type": "string", "enum": list(CONDITIONS)}),
+    "TaskEvent": _shape("id:integer runId:integer? seq:integer createdAt:string "
+                        "kind:string raw:string?"),
 }
 #: Read-only fields that are null until there is something to show.
 _NULLABLE_OUTPUT = {"started_at", "completed_at", "branch_name", "pr_url", "session_id",
@@ -6207,6 +6194,23 @@ _CONFLICTS = {"api_create_project", "api_update_project", "api_create_task", "ap
               "api_move_task", "api_start_plan", "local_stop_task", "local_restart_task",
               "local_request_changes", "local_add_task_dependency", "local_get_agent_md",
               "local_save_agent_md"}
+#: Error answers, in the document's order; _operation() says which an operation gives.
+_ERROR_ANSWERS = {
+    "400": "invalid input",
+    "403": "refused: a host that is not allowed, a foreign origin, a proxied request to a "
+           "board without a token, or (desktop commands) a request not made on this machine",
+    "404": "not found",
+    "401": "the board has a token and the request does not carry it (login: a wrong token)",
+    "429": "too many failed logins",
+    "503": "the database is busy: another program holds its lock (Retry-After)",
+    "507": "the disk holding the database is full",
+    "409": "the board's state does not allow it now",
+    "413": "the body is too large (json: 1 mib, upload: 20 mib)",
+    "415": "the body is not of the documented content type",
+}
+#: Integer query parameters by the route's last path segment: (name, min, max, default).
+_QUERIES = {"logs": [("limit", 1, 10_000, 500)],
+            "activity": [("limit", 1, 1000, 50), ("offset", 0, 2**62, 0)]}
 
 
 def _object_schema(fields, *, only=None, request=False, partial=False) -> dict:
@@ -6240,25 +6244,21 @@ def _object_schema(fields, *, only=None, request=False, partial=False) -> dict:
 def openapi() -> dict:
     """The OpenAPI 3.1 document of every /api route, built from the field tables."""
     schemas = dict(_SCHEMAS)
-    schemas["Project"] = _object_schema(PROJECT_FIELDS)
+    for name, fields in (("Project", PROJECT_FIELDS), ("Task", TASK_FIELDS),
+                         ("Template", TEMPLATE_FIELDS), ("Snippet", SNIPPET_FIELDS),
+                         ("Webhook", WEBHOOK_FIELDS), ("Settings", SETTINGS_FIELDS),
+                         ("LogEntry", LOG_FIELDS), ("Revision", REVISION_FIELDS),
+                         ("Attachment", ATTACHMENT_FIELDS)):
+        schemas[name] = _object_schema(fields)
     schemas["ProjectListEntry"] = _object_schema(PROJECT_FIELDS, only=PROJECT_LIST_FIELDS)
     summary = _object_schema(PROJECT_FIELDS, only=PROJECT_SUMMARY_FIELDS)
     for name in ("backlogCount", "inProgressCount", "testingCount", "doneCount",
                  "failedCount"):
         summary["properties"][name] = {"type": "integer"}
     schemas["ProjectSummary"] = summary
-    schemas["Task"] = _object_schema(TASK_FIELDS)
-    schemas["Template"] = _object_schema(TEMPLATE_FIELDS)
-    schemas["Snippet"] = _object_schema(SNIPPET_FIELDS)
-    schemas["Webhook"] = _object_schema(WEBHOOK_FIELDS)
-    schemas["Settings"] = _object_schema(SETTINGS_FIELDS)
-    schemas["LogEntry"] = _object_schema(LOG_FIELDS)
-    schemas["Revision"] = _object_schema(REVISION_FIELDS)
-    schemas["Attachment"] = _object_schema(ATTACHMENT_FIELDS)
     detail = _object_schema(TASK_FIELDS)
     detail["properties"].update({
-        "commits": {"type": "array", "items": {"type": "object", "properties": {
-            "hash": {"type": "string"}, "message": {"type": "string"}}}},
+        "commits": {"type": "array", "items": _shape("hash:string message:string")},
         "revisions": {"type": "array", "items": {"$ref": "#/components/schemas/Revision"}},
         "attachments": {"type": "array",
                         "items": {"$ref": "#/components/schemas/Attachment"}},
@@ -6291,26 +6291,7 @@ def _operation(route, schemas) -> dict:
         ref = {"$ref": f"#/components/schemas/{returns.rstrip('[]')}"}
         schema = {"type": "array", "items": ref} if returns.endswith("[]") else ref
         content = {"application/json": {"schema": schema}}
-    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    responses = {status: {"description": "success", "content": content},
-                 "400": {"description": "invalid input", "content": error},
-                 "403": {"description": "refused: a host that is not allowed, a foreign "
-                         "origin, a proxied request to a board without a token, or (desktop "
-                         "commands) a request not made on this machine", "content": error},
-                 "404": {"description": "not found", "content": error}}
-    path = route.rule
-    if path != "/api/health":
-        responses["401"] = {"description": "the board has a token and the request does not "
-                            "carry it (login: a wrong token)", "content": error}
-    if path == "/api/login":
-        responses["429"] = {"description": "too many failed logins", "content": error}
-    responses["503"] = {"description": "the database is busy: another program holds its "
-                        "lock (Retry-After)", "content": error}
-    responses["507"] = {"description": "the disk holding the database is full",
-                        "content": error}
-    if op_id in _CONFLICTS:
-        responses["409"] = {"description": "the board's state does not allow it now",
-                            "content": error}
+    responses = {status: {"description": "success", "content": content}}
     op = {"operationId": op_id,
           "parameters": [{"name": name, "in": "path", "required": True, "schema": _ID}
                          for name in re.findall(r"<(\w+):int>", route.rule)],
@@ -6336,20 +6317,15 @@ def _operation(route, schemas) -> dict:
     elif body:
         op["requestBody"] = {"required": True, "content": {"application/json": {
             "schema": {"$ref": f"#/components/schemas/{body}"}}}}
-    if "requestBody" in op:
-        responses["413"] = {"description": "the body is too large (json: 1 mib, upload: "
-                            "20 mib)", "content": error}
-        responses["415"] = {"description": "the body is not of the documented content type",
-                            "content": error}
-    if route.rule.endswith("/logs"):
-        op["parameters"].append({"name": "limit", "in": "query", "required": False, "schema": {
-            "type": "integer", "minimum": 1, "maximum": 10_000, "default": 500}})
-    elif route.rule.endswith("/activity"):
-        op["parameters"] += [
-            {"name": "limit", "in": "query", "required": False,
-             "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}},
-            {"name": "offset", "in": "query", "required": False,
-             "schema": {"type": "integer", "minimum": 0, "maximum": 2**62, "default": 0}}]
+    answers = {"401": route.rule != "/api/health", "429": route.rule == "/api/login",
+               "409": op_id in _CONFLICTS, "413": "requestBody" in op,
+               "415": "requestBody" in op}
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    responses.update({code: {"description": text, "content": error}
+                      for code, text in _ERROR_ANSWERS.items() if answers.get(code, True)})
+    for name, lo, hi, default in _QUERIES.get(route.rule.rsplit("/", 1)[-1], ()):
+        op["parameters"].append({"name": name, "in": "query", "required": False, "schema": {
+            "type": "integer", "minimum": lo, "maximum": hi, "default": default}})
     return op
 
 
