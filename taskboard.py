@@ -5581,9 +5581,13 @@ def session_value(token: str) -> str:
 # ROUTES
 # =============================================================================
 
-@app.get("/api/health")
-def api_health():
-    return health()
+def _service_route(method: str, rule: str, service, returns: str, name=None, **config):
+    """A route that hands the ids in its URL, in order, and its JSON body if it takes one,
+    to a service and answers what it returns; named api_<service> unless named."""
+    def call(**ids):
+        return service(*ids.values(), *([read_json()] if "body" in config else []))
+    app.route(rule, method, call, name=name or f"api_{service.__name__}", returns=returns,
+              **config)
 
 
 @app.post("/api/login", body="Login", returns="Ok")
@@ -5630,24 +5634,7 @@ def api_logout():
     return {"ok": True}
 
 
-# --- projects ----------------------------------------------------------------
-
-@app.post("/api/projects", body=PROJECT_FIELDS, returns="Project", status=201)
-def api_create_project():
-    return create_project(read_json())
-
-
-@app.put("/api/projects/<project_id:int>", body=PROJECT_FIELDS, partial=True, returns="Project")
-def api_update_project(project_id):
-    return update_project(project_id, read_json())
-
-
 # --- tasks -------------------------------------------------------------------
-
-@app.post("/api/projects/<project_id:int>/tasks", body=TASK_FIELDS, returns="Task", status=201)
-def api_create_task(project_id):
-    return create_task(project_id, read_json())
-
 
 @app.put("/api/tasks/<task_id:int>", body=TASK_FIELDS, partial=True, returns="Task")
 def api_update_task(task_id):
@@ -5703,50 +5690,6 @@ def api_get_attachment(attachment_id):
     return response
 
 
-# --- templates, snippets, webhooks -------------------------------------------
-
-def _resource_routes(kind: Resource, schema: str) -> None:
-    """The five CRUD routes of a per-project resource."""
-    base = f"/api/projects/<project_id:int>/{kind.table}"
-
-    def api_list(project_id):
-        return list_resources(kind, project_id)
-
-    def api_create(project_id):
-        return create_resource(kind, project_id, read_json())
-
-    def api_get(project_id, item_id):
-        return get_resource(kind, project_id, item_id)
-
-    def api_update(project_id, item_id):
-        return update_resource(kind, project_id, item_id, read_json())
-
-    def api_delete(project_id, item_id):
-        return delete_resource(kind, project_id, item_id)
-
-    app.route(base, "GET", api_list, name=f"api_list_{kind.table}", returns=f"{schema}[]")
-    app.route(base, "POST", api_create, name=f"api_create_{kind.noun}", body=kind.fields,
-              returns=schema, status=201)
-    app.route(f"{base}/<item_id:int>", "GET", api_get, name=f"api_get_{kind.noun}",
-              returns=schema)
-    app.route(f"{base}/<item_id:int>", "PUT", api_update, name=f"api_update_{kind.noun}",
-              body=kind.fields, partial=True, returns=schema)
-    app.route(f"{base}/<item_id:int>", "DELETE", api_delete, name=f"api_delete_{kind.noun}",
-              returns="Ok")
-
-
-_resource_routes(TEMPLATES, "Template")
-_resource_routes(SNIPPETS, "Snippet")
-_resource_routes(WEBHOOKS, "Webhook")
-
-
-# --- planning --------------------------------------------------------------------
-
-@app.post("/api/projects/<project_id:int>/plan", body=PLAN_FIELDS, returns="PlanStarted")
-def api_start_plan(project_id):
-    return start_plan(project_id, read_json())
-
-
 # --- statistics ------------------------------------------------------------------
 
 @app.get("/api/projects/<project_id:int>/activity", returns="Activity[]")
@@ -5755,16 +5698,19 @@ def api_project_activity(project_id):
                             query_int("offset", 0, 0, 2**62))
 
 
-# --- settings --------------------------------------------------------------------
-
-@app.put("/api/settings", body=SETTINGS_FIELDS, partial=True, returns="Settings")
-def api_update_settings():
-    return update_settings(read_json())
-
-
-#: Routes that hand the ids in their URL to a service and answer what it returns:
-#: (method, rule, service, response schema); each is named api_<service>.
-PLAIN_ROUTES = (
+#: Routes that hand the ids in their URL, and their body if they take one, to a service:
+#: (method, rule, service, response schema[, route config]); see _service_route().
+SERVICE_ROUTES = (
+    ("GET", "/api/health", health, "Health"),
+    ("POST", "/api/projects", create_project, "Project", {"body": PROJECT_FIELDS, "status": 201}),
+    ("PUT", "/api/projects/<project_id:int>", update_project, "Project",
+     {"body": PROJECT_FIELDS, "partial": True}),
+    ("POST", "/api/projects/<project_id:int>/tasks", create_task, "Task",
+     {"body": TASK_FIELDS, "status": 201}),
+    ("POST", "/api/projects/<project_id:int>/plan", start_plan, "PlanStarted",
+     {"body": PLAN_FIELDS}),
+    ("PUT", "/api/settings", update_settings, "Settings",
+     {"body": SETTINGS_FIELDS, "partial": True}),
     ("GET", "/api/projects", list_projects, "ProjectListEntry[]"),
     ("GET", "/api/projects/summary", project_summaries, "ProjectSummary[]"),
     ("GET", "/api/projects/<project_id:int>", get_project, "Project"),
@@ -5785,8 +5731,21 @@ PLAIN_ROUTES = (
     ("GET", "/api/stats/agent-usage", agent_usage, "AgentUsage"),
     ("GET", "/api/settings", get_settings, "Settings"),
 )
-for _method, _rule, _service, _returns in PLAIN_ROUTES:
-    app.route(_rule, _method, _service, name=f"api_{_service.__name__}", returns=_returns)
+for _method, _rule, _service, _returns, *_config in SERVICE_ROUTES:
+    _service_route(_method, _rule, _service, _returns, **(_config[0] if _config else {}))
+# The five CRUD routes of each per-project resource.
+for _kind, _schema in ((TEMPLATES, "Template"), (SNIPPETS, "Snippet"), (WEBHOOKS, "Webhook")):
+    _base = f"/api/projects/<project_id:int>/{_kind.table}"
+    _service_route("GET", _base, functools.partial(list_resources, _kind), f"{_schema}[]",
+                   name=f"api_list_{_kind.table}")
+    _service_route("POST", _base, functools.partial(create_resource, _kind), _schema,
+                   name=f"api_create_{_kind.noun}", body=_kind.fields, status=201)
+    _service_route("GET", f"{_base}/<item_id:int>", functools.partial(get_resource, _kind),
+                   _schema, name=f"api_get_{_kind.noun}")
+    _service_route("PUT", f"{_base}/<item_id:int>", functools.partial(update_resource, _kind),
+                   _schema, name=f"api_update_{_kind.noun}", body=_kind.fields, partial=True)
+    _service_route("DELETE", f"{_base}/<item_id:int>", functools.partial(delete_resource, _kind),
+                   "Ok", name=f"api_delete_{_kind.noun}")
 
 
 # --- the board -------------------------------------------------------------------
