@@ -4785,6 +4785,10 @@ def _slack(text: str, limit: int) -> str:
 #: Tool inputs worth showing in a tool call's one-line summary, by preference.
 SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description",
                 "prompt", "notebook_path")
+#: The token counts a run keeps, in PRICES' order, and the CLI's name for each.
+USAGE_KEYS = {"input": "input_tokens", "output": "output_tokens",
+              "cache_read": "cache_read_input_tokens",
+              "cache_creation": "cache_creation_input_tokens"}
 
 
 class StreamParser:
@@ -4802,7 +4806,7 @@ class StreamParser:
         self.result = None
         self.api_error = None
         self.denials = []
-        self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_creation": 0}
+        self.usage = dict.fromkeys(USAGE_KEYS, 0)
         self._messages = set()
         self._tool_started = {}
         self._tool_names = {}
@@ -4822,14 +4826,10 @@ class StreamParser:
         self.last_type = str(kind or "raw")
         if event.get("session_id") and not self.session_id:
             self.session_id = str(event["session_id"])
-        if kind == "system":
-            return self._system(event)
-        if kind == "assistant":
-            return self._assistant(event)
-        if kind == "user":
-            return self._user(event)
-        if kind == "result":
-            return self._result(event)
+        handle = {"system": self._system, "assistant": self._assistant, "user": self._user,
+                  "result": self._result}.get(kind)
+        if handle is not None:
+            return handle(event)
         if "rate_limit" in str(kind):
             return [{"kind": "system", "is_error": True,
                      "message": "rate limited: " + _cut(json_dumps(event), 500)}]
@@ -4895,7 +4895,7 @@ class StreamParser:
     def _result(self, event):
         self.result = event
         if isinstance(event.get("usage"), dict):
-            self.usage = {"input": 0, "output": 0, "cache_read": 0, "cache_creation": 0}
+            self.usage = dict.fromkeys(USAGE_KEYS, 0)
             self._add_usage(event["usage"])
         entries = []
         denials = event.get("permission_denials")
@@ -4935,9 +4935,7 @@ class StreamParser:
         self.files.add(path)
 
     def _add_usage(self, usage: dict):
-        for key, name in (("input", "input_tokens"), ("output", "output_tokens"),
-                          ("cache_read", "cache_read_input_tokens"),
-                          ("cache_creation", "cache_creation_input_tokens")):
+        for key, name in USAGE_KEYS.items():
             value = usage.get(name)
             if isinstance(value, int):
                 self.usage[key] += value
@@ -4947,8 +4945,7 @@ class StreamParser:
         if self.result and isinstance(self.result.get("total_cost_usd"), (int, float)):
             return float(self.result["total_cost_usd"])
         prices = PRICES[model]
-        return sum(self.usage[k] * p for k, p in zip(
-            ("input", "output", "cache_read", "cache_creation"), prices)) / 1_000_000
+        return sum(self.usage[k] * p for k, p in zip(USAGE_KEYS, prices)) / 1_000_000
 
 
 def _dict(value) -> dict:
@@ -5051,11 +5048,9 @@ class AgentRun:
         return self.parser.cost(self.model)
 
     def usage_columns(self) -> dict:
-        """The run's usage as the runs table keeps it."""
-        usage = self.parser.usage
-        return {"input_tokens": usage["input"], "output_tokens": usage["output"],
-                "cache_read_tokens": usage["cache_read"],
-                "cache_creation_tokens": usage["cache_creation"], "cost": self.cost()}
+        """The run's usage as the runs table keeps it (input_tokens, ..., cost)."""
+        return {**{f"{key}_tokens": n for key, n in self.parser.usage.items()},
+                "cost": self.cost()}
 
     def _supervise(self):
         pumps = []
@@ -5792,7 +5787,7 @@ def ws_params(query: dict) -> dict:
             if not re.fullmatch(r"\d{1,18}", raw):
                 raise Invalid(f"{name} must be a non-negative integer, not {raw[:40]!r}", name)
             out[key] = int(raw)
-    for raw in query.getall("logs") if hasattr(query, "getall") else query.get("logs", []):
+    for raw in query.getall("logs"):
         for item in raw.split(","):
             if item != "all" and not re.fullmatch(r"\d{1,18}", item):
                 raise Invalid(f"logs must be task ids or 'all', not {item[:40]!r}", "logs")
@@ -6362,17 +6357,15 @@ def mcp_serve(argv: list[str]) -> int:
         try:
             message = json.loads(line)
         except ValueError:
-            _mcp_send({"jsonrpc": "2.0", "id": None,
-                       "error": {"code": -32700, "message": "parse error"}})
+            _mcp_send(None, error={"code": -32700, "message": "parse error"})
             continue
         if not isinstance(message, dict) or "id" not in message:
             continue  # a notification (e.g. notifications/initialized)
         try:
             result = _mcp_answer(message.get("method"), message.get("params") or {}, board)
-            _mcp_send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+            _mcp_send(message["id"], result=result)
         except LookupError as exc:
-            _mcp_send({"jsonrpc": "2.0", "id": message["id"],
-                       "error": {"code": -32601, "message": str(exc)}})
+            _mcp_send(message["id"], error={"code": -32601, "message": str(exc)})
     return 0
 
 
@@ -6438,8 +6431,9 @@ class BoardApi:
         return detail
 
 
-def _mcp_send(message: dict) -> None:
-    sys.stdout.write(json_dumps(message) + "\n")
+def _mcp_send(message_id, **answer) -> None:
+    """One JSON-RPC answer (result= or error=) to the message with that id."""
+    sys.stdout.write(json_dumps({"jsonrpc": "2.0", "id": message_id, **answer}) + "\n")
     sys.stdout.flush()
 
 
@@ -6494,14 +6488,8 @@ def simulate_agent(argv: list[str]) -> int:
         time.sleep(0.3 * pace)
 
     def shell(args):
-        def run():
-            try:
-                done = subprocess.run(args, cwd=cwd, capture_output=True, text=True,
-                                      timeout=30)
-            except (OSError, subprocess.SubprocessError) as exc:
-                return str(exc), True
-            return (done.stdout + done.stderr).strip() or "(no output)", done.returncode != 0
-        return run
+        code, out = run_command(args, cwd=cwd, stderr=subprocess.STDOUT)
+        return out.strip() or "(no output)", code != 0
 
     emit({"type": "system", "subtype": "init", "cwd": cwd, "model": f"simulated-{known.model}",
           "permissionMode": "simulated", "tools": ["Bash", "Read", "Edit"], "mcp_servers": []})
@@ -6551,12 +6539,12 @@ def _simulated_work(cwd, title, demo, tool, shell, say) -> str:
             return f"The file {notes} has been updated.", False
         tool("Edit", {"file_path": notes, "new_string": f"- {title}"}, edit)
         def commit():
-            output, failed = shell(["git", "add", "-A"])()
+            output, failed = shell(["git", "add", "-A"])
             if failed:
                 return output, True
             return shell(["git", "-c", "user.name=Simulated Agent", "-c",
                           "user.email=agent@taskboard.invalid", "commit", "-qm",
-                          f"Simulated work: {title}"])()
+                          f"Simulated work: {title}"])
         tool("Bash", {"command": f"git add -A && git commit -m 'Simulated work: {title}'",
                       "description": "Commit the change"}, commit)
         summary = f"Added a note for “{title}” to NOTES.md and committed it."
@@ -6686,11 +6674,9 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     runtime.webhooks.start()
     if config["demo"]:
         create_demo_project()
-    runtime.greenlets.append(gevent.spawn(check_agent_command))
-    runtime.greenlets.append(gevent.spawn(prune_worktrees))
-    runtime.greenlets.append(gevent.spawn(sync_all_issues))
-    runtime.greenlets.append(gevent.spawn(compact_logs_forever))
-    runtime.greenlets.append(gevent.spawn(checkpoint_forever))
+    runtime.greenlets += [gevent.spawn(work) for work in (
+        check_agent_command, prune_worktrees, sync_all_issues, compact_logs_forever,
+        checkpoint_forever)]
     if resume_runs:
         resume_interrupted_runs()
     return runtime
