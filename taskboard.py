@@ -4753,11 +4753,9 @@ def _post(url: str, body: bytes, headers: dict) -> tuple[int | None, str | None]
             response = requests.post(url, data=body, headers=headers, stream=True,
                                      timeout=WEBHOOK_TIMEOUT_SECONDS, allow_redirects=False)
             response.close()
-    except gevent.Timeout as exc:
-        if exc is not timer:
+    except (gevent.Timeout, requests.Timeout) as exc:
+        if isinstance(exc, gevent.Timeout) and exc is not timer:
             raise  # a caller's timeout, not ours
-        return None, f"no answer within {WEBHOOK_TIMEOUT_SECONDS:g} s"
-    except requests.Timeout:
         return None, f"no answer within {WEBHOOK_TIMEOUT_SECONDS:g} s"
     except requests.RequestException as exc:
         reason = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(exc))
@@ -5750,28 +5748,19 @@ def api_openapi():
     return openapi()
 
 
-@app.get("/")
-def page_index():
-    return _static("index.html")
-
-
-@app.get("/login")
-def page_login():
-    return _static("login.html")
-
-
 @app.get("/static/<path:path>")
-def page_static(path):
-    return _static(path)
-
-
-def _static(path: str):
+def page_static(path: str):
+    """A file of the board's pages, with the headers every page gets."""
     mimetype = "text/javascript" if path.endswith((".js", ".mjs")) else True
     response = bottle.static_file(path, root=STATIC_DIR, mimetype=mimetype)
     response.set_header("Cache-Control", "no-cache")
     for name, value in PAGE_HEADERS.items():
         response.set_header(name, value)
     return response
+
+
+app.route("/", "GET", functools.partial(page_static, "index.html"), name="page_index")
+app.route("/login", "GET", functools.partial(page_static, "login.html"), name="page_login")
 
 
 # =============================================================================
@@ -5806,9 +5795,8 @@ class Handler(WebSocketHandler):
         super().handle()
 
     def upgrade_websocket(self):
-        if self.environ.get("HTTP_UPGRADE", "").lower() != "websocket":
-            return None
-        if self.environ.get("PATH_INFO") != "/ws":
+        if self.environ.get("HTTP_UPGRADE", "").lower() != "websocket" \
+                or self.environ.get("PATH_INFO") != "/ws":
             return None
         error = ws_refusal(self.environ)
         if error is not None:
@@ -6101,6 +6089,12 @@ def _shape(types: str = "", required: str = "", **props) -> dict:
     return schema
 
 
+def _ref(name: str) -> dict:
+    """The schema of a named component; "Name[]" for an array of them."""
+    ref = {"$ref": f"#/components/schemas/{name.removesuffix('[]')}"}
+    return {"type": "array", "items": ref} if name.endswith("[]") else ref
+
+
 #: Response shapes that are not a field table.
 _SCHEMAS = {
     "Ok": _shape("ok:boolean", "ok"),
@@ -6213,10 +6207,8 @@ def openapi() -> dict:
     detail = _object_schema(TASK_FIELDS)
     detail["properties"].update({
         "commits": {"type": "array", "items": _shape("hash:string message:string")},
-        "revisions": {"type": "array", "items": {"$ref": "#/components/schemas/Revision"}},
-        "attachments": {"type": "array",
-                        "items": {"$ref": "#/components/schemas/Attachment"}},
-        "logs": {"type": "array", "items": {"$ref": "#/components/schemas/LogEntry"}}})
+        "revisions": _ref("Revision[]"), "attachments": _ref("Attachment[]"),
+        "logs": _ref("LogEntry[]")})
     schemas["TaskDetail"] = detail
 
     paths = {}
@@ -6236,45 +6228,37 @@ def _operation(route, schemas) -> dict:
     op_id = route.name or route.callback.__name__
     status = str(config.get("status", 200))
     returns = config.get("returns", "Health")
-    command = op_id.removeprefix("local_") if config.get("body") == "Desktop" else None
+    body = config.get("body")
+    command = COMMANDS[op_id.removeprefix("local_")] if body == "Desktop" else None
     if returns == "file":  # in the media type it was uploaded with
         content = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
-    elif command is not None:
-        content = {"application/json": {"schema": COMMANDS[command].returns}}
     else:
-        ref = {"$ref": f"#/components/schemas/{returns.rstrip('[]')}"}
-        schema = {"type": "array", "items": ref} if returns.endswith("[]") else ref
+        schema = _ref(returns) if command is None else command.returns
         content = {"application/json": {"schema": schema}}
     responses = {status: {"description": "success", "content": content}}
     op = {"operationId": op_id,
           "parameters": [{"name": name, "in": "path", "required": True, "schema": _ID}
                          for name in re.findall(r"<(\w+):int>", route.rule)],
           "responses": responses}
-    body = config.get("body")
     if isinstance(body, tuple):
-        name = f"{op_id}_body"
-        schemas[name] = _object_schema(body, request=True, partial=config.get("partial"))
-        op["requestBody"] = {"required": True, "content": {"application/json": {
-            "schema": {"$ref": f"#/components/schemas/{name}"}}}}
-    elif body == "Upload":
-        op["requestBody"] = {"required": True, "content": {"multipart/form-data": {
-            "schema": {"$ref": "#/components/schemas/Upload"}}}}
-    elif command is not None:
-        spec = COMMANDS[command]
-        args = {"type": "object", "additionalProperties": False, "properties": spec.args}
-        if "id" in spec.args:
+        schemas[f"{op_id}_body"] = _object_schema(body, request=True,
+                                                  partial=config.get("partial"))
+        body = f"{op_id}_body"
+    if command is not None:
+        args = {"type": "object", "additionalProperties": False, "properties": command.args}
+        if "id" in command.args:
             args["anyOf"] = [{"required": ["id"]}, {"required": ["taskId"]}]
-        if spec.required:
-            args["required"] = spec.required
+        if command.required:
+            args["required"] = command.required
         op["requestBody"] = {"required": False, "content": {"application/json": {
             "schema": args}}}
     elif body:
-        op["requestBody"] = {"required": True, "content": {"application/json": {
-            "schema": {"$ref": f"#/components/schemas/{body}"}}}}
+        media = "multipart/form-data" if body == "Upload" else "application/json"
+        op["requestBody"] = {"required": True, "content": {media: {"schema": _ref(body)}}}
     answers = {"401": route.rule != "/api/health", "429": route.rule == "/api/login",
                "409": op_id in _CONFLICTS, "413": "requestBody" in op,
                "415": "requestBody" in op}
-    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    error = {"application/json": {"schema": _ref("Error")}}
     responses.update({code: {"description": text, "content": error}
                       for code, text in _ERROR_ANSWERS.items() if answers.get(code, True)})
     for name, lo, hi, default in _QUERIES.get(route.rule.rsplit("/", 1)[-1], ()):
