@@ -4922,9 +4922,7 @@ class StreamParser:
 
     def _note_file(self, tool_input):
         """Remember the file a tool call reads or writes, relative to the repository."""
-        if not isinstance(tool_input, dict):
-            return
-        path = tool_input.get("file_path") or tool_input.get("notebook_path")
+        path = _dict(tool_input).get("file_path") or _dict(tool_input).get("notebook_path")
         if not isinstance(path, str) or not path:
             return
         if self.root and os.path.isabs(path):
@@ -4952,10 +4950,8 @@ def _dict(value) -> dict:
 
 
 def tool_summary(tool_input) -> str:
-    if not isinstance(tool_input, dict):
-        return _cut(json_dumps(tool_input), 200)
     for key in SUMMARY_KEYS:
-        if isinstance(tool_input.get(key), str):
+        if isinstance(_dict(tool_input).get(key), str):
             return _cut(tool_input[key].strip().replace("\n", " "), 200)
     return _cut(json_dumps(tool_input), 200)
 
@@ -5912,12 +5908,32 @@ def _is_loopback(address: str) -> bool:
     return ip.is_loopback or bool(getattr(ip, "ipv4_mapped", None) and ip.ipv4_mapped.is_loopback)
 
 
+def _shape(types: str = "", required: str = "", **props) -> dict:
+    """An object schema from "name:type" words (a type ending in ? may also be null) and
+    whole property schemas given by name; `required` names the required properties."""
+    properties = {}
+    for word in types.split():
+        name, kind = word.split(":")
+        properties[name] = {"type": [kind[:-1], "null"] if kind.endswith("?") else kind}
+    schema = {"type": "object", "properties": {**properties, **props}}
+    if required:
+        schema["required"] = required.split()
+    return schema
+
+
+def _ref(name: str) -> dict:
+    """The schema of a named component; "Name[]" for an array of them."""
+    ref = {"$ref": f"#/components/schemas/{name.removesuffix('[]')}"}
+    return {"type": "array", "items": ref} if name.endswith("[]") else ref
+
+
 #: JSON schemas of the commands' arguments and results.
 _ID = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
-_TASK = {"$ref": "#/components/schemas/Task"}
-_OK = {"$ref": "#/components/schemas/Ok"}
-_AGENT_MD = {"$ref": "#/components/schemas/AgentMd"}
+_TASK = _ref("Task")
+_OK = _ref("Ok")
+_AGENT_MD = _ref("AgentMd")
 _OBJECT = {"type": "object"}
+_IDS = {"type": "array", "items": {"type": "integer"}}
 _PORT = {"type": ["integer", "null"], "minimum": 1, "maximum": 65535}
 _TASK_FIELDS_IN = {
     "title": {"type": "string"}, "description": {"type": "string"},
@@ -5948,7 +5964,7 @@ COMMANDS = {
         "desktop", "Make a task wait for another (or change the condition).",
         {"taskId": _ID, "dependsOnId": _ID,
          "conditionType": {"type": "string", "enum": list(CONDITIONS), "default": "always"}},
-        ["taskId", "dependsOnId"], {"$ref": "#/components/schemas/Dependency"},
+        ["taskId", "dependsOnId"], _ref("Dependency"),
         lambda arg, b: add_dependency(arg("taskId"), arg("dependsOnId"),
                                       b.get("conditionType", "always"))),
     "remove_task_dependency": Command(
@@ -5958,9 +5974,7 @@ COMMANDS = {
     "get_task_dependencies": Command(
         "desktop", "The ids of the tasks a task waits for and of those waiting for it.",
         {"taskId": _ID}, ["taskId"],
-        {"type": "object", "required": ["parents", "children"], "properties": {
-            "parents": {"type": "array", "items": {"type": "integer"}},
-            "children": {"type": "array", "items": {"type": "integer"}}}},
+        _shape("", "parents children", parents=_IDS, children=_IDS),
         lambda arg, b: task_dependencies(arg("taskId"))),
     "get_dependency_graph": Command(
         "desktop", "A project's tasks and dependency edges.", {"projectId": _ID},
@@ -5985,14 +5999,12 @@ COMMANDS = {
         lambda arg, b: agent_activity(arg("projectId"))),
     "get_active_file_map": Command(
         "desktop", "Every file any running agent touches, with the tasks touching it.", {},
-        [], {"type": "object", "additionalProperties": {"type": "array",
-                                                         "items": {"type": "integer"}}},
+        [], {"type": "object", "additionalProperties": _IDS},
         lambda arg, b: agent_activity(None)["fileMap"]),
     "get_task_events": Command(
         "desktop", "A task's structured events: raw agent lines, status changes, messages.",
         {"taskId": _ID, "limit": {"type": "integer", "minimum": 1, "maximum": 10_000,
-                                  "default": 500}}, ["taskId"],
-        {"type": "array", "items": {"$ref": "#/components/schemas/TaskEvent"}},
+                                  "default": 500}}, ["taskId"], _ref("TaskEvent[]"),
         lambda arg, b: task_events(arg("taskId"), arg("limit"))),
     "get_agent_md": Command(
         "desktop", "The project's agent-instructions file.", {"projectId": _ID},
@@ -6075,25 +6087,6 @@ def _desktop_arg(command: str, body: dict, name: str) -> int | None:
 # =============================================================================
 # OPENAPI
 # =============================================================================
-
-def _shape(types: str = "", required: str = "", **props) -> dict:
-    """An object schema from "name:type" words (a type ending in ? may also be null) and
-    whole property schemas given by name; `required` names the required properties."""
-    properties = {}
-    for word in types.split():
-        name, kind = word.split(":")
-        properties[name] = {"type": [kind[:-1], "null"] if kind.endswith("?") else kind}
-    schema = {"type": "object", "properties": {**properties, **props}}
-    if required:
-        schema["required"] = required.split()
-    return schema
-
-
-def _ref(name: str) -> dict:
-    """The schema of a named component; "Name[]" for an array of them."""
-    ref = {"$ref": f"#/components/schemas/{name.removesuffix('[]')}"}
-    return {"type": "array", "items": ref} if name.endswith("[]") else ref
-
 
 #: Response shapes that are not a field table.
 _SCHEMAS = {
@@ -6606,8 +6599,10 @@ def parse_args(argv=None, environ=None) -> dict:
     if args.db:
         db_path = os.path.abspath(os.path.expanduser(args.db))
         data_dir = os.path.dirname(db_path)
-    else:
-        data_dir = _default_data_dir(environ)
+    else:  # systemd's StateDirectory, else the XDG data home
+        base = environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+        data_dir = environ.get("STATE_DIRECTORY", "").split(":")[0] or \
+            os.path.join(base, "taskboard")
         db_path = os.path.join(data_dir, "taskboard.db")
     try:
         agent_argv = shlex.split(args.agent_command)
@@ -6636,14 +6631,6 @@ def parse_args(argv=None, environ=None) -> dict:
             "git_host_api": environ.get("TASKBOARD_GIT_HOST_API", "https://api.github.com"),
             "git_host_token": environ.get("TASKBOARD_GIT_HOST_TOKEN")
             or environ.get("GITHUB_TOKEN")}
-
-
-def _default_data_dir(environ) -> str:
-    if environ.get("STATE_DIRECTORY"):
-        return environ["STATE_DIRECTORY"].split(":")[0]
-    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local",
-                                                          "share")
-    return os.path.join(base, "taskboard")
 
 
 def init(config: dict, resume_runs: bool = True) -> Runtime:
