@@ -167,7 +167,6 @@ ENV_SETTINGS = (
 )
 
 
-
 # =============================================================================
 # ERRORS
 # =============================================================================
@@ -1200,25 +1199,16 @@ def _begin_immediate(connection) -> None:
         pause = min(pause * 2, 0.05)
 
 
-#: How long a transaction waits for another program to release the database's write lock
-#: (cooperatively: SQLite's own busy wait would sleep in C and freeze every greenlet).
+#: How long a transaction waits for another program to release the database's write lock.
 BUSY_WAIT_SECONDS = 5.0
-
-
 #: How often checkpoint_wal() runs (SQLite's own checkpoints are turned off).
 CHECKPOINT_SECONDS = 1.0
 
 
 def checkpoint_wal(path: str) -> tuple[int, int, int]:
-    """Copy what the write-ahead log holds into the database file; run it in a thread.
-    Returns SQLite's (busy, frames in the log, frames checkpointed).
-
-    NOTE: SQLite checkpoints by itself inside the COMMIT that takes the log past 1,000
-    pages, and a checkpoint syncs the file to disk: under load, just after a 2 GB copy,
-    one took 0.77 s, and the whole server (one thread) stood still.  A PASSIVE checkpoint
-    takes no lock and waits for nobody, so it is the one database access outside tx(),
-    on a connection of its own (it reads and writes no rows).
-    """
+    """Copy what the write-ahead log holds into the database file, in a thread (SQLite's own
+    checkpoint syncs inside a COMMIT and stalled the hub); SQLite's (busy, frames, copied).
+    PASSIVE takes no lock: the one database access outside tx(), on its own connection."""
     connection = sqlite3.connect(f"file:{urllib.parse.quote(path)}?mode=rw", uri=True,
                                  isolation_level=None)
     try:
@@ -1228,15 +1218,9 @@ def checkpoint_wal(path: str) -> tuple[int, int, int]:
 
 
 def checkpoint(path: str) -> None:
-    """checkpoint_wal() in a worker thread.  Once the log holds more than WAL_LIMIT_FRAMES,
-    again for the pages written meanwhile, until a pass finds few of them: that pass is
-    repeated holding WRITE_LOCK, so it copies the rest while nothing is written.
-
-    NOTE: SQLite starts the log again from its beginning only at a write that finds all of
-    it copied.  Under steady writes a checkpoint beside them never got there: the log grew
-    by 80 MB for each second of task creation.  A pass holding the lock stops every write
-    while it copies and syncs, so it only ever copies a few pages.
-    """
+    """checkpoint_wal() in a worker thread; past WAL_LIMIT_FRAMES, again until a pass finds
+    few new pages, and that one under WRITE_LOCK: SQLite restarts the log only once all of
+    it is copied, which a checkpoint beside steady writes never reached."""
     pool = gevent.get_hub().threadpool
     _, frames, _ = pool.apply(checkpoint_wal, (path,))
     if frames <= WAL_LIMIT_FRAMES:
@@ -1253,10 +1237,7 @@ def checkpoint(path: str) -> None:
 
 
 #: Pages (of 4 KB, so 64 MB) the write-ahead log may hold before checkpoints see that it
-#: starts again (see checkpoint).
-#: NOTE: the file keeps its size and is written over: cutting it back (journal_size_limit)
-#: made the first COMMIT after a restart wait up to 160 ms for the truncate, on the hub.
-#: At 4,096 pages, the pass holding the lock came every 2 s under the load.
+#: starts again; the file is written over, never cut back (a truncate stalled the hub).
 WAL_LIMIT_FRAMES = 16384
 #: At most this many pages written during a pass let the next one hold the lock.
 WAL_LOCKED_FRAMES = 256
@@ -1283,14 +1264,9 @@ DERIVED_BYTES = 16 * 1024 * 1024
 
 
 class Derived:
-    """Each project's task list as JSON, kept with the project's task version it was read
-    at; least recently used go first.  (bench/load.py's API reads the biggest list 50 times
-    a second: read each time, those reads took most of the machine's CPU.)
-
-    The triggers of migration 0006 bump the version in the same transaction as any change
-    to the project's tasks, so a value read in a later transaction at the same version is
-    still exact.  A big project's list is 20-40 ms of SQLite; checking the version, 10 us.
-    """
+    """Each project's task list as JSON, kept with the project's task version (bumped by
+    migration 0006's triggers in the transaction of any change to its tasks) it was read at;
+    least recently used go first.  A big list is 20-40 ms of SQLite; the version, 10 us."""
 
     def __init__(self, limit: int):
         self.limit = limit
