@@ -1086,11 +1086,11 @@ class Tx:
     def one(self, sql: str, params=()) -> dict | None:
         cursor = self.connection.execute(sql, params)
         row = cursor.fetchone()
-        return None if row is None else dict(zip(_names(cursor), row))
+        return None if row is None else dict(zip([d[0] for d in cursor.description], row))
 
     def all(self, sql: str, params=()) -> list[dict]:
         cursor = self.connection.execute(sql, params)
-        names = _names(cursor)
+        names = [d[0] for d in cursor.description]
         return [dict(zip(names, row)) for row in cursor.fetchall()]
 
     def value(self, sql: str, params=()):
@@ -1108,11 +1108,11 @@ class Tx:
         """Insert a row and return it as stored (with its id and defaults)."""
         return self.one(_insert_sql(table, values) + " RETURNING *", tuple(values.values()))
 
-    def update(self, table: str, row_id, changes: dict, key: str = "id") -> None:
-        if changes:
-            assignments = ", ".join(f"{name} = ?" for name in changes)
-            self.connection.execute(f"UPDATE {table} SET {assignments} WHERE {key} = ?",
-                                    (*changes.values(), row_id))
+    def update(self, table: str, row_id, changes: dict, key: str = "id") -> dict | None:
+        """Change a row (changes must not be empty); return it as stored, None if absent."""
+        assignments = ", ".join(f"{name} = ?" for name in changes)
+        return self.one(f"UPDATE {table} SET {assignments} WHERE {key} = ? RETURNING *",
+                        (*changes.values(), row_id))
 
     def in_thread(self, work):
         """work(self) in a worker thread, for statements of tens of milliseconds."""
@@ -1128,10 +1128,6 @@ class Tx:
 
 def _insert_sql(table: str, values: dict) -> str:
     return f"INSERT INTO {table} ({', '.join(values)}) VALUES ({_marks(values)})"
-
-
-def _names(cursor) -> list[str]:
-    return [d[0] for d in cursor.description]
 
 
 def _marks(values) -> str:
@@ -1517,10 +1513,7 @@ def subtask_rows(parent_id: int) -> list[dict]:
 
 def update_task_row(task_id: int, changes: dict) -> dict | None:
     with tx() as t:
-        if not t.exists("tasks", task_id):
-            return None
-        t.update("tasks", task_id, {**changes, "updated_at": now_iso()})
-        return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        return t.update("tasks", task_id, {**changes, "updated_at": now_iso()})
 
 
 def move_task_row(task_id: int, to: str, changes_for, only_from=None,
@@ -1534,13 +1527,12 @@ def move_task_row(task_id: int, to: str, changes_for, only_from=None,
         if before["status"] == to or (only_from and before["status"] != only_from):
             return before, before
         now = now_iso()
-        t.update("tasks", task_id, {**changes_for(before, now), "status": to,
-                                    "updated_at": now})
+        after = t.update("tasks", task_id, {**changes_for(before, now), "status": to,
+                                            "updated_at": now})
         t.insert("activity", {"project_id": before["project_id"], "task_id": task_id,
                               "task_title": before["title"], "event": "status_change",
                               "from_status": before["status"], "to_status": to,
                               "created_at": now})
-        after = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
         if notice is not None:
             notice.queue(t, after)
         return before, after
@@ -1683,8 +1675,7 @@ def update_run_row(run_id: int, changes: dict) -> None:
 def finish_run_rows(run_id: int, run_changes: dict, task_changes: dict) -> dict | None:
     """Record a run's end and add its usage to its task; return the task (None if gone)."""
     with tx() as t:
-        t.update("runs", run_id, {**run_changes, "ended_at": now_iso()})
-        run = t.one("SELECT * FROM runs WHERE id = ?", (run_id,))
+        run = t.update("runs", run_id, {**run_changes, "ended_at": now_iso()})
         if run["task_id"] is None:
             return None
         t.execute("UPDATE tasks SET input_tokens = input_tokens + ?, output_tokens = "
@@ -1693,8 +1684,7 @@ def finish_run_rows(run_id: int, run_changes: dict, task_changes: dict) -> dict 
                   "total_cost + ? WHERE id = ?",
                   (run["input_tokens"], run["output_tokens"], run["cache_read_tokens"],
                    run["cache_creation_tokens"], run["cost"], run["task_id"]))
-        t.update("tasks", run["task_id"], {**task_changes, "updated_at": now_iso()})
-        return t.one("SELECT * FROM tasks WHERE id = ?", (run["task_id"],))
+        return t.update("tasks", run["task_id"], {**task_changes, "updated_at": now_iso()})
 
 
 def bump_retry_row(task_id: int) -> dict | None:
@@ -1822,9 +1812,8 @@ def insert_revision_row(task_id: int, feedback: str, notice: Notice) -> dict | N
                               "task_title": task["title"], "event": "revision",
                               "from_status": task["status"], "to_status": task["status"],
                               "created_at": now})
-        t.update("tasks", task_id, {"revision_count": task["revision_count"] + 1,
-                                    "updated_at": now})
-        task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        task = t.update("tasks", task_id, {"revision_count": task["revision_count"] + 1,
+                                           "updated_at": now})
         notice.queue(t, task)
         return task
 
@@ -1899,16 +1888,12 @@ def insert_attachment_row(values: dict) -> dict | None:
     with tx() as t:
         if not t.exists("tasks", values["task_id"]):
             return None
-        attachment_id = t.insert("attachments", {**values, "created_at": now_iso()})
-        return t.one("SELECT * FROM attachments WHERE id = ?", (attachment_id,))
+        return t.insert_row("attachments", {**values, "created_at": now_iso()})
 
 
 def delete_attachment_row(attachment_id: int) -> dict | None:
     with tx() as t:
-        row = t.one("SELECT * FROM attachments WHERE id = ?", (attachment_id,))
-        if row is not None:
-            t.execute("DELETE FROM attachments WHERE id = ?", (attachment_id,))
-        return row
+        return t.one("DELETE FROM attachments WHERE id = ? RETURNING *", (attachment_id,))
 
 
 # --- per-project resources: templates, snippets, webhooks ---------------------
@@ -2062,8 +2047,7 @@ def insert_plan_row(values: dict) -> dict | None:
     with tx() as t:
         if not t.exists("projects", values["project_id"]):
             return None
-        t.insert("plans", values)
-        return t.one("SELECT * FROM plans WHERE plan_id = ?", (values["plan_id"],))
+        return t.insert_row("plans", values)
 
 
 def update_plan_row(plan_id: str, changes: dict) -> None:
