@@ -1319,16 +1319,22 @@ def migrate() -> list[str]:
     return applied
 
 
+def find_rows(table: str, order_by="id", **where) -> list[dict]:
+    """Plain reads: the rows matching where (dataset's filters, e.g. {"!=": ""})."""
+    with read() as t:
+        return list(t[table].find(order_by=order_by, **where))
+
+
+def find_row(table: str, **where) -> dict | None:
+    with read() as t:
+        return t[table].find_one(**where)
+
+
 # --- projects ----------------------------------------------------------------
 
 def project_row(project_id: int) -> dict | None:
     with read() as t:  # SQL: every create, move and run reads it
         return t.one("SELECT * FROM projects WHERE id = ?", (project_id,))
-
-
-def project_rows() -> list[dict]:
-    with read() as t:
-        return t.all("SELECT * FROM projects ORDER BY id")
 
 
 def project_summary_rows() -> list[dict]:
@@ -1504,11 +1510,6 @@ def _insert_task(t: Tx, project_id: int, values: dict, defaults: dict, notice: N
                           "from_status": None, "to_status": "backlog", "created_at": now})
     notice.queue(t, task)
     return task, project["auto_queue"]
-
-
-def subtask_rows(parent_id: int) -> list[dict]:
-    with read() as t:
-        return t.all("SELECT * FROM tasks WHERE parent_task_id = ? ORDER BY id", (parent_id,))
 
 
 def update_task_row(task_id: int, changes: dict) -> dict | None:
@@ -1879,11 +1880,6 @@ def run_rows(task_id: int) -> list[dict]:
 
 # --- attachments -------------------------------------------------------------
 
-def attachment_row(attachment_id: int) -> dict | None:
-    with read() as t:
-        return t.one("SELECT * FROM attachments WHERE id = ?", (attachment_id,))
-
-
 def insert_attachment_row(values: dict) -> dict | None:
     with tx() as t:
         if not t.exists("tasks", values["task_id"]):
@@ -1903,11 +1899,6 @@ def resource_rows(table: str, project_id: int) -> list[dict] | None:
         if not t.exists("projects", project_id):
             return None
         return list(t[table].find(project_id=project_id, order_by="id"))
-
-
-def resource_row(table: str, project_id: int, row_id: int) -> dict | None:
-    with read() as t:
-        return t[table].find_one(id=row_id, project_id=project_id)
 
 
 def insert_resource_row(table: str, project_id: int, values: dict) -> dict | None:
@@ -1932,12 +1923,6 @@ def update_resource_row(table: str, project_id: int, row_id: int, changes: dict)
 def delete_resource_row(table: str, project_id: int, row_id: int) -> bool:
     with tx() as t:
         return t[table].delete(id=row_id, project_id=project_id)
-
-
-def delivery_rows(webhook_id: int, limit: int = 50) -> list[dict]:
-    with read() as t:
-        return t.all("SELECT * FROM webhook_deliveries WHERE webhook_id = ? "
-                     "ORDER BY id DESC LIMIT ?", (webhook_id, limit))
 
 
 def queue_notice(notice: Notice, task_id: int) -> None:
@@ -2011,13 +1996,6 @@ def _keep_newest(t: Tx, table: str, webhook_id: int, keep: int) -> int:
 
 # --- source host -----------------------------------------------------------------
 
-def sync_project_rows() -> list[dict]:
-    """The projects whose source-host issues are imported."""
-    with read() as t:
-        return t.all("SELECT * FROM projects WHERE git_host_sync_enabled = 1 AND "
-                     "git_host_repo != '' ORDER BY id")
-
-
 def insert_issue_tasks(project_id: int, issues: list[dict], defaults: dict,
                        notice: Notice) -> list[dict]:
     """Import the issues never imported before as backlog tasks (the queue leaves them
@@ -2083,13 +2061,6 @@ def plan_task_view(row: dict) -> dict:
     """A task as plan:completed and plan/status list it."""
     return {"id": row["id"], "title": row["title"], "task_type": row["task_type"],
             "task_key": row["task_key"]}
-
-
-def last_plan_row(project_id: int) -> dict | None:
-    """The project's latest finished planning session."""
-    with read() as t:
-        return t.one("SELECT * FROM plans WHERE project_id = ? AND status != 'running' "
-                     "ORDER BY id DESC LIMIT 1", (project_id,))
 
 
 def running_plan_rows() -> list[dict]:
@@ -2482,7 +2453,7 @@ def project_view(row: dict) -> dict:
 
 
 def list_projects() -> list[dict]:
-    return [render(PROJECT_FIELDS, r, PROJECT_LIST_FIELDS) for r in project_rows()]
+    return [render(PROJECT_FIELDS, r, PROJECT_LIST_FIELDS) for r in find_rows("projects")]
 
 
 def project_summaries() -> list[dict]:
@@ -2784,7 +2755,7 @@ def announce(notice: Notice | None) -> None:
 
 def webhook_now(hook: dict) -> dict | None:
     """The hook as it is now; None if it was deleted or disabled."""
-    row = resource_row("webhooks", hook["project_id"], hook["id"])
+    row = find_row("webhooks", id=hook["id"], project_id=hook["project_id"])
     return row if row is not None and row["enabled"] else None
 
 
@@ -3224,7 +3195,7 @@ def settle_parent(parent_id: int | None) -> None:
     parent = task_row(parent_id)
     if parent is None or parent["status"] != "in_progress" or not parent["agent_done"]:
         return
-    children = subtask_rows(parent_id)
+    children = find_rows("tasks", parent_task_id=parent_id)
     failed = [c["task_key"] for c in children if c["status"] == "failed"]
     if failed:
         _fail_task(parent_id, f"sub-task {', '.join(failed)} failed")
@@ -3446,7 +3417,7 @@ def remove_worktree(task: dict, project: dict, only_if_done: bool = False) -> No
 
 def prune_worktrees() -> None:
     """Start-up: forget worktrees whose directories are gone (never blocks start-up)."""
-    for project in project_rows():
+    for project in find_rows("projects"):
         if project["auto_branch"] and git_head(project["working_dir"]):
             root = repo_root(project["working_dir"])
             with git_lock(root):
@@ -3585,7 +3556,8 @@ def sync_issues(project_id: int) -> dict:
 def sync_all_issues() -> None:
     """The background sync: every synced project, every SYNC_INTERVAL_SECONDS."""
     while True:
-        for project in sync_project_rows():
+        for project in find_rows("projects", git_host_sync_enabled=1,
+                                 git_host_repo={"!=": ""}):
             try:
                 sync_issues(project["id"])
             except Exception:
@@ -4030,7 +4002,8 @@ def add_attachment(task_id: int, file_name: str, stream, mime_type: str | None) 
 
 def get_attachment(attachment_id: int) -> tuple[dict, str]:
     """The attachment and its absolute path; raises NotFound."""
-    row = found(attachment_row(attachment_id), f"attachment {attachment_id} not found")
+    row = found(find_row("attachments", id=attachment_id),
+                f"attachment {attachment_id} not found")
     return render(ATTACHMENT_FIELDS, row), os.path.join(runtime.data_dir, row["path"])
 
 
@@ -4062,7 +4035,7 @@ def list_resources(kind: Resource, project_id: int) -> list[dict]:
 
 
 def get_resource(kind: Resource, project_id: int, row_id: int) -> dict:
-    row = found(resource_row(kind.table, project_id, row_id),
+    row = found(find_row(kind.table, id=row_id, project_id=project_id),
                 f"{kind.noun} {row_id} not found in project {project_id}")
     return resource_view(kind, row)
 
@@ -4102,7 +4075,8 @@ def delivery_view(row: dict) -> dict:
 
 def webhook_deliveries(project_id: int, webhook_id: int) -> list[dict]:
     get_resource(WEBHOOKS, project_id, webhook_id)
-    return [delivery_view(r) for r in delivery_rows(webhook_id)]
+    return [delivery_view(r) for r in find_rows("webhook_deliveries", "-id",
+                                                webhook_id=webhook_id, _limit=50)]
 
 
 def record_delivery(hook: dict, event: str, attempt: int, status: int | None, ok: bool,
@@ -4207,7 +4181,7 @@ def plan_status(project_id: int) -> dict:
                 "topic": run.values["topic"], "model": run.values["model"],
                 "effort": run.values["effort"], "granularity": run.values["granularity"]}
     get_project(project_id)
-    row = last_plan_row(project_id)
+    row = find_row("plans", project_id=project_id, status={"!=": "running"}, order_by="-id")
     last = None if row is None else {
         "planId": row["plan_id"], "status": row["status"], "topic": row["topic"],
         "tasks": json.loads(row["tasks_json"] or "[]"), "error": row["error"],
@@ -4523,7 +4497,7 @@ def update_settings(body) -> dict:
     runtime.settings = upsert_settings_rows(validate(SETTINGS_FIELDS, body, partial=True))
     settings = get_settings()
     runtime.events.publish("settings:updated", settings)
-    for project in project_rows():  # a raised daily cost limit may let queues go on
+    for project in find_rows("projects"):  # a raised daily cost limit may let queues go on
         schedule_queue(project["id"])
     return settings
 
@@ -4565,7 +4539,7 @@ def create_demo_project() -> dict | None:
         if code != 0:
             log.warning("demo: git %s failed in the scratch repository: %s", args[0], out)
             break
-    taken = {p["slug"] for p in project_rows()}
+    taken = {p["slug"] for p in find_rows("projects")}
     slug = next(s for s in itertools.chain(["demo"], (f"demo-{n}" for n in
                                                       itertools.count(2))) if s not in taken)
     project = create_project({"name": "Demo", "slug": slug, "workingDir": repo,
