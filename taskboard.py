@@ -304,17 +304,12 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 
-def without_lone_surrogates(text: str) -> str:
-    """The text with U+FFFD for each half of a surrogate pair standing alone."""
-    return LONE_SURROGATE.sub("\ufffd", text)
-
-
 def lone_surrogates_replaced(value, text: str):
     """value (parsed from text) with U+FFFD for each lone surrogate."""
     if not SURROGATE_ESCAPE.search(text):
         return value
     dumped = json_dumps(value)
-    return json.loads(without_lone_surrogates(dumped)) if LONE_SURROGATE.search(dumped) \
+    return json.loads(LONE_SURROGATE.sub("\ufffd", dumped)) if LONE_SURROGATE.search(dumped) \
         else value
 
 
@@ -1694,13 +1689,6 @@ def bump_retry_row(task_id: int) -> dict | None:
         return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
 
 
-def unfinished_run_rows() -> list[dict]:
-    """Runs a previous server left 'running' (it was killed before it could stop them)."""
-    with read() as t:
-        return t.all("SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL "
-                     "ORDER BY id")
-
-
 def restart_rows() -> list[dict]:
     """After a restart: mark runs left 'running' interrupted, clear stale run flags, and
     return every in_progress task with the status and session of its latest run."""
@@ -1870,12 +1858,6 @@ def verifier_rejections(task_id: int) -> int:
     with read() as t:
         return t.value("SELECT COUNT(*) FROM runs WHERE task_id = ? AND kind = 'verifier' "
                        "AND status = 'rejected'", (task_id,))
-
-
-def run_rows(task_id: int) -> list[dict]:
-    with read() as t:
-        return t.all("SELECT * FROM runs WHERE task_id = ? AND kind = 'task' ORDER BY id",
-                     (task_id,))
 
 
 # --- attachments -------------------------------------------------------------
@@ -2061,11 +2043,6 @@ def plan_task_view(row: dict) -> dict:
     """A task as plan:completed and plan/status list it."""
     return {"id": row["id"], "title": row["title"], "task_type": row["task_type"],
             "task_key": row["task_key"]}
-
-
-def running_plan_rows() -> list[dict]:
-    with read() as t:
-        return t.all("SELECT * FROM plans WHERE status = 'running' ORDER BY id")
 
 
 # --- settings ------------------------------------------------------------------
@@ -2959,7 +2936,7 @@ def _fail_task(task_id: int, reason: str, run_id: int | None = None) -> None:
 def resume_interrupted_runs() -> None:
     """At start-up: kill what survived the last server, then give every in_progress task
     its agent back — its own session resumed ("continue"), not counted as a retry."""
-    for run in unfinished_run_rows():
+    for run in find_rows("runs", status="running", pid={"!=": None}):
         kill_survivor(run["pid"], run["proc_start"])
     for task in restart_rows():
         if task["agent_done"]:  # waits for its sub-tasks, with no agent
@@ -3703,7 +3680,7 @@ def task_diff(task_id: int) -> dict:
         if os.path.isdir(checkout):
             return _diff(checkout, [merge_base.strip()], branch)
         return _diff(root, [merge_base.strip(), branch], branch)
-    runs = run_rows(task_id)
+    runs = find_rows("runs", task_id=task_id, kind="task")
     cwd = runs[-1]["cwd"] if runs and runs[-1]["cwd"] else project["workingDir"]
     base = next((r["head_start"] for r in runs if r["head_start"]), None)
     code, branch = run_command(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd, 10)
@@ -3722,7 +3699,7 @@ def task_commits(task: dict) -> list[dict]:
             return []
         commit_range, cwd = f"{base}..{task['branch_name']}", root
     else:
-        runs = run_rows(task["id"])
+        runs = find_rows("runs", task_id=task["id"], kind="task")
         base = next((r["head_start"] for r in runs if r["head_start"]), None)
         end = next((r["head_end"] for r in reversed(runs) if r["head_end"]), None)
         if base is None or end is None or base == end:
@@ -4284,7 +4261,7 @@ def stop_plans() -> None:
 
 def interrupt_stale_plans() -> None:
     """Start-up: a session the last server left running is over; kill what survived."""
-    for row in running_plan_rows():
+    for row in find_rows("plans", status="running"):
         if row["pid"]:
             kill_survivor(row["pid"], row["proc_start"])
         update_plan_row(row["plan_id"], {"status": "interrupted", "finished_at": now_iso(),

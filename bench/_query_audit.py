@@ -170,15 +170,16 @@ def calls(ids):
     object_sql = core.json_object_sql(core.TASK_FIELDS)
     log_sql = core.json_object_sql(core.LOG_FIELDS)
     out = [
-        ("startup", "migrate(); running_plan_rows(); unfinished_run_rows(); restart_rows()",
-         lambda: (core.migrate(), core.running_plan_rows(), core.unfinished_run_rows(),
+        ("startup", "migrate(); find_rows(plans, runs running); restart_rows()",
+         lambda: (core.migrate(), core.find_rows("plans", status="running"),
+                  core.find_rows("runs", status="running", pid={"!=": None}),
                   core.restart_rows())),
         ("task_list", f"task_rows_json({p}, TASK json)", lambda: core.task_rows_json(
             p, object_sql)),
         ("task_get", f"task_row({task})", lambda: core.task_row(task)),
-        ("task_detail_heavy", f"task_detail_rows({heavy}, LOG json); run_rows({heavy})",
+        ("task_detail_heavy", f"task_detail_rows({heavy}, LOG json); find_rows(runs {heavy})",
          lambda: (core.task_detail_rows(heavy, core.json_object_sql(core.LOG_FIELDS)),
-                  core.run_rows(heavy))),
+                  core.find_rows("runs", task_id=heavy, kind="task"))),
         ("logs_newest_500", f"log_rows_json({heavy}, 500, None, LOG json)",
          lambda: core.log_rows_json(heavy, 500, None, log_sql)),
     ]
