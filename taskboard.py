@@ -1325,6 +1325,14 @@ def find_row(table: str, **where) -> dict | None:
         return t[table].find_one(**where)
 
 
+def owned_rows(table: str, owner: str, **key) -> list[dict] | None:
+    """The rows of table that belong to one project or task (key), by id; None without it."""
+    with read() as t:
+        if not t.exists(owner, *key.values()):
+            return None
+        return list(t[table].find(order_by="id", **key))
+
+
 # --- projects ----------------------------------------------------------------
 
 def project_row(project_id: int) -> dict | None:
@@ -1621,13 +1629,6 @@ def insert_log_rows(rows: list[dict], events: list[dict]) -> tuple[str | None, d
         return t.in_thread(write), projects
 
 
-def revision_rows(task_id: int) -> list[dict] | None:
-    with read() as t:
-        if not t.exists("tasks", task_id):
-            return None
-        return t.all("SELECT * FROM revisions WHERE task_id = ? ORDER BY id", (task_id,))
-
-
 # --- runs ----------------------------------------------------------------------
 
 def run_context_rows(task_id: int) -> dict | None:
@@ -1875,13 +1876,6 @@ def delete_attachment_row(attachment_id: int) -> dict | None:
 
 
 # --- per-project resources: templates, snippets, webhooks ---------------------
-
-def resource_rows(table: str, project_id: int) -> list[dict] | None:
-    with read() as t:
-        if not t.exists("projects", project_id):
-            return None
-        return list(t[table].find(project_id=project_id, order_by="id"))
-
 
 def insert_resource_row(table: str, project_id: int, values: dict) -> dict | None:
     with tx() as t:
@@ -2714,7 +2708,7 @@ def checkpoint_forever() -> None:
 
 
 def task_revisions(task_id: int) -> list[dict]:
-    rows = found(revision_rows(task_id), f"task {task_id} not found")
+    rows = found(owned_rows("revisions", "tasks", task_id=task_id), f"task {task_id} not found")
     return [render(REVISION_FIELDS, r) for r in rows]
 
 
@@ -4007,7 +4001,8 @@ def resource_view(kind: Resource, row: dict) -> dict:
 
 
 def list_resources(kind: Resource, project_id: int) -> list[dict]:
-    rows = found(resource_rows(kind.table, project_id), f"project {project_id} not found")
+    rows = found(owned_rows(kind.table, "projects", project_id=project_id),
+                 f"project {project_id} not found")
     return [resource_view(kind, r) for r in rows]
 
 
