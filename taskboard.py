@@ -75,14 +75,16 @@ EFFORTS = ("low", "medium", "high")
 PERMISSION_MODES = ("auto-accept", "allow-tools", "default")
 PLATFORMS = ("platform_a", "platform_b", "platform_c", "custom")
 LANGUAGES = ("en", "tr")
-#: Events a webhook may subscribe to (the spec's five plus our task:failed), with the headline
-#: and the Discord embed colour (0xRRGGBB) of their deliveries; webhook:test is the test route's.
+#: Events a webhook may subscribe to (the spec's five, task:failed, task:needs_input), with
+#: the headline and Discord embed colour (0xRRGGBB) of their deliveries; webhook:test is the
+#: test route's.
 WEBHOOK_EVENTS = {
     "task:created": ("New task", 0x5865F2), "task:started": ("Task started", 0xF0B232),
     "task:completed": ("Task ready for review", 0x3BA55C),
     "task:approved": ("Task approved", 0x2D7D46),
     "task:changes_requested": ("Changes requested", 0xEB6E2F),
-    "task:failed": ("Task failed", 0xED4245)}
+    "task:failed": ("Task failed", 0xED4245),
+    "task:needs_input": ("The agent needs you", 0xFEE75C)}
 WEBHOOK_TEST = ("Test message from Taskboard", 0x99AAB5)
 #: Priority numbers as words, for {{priority}} in templates.
 PRIORITY_NAMES = ("low", "medium", "high", "urgent")
@@ -144,8 +146,26 @@ EVENT_TYPES = (
     "template:deleted", "snippet:created", "snippet:updated", "snippet:deleted",
     "webhook:created", "webhook:updated", "webhook:deleted", "webhook:delivery",
     "plan:started", "plan:phase", "plan:progress", "plan:log", "plan:stats", "plan:completed",
-    "plan:cancelled", "settings:updated", "dependencies:updated", "resync", "ping",
+    "plan:cancelled", "settings:updated", "dependencies:updated", "approval:requested",
+    "approval:resolved", "message:created", "message:updated", "resync", "ping",
 )
+
+#: The agent CLI's flags for a task run's two-way channel (design §12).
+CHANNEL_FLAGS = ("--input-format", "stream-json", "--replay-user-messages",
+                 "--permission-prompt-tool", "stdio")
+#: What a person may answer an approval with, and what they may ask to be remembered.
+DECISIONS = ("allow", "deny")
+APPROVAL_STATUSES = ("pending", "allowed", "denied", "expired")
+APPROVAL_KINDS = ("tool", "question")
+DECIDERS = ("person", "rule", "timeout", "push")
+REMEMBER = ("session", "project")
+MESSAGE_AUTHORS = ("person", "agent")
+MESSAGE_STATES = ("queued", "sent")
+#: The stop check (stopCheckCommand) is killed after this long; the agent is sent the last
+#: STOP_CHECK_TAIL characters of its output.
+STOP_CHECK_TIMEOUT_SECONDS = 600.0
+STOP_CHECK_TAIL = 4000
+MESSAGE_MAX = 100_000  # characters of a message to the agent
 
 #: Command-line options; each has an environment twin.
 Option = collections.namedtuple("Option", "flag env default help")
@@ -343,22 +363,34 @@ def safe_file_name(name: str) -> str:
 
 
 def run_command(argv: list[str], cwd: str | None = None, timeout: float = 30,
-                stderr=subprocess.DEVNULL, env: dict | None = None) -> tuple[int | None, str]:
+                stderr=subprocess.DEVNULL, env: dict | None = None,
+                session: bool = False, keep: int = 0) -> tuple[int | None, str]:
     """Run a short command; (exit code, stdout), or (None, why) if it could not run.
+    With session, in a process group of its own, killed whole after the timeout; with
+    keep, only the last `keep` bytes of the output are kept (also after a timeout).
 
     It reads in the calling greenlet: subprocess.run's helper greenlets outlive a kill."""
     try:
         proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=stderr, env=env)
+                                stdout=subprocess.PIPE, stderr=stderr, env=env,
+                                start_new_session=session)
     except OSError as exc:
         return None, str(exc)
+    out = bytearray()
     try:
         with gevent.Timeout(timeout):
-            out = proc.stdout.read()
+            while chunk := proc.stdout.read(65536):
+                out += chunk
+                if keep and len(out) > keep:
+                    del out[:-keep]
             return proc.wait(), out.decode("utf-8", "replace")
     except gevent.Timeout:
-        return None, f"{argv[0]} did not finish within {timeout:g}s"
+        return None, f"{argv[0]} did not finish within {timeout:g}s" + (
+            f"; the end of its output:\n{out.decode('utf-8', 'replace')}" if keep else "")
     finally:
+        if session:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
@@ -406,17 +438,18 @@ class Field:
 
     kind: str, int, number, bool (JSON boolean out), flag (1/0 out), enum, tags,
     tools (comma string or array in, comma string out), events (array of event names),
-    secret (write-only), time (read-only timestamp).
+    secret (write-only), time (read-only timestamp), json (stored as JSON text; `shape` is
+    its JSON schema).
     """
 
     def __init__(self, name, kind, *, column=None, required=False, default=None,
                  nullable=False, choices=None, lo=None, hi=None, maxlen=None, pattern=None,
-                 readonly=False, create_only=False, check=None, doc=""):
+                 readonly=False, create_only=False, check=None, doc="", shape=None):
         self.name, self.kind = name, kind
         self.column = column or name
         self.required, self.default, self.nullable = required, default, nullable
         self.choices, self.lo, self.hi, self.maxlen = choices, lo, hi, maxlen
-        self.pattern, self.check, self.doc = pattern, check, doc
+        self.pattern, self.check, self.doc, self.shape = pattern, check, doc, shape or {}
         self.readonly, self.create_only = readonly, create_only
 
     def parse(self, value):
@@ -478,7 +511,7 @@ class Field:
             return None
         if self.kind == "bool":
             return bool(value)
-        if self.kind == "events":
+        if self.kind in ("events", "json"):
             return json.loads(value)
         return value
 
@@ -487,7 +520,7 @@ class Field:
         types = {"str": "string", "secret": "string", "time": "string", "enum": "string",
                  "int": "integer", "number": "number", "bool": "boolean", "flag": "integer",
                  "tags": "string", "tools": "string", "events": "array"}
-        out = {"type": types[self.kind]}
+        out = {"type": types[self.kind]} if self.kind != "json" else dict(self.shape)
         if self.kind == "enum":
             out["enum"] = list(self.choices)
         if self.kind == "events":
@@ -551,6 +584,13 @@ def _check_webhook_url(value, name):
         raise Invalid(f"{name} {value[:80]!r} must be an http:// or https:// url", name)
 
 
+def _check_command(value, name):
+    try:
+        shlex.split(value)
+    except ValueError as exc:
+        raise Invalid(f"{name} is not a valid command line: {exc}", name) from None
+
+
 def _ro(name, kind="int", **kw):
     return Field(name, kind, readonly=True, **kw)
 
@@ -589,6 +629,13 @@ PROJECT_FIELDS = (
     Field("gitHostSyncEnabled", "flag", column="git_host_sync_enabled", default=0),
     Field("taskBudgetUsd", "number", column="task_budget_usd", nullable=True, lo=0.01,
           hi=10_000, doc="passed to the agent as --max-budget-usd"),
+    Field("approvalTimeoutMinutes", "int", column="approval_timeout_minutes", lo=0, hi=10_080,
+          default=0, doc="deny a tool approval nobody answered after this long; 0 = wait"),
+    Field("stopCheckCommand", "str", column="stop_check_command", default="", maxlen=2000,
+          check=_check_command, doc="run when the agent tries to finish (e.g. pytest -q); "
+          "while it fails the agent goes on; empty = off"),
+    Field("stopCheckMaxBlocks", "int", column="stop_check_max_blocks", lo=0, hi=20, default=3,
+          doc="at most this many times a failing stop check sends the agent back"),
     _created(),
     _ro("updatedAt", "time", column="updated_at"),
 )
@@ -620,6 +667,7 @@ TASK_FIELDS = (
     _ro("work_duration_ms"), _ro("revision_count"), _ro("queue_position"),
     _ro("permission_denials", doc="tools the agent was refused in its latest run"),
     _ro("last_error", "str", doc="why the latest run failed, or null"),
+    _ro("pending_approvals", doc="tool approvals and questions waiting for a person"),
 )
 
 TEMPLATE_FIELDS = (
@@ -690,6 +738,59 @@ LOG_FIELDS = (
     _ro("createdAt", "time", column="created_at"), _ro("kind", "str"), _ro("message", "str"),
     _ro("tool", "str"), _ro("isError", "bool", column="is_error"),
     _ro("durationMs", column="duration_ms"),
+    _ro("author", "enum", choices=MESSAGE_AUTHORS, nullable=True,
+        doc="who wrote an entry of kind message"),
+)
+#: A tool call or question of a running agent waiting for (or answered by) a person.
+APPROVAL_FIELDS = (
+    _ro("id"), _ro("taskId", column="task_id"), _ro("projectId", column="project_id"),
+    _ro("runId", column="run_id"), _ro("requestId", "str", column="request_id"),
+    _ro("kind", "enum", choices=APPROVAL_KINDS), _ro("toolName", "str", column="tool_name"),
+    _ro("input", "json", column="input_json", doc="the tool's input as the agent sent it"),
+    _ro("suggestions", "json", column="suggestions_json",
+        doc="the CLI's permission_suggestions: rules it proposes to remember"),
+    _ro("status", "enum", choices=APPROVAL_STATUSES),
+    _ro("decidedBy", "enum", column="decided_by", choices=DECIDERS, nullable=True),
+    _ro("message", "str", nullable=True, doc="the denial's message to the agent"),
+    _ro("createdAt", "time", column="created_at"),
+    _ro("decidedAt", "time", column="decided_at", nullable=True),
+)
+DECISION_FIELDS = (
+    Field("decision", "enum", choices=DECISIONS, required=True),
+    Field("message", "str", maxlen=10_000, doc="for deny: what the agent is told"),
+    Field("answers", "json", doc="for a question: {question: label, labels or own text}",
+          shape={"type": "object", "additionalProperties": {"anyOf": [
+              {"type": "string"}, {"type": "array", "items": {"type": "string"}}]}}),
+    Field("remember", "enum", choices=REMEMBER, nullable=True,
+          doc="allow the CLI's suggested rules for the session, or also for the project"),
+)
+MESSAGE_FIELDS = (
+    _ro("id"), _ro("taskId", column="task_id"), _ro("runId", column="run_id"),
+    _ro("author", "enum", choices=MESSAGE_AUTHORS),
+    Field("text", "str", required=True, maxlen=MESSAGE_MAX),
+    Field("interrupt", "bool", default=False,
+          doc="end the agent's turn now and send this at once (steering)"),
+    _ro("state", "enum", choices=MESSAGE_STATES,
+        doc="queued until the agent's turn ends, then sent"),
+    _created(),
+)
+REVIEW_FIELDS = (
+    Field("comments", "json", required=True, doc="the comments, sent as one message",
+          shape={"type": "array", "minItems": 1, "maxItems": 100, "items": {
+              "type": "object", "required": ["path", "line", "body"], "properties": {
+                  "path": {"type": "string"}, "line": {"type": "integer", "minimum": 1},
+                  "side": {"type": "string", "enum": ["new", "old"]},
+                  "body": {"type": "string"}}}}),
+    Field("summary", "str", default="", maxlen=100_000),
+)
+REVIEW_COMMENT_FIELDS = (
+    _ro("id"), _ro("taskId", column="task_id"),
+    _ro("messageId", column="message_id", nullable=True),
+    Field("path", "str", required=True, maxlen=4096),
+    Field("line", "int", required=True, lo=1),
+    Field("side", "enum", choices=("new", "old"), default="new"),
+    Field("body", "str", required=True, maxlen=20_000),
+    _created(),
 )
 REVISION_FIELDS = (_ro("id"), _ro("taskId", column="task_id"), _ro("feedback", "str"),
                    _created())
@@ -753,7 +854,7 @@ def json_object_sql(fields) -> str:
         if f.kind == "bool":
             value = f"json(CASE WHEN {f.column} IS NULL THEN 'null' WHEN {f.column} " \
                     f"THEN 'true' ELSE 'false' END)"
-        elif f.kind == "events":
+        elif f.kind in ("events", "json"):
             value = f"json({f.column})"
         else:
             value = f.column
@@ -1060,6 +1161,54 @@ CREATE TABLE webhook_outbox (
   created_at TEXT NOT NULL
 );
 CREATE INDEX webhook_outbox_by_hook ON webhook_outbox(webhook_id, id);
+"""),
+    # Talking to a running agent (design §12).
+    ("0008_agent_channel", """
+ALTER TABLE projects ADD COLUMN approval_timeout_minutes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE projects ADD COLUMN stop_check_command TEXT NOT NULL DEFAULT '';
+ALTER TABLE projects ADD COLUMN stop_check_max_blocks INTEGER NOT NULL DEFAULT 3;
+ALTER TABLE tasks ADD COLUMN pending_approvals INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE logs ADD COLUMN author TEXT;
+CREATE TABLE approvals (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  project_id INTEGER NOT NULL,
+  run_id INTEGER,
+  request_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  tool_name TEXT NOT NULL,
+  input_json TEXT NOT NULL,
+  suggestions_json TEXT NOT NULL,
+  status TEXT NOT NULL DEFAULT 'pending',
+  decided_by TEXT,
+  message TEXT,
+  created_at TEXT NOT NULL,
+  decided_at TEXT
+);
+CREATE INDEX approvals_by_task ON approvals(task_id, id);
+CREATE INDEX approvals_pending ON approvals(id) WHERE status = 'pending';
+CREATE TABLE messages (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  run_id INTEGER,
+  author TEXT NOT NULL,
+  text TEXT NOT NULL,
+  interrupt INTEGER NOT NULL DEFAULT 0,
+  state TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX messages_by_task ON messages(task_id, id);
+CREATE TABLE review_comments (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  message_id INTEGER REFERENCES messages(id) ON DELETE SET NULL,
+  path TEXT NOT NULL,
+  line INTEGER NOT NULL,
+  side TEXT NOT NULL,
+  body TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX review_comments_by_task ON review_comments(task_id, id);
 """),
 )
 
@@ -1376,6 +1525,17 @@ def update_project_row(project_id: int, changes: dict) -> dict | None:
             raise Conflict(f"slug {changes['slug']!r} is already taken", "slug")
         projects.update({**changes, "updated_at": now_iso(), "id": project_id}, ["id"])
         return projects.find_one(id=project_id)
+
+
+def add_allowed_tools_row(project_id: int, rules: list[str]) -> dict | None:
+    """Append the rules a project's allowedTools lacks; None if there is no such project."""
+    with tx() as t:
+        row = t.one("SELECT allowed_tools FROM projects WHERE id = ?", (project_id,))
+        if row is None:
+            return None
+        have = [r for r in (row["allowed_tools"] or "").split(",") if r]
+        return t.update("projects", project_id, {"allowed_tools": ",".join(
+            have + [r for r in dict.fromkeys(rules) if r not in have]), "updated_at": now_iso()})
 
 
 #: A planning session's model, start and tokens, as runs keep them (see USAGE_SOURCE).
@@ -1831,7 +1991,8 @@ def reorder_rows(project_id: int, task_ids: list[int]) -> list[dict] | None:
 
 def task_event_rows(task_id: int, limit: int) -> list[dict] | None:
     """The newest `limit` structured events of a task, oldest first: the agent's raw lines,
-    its status changes (kind status) and the agent's messages (kind message)."""
+    its status changes (kind status), the agent's and the person's messages (message),
+    stop checks (stop_check) and tool approvals and questions (approval)."""
     with read() as t:
         if not t.exists("tasks", task_id):
             return None
@@ -1840,10 +2001,15 @@ def task_event_rows(task_id: int, limit: int) -> list[dict] | None:
             "WHERE task_id = ? UNION ALL SELECT id, NULL, 0, created_at, 'status', "
             "json_object('from', from_status, 'to', to_status), 1 FROM activity "
             "WHERE task_id = ? AND event = 'status_change' UNION ALL SELECT id, run_id, 0, "
-            "created_at, 'message', json_object('text', message), 2 FROM logs "
-            "WHERE task_id = ? AND kind = 'text' "
+            "created_at, CASE kind WHEN 'text' THEN 'message' ELSE kind END, CASE kind WHEN "
+            "'stop_check' THEN json_object('text', message) ELSE json_object('author', "
+            "coalesce(author, 'agent'), 'text', message) END, 2 FROM logs "
+            "WHERE task_id = ? AND kind IN ('text', 'message', 'stop_check') UNION ALL "
+            "SELECT id, run_id, 0, created_at, 'approval', json_object('kind', kind, "
+            "'toolName', tool_name, 'input', json(input_json), 'status', status, 'decidedBy', "
+            "decided_by, 'message', message), 3 FROM approvals WHERE task_id = ? "
             "ORDER BY created_at DESC, source DESC, id DESC LIMIT ?",
-            (task_id, task_id, task_id, limit))
+            (task_id, task_id, task_id, task_id, limit))
     rows.reverse()
     return rows
 
@@ -1859,6 +2025,86 @@ def verifier_rejections(task_id: int) -> int:
     with read() as t:
         return t.value("SELECT COUNT(*) FROM runs WHERE task_id = ? AND kind = 'verifier' "
                        "AND status = 'rejected'", (task_id,))
+
+
+# --- the agent channel: approvals, messages, review comments ------------------
+
+def insert_approval_row(values: dict, notice: Notice) -> tuple[dict, dict] | None:
+    """Store an agent's request and count it on its task; queue task:needs_input when it is
+    the task's first pending one.  (approval, task), None if the task is gone."""
+    with tx() as t:
+        if not t.exists("tasks", values["task_id"]):
+            return None
+        approval = t.insert_row("approvals", {**values, "created_at": now_iso()})
+        task = _count_pending(t, values["task_id"])
+        if approval["status"] == "pending" and task["pending_approvals"] == 1:
+            notice.queue(t, task)
+        return approval, task
+
+
+def decide_approval_row(approval_id: int, changes: dict) -> tuple[dict, dict | None] | None:
+    """Decide a pending approval, once: (approval, task); (approval, None) when it was no
+    longer pending (the approval unchanged); None when there is no such approval."""
+    with tx() as t:
+        approval = t.one("UPDATE approvals SET status = ?, decided_by = ?, message = ?, "
+                         "decided_at = ? WHERE id = ? AND status = 'pending' RETURNING *",
+                         (changes["status"], changes["decided_by"], changes.get("message"),
+                          now_iso(), approval_id))
+        if approval is None:
+            row = t.one("SELECT * FROM approvals WHERE id = ?", (approval_id,))
+            return None if row is None else (row, None)
+        return approval, _count_pending(t, approval["task_id"])
+
+
+def expire_approval_rows(run_id: int | None = None) -> list[tuple[dict, dict]]:
+    """Mark the pending approvals of a run (default: of every run) expired; (approval,
+    task) of each."""
+    with tx() as t:
+        rows = t.all("UPDATE approvals SET status = 'expired', decided_at = ? WHERE status = "
+                     "'pending' AND (? IS NULL OR run_id = ?) RETURNING *",
+                     (now_iso(), run_id, run_id))
+        tasks = {r["task_id"]: _count_pending(t, r["task_id"]) for r in rows}
+        return [(r, tasks[r["task_id"]]) for r in rows]
+
+
+def _count_pending(t: Tx, task_id: int) -> dict:
+    return t.update("tasks", task_id, {"pending_approvals": t.value(
+        "SELECT COUNT(*) FROM approvals WHERE task_id = ? AND status = 'pending'", (task_id,)),
+        "updated_at": now_iso()})
+
+
+def approval_rows(task_id: int | None = None, status: str | None = None) -> list[dict] | None:
+    """A task's approvals (None if no such task), or every task's; oldest first."""
+    with read() as t:
+        if task_id is not None and not t.exists("tasks", task_id):
+            return None
+        return t.all("SELECT * FROM approvals WHERE (? IS NULL OR task_id = ?) AND "
+                     "(? IS NULL OR status = ?) ORDER BY id",
+                     (task_id, task_id, status, status))
+
+
+def insert_message_row(values: dict, comments=()) -> dict | None:
+    """Store a message (and the review comments it carries); None if the task is gone."""
+    with tx() as t:
+        if not t.exists("tasks", values["task_id"]):
+            return None
+        now = now_iso()
+        message = t.insert_row("messages", {**values, "created_at": now})
+        for comment in comments:
+            t.insert("review_comments", {**comment, "task_id": values["task_id"],
+                                         "message_id": message["id"], "created_at": now})
+        return message
+
+
+def message_sent_row(message_id: int, run_id: int | None) -> dict | None:
+    with tx() as t:
+        return t.update("messages", message_id, {"state": "sent", "run_id": run_id})
+
+
+def queued_message_rows(task_id: int) -> list[dict]:
+    with read() as t:
+        return t.all("SELECT * FROM messages WHERE task_id = ? AND state = 'queued' "
+                     "ORDER BY id", (task_id,))
 
 
 # --- attachments -------------------------------------------------------------
@@ -2290,14 +2536,14 @@ class LogWriter:
         self.greenlet = gevent.spawn(self._loop)
 
     def append(self, task_id: int, kind: str, message: str, run_id=None, tool=None,
-               is_error=None, duration_ms=None, at=None) -> None:
+               is_error=None, duration_ms=None, at=None, author=None) -> None:
         """Buffer a log entry, stamped `at` (an ISO time; default now)."""
         self._nudge(task_id)
         self.pending[task_id].append({
             "task_id": task_id, "run_id": run_id, "created_at": at or now_iso(), "kind": kind,
             "message": message, "tool": tool,
             "is_error": None if is_error is None else int(bool(is_error)),
-            "duration_ms": duration_ms})
+            "duration_ms": duration_ms, "author": author})
 
     def append_raw(self, task_id: int, run_id: int, seq: int, kind: str, raw: str,
                    at=None) -> None:
@@ -2369,7 +2615,8 @@ class LogWriter:
         if lost:
             entries = entries[lost:]
             entries.insert(0, {**entries[0], "kind": "system", "is_error": 1, "tool": None,
-                               "duration_ms": None, "message": f"{lost} log lines were "
+                               "duration_ms": None, "author": None,
+                               "message": f"{lost} log lines were "
                                "lost: the database could not be written"})
         events = events[-self.MAX_PENDING_ROWS:]
         if entries:
@@ -2806,7 +3053,8 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         "model": task["model"], "cwd": cwd, "resumed": int(bool(session_id)),
         "session_id": session_id, "head_start": git_head(cwd)})
     run = AgentRun(task_id, project["id"], run_id, text, model=task["model"],
-                   root=repo_root(cwd), **invocation)
+                   root=repo_root(cwd), channel=run_channel(project), **invocation)
+    run.queued.extend(queued_message_rows(task_id))  # sent while no agent ran
     run.argv += ["--mcp-config", issue_run_token(run, mcp_port)]
     what = f"resuming session {session_id}" if session_id else "starting the agent"
     runtime.logs.append(task_id, "system", f"{what} ({MODEL_ALIASES[task['model']]}, effort "
@@ -2861,6 +3109,7 @@ def finish_run(run: "AgentRun") -> None:
         except GitError as exc:
             runtime.logs.append(run.task_id, "system", f"the agent's changes were not "
                                 f"committed: {exc}", run.run_id, is_error=True)
+    expire_requests(run.run_id)
     runtime.logs.flush([run.task_id])
     outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
     status = outcome if outcome in ("ok", "stopped", "interrupted") else "failed"
@@ -2883,7 +3132,16 @@ def finish_run(run: "AgentRun") -> None:
     elif outcome == "ok":
         moved = move_task(run.task_id, "testing", manual=False, only_from="in_progress",
                           reason="the agent finished")
-        if moved["status"] == "testing":
+        late = queued_message_rows(run.task_id)  # sent as the agent was finishing
+        if moved["status"] == "testing" and late:
+            for message in late:  # first: the resumed run must not send them again
+                _message_sent(message, None)
+            try:
+                request_changes(run.task_id, "\n\n".join(m["text"] for m in late))
+            except Conflict as exc:
+                runtime.logs.append(run.task_id, "system", "the messages above could not "
+                                    f"resume the agent: {exc.message}", is_error=True)
+        elif moved["status"] == "testing":
             start_verifier(run.task_id)
     elif outcome == "retry":
         _retry_or_fail(task, reason, run.run_id)
@@ -3026,11 +3284,14 @@ def _read_text(path: str, limit: int) -> str | None:
 
 def task_run_flags(project: dict, session_id: str | None, attachment_dir: str | None) \
         -> list[str]:
-    """A task run's permission, resume, budget and attachment flags (design §6)."""
-    flags = []
+    """A task run's channel, permission, resume, budget and attachment flags (design §6,
+    §12).  Tools the CLI's rules do not allow become requests on the channel; as root, where
+    the CLI refuses --dangerously-skip-permissions, auto-accept is answered by the board."""
+    flags = list(CHANNEL_FLAGS)
     if project["permission_mode"] == "auto-accept":
-        flags.append("--dangerously-skip-permissions")
-    elif project["permission_mode"] == "allow-tools":
+        if not running_as_root():
+            flags.append("--dangerously-skip-permissions")
+    else:  # the board's own tools never need a person (a run token bounds them)
         flags += ["--allowedTools", ",".join(filter(None, [project["allowed_tools"],
                                                            "mcp__taskboard__*"]))]
     if session_id:
@@ -3641,6 +3902,9 @@ def request_changes(task_id: int, feedback, mcp_port: int | None = None) -> dict
     task = get_task(task_id)
     if task["status"] == "backlog":
         raise Conflict(f"task {task_id} is in the backlog: start it instead", "id")
+    if task["status"] != "in_progress" and not runtime.agents.holds(task_id):
+        slot = found(task_slot_row(task_id), f"task {task_id} not found")
+        runtime.agents.check_free(slot["project_id"], slot["max_concurrent"], slot["slug"])
     runtime.agents.stop(task_id)
     notice = Notice("task:changes_requested", feedback=feedback.strip())
     task = found(insert_revision_row(task_id, feedback.strip(), notice),
@@ -3654,6 +3918,350 @@ def request_changes(task_id: int, feedback, mcp_port: int | None = None) -> dict
     if runtime.agents.reserve(task_id, task["project_id"], None):
         start_run(task_id, **options)
     return get_task(task_id)
+
+
+# --- talking to a running agent (design §12) ------------------------------------
+
+def run_channel(project: dict) -> dict:
+    """What a task run's channel needs to know of its project."""
+    command = project["stop_check_command"].strip()
+    return {"auto_allow": project["permission_mode"] == "auto-accept",
+            "approval_timeout_minutes": project["approval_timeout_minutes"],
+            "stop_check": (command, project["stop_check_max_blocks"]) if command else None}
+
+
+def user_turn(text: str) -> dict:
+    return {"type": "user", "message": {"role": "user", "content": text}}
+
+
+def agent_request(run: "AgentRun", event: dict) -> None:
+    """A control request from the agent: a tool approval or question, the stop check's
+    hook, or a kind the board does not know (answered with an error; the run goes on)."""
+    request, request_id = _dict(event.get("request")), event.get("request_id")
+    subtype = request.get("subtype")
+    if subtype == "can_use_tool":
+        gevent.spawn(ask_person, run, request_id, request)
+    elif subtype == "hook_callback" and request.get("callback_id") == "stop_check" \
+            and run.channel["stop_check"]:
+        run.helpers.append(gevent.spawn(stop_check, run, request_id))
+    else:
+        run.respond(request_id, error=f"unsupported control request {subtype!r}")
+        runtime.logs.append(run.task_id, "system", "the agent sent a control request the "
+                            f"board does not know ({_cut(str(subtype), 80)}): refused",
+                            run.run_id, is_error=True)
+
+
+def ask_person(run: "AgentRun", request_id, request: dict) -> None:
+    """Store a can_use_tool request and ask a person, or allow it by auto-accept (never a
+    question: questions always go to a person)."""
+    tool = _cut(str(request.get("tool_name") or "tool"), 200)
+    tool_input = _dict(request.get("input"))
+    kind = "question" if tool == "AskUserQuestion" else "tool"
+    by_rule = run.channel["auto_allow"] and kind == "tool"
+    notice = Notice("task:needs_input")
+    stored = insert_approval_row({
+        "task_id": run.task_id, "project_id": run.project_id, "run_id": run.run_id,
+        "request_id": str(request_id), "kind": kind, "tool_name": tool,
+        "input_json": json_dumps(tool_input),
+        "suggestions_json": json_dumps(request.get("permission_suggestions") or []),
+        **({"status": "allowed", "decided_by": "rule", "decided_at": now_iso()}
+           if by_rule else {})}, notice)
+    if stored is None:  # the task was deleted meanwhile
+        run.respond(request_id, {"behavior": "deny", "message": "The task was deleted.",
+                                 "interrupt": True})
+        return
+    approval, task = stored
+    if by_rule:
+        run.respond(request_id, {"behavior": "allow", "updatedInput": tool_input})
+        runtime.events.publish("approval:resolved", approval_view(approval), run.project_id)
+        return
+    run.waiting.add(approval["id"])
+    what = "a question" if kind == "question" else f"{tool}: {tool_summary(tool_input)}"
+    runtime.logs.append(run.task_id, "system", f"waiting for you: {what}", run.run_id)
+    runtime.events.publish("approval:requested", approval_view(approval), run.project_id)
+    _publish_task(task)
+    announce(notice)
+    minutes = run.channel["approval_timeout_minutes"]
+    if minutes:
+        run.helpers.append(gevent.spawn_later(minutes * SECONDS_PER_MINUTE,
+                                              _approval_timed_out, approval["id"], minutes))
+
+
+def _approval_timed_out(approval_id: int, minutes: int) -> None:
+    with contextlib.suppress(Conflict, NotFound):
+        decide_approval(approval_id, {"decision": "deny", "message": f"Nobody answered within "
+                                      f"{minutes} minutes (approvalTimeoutMinutes): denied."},
+                        decided_by="timeout")
+
+
+def approval_view(row: dict) -> dict:
+    return render(APPROVAL_FIELDS, row)
+
+
+def list_approvals(status: str | None = None) -> list[dict]:
+    """Every task's approvals, oldest first (?status=pending: the inbox)."""
+    if status is not None and status not in APPROVAL_STATUSES:
+        raise Invalid(f"status {status[:40]!r} is not one of: {', '.join(APPROVAL_STATUSES)}",
+                      "status")
+    return [approval_view(r) for r in approval_rows(status=status)]
+
+
+def task_approvals(task_id: int) -> list[dict]:
+    return [approval_view(r) for r in found(approval_rows(task_id), f"task {task_id} not found")]
+
+
+def decide_approval(approval_id: int, body, decided_by: str = "person") -> dict:
+    """Answer a pending request, exactly once (409 when it is no longer pending): allow,
+    with a question's answers and the rules to remember, or deny with a message."""
+    before = find_row("approvals", id=approval_id)
+    values = validate_known(lambda: found(before, f"approval {approval_id} not found"),
+                            DECISION_FIELDS, body)
+    found(before, f"approval {approval_id} not found")
+    tool_input, remember = json.loads(before["input_json"]), values.get("remember")
+    if remember and values["decision"] != "allow":
+        raise Invalid(f"remember {remember!r} goes with allow, not deny", "remember")
+    message = None
+    if values["decision"] == "allow":
+        if before["kind"] == "question":
+            tool_input = {**tool_input, "answers": _answers(tool_input, values.get("answers"))}
+        response = {"behavior": "allow", "updatedInput": tool_input}
+        if remember and before["kind"] == "tool":
+            response["updatedPermissions"] = [
+                {**s, "destination": "session"}
+                for s in json.loads(before["suggestions_json"]) if isinstance(s, dict)]
+    else:
+        message = values.get("message", "").strip() or (
+            "The person did not answer." if before["kind"] == "question"
+            else "The person denied this tool call.")
+        response = {"behavior": "deny", "message": message, "interrupt": False}
+    status = "allowed" if values["decision"] == "allow" else "denied"
+    approval, task = found(decide_approval_row(approval_id, {
+        "status": status, "decided_by": decided_by, "message": message}),
+        f"approval {approval_id} not found")
+    if task is None:
+        raise Conflict(f"approval {approval_id} is no longer pending (it is "
+                       f"{approval['status']})", "id")
+    run = runtime.agents.runs.get(approval["task_id"])
+    if run is not None and run.run_id == approval["run_id"]:
+        run.waiting.discard(approval_id)
+        run.respond(approval["request_id"], response)
+    if remember == "project" and approval["kind"] == "tool":
+        _remember_for_project(approval)
+    runtime.logs.append(approval["task_id"], "system", f"{status} by {decided_by}: "
+                        f"{approval['tool_name']}" + (f" — {message}" if message else ""),
+                        approval["run_id"])
+    runtime.events.publish("approval:resolved", approval_view(approval),
+                           approval["project_id"])
+    _publish_task(task)
+    return approval_view(approval)
+
+
+def _answers(tool_input: dict, answers) -> dict:
+    """{question: answer} for every question asked: a label, labels joined by ", ", or the
+    person's own text."""
+    if not isinstance(answers, dict):
+        raise Invalid("answers must be an object of {question: answer}", "answers")
+    out = {}
+    for question in (_dict(q).get("question") for q in tool_input.get("questions") or []):
+        value = answers.get(question)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = ", ".join(v.strip() for v in value if v.strip())
+        if not isinstance(value, str) or not value.strip():
+            raise Invalid(f"answers has no answer for {str(question)[:80]!r}", "answers")
+        out[question] = value.strip()
+    return out
+
+
+def _remember_for_project(approval: dict) -> None:
+    """Append the rules the CLI suggested to the project's allowedTools."""
+    rules = []
+    for suggestion in json.loads(approval["suggestions_json"]):
+        for rule in _dict(suggestion).get("rules") or []:
+            name, content = _dict(rule).get("toolName"), _dict(rule).get("ruleContent")
+            text = f"{name}({content})" if content else name
+            if isinstance(text, str) and text.strip() and "," not in text:
+                rules.append(text.strip())
+    row = add_allowed_tools_row(approval["project_id"], rules)
+    if row is not None:
+        runtime.events.publish("project:updated", project_view(row), row["id"])
+
+
+def expire_requests(run_id: int | None = None) -> None:
+    """The run ended (default: the server restarted): its pending requests expire."""
+    for approval, task in expire_approval_rows(run_id):
+        runtime.events.publish("approval:resolved", approval_view(approval),
+                               approval["project_id"])
+        _publish_task(task)
+
+
+def turn_ended(run: "AgentRun") -> None:
+    """The agent's turn ended (a result line): send the next queued message, or end its
+    input so that it exits.  A turn's answer is kept as the agent's message."""
+    result = run.parser.result or {}
+    if any(isinstance(w, int) for w in run.waiting):  # interrupted while it asked
+        run.waiting.difference_update([w for w in run.waiting if isinstance(w, int)])
+        expire_requests(run.run_id)
+    if not result.get("is_error") and isinstance(result.get("result"), str):
+        message = insert_message_row({"task_id": run.task_id, "run_id": run.run_id,
+                                      "author": "agent", "text": result["result"],
+                                      "state": "sent"})
+        if message is not None:
+            runtime.events.publish("message:created", message_view(message), run.project_id)
+    if run.queued:
+        message = run.queued.popleft()
+        if run.send(user_turn(message["text"])):
+            _message_sent(message, run.run_id)
+            return
+        run.queued.appendleft(message)  # the agent is gone: finish_run resumes with it
+    run.end_input()
+
+
+def _message_sent(message: dict, run_id: int | None) -> None:
+    row = message_sent_row(message["id"], run_id)
+    if row is None:
+        return
+    runtime.logs.append(row["task_id"], "message", row["text"], run_id, author="person")
+    task = task_row(row["task_id"])
+    runtime.events.publish("message:updated", message_view(row),
+                           task["project_id"] if task else None)
+
+
+def message_view(row: dict) -> dict:
+    return render(MESSAGE_FIELDS, row)
+
+
+def task_messages(task_id: int) -> list[dict]:
+    return [message_view(r) for r in found(owned_rows("messages", "tasks", task_id=task_id),
+                                           f"task {task_id} not found")]
+
+
+def post_message(task_id: int, body, comments=()) -> dict:
+    """A person's message: to the running agent when its turn ends (at once with
+    interrupt: steering); on a task in testing or failed, a request for changes."""
+    values = validate_known(lambda: get_task(task_id), MESSAGE_FIELDS, body)
+    task = get_task(task_id)
+    text = values["text"].strip()
+    run = runtime.agents.runs.get(task_id)
+    live = run is not None and run.channel is not None and run.accepting
+    if not live and task["status"] in ("testing", "failed"):
+        request_changes(task_id, text)  # a Conflict (no free slot) stores nothing
+        resumed = runtime.agents.runs.get(task_id)
+        message = found(insert_message_row({
+            "task_id": task_id, "run_id": resumed.run_id if resumed else None,
+            "author": "person", "text": text, "state": "sent"}, comments),
+            f"task {task_id} not found")
+        runtime.logs.append(task_id, "message", text, message["run_id"], author="person")
+        runtime.events.publish("message:created", message_view(message), task["project_id"])
+        return message_view(message)
+    if task["status"] != "in_progress":
+        raise Conflict(f"task {task_id} is {task['status']}: a message goes to a running "
+                       "agent, or to a task in testing or failed as a request for changes",
+                       "id")
+    message = found(insert_message_row({
+        "task_id": task_id, "run_id": run.run_id if live else None, "author": "person",
+        "text": text, "interrupt": int(bool(values.get("interrupt"))), "state": "queued"},
+        comments), f"task {task_id} not found")
+    runtime.events.publish("message:created", message_view(message), task["project_id"])
+    if live:
+        run.queued.append(message)
+        if values.get("interrupt"):
+            run.interrupt()
+    return message_view(message)
+
+
+def task_review(task_id: int) -> list[dict]:
+    return [render(REVIEW_COMMENT_FIELDS, r) for r in found(
+        owned_rows("review_comments", "tasks", task_id=task_id), f"task {task_id} not found")]
+
+
+def post_review(task_id: int, body) -> dict:
+    """Review comments on the task's diff, sent as one message naming each file and line."""
+    values = validate_known(lambda: get_task(task_id), REVIEW_FIELDS, body)
+    comments = values["comments"]
+    if not isinstance(comments, list) or not 1 <= len(comments) <= 100:
+        raise Invalid("comments must be an array of 1 to 100 comments", "comments")
+    rows = []
+    for n, comment in enumerate(comments):
+        try:
+            rows.append(validate(REVIEW_COMMENT_FIELDS, comment))
+        except Invalid as exc:
+            raise Invalid(f"comments[{n}]: {exc.message}", "comments") from None
+    lines = diff_lines(task_diff(task_id)["diff"])
+    parts = ["Review comments on your changes:"]
+    if values.get("summary", "").strip():
+        parts.append(values["summary"].strip())
+    for n, c in enumerate(rows, 1):
+        quoted = lines.get((c["path"], c["side"], c["line"]))
+        parts.append(f"{n}. {c['path']}, line {c['line']} ({c['side']})"
+                     + (f": `{quoted.strip()}`" if quoted and quoted.strip() else "")
+                     + f"\n{c['body'].strip()}")
+    text = "\n\n".join(parts)
+    if len(text) > MESSAGE_MAX:
+        raise Invalid(f"comments make a message of {len(text):,} characters, more than "
+                      f"{MESSAGE_MAX:,}", "comments")
+    return post_message(task_id, {"text": text}, rows)
+
+
+def diff_lines(diff: str) -> dict:
+    """{(path, "new"|"old", line number): text} of a unified diff."""
+    out, path, old, new = {}, None, 0, 0
+    left = 0  # lines of the hunk still to come: a "--- " or "+++ " line inside is content
+    for line in diff.splitlines():
+        if line.startswith("@@"):
+            match = re.match(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))?", line)
+            if match:
+                old, new = int(match.group(1)), int(match.group(3))
+                left = int(match.group(2) or 1) + int(match.group(4) or 1)
+            continue
+        if not left:
+            if line.startswith("+++ "):
+                path = line[4:].removeprefix("b/")
+            continue
+        left -= 1 if line[:1] in ("+", "-") else 2 if line[:1] == " " else 0
+        if path and line[:1] == "+":
+            out[(path, "new", new)] = line[1:]
+            new += 1
+        elif path and line[:1] == "-":
+            out[(path, "old", old)] = line[1:]
+            old += 1
+        elif path and line[:1] == " ":
+            out[(path, "new", new)] = out[(path, "old", old)] = line[1:]
+            old, new = old + 1, new + 1
+    return out
+
+
+def stop_check(run: "AgentRun", request_id) -> None:
+    """The agent tries to finish: run the project's stop check in its cwd; while it fails
+    (at most stopCheckMaxBlocks times) send the agent back with the failure."""
+    command, limit = run.channel["stop_check"]
+    argv = shlex.split(command)
+    if shutil.which(argv[0], path=run.env.get("PATH")) is None and \
+            not os.access(os.path.join(run.cwd, argv[0]), os.X_OK):
+        runtime.logs.append(run.task_id, "stop_check", f"stop check `{command}` cannot run: "
+                            f"{argv[0]!r} is not found; the agent may stop", run.run_id,
+                            is_error=True)
+        run.respond(request_id, {})
+        return
+    run.waiting.add("stop_check")
+    try:  # the agent's environment: the check runs what the agent wrote, without secrets
+        code, out = run_command(argv, run.cwd, STOP_CHECK_TIMEOUT_SECONDS, env=run.env,
+                                stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL)
+    finally:
+        run.waiting.discard("stop_check")
+    if code != 0 and run.stop_blocks < limit:
+        run.stop_blocks += 1
+        why = f"exit {code}" if code is not None else \
+            f"did not finish within {STOP_CHECK_TIMEOUT_SECONDS:g}s"
+        verdict = f"failed ({why}); the agent goes on ({run.stop_blocks} of {limit})"
+        response = {"decision": "block", "reason": f"The stop check `{command}` failed "
+                    f"({why}). Make it pass before you finish. The end of its output:\n"
+                    f"{out[-STOP_CHECK_TAIL:]}"}
+    else:
+        verdict = "passed" if code == 0 else f"failed {limit} times: the agent may stop"
+        response = {}
+    runtime.logs.append(run.task_id, "stop_check", f"stop check `{command}` {verdict}",
+                        run.run_id, is_error=code != 0)
+    run.respond(request_id, response)
 
 
 def task_diff(task_id: int) -> dict:
@@ -4708,16 +5316,18 @@ class StreamParser:
         self.files = set()
         self.root = None  # the repository root that file paths are made relative to
         self.result = None
+        self.event = None  # the latest line as parsed (a dict), None when it was not one
         self.api_error = None
         self.denials = []
         self.usage = dict.fromkeys(USAGE_KEYS, 0)
+        self._results_usage = dict.fromkeys(USAGE_KEYS, 0)  # the turns ended so far
         self._messages = set()
         self._tool_started = {}
         self._tool_names = {}
 
     def feed(self, line: str) -> list[dict]:
         """The log entries of one stdout line (a non-JSON line is kept as `raw`)."""
-        self.last_type = "raw"
+        self.last_type, self.event = "raw", None
         try:
             event = json.loads(line)
         except ValueError:
@@ -4727,7 +5337,7 @@ class StreamParser:
         if not isinstance(event, dict):
             return [{"kind": "raw", "message": _cut(line)}]
         kind = event.get("type")
-        self.last_type = str(kind or "raw")
+        self.last_type, self.event = str(kind or "raw"), event
         if event.get("session_id") and not self.session_id:
             self.session_id = str(event["session_id"])
         handle = {"system": self._system, "assistant": self._assistant, "user": self._user,
@@ -4797,10 +5407,13 @@ class StreamParser:
         return entries
 
     def _result(self, event):
+        """A turn's end; a process that is sent more turns prints one per turn, each with
+        that turn's usage and the process's cumulative cost."""
         self.result = event
         if isinstance(event.get("usage"), dict):
-            self.usage = dict.fromkeys(USAGE_KEYS, 0)
+            self.usage = dict(self._results_usage)
             self._add_usage(event["usage"])
+            self._results_usage = dict(self.usage)
         entries = []
         denials = event.get("permission_denials")
         for denial in denials if isinstance(denials, list) else []:
@@ -4911,8 +5524,19 @@ class AgentRun:
     """One agent process and the greenlets that serve it."""
 
     def __init__(self, task_id, project_id, run_id, prompt, *, argv, cwd, env, model,
-                 root=None, timeout_s=0.0, idle_s=0.0, on_finish=None):
+                 root=None, timeout_s=0.0, idle_s=0.0, on_finish=None, channel=None):
         self.task_id, self.project_id, self.run_id = task_id, project_id, run_id
+        #: A task run's two-way channel (design §12): {auto_allow, approval_timeout_minutes,
+        #: stop_check: (command, max blocks) or None}; None: the prompt, then EOF.
+        self.channel = channel
+        self.queued = collections.deque()  # messages to send when the agent's turn ends
+        self.waiting = set()  # what a person (or the stop check) is asked: timeouts pause
+        self.accepting = channel is not None  # stdin is open for more turns
+        self.stop_blocks = 0
+        self.helpers = []  # greenlets that end with the run: the stop check, approval timers
+        self.paused = 0.0  # seconds spent waiting for a person: not counted by the timeout
+        self._stdin_lock = gevent.lock.Semaphore()  # one writer on stdin
+        self._requests = itertools.count(1)
         self.on_finish = on_finish or finish_run
         self.argv, self.cwd, self.env, self.prompt, self.model = argv, cwd, env, prompt, model
         self.timeout_s, self.idle_s = timeout_s, idle_s
@@ -4922,7 +5546,7 @@ class AgentRun:
         self.exit_code = None
         self.stop_reason = None
         self.finished = gevent.event.Event()
-        self.started = self.last_output = time.monotonic()
+        self.started = self.last_output = self._watched = time.monotonic()
         self._seq = 0
         self._usage_published = 0.0
         self._kill_timer = None
@@ -4946,6 +5570,35 @@ class AgentRun:
 
     def cost(self) -> float:
         return self.parser.cost(self.model)
+
+    def send(self, message: dict) -> bool:
+        """Write one JSON line to the agent's stdin; False once it is closed."""
+        data = (json_dumps(message) + "\n").encode("utf-8")
+        with self._stdin_lock:
+            try:
+                self.proc.stdin.write(data)
+                self.proc.stdin.flush()
+                return True
+            except (OSError, ValueError):
+                return False
+
+    def respond(self, request_id, response: dict | None = None, error: str | None = None):
+        """Answer one of the agent's control requests."""
+        answer = {"subtype": "error", "request_id": request_id, "error": error} if error \
+            else {"subtype": "success", "request_id": request_id, "response": response or {}}
+        return self.send({"type": "control_response", "response": answer})
+
+    def interrupt(self) -> bool:
+        """End the agent's turn now (its session stays); the next turn comes from queued."""
+        return self.send({"type": "control_request", "request_id":
+                          f"interrupt-{next(self._requests)}", "request": {"subtype": "interrupt"}})
+
+    def end_input(self) -> None:
+        """No more turns: closing stdin lets the agent exit once its turn is over."""
+        with self._stdin_lock:
+            self.accepting = False
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.stdin.close()
 
     def usage_columns(self) -> dict:
         """The run's usage as the runs table keeps it (input_tokens, ..., cost)."""
@@ -4979,7 +5632,7 @@ class AgentRun:
             log.exception("run %s: supervisor died", self.run_id)
             self.stop_reason = self.stop_reason or "crashed"
         finally:
-            gevent.killall(pumps)
+            gevent.killall(pumps + self.helpers)
             self._signal(signal.SIGKILL)  # whatever the agent left behind in its group
             if self._kill_timer is not None:
                 self._kill_timer.kill(block=False)
@@ -5001,7 +5654,11 @@ class AgentRun:
         """Enforce the task timeout and the idle timeout; after the agent exited, kill what
         is left of its group.  Returns when the agent was first seen exited."""
         now = time.monotonic()
-        if self.timeout_s and now - self.started > self.timeout_s:
+        if self.waiting:  # waiting for a person is not working: the clocks stand still
+            self.paused += now - self._watched
+            self.last_output += now - self._watched
+        self._watched = now
+        if self.timeout_s and now - self.started - self.paused > self.timeout_s:
             self.kill("timeout")
         elif self.idle_s and now - self.last_output > self.idle_s:
             self.kill("idle")
@@ -5012,6 +5669,14 @@ class AgentRun:
         return exited_at
 
     def _feed_stdin(self):
+        if self.channel is not None:
+            request = {"subtype": "initialize"}
+            if self.channel["stop_check"]:
+                request["hooks"] = {"Stop": [{"matcher": None,
+                                              "hookCallbackIds": ["stop_check"]}]}
+            self.send({"type": "control_request", "request_id": "init", "request": request})
+            self.send(user_turn(self.prompt))
+            return
         with contextlib.suppress(OSError, ValueError):
             self.proc.stdin.write(self.prompt.encode("utf-8"))
             self.proc.stdin.flush()
@@ -5053,9 +5718,13 @@ class AgentRun:
             runtime.logs.append(self.task_id, run_id=self.run_id, at=at, **entry)
         if self.parser.session_id and not had_session:
             record_session(self, self.parser.session_id)
+        if self.channel is not None and self.parser.last_type == "control_request":
+            agent_request(self, self.parser.event)
+        elif self.channel is not None and self.parser.last_type == "result":
+            turn_ended(self)
         now = time.monotonic()
         if self.parser.usage != usage_before and (now - self._usage_published >= 1.0
-                                                 or self.parser.result is not None):
+                                                 or self.parser.last_type == "result"):
             self._usage_published = now  # at most one task:usage a second per run
             publish_usage(self)
 
@@ -5544,6 +6213,13 @@ def api_move_task(task_id):
     return release_task(task_id) if by_person() else task
 
 
+@app.get("/api/approvals", returns="Approval[]",
+         query={"status": {"type": "string", "enum": list(APPROVAL_STATUSES)}})
+def api_list_approvals():
+    """Every project's approvals; ?status=pending is the "Needs you" inbox."""
+    return list_approvals(bottle.request.query.get("status") or None)
+
+
 @app.get("/api/tasks/<task_id:int>/logs", returns="LogEntry[]")
 def api_task_logs(task_id):
     before = query_int("before", 0, 1, 2**63 - 1) if "before" in bottle.request.query \
@@ -5625,6 +6301,15 @@ SERVICE_ROUTES = (
     ("GET", "/api/projects/<project_id:int>/stats", project_stats, "ProjectStats"),
     ("GET", "/api/stats/agent-usage", agent_usage, "AgentUsage"),
     ("GET", "/api/settings", get_settings, "Settings"),
+    ("GET", "/api/tasks/<task_id:int>/approvals", task_approvals, "Approval[]"),
+    ("POST", "/api/approvals/<approval_id:int>", decide_approval, "Approval",
+     {"body": DECISION_FIELDS}),
+    ("GET", "/api/tasks/<task_id:int>/messages", task_messages, "Message[]"),
+    ("POST", "/api/tasks/<task_id:int>/messages", post_message, "Message",
+     {"body": MESSAGE_FIELDS, "status": 201}),
+    ("GET", "/api/tasks/<task_id:int>/review", task_review, "ReviewComment[]"),
+    ("POST", "/api/tasks/<task_id:int>/review", post_review, "Message",
+     {"body": REVIEW_FIELDS, "status": 201}),
 )
 for _method, _rule, _service, _returns, *_config in SERVICE_ROUTES:
     _service_route(_method, _rule, _service, _returns, **(_config[0] if _config else {}))
@@ -6040,7 +6725,8 @@ _NULLABLE_OUTPUT = {"started_at", "completed_at", "branch_name", "pr_url", "sess
 _CONFLICTS = {"api_create_project", "api_update_project", "api_create_task", "api_update_task",
               "api_move_task", "api_start_plan", "local_stop_task", "local_restart_task",
               "local_request_changes", "local_add_task_dependency", "local_get_agent_md",
-              "local_save_agent_md"}
+              "local_save_agent_md", "api_decide_approval", "api_post_message",
+              "api_post_review"}
 #: Error answers, in the document's order; _operation() says which an operation gives.
 _ERROR_ANSWERS = {
     "400": "invalid input",
@@ -6095,7 +6781,9 @@ def openapi() -> dict:
                          ("Template", TEMPLATE_FIELDS), ("Snippet", SNIPPET_FIELDS),
                          ("Webhook", WEBHOOK_FIELDS), ("Settings", SETTINGS_FIELDS),
                          ("LogEntry", LOG_FIELDS), ("Revision", REVISION_FIELDS),
-                         ("Attachment", ATTACHMENT_FIELDS)):
+                         ("Attachment", ATTACHMENT_FIELDS), ("Approval", APPROVAL_FIELDS),
+                         ("Message", MESSAGE_FIELDS),
+                         ("ReviewComment", REVIEW_COMMENT_FIELDS)):
         schemas[name] = _object_schema(fields)
     schemas["ProjectListEntry"] = _object_schema(PROJECT_FIELDS, only=PROJECT_LIST_FIELDS)
     summary = _object_schema(PROJECT_FIELDS, only=PROJECT_SUMMARY_FIELDS)
@@ -6163,6 +6851,8 @@ def _operation(route, schemas) -> dict:
     for name, lo, hi, default in _QUERIES.get(route.rule.rsplit("/", 1)[-1], ()):
         op["parameters"].append({"name": name, "in": "query", "required": False, "schema": {
             "type": "integer", "minimum": lo, "maximum": hi, "default": default}})
+    op["parameters"] += [{"name": name, "in": "query", "required": False, "schema": schema}
+                         for name, schema in config.get("query", {}).items()]
     return op
 
 
@@ -6341,17 +7031,22 @@ def simulate_agent(argv: list[str]) -> int:
     if known.version:
         print(f"{__version__} (taskboard simulated agent)")
         return 0
-    prompt = sys.stdin.read()
     session = known.resume or str(uuid.uuid4())
+
+    def emit(event):
+        print(json_dumps({**event, "session_id": session}), flush=True)
+
+    talk = _SimulatedChannel(emit) if "--input-format" in argv else None
+    prompt = (talk.next_turn() or "") if talk else sys.stdin.read()
+    allowed = argv[argv.index("--allowedTools") + 1] if "--allowedTools" in argv else ""
+    asks = talk is not None and "--dangerously-skip-permissions" not in argv \
+        and "Edit" not in allowed
     pace = float(os.environ.get("TASKBOARD_SIMULATE_PACE", "1"))
     title = next((line.lstrip("# ").split(": ", 1)[-1] for line in prompt.splitlines()
                   if line.strip()), "the task")
     cwd = os.getcwd()
     demo = os.path.exists(os.path.join(cwd, DEMO_MARKER))
     turn = itertools.count(1)
-
-    def emit(event):
-        print(json_dumps({**event, "session_id": session}), flush=True)
 
     def say(block):
         emit({"type": "assistant", "message": {
@@ -6364,7 +7059,15 @@ def simulate_agent(argv: list[str]) -> int:
         tool_id = f"toolu_sim_{uuid.uuid4().hex[:12]}"
         say({"type": "tool_use", "id": tool_id, "name": name, "input": tool_input})
         time.sleep(0.6 * pace)
-        output, failed = run()
+        answer = talk.ask({"subtype": "can_use_tool", "tool_name": name, "input": tool_input,
+                           "tool_use_id": tool_id, "permission_suggestions": [{
+                               "type": "addRules", "rules": [{"toolName": name}],
+                               "behavior": "allow", "destination": "localSettings"}]}) \
+            if asks and name == "Edit" else {"behavior": "allow"}
+        if answer.get("behavior") == "allow":
+            output, failed = run()
+        else:
+            output, failed = str(answer.get("message") or "The tool call was denied."), True
         emit({"type": "user", "message": {"role": "user", "content": [{
             "type": "tool_result", "tool_use_id": tool_id, "content": output,
             "is_error": failed}]}})
@@ -6393,12 +7096,88 @@ def simulate_agent(argv: list[str]) -> int:
             '"the simulated verifier approves"}\n```'
         say({"type": "text", "text": summary})
     else:
+        if talk is not None and "ask me" in prompt.lower():
+            answers = _dict(talk.ask({"subtype": "can_use_tool", "tool_name": "AskUserQuestion",
+                                      "input": _SIMULATED_QUESTION}).get("updatedInput")) \
+                .get("answers")
+            say({"type": "text", "text": f"Thanks, I'll go with: {json_dumps(answers)}."})
         summary = _simulated_work(cwd, title, demo, tool, shell, say)
-    emit({"type": "result", "subtype": "success", "is_error": False, "num_turns": next(turn),
-          "result": summary, "total_cost_usd": 0.0123, "permission_denials": [],
-          "usage": {"input_tokens": 3600, "output_tokens": 480,
-                    "cache_read_input_tokens": 8000, "cache_creation_input_tokens": 1200}})
+    cost = itertools.count(1)
+
+    def finish(text):
+        for again in range(3):  # the board's stop check may send it back to work
+            if talk is None or talk.hook is None or talk.ask({
+                    "subtype": "hook_callback", "callback_id": talk.hook, "input": {
+                        "hook_event_name": "Stop", "stop_hook_active": again > 0}}).get(
+                        "decision") != "block":
+                break
+            say({"type": "text", "text": "The stop check failed, so I looked again."})
+        emit({"type": "result", "subtype": "success", "is_error": False,
+              "num_turns": next(turn), "result": text, "permission_denials": [],
+              "total_cost_usd": round(0.0123 * next(cost), 6),
+              "usage": {"input_tokens": 3600, "output_tokens": 480,
+                        "cache_read_input_tokens": 8000, "cache_creation_input_tokens": 1200}})
+
+    finish(summary)
+    while talk is not None and (text := talk.next_turn()) is not None:
+        say({"type": "text", "text": f"You said: {text}"})
+        finish(f"You said: {text}")
     return 0
+
+
+_SIMULATED_QUESTION = {"questions": [{
+    "question": "How should the note read?", "header": "Style", "multiSelect": False,
+    "options": [{"label": "Short", "description": "one line"},
+                {"label": "Friendly", "description": "a warm sentence"}]}]}
+
+
+class _SimulatedChannel:
+    """The simulated agent's side of the two-way protocol (design §12): it answers the
+    board's control requests, keeps its user turns and waits for answers to its own."""
+
+    def __init__(self, emit):
+        self.emit, self.turns, self.hook = emit, collections.deque(), None
+        self.numbers = itertools.count(1)
+
+    def next_turn(self) -> str | None:
+        """The next user message's text; None when the board closed stdin."""
+        while not self.turns:
+            if self._read() is None:
+                return None
+        return self.turns.popleft()
+
+    def ask(self, request: dict) -> dict:
+        """Send a control request and wait for its answer ({} when stdin ends)."""
+        request_id = f"sim-{next(self.numbers)}"
+        self.emit({"type": "control_request", "request_id": request_id, "request": request})
+        while (answer := self._read()) is not None:
+            if answer and answer.get("request_id") == request_id:
+                return _dict(answer.get("response"))
+        return {}
+
+    def _read(self) -> dict | None:
+        """One stdin line handled; the answer to a request of ours, {} for anything else."""
+        line = sys.stdin.readline()
+        if not line:
+            return None
+        try:
+            message = _dict(json.loads(line))
+        except ValueError:
+            return {}
+        request = _dict(message.get("request"))
+        if message.get("type") == "user":
+            content = _dict(message.get("message")).get("content")
+            self.turns.append(content if isinstance(content, str) else json_dumps(content))
+        elif message.get("type") == "control_request":
+            if request.get("subtype") == "initialize":
+                stop = (_dict(request.get("hooks")).get("Stop") or [{}])[0]
+                self.hook = (_dict(stop).get("hookCallbackIds") or [None])[0]
+            self.emit({"type": "control_response", "response": {
+                "subtype": "success", "request_id": message.get("request_id"),
+                "response": {}}})
+        elif message.get("type") == "control_response":
+            return _dict(message.get("response"))
+        return {}
 
 
 def _simulated_plan(topic: str) -> dict:
@@ -6547,6 +7326,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     migrate()
     runtime.settings = settings_rows()
     interrupt_stale_plans()
+    expire_approval_rows()  # nobody can answer what the agents of a stopped server asked
     runtime.logs.start()
     runtime.webhooks.start()
     if config["demo"]:

@@ -105,6 +105,8 @@ def plan_reply(body):
         # The second leg of MODE:bash / MODE:ask: report what the tool said.
         return [{"type": "text", "text": "Tool said: " + result_text(results[-1])}], False
     said = message_text(last).strip()
+    if "MODE:" in said:  # the board's prompt holds the task's description among its lines
+        said = said[said.index("MODE:"):].split("\n", 1)[0].strip()
     if said.startswith("MODE:bash"):
         command = said[len("MODE:bash"):].strip()
         return [{"type": "thinking", "thinking": "I should run a shell command.",

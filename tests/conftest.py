@@ -320,3 +320,19 @@ def live(tb):
     for sock in live.sockets:
         sock.close()
     server.stop(timeout=1)
+
+
+@pytest.fixture(scope="session")
+def real_claude():
+    """The path of the real Claude Code CLI: installed (or found) once per test session, else
+    a skip that says why (tests/claude_stub.py)."""
+    from claude_stub import claude_cli
+    return claude_cli()
+
+
+@pytest.fixture
+def claude_api():
+    """A loopback stand-in for the Messages API that the real CLI is pointed at."""
+    from claude_stub import MessagesStub
+    with MessagesStub() as stub:
+        yield stub

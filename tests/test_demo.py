@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import taskboard
 from conftest import wait_for
 
@@ -35,26 +37,29 @@ def test_demo_creates_a_scratch_repo_project_with_tasks_once(tmp_path):
         taskboard.shutdown()
 
 
-def test_demo_task_runs_the_simulated_agent_to_testing_with_a_commit(tmp_path, monkeypatch):
+@pytest.fixture
+def demo(tmp_path, monkeypatch):
+    """A --demo board with the simulated agent at full speed; its Demo project."""
     monkeypatch.setenv("TASKBOARD_SIMULATE_PACE", "0")
-    config = taskboard.parse_args(["--demo", "--db", str(tmp_path / "data" / "tb.db")],
-                                  environ={})
-    taskboard.init(config)
-    try:
-        project = taskboard.list_projects()[0]
-        task = json.loads(taskboard.list_tasks(project["id"]))[0]
-        taskboard.move_task(task["id"], "in_progress")
-        done = wait_for(lambda: taskboard.get_task(task["id"])["status"] == "testing"
-                        and taskboard.get_task(task["id"]), timeout=20,
-                        message="the simulated agent to finish")
-        assert done["session_id"] and done["total_cost"] > 0 and not done["is_running"]
-        kinds = [e["kind"] for e in json.loads(taskboard.task_logs(task["id"], 500))]
-        assert {"thinking", "text", "tool_call", "tool_result"} <= set(kinds)
-        log = subprocess.run(["git", "log", "--format=%s"], cwd=project["workingDir"],
-                             capture_output=True, text=True, check=True).stdout
-        assert f"Simulated work: {task['title']}" in log
-    finally:
-        taskboard.shutdown()
+    taskboard.init(taskboard.parse_args(["--demo", "--db", str(tmp_path / "data" / "tb.db")],
+                                        environ={}))
+    yield taskboard.list_projects()[0]
+    taskboard.shutdown()
+
+
+def test_demo_task_runs_the_simulated_agent_to_testing_with_a_commit(demo):
+    project = demo  # the Demo project
+    task = json.loads(taskboard.list_tasks(project["id"]))[0]
+    taskboard.move_task(task["id"], "in_progress")
+    done = wait_for(lambda: taskboard.get_task(task["id"])["status"] == "testing"
+                    and taskboard.get_task(task["id"]), timeout=20,
+                    message="the simulated agent to finish")
+    assert done["session_id"] and done["total_cost"] > 0 and not done["is_running"]
+    kinds = [e["kind"] for e in json.loads(taskboard.task_logs(task["id"], 500))]
+    assert {"thinking", "text", "tool_call", "tool_result"} <= set(kinds)
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=project["workingDir"],
+                         capture_output=True, text=True, check=True).stdout
+    assert f"Simulated work: {task['title']}" in log
 
 
 def test_simulated_agent_outside_a_demo_repository_changes_nothing(tmp_path):
@@ -69,3 +74,27 @@ def test_simulated_agent_outside_a_demo_repository_changes_nothing(tmp_path):
     assert lines[0]["subtype"] == "init" and lines[-1]["type"] == "result"
     assert lines[-1]["is_error"] is False and out.returncode == 0
     assert sorted(p.name for p in repo.iterdir()) == ["keep.txt"]
+
+
+def test_demo_agent_asks_before_its_edit_and_asks_what_the_task_asks_for(demo):
+    project = demo  # the Demo project
+    taskboard.update_project(project["id"], {"permissionMode": "default"})
+    task = taskboard.create_task(project["id"], {
+        "title": "Greet", "description": "Please ask me how the note should read."})
+    taskboard.move_task(task["id"], "in_progress")
+
+    def next_request():
+        return wait_for(lambda: taskboard.list_approvals("pending"), timeout=20,
+                        message="the simulated agent to ask")[0]
+    question = next_request()
+    assert question["kind"] == "question"
+    asked = question["input"]["questions"][0]["question"]
+    taskboard.decide_approval(question["id"], {"decision": "allow",
+                                               "answers": {asked: "Short"}})
+    edit = next_request()
+    assert (edit["kind"], edit["toolName"]) == ("tool", "Edit")
+    taskboard.decide_approval(edit["id"], {"decision": "allow"})
+    wait_for(lambda: taskboard.get_task(task["id"])["status"] == "testing", timeout=20,
+             message="the simulated agent to finish")
+    texts = [e["message"] for e in json.loads(taskboard.task_logs(task["id"], 500))]
+    assert any('"Short"' in text for text in texts)

@@ -548,8 +548,8 @@ def test_get_task_events_returns_raw_lines_newest_limit_oldest_first(client, api
     wait_status(client, tid, "testing")
     [call] = task_calls(agent_dir, tid)
     lines = transcript(agent_dir, call["pid"])
-    assert len(lines) == 12
-    events = wait_for(lambda: (lambda es: es if len(raw_lines(es)) == 12 else None)(
+    assert len(lines) == 14  # and the answer to initialize, the prompt replayed
+    events = wait_for(lambda: (lambda es: es if len(raw_lines(es)) == 14 else None)(
         desk(client, "get_task_events", {"taskId": tid}).json), RUN,
         message="every raw line to be stored")
     assert [e["raw"] for e in raw_lines(events)] == lines
@@ -558,7 +558,8 @@ def test_get_task_events_returns_raw_lines_newest_limit_oldest_first(client, api
     said = [e["message"] for e in logs(client, tid) if e["kind"] == "text"]
     assert said and [json.loads(e["raw"])["text"] for e in events
                      if e["kind"] == "message"] == said
-    assert [e["kind"] for e in events][:2] == ["status", "system"]  # moved, then the init line
+    # moved, then the agent's answer to initialize and its init line
+    assert [e["kind"] for e in events][:3] == ["status", "control_response", "system"]
     events = raw_lines(events)
     assert all(set(e) == {"id", "runId", "seq", "createdAt", "kind", "raw"} for e in events)
     assert ids(events) == sorted(ids(events))

@@ -13,23 +13,12 @@ import json
 import os
 
 import pytest
-from claude_stub import QUESTION, ClaudeSession, MessagesStub, claude_cli, claude_env, message_text
+
+from claude_stub import QUESTION, ClaudeSession, claude_env, message_text
 
 STREAMS = os.path.join(os.path.dirname(__file__), "fixtures", "agent-streams")
 
 BASH = "MODE:bash echo hello > hello.txt && cat hello.txt"
-
-
-@pytest.fixture(scope="session")
-def real_claude():
-    """The path of the real CLI: installed (or found) once per test session, else a skip."""
-    return claude_cli()
-
-
-@pytest.fixture
-def claude_api():
-    with MessagesStub() as stub:
-        yield stub
 
 
 @pytest.fixture

@@ -258,7 +258,7 @@ def test_task_detail_log_entries_are_exactly_the_logs_entries(client, api, proje
         [(None, None), (None, None), (False, 12), (True, 0)]
     assert [e["message"] for e in logs] == [text, "Bash: ls", "ok", "boom"]
     assert [list(e) for e in logs] == [["id", "taskId", "runId", "createdAt", "kind", "message",
-                                       "tool", "isError", "durationMs"]] * 4
+                                       "tool", "isError", "durationMs", "author"]] * 4
     assert detail.content_type == "application/json"
     empty = client.get(f"/api/tasks/{api.task(project['id'])['id']}/detail").json
     assert empty["logs"] == []
