@@ -74,6 +74,14 @@ export const api = {
   },
   attachmentUrl: (id) => `/api/attachments/${id}`,
   deleteAttachment: (id) => request("DELETE", `/api/attachments/${id}`),
+  // the channel to a running agent: approvals (the "Needs you" inbox), messages, review
+  approvals: (status) => request("GET", `/api/approvals${status ? `?status=${enc(status)}` : ""}`),
+  taskApprovals: (taskId) => request("GET", `/api/tasks/${taskId}/approvals`),
+  decideApproval: (id, body) => request("POST", `/api/approvals/${id}`, body),
+  messages: (taskId) => request("GET", `/api/tasks/${taskId}/messages`),
+  sendMessage: (taskId, body) => request("POST", `/api/tasks/${taskId}/messages`, body),
+  review: (taskId) => request("GET", `/api/tasks/${taskId}/review`),
+  sendReview: (taskId, body) => request("POST", `/api/tasks/${taskId}/review`, body),
   // templates, snippets, webhooks: kind is "templates" | "snippets" | "webhooks"
   list: (projectId, kind) => request("GET", `/api/projects/${projectId}/${kind}`),
   create: (projectId, kind, body) => request("POST", `/api/projects/${projectId}/${kind}`, body),

@@ -9,6 +9,7 @@ import { route, start } from "./router.js";
 import { connect } from "./socket.js";
 import { loadSchema } from "./schema.js";
 import { loadAll, state, subscribe } from "./store.js";
+import { needsYouControl } from "./views/needs_you.js";
 
 const view = (name) => () => import(`./views/${name}.js`);
 route("/", view("projects"));
@@ -36,6 +37,7 @@ register({  // key: [English, Turkish]
   "schema.retry": ["Try again", "Yeniden dene"],
 });
 
+const needsYou = needsYouControl();  // the "Needs you" inbox: one element, kept across redraws
 let waiting = 0;  // tasks in testing or failed across every project (from the summaries)
 let countTimer = null;
 
@@ -59,6 +61,7 @@ function recount() {
 function renderHeader() {
   const header = qs("#app-header");
   const conn = state.connection;
+  const refocus = document.activeElement === needsYou.el;  // moving the element drops its focus
   header.replaceChildren(
     h("a", { class: "brand", href: "#/" }, t("app.title")),
     h("nav", { class: "main-nav" },
@@ -68,8 +71,11 @@ function renderHeader() {
           String(attentionCount())) : null),
       h("a", { href: "#/usage" }, t("nav.usage")),
       h("a", { href: "#/settings" }, t("nav.settings"))),
+    needsYou.el,
     h("span", { class: `conn conn-${conn}`, "data-testid": "connection", role: "status",
       title: t(`conn.${conn}`) }, h("span", { class: "dot", "aria-hidden": "true" }), t(`conn.${conn}`)));
+  needsYou.render();
+  if (refocus) needsYou.el.focus();
   const n = attentionCount();
   document.title = n ? `(${n}) ${t("app.title")}` : t("app.title");
   renderBanner();

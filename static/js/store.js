@@ -12,6 +12,8 @@ import { api } from "./api.js";
  * @property {"connecting"|"open"|"closed"} connection
  * @property {Object|null} health
  * @property {boolean} localOnlyRefused  true once a desktop command answered 403 local_only
+ * @property {Map<number, Object>} approvals  approval id -> approval waiting for a person, every project
+ * @property {boolean} approvalsLoaded  the pending approvals were read at least once
  */
 
 /** @type {State} */
@@ -23,6 +25,8 @@ export const state = {
   connection: "connecting",
   health: null,
   localOnlyRefused: false,
+  approvals: new Map(),
+  approvalsLoaded: false,
 };
 
 const subscribers = new Set();
@@ -86,11 +90,38 @@ export async function loadTasks(projectId) {
   return tasks;
 }
 
+/** Approval events received: a list read meanwhile may miss one of them. */
+let approvalEvents = 0;
+
+/**
+ * Load every project's pending approvals (the "Needs you" inbox) into the store; read again
+ * (a few times at most) when an approval event arrived while the list was on its way.
+ */
+export async function loadApprovals() {
+  let list;
+  for (let attempt = 1; ; attempt++) {
+    const seen = approvalEvents;
+    list = await api.approvals("pending");
+    if (approvalEvents === seen || attempt === 5) break;
+  }
+  state.approvals = new Map(list.map((approval) => [approval.id, approval]));
+  state.approvalsLoaded = true;
+  notify("approvals:loaded");
+  return list;
+}
+
+/** The pending approvals of one task (all of them without a task id), oldest first. */
+export function pendingApprovals(taskId = null) {
+  return [...state.approvals.values()].filter((a) => taskId === null || a.taskId === taskId)
+    .sort((a, b) => a.id - b.id);
+}
+
 /** Load settings and projects (at start and after a resync). */
 export async function loadAll() {
   const [settings, projects] = await Promise.all([api.settings(), api.projects()]);
   state.settings = settings;
   state.projects = projects;
+  loadApprovals().catch(() => {});
   await Promise.all([...state.loadedProjects].map((id) => loadTasks(id).catch(() => {})));
   notify("resync");
 }
@@ -124,6 +155,12 @@ export function applyEvent(s, message) {
     case "settings:updated":
       s.settings = data;
       break;
+    case "approval:requested":
+      s.approvals.set(data.id, data);
+      break;
+    case "approval:resolved":
+      s.approvals.delete(data.id);
+      break;
     default:
       break;
   }
@@ -137,6 +174,7 @@ export function receive(message) {
   } else {
     applyEvent(state, message);
     const { event, data } = message;
+    if (event.startsWith("approval:")) approvalEvents += 1;
     if (event === "task:created" || event === "task:updated" || event === "task:deleted") {
       const projectId = data.project_id ?? data.projectId;
       taskEvents.set(projectId, (taskEvents.get(projectId) || 0) + 1);

@@ -18,6 +18,8 @@ register({  // key: [English, Turkish]
   "board.pr": ["Pull request", "Çekme isteği"],
   "board.tokens": ["{n} tokens", "{n} token"],
   "board.openLog": ["Log", "Günlük"],
+  "board.needsYou": ["Needs you ({n})", "Sizi bekliyor ({n})"],
+  "board.needsYouTitle": ["The agent waits for your answer: open the task", "Ajan cevabınızı bekliyor: görevi açın"],
   "board.openLogLabel": ["Show the live log of {key}", "{key} canlı günlüğünü göster"],
 });
 
@@ -40,10 +42,12 @@ export function matches(task, filters) {
   return !q || `${task.task_key} ${task.title} ${task.description}`.toLowerCase().includes(q);
 }
 
-/** The flags of a card: refused tool calls, waiting for sub-tasks, retries, revisions. */
+/** The flags of a card: waiting for a person, refused tool calls, waiting for sub-tasks, retries, revisions. */
 function flags(task) {
   const plural = (n, one, many) => t(n === 1 ? one : many, { n });
   return [
+    task.pending_approvals > 0 ? h("span", { class: "flag flag-needs", "data-testid": "card-needs-you",
+      title: t("board.needsYouTitle") }, `✋ ${t("board.needsYou", { n: task.pending_approvals })}`) : null,
     task.permission_denials > 0 ? h("span", { class: "flag flag-denied" },
       `⚠ ${plural(task.permission_denials, "board.denials1", "board.denials")}`) : null,
     task.awaiting_subtasks ? h("span", { class: "flag flag-awaiting" }, `◷ ${t("board.awaiting")}`) : null,
@@ -70,8 +74,10 @@ export function taskCard(task, status, { statuses, moving, activity, cost }) {
     "aria-label": t("board.moveLabel", { key: task.task_key }) },
   h("option", { value: "" }, t("board.moveTo")),
   statuses.filter((s) => s !== status).map((s) => h("option", { value: s }, t(`status.${s}`))));
+  const classes = ["task-card", `prio-${task.priority}`, running && "running", moving && "moving",
+    task.pending_approvals > 0 && "needs-you"];
   return h("article", {
-    class: `task-card prio-${task.priority}${running ? " running" : ""}${moving ? " moving" : ""}`,
+    class: classes.filter(Boolean).join(" "),
     tabindex: "0", draggable: "true", "data-id": String(task.id),
     "aria-label": `${task.task_key} ${task.title}`, "aria-describedby": "board-help" },
   h("div", { class: "card-top" },

@@ -121,6 +121,12 @@ export class LogRows {
       if (block.expanded) this.pushLines(block, entry.message, "k-thinking child", out, { indent: CHILD_INDENT });
     } else if (entry.kind === "status") {
       out.push({ block, text: entry.message, cls: "k-status", first: true });
+    } else if (entry.kind === "message") {  // a message between a person and the agent
+      const agent = entry.author === "agent";
+      this.pushLines(block, `${agent ? "◂" : "▸"} ${t(agent ? "log.agentSaid" : "log.youSaid")}: ${entry.message}`,
+        `k-message ${agent ? "from-agent" : "from-person"}`, out, { firstRow: true });
+    } else if (entry.kind === "stop_check") {  // the project's stop check ran as the agent tried to finish
+      this.pushLines(block, `${entry.isError ? "✗" : "✓"} ${entry.message}`, `k-stop_check${error}`, out, { firstRow: true });
     } else {
       this.pushLines(block, entry.message, `k-${entry.kind}${error}`, out, { firstRow: true });
     }

@@ -21,6 +21,8 @@ register({  // key: [English, Turkish]
   "log.toggle": ["Show or hide the details", "Ayrıntıları göster veya gizle"],
   "log.label": ["Agent log", "Ajan günlüğü"],
   "log.waiting": ["waiting for the result…", "sonuç bekleniyor…"],
+  "log.youSaid": ["You", "Siz"],
+  "log.agentSaid": ["Agent", "Ajan"],
 });
 
 /** Row height in px; board.css sizes .log-row with the same number. */

@@ -11,6 +11,7 @@ import { followLogs } from "../socket.js";
 import { loadTasks, onEvent, refusedLocally, state, subscribe, tasksOf } from "../store.js";
 import { projectName, select } from "./common.js";
 import { createLogView } from "./log_view.js";
+import { createChannel } from "./task_channel.js";
 import { openTaskDialog } from "./task_dialog.js";
 import { badge, isLocalOnly, put, taskLink, taskTabs } from "./task_tabs.js";
 
@@ -206,9 +207,11 @@ export function mount(root, { taskId }) {
   let log = createLogView();
   const top = h("div", { class: "detail-top" });
   const side = h("aside", { class: "detail-side" });
-  const texts = h("div", { class: "detail-texts" });
+  const channel = createChannel(taskId);  // requests waiting for a person, the conversation
+  const textBody = h("div", {});
+  const texts = h("div", { class: "detail-texts" }, textBody, channel.talk);
   const tabs = taskTabs({ taskId, task: () => task, detail: () => detail, log: () => log, desktop, act });
-  root.replaceChildren(h("div", { class: "task-detail" }, top,
+  root.replaceChildren(h("div", { class: "task-detail" }, top, channel.approvals,
     h("div", { class: "detail-layout" }, texts, side,
       h("div", { class: "detail-tabarea" }, tabs.bar, ...tabs.panels.values()))));
   top.append(h("p", { class: "muted" }, t("common.loading")));
@@ -239,6 +242,7 @@ export function mount(root, { taskId }) {
     const revisions = task?.revision_count;
     task = { ...task, ...next };
     if (!task.is_running) live = null;
+    channel.setTask(task);
     if (revisions !== undefined && revisions !== task.revision_count) tabs.stale("revisions");
     schedule();
   }
@@ -251,7 +255,7 @@ export function mount(root, { taskId }) {
     if (gone || !task) return;
     const focusKey = top.contains(document.activeElement) ? document.activeElement.dataset.key : null;
     put(top, taskHeader(task), taskActions(task, { act, desktop, setTask }));
-    put(texts, taskTexts(task));
+    put(textBody, taskTexts(task));
     put(side, taskFields(task, live));
     tabs.renderBar();
     if (focusKey) [...top.querySelectorAll("[data-key]")].find((el) => el.dataset.key === focusKey)?.focus();
@@ -263,6 +267,7 @@ export function mount(root, { taskId }) {
       task ? h("a", { href: `#/projects/${task.project_id}` }, t("detail.backToBoard")) : h("a", { href: "#/" }, t("nav.projects"))));
     put(texts);
     put(side);
+    channel.approvals.hidden = true;
     tabs.hide();
   }
 
@@ -297,6 +302,7 @@ export function mount(root, { taskId }) {
     const { commits, revisions, attachments, logs, ...fieldsOnly } = data;
     detail = { commits, revisions, attachments };
     task = fieldsOnly;
+    channel.setTask(task);
     renderTop();
     tabs.show("log");
     log.setEntries(logs);
@@ -307,6 +313,7 @@ export function mount(root, { taskId }) {
 
   return () => {
     for (const off of offs) off();
+    channel.destroy();
     if (frame) cancelAnimationFrame(frame);
     log.destroy();
     followLogs([]);

@@ -9,6 +9,7 @@ import { register, t } from "../i18n.js";
 import { enumOf, parameterOf } from "../schema.js";
 import { state, tasksOf } from "../store.js";
 import { select } from "./common.js";
+import { diffPositions, diffReview } from "./diff_review.js";
 
 register({  // key: [English, Turkish]
   "detail.tab.log": ["Log", "Günlük"],
@@ -134,31 +135,38 @@ function showRevisions(panel, tabs) {
     : muted("detail.noRevisions")));
 }
 
-function diffLines(lines, from) {
-  return lines.slice(from, from + DIFF_CHUNK).map((line) => {
+function diffLines(lines, from, review) {
+  return lines.slice(from, from + DIFF_CHUNK).map((line, i) => {
     const cls = line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff ") || line.startsWith("index ")
       ? "d-meta" : line.startsWith("@@") ? "d-hunk" : line.startsWith("+") ? "d-add" : line.startsWith("-") ? "d-del" : "";
-    return h("span", { class: `d-line ${cls}` }, line || " ");
+    return review.line(from + i, h("span", { class: `d-line ${cls}` }, line || " "));
   });
 }
 
+/** The diff, with review comments on its lines (diff_review.js); the draft outlives a refresh. */
 function showDiff(panel, tabs) {
-  fill(panel, () => tabs.ctx.desktop("get_task_diff", { taskId: tabs.ctx.taskId }), ({ diff, branch, stats }) => {
+  const { taskId, desktop } = tabs.ctx;
+  tabs.reviewDraft ??= { comments: [], summary: "" };
+  fill(panel, () => Promise.all([desktop("get_task_diff", { taskId }), api.review(taskId)]), ([{ diff, branch, stats }, kept]) => {
     const lines = diff ? diff.replace(/\n$/, "").split("\n") : [];
-    const pre = h("pre", { class: "diff" }, diffLines(lines, 0));
+    const review = diffReview({ taskId, positions: diffPositions(lines), kept, draft: tabs.reviewDraft,
+      onSent: () => tabs.show("diff", true) });
+    const pre = h("pre", { class: "diff", tabindex: "0", onkeydown: review.onKey }, diffLines(lines, 0, review));
     let shown = DIFF_CHUNK;
     const more = h("button", { type: "button", class: "small", hidden: lines.length <= shown });
     const label = () => { more.textContent = t("detail.moreLines", { n: Math.min(DIFF_CHUNK, lines.length - shown) }); };
     label();
     more.addEventListener("click", () => {
-      pre.append(...diffLines(lines, shown));
+      pre.append(...diffLines(lines, shown, review));
       shown += DIFF_CHUNK;
       more.hidden = lines.length <= shown;
       label();
+      review.place();
     });
+    review.place();
     return [panelBar(h("span", { class: "diff-stats" },
       h("strong", {}, t(stats.files === 1 ? "detail.diffStats1" : "detail.diffStats", stats)), branch ? ` ${t("detail.onBranch", { branch })}` : ""), refresh(tabs, "diff")),
-    lines.length ? [pre, more] : muted("detail.noDiff")];
+    lines.length ? [pre, more, review.box] : muted("detail.noDiff")];
   });
 }
 
