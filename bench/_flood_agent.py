@@ -1,16 +1,19 @@
 """A fake Claude Code CLI for bench/agents.py: floods stdout with stream-json text lines.
 
-Standard library only. It accepts (and ignores) Taskboard's agent argv, reads and ignores the
-prompt on stdin, then prints, like `claude -p --output-format stream-json --verbose`:
+Standard library only. It accepts (and ignores) Taskboard's agent argv and reads the prompt
+on stdin: to EOF, or, when the argv says `--input-format stream-json` (a task run's two-way
+channel), up to the first user message, answering the board's initialize request. Then it
+prints, like `claude -p --output-format stream-json --verbose`:
 
     {"type":"system","subtype":"init","session_id":<uuid4>,...}
     {"type":"assistant","message":{"id":"msg_<m>","content":[{"type":"text","text":T}],...}}
     ...  (FLOOD_RATE lines/s for FLOOD_SECONDS s, in bursts every TICK s)
     {"type":"result","subtype":"success","is_error":false,...}
 
-and exits 0. T is "<n> <time.time()!r> <tag> <padding>": n counts from 1, the time is taken
-just before the line is written (the bench's /ws client subtracts it from its arrival time),
-tag is the first 8 hex digits of the session id (it tells which agent wrote a persisted line).
+and exits 0 (on the channel, once the board closes stdin). T is "<n> <time.time()!r> <tag>
+<padding>": n counts from 1, the time is taken just before the line is written (the bench's
+/ws client subtracts it from its arrival time), tag is the first 8 hex digits of the session
+id (it tells which agent wrote a persisted line).
 When FLOOD_DIR is set, `<FLOOD_DIR>/<session_id>.json` records how many lines were emitted;
 it is written after the last text line and before the result line.
 
@@ -37,7 +40,11 @@ def main():
     if "--version" in sys.argv[1:]:
         print("0.0.1 (bench flood agent)")
         return 0
-    sys.stdin.read()  # the prompt
+    channel = "--input-format" in sys.argv  # the board only ever passes stream-json
+    if channel:
+        read_prompt_turn()
+    else:
+        sys.stdin.read()  # the prompt
     rate = float(os.environ.get("FLOOD_RATE", "2000"))
     seconds = float(os.environ.get("FLOOD_SECONDS", "10"))
     padding = "x" * int(os.environ.get("FLOOD_PAD", "80"))
@@ -92,7 +99,21 @@ def main():
                     "total_cost_usd": 0.0, "usage": usage, "permission_denials": [],
                     "terminal_reason": "completed", "uuid": str(uuid.uuid4())}))
     out.flush()
+    if channel:
+        sys.stdin.read()  # the board closes stdin when the turn has ended
     return 0
+
+
+def read_prompt_turn():
+    """Answer control requests until the first user message (the prompt) arrives."""
+    for raw in sys.stdin:
+        message = json.loads(raw)
+        if message.get("type") == "user":
+            return
+        if message.get("type") == "control_request":
+            sys.stdout.write(line({"type": "control_response", "response": {
+                "subtype": "success", "request_id": message["request_id"], "response": {}}}))
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ not a test:
     python bench/run.py --only scale,load
     TASKBOARD_BENCH_CACHE=<dir> python bench/run.py   # keep scale.py's database between runs
 
-It runs bench/api.py, bench/agents.py, bench/scale.py and bench/load.py one after the other
+It runs bench/api.py, bench/agents.py, bench/scale.py, bench/load.py and bench/approvals.py
+one after the other
 (their output goes by, prefixed with their name), reads the `BENCH_RESULT {...}` line each
 prints last, and prints one table: bench, figure, value, same-run baseline, ratio, goal and
 whether it is met. The goals of issue 9 come first:
@@ -21,6 +22,9 @@ whether it is met. The goals of issue 9 come first:
   fan-out p99 < 100 ms at the load      load.py (200 /ws clients, 5 x 2,000 lines/s, 50 req/s;
                                         baseline: bench/_bare_fanout.py, the fan-out alone)
   server RSS < 300 MB at the load       load.py
+  approval request -> /ws p99 < 50 ms   approvals.py (the agent's request line to a /ws
+  and click -> agent's stdin p99 < 50 ms              client, the POST to the agent's stdin,
+                                        at load.py's load)
 
 load.py runs on a copy of the database scale.py built (so the API traffic it sends reads
 the big project, and slow queries show in the fan-out figures); with `--only load` or when
@@ -40,9 +44,10 @@ import time
 from _common import RESULT_PREFIX
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
-ORDER = ("api", "agents", "scale", "load")
+ORDER = ("api", "agents", "scale", "load", "approvals")
 HEADLINE = (("scale", "task_list_p99"), ("scale", "startup_to_health"),
-            ("load", "fanout_p99"), ("load", "server_rss_peak"))
+            ("load", "fanout_p99"), ("load", "server_rss_peak"),
+            ("approvals", "request_to_ws_p99"), ("approvals", "click_to_stdin_p99"))
 
 
 def parse_args():
