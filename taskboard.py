@@ -2580,8 +2580,7 @@ class LogWriter:
             if array is not None:
                 written.append(array)
             project_id = projects.get(task_id, project_id)
-            if entries:
-                gevent.sleep(0)  # let requests in between the chunks of a big batch
+            gevent.sleep(0)  # a waiting write (a person's answer) goes before the next chunk
         self._publish(task_id, project_id, written)
 
     def _write_raw(self, lines) -> None:
@@ -2595,8 +2594,7 @@ class LogWriter:
                     self._requeue(task_id, [], [line for line in chunk + lines
                                                 if line["task_id"] == task_id])
                 raise
-            if lines:
-                gevent.sleep(0)
+            gevent.sleep(0)
 
     def _publish(self, task_id, project_id, written: list[str]):
         """One task:log of the entries written, given as the JSON arrays of their chunks."""
@@ -3940,7 +3938,7 @@ def agent_request(run: "AgentRun", event: dict) -> None:
     request, request_id = _dict(event.get("request")), event.get("request_id")
     subtype = request.get("subtype")
     if subtype == "can_use_tool":
-        gevent.spawn(ask_person, run, request_id, request)
+        ask_person(run, request_id, request)  # in the reader: one hop less to the person
     elif subtype == "hook_callback" and request.get("callback_id") == "stop_check" \
             and run.channel["stop_check"]:
         run.helpers.append(gevent.spawn(stop_check, run, request_id))
