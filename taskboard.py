@@ -2,7 +2,7 @@ from gevent import monkey; monkey.patch_all()  # noqa: E702, I001 -- first, befo
 
 __doc__ = """taskboard: a self-hosted project and task board that drives AI coding agents.
 
-Run:   python taskboard.py [--host H] [--port P] [--db PATH] [--agent-command CMD] [--token T]
+Run:   python taskboard.py [--host H] [--port P] [--db PATH] [--agent-command CMD]
 Test:  python -m pytest
 
 One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
@@ -102,6 +102,14 @@ WEBHOOK_DELIVERIES_KEPT = 50
 #: Notices kept waiting per webhook (a target that hangs); beyond, the oldest are dropped.
 WEBHOOK_QUEUE_KEPT = 1000
 
+#: A shorter API token is refused at start; a session (the cookie of a login) lasts this long.
+TOKEN_MIN_LENGTH = 24
+SESSION_DAYS = 30
+#: Failed credentials (logins, bearers, cookies) allowed per client, and from all clients
+#: together, in LOGIN_WINDOW_SECONDS; past them the client gets 429.
+LOGIN_FAILURES_ALLOWED = 5
+LOGIN_FAILURES_TOTAL = 50
+LOGIN_WINDOW_SECONDS = 60.0
 #: Request bodies larger than this are refused with 413 (attachments have their own limit).
 MAX_BODY_BYTES = 1024 * 1024
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
@@ -174,12 +182,18 @@ OPTIONS = (
     Option("--port", "TASKBOARD_PORT", "4000", "port to bind (0 picks a free one)"),
     Option("--db", "TASKBOARD_DB", None, "SQLite database path; its folder becomes the data dir"),
     Option("--agent-command", "TASKBOARD_AGENT_COMMAND", "claude", "agent CLI to run"),
-    Option("--token", "TASKBOARD_TOKEN", None, "API token (required to bind a non-loopback host)"),
+    Option("--token", "TASKBOARD_TOKEN", None,
+           "API token (visible in the process list: prefer the env var or --token-file)"),
+    Option("--token-file", "TASKBOARD_TOKEN_FILE", None,
+           "file holding the API token (default: the data dir's token, made at first start)"),
 )
 #: Environment-only settings.
 ENV_SETTINGS = (
     Option(None, "TASKBOARD_RETRY_BASE_SECONDS", "30", "base of the retry backoff"),
     Option(None, "TASKBOARD_ALLOWED_HOSTS", "", "extra Host names to accept, comma-separated"),
+    Option(None, "TASKBOARD_NO_AUTH", "", "1: no token (as --no-auth; loopback only)"),
+    Option(None, "TASKBOARD_TRUSTED_PROXIES", "",
+           "addresses or networks of your reverse proxies, comma-separated"),
     Option(None, "TASKBOARD_GIT_HOST_API", "https://api.github.com", "source-host REST API"),
     Option(None, "TASKBOARD_GIT_HOST_TOKEN", None, "source-host token (else GITHUB_TOKEN)"),
     Option(None, "STATE_DIRECTORY", None, "data dir under systemd (when --db is not given)"),
@@ -196,10 +210,11 @@ class ApiError(Exception):
     status = 400
     code = "validation_error"
 
-    def __init__(self, message, field=None):
+    def __init__(self, message, field=None, headers=None):
         super().__init__(message)
         self.message = message
         self.field = field
+        self.headers = headers or {}  # e.g. Retry-After
 
     def body(self):
         out = {"error": self.message, "code": self.code}
@@ -236,9 +251,14 @@ class Forbidden(ApiError):
 
 
 class Unauthorized(ApiError):
-    """The board has a token and the request did not carry it."""
+    """No credential where one is needed, or one that is wrong, revoked or expired."""
     status = 401
     code = "unauthorized"
+
+
+class MethodNotAllowed(ApiError):
+    status = 405
+    code = "method_not_allowed"
 
 
 class LocalOnly(ApiError):
@@ -1209,6 +1229,14 @@ CREATE TABLE review_comments (
   created_at TEXT NOT NULL
 );
 CREATE INDEX review_comments_by_task ON review_comments(task_id, id);
+"""),
+    ("0009_sessions", """
+CREATE TABLE sessions (
+  id_hash TEXT PRIMARY KEY,
+  token_hash TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  expires_at TEXT NOT NULL
+);
 """),
 )
 
@@ -2297,6 +2325,29 @@ def upsert_settings_rows(values: dict) -> dict:
         for name, value in values.items():
             t["settings"].upsert({"name": name, "value_json": json_dumps(value)}, ["name"])
         return {r["name"]: json.loads(r["value_json"]) for r in t["settings"].all()}
+
+
+# --- sessions --------------------------------------------------------------------
+# A login's cookie holds a random id; the table keeps its hash, and the hash of the token it
+# was made with, so a new token ends the sessions of the old one.
+
+def session_rows(token_hash: str) -> dict[str, str]:
+    """The live sessions of this token, {id hash: expires_at}; the rest are deleted."""
+    with tx() as t:
+        t.execute("DELETE FROM sessions WHERE token_hash != ? OR expires_at <= ?",
+                  (token_hash, now_iso()))
+        return {r["id_hash"]: r["expires_at"] for r in t.all("SELECT * FROM sessions")}
+
+
+def insert_session_row(id_hash: str, token_hash: str, expires_at: str) -> None:
+    with tx() as t:
+        t.insert("sessions", {"id_hash": id_hash, "token_hash": token_hash,
+                              "created_at": now_iso(), "expires_at": expires_at})
+
+
+def delete_session_row(id_hash: str) -> None:
+    with tx() as t:
+        t.execute("DELETE FROM sessions WHERE id_hash = ?", (id_hash,))
 
 
 # --- statistics ------------------------------------------------------------------
@@ -5128,10 +5179,42 @@ def create_demo_project() -> dict | None:
     return project
 
 
+# --- sessions ----------------------------------------------------------------------
+# A login gets a random id for its cookie; only its hash is kept (in the store and, for the
+# check every request makes, in runtime.sessions), tied to the token it was made with.
+
+def load_sessions() -> None:
+    runtime.sessions = session_rows(_digest(runtime.config["token"] or ""))
+
+
+def start_session() -> str:
+    secret = secrets.token_urlsafe(32)
+    expires = iso(utc_now() + dt.timedelta(days=SESSION_DAYS))
+    insert_session_row(_digest(secret), _digest(runtime.config["token"] or ""), expires)
+    runtime.sessions[_digest(secret)] = expires
+    return secret
+
+
+def end_session(secret: str) -> None:
+    """Log out: the session is revoked here, whatever its cookie does elsewhere."""
+    if runtime.sessions.pop(_digest(secret), None) is not None:
+        delete_session_row(_digest(secret))
+
+
+def session_alive(secret: str) -> bool:
+    expires = runtime.sessions.get(_digest(secret))
+    return expires is not None and expires > now_iso()
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+
+
 # --- health ------------------------------------------------------------------------
 
 def health() -> dict:
     db_state = db_check()
+    # the agent CLI's found and version, never its path or arguments: health is open to all
     return {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
             "db": db_state}
 
@@ -5924,14 +6007,13 @@ STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 #: Bodies of these methods change state; a foreign Origin on them is refused (CSRF).
 UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
-#: Headers a reverse proxy adds; refused when the board has no token.
+#: Headers a reverse proxy adds; refused with --no-auth.
 PROXY_HEADERS = ("HTTP_FORWARDED", "HTTP_X_FORWARDED_FOR", "HTTP_X_REAL_IP")
-#: The only /api paths open without the token.
+#: The only /api paths open without a credential.
 OPEN_PATHS = ("/api/health", "/api/login")
+#: Methods are compared exactly (RFC 9110: case-sensitive); any other gets 405.
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 SESSION_COOKIE = "taskboard_session"
-#: A peer may fail to log in this many times per LOGIN_WINDOW_SECONDS; then 429.
-LOGIN_FAILURES_ALLOWED = 5
-LOGIN_WINDOW_SECONDS = 60.0
 #: The board's pages: no inline script, nothing from elsewhere, never in a frame.
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
@@ -5971,6 +6053,8 @@ class ApiPlugin:
                         raise NotFound(f"{name.replace('_', ' ')} {value} not found")
                 result = callback(*args, **kwargs)
             except ApiError as exc:
+                for name, value in exc.headers.items():
+                    bottle.response.set_header(name, value)
                 return json_response(exc.body(), exc.status)
             except Exception as exc:
                 error = storage_error(exc)
@@ -6079,7 +6163,10 @@ def own_origin(environ) -> bool:
 
 def refusal(environ) -> ApiError | None:
     """Why a request must be refused before it reaches a route, if it must."""
-    if environ.get("PATH_INFO", "").startswith("/api/desktop/"):
+    method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+    if method not in METHODS:
+        return MethodNotAllowed(f"method {method[:20]!r} is not allowed")
+    if path.startswith("/api/desktop/"):
         error = local_refusal(environ)
         if error is not None:
             return error
@@ -6090,25 +6177,128 @@ def refusal(environ) -> ApiError | None:
             and name not in config["allowed_hosts"]:
         return Forbidden(f"host {name[:100]!r} is not allowed: add it to "
                          "TASKBOARD_ALLOWED_HOSTS")
-    bearer = environ.get("HTTP_AUTHORIZATION", "")
-    scope = runtime.run_tokens.get(bearer[7:].strip()) if bearer[:7].lower() == "bearer " \
-        else None
-    if scope is not None and not any(h in environ for h in PROXY_HEADERS):
-        environ["taskboard.agent"] = scope  # a board tool of a running agent, not a person
-        return run_token_refusal(environ, scope)
-    token = config["token"]
-    if token is None and any(h in environ for h in PROXY_HEADERS):
+    # SECURITY: fetch metadata: another site may link to the board's pages, nothing more.
+    if environ.get("HTTP_SEC_FETCH_SITE") == "cross-site" and not (
+            environ.get("HTTP_SEC_FETCH_MODE") == "navigate" and method == "GET"
+            and not path.startswith("/api/") and path != "/ws"):
+        return Forbidden("cross-site requests are refused")
+    proxied = any(h in environ for h in PROXY_HEADERS)
+    if config["no_auth"] and proxied:
         # SECURITY: a board without a token must not be published through a proxy.
-        return Forbidden("this board has no token, so it refuses proxied requests; "
-                         "start it with --token")
-    if environ["REQUEST_METHOD"] in UNSAFE_METHODS and not own_origin(environ):
+        return Forbidden("this board runs with --no-auth, so it refuses proxied requests")
+    if method in UNSAFE_METHODS and not own_origin(environ):
         return Forbidden(f"origin {environ['HTTP_ORIGIN'][:100]!r} is not this board's")
-    path = environ.get("PATH_INFO", "")
+    return credential_refusal(environ, path, proxied)
+
+
+def credential_refusal(environ, path: str, proxied: bool) -> ApiError | None:
+    """A wrong, revoked or expired credential is always 401 (never anonymous access), and
+    a client that sent too many is told to wait; a run token is held to its bounds."""
     needs_auth = path == "/ws" or (path.startswith("/api/") and path not in OPEN_PATHS)
-    if token is not None and needs_auth and not authorized(environ, token):
-        return Unauthorized("a valid token is required: send 'authorization: bearer <token>' "
-                            "or log in at post /api/login")
-    return None
+    bearer = environ.get("HTTP_AUTHORIZATION")
+    cookie = None if bearer is not None or runtime.config["no_auth"] or not needs_auth else \
+        bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE)
+    if bearer is None and not cookie:
+        if needs_auth and not runtime.config["no_auth"]:
+            return Unauthorized("a valid token is required: send 'authorization: bearer "
+                                "<token>' or log in at /login")
+        return None
+    client = client_address(environ)
+    wait = runtime.failures.wait(client)
+    if wait:
+        return TooManyRequests(f"too many wrong credentials from {client}; try again in "
+                               f"{wait} s", headers={"Retry-After": str(wait)})
+    if cookie:
+        if session_alive(cookie):
+            return None
+        runtime.failures.add(client)
+        return Unauthorized("the session has ended: log in again at /login", headers={
+            "Set-Cookie": f"{SESSION_COOKIE}=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict"})
+    scheme, _, value = bearer.partition(" ")
+    value = value.strip()
+    token = runtime.config["token"]
+    if scheme.lower() == "bearer" and token is not None and \
+            hmac.compare_digest(value.encode(), token.encode()):
+        return None
+    scope = runtime.run_tokens.get(value) if scheme.lower() == "bearer" else None
+    if scope is None:
+        runtime.failures.add(client)
+        return Unauthorized("the token is wrong, revoked or expired")
+    if proxied:
+        return Forbidden("the board tools reach the board directly, not through a proxy")
+    environ["taskboard.agent"] = scope  # a board tool of a running agent, not a person
+    return run_token_refusal(environ, scope)
+
+
+class Failures:
+    """Wrong credentials per client and from all clients, over LOGIN_WINDOW_SECONDS: past
+    LOGIN_FAILURES_ALLOWED a client waits; past LOGIN_FAILURES_TOTAL every client that
+    failed waits (a client that never failed is never locked out)."""
+
+    def __init__(self):
+        self.by_client = collections.OrderedDict()  # client -> deque of failure times
+        self.every = collections.deque()
+
+    def wait(self, client: str) -> int:
+        """Seconds the client must wait before a credential of its is looked at."""
+        mine = self.by_client.get(client)
+        if mine is None:
+            return 0
+        now = time.monotonic()
+        for times in (mine, self.every):
+            while times and times[0] <= now - LOGIN_WINDOW_SECONDS:
+                times.popleft()
+        if not mine:
+            del self.by_client[client]
+            return 0
+        if len(mine) >= LOGIN_FAILURES_ALLOWED:
+            return int(mine[-LOGIN_FAILURES_ALLOWED] + LOGIN_WINDOW_SECONDS - now) + 1
+        if len(self.every) >= LOGIN_FAILURES_TOTAL:
+            return int(self.every[0] + LOGIN_WINDOW_SECONDS - now) + 1
+        return 0
+
+    def add(self, client: str) -> None:
+        now = time.monotonic()
+        self.by_client.setdefault(client, collections.deque()).append(now)
+        self.by_client.move_to_end(client)
+        self.every.append(now)
+        while len(self.every) > LOGIN_FAILURES_TOTAL:
+            self.every.popleft()
+        while len(self.by_client) > 10_000:  # many addresses: forget the least recent
+            self.by_client.popitem(last=False)
+
+    def forget(self, client: str) -> None:
+        self.by_client.pop(client, None)
+
+
+def client_address(environ) -> str:
+    """Who is asking: the TCP peer, or, when the peer is one of TASKBOARD_TRUSTED_PROXIES,
+    the last address in X-Forwarded-For that is not (a client can only prepend to it)."""
+    peer = environ.get("REMOTE_ADDR", "")
+    trusted = runtime.config["trusted_proxies"]
+    if not trusted or not _within(peer, trusted):
+        return peer
+    hops = [h.strip() for h in environ.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    return next((h for h in reversed(hops) if h and not _within(h, trusted)), peer)
+
+
+def _within(address: str, networks) -> bool:
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether an address to bind (or a Host name) is this machine only."""
+    host = host.strip("[]").lower()
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def by_person() -> bool:
@@ -6122,21 +6312,6 @@ def host_name(environ) -> str:
     if host.startswith("["):
         return host[1:].split("]")[0]
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-def authorized(environ, token: str) -> bool:
-    """The request carries the token (bearer) or the session cookie of POST /api/login."""
-    header = environ.get("HTTP_AUTHORIZATION", "")
-    if header[:7].lower() == "bearer " and hmac.compare_digest(
-            header[7:].strip().encode(), token.encode()):
-        return True
-    cookie = bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE) or ""
-    return hmac.compare_digest(cookie.encode(), session_value(token).encode())
-
-
-def session_value(token: str) -> str:
-    """The session cookie's value: derived from the token, never the token itself."""
-    return hmac.new(token.encode(), b"taskboard session", hashlib.sha256).hexdigest()
 
 
 # =============================================================================
@@ -6158,40 +6333,34 @@ def api_login():
     given = body.get("token") if isinstance(body, dict) else None
     if not isinstance(given, str):
         raise Invalid("token is required", "token")
-    token = runtime.config["token"]
-    if token is None:
-        return {"ok": True}
-    peer = bottle.request.environ.get("REMOTE_ADDR", "")
-    wait = login_wait(peer)
-    if wait:
-        bottle.response.set_header("Retry-After", str(wait))
-        raise TooManyRequests(f"too many failed logins from {peer}; try again in {wait} s")
-    if not hmac.compare_digest(given.encode(), token.encode()):
-        runtime.login_failures.setdefault(peer, collections.deque(
-            maxlen=LOGIN_FAILURES_ALLOWED)).append(time.monotonic())
-        raise Unauthorized("wrong token")
-    runtime.login_failures.pop(peer, None)
-    secure = bottle.request.urlparts.scheme == "https" or \
-        bottle.request.get_header("X-Forwarded-Proto", "") == "https"
-    bottle.response.set_cookie(SESSION_COOKIE, session_value(token), path="/", httponly=True,
-                               samesite="strict", secure=secure)
+    log_in(given)
     return {"ok": True}
 
 
-def login_wait(peer: str) -> int:
-    """Seconds the peer must wait before its next login attempt (0: it may try now)."""
-    failures = runtime.login_failures.get(peer)
-    if failures is None or len(failures) < LOGIN_FAILURES_ALLOWED:
-        return 0
-    left = failures[0] + LOGIN_WINDOW_SECONDS - time.monotonic()
-    if left <= 0:
-        del runtime.login_failures[peer]
-        return 0
-    return int(left) + 1
+def log_in(given: str) -> None:
+    """Check a token (wrong ones count against the client) and set a new session's cookie."""
+    token = runtime.config["token"]
+    if token is None:  # --no-auth
+        return
+    client = client_address(bottle.request.environ)
+    wait = runtime.failures.wait(client)
+    if wait:
+        raise TooManyRequests(f"too many wrong credentials from {client}; try again in "
+                              f"{wait} s", headers={"Retry-After": str(wait)})
+    if not hmac.compare_digest(given.encode(), token.encode()):
+        runtime.failures.add(client)
+        raise Unauthorized("wrong token")
+    runtime.failures.forget(client)
+    secure = bottle.request.urlparts.scheme == "https" or \
+        bottle.request.get_header("X-Forwarded-Proto", "") == "https"
+    bottle.response.set_cookie(SESSION_COOKIE, start_session(), path="/", httponly=True,
+                               samesite="strict", secure=secure,
+                               max_age=SESSION_DAYS * 86_400)
 
 
 @app.post("/api/logout", returns="Ok")
 def api_logout():
+    end_session(bottle.request.get_cookie(SESSION_COOKIE) or "")
     bottle.response.delete_cookie(SESSION_COOKIE, path="/")
     return {"ok": True}
 
@@ -6345,7 +6514,20 @@ def page_static(path: str):
 
 
 app.route("/", "GET", functools.partial(page_static, "index.html"), name="page_index")
-app.route("/login", "GET", functools.partial(page_static, "login.html"), name="page_login")
+@app.get("/login")
+def page_login():
+    """The login page; /login?token=T (the URL printed at start) signs the browser in and
+    opens the board, so the token leaves the address bar (as Jupyter does)."""
+    given = bottle.request.query.get("token")
+    if given is None:
+        return page_static("login.html")
+    try:
+        log_in(given)
+    except ApiError as exc:
+        page = page_static("login.html")
+        page.status = exc.status
+        return page
+    bottle.redirect("/", 303)
 
 
 # =============================================================================
@@ -6386,7 +6568,8 @@ class Handler(WebSocketHandler):
         error = ws_refusal(self.environ)
         if error is not None:
             self.start_response(f"{error.status} {bottle.HTTP_CODES[error.status]}",
-                                [("Content-Type", "application/json")])
+                                [("Content-Type", "application/json"),
+                                 *error.headers.items()])
             return [json_dumps(error.body()).encode()]
         return super().upgrade_websocket()
 
@@ -7225,7 +7408,7 @@ class Runtime:
     def __init__(self, config: dict):
         self.config = config
         self.data_dir = config["data_dir"]
-        os.makedirs(self.data_dir, exist_ok=True)
+        os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
         # writes take turns (WRITE_LOCK) on a connection of their own, so a write never
         # waits for a pooled connection that readers hold, and its page cache stays valid
         self.db = open_db(config["db_path"], pool_size=1, max_overflow=0)
@@ -7237,8 +7420,9 @@ class Runtime:
         self.queue_pending = set()
         #: token -> {project_id, task_id} of each live run's board tools.
         self.run_tokens = {}
-        #: peer address -> times of its latest failed logins
-        self.login_failures = {}
+        #: wrong credentials per client; session id hash -> expiry of each live login
+        self.failures = Failures()
+        self.sessions = {}
         self.webhooks = WebhookSender()
         #: repository root -> the lock that serialises git operations on it
         self.git_locks = {}
@@ -7247,7 +7431,7 @@ class Runtime:
         self.last_plan_ms = 0
         #: The board's address, for agents (TASKBOARD_URL); serve() sets the bound port.
         self.url = board_url(config["host"], config["port"])
-        self.agent = {"command": config["agent_command"], "found": None, "version": None}
+        self.agent = {"found": None, "version": None}
         #: The stored settings, read once at start and replaced by every update.
         self.settings = {}
         self.greenlets = []
@@ -7272,7 +7456,23 @@ def parse_args(argv=None, environ=None) -> dict:
     parser.add_argument("--demo", action="store_true",
                         help="run every task with the built-in simulated agent and create a "
                              "Demo project on a scratch repository")
+    parser.add_argument("--no-auth", action="store_true",
+                        default=environ.get("TASKBOARD_NO_AUTH", "") in ("1", "true", "yes"),
+                        help="no token at all (env TASKBOARD_NO_AUTH=1); only on a loopback "
+                             "address")
     args = parser.parse_args(argv)
+    if args.no_auth and not is_loopback_host(args.host):
+        parser.error(f"--no-auth is refused on {args.host!r}: without a token the board may "
+                     "only listen on a loopback address (127.0.0.1, ::1, localhost)")
+    if args.no_auth and (args.token or args.token_file):
+        parser.error("--no-auth and a token (--token, --token-file) contradict each other")
+    if args.token and len(args.token.strip()) < TOKEN_MIN_LENGTH:
+        parser.error(f"the token must be at least {TOKEN_MIN_LENGTH} characters long")
+    try:
+        trusted = [ipaddress.ip_network(n.strip(), strict=False) for n in
+                   environ.get("TASKBOARD_TRUSTED_PROXIES", "").split(",") if n.strip()]
+    except ValueError as exc:
+        parser.error(f"TASKBOARD_TRUSTED_PROXIES: {exc}")
     try:
         port = int(args.port)
         if not 0 <= port <= 65535:
@@ -7306,7 +7506,11 @@ def parse_args(argv=None, environ=None) -> dict:
     return {"host": args.host, "port": port, "db_path": db_path, "data_dir": data_dir,
             "agent_command": shlex.join(agent_argv) if args.demo else args.agent_command,
             "agent_argv": agent_argv,
-            "token": args.token or None, "demo": args.demo, "backup": args.backup,
+            "token": (args.token or "").strip() or None, "token_file": args.token_file,
+            "no_auth": args.no_auth, "trusted_proxies": trusted,
+            "token_on_command_line": any(a == "--token" or a.startswith("--token=")
+                                         for a in (sys.argv[1:] if argv is None else argv)),
+            "demo": args.demo, "backup": args.backup,
             "retry_base_seconds": retry_base,
             "allowed_hosts": [h.strip().lower() for h in
                               environ.get("TASKBOARD_ALLOWED_HOSTS", "").split(",")
@@ -7321,7 +7525,12 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     (unless serve() will, once it listens) give interrupted tasks their agents back."""
     global runtime
     runtime = Runtime(config)
+    config["token"] = load_token(config)
     migrate()
+    for suffix in ("", "-wal", "-shm"):  # the store is the owner's alone, whatever the umask
+        with contextlib.suppress(OSError):
+            os.chmod(config["db_path"] + suffix, 0o600)
+    load_sessions()
     runtime.settings = settings_rows()
     interrupt_stale_plans()
     expire_approval_rows()  # nobody can answer what the agents of a stopped server asked
@@ -7393,8 +7602,10 @@ def serve(config: dict) -> None:
         shutdown()
         sys.exit(1)
     runtime.url = board_url(config["host"], server.server_port)
-    print(f"Taskboard {__version__} on {runtime.url}/ "
-          f"(data in {runtime.data_dir})", flush=True)
+    sign_in = f"\nOpen {runtime.url}/login?token={config['token']} to sign in" \
+        if config["token"] else ""
+    print(f"Taskboard {__version__} on {runtime.url}/ (data in {runtime.data_dir}){sign_in}",
+          flush=True)
     resume_interrupted_runs()  # now that agents can reach TASKBOARD_URL
     # objects made so far live as long as the server: frozen, the cyclic collector no
     # longer walks them (its full passes under load: 55-90 ms, nothing served, to < 20 ms)
@@ -7405,25 +7616,31 @@ def serve(config: dict) -> None:
     shutdown()
 
 
-def ensure_token(config: dict) -> None:
-    """Binding beyond loopback needs a token: use the given one, else the stored one, else
-    generate one, store it 0600 in the data dir and print it once."""
-    if config["token"] or config["host"] in LOOPBACK_NAMES or \
-            config["host"].startswith("127."):
-        return
-    path = os.path.join(config["data_dir"], "token")
-    os.makedirs(config["data_dir"], exist_ok=True)
+def load_token(config: dict) -> str | None:
+    """The board's token (None with --no-auth): given, read from --token-file, else the data
+    dir's `token`, made at first start (32 random bytes, URL-safe, mode 0600)."""
+    if config["no_auth"]:
+        return None
+    if config["token"]:
+        return config["token"]
+    path = config["token_file"] or os.path.join(config["data_dir"], "token")
     try:
         with open(path, encoding="utf-8") as f:
-            config["token"] = f.read().strip() or None
+            token = f.read().strip()
     except FileNotFoundError:
-        pass
-    if config["token"] is None:
-        config["token"] = secrets.token_urlsafe(32)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if config["token_file"]:
+            raise SystemExit(f"taskboard: the token file {path} does not exist") from None
+        token = secrets.token_urlsafe(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(config["token"] + "\n")
-        print(f"Generated an API token (stored in {path}): {config['token']}", flush=True)
+            f.write(token + "\n")
+        log.info("made a new token in %s", path)
+    if len(token) < TOKEN_MIN_LENGTH:
+        raise SystemExit(f"taskboard: the token in {path} is shorter than "
+                         f"{TOKEN_MIN_LENGTH} characters")
+    if os.stat(path).st_mode & 0o077:
+        log.warning("the token file %s can be read by other users: chmod 600 it", path)
+    return token
 
 
 def run_backup(config: dict) -> int:
@@ -7467,7 +7684,13 @@ def main(argv=None) -> None:
         log.warning("running as root: agent CLIs refuse some permission modes as root (Claude "
                     "Code's --dangerously-skip-permissions), and files they write in your "
                     "repositories will belong to root; run Taskboard as the code's owner")
-    ensure_token(config)
+    os.umask(0o077)  # the database, the token and attachments are the owner's alone
+    if config["token_on_command_line"]:
+        log.warning("--token on the command line can be read by every local user in the "
+                    "process list: use TASKBOARD_TOKEN or --token-file instead")
+    if config["no_auth"]:
+        log.warning("--no-auth: anyone who can reach %s:%s uses the board without a token",
+                    config["host"], config["port"])
     init(config, resume_runs=False)
     serve(config)
 

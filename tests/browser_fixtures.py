@@ -48,7 +48,9 @@ class ApiFailed(AssertionError):
 
 
 class Board:
-    """A `python taskboard.py` subprocess on a free port, with its own data dir and HOME."""
+    """A `python taskboard.py` subprocess on a free port, with its own data dir and HOME.
+    With token=None it runs --no-auth (these tests look at the board, not at signing in);
+    token="generate" lets it make its own, read from the sign-in line it prints."""
 
     def __init__(self, folder, *args, demo=True, token=None, agent_command=None, pace=0.15):
         self.folder = folder
@@ -58,7 +60,9 @@ class Board:
                 "--db", os.path.join(folder, "data", "tb.db")]
         if demo:
             argv.append("--demo")
-        if token:
+        if token is None:
+            argv.append("--no-auth")
+        elif token != "generate":
             argv += ["--token", token]
         if agent_command:
             argv += ["--agent-command", agent_command]
@@ -72,9 +76,12 @@ class Board:
                                      stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         self.url = self._wait_for_url()
+        signed = re.search(r"Open (\S+/login\?token=(\S+)) to sign in", self.output())
+        self.sign_in_url, self.token = (signed.group(1), signed.group(2)) if signed else \
+            (None, None)
         self.session = requests.Session()
-        if token:
-            self.session.headers["Authorization"] = f"Bearer {token}"
+        if self.token:
+            self.session.headers["Authorization"] = f"Bearer {self.token}"
 
     def output(self) -> str:
         with open(self.log_path, encoding="utf-8", errors="replace") as f:

@@ -190,8 +190,22 @@ def tb(config):
     taskboard.shutdown()
 
 
+def bearer():
+    """The Authorization header of the running board's token (every board has one)."""
+    return {"Authorization": f"Bearer {taskboard.runtime.config['token']}"}
+
+
 @pytest.fixture
 def client(tb):
+    """The API as the board's owner calls it: from this machine, with the token."""
+    return webtest.TestApp(taskboard.app, extra_environ={
+        "REMOTE_ADDR": "127.0.0.1", "HTTP_HOST": "127.0.0.1:4000",
+        "HTTP_AUTHORIZATION": bearer()["Authorization"]})
+
+
+@pytest.fixture
+def anonymous(tb):
+    """The API as someone without a credential calls it."""
     return webtest.TestApp(taskboard.app, extra_environ={
         "REMOTE_ADDR": "127.0.0.1", "HTTP_HOST": "127.0.0.1:4000"})
 
@@ -268,9 +282,10 @@ def snapshot(tb):
 class WsClient:
     """A websocket-client connection that reads JSON messages, skipping pings."""
 
-    def __init__(self, url, origin=None, timeout=5):
-        self.conn = websocket.create_connection(url, timeout=timeout, origin=origin,
-                                                suppress_origin=origin is None)
+    def __init__(self, url, origin=None, timeout=5, headers=None):
+        self.conn = websocket.create_connection(
+            url, timeout=timeout, origin=origin, suppress_origin=origin is None,
+            header=[f"{k}: {v}" for k, v in (bearer() if headers is None else headers).items()])
 
     def next(self, timeout=5):
         self.conn.settimeout(timeout)
@@ -304,9 +319,9 @@ class Live:
         self.url = f"http://127.0.0.1:{self.port}"
         self.sockets = []
 
-    def ws(self, query="", origin=None, timeout=5):
+    def ws(self, query="", origin=None, timeout=5, headers=None):
         client = WsClient(f"ws://127.0.0.1:{self.port}/ws{query}", origin=origin,
-                          timeout=timeout)
+                          timeout=timeout, headers=headers)
         self.sockets.append(client)
         return client
 

@@ -51,7 +51,7 @@ class ServerProcess:
             self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=err,
                                          stdin=subprocess.DEVNULL)
         self.pid = self.proc.pid
-        self.url = self.host = self.port = None
+        self.url = self.host = self.port = self.token = None
 
     @classmethod
     def board(cls, tmp_path, db, env, *args) -> "ServerProcess":
@@ -75,9 +75,15 @@ class ServerProcess:
         match = wait_for(found, timeout, interval=0.01, message="the server's URL line")
         self.host, self.port = match.group(1), int(match.group(2))
         self.url = f"http://{self.host}:{self.port}"
+        signed = re.search(r"/login\?token=(\S+) to sign in", self.output())
+        self.token = signed.group(1) if signed else None  # None: --no-auth
         return self
 
     def request(self, method, path, timeout=10, **kwargs) -> requests.Response:
+        """A request with the board's token (the one its sign-in line printed)."""
+        if self.token is not None:
+            kwargs["headers"] = {"Authorization": f"Bearer {self.token}",
+                                 **(kwargs.get("headers") or {})}
         return requests.request(method, self.url + path, timeout=timeout, **kwargs)
 
     def call(self, method, path, status=200, **kwargs):

@@ -94,13 +94,21 @@ def test_login_page_when_a_token_is_required(token_board, page, console_errors, 
     expect(page.get_by_test_id("connection")).to_have_text("Live")
 
 
+def test_the_printed_sign_in_url_opens_the_board(start_board, page, console_errors):
+    board = start_board(token="generate")
+    page.goto(board.sign_in_url)
+    expect(page).to_have_url(board.url + "/")  # the token left the address bar
+    expect(page.get_by_test_id("connection")).to_have_text("Live")
+    expect(page.get_by_text("Demo").first).to_be_visible()
+
+
 def test_health_banner_when_the_agent_command_is_missing(missing_agent_board, page,
                                                          screenshot):
     page.goto(missing_agent_board.url)
     banner = page.locator("#health-banner")
     expect(banner).to_be_visible()
     expect(banner).to_have_attribute("role", "alert")
-    expect(banner).to_contain_text("/nonexistent is not found")
+    expect(banner).to_contain_text("agent CLI is not found")
     expect(banner).to_contain_text("--agent-command")
     screenshot(page, "health-banner")
     expect(page.get_by_test_id("connection")).to_have_text("Live")

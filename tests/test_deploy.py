@@ -40,6 +40,14 @@ def test_unit_runs_as_the_code_owner_with_state_dir_path_and_mixed_kill():
         assert name not in unit, f"{name} breaks agent CLIs"
 
 
+def test_unit_keeps_the_token_and_the_data_private():
+    """The token is the generated file in the state dir: never on ExecStart, where every
+    local user reads it in the process list; what the board writes is the owner's alone."""
+    unit = service()
+    assert "--token" not in unit["ExecStart"] and "TOKEN" not in unit["ExecStart"]
+    assert unit["UMask"] == "0077" and unit["StateDirectoryMode"] == "0700"
+
+
 def test_unit_has_no_trailing_comments_on_values():
     """systemd keeps a trailing `# ...` as part of the value."""
     for line in unit_text().splitlines():

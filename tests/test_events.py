@@ -12,7 +12,7 @@ import requests
 import websocket
 
 import taskboard
-from conftest import sql, wait_for
+from conftest import bearer, sql, wait_for
 
 
 @pytest.fixture
@@ -40,7 +40,8 @@ def marker(api):
 def connect(live, query="", origin=None):
     """A raw websocket-client connection sending exactly one Origin header (or none)."""
     return websocket.create_connection(f"ws://127.0.0.1:{live.port}/ws{query}", timeout=5,
-                                       origin=origin, suppress_origin=origin is None)
+                                       origin=origin, suppress_origin=origin is None,
+                                       header=[f"Authorization: {bearer()['Authorization']}"])
 
 
 def raw_upgrade(live, query="", origin=None):
@@ -172,8 +173,8 @@ def test_ws_events_are_published_after_commit(live, api, tb, monkeypatch):
     ws = live.ws()
     task = api.task(project["id"])
     message = ws.until("task:created")
-    assert requests.get(f"{live.url}/api/tasks/{message['data']['id']}", timeout=5).status_code \
-        == 200
+    assert requests.get(f"{live.url}/api/tasks/{message['data']['id']}", timeout=5,
+                        headers=bearer()).status_code == 200
     api.client.put_json(f"/api/tasks/{task['id']}", {"title": "Renamed"})
     api.move(task["id"], "done")
     api.client.delete(f"/api/tasks/{task['id']}")
@@ -390,7 +391,7 @@ def test_ws_invalid_query_is_refused_with_400_before_upgrade(live, tb, query):
 def test_ws_refused_upgrade_answers_json_error(live):
     response = requests.get(f"{live.url}/ws?since=abc", timeout=5, headers={
         "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
-        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", **bearer()})
     assert response.status_code == 400
     assert response.json()["code"] == "validation_error"
 
@@ -402,7 +403,8 @@ def test_ws_slow_client_gets_resync_and_is_dropped_while_others_keep_up(live, tb
     fast = live.ws()
     slow = websocket.create_connection(  # a tiny receive buffer so the server's send blocks
         f"ws://127.0.0.1:{live.port}/ws", timeout=5, suppress_origin=True,
-        sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),))
+        sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),),
+        header=[f"Authorization: {bearer()['Authorization']}"])
     try:
         wait_for(lambda: len(tb.events.subscribers) == 2, message="two subscribers")
         padding = "x" * 200_000
@@ -445,7 +447,8 @@ def test_ws_client_that_never_reads_is_reset_soon_after_it_is_dropped(live, tb, 
     tb.events.queue_bytes = 1_000_000
     slow = websocket.create_connection(
         f"ws://127.0.0.1:{live.port}/ws", timeout=5, suppress_origin=True,
-        sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),))
+        sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),),
+        header=[f"Authorization: {bearer()['Authorization']}"])
     try:
         wait_for(lambda: len(tb.events.subscribers) == 1, message="subscribed")
         for n in range(300):

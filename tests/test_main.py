@@ -1,5 +1,6 @@
 """The real entry point, `python taskboard.py`, as a user starts it (design.md §2)."""
 
+import re
 import shlex
 import signal
 import sys
@@ -15,6 +16,9 @@ from conftest import wait_for
 
 MISSING_AGENT = "definitely-not-a-command-xyz"
 
+
+#: A token as an environment twin gives it (at least TOKEN_MIN_LENGTH characters).
+ENV_TOKEN = "env-token-0123456789abcdef"
 
 @pytest.fixture
 def start(tmp_path):
@@ -67,8 +71,7 @@ def test_main_prints_url_and_serves_without_waiting_for_the_agent_check(start, t
     assert server.host == "127.0.0.1" and server.port > 0
     assert requests.get(server.url, timeout=5).status_code == 200
     version = wait_for(slow_version.asked, message="the agent check to run --version")
-    assert server.health()["agent"] == {"command": slow_version.command, "found": True,
-                                        "version": None}
+    assert server.health()["agent"] == {"found": True, "version": None}
     assert alive(version), "the URL and the answers waited for the agent's --version"
     slow_version.open()
     body = wait_for(lambda: (b := server.health())["agent"]["version"] is not None and b,
@@ -82,7 +85,7 @@ def test_main_health_reports_missing_agent(start, tmp_path):
     body = wait_for(lambda: (b := server.health())["agent"]["found"] is not None and b,
                     message="the agent check")
     assert body == {"ok": True, "version": taskboard.__version__, "db": "ok",
-                    "agent": {"command": MISSING_AGENT, "found": False, "version": None}}
+                    "agent": {"found": False, "version": None}}
 
 
 def test_main_health_reports_found_agent_version(start, tmp_path):
@@ -92,7 +95,6 @@ def test_main_health_reports_found_agent_version(start, tmp_path):
     body = wait_for(lambda: (b := server.health())["agent"]["version"] is not None and b,
                     message="the agent version")
     assert body["agent"]["found"] is True
-    assert body["agent"]["command"] == command
     assert body["agent"]["version"] == f"Python {sys.version.split()[0]}"
 
 
@@ -116,12 +118,12 @@ def test_main_signal_exits_zero_while_the_agent_check_still_runs(start, tmp_path
 def test_main_env_twins_configure_the_server(start, tmp_path):
     db = tmp_path / "env" / "board.db"
     server = start(env={"TASKBOARD_PORT": "0", "TASKBOARD_DB": str(db),
-                        "TASKBOARD_HOST": "127.0.0.2", "TASKBOARD_TOKEN": "env-token-123",
+                        "TASKBOARD_HOST": "127.0.0.2", "TASKBOARD_TOKEN": ENV_TOKEN,
                         "TASKBOARD_AGENT_COMMAND": MISSING_AGENT + "-env"})
     assert server.wait_ready().host == "127.0.0.2"
-    body = wait_for(lambda: (b := server.health())["agent"]["found"] is not None and b,
-                    message="the agent check")
-    assert body["agent"]["command"] == MISSING_AGENT + "-env"
+    wait_for(lambda: MISSING_AGENT + "-env" in server.errors(), message="the agent check")
+    assert requests.get(f"{server.url}/api/projects", timeout=5, headers={
+        "Authorization": f"Bearer {ENV_TOKEN}"}).status_code == 200
     assert db.exists()
 
 
@@ -132,8 +134,29 @@ def test_main_flags_win_over_env(start, tmp_path):
                    env={"TASKBOARD_PORT": "not-a-port", "TASKBOARD_DB": str(env_db),
                         "TASKBOARD_HOST": "127.0.0.2", "TASKBOARD_AGENT_COMMAND": "env-agent"})
     assert server.wait_ready().host == "127.0.0.1"
-    assert server.health()["agent"]["command"] == MISSING_AGENT + "-flag"
+    wait_for(lambda: MISSING_AGENT + "-flag" in server.errors(), message="the agent check")
     assert flag_db.exists() and not env_db.exists()
+
+
+def test_main_prints_a_login_url_that_signs_a_browser_in(start, tmp_path):
+    server = start("--port", 0, "--db", tmp_path / "x.db", "--agent-command",
+                   MISSING_AGENT).wait_ready()
+    [url] = re.findall(r"Open (\S+) to sign in", server.output())
+    browser = requests.Session()
+    assert browser.get(f"{server.url}/api/projects", timeout=5).status_code == 401
+    landed = browser.get(url, timeout=5)
+    assert landed.url == f"{server.url}/" and "token" not in landed.url
+    assert browser.get(f"{server.url}/api/projects", timeout=5).json() == []
+    for private in ("token", "x.db"):  # umask 077: the owner's alone
+        assert oct((tmp_path / private).stat().st_mode & 0o777) == "0o600"
+    assert "process list" not in server.errors()
+
+
+def test_main_warns_about_a_token_in_the_process_list(start, tmp_path):
+    server = start("--port", 0, "--db", tmp_path / "x.db", "--agent-command", MISSING_AGENT,
+                   "--token", ENV_TOKEN).wait_ready()
+    assert "process list" in server.errors()
+    assert server.token == ENV_TOKEN and server.call("GET", "/api/projects") == []
 
 
 def test_main_bad_port_exits_with_usage_error(start, tmp_path):
@@ -169,9 +192,9 @@ def test_parse_args_env_twins_apply(tmp_path):
     config = taskboard.parse_args([], environ={
         "TASKBOARD_HOST": "0.0.0.0", "TASKBOARD_PORT": "4123",
         "TASKBOARD_DB": str(tmp_path / "d" / "t.db"), "TASKBOARD_AGENT_COMMAND": "codex x",
-        "TASKBOARD_TOKEN": "tok"})
+        "TASKBOARD_TOKEN": ENV_TOKEN})
     assert (config["host"], config["port"], config["agent_command"], config["token"]) == \
-        ("0.0.0.0", 4123, "codex x", "tok")
+        ("0.0.0.0", 4123, "codex x", ENV_TOKEN)
     assert config["db_path"] == str(tmp_path / "d" / "t.db")
 
 

@@ -85,7 +85,7 @@ function renderBanner() {
   const banner = qs("#health-banner");
   const messages = [];
   if (state.health && state.health.agent && state.health.agent.found === false) {
-    messages.push(t("health.agentMissing", { command: state.health.agent.command }));
+    messages.push(t("health.agentMissing"));
   }
   if (state.connection === "closed") messages.push(t("health.unreachable"));
   banner.replaceChildren(...messages.map((m) => h("p", {}, m)));
