@@ -18,6 +18,7 @@ contract is design.md and spec/interface.md of the shared folder.
 """
 
 import argparse
+import codecs
 import collections
 import contextlib
 import datetime as dt
@@ -4475,13 +4476,18 @@ def save_agent_md(project_id: int, content) -> dict:
 # --- verifier (autoTest) -----------------------------------------------------------
 # autoTest: a read-only run of the same CLI checks the work and ends with a JSON verdict.
 
-#: Tools the verifier may use without asking: reading, and read-only or build/test commands
-#: (Claude Code's permission rule syntax; prefix rules never match `a && b`).  Not `find`
-#: (-delete, -exec) nor `rg` (--pre runs a program): Grep and Glob search instead.
+#: Tools the verifier may use without asking (Claude Code's permission rule syntax).
+#: `Bash(x:*)` grants any command `x …` whatever options follow (not `a && b`, and a
+#: redirection is a file write, never granted), so only commands with no option that writes
+#: or runs a program get one: not `find` (-delete, -exec), `rg` (--pre), `tree` (-o) nor
+#: `git log/show/diff` (--output), which get exact rules.  The test and build commands run
+#: the project's code by intent: judging the work needs them.  tests/test_verifier.py tries
+#: to write through every other rule.
 VERIFIER_TOOLS = (
     "Read", "Grep", "Glob", "Bash(ls:*)", "Bash(cat:*)", "Bash(head:*)", "Bash(tail:*)",
-    "Bash(wc:*)", "Bash(grep:*)", "Bash(git log:*)",
-    "Bash(git show:*)", "Bash(git diff:*)", "Bash(git status:*)", "Bash(git ls-files:*)",
+    "Bash(wc:*)", "Bash(grep:*)", "Bash(git status:*)", "Bash(git ls-files:*)",
+    "Bash(git log --oneline -n 30)", "Bash(git show HEAD)", "Bash(git diff)",
+    "Bash(git diff HEAD)",
     "Bash(pytest:*)", "Bash(python -m pytest:*)", "Bash(python3 -m pytest:*)",
     "Bash(npm test:*)", "Bash(npm run test:*)", "Bash(npm run build:*)", "Bash(make test:*)",
     "Bash(make check:*)", "Bash(cargo test:*)", "Bash(cargo build:*)", "Bash(go test:*)",
@@ -4592,9 +4598,74 @@ def verifier_prompt(task: dict, project: dict, diff: dict) -> str:
 
 
 # --- attachments -------------------------------------------------------------
+# The stored type comes from the bytes, never from the uploader (design §11): a page
+# elsewhere must not be able to load an attachment as a script, a page or an SVG.
 
-def add_attachment(task_id: int, file_name: str, stream, mime_type: str | None) -> dict:
-    """Store an uploaded file in the data dir (never in the repository) and record it."""
+#: The inert types, served inline with this Content-Type; every other type is a download.
+INERT_MIME_TYPES = {"image/png": "image/png", "image/jpeg": "image/jpeg",
+                    "image/gif": "image/gif", "image/webp": "image/webp",
+                    "application/pdf": "application/pdf",
+                    "text/plain": "text/plain; charset=utf-8"}
+#: Leading bytes of the inert binary types (WebP is checked apart: RIFF, a size, WEBP).
+MAGIC_NUMBERS = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"),
+                 (b"GIF87a", "image/gif"), (b"GIF89a", "image/gif"),
+                 (b"%PDF-", "application/pdf"))
+#: Markup a browser would render as a page (scripts included) if it ever sniffed the text.
+MARKUP_TYPES = {"text/html", "application/xhtml+xml", "image/svg+xml", "text/xml",
+                "application/xml"}
+
+
+class ContentSniffer:
+    """An upload's type, decided from its bytes as they are written, chunk by chunk.
+
+    Magic numbers for the inert binary types; text/plain when every byte is UTF-8 and none
+    is NUL; else application/octet-stream.  Text that looks like markup (it starts with
+    `<`, or its name or claimed type says HTML/SVG/XML) is stored as
+    application/octet-stream, not text/plain: the API's mimeType then never calls a page
+    "plain text" for a client that would show it, and serving stays one table lookup.
+    """
+
+    def __init__(self):
+        self.head = b""
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.is_text = True
+        self.first_char = ""  # the text's first character after blanks and a BOM
+
+    def feed(self, chunk: bytes) -> None:
+        if len(self.head) < 12:
+            self.head += chunk[:12 - len(self.head)]
+        if not self.is_text:
+            return
+        try:
+            text = self.decoder.decode(chunk)
+        except UnicodeDecodeError:
+            self.is_text = False
+            return
+        if "\0" in text:
+            self.is_text = False
+        elif not self.first_char:
+            self.first_char = text.lstrip(" \t\r\n\f\ufeff")[:1]
+
+    def mime_type(self, markup_hint: bool) -> str:
+        for magic, mime in MAGIC_NUMBERS:
+            if self.head.startswith(magic):
+                return mime
+        if self.head[:4] == b"RIFF" and self.head[8:12] == b"WEBP":
+            return "image/webp"
+        try:
+            self.decoder.decode(b"", final=True)  # a sequence cut at the end is not text
+        except UnicodeDecodeError:
+            self.is_text = False
+        if self.is_text and self.first_char != "<" and not markup_hint:
+            return "text/plain"
+        return "application/octet-stream"
+
+
+def add_attachment(task_id: int, file_name: str, stream, claimed_type: str | None) -> dict:
+    """Store an uploaded file in the data dir (never in the repository) and record it.
+
+    `claimed_type` (the uploader's Content-Type) can only make the stored type stricter.
+    """
     get_task(task_id)
     name = safe_file_name(file_name)
     folder = os.path.join(runtime.data_dir, "attachments", str(task_id))
@@ -4606,17 +4677,20 @@ def add_attachment(task_id: int, file_name: str, stream, mime_type: str | None) 
             break
         path = os.path.join(folder, f"{stem}-{n}{ext}")
     size = 0
+    sniffer = ContentSniffer()
     try:
         with open(path, "xb") as out:
             while chunk := stream.read(64 * 1024):
                 size += len(chunk)
                 if size > MAX_UPLOAD_BYTES:
                     raise PayloadTooLarge(f"attachment {name!r} is larger than 20 mib")
+                sniffer.feed(chunk)
                 out.write(chunk)
-        mime = mime_type if mime_type and "/" in mime_type else \
-            (mimetypes.guess_type(name)[0] or "application/octet-stream")
+        claimed = (claimed_type or "").split(";")[0].strip().lower()
+        mime = sniffer.mime_type(claimed in MARKUP_TYPES
+                                 or mimetypes.guess_type(name)[0] in MARKUP_TYPES)
         row = insert_attachment_row({
-            "task_id": task_id, "file_name": os.path.basename(path), "mime_type": mime[:100],
+            "task_id": task_id, "file_name": os.path.basename(path), "mime_type": mime,
             "size": size, "path": os.path.relpath(path, runtime.data_dir)})
         if row is None:
             raise NotFound(f"task {task_id} not found")
@@ -4744,12 +4818,14 @@ def test_webhook(project_id: int, webhook_id: int) -> dict:
 # A read-only agent run whose final JSON block becomes backlog tasks and on_success edges
 # (design §9); one per project, in runtime.plans and in the plans table.
 
-#: Tools the planner may use without asking: reading and read-only shell commands (Claude
-#: Code's permission rule syntax; a prefix rule never matches `a && b`).
+#: Tools the planner may use without asking: reading and shell commands that cannot write
+#: (Claude Code's permission rule syntax).  A prefix rule `Bash(x:*)` grants any options
+#: after `x`, so not `tree` (-o file) nor `git log/show` (--output=file): those get exact
+#: rules.  tests/test_verifier.py tries to write through each rule.
 PLANNER_TOOLS = (
     "Read", "Bash(ls:*)", "Bash(cat:*)", "Bash(head:*)", "Bash(tail:*)", "Bash(wc:*)",
-    "Bash(grep:*)", "Bash(tree:*)", "Bash(git log:*)", "Bash(git show:*)",
-    "Bash(git ls-files:*)", "Bash(git status:*)")
+    "Bash(grep:*)", "Bash(git ls-files:*)", "Bash(git status:*)",
+    "Bash(git log --oneline -n 30)", "Bash(git show --stat HEAD)")
 
 
 def start_plan(project_id: int, body) -> dict:
@@ -4978,9 +5054,9 @@ def planner_prompt(project: dict, values: dict) -> str:
     return "\n\n".join([
         f"You are planning work on the project {project['name']!r} in "
         f"{project['working_dir']}. Do not change anything: read the code (the Read tool, "
-        "and read-only shell commands such as ls, grep, git log, git show and git "
-        "ls-files) to understand it, then split the topic below into tasks that an AI "
-        "coding agent can each finish in one session.",
+        "and read-only shell commands such as ls, grep, git ls-files, `git log --oneline "
+        "-n 30` and `git show --stat HEAD`) to understand it, then split the topic below "
+        "into tasks that an AI coding agent can each finish in one session.",
         "## Topic\n" + values["topic"].strip(),
         "## Context\n" + (values["context"].strip() or "(none given)"),
         f"## Granularity: {granularity}\nAim for {GRANULARITIES[granularity]} tasks. " + {
@@ -6416,14 +6492,22 @@ def api_add_attachment(task_id):
 
 @app.get("/api/attachments/<attachment_id:int>", returns="file")
 def api_get_attachment(attachment_id):
+    """Inline only for an inert type; anything else (older rows too) downloads as bytes.
+
+    Always nosniff, same-origin only (no <script src>/<img> from another site) and
+    sandboxed, should a browser render it anyway.
+    """
     attachment, path = get_attachment(attachment_id)
+    inert = INERT_MIME_TYPES.get(attachment["mimeType"])
     response = bottle.static_file(os.path.basename(path), root=os.path.dirname(path),
-                                  mimetype=attachment["mimeType"])
+                                  mimetype=inert or "application/octet-stream")
     name = attachment["fileName"]
     fallback = name.encode("ascii", "replace").decode().replace('"', "_").replace("?", "_")
-    response.set_header("Content-Disposition", f"attachment; filename=\"{fallback}\"; "
+    response.set_header("Content-Disposition",
+                        f"{'inline' if inert else 'attachment'}; filename=\"{fallback}\"; "
                         f"filename*=UTF-8''{urllib.parse.quote(name, safe='')}")
     response.set_header("X-Content-Type-Options", "nosniff")
+    response.set_header("Cross-Origin-Resource-Policy", "same-origin")
     response.set_header("Content-Security-Policy", "sandbox")
     return response
 
@@ -6998,7 +7082,7 @@ def _operation(route, schemas) -> dict:
     returns = config.get("returns", "Health")
     body = config.get("body")
     command = COMMANDS[op_id.removeprefix("local_")] if body == "Desktop" else None
-    if returns == "file":  # in the media type it was uploaded with
+    if returns == "file":  # its mimeType (read from its bytes) or application/octet-stream
         content = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
     else:
         schema = _ref(returns) if command is None else command.returns

@@ -58,7 +58,99 @@ def test_attachment_unicode_name_can_be_downloaded(client, task):
     attachment = upload(client, task["id"], "отчёт.txt", b"data").json
     resp = client.get(f"/api/attachments/{attachment['id']}", expect_errors=True)
     assert resp.status_int == 200 and resp.body == b"data"
-    assert resp.headers["Content-Disposition"].startswith("attachment")
+    disposition = resp.headers["Content-Disposition"]
+    assert disposition.startswith("inline;"), "plain text is inert"
+    assert "filename*=UTF-8''%D0%BE%D1%82%D1%87%D1%91%D1%82.txt" in disposition
+
+
+# --- the stored type comes from the content (design §11) -------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 40
+SAFE_HEADERS = {"X-Content-Type-Options": "nosniff",
+                "Cross-Origin-Resource-Policy": "same-origin",
+                "Content-Security-Policy": "sandbox"}
+
+
+def download(client, attachment_id):
+    resp = client.get(f"/api/attachments/{attachment_id}")
+    assert {k: resp.headers.get(k) for k in SAFE_HEADERS} == SAFE_HEADERS
+    return resp
+
+
+@pytest.mark.parametrize("name, content, claimed, stored", [
+    ("shot.png", PNG, "text/html", "image/png"),
+    ("photo.txt", b"\xff\xd8\xff\xe0\x00\x10JFIF\x00", "text/plain", "image/jpeg"),
+    ("anim", b"GIF89a\x01\x00\x01\x00", None, "image/gif"),
+    ("still.gif", b"GIF87a\x01\x00\x01\x00", "application/javascript", "image/gif"),
+    ("pic.bin", b"RIFF\x24\x00\x00\x00WEBPVP8 ", "application/octet-stream", "image/webp"),
+    ("doc.html", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", "text/html", "application/pdf"),
+    ("notes.md", "# Заметки\nutf-8 text\n".encode(), "text/markdown", "text/plain"),
+    ("empty.txt", b"", "text/plain", "text/plain"),
+])
+def test_attachment_inert_type_is_read_from_the_bytes_and_shown_inline(
+        client, task, name, content, claimed, stored):
+    attachment = upload(client, task["id"], name, content, claimed).json
+    assert attachment["mimeType"] == stored
+    resp = download(client, attachment["id"])
+    assert resp.body == content
+    assert resp.headers["Content-Type"] == (
+        "text/plain; charset=utf-8" if stored == "text/plain" else stored)
+    assert resp.headers["Content-Disposition"].startswith("inline;")
+
+
+def test_attachment_claiming_javascript_cannot_run_as_a_script(client, task):
+    """A page elsewhere loading it with <script src> gets text/plain + nosniff, or nothing."""
+    script = b"fetch('/api/projects').then(r => r.text()).then(alert);\n"
+    attachment = upload(client, task["id"], "evil.js", script, "text/javascript").json
+    assert attachment["mimeType"] == "text/plain"
+    resp = download(client, attachment["id"])
+    assert resp.body == script
+    assert resp.headers["Content-Type"] == "text/plain; charset=utf-8"
+
+
+@pytest.mark.parametrize("name, content, claimed", [
+    ("page.html", b"<!DOCTYPE html><script>alert(1)</script>", "text/html"),
+    ("page.txt", b"\xef\xbb\xbf\n  <html><body onload=alert(1)>", "text/plain"),
+    ("image.svg", b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>',
+     "image/svg+xml"),
+    ("image.png", b'<?xml version="1.0"?><svg onload="alert(1)"/>', "image/png"),
+    ("hello.svg", b"hello, no markup yet", "text/plain"),
+    ("hello.txt", b"hello, no markup yet", "image/svg+xml"),
+    ("hello.htm", b"a\x00binary page", None),
+    ("cut.txt", "naïve".encode()[:-1] + b"\xc3", "text/plain"),
+])
+def test_attachment_markup_or_binary_is_never_inline(client, task, name, content, claimed):
+    attachment = upload(client, task["id"], name, content, claimed).json
+    assert attachment["mimeType"] == "application/octet-stream"
+    resp = download(client, attachment["id"])
+    assert resp.body == content
+    assert resp.headers["Content-Type"] == "application/octet-stream"
+    assert resp.headers["Content-Disposition"].startswith("attachment;")
+
+
+def test_attachment_type_is_sniffed_across_chunks_of_a_large_upload(client, task):
+    """The upload is read in 64 KiB chunks: a NUL or a bad byte far in still counts."""
+    text = "é".encode() * (100 * 1024)
+    assert upload(client, task["id"], "big.txt", text).json["mimeType"] == "text/plain"
+    late_nul = b"a" * (200 * 1024) + b"\x00"
+    assert upload(client, task["id"], "nul.txt", late_nul).json["mimeType"] == \
+        "application/octet-stream"
+    late_bad = b" " * (200 * 1024) + b"\xff"
+    assert upload(client, task["id"], "bad.txt", late_bad).json["mimeType"] == \
+        "application/octet-stream"
+
+
+def test_older_attachment_with_an_active_type_still_downloads(client, task, tb):
+    """Rows stored before content sniffing keep the uploader's type: never served as is."""
+    attachment = upload(client, task["id"], "old.js", b"alert(1)").json
+    con = sqlite3.connect(tb.config["db_path"])
+    with con:
+        con.execute("UPDATE attachments SET mime_type = 'text/javascript' WHERE id = ?",
+                    (attachment["id"],))
+    con.close()
+    resp = download(client, attachment["id"])
+    assert resp.headers["Content-Type"] == "application/octet-stream"
+    assert resp.headers["Content-Disposition"].startswith("attachment;")
 
 
 @pytest.mark.parametrize("name", ["../../etc/passwd", "..\\..\\boot.ini", "/etc/passwd",

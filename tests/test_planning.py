@@ -35,9 +35,10 @@ KEYS = {
     "plan:cancelled": IDS,
 }
 LAST_KEYS = {"planId", "status", "topic", "tasks", "error", "warnings", "finishedAt"}
-#: Shell commands the planner may run unasked: all of them only read.
-READ_ONLY_RULE = re.compile(
-    r"Read|Bash\((ls|cat|head|tail|wc|grep|tree|git (log|show|ls-files|status)):\*\)")
+#: Shell commands the planner may run unasked: all of them only read (git log and git show
+#: only in exact forms: as prefixes they would grant --output=<file>).
+READ_ONLY_RULE = re.compile(r"Read|Bash\((ls|cat|head|tail|wc|grep|git (ls-files|status)):\*\)"
+                            r"|Bash\(git log --oneline -n 30\)|Bash\(git show --stat HEAD\)")
 
 
 # --- helpers -------------------------------------------------------------------------------

@@ -1,10 +1,15 @@
 """autoTest: a verifier run judges finished work (design.md §5 "Verifier")."""
 
+import os
+import re
+import shlex
+import subprocess
+
 import pytest
 
 import taskboard
 from agent_helpers import RUN, read_calls
-from conftest import wait_for
+from conftest import git, make_repo, wait_for
 
 
 def calls(agent_dir):
@@ -42,7 +47,7 @@ def test_verifier_approval_moves_the_task_to_done(api, client, fake_agent_dir):
     assert "--dangerously-skip-permissions" not in argv and "--resume" not in argv
     assert argv[argv.index("--tools") + 1] == "Read,Grep,Glob,Bash"
     allowed = argv[argv.index("--allowedTools") + 1:]
-    assert "Read" in allowed and "Bash(git diff:*)" in allowed
+    assert "Read" in allowed and "Bash(git diff)" in allowed and "Bash(pytest:*)" in allowed
     assert not any(rule.startswith(("Edit", "Write", "Bash(rm")) for rule in allowed)
     assert "Run `make check` first." in call["stdin"] and "hello.txt exists" in call["stdin"]
     assert run_statuses(task_id) == [("task", "ok"), ("verifier", "approved")]
@@ -114,8 +119,154 @@ def test_verifier_session_never_replaces_the_tasks_session(api, client, fake_age
 
 
 def test_verifier_rules_allow_no_command_that_writes_or_runs_programs():
-    """`find -delete`, `find -exec` and `rg --pre` would pass a prefix rule."""
+    """`find -delete`, `find -exec`, `rg --pre`, `tree -o`, `git log --output` would pass a
+    prefix rule."""
     rules = " ".join(taskboard.VERIFIER_TOOLS + taskboard.PLANNER_TOOLS)
     for command in ("find", "rg", "rm", "mv", "cp", "sed", "tee", "curl", "python -c", "sh"):
         assert f"Bash({command}:" not in rules and f"Bash({command} " not in rules
     assert "Bash" not in taskboard.VERIFIER_TOOLS and "Bash" not in taskboard.PLANNER_TOOLS
+    prefixes = {command for command, prefix in bash_rules(
+        taskboard.VERIFIER_TOOLS + taskboard.PLANNER_TOOLS).items() if prefix}
+    assert not prefixes & {"tree", "git log", "git show", "git diff"}, "-o, --output write"
+
+
+# --- the read-only allow-lists grant no write (design §11) ------------------------------
+# Claude Code's Bash rule matching, modelled from its permission docs (the rule syntax of
+# `--allowedTools`, agent-cli.md §3.1; code.claude.com/docs/en/permissions), since tests
+# never run the real CLI:
+#   - `Bash(cmd)` matches exactly `cmd`; `Bash(cmd:*)`, like `Bash(cmd *)`, matches `cmd`
+#     and `cmd <anything>`: a prefix on a word boundary, whatever options follow;
+#   - a compound command (`;`, `&&`, `||`, `|`, `&`, newline) needs every part granted;
+#   - an output redirection (other than to /dev/null) is checked as a file write, which no
+#     list grants (no Edit/Write tool, default permission mode), so it is refused;
+#   - command and process substitution ask even when allow-listed (injection check).
+# It grants at least what the CLI grants for these attempts, so every attempt it grants is
+# run in a scratch repository and must write nothing.
+
+#: Granted commands that run the project's code by intent (the verifier builds and tests
+#: the work); exempt from the write check, and never the planner's.
+RUNS_PROJECT_CODE = {
+    "pytest", "python -m pytest", "python3 -m pytest", "npm test", "npm run test",
+    "npm run build", "make test", "make check", "cargo test", "cargo build", "go test",
+    "go build", "mvn test", "./gradlew test", "tox"}
+#: Ways to write `{out}` appended to a granted command: options of tree, git, find, sort,
+#: curl…; redirections; a second command; substitutions.
+WRITE_ATTEMPTS = (
+    "--output={out}", "--output {out}", "--out={out}", "-o {out}", "-o{out}", "-O {out}",
+    "--output-file={out}", "-fprint {out}", "-exec touch {out} +", "-delete",
+    "> {out}", ">> {out}", "2> {out}", "&> {out}", ">| {out}", "| tee {out}",
+    "; touch {out}", "&& touch {out}", "|| touch {out}", "& touch {out}", "\ntouch {out}",
+    "$(touch {out})", "`touch {out}`", "<(touch {out})")
+OPERATORS = {";", "&&", "||", "|", "&", "|&"}
+
+
+def bash_rules(tools):
+    """{command: is it a prefix rule} for the Bash(...) rules of an allow-list."""
+    rules = {}
+    for tool in tools:
+        if match := re.fullmatch(r"Bash\((.+?)(:\*)?\)", tool):
+            assert "*" not in match[1], f"{tool}: the model knows no inner wildcard"
+            rules[match[1]] = bool(match[2])
+    return rules
+
+
+def granted(rules, command):
+    """Whether Claude Code runs `command` unasked under `rules` (the model above)."""
+    if any(s in command for s in ("$(", "`", "<(", ">(")):
+        return False
+    for line in command.split("\n"):
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        parts, words = [], []
+        for token in lexer:
+            if token in OPERATORS:
+                parts, words = parts + [words], []
+            else:
+                words.append(token)
+        for part in [*parts, words]:
+            text, tokens = [], iter(part)
+            for word in tokens:
+                if ">" in word and set(word) <= set("<>&|"):
+                    if next(tokens, "") != "/dev/null":
+                        return False
+                elif word == "<":
+                    next(tokens, None)  # reading a file is no write
+                else:
+                    text.append(word)
+            text = " ".join(text)
+            if text and not any(text == cmd or (prefix and text.startswith(cmd + " "))
+                                for cmd, prefix in rules.items()):
+                return False
+    return True
+
+
+def test_rule_model_follows_the_documented_matching():
+    assert granted({"git log": True}, "git log --output=/tmp/x"), "the hole §11 closes"
+    assert granted({"ls": True}, "ls") and granted({"ls": True}, "ls -la src")
+    assert not granted({"ls": True}, "lsof -i")
+    assert not granted({"ls": True}, "ls && rm -rf src") and not granted(
+        {"ls": True}, "ls | tee x")
+    assert granted({"ls": True, "wc": True}, "ls | wc -l")
+    assert not granted({"cat": True}, "cat a > b") and granted({"cat": True},
+                                                               "cat a > /dev/null")
+    assert not granted({"cat": True}, "cat $(touch x)")
+    assert granted({"git diff": False}, "git diff")
+    assert not granted({"git diff": False}, "git diff --output=x")
+
+
+@pytest.fixture(scope="module")
+def scratch_repo(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("allow-list") / "repo"
+    repo.mkdir()
+    make_repo(repo)
+    (repo / "src").mkdir()
+    (repo / "src" / "app.py").write_text("print('hi')\n")
+    git(repo, "add", "src")
+    git(repo, "commit", "-q", "-m", "app")
+    (repo / "src" / "app.py").write_text("print('hello')\n")  # a change for git diff
+    return repo
+
+
+def repo_files(repo):
+    """Every file's bytes; not .git/index, the stat cache `git status` may refresh."""
+    return {str(path.relative_to(repo)): path.read_bytes() for path in repo.rglob("*")
+            if path.is_file() and path != repo / ".git" / "index"}
+
+
+def run_in(repo, command):
+    env = {"PATH": os.environ["PATH"], "HOME": str(repo.parent), "LC_ALL": "C",
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat", "PAGER": "cat"}
+    return subprocess.run(["bash", "-c", command], cwd=repo, env=env, timeout=30,
+                          stdin=subprocess.DEVNULL, capture_output=True)
+
+
+#: command → did it write; both lists share most commands, each is run once.
+WROTE = {}
+
+
+def writes(repo, command):
+    """Whether running `command` in `repo` changed any file (undone when it made one)."""
+    if command not in WROTE:
+        before = repo_files(repo)
+        run_in(repo, command)
+        WROTE[command] = repo_files(repo) != before
+        (repo / "out.txt").unlink(missing_ok=True)  # so the next attempts are judged apart
+    return WROTE[command]
+
+
+def test_write_check_sees_the_writes_prefix_rules_used_to_allow(scratch_repo):
+    """The check below is not blind: `git log --output` (granted before) does write."""
+    assert writes(scratch_repo, f"git log --output={scratch_repo / 'out.txt'}")
+
+
+@pytest.mark.parametrize("tools", ["PLANNER_TOOLS", "VERIFIER_TOOLS"])
+def test_read_only_rules_grant_no_command_that_writes(scratch_repo, tools):
+    rules = bash_rules(getattr(taskboard, tools))
+    exempt = set(rules) & RUNS_PROJECT_CODE
+    assert not (tools == "PLANNER_TOOLS" and exempt), "the planner runs no project code"
+    out = scratch_repo / "out.txt"
+    lines = [f"{command} {attempt.format(out=out)}" for command in sorted(set(rules) - exempt)
+             for attempt in WRITE_ATTEMPTS]
+    ran = [line for line in lines if granted(rules, line)]
+    assert ran, "some attempts are granted (options that do not write): run them"
+    assert [line for line in ran if writes(scratch_repo, line)] == []
