@@ -6443,17 +6443,33 @@ def api_logout():
 
 # --- tasks -------------------------------------------------------------------
 
+@app.post("/api/projects/<project_id:int>/tasks", body=TASK_FIELDS, status=201,
+          returns="Task")
+def api_create_task(project_id):
+    body = read_json()
+    scope = agent_bounds(body)
+    task = create_task(project_id, body)
+    if scope is not None:
+        scope["created"].add(task["id"])
+    return task
+
+
 @app.put("/api/tasks/<task_id:int>", body=TASK_FIELDS, partial=True, returns="Task")
 def api_update_task(task_id):
-    task = update_task(task_id, read_json())
-    return release_task(task_id) if by_person() else task
+    body = read_json()
+    if agent_bounds(body, task_id) is not None:
+        return update_task(task_id, body)
+    update_task(task_id, body)
+    return release_task(task_id)
 
 
 @app.patch("/api/tasks/<task_id:int>/status", body="Status", returns="Task")
 def api_move_task(task_id):
     body = validate_known(lambda: get_task(task_id), STATUS_FIELDS, read_json())
-    task = move_task(task_id, body["status"])
-    return release_task(task_id) if by_person() else task
+    if agent_bounds(body, task_id) is not None:
+        return move_task(task_id, body["status"])
+    move_task(task_id, body["status"])
+    return release_task(task_id)
 
 
 @app.get("/api/approvals", returns="Approval[]",
@@ -6527,8 +6543,6 @@ SERVICE_ROUTES = (
     ("POST", "/api/projects", create_project, "Project", {"body": PROJECT_FIELDS, "status": 201}),
     ("PUT", "/api/projects/<project_id:int>", update_project, "Project",
      {"body": PROJECT_FIELDS, "partial": True}),
-    ("POST", "/api/projects/<project_id:int>/tasks", create_task, "Task",
-     {"body": TASK_FIELDS, "status": 201}),
     ("POST", "/api/projects/<project_id:int>/plan", start_plan, "PlanStarted",
      {"body": PLAN_FIELDS}),
     ("PUT", "/api/settings", update_settings, "Settings",
@@ -6886,12 +6900,12 @@ COMMANDS = {
         _TASK, lambda a, board: board.call("POST", f"/api/projects/{board.project()}/tasks",
                                            {"parent_task_id": board.own, **a})),
     "update_task": Command(
-        "tool", "Change fields of a task of this project (not its status).",
+        "tool", "Change fields of a task you created (or one below it), not its status.",
         {"id": {"type": "integer"}, **_TASK_FIELDS_IN}, ["id"], _TASK,
         lambda a, board: board.update(int(a["id"]), {k: v for k, v in a.items() if k != "id"})),
     "change_task_status": Command(
-        "tool", "Move another task of this project to a status (never the task you are "
-        "working on).", {"id": {"type": "integer"},
+        "tool", "Move a task you created (or one below it) to a status; never the task you "
+        "are working on, never to done (a person approves).", {"id": {"type": "integer"},
                          "status": {"type": "string", "enum": list(STATUSES)}},
         ["id", "status"], _TASK, lambda a, board: board.move(int(a["id"]), a.get("status"))),
     "get_task_detail": Command(
@@ -6995,11 +7009,12 @@ _CONFLICTS = {"api_create_project", "api_update_project", "api_create_task", "ap
 #: Error answers, in the document's order; _operation() says which an operation gives.
 _ERROR_ANSWERS = {
     "400": "invalid input",
-    "403": "refused: a host that is not allowed, a foreign origin, a proxied request to a "
-           "board without a token, or (desktop commands) a request not made on this machine",
+    "403": "refused: a host that is not allowed, a foreign origin or another site, a proxied "
+           "request to a --no-auth board, a board tool beyond its run's bounds, or (desktop "
+           "commands) a request not made on this machine",
     "404": "not found",
-    "401": "the board has a token and the request does not carry it (login: a wrong token)",
-    "429": "too many failed logins",
+    "401": "no credential where one is needed, or a wrong, revoked or expired one",
+    "429": "too many wrong credentials from this client (Retry-After)",
     "503": "the database is busy: another program holds its lock (Retry-After)",
     "507": "the disk holding the database is full",
     "409": "the board's state does not allow it now",
@@ -7069,10 +7084,17 @@ def openapi() -> dict:
             continue
         path = re.sub(r"<(\w+)(:[^>]*)?>", r"{\1}", route.rule)
         op = _operation(route, schemas)
+        if route.rule in OPEN_PATHS:
+            op["security"] = []
         paths.setdefault(path, {})[route.method.lower()] = op
     return {"openapi": "3.1.0",
             "info": {"title": "Taskboard API", "version": __version__},
-            "paths": paths, "components": {"schemas": schemas}}
+            "paths": paths, "security": [{"token": []}, {"session": []}],
+            "components": {"schemas": schemas, "securitySchemes": {
+                "token": {"type": "http", "scheme": "bearer",
+                          "description": "the board's token (or a run's, for its tools)"},
+                "session": {"type": "apiKey", "in": "cookie", "name": SESSION_COOKIE,
+                            "description": "a session from /login or POST /api/login"}}}}
 
 
 def _operation(route, schemas) -> dict:
@@ -7107,8 +7129,7 @@ def _operation(route, schemas) -> dict:
     elif body:
         media = "multipart/form-data" if body == "Upload" else "application/json"
         op["requestBody"] = {"required": True, "content": {media: {"schema": _ref(body)}}}
-    answers = {"401": route.rule != "/api/health", "429": route.rule == "/api/login",
-               "409": op_id in _CONFLICTS, "413": "requestBody" in op,
+    answers = {"409": op_id in _CONFLICTS, "413": "requestBody" in op,
                "415": "requestBody" in op}
     error = {"application/json": {"schema": _ref("Error")}}
     responses.update({code: {"description": text, "content": error}
@@ -7141,7 +7162,8 @@ RUN_TOKEN_ROUTES = (
 def issue_run_token(run: "AgentRun", mcp_port: int | None = None) -> str:
     """A token for the run's board tools and the 0600 --mcp-config file naming them."""
     token = secrets.token_urlsafe(24)
-    runtime.run_tokens[token] = {"project_id": run.project_id, "task_id": run.task_id}
+    runtime.run_tokens[token] = {"project_id": run.project_id, "task_id": run.task_id,
+                                 "created": set()}
     url = runtime.url if mcp_port is None else re.sub(r":\d+$", f":{mcp_port}", runtime.url)
     folder = os.path.join(runtime.data_dir, "mcp")
     os.makedirs(folder, mode=0o700, exist_ok=True)
@@ -7164,7 +7186,8 @@ def revoke_run_token(run: "AgentRun") -> None:
 
 
 def run_token_refusal(environ, scope: dict) -> ApiError | None:
-    """A run token reaches its own project's tasks, and never moves its own task."""
+    """A run token reaches its own project's tasks through RUN_TOKEN_ROUTES; which of them
+    it may change, the routes ask agent_bounds()."""
     method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
     for allowed_method, pattern in RUN_TOKEN_ROUTES:
         match = pattern.fullmatch(path)
@@ -7176,12 +7199,45 @@ def run_token_refusal(environ, scope: dict) -> ApiError | None:
         else:
             task = task_row(int(ids["task"])) if int(ids["task"]) < 2**63 else None
             project_id = task["project_id"] if task else scope["project_id"]
-            if method in ("PATCH", "PUT") and int(ids["task"]) == scope["task_id"]:
-                return Forbidden("an agent cannot change the status of its own task")
         if project_id == scope["project_id"]:
             return None
         return Forbidden("the board tools reach only the tasks of their own project")
     return Forbidden(f"the board tools cannot use {method} {path[:100]}")
+
+
+def agent_bounds(body, task_id: int | None = None) -> dict | None:
+    """The scope of the run token that makes this request (None: a person), once the change
+    is within its bounds (design §11): it edits and moves only tasks its run created and
+    their descendants, never its own task, never to done (a person's approval), and creates
+    tasks below its own task or below those it created.  Else Forbidden."""
+    scope = bottle.request.environ.get("taskboard.agent")
+    if scope is None:
+        return None
+    if isinstance(body, dict) and body.get("status") == "done":
+        raise Forbidden("an agent cannot move a task to done: that is a person's approval")
+    if task_id == scope["task_id"]:
+        raise Forbidden("an agent cannot change its own task")
+    if task_id is not None and not _created_by(scope, task_id):
+        raise Forbidden(f"task {task_id} was not created by this agent's run (nor is it below "
+                        "one that was): the board tools change only those")
+    parent = body.get("parent_task_id") if isinstance(body, dict) else None
+    if task_id is None and isinstance(parent, int) and not isinstance(parent, bool) and \
+            parent != scope["task_id"] and not _created_by(scope, parent):
+        raise Forbidden(f"parent_task_id {parent} is neither this agent's task nor one it "
+                        "created")
+    return scope
+
+
+def _created_by(scope: dict, task_id: int) -> bool:
+    """Whether the task is one the run created, or below one (along parent_task_id)."""
+    seen = set()
+    while task_id is not None and task_id not in seen:
+        if task_id in scope["created"]:
+            return True
+        seen.add(task_id)
+        row = task_row(task_id) if 0 < task_id < 2**63 else None
+        task_id = row["parent_task_id"] if row else None
+    return False
 
 
 def mcp_serve(argv: list[str]) -> int:

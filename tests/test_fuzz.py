@@ -95,9 +95,12 @@ SERVER_ERROR = []
 
 def app(environ, start_response):
     """taskboard.app as a WSGI server runs it for a client on 127.0.0.1 that asks for
-    127.0.0.1:4000: it closes the answer's iterable, and a crash is a plain 500 (werkzeug's
-    test client would raise it; its exception is kept in SERVER_ERROR for the report)."""
+    127.0.0.1:4000 with the board's token: it closes the answer's iterable, and a crash is a
+    plain 500 (werkzeug's test client would raise it; its exception is kept in SERVER_ERROR
+    for the report)."""
     environ.update(ENVIRON)
+    # the token, whatever credential was generated: the fuzz is of the input, not of the auth
+    environ["HTTP_AUTHORIZATION"] = f"Bearer {taskboard.runtime.config['token']}"
     environ["wsgi.errors"] = io.StringIO()  # bottle's traceback of a 500: SERVER_ERROR has it
     _keep_in_sandbox(environ)
     STATS["requests"] += 1

@@ -58,11 +58,12 @@ def running(api, fake_agent_dir, live):
     return project, task, server, path
 
 
-@pytest.mark.parametrize("board_token", [None, "board-secret"])
+@pytest.mark.parametrize("no_auth", [False, True])
 def test_mcp_lists_creates_sub_tasks_and_refuses_to_move_its_own_task(running, client, tb,
-                                                                      board_token):
+                                                                      no_auth):
     project, task, server, _ = running
-    tb.config["token"] = board_token  # the run token works with and without a board token
+    if no_auth:  # the run token works on a --no-auth board too
+        tb.config.update(no_auth=True, token=None)
     mcp = Mcp(server["args"][-1], server["env"])
     try:
         init = mcp.request("initialize", {"protocolVersion": "2025-06-18"})["result"]
@@ -87,7 +88,6 @@ def test_mcp_lists_creates_sub_tasks_and_refuses_to_move_its_own_task(running, c
 
 def test_run_token_reaches_only_its_project_and_dies_with_the_run(running, api, live, tb):
     project, task, server, config_file = running
-    tb.config["token"] = "board-secret"
     token = server["env"]["TASKBOARD_MCP_TOKEN"]
     auth = {"Authorization": f"Bearer {token}"}
     other = taskboard.create_project({"name": "Other", "slug": "other",
@@ -104,3 +104,36 @@ def test_run_token_reaches_only_its_project_and_dies_with_the_run(running, api, 
     assert requests.get(f"{live.url}/api/projects/{project['id']}/tasks", headers=auth,
                         timeout=5).status_code == 401
     assert not os.path.exists(config_file)
+
+
+def test_run_token_changes_only_what_its_run_created(running, api, live):
+    """Design §11: a run's token edits and moves the tasks its run created and those below
+    them; never a person's task, never to done, never below a person's task."""
+    project, task, server, _ = running
+    auth = {"Authorization": f"Bearer {server['env']['TASKBOARD_MCP_TOKEN']}"}
+
+    def call(method, path, body, status):
+        response = requests.request(method, live.url + path, headers=auth, json=body,
+                                    timeout=5)
+        assert response.status_code == status, (method, path, body, response.text)
+        return response.json()
+    persons = api.task(project["id"], title="A person's task")
+    child = call("POST", f"/api/projects/{project['id']}/tasks",
+                 {"title": "Agent's", "parent_task_id": task["id"]}, 201)
+    below = api.task(project["id"], title="Below it", parent_task_id=child["id"])
+    call("PUT", f"/api/tasks/{child['id']}", {"title": "Agent's, renamed"}, 200)
+    call("PUT", f"/api/tasks/{below['id']}", {"priority": 3}, 200)
+    call("PATCH", f"/api/tasks/{child['id']}/status", {"status": "testing"}, 200)
+    for method, path, body in [
+            ("PATCH", f"/api/tasks/{child['id']}/status", {"status": "done"}),
+            ("PUT", f"/api/tasks/{child['id']}", {"status": "done"}),
+            ("PUT", f"/api/tasks/{persons['id']}", {"title": "Mine now"}),
+            ("PATCH", f"/api/tasks/{persons['id']}/status", {"status": "in_progress"}),
+            ("PUT", f"/api/tasks/{task['id']}", {"title": "My own"}),
+            ("POST", f"/api/projects/{project['id']}/tasks",
+             {"title": "Hidden under", "parent_task_id": persons["id"]}),
+            ("POST", f"/api/projects/{project['id']}/tasks",
+             {"title": "Shipped", "status": "done"})]:
+        assert "error" in call(method, path, body, 403)
+    assert api.client.get(f"/api/tasks/{persons['id']}").json["title"] == "A person's task"
+    assert api.client.get(f"/api/tasks/{child['id']}").json["status"] == "testing"
