@@ -108,3 +108,27 @@ def test_a_hash_changed_to_a_path_in_place_of_an_id_asks_nothing(board, page):
     page.wait_for_load_state("networkidle")
     # not a view module, not an API call (but the board's health check, once a minute)
     assert [url for url in asked if urlsplit(url).path != "/api/health"] == []
+
+
+def test_the_api_module_refuses_a_path_in_place_of_an_id(board, page):
+    """The second line of defence: api.js throws before any request is made."""
+    task = board.tasks(board.demo_project()["id"])[0]
+    page.goto(board.url)
+    live(page)
+    page.wait_for_load_state("networkidle")  # the start's own requests are over
+    asked = []
+    page.on("request", lambda request: asked.append(urlsplit(request.url).path))
+    answers = page.evaluate("""async (taskId) => {
+      const { api } = await import("/static/js/api.js");
+      const calls = [() => api.task("1/../../api/settings"), () => api.tasks("../settings"),
+        () => api.moveTask(0, "done"), () => api.task(1.5), () => api.task(null),
+        () => api.update(1, "../../settings", 1, {}), () => api.desktop(".."),
+        () => api.attachmentUrl("1?download"), async () => (await api.task(taskId)).title];
+      const answers = [];
+      for (const call of calls) {
+        try { answers.push(await call()); } catch (error) { answers.push(error.code); }
+      }
+      return answers;
+    }""", task["id"])
+    assert answers == ["not_an_id"] * 5 + ["not_a_name"] * 2 + ["not_an_id", task["title"]]
+    assert [path for path in asked if path.startswith("/api/")] == [f"/api/tasks/{task['id']}"]
