@@ -18,8 +18,7 @@ form.addEventListener("submit", async (event) => {
     return;
   }
   if (response.ok) {
-    const next = new URLSearchParams(location.search).get("next");
-    location.assign(next && next.startsWith("/") && !next.startsWith("//") ? next : "/");
+    location.assign(sameOrigin(new URLSearchParams(location.search).get("next")));
     return;
   }
   const body = await response.json().catch(() => ({}));
@@ -29,4 +28,15 @@ form.addEventListener("submit", async (event) => {
 function showError(message) {
   error.textContent = message;
   error.hidden = false;
+}
+
+/**
+ * Where to go after the login: `next` only when it is a path on this board, else "/"
+ * (design §11). A path starts with one `/` followed by neither `/` nor `\`: browsers read
+ * `//evil.example` and `/\evil.example` as another site. No control characters either: the
+ * URL parser drops tabs and newlines, so `/<tab>/evil.example` would become `//evil.example`.
+ * @param {string | null} next  the `next` of the login page's address
+ */
+function sameOrigin(next) {
+  return next && /^\/(?![/\\])/.test(next) && !/\p{Cc}/u.test(next) ? next : "/";
 }

@@ -45,6 +45,38 @@ async function request(method, path, body, { raw = false } = {}) {
 
 const enc = encodeURIComponent;
 
+/**
+ * An API path with ids in it: path`/api/tasks/${id}/logs`. Throws ApiError unless every
+ * value is an id (a positive integer, or its digits): the second line of defence after the
+ * router (design §11), so that a value such as "1/../../settings" never becomes a path.
+ * Names that are not ids go through name().
+ */
+function path(strings, ...ids) {
+  return strings.reduce((out, text, i) => {
+    const id = ids[i - 1];
+    const ok = (typeof id === "number" || typeof id === "string")
+      && /^[1-9]\d*$/.test(String(id)) && Number.isSafeInteger(Number(id));
+    if (!ok) throw new ApiError(`Not an id: ${String(id).slice(0, 40)}`, 0, "not_an_id");
+    return out + String(id) + text;
+  });
+}
+
+/**
+ * A name in an API path (a list's kind, a desktop command): lowercase letters and "_" only,
+ * so that it cannot change the path either (encodeURIComponent leaves ".." as it is).
+ */
+function name(value) {
+  if (typeof value !== "string" || !/^[a-z][a-z_]*$/.test(value)) {
+    throw new ApiError(`Not a name: ${String(value).slice(0, 40)}`, 0, "not_a_name");
+  }
+  return value;
+}
+
+/** A project's list of templates, snippets or webhooks (kind), or one item of it (id). */
+function listPath(projectId, kind, id) {
+  return path`/api/projects/${projectId}/` + name(kind) + (id === undefined ? "" : path`/${id}`);
+}
+
 /** The HTTP API, one function per route. */
 export const api = {
   health: () => request("GET", "/api/health"),
@@ -53,56 +85,58 @@ export const api = {
   // projects
   projects: () => request("GET", "/api/projects"),
   projectSummaries: () => request("GET", "/api/projects/summary"),
-  project: (id) => request("GET", `/api/projects/${id}`),
+  project: (id) => request("GET", path`/api/projects/${id}`),
   createProject: (body) => request("POST", "/api/projects", body),
-  updateProject: (id, body) => request("PUT", `/api/projects/${id}`, body),
-  deleteProject: (id) => request("DELETE", `/api/projects/${id}`),
+  updateProject: (id, body) => request("PUT", path`/api/projects/${id}`, body),
+  deleteProject: (id) => request("DELETE", path`/api/projects/${id}`),
   // tasks
-  tasks: (projectId) => request("GET", `/api/projects/${projectId}/tasks`),
-  task: (id) => request("GET", `/api/tasks/${id}`),
-  taskDetail: (id) => request("GET", `/api/tasks/${id}/detail`),
-  createTask: (projectId, body) => request("POST", `/api/projects/${projectId}/tasks`, body),
-  updateTask: (id, body) => request("PUT", `/api/tasks/${id}`, body),
-  moveTask: (id, status) => request("PATCH", `/api/tasks/${id}/status`, { status }),
-  deleteTask: (id) => request("DELETE", `/api/tasks/${id}`),
-  taskLogs: (id, limit = 500) => request("GET", `/api/tasks/${id}/logs?limit=${limit}`),
-  revisions: (id) => request("GET", `/api/tasks/${id}/revisions`),
+  tasks: (projectId) => request("GET", path`/api/projects/${projectId}/tasks`),
+  task: (id) => request("GET", path`/api/tasks/${id}`),
+  taskDetail: (id) => request("GET", path`/api/tasks/${id}/detail`),
+  createTask: (projectId, body) =>
+    request("POST", path`/api/projects/${projectId}/tasks`, body),
+  updateTask: (id, body) => request("PUT", path`/api/tasks/${id}`, body),
+  moveTask: (id, status) => request("PATCH", path`/api/tasks/${id}/status`, { status }),
+  deleteTask: (id) => request("DELETE", path`/api/tasks/${id}`),
+  taskLogs: (id, limit = 500) =>
+    request("GET", path`/api/tasks/${id}/logs` + `?limit=${Number(limit)}`),
+  revisions: (id) => request("GET", path`/api/tasks/${id}/revisions`),
   uploadAttachment: (taskId, file) => {
     const form = new FormData();
     form.append("file", file);
-    return request("POST", `/api/tasks/${taskId}/attachments`, form);
+    return request("POST", path`/api/tasks/${taskId}/attachments`, form);
   },
-  attachmentUrl: (id) => `/api/attachments/${id}`,
-  deleteAttachment: (id) => request("DELETE", `/api/attachments/${id}`),
+  attachmentUrl: (id) => path`/api/attachments/${id}`,
+  deleteAttachment: (id) => request("DELETE", path`/api/attachments/${id}`),
   // the channel to a running agent: approvals (the "Needs you" inbox), messages, review
   approvals: (status) => request("GET", `/api/approvals${status ? `?status=${enc(status)}` : ""}`),
-  taskApprovals: (taskId) => request("GET", `/api/tasks/${taskId}/approvals`),
-  decideApproval: (id, body) => request("POST", `/api/approvals/${id}`, body),
-  messages: (taskId) => request("GET", `/api/tasks/${taskId}/messages`),
-  sendMessage: (taskId, body) => request("POST", `/api/tasks/${taskId}/messages`, body),
-  review: (taskId) => request("GET", `/api/tasks/${taskId}/review`),
-  sendReview: (taskId, body) => request("POST", `/api/tasks/${taskId}/review`, body),
+  taskApprovals: (taskId) => request("GET", path`/api/tasks/${taskId}/approvals`),
+  decideApproval: (id, body) => request("POST", path`/api/approvals/${id}`, body),
+  messages: (taskId) => request("GET", path`/api/tasks/${taskId}/messages`),
+  sendMessage: (taskId, body) => request("POST", path`/api/tasks/${taskId}/messages`, body),
+  review: (taskId) => request("GET", path`/api/tasks/${taskId}/review`),
+  sendReview: (taskId, body) => request("POST", path`/api/tasks/${taskId}/review`, body),
   // templates, snippets, webhooks: kind is "templates" | "snippets" | "webhooks"
-  list: (projectId, kind) => request("GET", `/api/projects/${projectId}/${kind}`),
-  create: (projectId, kind, body) => request("POST", `/api/projects/${projectId}/${kind}`, body),
-  update: (projectId, kind, id, body) =>
-    request("PUT", `/api/projects/${projectId}/${kind}/${id}`, body),
-  remove: (projectId, kind, id) => request("DELETE", `/api/projects/${projectId}/${kind}/${id}`),
+  list: (projectId, kind) => request("GET", listPath(projectId, kind)),
+  create: (projectId, kind, body) => request("POST", listPath(projectId, kind), body),
+  update: (projectId, kind, id, body) => request("PUT", listPath(projectId, kind, id), body),
+  remove: (projectId, kind, id) => request("DELETE", listPath(projectId, kind, id)),
   deliveries: (projectId, hookId) =>
-    request("GET", `/api/projects/${projectId}/webhooks/${hookId}/deliveries`),
+    request("GET", path`/api/projects/${projectId}/webhooks/${hookId}/deliveries`),
   testWebhook: (projectId, hookId) =>
-    request("POST", `/api/projects/${projectId}/webhooks/${hookId}/test`),
+    request("POST", path`/api/projects/${projectId}/webhooks/${hookId}/test`),
   // planning
-  startPlan: (projectId, body) => request("POST", `/api/projects/${projectId}/plan`, body),
-  planStatus: (projectId) => request("GET", `/api/projects/${projectId}/plan/status`),
-  cancelPlan: (projectId) => request("POST", `/api/projects/${projectId}/plan/cancel`),
+  startPlan: (projectId, body) => request("POST", path`/api/projects/${projectId}/plan`, body),
+  planStatus: (projectId) => request("GET", path`/api/projects/${projectId}/plan/status`),
+  cancelPlan: (projectId) => request("POST", path`/api/projects/${projectId}/plan/cancel`),
   // statistics and settings
-  stats: (projectId) => request("GET", `/api/projects/${projectId}/stats`),
+  stats: (projectId) => request("GET", path`/api/projects/${projectId}/stats`),
   activity: (projectId, limit = 50, offset = 0) =>
-    request("GET", `/api/projects/${projectId}/activity?limit=${limit}&offset=${offset}`),
+    request("GET", path`/api/projects/${projectId}/activity`
+      + `?limit=${Number(limit)}&offset=${Number(offset)}`),
   usage: () => request("GET", "/api/stats/agent-usage"),
   settings: () => request("GET", "/api/settings"),
   updateSettings: (body) => request("PUT", "/api/settings", body),
   // desktop (local-only) commands: 403 local_only when the board is opened from elsewhere
-  desktop: (command, body = {}) => request("POST", `/api/desktop/${enc(command)}`, body),
+  desktop: (command, body = {}) => request("POST", `/api/desktop/${name(command)}`, body),
 };

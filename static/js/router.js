@@ -1,6 +1,15 @@
 // Hash routes (#/projects/3) to view modules. Each view module exports
 // mount(root, params) and returns unmount().
 
+/**
+ * What a route's params may be: ids, positive integers as the URL writes them (not decoded:
+ * an id has nothing to decode). Views put params into API paths, so a value from the URL such
+ * as "1%2F..%2F..%2Fsettings" must never reach one (design §11): a hash whose params are not
+ * ids names no route and shows the not-found view. A route that needs another kind of param
+ * would need a check of its own here; none does.
+ */
+const ID = /^[1-9]\d*$/;
+
 /** @type {{pattern: RegExp, names: string[], load: () => Promise<any>}[]} */
 const routes = [];
 
@@ -19,21 +28,19 @@ export function route(path, load) {
 }
 
 /**
- * Which route a hash names: {route, params} or null. Pure.
+ * Which route a hash names: {route, params} or null (also when a param is not an id). Pure.
  * @param {string} hash  e.g. "#/projects/3"
  */
 export function parseHash(hash) {
   const path = (hash || "").replace(/^#/, "").split("?")[0] || "/";
   for (const candidate of routes) {
     const match = candidate.pattern.exec(path);
-    if (match) {
-      const params = {};
-      candidate.names.forEach((name, i) => {
-        const raw = decodeURIComponent(match[i + 1]);
-        params[name] = /^\d+$/.test(raw) ? Number(raw) : raw;
-      });
-      return { route: candidate, params };
-    }
+    if (!match) continue;
+    const raws = match.slice(1);
+    if (!raws.every((raw) => ID.test(raw) && Number.isSafeInteger(Number(raw)))) return null;
+    const params = {};
+    candidate.names.forEach((name, i) => { params[name] = Number(raws[i]); });
+    return { route: candidate, params };
   }
   return null;
 }
