@@ -138,6 +138,15 @@ def test_the_login_url_signs_the_browser_in_and_drops_the_token(anonymous):
         {k.lower() for k in page.headers}
 
 
+def test_desktop_commands_need_the_token_even_from_this_machine(anonymous, client, api):
+    """A proxy that adds no forwarded header makes every request look local: the token is
+    what keeps the desktop commands closed then."""
+    task = api.task(api.project()["id"])
+    assert_error(anonymous.post_json("/api/desktop/get_task_events", {"taskId": task["id"]},
+                                     status=401), 401, "unauthorized")
+    assert client.post_json("/api/desktop/get_task_events", {"taskId": task["id"]}).json == []
+
+
 def test_refused_create_without_token_changes_nothing(anonymous, snapshot, tmp_path):
     before = snapshot()
     anonymous.post_json("/api/projects",
