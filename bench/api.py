@@ -70,6 +70,7 @@ import tempfile
 from _common import (
     LoadGenerator,
     Server,
+    auth_headers,
     best_of,
     emit_result,
     free_port,
@@ -77,6 +78,7 @@ from _common import (
     ratios,
     request,
     result_row,
+    taskboard_env,
 )
 
 GOAL = 0.5
@@ -225,7 +227,7 @@ def copy_database(source, target):
 
 def fetch_raw(port, path):
     conn = connect(port)
-    conn.request("GET", path)
+    conn.request("GET", path, headers=auth_headers())
     resp = conn.getresponse()
     raw = resp.read()
     conn.close()
@@ -266,7 +268,8 @@ def run(args, tmp, load):
     tb_port = free_port()
     taskboard = Server("taskboard", [sys.executable, "taskboard.py", "--port", str(tb_port),
                                      "--db", os.path.join(tmp, "taskboard.db")],
-                       os.path.join(tmp, "taskboard.log"), "/api/health", tb_port)
+                       os.path.join(tmp, "taskboard.log"), "/api/health", tb_port,
+                       env=taskboard_env())
     with taskboard:
         list_project = create_project(tb_port, "bench", tmp)
         seed_tasks(tb_port, list_project)
