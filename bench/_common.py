@@ -9,6 +9,7 @@ import json
 import math
 import multiprocessing
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -33,6 +34,30 @@ def quickack(conn):
         conn.sock.setsockopt(socket.IPPROTO_TCP, TCP_QUICKACK, 1)
 
 
+#: The board always needs a token (design §11 v3). Every benchmark starts Taskboard with this
+#: one through the environment (never argv: any local user can read the process list), and
+#: its clients send it. Made per run; the client processes are forked, so they share it.
+TOKEN = secrets.token_urlsafe(32)
+AUTH_HEADER = f"Bearer {TOKEN}"
+#: What would override or contradict the token we give (design §11: --no-auth plus a token
+#: is refused), taken out of the server's environment.
+AUTH_ENV = ("TASKBOARD_TOKEN", "TASKBOARD_TOKEN_FILE", "TASKBOARD_NO_AUTH")
+
+
+def auth_headers(auth=True):
+    """ The Authorization header, or none (for a `--no-auth` board: any bearer there is 401). """
+    return {"Authorization": AUTH_HEADER} if auth else {}
+
+
+def taskboard_env(auth=True):
+    """ This process's environment for a Taskboard server: with TOKEN, or no token at all
+    (for one started `--no-auth`). Built at the call, so set FLOOD_* etc. before it. """
+    env = {k: v for k, v in os.environ.items() if k not in AUTH_ENV}
+    if auth:
+        env["TASKBOARD_TOKEN"] = TOKEN
+    return env
+
+
 def free_port():
     """ A TCP port on 127.0.0.1 that nothing listens on right now. """
     with socket.socket() as s:
@@ -40,10 +65,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-def request(conn, method, path, body=None):
-    """ One JSON request on a keep-alive connection: returns (status, parsed body or None). """
+def request(conn, method, path, body=None, auth=True):
+    """ One JSON request on a keep-alive connection: returns (status, parsed body or None).
+    Carries the bearer unless `auth` is false (bare baselines ignore it). """
     data = None if body is None else json.dumps(body).encode()
     headers = {"Content-Type": "application/json"} if data is not None else {}
+    headers.update(auth_headers(auth))
     conn.request(method, path, body=data, headers=headers)
     quickack(conn)
     resp = conn.getresponse()
@@ -58,17 +85,18 @@ class Server:
     """ A server subprocess on 127.0.0.1:<free port>, its output in `log_path`.
 
     Use as a context manager: entering waits until `health_path` answers 200 (or raises
-    with the log's tail), leaving sends SIGTERM and waits (SIGKILL after 10 s).
+    with the log's tail), leaving sends SIGTERM and waits (SIGKILL after 10 s). `env` (None:
+    this process's) is the server's environment: `taskboard_env()` for a Taskboard.
     """
 
-    def __init__(self, name, argv, log_path, health_path, port):
+    def __init__(self, name, argv, log_path, health_path, port, env=None):
         self.name, self.argv, self.log_path = name, argv, log_path
-        self.health_path, self.port = health_path, port
+        self.health_path, self.port, self.env = health_path, port, env
         self.proc = None
 
     def __enter__(self):
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.argv, cwd=REPO_ROOT, stdout=log,
+            self.proc = subprocess.Popen(self.argv, cwd=REPO_ROOT, stdout=log, env=self.env,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
             self._wait_healthy()
@@ -88,7 +116,8 @@ class Server:
                                    f"answering {self.health_path}:\n{self.log_tail()}")
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-                status, _ = request(conn, "GET", self.health_path)
+                # the health route is open; a bearer would be 401 on a --no-auth board
+                status, _ = request(conn, "GET", self.health_path, auth=False)
                 conn.close()
                 if status == 200:
                     return
@@ -116,16 +145,18 @@ class Server:
 
 # Load generator ###########################################################################
 
-def _client(port, method, path, body_template, start_at, warmup, seconds, worker_id,
-            fast_ack):
+def _client(port, plan, start_at, warmup, seconds, worker_id, fast_ack, auth):
     """ One client process: a keep-alive connection sending requests back to back.
 
     Waits until `start_at` (time.monotonic(), which is system-wide on Linux), warms up for
     `warmup` s, then records latencies of requests started during the next `seconds` s.
-    `body_template` (or None) has "{n}" replaced by a unique request number. `fast_ack`
-    asks for immediate ACKs (see TCP_QUICKACK).
+    `plan` is [(method, path, body_template or None)], sent in turn from entry `worker_id`
+    on (so that the clients spread over a mix); a body template has "{n}" replaced by a
+    unique request number. `fast_ack` asks for immediate ACKs (see TCP_QUICKACK). `auth`:
+    send the bearer.
     """
-    headers = {"Content-Type": "application/json"} if body_template else {}
+    headers = [({"Content-Type": "application/json"} if body else {}) | auth_headers(auth)
+               for _, _, body in plan]
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     latencies, errors, n, t1 = [], 0, 0, 0.0
     time.sleep(max(0.0, start_at - time.monotonic()))
@@ -136,9 +167,11 @@ def _client(port, method, path, body_template, start_at, warmup, seconds, worker
         if t0 >= stop_at:
             break
         n += 1
+        i = (worker_id + n) % len(plan)
+        method, path, body_template = plan[i]
         body = body_template.replace("{n}", f"{worker_id}-{n}").encode() if body_template else None
         try:
-            conn.request(method, path, body=body, headers=headers)
+            conn.request(method, path, body=body, headers=headers[i])
             if fast_ack:
                 quickack(conn)
             resp = conn.getresponse()
@@ -169,15 +202,20 @@ class LoadGenerator:
         self.pool.terminate()
         self.pool.join()
 
-    def run(self, port, method, path, seconds, body_template=None):
-        """ Returns {"rps", "mean_ms", "p50_ms", "p99_ms", "requests", "errors"}. """
+    def run(self, port, method, path, seconds, body_template=None, auth=True):
+        """ Returns {"rps", "mean_ms", "p50_ms", "p99_ms", "requests", "errors",
+        "latencies" (sorted, s)}. `auth`: send the bearer. """
+        return self.run_mix(port, [(method, path, body_template)], seconds, auth)
+
+    def run_mix(self, port, plan, seconds, auth=True):
+        """ As run(), each client sending plan's (method, path, body_template) in turn. """
         start_at = time.monotonic() + 0.2
-        args = [(port, method, path, body_template, start_at, self.warmup, seconds, i,
-                 self.fast_ack) for i in range(self.clients)]
+        args = [(port, plan, start_at, self.warmup, seconds, i, self.fast_ack, auth)
+                for i in range(self.clients)]
         results = self.pool.starmap(_client, args)
         latencies = sorted(lat for lats, _, _ in results for lat in lats)
         if not latencies:
-            raise RuntimeError(f"no request to {method} {path} completed")
+            raise RuntimeError(f"no request of {plan} completed")
         return {
             "rps": sum(len(lats) / elapsed for lats, _, elapsed in results),
             "mean_ms": sum(latencies) / len(latencies) * 1000,
@@ -185,6 +223,7 @@ class LoadGenerator:
             "p99_ms": percentile(latencies, 0.99) * 1000,
             "requests": len(latencies),
             "errors": sum(errors for _, errors, _ in results),
+            "latencies": latencies,
         }
 
 
@@ -197,12 +236,12 @@ def paced_requests(port, paths, rate, start_at, seconds, fast_ack=True, by_path=
     dict), also fills it with {path: [latencies in s]}.
     """
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    latencies, errors = [], 0
+    latencies, errors, headers = [], 0, auth_headers()
     for i in range(max(1, int(rate * seconds))):
         time.sleep(max(0.0, start_at + i / rate - time.monotonic()))
         t0 = time.monotonic()
         try:
-            conn.request("GET", paths[i % len(paths)])
+            conn.request("GET", paths[i % len(paths)], headers=headers)
             if fast_ack:
                 quickack(conn)
             resp = conn.getresponse()

@@ -56,6 +56,7 @@ import tempfile
 import time
 
 from _common import (
+    AUTH_HEADER,
     REPO_ROOT,
     Server,
     emit_result,
@@ -64,6 +65,7 @@ from _common import (
     percentile,
     request,
     result_row,
+    taskboard_env,
 )
 
 #: GOAL_FANOUT_P99_MS: the fan-out goal plus the batching interval (see above; it was
@@ -107,6 +109,7 @@ def ws_listen(port, ready, stop, results):
     # websocket-client's own UTF-8 check is pure Python, byte by byte: it would make this
     # client, not the server, the bottleneck (json.loads decodes and validates anyway)
     ws = websocket.create_connection(f"ws://127.0.0.1:{port}/ws?logs=all", timeout=0.25,
+                                     header=[f"Authorization: {AUTH_HEADER}"],
                                      suppress_origin=True, skip_utf8_validation=True)
     ready.set()
     latencies, ingest, deliver, events = [], [], [], collections.Counter()
@@ -177,7 +180,8 @@ def run(args, tmp, ctx, pool):
     port = free_port()
     server = Server("taskboard", [sys.executable, "taskboard.py", "--port", str(port), "--db", db,
                                   "--agent-command", f"{sys.executable} {FLOOD_AGENT}"],
-                    os.path.join(tmp, "taskboard.log"), "/api/health", port)
+                    os.path.join(tmp, "taskboard.log"), "/api/health", port,
+                    env=taskboard_env())
     with server:
         try:
             tasks, final, idle, loaded, ws = measure(args, ctx, pool, port, work_dir)

@@ -42,6 +42,17 @@ reach half an echo on this stack: the bare server running only those writes made
 Baselines and Taskboard run alternately (baseline, taskboard, baseline, taskboard, ...) on
 the same machine with the same clients; each side's best round is kept.
 
+The auth check's cost (goal: token/no-auth req/s >= 0.95, "the auth check must not cost the
+API more than 5 %"). The board always has a token (design §11), so every request above
+carries `Authorization: Bearer`. Two more Taskboards, each on its own copy of the seeded
+database: one with the token, one started --no-auth (no header sent). The same mix goes to
+both, each client cycling GET a task, GET the 1,000-task list, POST a task (into a project
+of its own): `--auth-rounds` rounds of `--auth-seconds` per side in the order token,
+no-auth, no-auth, token, ... so that drift and noise hit both alike. Each side's rounds are
+pooled (all requests over all time, all latencies), not the best one: the difference sought
+is a few per cent, below what one round's luck gives. Rows auth_rps (the goal), auth_p50
+and auth_p99 (no goal).
+
 The clients set TCP_QUICKACK after each request (Linux). Without it, gevent.pywsgi's
 separate header and body writes meet Nagle and the client's delayed ACK, and every small
 response of the bare baseline takes ~40 ms (Taskboard sets TCP_NODELAY on its connections):
@@ -70,16 +81,21 @@ import tempfile
 from _common import (
     LoadGenerator,
     Server,
+    auth_headers,
     best_of,
     emit_result,
     free_port,
+    percentile,
     print_report,
     ratios,
     request,
     result_row,
+    taskboard_env,
 )
 
 GOAL = 0.5
+AUTH_GOAL = 0.95  # token / --no-auth req/s: the auth check costs the API at most 5 %
+AUTH_SIDES = ("token", "no_auth")
 TASK_COUNT = 1000
 CREATE_BODY = json.dumps({"title": "bench task {n}",
                           "description": "A task created by bench/api.py to time task creation.",
@@ -178,10 +194,15 @@ def parse_args():
     parser.add_argument("--quick", action="store_true", help="smoke test: 1 s, 1 round")
     parser.add_argument("--plain-client", action="store_true",
                         help="do not set TCP_QUICKACK on the clients' sockets")
+    parser.add_argument("--auth-seconds", type=float, default=2.0,
+                        help="measured time per round of the token/--no-auth comparison")
+    parser.add_argument("--auth-rounds", type=int, default=6,
+                        help="rounds per side of the token/--no-auth comparison")
     args = parser.parse_args()
     args.warmup = 1.0
     if args.quick:
         args.seconds, args.rounds, args.warmup = 1.0, 1, 0.5
+        args.auth_seconds, args.auth_rounds = 1.0, 4
     return args
 
 
@@ -189,11 +210,12 @@ def connect(port):
     return http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
 
-def create_project(port, slug, working_dir):
+def create_project(port, slug, working_dir, auth=True):
     """ POST /api/projects; returns the new project's id. """
     conn = connect(port)
     status, body = request(conn, "POST", "/api/projects",
-                           {"name": f"Bench {slug}", "slug": slug, "workingDir": working_dir})
+                           {"name": f"Bench {slug}", "slug": slug, "workingDir": working_dir},
+                           auth=auth)
     conn.close()
     if status != 201:
         raise RuntimeError(f"POST /api/projects answered {status}: {body}")
@@ -223,9 +245,9 @@ def copy_database(source, target):
         src.close()
 
 
-def fetch_raw(port, path):
+def fetch_raw(port, path, auth=True):
     conn = connect(port)
-    conn.request("GET", path)
+    conn.request("GET", path, headers=auth_headers(auth))
     resp = conn.getresponse()
     raw = resp.read()
     conn.close()
@@ -266,7 +288,8 @@ def run(args, tmp, load):
     tb_port = free_port()
     taskboard = Server("taskboard", [sys.executable, "taskboard.py", "--port", str(tb_port),
                                      "--db", os.path.join(tmp, "taskboard.db")],
-                       os.path.join(tmp, "taskboard.log"), "/api/health", tb_port)
+                       os.path.join(tmp, "taskboard.log"), "/api/health", tb_port,
+                       env=taskboard_env())
     with taskboard:
         list_project = create_project(tb_port, "bench", tmp)
         seed_tasks(tb_port, list_project)
@@ -281,6 +304,12 @@ def run(args, tmp, load):
 
         same_path = os.path.join(tmp, "same_writes.db")
         copy_database(os.path.join(tmp, "taskboard.db"), same_path)
+        auth_dbs = {}  # the auth comparison's servers start from the same seeded state
+        for side in AUTH_SIDES:
+            os.makedirs(os.path.join(tmp, side))  # a data dir each
+            auth_dbs[side] = os.path.join(tmp, side, "taskboard.db")
+            copy_database(os.path.join(tmp, "taskboard.db"), auth_dbs[side])
+        task_id = json.loads(raw)[0]["id"]
         base_port = free_port()
         separators = json.dumps(matching_separators(raw))
         baseline = Server("baseline", [sys.executable, baseline_path, str(base_port),
@@ -293,6 +322,7 @@ def run(args, tmp, load):
             print(f"task list payload: taskboard {len(raw)} bytes, baseline {len(base_raw)} "
                   f"bytes ({TASK_COUNT} tasks)")
             results = measure(args, load, tmp, tb_port, base_port, list_path)
+    auth = measure_auth(args, load, tmp, auth_dbs, list_path, task_id)
 
     creates = {side: best_of(results["create_task"][side])
                for side in ("taskboard", "baseline", "stored", "same_writes")}
@@ -303,6 +333,13 @@ def run(args, tmp, load):
     stored = ratios("create_vs_stored", creates["taskboard"], creates["stored"])
     ceiling = ratios("same_writes_vs_echo", creates["same_writes"], creates["baseline"])[:1]
     print_report(rows, GOAL)
+    auth_rows = ratios("auth", auth["token"], auth["no_auth"])
+    print(f"the auth check: the same mix with the token and --no-auth, {args.auth_rounds} "
+          f"rounds of {args.auth_seconds:g} s per side, pooled:")
+    for figure, ours, base, ratio in auth_rows:
+        goal = f" (goal >= {AUTH_GOAL})" if figure.endswith("_rps") else ""
+        print(f"ratio {figure} {ratio:.2f}{goal} (token {ours:.2f}, --no-auth {base:.2f}"
+              f"{' req/s' if figure.endswith('_rps') else ' ms'})")
     print("create_task's baseline is a bare server running Taskboard's own create statements "
           "on a copy of its database; against the others (no goal):")
     for figure, ours, base, ratio in echo:
@@ -319,6 +356,10 @@ def run(args, tmp, load):
     emit_result("api", [result_row(figure, ours, unit(figure), base, ratio,
                                    f">= {GOAL}x baseline", ratio >= GOAL)
                         for figure, ours, base, ratio in rows] +
+                [result_row(figure, ours, unit(figure), base, ratio,
+                            f">= {AUTH_GOAL}x --no-auth" if figure.endswith("_rps") else "",
+                            ratio >= AUTH_GOAL if figure.endswith("_rps") else None)
+                 for figure, ours, base, ratio in auth_rows] +
                 [result_row(figure, ours, unit(figure), base, ratio)
                  for figure, ours, base, ratio in echo + stored + ceiling])
 
@@ -347,6 +388,43 @@ def measure(args, load, tmp, tb_port, base_port, list_path):
                   f"mean {r['mean_ms']:6.2f}  p50 {r['p50_ms']:6.2f}  p99 {r['p99_ms']:6.2f} ms"
                   f"  ({r['requests']} requests{errors})", flush=True)
     return results
+
+
+def measure_auth(args, load, tmp, dbs, list_path, task_id):
+    """ The same mix on a Taskboard with the token (bearer sent) and one --no-auth (no
+    header), in ABBA order; returns {side: {"rps", "p50_ms", "p99_ms"}}, rounds pooled. """
+    servers = {}
+    for side in AUTH_SIDES:
+        port = free_port()
+        argv = [sys.executable, "taskboard.py", "--port", str(port), "--db", dbs[side]]
+        servers[side] = Server(f"taskboard ({side})", argv + ["--no-auth"] * (side == "no_auth"),
+                               os.path.join(tmp, side, "taskboard.log"), "/api/health", port,
+                               env=taskboard_env(auth=side == "token"))
+    with servers["token"], servers["no_auth"]:
+        plans = {}
+        for side, server in servers.items():
+            auth = side == "token"
+            create = create_project(server.port, "bench-auth", tmp, auth=auth)
+            fetch_raw(server.port, list_path, auth=auth)  # also checks the side answers 200
+            plans[side] = [("GET", f"/api/tasks/{task_id}", None), ("GET", list_path, None),
+                           ("POST", f"/api/projects/{create}/tasks", CREATE_BODY)]
+        runs = {side: [] for side in AUTH_SIDES}
+        for round_no in range(args.auth_rounds):
+            for side in AUTH_SIDES if round_no % 2 == 0 else AUTH_SIDES[::-1]:
+                r = load.run_mix(servers[side].port, plans[side], args.auth_seconds,
+                                 auth=side == "token")
+                runs[side].append(r)
+                errors = f", {r['errors']} ERRORS (non-2xx or dropped)" if r["errors"] else ""
+                print(f"auth round {round_no + 1} {side:<8} {r['rps']:6.0f} req/s  "
+                      f"p50 {r['p50_ms']:6.2f}  p99 {r['p99_ms']:6.2f} ms  "
+                      f"({r['requests']} requests{errors})", flush=True)
+    pooled = {}
+    for side, rs in runs.items():
+        latencies = sorted(lat for r in rs for lat in r["latencies"])
+        pooled[side] = {"rps": sum(r["rps"] for r in rs) / len(rs),  # rounds of equal length
+                        "p50_ms": percentile(latencies, 0.50) * 1000,
+                        "p99_ms": percentile(latencies, 0.99) * 1000}
+    return pooled
 
 
 if __name__ == "__main__":

@@ -74,6 +74,7 @@ from _common import (
     percentile,
     request,
     result_row,
+    taskboard_env,
 )
 from agents import FLOOD_AGENT, call, emitted
 
@@ -207,7 +208,8 @@ def run(args, largs, tmp, ctx, pool):
     server = Server("taskboard", [sys.executable, largs.taskboard, "--port", str(port),
                                   "--db", db, "--agent-command",
                                   f"{sys.executable} {ASKING_AGENT}"],
-                    os.path.join(tmp, "taskboard.log"), "/api/health", port)
+                    os.path.join(tmp, "taskboard.log"), "/api/health", port,
+                    env=taskboard_env())
     with server:
         try:
             phases = run_phases(args, largs, ctx, pool, port, dirs, server.proc.pid)

@@ -96,6 +96,7 @@ import threading
 import time
 
 from _common import (
+    AUTH_HEADER,
     REPO_ROOT,
     Server,
     emit_result,
@@ -104,6 +105,7 @@ from _common import (
     percentile,
     proc_memory_kb,
     result_row,
+    taskboard_env,
 )
 from agents import FLOOD_AGENT, TEXT, call, emitted, wait_for_runs
 
@@ -151,6 +153,7 @@ def ws_connect(port, path, rcvbuf=None, timeout=10.0):
     key = base64.b64encode(os.urandom(16)).decode()
     sock.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                  f"Authorization: {AUTH_HEADER}\r\n"  # Taskboard's /ws needs it; bare ignores
                   "Sec-WebSocket-Version: 13\r\n\r\n").encode())
     head = b""
     while b"\r\n\r\n" not in head:
@@ -547,7 +550,8 @@ def run(args, tmp, ctx, pool):
     port = free_port()
     server = Server("taskboard", [sys.executable, args.taskboard, "--port", str(port), "--db", db,
                                   "--agent-command", f"{sys.executable} {FLOOD_AGENT}"],
-                    os.path.join(tmp, "taskboard.log"), "/api/health", port)
+                    os.path.join(tmp, "taskboard.log"), "/api/health", port,
+                    env=taskboard_env())
     with server:
         try:
             measured = measure(args, ctx, pool, port, work_dir, server.proc.pid, big_project)

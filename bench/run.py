@@ -26,6 +26,9 @@ whether it is met. The goals of issue 9 come first:
   and click -> agent's stdin p99 < 50 ms              client, the POST to the agent's stdin,
                                         at load.py's load)
 
+The other checks follow, among them api.py's auth_rps: the API with the token >= 0.95x of
+its req/s started --no-auth (the auth check costs at most 5 %).
+
 load.py runs on a copy of the database scale.py built (so the API traffic it sends reads
 the big project, and slow queries show in the fan-out figures); with `--only load` or when
 scale.py failed, on a fresh database. `--quick` passes --quick to each (scale: 5,000 tasks
@@ -121,7 +124,9 @@ def table(results, seconds, args):
     for bench in ORDER:
         for r in (results.get(bench) or {}).get("rows", []):
             rows.append((bench, r))
-    headline = [(b, r) for b, r in rows if b == "api" or (b, r["figure"]) in HEADLINE]
+    # api.py's auth_* rows are the auth-cost issue's goal, not issue 9's
+    headline = [(b, r) for b, r in rows if (b == "api" and not r["figure"].startswith("auth_"))
+                or (b, r["figure"]) in HEADLINE]
     rest = [(b, r) for b, r in rows if (b, r) not in headline]
     scale = (results.get("scale") or {}).get("scale")
     print()

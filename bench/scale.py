@@ -71,12 +71,14 @@ import time
 from _common import (
     REPO_ROOT,
     Server,
+    auth_headers,
     emit_result,
     free_port,
     percentile,
     proc_memory_kb,
     quickack,
     result_row,
+    taskboard_env,
 )
 
 GOAL_LIST_P99_MS, GOAL_STARTUP_S = 50.0, 1.0
@@ -574,7 +576,7 @@ def start_until_url(db, log, agent=MISSING_AGENT, timeout=60.0):
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "taskboard.py", "--port", "0", "--db", db,
                              "--agent-command", agent], cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                            stderr=log, stdin=subprocess.DEVNULL)
+                            stderr=log, stdin=subprocess.DEVNULL, env=taskboard_env())
     selector = selectors.DefaultSelector()
     selector.register(proc.stdout, selectors.EVENT_READ)
     buffered = b""
@@ -639,9 +641,10 @@ def measure_startup(db, log, times=5):
 
 
 def timed_get(conn, path):
-    """ (status, body bytes, seconds) of one GET on a keep-alive connection. """
+    """ (status, body bytes, seconds) of one GET on a keep-alive connection, with the bearer
+    (Taskboard needs it; the bare baseline ignores it, so both get the same bytes). """
     t0 = time.monotonic()
-    conn.request("GET", path)
+    conn.request("GET", path, headers=auth_headers())
     quickack(conn)
     resp = conn.getresponse()
     body = resp.read()
