@@ -1,0 +1,258 @@
+"""Limits before authentication (design.md §11): request bodies are capped on the decoded
+stream in every framing, request headers and idle keep-alive connections have deadlines,
+and open connections are capped below the file limit. Everything here goes through a real
+socket to a live server."""
+import contextlib
+import json
+import socket
+
+import gevent
+import pytest
+from gevent import pywsgi
+
+import taskboard
+
+TOKEN = "limits-token"
+MIB = 1024 * 1024
+
+
+def bearer() -> dict:
+    """The header a request to a guarded path needs (none while the board has no token)."""
+    token = taskboard.runtime.config["token"]
+    return {} if token is None else {"Authorization": f"Bearer {token}"}
+
+
+def auth() -> str:
+    """bearer() as a raw header line."""
+    return "".join(f"{name}: {value}\r\n" for name, value in bearer().items())
+
+
+def chunked(data: bytes, size: int = 64 * 1024) -> bytes:
+    """data in Transfer-Encoding: chunked framing."""
+    parts = (data[i:i + size] for i in range(0, len(data), size))
+    return b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in parts) + b"0\r\n\r\n"
+
+
+def head(method: str, path: str, lines: str = "", content_type="application/json") -> bytes:
+    return (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\n"
+            f"{lines}\r\n").encode()
+
+
+class Raw:
+    """One client connection that writes bytes as given and reads responses by hand."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.buffer = b""
+        self.pusher = None
+
+    def send(self, request_head: bytes, body: bytes = b""):
+        """Send the head, then the body from another greenlet: the server may stop reading
+        it, and the response must still be read."""
+        self.sock.sendall(request_head)
+        if body:
+            self.pusher = gevent.spawn(self._push, body)
+
+    def _push(self, body):
+        with contextlib.suppress(OSError):
+            self.sock.sendall(body)
+
+    def _recv(self):
+        data = self.sock.recv(256 * 1024)
+        if not data:
+            raise EOFError("the server closed the connection")
+        self.buffer += data
+
+    def response(self):
+        """(status, headers, parsed JSON body) of the next response."""
+        while b"\r\n\r\n" not in self.buffer:
+            self._recv()
+        top, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        lines = top.decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, v in (x.split(":", 1) for x in lines[1:])}
+        length = int(headers.get("content-length", 0))
+        while len(self.buffer) < length:
+            self._recv()
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return int(lines[0].split()[1]), headers, json.loads(body) if body else None
+
+    def rest(self) -> bytes:
+        """Everything the server sends until it closes the connection."""
+        try:
+            while True:
+                self._recv()
+        except (EOFError, ConnectionResetError):
+            return self.buffer
+
+    def close(self):
+        if self.pusher is not None:
+            self.pusher.kill()
+        self.sock.close()
+
+
+@pytest.fixture
+def raw(live):
+    conns = []
+
+    def connect():
+        conns.append(Raw(live.port))
+        return conns[-1]
+    yield connect
+    for conn in conns:
+        conn.close()
+
+
+@pytest.fixture
+def body_read(monkeypatch):
+    """[bytes of request bodies the server has read so far (after de-chunking)]."""
+    total = [0]
+    read, readline = pywsgi.Input.read, pywsgi.Input.readline
+
+    def counted_read(self, length=None):
+        data = read(self, length)
+        total[0] += len(data)
+        return data
+
+    def counted_readline(self, size=None):
+        data = readline(self, size)
+        total[0] += len(data)
+        return data
+    monkeypatch.setattr(pywsgi.Input, "read", counted_read)
+    monkeypatch.setattr(pywsgi.Input, "readline", counted_readline)
+    return total
+
+
+def project_body(tmp_path, name="Chunked") -> bytes:
+    return json.dumps({"name": name, "slug": name.lower(), "workingDir": str(tmp_path)}).encode()
+
+
+# --- request bodies ---------------------------------------------------------------
+
+@pytest.mark.parametrize("coding", ["chunked", "Chunked"])
+def test_chunked_json_body_is_accepted_and_the_connection_kept(live, raw, tmp_path, coding):
+    """Regression: gevent de-chunks the body and bottle tried to de-chunk it again, so every
+    chunked JSON request was answered 400."""
+    conn = raw()
+    conn.send(head("POST", "/api/projects", f"Transfer-Encoding: {coding}\r\n{auth()}"),
+              chunked(project_body(tmp_path), size=7))
+    status, _, project = conn.response()
+    assert status == 201 and project["name"] == "Chunked"
+    conn.send(head("GET", "/api/projects", auth()))
+    status, _, projects = conn.response()
+    assert status == 200 and [p["id"] for p in projects] == [project["id"]]
+
+
+def test_chunked_body_of_exactly_the_cap_is_accepted(live, raw):
+    raw_body = b'{"language": "tr"}'
+    conn = raw()
+    conn.send(head("PUT", "/api/settings", f"Transfer-Encoding: chunked\r\n{auth()}"),
+              chunked(raw_body + b" " * (MIB - len(raw_body))))
+    status, _, settings = conn.response()
+    assert status == 200 and settings["language"] == "tr"
+
+
+FRAMINGS = {
+    "content-length": lambda body: (f"Content-Length: {len(body)}\r\n", body),
+    "chunked": lambda body: ("Transfer-Encoding: chunked\r\n", chunked(body)),
+    "Chunked": lambda body: ("Transfer-Encoding: Chunked\r\n", chunked(body)),
+    # what bottle decoded again after gevent, reading it all before any limit applied
+    "chunked twice": lambda body: ("Transfer-Encoding: chunked\r\n", chunked(chunked(body))),
+}
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+@pytest.mark.parametrize("path", ["/api/login", "/api/projects"])
+def test_body_over_the_cap_is_413_and_reading_stops(live, raw, tb, body_read, path, framing):
+    """8 MiB in any framing: 413, at most the cap (1 MiB) + 1 byte read, and the connection
+    closed rather than the rest read. /api/login is open, so this is before any login."""
+    tb.config["token"] = TOKEN
+    lines, body = FRAMINGS[framing](b'{"token": "' + b"x" * (8 * MIB) + b'"}')
+    conn = raw()
+    conn.send(head("POST", path, lines + auth()), body)
+    status, headers, error = conn.response()
+    assert (status, error["code"]) == (413, "payload_too_large")
+    assert headers["connection"] == "close"
+    assert conn.rest() == b"", "the connection closes after the answer"
+    assert body_read[0] <= taskboard.MAX_BODY_BYTES + 1
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_unauthenticated_body_is_refused_without_being_read(live, raw, tb, body_read, framing):
+    tb.config["token"] = TOKEN
+    lines, body = FRAMINGS[framing](b"x" * (8 * MIB))
+    conn = raw()
+    conn.send(head("POST", "/api/projects", lines), body)
+    status, _, error = conn.response()
+    assert (status, error["code"]) == (401, "unauthorized")
+    assert conn.rest() == b""
+    assert body_read[0] == 0
+
+
+SMUGGLED = b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+@pytest.mark.parametrize("lines", [
+    "Transfer-Encoding: chunked, chunked\r\n",
+    "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+    "Transfer-Encoding: chunked\r\nContent-Length: 12\r\n",
+    "Content-Length: 12\r\nTransfer-Encoding: chunked\r\n",
+    "Content-Length: 12\r\nContent-Length: 13\r\n",
+    "Content-Length: +12\r\n",
+    "Transfer-Encoding: gzip, chunked\r\n",
+    "Transfer-Encoding: identity\r\n",
+    "Transfer-Encoding:\r\n",
+], ids=["chunked,chunked", "TE twice", "TE then CL", "CL then TE", "CL twice", "CL +12",
+        "gzip", "identity", "TE empty"])
+def test_ambiguous_or_unsupported_framing_is_400_and_closes(live, raw, body_read, lines):
+    """Framings two parsers could read differently (request smuggling): refused before any
+    of the body is read, and the connection closed, so no byte of it is taken for a next
+    request."""
+    conn = raw()
+    conn.send(head("POST", "/api/projects", lines + auth()), chunked(b'{"a": 1}') + SMUGGLED)
+    status, headers, error = conn.response()
+    assert (status, error["code"]) == (400, "validation_error"), error
+    assert "Traceback" not in error["error"] and headers["connection"] == "close"
+    assert conn.rest() == b"", "nothing answers the request hidden in the body"
+    assert body_read[0] == 0
+
+
+def multipart(data: bytes, boundary="b0und4ry") -> tuple[str, bytes]:
+    content = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+               f"filename=\"data.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+               ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    return f"multipart/form-data; boundary={boundary}", content
+
+
+@pytest.fixture
+def small_uploads(monkeypatch):
+    """Attachments of at most 256 KiB, so that over-the-cap bodies stay quick to send."""
+    monkeypatch.setattr(taskboard, "MAX_UPLOAD_BYTES", 256 * 1024)
+    return 256 * 1024 + taskboard.UPLOAD_SLACK_BYTES
+
+
+def test_chunked_upload_is_stored(live, raw, api, small_uploads):
+    task = api.task(api.project()["id"])
+    content_type, body = multipart(bytes(range(256)) * 512)
+    conn = raw()
+    conn.send(head("POST", f"/api/tasks/{task['id']}/attachments",
+                   f"Transfer-Encoding: chunked\r\n{auth()}", content_type), chunked(body))
+    status, _, attachment = conn.response()
+    assert status == 201 and attachment["size"] == 256 * 512
+    stored = api.client.get(f"/api/attachments/{attachment['id']}").body
+    assert stored == bytes(range(256)) * 512
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_upload_over_the_cap_is_413_and_reading_stops(live, raw, api, tb, body_read,
+                                                      small_uploads, framing):
+    task = api.task(api.project()["id"])
+    content_type, body = multipart(b"x" * (8 * MIB))
+    lines, body = FRAMINGS[framing](body)
+    conn = raw()
+    conn.send(head("POST", f"/api/tasks/{task['id']}/attachments", lines + auth(),
+                   content_type), body)
+    status, _, error = conn.response()
+    assert (status, error["code"]) == (413, "payload_too_large")
+    assert conn.rest() == b""
+    assert body_read[0] <= small_uploads + 1
+    assert api.client.get(f"/api/tasks/{task['id']}/detail").json["attachments"] == []
