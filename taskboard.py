@@ -5934,6 +5934,11 @@ LOGIN_FAILURES_ALLOWED = 5
 LOGIN_WINDOW_SECONDS = 60.0
 #: An upload's multipart body may exceed MAX_UPLOAD_BYTES by this: part headers, boundaries.
 UPLOAD_SLACK_BYTES = 64 * 1024
+#: A client has this long, from connecting or from the first byte after an idle keep-alive
+#: wait, to send a request's line and headers: a slow client cannot hold a connection.
+HEADER_TIMEOUT_SECONDS = 10.0
+#: A kept-alive connection waits this long for its next request, then closes.
+IDLE_TIMEOUT_SECONDS = 60.0
 #: The board's pages: no inline script, nothing from elsewhere, never in a frame.
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
@@ -6486,15 +6491,42 @@ def ws_params(query: dict) -> dict:
 
 class Handler(WebSocketHandler):
     """gevent-websocket's handler: /ws is refused before the upgrade (the library upgrades
-    before the app runs); 101s are not logged. Framings that could smuggle a request are
-    refused, and the app reads the body through a BoundedInput."""
-    body = framing_error = None
+    before the app runs); 101s are not logged. A request's line and headers must arrive
+    within HEADER_TIMEOUT_SECONDS, a kept-alive connection closes after IDLE_TIMEOUT_SECONDS
+    without a request, framings that could smuggle a request are refused, and the app reads
+    the body through a BoundedInput."""
+    served = 0  # requests read on this connection
+    deadline = body = framing_error = None
 
     def handle(self):
         # NOTE: with Nagle on, keep-alive answers waited ~40 ms for a delayed ACK
         with contextlib.suppress(OSError):
             self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().handle()
+
+    def handle_one_request(self):
+        # one deadline covers the wait for a request and its line and headers, never the app
+        # (get_environ ends it), so an upgraded /ws stays open however quiet it is
+        self.deadline = gevent.Timeout(IDLE_TIMEOUT_SECONDS if self.served
+                                       else HEADER_TIMEOUT_SECONDS)
+        self.deadline.start()
+        try:
+            return super().handle_one_request()
+        except gevent.Timeout as exc:
+            if exc is not self.deadline:
+                raise
+            return None  # the connection closes without an answer
+        finally:
+            self.deadline.close()
+            self.served += 1
+
+    def read_requestline(self):
+        if self.served:  # kept alive: the idle wait ends with the next request's first byte
+            self.rfile.peek(1)
+            self.deadline.close()
+            self.deadline = gevent.Timeout(HEADER_TIMEOUT_SECONDS)
+            self.deadline.start()
+        return super().read_requestline()
 
     def MessageClass(self, *args):
         headers = super().MessageClass(*args)
@@ -6504,6 +6536,7 @@ class Handler(WebSocketHandler):
         return headers
 
     def get_environ(self):
+        self.deadline.close()  # the line and headers are in
         environ = super().get_environ()
         try:
             route = app.router.match(environ)[0]

@@ -256,3 +256,40 @@ def test_upload_over_the_cap_is_413_and_reading_stops(live, raw, api, tb, body_r
     assert conn.rest() == b""
     assert body_read[0] <= small_uploads + 1
     assert api.client.get(f"/api/tasks/{task['id']}/detail").json["attachments"] == []
+
+
+# --- deadlines ---------------------------------------------------------------------
+
+def trickle(sock, data: bytes, every: float):
+    """A slow client: one byte of data at a time; True once the server has closed."""
+    with contextlib.suppress(OSError):
+        for byte in data:
+            sock.send(bytes([byte]))
+            gevent.sleep(every)  # the slowness under test, not a wait for a condition
+    return True
+
+
+def test_headers_must_arrive_within_the_header_deadline(live, raw, monkeypatch):
+    monkeypatch.setattr(taskboard, "HEADER_TIMEOUT_SECONDS", 0.3)
+    slow = raw()
+    endless = b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 100_000
+    sender = gevent.spawn(trickle, slow.sock, endless, 0.02)
+    assert slow.rest() == b"", "closed without an answer, though a byte came every 20 ms"
+    sender.kill()
+    conn = raw()
+    conn.send(head("GET", "/api/health"))
+    assert conn.response()[0] == 200
+
+
+def test_idle_keep_alive_closes_but_websocket_stays(live, raw, api, monkeypatch):
+    monkeypatch.setattr(taskboard, "HEADER_TIMEOUT_SECONDS", 0.3)
+    monkeypatch.setattr(taskboard, "IDLE_TIMEOUT_SECONDS", 0.3)
+    ws = live.ws()  # idle from here on: the server sends its first ping after 25 s
+    conn = raw()
+    for _ in range(2):  # a request within the idle time is served on the same connection
+        conn.send(head("GET", "/api/health"))
+        assert conn.response()[0] == 200
+    assert conn.rest() == b"", "the idle keep-alive connection is closed"
+    task = api.task(api.project()["id"])
+    assert ws.until("task:created")["data"]["id"] == task["id"], \
+        "the websocket, idle for longer, was not cut"
