@@ -5939,6 +5939,10 @@ UPLOAD_SLACK_BYTES = 64 * 1024
 HEADER_TIMEOUT_SECONDS = 10.0
 #: A kept-alive connection waits this long for its next request, then closes.
 IDLE_TIMEOUT_SECONDS = 60.0
+#: Descriptors never given to client connections: the database, agents' pipes, logs, git.
+FD_RESERVE = 256
+#: Open client connections at most, however high the file limit (each one costs memory).
+MAX_CONNECTIONS = 10_000
 #: The board's pages: no inline script, nothing from elsewhere, never in a frame.
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
@@ -6591,6 +6595,51 @@ class Handler(WebSocketHandler):
     def log_request(self):
         if "101" not in str(self.status):
             pywsgi.WSGIHandler.log_request(self)
+
+
+class Server(pywsgi.WSGIServer):
+    """pywsgi's server with at most `max_connections` open: at the cap it stops accepting,
+    and new clients wait in the listen backlog rather than take the descriptors the store
+    and the agents need."""
+    max_connections = MAX_CONNECTIONS
+    connections = 0
+
+    def full(self):
+        return self.connections >= self.max_connections
+
+    def do_handle(self, sock, address):
+        self.connections += 1  # counted at accept, before the handler's greenlet runs
+        super().do_handle(sock, address)
+
+    def do_close(self, sock, *args):
+        super().do_close(sock, *args)
+        self.connections -= 1
+        if self._watcher is None and self._timer is None and not self.full():
+            self._start_accepting_if_started()  # accepting had stopped at the cap
+
+
+def raise_file_limit() -> int | None:
+    """Raise the soft limit on open files to the hard one; the soft limit then (None: no
+    limit known)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    except (ValueError, OSError) as exc:  # e.g. an unlimited hard limit on macOS
+        log.info("open files stay limited to %s: %s", soft, exc)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def connection_cap(file_limit: int | None) -> int:
+    """How many client connections may be open at once: FD_RESERVE below the file limit
+    (half of a limit too small for that)."""
+    if file_limit is None:
+        return MAX_CONNECTIONS
+    return max(1, min(MAX_CONNECTIONS, max(file_limit // 2, file_limit - FD_RESERVE)))
 
 
 def ws_refusal(environ) -> ApiError | None:
@@ -7572,10 +7621,13 @@ def check_agent_command() -> None:
         agent["version"] = out.strip().splitlines()[0][:200]
 
 
-def make_server(host: str, port: int, access_log=None) -> pywsgi.WSGIServer:
-    """The HTTP + WebSocket server for `app` (not started)."""
-    return pywsgi.WSGIServer((host, port), app, handler_class=Handler, log=access_log,
-                             error_log=logging.getLogger("taskboard.http"))
+def make_server(host: str, port: int, access_log=None) -> Server:
+    """The HTTP + WebSocket server for `app` (not started). The soft limit on open files is
+    raised first, and open connections are capped below it."""
+    server = Server((host, port), app, handler_class=Handler, log=access_log,
+                    error_log=logging.getLogger("taskboard.http"), backlog=socket.SOMAXCONN)
+    server.max_connections = connection_cap(raise_file_limit())
+    return server
 
 
 def serve(config: dict) -> None:

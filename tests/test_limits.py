@@ -3,7 +3,9 @@ stream in every framing, request headers and idle keep-alive connections have de
 and open connections are capped below the file limit. Everything here goes through a real
 socket to a live server."""
 import contextlib
+import http.client
 import json
+import os
 import socket
 
 import gevent
@@ -11,6 +13,7 @@ import pytest
 from gevent import pywsgi
 
 import taskboard
+from conftest import wait_for
 
 TOKEN = "limits-token"
 MIB = 1024 * 1024
@@ -260,13 +263,16 @@ def test_upload_over_the_cap_is_413_and_reading_stops(live, raw, api, tb, body_r
 
 # --- deadlines ---------------------------------------------------------------------
 
-def trickle(sock, data: bytes, every: float):
-    """A slow client: one byte of data at a time; True once the server has closed."""
-    with contextlib.suppress(OSError):
+def trickle(sock, data: bytes, every: float) -> bool:
+    """A slow client: one byte of data every `every` seconds, until the server closes the
+    connection (True) or all of data is sent (False)."""
+    try:
         for byte in data:
             sock.send(bytes([byte]))
             gevent.sleep(every)  # the slowness under test, not a wait for a condition
-    return True
+    except OSError:
+        return True
+    return False
 
 
 def test_headers_must_arrive_within_the_header_deadline(live, raw, monkeypatch):
@@ -293,3 +299,85 @@ def test_idle_keep_alive_closes_but_websocket_stays(live, raw, api, monkeypatch)
     task = api.task(api.project()["id"])
     assert ws.until("task:created")["data"]["id"] == task["id"], \
         "the websocket, idle for longer, was not cut"
+
+
+# --- connection cap -----------------------------------------------------------------
+
+SLOW = 300
+
+
+def open_fds() -> int | None:
+    """How many descriptors this process has open (None where /proc does not say)."""
+    return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+
+
+def test_slow_client_flood_leaves_health_and_writes_working(live, api, monkeypatch):
+    """300 clients that trickle header bytes and never finish; the server holds at most
+    `max_connections` of them, the rest and new clients wait in the listen backlog, and the
+    header deadline frees the slots: /api/health and a write still answer."""
+    monkeypatch.setattr(taskboard, "HEADER_TIMEOUT_SECONDS", 0.5)
+    cap = live.server.max_connections = 50
+    project = api.project()
+    before = api.task(project["id"], title="Before the flood")
+    fds = open_fds()
+    socks, closed = [], []
+
+    def slow_client(i):
+        sock = socket.create_connection(("127.0.0.1", live.port), timeout=30)
+        socks.append(sock)
+        if trickle(sock, b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: "
+                   + b"a" * 1000, 0.1):
+            closed.append(i)
+    clients = [gevent.spawn(slow_client, i) for i in range(SLOW)]
+    try:
+        wait_for(lambda: len(socks) == SLOW, 30, message="every slow client to connect")
+        wait_for(lambda: live.server.connections == cap, message="the server at its cap")
+        if fds is not None:  # ours to the server, and the server's at most `cap`
+            assert open_fds() <= fds + SLOW + cap + 5, "more descriptors than the cap"
+
+        health = http.client.HTTPConnection("127.0.0.1", live.port, timeout=60)
+        health.request("GET", "/api/health")
+        response = health.getresponse()
+        assert (response.status, json.loads(response.read())["ok"]) == (200, True)
+        closed_before_health = len(closed)
+        headers = {"Content-Type": "application/json"} | bearer()
+        health.request("POST", f"/api/projects/{project['id']}/tasks",
+                       json.dumps({"title": "During the flood"}), headers)
+        response = health.getresponse()
+        assert response.status == 201, response.read()
+        during = json.loads(response.read())
+        health.close()
+
+        assert closed_before_health >= SLOW - 2 * cap, \
+            "health waited in the backlog while the header deadline freed slots"
+        wait_for(lambda: len(closed) == SLOW, 30, message="every slow client to be closed")
+        titles = {t["id"]: t["title"] for t in api.client.get(
+            f"/api/projects/{project['id']}/tasks").json}
+        assert titles == {before["id"]: "Before the flood", during["id"]: "During the flood"}
+    finally:
+        gevent.killall(clients)
+        for sock in socks:
+            sock.close()
+
+
+def refuse(which, value):
+    raise ValueError("not permitted")
+
+
+def test_file_limit_is_raised_and_connections_capped_below_it(tb, monkeypatch):
+    resource = pytest.importorskip("resource")
+    limits = {"now": (1024, 4096)}
+    monkeypatch.setattr(resource, "getrlimit", lambda which: limits["now"])
+    monkeypatch.setattr(resource, "setrlimit",
+                        lambda which, value: limits.update(now=value))
+    server = taskboard.make_server("127.0.0.1", 0)
+    try:
+        assert limits["now"] == (4096, 4096), "the soft limit is raised to the hard one"
+        assert 0 < server.max_connections <= 4096 - taskboard.FD_RESERVE
+        monkeypatch.setattr(resource, "setrlimit", refuse)
+        limits["now"] = (200, 1000)
+        small = taskboard.make_server("127.0.0.1", 0)
+        assert 0 < small.max_connections < 200, "a limit that cannot be raised still caps"
+        small.close()
+    finally:
+        server.close()
