@@ -219,6 +219,16 @@ def test_ambiguous_or_unsupported_framing_is_400_and_closes(live, raw, body_read
     assert body_read[0] == 0
 
 
+def test_malformed_chunked_body_is_400_and_closes(live, raw):
+    conn = raw()
+    conn.send(head("POST", "/api/projects", f"Transfer-Encoding: chunked\r\n{auth()}"),
+              b"5\r\n{\"a\":\r\nzz\r\n1}\r\n0\r\n\r\n" + SMUGGLED)
+    status, headers, error = conn.response()
+    assert (status, error["code"]) == (400, "validation_error"), error
+    assert "Traceback" not in error["error"] and headers["connection"] == "close"
+    assert conn.rest() == b""
+
+
 def multipart(data: bytes, boundary="b0und4ry") -> tuple[str, bytes]:
     content = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
                f"filename=\"data.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n"
