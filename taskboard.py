@@ -33,6 +33,7 @@ import logging
 import mimetypes
 import os
 import re
+import resource
 import secrets
 import shlex
 import shutil
@@ -42,6 +43,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unicodedata
@@ -6090,6 +6092,17 @@ OPEN_PATHS = ("/api/health", "/api/login")
 #: Methods are compared exactly (RFC 9110: case-sensitive); any other gets 405.
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 SESSION_COOKIE = "taskboard_session"
+#: An upload's multipart body may exceed MAX_UPLOAD_BYTES by this: part headers, boundaries.
+UPLOAD_SLACK_BYTES = 64 * 1024
+#: A client has this long, from connecting or from the first byte after an idle keep-alive
+#: wait, to send a request's line and headers: a slow client cannot hold a connection.
+HEADER_TIMEOUT_SECONDS = 10.0
+#: A kept-alive connection waits this long for its next request, then closes.
+IDLE_TIMEOUT_SECONDS = 60.0
+#: Descriptors never given to client connections: the database, agents' pipes, logs, git.
+FD_RESERVE = 256
+#: Open client connections at most, however high the file limit (each one costs memory).
+MAX_CONNECTIONS = 10_000
 #: The board's pages: no inline script, nothing from elsewhere, never in a frame.
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
@@ -6119,11 +6132,13 @@ class ApiPlugin:
 
         @functools.wraps(callback)
         def wrapper(*args, **kwargs):
+            spool = None
             try:
                 environ = bottle.request.environ
                 error = refusal(environ) or (body_refusal(environ) if checks_body else None)
                 if error is not None:
                     raise error
+                spool = spool_chunked_body(environ, body_cap(route))
                 for name, value in kwargs.items():
                     if isinstance(value, int) and not 0 < value < 2**63:
                         raise NotFound(f"{name.replace('_', ' ')} {value} not found")
@@ -6140,6 +6155,9 @@ class ApiPlugin:
                 if error.status == 503:
                     bottle.response.set_header("Retry-After", "2")
                 return json_response(error.body(), error.status)
+            finally:
+                if spool is not None:
+                    spool.close()
             if isinstance(result, (dict, list, RawJson)):
                 return json_response(result, status)
             return result
@@ -6212,6 +6230,113 @@ def read_json(required: bool = True):
 
 def _refuse_constant(name):
     raise ValueError(f"{name} is not valid json")
+
+
+def body_cap(route) -> int:
+    """The most body bytes a request to `route` may send (None: no route matched)."""
+    if route is not None and route.config.get("body") == "Upload":
+        return MAX_UPLOAD_BYTES + UPLOAD_SLACK_BYTES
+    return MAX_BODY_BYTES
+
+
+def too_large(cap: int) -> PayloadTooLarge:
+    if cap == MAX_BODY_BYTES:
+        return PayloadTooLarge("request body is larger than 1 mib")
+    return PayloadTooLarge(f"attachment is larger than {MAX_UPLOAD_BYTES / 2**20:g} mib")
+
+
+def spool_chunked_body(environ, cap: int):
+    """Read a chunked body (at most cap bytes, else PayloadTooLarge) into a spool, the file
+    to close after the request, and hand it to bottle with its length and without
+    Transfer-Encoding: bottle would de-chunk what gevent has already de-chunked, and read
+    all of it before any limit applied."""
+    if "HTTP_TRANSFER_ENCODING" not in environ:
+        return None
+    del environ["HTTP_TRANSFER_ENCODING"]
+    source, size = environ["wsgi.input"], 0
+    spool = tempfile.SpooledTemporaryFile(max_size=MAX_BODY_BYTES)
+    try:
+        while data := source.read(min(64 * 1024, cap + 1 - size)):
+            size += len(data)
+            if size > cap:
+                raise too_large(cap)
+            spool.write(data)
+    except BaseException:
+        spool.close()
+        raise
+    spool.seek(0)
+    environ["wsgi.input"], environ["CONTENT_LENGTH"] = spool, str(size)
+    return spool
+
+
+def framing_refusal(codings: list[str], lengths: list[str]) -> ApiError | None:
+    """Why a request's Transfer-Encoding and Content-Length headers are refused, if they are:
+    anything but one `chunked` or one plain length could be read differently by a proxy in
+    front (request smuggling), and gevent would not de-chunk it."""
+    names = [c.strip().lower() for value in codings for c in value.split(",")]
+    if codings and names != ["chunked"]:
+        shown = ", ".join(v.strip() for v in codings)[:100]
+        return Invalid(f"transfer-encoding {shown!r} is not supported: send one 'chunked' "
+                       "or a content-length")
+    if codings and lengths:
+        return Invalid("a request must not have both transfer-encoding and content-length")
+    if len(lengths) > 1:
+        return Invalid("content-length is given more than once")
+    if lengths and not re.fullmatch(r"[0-9]{1,18}", lengths[0].strip()):
+        return Invalid(f"content-length {lengths[0].strip()[:40]!r} is not a number")
+    return None
+
+
+class BoundedInput:
+    """A request's body as the app reads it: from gevent's (de-chunked) input, never more
+    than `cap` + 1 bytes; past the cap a read raises PayloadTooLarge. What the app leaves
+    unread is skipped only when it is known to fit under the cap; otherwise the connection
+    closes after the answer instead of reading on."""
+
+    def __init__(self, raw, cap: int, length: int | None):
+        self.raw, self.cap, self.length = raw, cap, length  # length None: chunked
+        self.used, self.ended, self.broken = 0, length == 0, False
+
+    def read(self, size=-1):
+        return self._take(self.raw.read, size)
+
+    def readline(self, size=-1):
+        return self._take(self.raw.readline, size)
+
+    def __iter__(self):
+        return iter(self.readline, b"")
+
+    def _take(self, reader, size) -> bytes:
+        room = self.cap + 1 - self.used
+        size = room if size is None or size < 0 else min(size, room)
+        if self.ended or not size:
+            return b""
+        try:
+            data = reader(size)
+        except OSError as exc:  # a malformed chunk, or the client gone mid-body
+            self.broken = True
+            raise Invalid(f"the request body cannot be read: {exc}"[:200].lower()) from None
+        self.used += len(data)
+        if self.used > self.cap:
+            self.broken = True
+            raise too_large(self.cap)
+        # a short read (a line without its newline) is the end of the body
+        self.ended = (len(data) < size and not data.endswith(b"\n")) or self.used == self.length
+        return data
+
+    def abandon(self) -> None:
+        """The body will not be read: the connection must close after the answer."""
+        self.broken = True
+
+    def skippable(self) -> bool:
+        """Whether the connection can take another request after this one."""
+        return not self.broken and (self.ended or self.length is not None
+                                    and self.length <= self.cap)
+
+    def _discard(self):
+        # gevent skips the rest of a body to reach the next request: only a bounded rest
+        if not self.ended and self.skippable():
+            self.raw._discard()
 
 
 def query_int(name: str, default: int, lo: int, hi: int) -> int:
@@ -6492,8 +6617,8 @@ def api_task_logs(task_id):
           status=201)
 def api_add_attachment(task_id):
     environ = bottle.request.environ
-    if int(environ.get("CONTENT_LENGTH") or 0) > MAX_UPLOAD_BYTES + 64 * 1024:
-        raise PayloadTooLarge("attachment is larger than 20 mib")
+    if int(environ.get("CONTENT_LENGTH") or 0) > MAX_UPLOAD_BYTES + UPLOAD_SLACK_BYTES:
+        raise too_large(MAX_UPLOAD_BYTES + UPLOAD_SLACK_BYTES)
     if not environ.get("CONTENT_TYPE", "").lower().startswith("multipart/form-data"):
         raise UnsupportedMediaType("content-type must be multipart/form-data with a 'file'")
     try:
@@ -6651,13 +6776,91 @@ def ws_params(query: dict) -> dict:
 
 class Handler(WebSocketHandler):
     """gevent-websocket's handler: /ws is refused before the upgrade (the library upgrades
-    before the app runs); 101s are not logged."""
+    before the app runs); 101s are not logged. A request's line and headers must arrive
+    within HEADER_TIMEOUT_SECONDS, a kept-alive connection closes after IDLE_TIMEOUT_SECONDS
+    without a request, framings that could smuggle a request are refused, and the app reads
+    the body through a BoundedInput."""
+    served = 0  # requests read on this connection
+    deadline = body = framing_error = None
 
     def handle(self):
         # NOTE: with Nagle on, keep-alive answers waited ~40 ms for a delayed ACK
         with contextlib.suppress(OSError):
             self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().handle()
+
+    def handle_one_request(self):
+        # one deadline covers the wait for a request and its line and headers, never the app
+        # (get_environ ends it), so an upgraded /ws stays open however quiet it is
+        self.deadline = gevent.Timeout(IDLE_TIMEOUT_SECONDS if self.served
+                                       else HEADER_TIMEOUT_SECONDS)
+        self.deadline.start()
+        try:
+            return super().handle_one_request()
+        except gevent.Timeout as exc:
+            if exc is not self.deadline:
+                raise
+            return None  # the connection closes without an answer
+        finally:
+            self.deadline.close()
+            self.served += 1
+
+    def read_requestline(self):
+        if self.served:  # kept alive: the idle wait ends with the next request's first byte
+            self.rfile.peek(1)
+            self.deadline.close()
+            self.deadline = gevent.Timeout(HEADER_TIMEOUT_SECONDS)
+            self.deadline.start()
+        return super().read_requestline()
+
+    def MessageClass(self, *args):
+        headers = super().MessageClass(*args)
+        # read_request drops a Content-Length sent beside "chunked": judge both before
+        self.framing_error = framing_refusal(headers.get_all("Transfer-Encoding", []),
+                                             headers.get_all("Content-Length", []))
+        return headers
+
+    def get_environ(self):
+        self.deadline.close()  # the line and headers are in
+        environ = super().get_environ()
+        try:
+            route = app.router.match(environ)[0]
+        except bottle.HTTPError:
+            route = None
+        raw = self.wsgi_input
+        self.body = BoundedInput(raw, body_cap(route),
+                                 None if raw.chunked_input else raw.content_length or 0)
+        if self.framing_error is not None:
+            self.body.abandon()
+        # gevent skips what the app left through it too; an upgrade request would otherwise
+        # hand the app the raw socket as its body
+        self.wsgi_input = environ["wsgi.input"] = self.body
+        environ["wsgi.input_terminated"] = True
+        return environ
+
+    def run_application(self):
+        error = self.framing_error
+        if error is None:
+            return super().run_application()
+        body = json_dumps(error.body()).encode()
+        self.start_response(f"{error.status} {bottle.HTTP_CODES[error.status]}", [
+            ("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        self.result = [body]
+        try:
+            self.process_result()
+        finally:
+            self.result = None
+
+    def start_response(self, status, headers, exc_info=None):
+        # the rest of the body will not be read, so no next request can be found after it
+        if self.body is not None and not self.body.skippable():
+            headers = [*headers, ("Connection", "close")]
+        return super().start_response(status, headers, exc_info)
+
+    def handle_one_response(self):
+        super().handle_one_response()
+        if self.body is not None and not self.body.skippable():
+            self.close_connection = True
 
     def upgrade_websocket(self):
         if self.environ.get("HTTP_UPGRADE", "").lower() != "websocket" \
@@ -6674,6 +6877,47 @@ class Handler(WebSocketHandler):
     def log_request(self):
         if "101" not in str(self.status):
             pywsgi.WSGIHandler.log_request(self)
+
+
+class Server(pywsgi.WSGIServer):
+    """pywsgi's server with at most `max_connections` open: at the cap it stops accepting,
+    and new clients wait in the listen backlog rather than take the descriptors the store
+    and the agents need."""
+    max_connections = MAX_CONNECTIONS
+    connections = 0
+
+    def full(self):
+        return self.connections >= self.max_connections
+
+    def do_handle(self, sock, address):
+        self.connections += 1  # counted at accept, before the handler's greenlet runs
+        super().do_handle(sock, address)
+
+    def do_close(self, sock, *args):
+        super().do_close(sock, *args)
+        self.connections -= 1
+        if self._watcher is None and self._timer is None and not self.full():
+            self._start_accepting_if_started()  # accepting had stopped at the cap
+
+
+def raise_file_limit() -> int | None:
+    """Raise the soft limit on open files to the hard one; the soft limit then (None: no
+    limit known)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    except (ValueError, OSError) as exc:  # e.g. an unlimited hard limit on macOS
+        log.info("open files stay limited to %s: %s", soft, exc)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def connection_cap(file_limit: int | None) -> int:
+    """How many client connections may be open at once: FD_RESERVE below the file limit
+    (half of a limit too small for that)."""
+    if file_limit is None:
+        return MAX_CONNECTIONS
+    return max(1, min(MAX_CONNECTIONS, max(file_limit // 2, file_limit - FD_RESERVE)))
 
 
 def ws_refusal(environ) -> ApiError | None:
@@ -7723,10 +7967,13 @@ def check_agent_command() -> None:
         agent["version"] = out.strip().splitlines()[0][:200]
 
 
-def make_server(host: str, port: int, access_log=None) -> pywsgi.WSGIServer:
-    """The HTTP + WebSocket server for `app` (not started)."""
-    return pywsgi.WSGIServer((host, port), app, handler_class=Handler, log=access_log,
-                             error_log=logging.getLogger("taskboard.http"))
+def make_server(host: str, port: int, access_log=None) -> Server:
+    """The HTTP + WebSocket server for `app` (not started). The soft limit on open files is
+    raised first, and open connections are capped below it."""
+    server = Server((host, port), app, handler_class=Handler, log=access_log,
+                    error_log=logging.getLogger("taskboard.http"), backlog=socket.SOMAXCONN)
+    server.max_connections = connection_cap(raise_file_limit())
+    return server
 
 
 def serve(config: dict) -> None:

@@ -220,7 +220,7 @@ def main():
     out = {}
     for endpoint, description, call in calls(ids):
         recorder = Recorder(conn)
-        core.runtime = types.SimpleNamespace(db=Database(recorder))
+        core.runtime = types.SimpleNamespace(db=Database(recorder), reads=Database(recorder))
         t0 = time.perf_counter()
         try:
             call()
