@@ -305,6 +305,26 @@ def print_report(rows, goal):
 RESULT_PREFIX = "BENCH_RESULT "
 
 
+def fmt(value, unit):
+    """A figure with its unit, for the tables; "-" when there is none."""
+    if value is None:
+        return "-"
+    return f"{value:.2f} {unit}".strip() if isinstance(value, float) else \
+        f"{value} {unit}".strip()
+
+
+def print_table(rows, value="value", baseline="baseline"):
+    """The result rows as a table: figure, value, baseline, ratio, goal, met."""
+    print()
+    print(f"{'figure':<30} {value:>14} {baseline:>12} {'ratio':>8}  goal")
+    for r in rows:
+        mark = "" if r["met"] is None else "ok" if r["met"] else "MISSED"
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+        print(f"{r['figure']:<30} {fmt(r['value'], r['unit']):>14} "
+              f"{fmt(r['baseline'], r['unit']):>12} {ratio:>8}  {r['goal']} {mark}")
+    print()
+
+
 def result_row(figure, value, unit="", baseline=None, ratio=None, goal="", met=None):
     """ One figure for bench/run.py's table; `met` is None when the figure has no goal. """
     return {"figure": figure, "value": value, "unit": unit, "baseline": baseline,

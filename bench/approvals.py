@@ -70,8 +70,10 @@ from _common import (
     REPO_ROOT,
     Server,
     emit_result,
+    fmt,
     free_port,
     percentile,
+    print_table,
     request,
     result_row,
     taskboard_env,
@@ -353,19 +355,7 @@ def figures(args, largs, phases, timings, load_rows):
 
 
 def report(rows, extra):
-    def fmt(v, unit):
-        if v is None:
-            return "-"
-        return f"{v:.2f} {unit}".strip() if isinstance(v, float) else f"{v} {unit}".strip()
-
-    print()
-    print(f"{'figure':<30} {'under load':>14} {'idle':>12} {'ratio':>8}  goal")
-    for r in rows:
-        mark = "" if r["met"] is None else "ok" if r["met"] else "MISSED"
-        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
-        print(f"{r['figure']:<30} {fmt(r['value'], r['unit']):>14} "
-              f"{fmt(r['baseline'], r['unit']):>12} {ratio:>8}  {r['goal']} {mark}")
-    print()
+    print_table(rows, value="under load", baseline="idle")
     for r in rows:
         print(f"figure {r['figure']} {fmt(r['value'], r['unit'])}"
               + (f" (goal {r['goal']})" if r["goal"] else ""))

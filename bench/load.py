@@ -103,6 +103,7 @@ from _common import (
     free_port,
     paced_requests,
     percentile,
+    print_table,
     proc_memory_kb,
     result_row,
     taskboard_env,
@@ -906,19 +907,7 @@ def against(floor, key, ours):
 
 
 def report(rows, extra):
-    def fmt(v, unit):
-        if v is None:
-            return "-"
-        return f"{v:.2f} {unit}" if isinstance(v, float) else f"{v} {unit}"
-
-    print()
-    print(f"{'figure':<30} {'value':>14} {'baseline':>12} {'ratio':>8}  goal")
-    for r in rows:
-        mark = "" if r["met"] is None else "ok" if r["met"] else "MISSED"
-        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
-        print(f"{r['figure']:<30} {fmt(r['value'], r['unit']):>14} "
-              f"{fmt(r['baseline'], r['unit']):>12} {ratio:>8}  {r['goal']} {mark}")
-    print()
+    print_table(rows)
     emit_result("load", rows, **extra)
 
 
