@@ -9,7 +9,7 @@ import pytest
 import requests
 
 import taskboard
-from conftest import assert_error, during_a_write, sql, wait_for
+from conftest import assert_error, bearer, during_a_write, sql, wait_for
 
 #: The tables the design's resources need (§4-§8); later migrations may add more.
 REQUIRED_TABLES = {"projects", "tasks", "revisions", "attachments", "activity", "runs", "logs",
@@ -208,7 +208,7 @@ def test_store_fifty_concurrent_http_creates_all_succeed(live, api, tb):
 
     def post(n):
         response = requests.post(f"{live.url}/api/projects/{project['id']}/tasks",
-                                 json={"title": f"Task {n}"}, timeout=20)
+                                 json={"title": f"Task {n}"}, timeout=20, headers=bearer())
         ticker.note("created")
         return response
     jobs = [gevent.spawn(post, n) for n in range(50)]

@@ -23,7 +23,7 @@ from gevent.pywsgi import WSGIServer
 
 import taskboard
 from agent_helpers import RUN, start, wait_status
-from conftest import assert_error, wait_for
+from conftest import assert_error, bearer, wait_for
 
 pytestmark = pytest.mark.usefixtures("fast_retries", "fast_backoff")
 
@@ -467,12 +467,13 @@ def test_a_hanging_target_delays_neither_other_hooks_nor_the_api(client, api, re
     slow = api.webhook(project["id"], url=receiver.url("/slow"), events=["task:created"])
     fast = api.webhook(project["id"], url=receiver.url("/fast"), events=["task:created"])
     created = requests.post(f"{live.url}/api/projects/{project['id']}/tasks",
-                            json={"title": "Announce me"}, timeout=5)
+                            json={"title": "Announce me"}, timeout=5, headers=bearer())
     assert created.status_code == 201
     receiver.wait("/slow")
     [record] = wait_deliveries(client, project, fast, 1)
     assert record["ok"] is True, "the fast hook waited for the slow one"
-    assert requests.get(f"{live.url}/api/projects", timeout=5).status_code == 200
+    assert requests.get(f"{live.url}/api/projects", timeout=5,
+                        headers=bearer()).status_code == 200
     assert deliveries(client, project, slow) == [], "the slow target is still being waited on"
     receiver.let_go.set()
     [record] = wait_deliveries(client, project, slow, 1)
