@@ -6405,10 +6405,9 @@ def credential_refusal(environ, path: str, proxied: bool) -> ApiError | None:
                                 "<token>' or log in at /login")
         return None
     client = client_address(environ)
-    wait = runtime.failures.wait(client)
-    if wait:
-        return TooManyRequests(f"too many wrong credentials from {client}; try again in "
-                               f"{wait} s", headers={"Retry-After": str(wait)})
+    limited = runtime.failures.refusal(client)
+    if limited is not None:
+        return limited
     if cookie:
         if session_alive(cookie):
             return None
@@ -6458,6 +6457,14 @@ class Failures:
             return int(self.every[0] + LOGIN_WINDOW_SECONDS - now) + 1
         return 0
 
+    def refusal(self, client: str) -> "TooManyRequests | None":
+        """429 for a client that must wait before a credential of its is looked at."""
+        wait = self.wait(client)
+        if not wait:
+            return None
+        return TooManyRequests(f"too many wrong credentials from {client}; try again in "
+                               f"{wait} s", headers={"Retry-After": str(wait)})
+
     def add(self, client: str) -> None:
         now = time.monotonic()
         self.by_client.setdefault(client, collections.deque()).append(now)
@@ -6502,11 +6509,6 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def by_person() -> bool:
-    """Whether the request comes from a person (not from an agent's board tools)."""
-    return "taskboard.agent" not in bottle.request.environ
-
-
 def host_name(environ) -> str:
     """The Host header's name, lower case, without the port ("[::1]:4000" -> "::1")."""
     host = environ.get("HTTP_HOST", "").strip().lower()
@@ -6544,10 +6546,9 @@ def log_in(given: str) -> None:
     if token is None:  # --no-auth
         return
     client = client_address(bottle.request.environ)
-    wait = runtime.failures.wait(client)
-    if wait:
-        raise TooManyRequests(f"too many wrong credentials from {client}; try again in "
-                              f"{wait} s", headers={"Retry-After": str(wait)})
+    limited = runtime.failures.refusal(client)
+    if limited is not None:
+        raise limited
     if not hmac.compare_digest(given.encode(), token.encode()):
         runtime.failures.add(client)
         raise Unauthorized("wrong token")
@@ -6582,19 +6583,17 @@ def api_create_task(project_id):
 @app.put("/api/tasks/<task_id:int>", body=TASK_FIELDS, partial=True, returns="Task")
 def api_update_task(task_id):
     body = read_json()
-    if agent_bounds(body, task_id) is not None:
-        return update_task(task_id, body)
-    update_task(task_id, body)
-    return release_task(task_id)
+    by_agent = agent_bounds(body, task_id) is not None
+    task = update_task(task_id, body)
+    return task if by_agent else release_task(task_id)
 
 
 @app.patch("/api/tasks/<task_id:int>/status", body="Status", returns="Task")
 def api_move_task(task_id):
     body = validate_known(lambda: get_task(task_id), STATUS_FIELDS, read_json())
-    if agent_bounds(body, task_id) is not None:
-        return move_task(task_id, body["status"])
-    move_task(task_id, body["status"])
-    return release_task(task_id)
+    by_agent = agent_bounds(body, task_id) is not None
+    task = move_task(task_id, body["status"])
+    return task if by_agent else release_task(task_id)
 
 
 @app.get("/api/approvals", returns="Approval[]",
