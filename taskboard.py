@@ -18,6 +18,7 @@ contract is design.md and spec/interface.md of the shared folder.
 """
 
 import argparse
+import base64
 import codecs
 import collections
 import contextlib
@@ -56,7 +57,10 @@ import gevent
 import gevent.event
 import gevent.lock
 import gevent.queue
+import py_vapid
 import requests
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from gevent import pywsgi
 from geventwebsocket.exceptions import WebSocketError
 from geventwebsocket.handler import WebSocketHandler
@@ -104,6 +108,18 @@ WEBHOOK_BACKOFF_SECONDS = (2.0, 8.0)
 WEBHOOK_DELIVERIES_KEPT = 50
 #: Notices kept waiting per webhook (a target that hangs); beyond, the oldest are dropped.
 WEBHOOK_QUEUE_KEPT = 1000
+
+#: What a device can be sent (design §13), as Settings → Notifications offers it.
+PUSH_EVENTS = {"approval": "a tool call waits for Allow or Deny",
+               "question": "the agent asks you a question",
+               "testing": "a task is ready for review", "failed": "a task failed",
+               "plan": "a plan is ready", "budget": "today's cost reached the daily limit"}
+#: A notification's Allow and Deny work once, for this long (and so long it is kept).
+ACTION_TOKEN_MINUTES = 15
+#: Any other notification is kept by the push service for a phone that is off this long.
+PUSH_TTL_SECONDS = 86_400
+#: Messages waiting per device for a push service that hangs; beyond, the oldest go.
+PUSH_QUEUE_KEPT = 100
 
 #: A shorter API token is refused at start; a session (the cookie of a login) lasts this long.
 TOKEN_MIN_LENGTH = 24
@@ -197,6 +213,8 @@ ENV_SETTINGS = (
     Option(None, "TASKBOARD_NO_AUTH", "", "1: no token (as --no-auth; loopback only)"),
     Option(None, "TASKBOARD_TRUSTED_PROXIES", "",
            "addresses or networks of your reverse proxies, comma-separated"),
+    Option(None, "TASKBOARD_PUSH_CONTACT", "mailto:taskboard@localhost",
+           "who runs this board, for push services (mailto: or https:; Apple wants a real one)"),
     Option(None, "TASKBOARD_GIT_HOST_API", "https://api.github.com", "source-host REST API"),
     Option(None, "TASKBOARD_GIT_HOST_TOKEN", None, "source-host token (else GITHUB_TOKEN)"),
     Option(None, "STATE_DIRECTORY", None, "data dir under systemd (when --db is not given)"),
@@ -301,6 +319,21 @@ class StorageFull(ApiError):
 
 def utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
+
+
+def b64url(raw: bytes) -> str:
+    """base64url without padding, as Web Push writes keys."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def b64url_decode(text) -> bytes | None:
+    """The bytes of base64url text (padding optional); None when it is not that."""
+    if not isinstance(text, str) or not re.fullmatch(r"[A-Za-z0-9_-]*={0,2}", text):
+        return None
+    try:
+        return base64.urlsafe_b64decode(text.rstrip("=") + "=" * (-len(text.rstrip("=")) % 4))
+    except ValueError:
+        return None
 
 
 def iso(when: dt.datetime | None) -> str | None:
@@ -460,20 +493,22 @@ class Field:
     """One field of a resource as the API sees it.
 
     kind: str, int, number, bool (JSON boolean out), flag (1/0 out), enum, tags,
-    tools (comma string or array in, comma string out), events (array of event names),
-    secret (write-only), time (read-only timestamp), json (stored as JSON text; `shape` is
+    tools (comma string or array in, comma string out), events (array of `choices`),
+    secret (a write-only str), time (read-only timestamp), json (stored as JSON text; `shape` is
     its JSON schema).
     """
 
     def __init__(self, name, kind, *, column=None, required=False, default=None,
                  nullable=False, choices=None, lo=None, hi=None, maxlen=None, pattern=None,
-                 readonly=False, create_only=False, check=None, doc="", shape=None):
+                 readonly=False, create_only=False, check=None, doc="", shape=None,
+                 write_only=False):
         self.name, self.kind = name, kind
         self.column = column or name
         self.required, self.default, self.nullable = required, default, nullable
         self.choices, self.lo, self.hi, self.maxlen = choices, lo, hi, maxlen
         self.pattern, self.check, self.doc, self.shape = pattern, check, doc, shape or {}
         self.readonly, self.create_only = readonly, create_only
+        self.write_only = write_only or kind == "secret"
 
     def parse(self, value):
         """Turn a JSON value into the column value, or raise Invalid naming the value."""
@@ -520,9 +555,9 @@ class Field:
             if not isinstance(value, list) or not value:
                 raise Invalid(f"{name} must be a non-empty array of event names", name)
             for event in value:
-                if not isinstance(event, str) or event not in WEBHOOK_EVENTS:
+                if not isinstance(event, str) or event not in self.choices:
                     raise Invalid(f"{name}: {json_dumps(event)[:60]} is not one of: "
-                                  f"{', '.join(WEBHOOK_EVENTS)}", name)
+                                  f"{', '.join(self.choices)}", name)
             value = json_dumps(list(dict.fromkeys(value)))
         if self.check:
             self.check(value, name)
@@ -547,7 +582,7 @@ class Field:
         if self.kind == "enum":
             out["enum"] = list(self.choices)
         if self.kind == "events":
-            out["items"] = {"type": "string", "enum": list(WEBHOOK_EVENTS)}
+            out["items"] = {"type": "string", "enum": list(self.choices)}
         if self.kind == "flag":
             out["enum"] = [0, 1]
         if self.kind == "time":
@@ -568,7 +603,7 @@ class Field:
             out["description"] = self.doc
         if self.readonly:
             out["readOnly"] = True
-        if self.kind == "secret":
+        if self.write_only:
             out["writeOnly"] = True
         return out
 
@@ -716,7 +751,8 @@ WEBHOOK_FIELDS = (
     _ro("id"), _ro("projectId", column="project_id"),
     Field("platform", "enum", choices=PLATFORMS, required=True),
     Field("url", "str", required=True, maxlen=2000, check=_check_webhook_url),
-    Field("events", "events", column="events_json", required=True),
+    Field("events", "events", column="events_json", required=True,
+          choices=tuple(WEBHOOK_EVENTS)),
     Field("enabled", "bool", default=1),
     Field("secret", "secret", nullable=True, maxlen=500,
           doc="write-only; signs custom payloads (X-Taskboard-Signature)"),
@@ -815,6 +851,53 @@ REVIEW_COMMENT_FIELDS = (
     Field("body", "str", required=True, maxlen=20_000),
     _created(),
 )
+
+
+def _check_push_endpoint(value, name):
+    parts = urllib.parse.urlsplit(value)
+    if parts.scheme != "https" or not parts.hostname or any(c.isspace() for c in value):
+        raise Invalid(f"{name} {value[:80]!r} must be an https:// URL: push needs a secure "
+                      "push service", name)
+
+
+def _check_push_keys(value, name):
+    """{p256dh, auth} as PushSubscription.toJSON() gives them: a P-256 public key (an
+    uncompressed point on the curve) and a 16-byte secret, base64url."""
+    if not isinstance(value, dict) or set(value) != {"p256dh", "auth"}:
+        raise Invalid(f"{name} must be an object of exactly p256dh and auth", name)
+    for key, size in (("p256dh", 65), ("auth", 16)):
+        raw = b64url_decode(value[key])
+        if raw is None or len(raw) != size:
+            raise Invalid(f"{name}.{key} must be {size} bytes in base64url", f"{name}.{key}")
+    try:
+        ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(),
+                                                     b64url_decode(value["p256dh"]))
+    except ValueError:
+        raise Invalid(f"{name}.p256dh is not a P-256 public key", f"{name}.p256dh") from None
+
+
+PUSH_FIELDS = (
+    _ro("id"),
+    Field("endpoint", "str", required=True, maxlen=2000, check=_check_push_endpoint,
+          doc="the browser's push service URL (https)"),
+    Field("keys", "json", required=True, write_only=True, check=_check_push_keys,
+          doc="the browser's p256dh and auth keys (base64url)",
+          shape={"type": "object", "required": ["p256dh", "auth"], "properties": {
+              "p256dh": {"type": "string"}, "auth": {"type": "string"}}}),
+    Field("name", "str", default="", maxlen=100, doc="what the device is called"),
+    Field("events", "events", column="events_json", required=True,
+          choices=tuple(PUSH_EVENTS), doc="what the device is sent"),
+    _created(),
+    _ro("lastSentAt", "time", column="last_sent_at", nullable=True),
+    _ro("lastStatus", column="last_status", nullable=True,
+        doc="the push service's status code of the latest message (null: unreachable)"),
+    _ro("lastError", "str", column="last_error", nullable=True),
+)
+#: The body of POST /api/approvals/:id/act: a notification's button, without a session.
+ACT_FIELDS = (
+    Field("token", "str", required=True, maxlen=200, doc="the notification's action token"),
+    Field("decision", "enum", choices=DECISIONS, required=True),
+)
 REVISION_FIELDS = (_ro("id"), _ro("taskId", column="task_id"), _ro("feedback", "str"),
                    _created())
 ATTACHMENT_FIELDS = (_ro("id"), _ro("taskId", column="task_id"), _ro("fileName", "str",
@@ -864,7 +947,7 @@ def validate_known(lookup, fields, body, **options) -> dict:
 def render(fields, row, only=None) -> dict:
     """A stored row as the API shows it (write-only fields never leave)."""
     return {f.name: f.render(row.get(f.column)) for f in fields
-            if f.kind != "secret" and (only is None or f.name in only)}
+            if not f.write_only and (only is None or f.name in only)}
 
 
 @functools.cache
@@ -872,7 +955,7 @@ def json_object_sql(fields) -> str:
     """An SQLite json_object() expression rendering a row exactly as render() does."""
     parts = []
     for f in fields:
-        if f.kind == "secret":
+        if f.write_only:
             continue
         if f.kind == "bool":
             value = f"json(CASE WHEN {f.column} IS NULL THEN 'null' WHEN {f.column} " \
@@ -1239,6 +1322,33 @@ CREATE TABLE sessions (
   token_hash TEXT NOT NULL,
   created_at TEXT NOT NULL,
   expires_at TEXT NOT NULL
+);
+"""),
+    ("0010_push", """
+CREATE TABLE push_subscriptions (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  endpoint TEXT NOT NULL UNIQUE,
+  p256dh TEXT NOT NULL,
+  auth TEXT NOT NULL,
+  name TEXT NOT NULL DEFAULT '',
+  events_json TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  last_sent_at TEXT,
+  last_status INTEGER,
+  last_error TEXT
+);
+CREATE TABLE push_outbox (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  subscription_id INTEGER NOT NULL REFERENCES push_subscriptions(id) ON DELETE CASCADE,
+  moment_json TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX push_outbox_by_subscription ON push_outbox(subscription_id, id);
+CREATE TABLE push_actions (
+  token_hash TEXT PRIMARY KEY,
+  approval_id INTEGER NOT NULL REFERENCES approvals(id) ON DELETE CASCADE,
+  expires_at TEXT NOT NULL,
+  used_at TEXT
 );
 """),
 )
@@ -1625,7 +1735,8 @@ class Notice:
         for hook_id in hooks:
             t.insert("webhook_outbox", {"webhook_id": hook_id, "moment_json": text,
                                         "created_at": now})
-            self.dropped += _keep_newest(t, "webhook_outbox", hook_id, WEBHOOK_QUEUE_KEPT)
+            self.dropped += _keep_newest(t, "webhook_outbox", "webhook_id", hook_id,
+                                         WEBHOOK_QUEUE_KEPT)
         self.hooks += [h for h in hooks if h not in self.hooks]
 
 
@@ -2186,9 +2297,9 @@ def queue_notice(notice: Notice, task_id: int) -> None:
             notice.queue(t, task)
 
 
-def next_notice(hook_id: int, after: int) -> tuple[int, dict, dict, dict] | None:
-    """The webhook's oldest queued notice after outbox id `after`: (its id, the notice, the
-    webhook as it is now, its project); None when there is none."""
+def next_notice(hook_id: int, after: int) -> tuple[int, tuple[dict, dict, dict]] | None:
+    """The webhook's oldest queued notice after outbox id `after`: (its id, (the webhook as
+    it is now, its project, the notice)); None when there is none."""
     with tx() as t:
         row = t.one("SELECT id, moment_json FROM webhook_outbox WHERE webhook_id = ? AND "
                     "id > ? ORDER BY id LIMIT 1", (hook_id, after))
@@ -2200,7 +2311,7 @@ def next_notice(hook_id: int, after: int) -> tuple[int, dict, dict, dict] | None
             return None
         project = t.one("SELECT id, name, slug FROM projects WHERE id = ?",
                         (hook["project_id"],))
-        return row["id"], json.loads(row["moment_json"]), hook, project
+        return row["id"], (hook, project, json.loads(row["moment_json"]))
 
 
 def delete_notice(outbox_id: int) -> None:
@@ -2236,15 +2347,125 @@ def insert_delivery_row(values: dict, keep: int) -> dict | None:
         if not t.exists("webhooks", values["webhook_id"]):
             return None
         row_id = t.insert("webhook_deliveries", values)
-        _keep_newest(t, "webhook_deliveries", values["webhook_id"], keep)
+        _keep_newest(t, "webhook_deliveries", "webhook_id", values["webhook_id"], keep)
         return t.one("SELECT * FROM webhook_deliveries WHERE id = ?", (row_id,))
 
 
-def _keep_newest(t: Tx, table: str, webhook_id: int, keep: int) -> int:
-    """Delete all but the newest `keep` rows of the webhook in table; how many went."""
-    return t.execute(f"DELETE FROM {table} WHERE webhook_id = ? AND id <= (SELECT id FROM "
-                     f"{table} WHERE webhook_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
-                     (webhook_id, webhook_id, keep)).rowcount
+def _keep_newest(t: Tx, table: str, column: str, owner: int, keep: int) -> int:
+    """Delete all but the newest `keep` rows of the owner (a webhook, a device) in table;
+    how many went."""
+    return t.execute(f"DELETE FROM {table} WHERE {column} = ? AND id <= (SELECT id FROM "
+                     f"{table} WHERE {column} = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                     (owner, owner, keep)).rowcount
+
+
+# --- push: devices, their outbox, action tokens, the inbox (design §13) -------------
+
+def upsert_push_row(values: dict) -> dict:
+    """Add a device, or replace the one with the same endpoint (a browser subscribing
+    again, or the board saving its name and events); its id stays."""
+    values = {**values, "created_at": now_iso()}
+    with tx() as t:
+        return t.one(_insert_sql("push_subscriptions", values) + " ON CONFLICT(endpoint) DO "
+                     "UPDATE SET p256dh = excluded.p256dh, auth = excluded.auth, name = "
+                     "excluded.name, events_json = excluded.events_json RETURNING *",
+                     tuple(values.values()))
+
+
+def delete_push_row(device_id: int) -> dict | None:
+    """Forget a device (its waiting messages go with it); None if there was none."""
+    with tx() as t:
+        return t.one("DELETE FROM push_subscriptions WHERE id = ? RETURNING *", (device_id,))
+
+
+def record_push_row(device_id: int, status: int | None, error: str | None) -> None:
+    with tx() as t:
+        t.execute("UPDATE push_subscriptions SET last_sent_at = ?, last_status = ?, "
+                  "last_error = ? WHERE id = ?", (now_iso(), status, error, device_id))
+
+
+def queue_push_rows(event: str, moment: dict) -> list[int]:
+    """Queue a message for each device that wants the event; the ids of those devices."""
+    with tx() as t:
+        devices = [r[0] for r in t.execute(
+            "SELECT id FROM push_subscriptions WHERE EXISTS (SELECT 1 FROM "
+            "json_each(events_json) WHERE value = ?) ORDER BY id", (event,))]
+        if devices and "projectId" in moment:
+            moment = {**moment, "projectName": t.value(
+                "SELECT name FROM projects WHERE id = ?", (moment["projectId"],))}
+        text, now = json_dumps(moment), now_iso()
+        for device in devices:
+            t.insert("push_outbox", {"subscription_id": device, "moment_json": text,
+                                     "created_at": now})
+            _keep_newest(t, "push_outbox", "subscription_id", device, PUSH_QUEUE_KEPT)
+        return devices
+
+
+def next_push(device_id: int, after: int) -> tuple[int, tuple[dict, dict]] | None:
+    """The device's oldest queued message after outbox id `after`: (its id, (the device,
+    the message)); None when there is none (or the device is gone)."""
+    with read() as t:
+        row = t.one("SELECT o.id, o.moment_json, s.* FROM push_outbox o JOIN "
+                    "push_subscriptions s ON s.id = o.subscription_id WHERE "
+                    "o.subscription_id = ? AND o.id > ? ORDER BY o.id LIMIT 1",
+                    (device_id, after))
+    if row is None:
+        return None
+    outbox_id, moment = row.pop("id"), json.loads(row.pop("moment_json"))
+    return outbox_id, ({**row, "id": device_id}, moment)
+
+
+def delete_push(outbox_id: int) -> None:
+    with tx() as t:
+        t.execute("DELETE FROM push_outbox WHERE id = ?", (outbox_id,))
+
+
+def queued_push_ids() -> list[int]:
+    """The devices with messages waiting (at start-up: the ones a stop left behind)."""
+    with read() as t:
+        return [r[0] for r in t.execute("SELECT DISTINCT subscription_id FROM push_outbox "
+                                        "ORDER BY subscription_id")]
+
+
+def insert_action_row(token_hash: str, approval_id: int, minutes: int) -> None:
+    """Keep an action token's hash for the approval (and forget long-expired ones)."""
+    now = utc_now()
+    with tx() as t:
+        t.execute("DELETE FROM push_actions WHERE expires_at < ?",
+                  (iso(now - dt.timedelta(days=1)),))
+        t.insert("push_actions", {"token_hash": token_hash, "approval_id": approval_id,
+                                  "expires_at": iso(now + dt.timedelta(minutes=minutes))})
+
+
+def spend_action_row(token_hash: str, approval_id: int) -> bool:
+    """Use an action token once: False when it is unknown, used, expired or another
+    approval's (it is then left as it was)."""
+    now = now_iso()
+    with tx() as t:
+        return t.execute("UPDATE push_actions SET used_at = ? WHERE token_hash = ? AND "
+                         "approval_id = ? AND used_at IS NULL AND expires_at > ?",
+                         (now, token_hash, approval_id, now)).rowcount == 1
+
+
+def inbox_count() -> int:
+    with read() as t:
+        return t.value("SELECT (SELECT COUNT(*) FROM approvals WHERE status = 'pending') + "
+                       "(SELECT COUNT(*) FROM tasks WHERE status = 'testing')")
+
+
+def inbox_rows() -> tuple[list[dict], list[dict]]:
+    """What waits for a person in every project: the pending approvals (with their task
+    and project) and the tasks in testing (with when they got there)."""
+    with read() as t:
+        approvals = t.all("SELECT a.*, k.task_key, k.title AS task_title, p.name AS "
+                          "project_name FROM approvals a JOIN tasks k ON k.id = a.task_id "
+                          "JOIN projects p ON p.id = a.project_id WHERE a.status = 'pending'")
+        reviews = t.all("SELECT k.id, k.project_id, k.task_key, k.title, p.name AS "
+                        "project_name, COALESCE((SELECT MAX(created_at) FROM activity WHERE "
+                        "task_id = k.id AND to_status = 'testing'), k.updated_at) AS at FROM "
+                        "tasks k JOIN projects p ON p.id = k.project_id "
+                        "WHERE k.status = 'testing'")
+        return approvals, reviews
 
 
 # --- source host -----------------------------------------------------------------
@@ -2909,6 +3130,8 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
                         + (f": {reason}" if reason else ""))
     _publish_task(after)
     announce(notice)
+    if event in ("task:completed", "task:failed"):
+        push_task("testing" if to == "testing" else "failed", after)
     if to == "in_progress":
         start_run(task_id, **(run_options or {}))
     else:
@@ -3013,7 +3236,7 @@ def task_revisions(task_id: int) -> list[dict]:
 
 def announce(notice: Notice | None) -> None:
     """After the commit of the change a notice announces: wake the webhooks it was queued
-    for (the WebhookSender delivers it in the background)."""
+    for (their Outbox delivers it in the background)."""
     if notice is None:
         return
     if notice.dropped:
@@ -3173,6 +3396,7 @@ def finish_run(run: "AgentRun") -> None:
         **({"session_id": run.parser.session_id} if run.parser.session_id else {}),
         **({"last_error": reason} if outcome in ("retry", "fail") else {})})
     runtime.agents.forget(run, keep_slot=outcome == "retry" and task is not None)
+    check_budget()
     if task is None:
         return
     _publish_task(task)
@@ -4033,6 +4257,7 @@ def ask_person(run: "AgentRun", request_id, request: dict) -> None:
     runtime.events.publish("approval:requested", approval_view(approval), run.project_id)
     _publish_task(task)
     announce(notice)
+    push_request(approval, task)
     minutes = run.channel["approval_timeout_minutes"]
     if minutes:
         run.helpers.append(gevent.spawn_later(minutes * SECONDS_PER_MINUTE,
@@ -4105,6 +4330,7 @@ def decide_approval(approval_id: int, body, decided_by: str = "person") -> dict:
     runtime.events.publish("approval:resolved", approval_view(approval),
                            approval["project_id"])
     _publish_task(task)
+    push_answered(approval)
     return approval_view(approval)
 
 
@@ -4144,6 +4370,118 @@ def expire_requests(run_id: int | None = None) -> None:
         runtime.events.publish("approval:resolved", approval_view(approval),
                                approval["project_id"])
         _publish_task(task)
+        push_answered(approval)
+
+
+# --- phones: push messages and the "Needs you" inbox (design §13) ----------------
+
+def push(event: str, moment: dict) -> None:
+    """Queue a message for every device that wants the event (after the commit of what it
+    tells); the PushSender sends it in the background."""
+    for device in queue_push_rows(event, {"kind": event, **moment}):
+        runtime.push.wake(device)
+
+
+def push_task(event: str, task: dict) -> None:
+    push(event, {"taskId": task["id"], "projectId": task["project_id"],
+                 "taskKey": task["task_key"], "taskTitle": task["title"],
+                 "error": task["last_error"] if event == "failed" else None})
+
+
+def push_request(approval: dict, task: dict) -> None:
+    """A tool approval or a question waits: the devices get it with Allow and Deny."""
+    tool_input = json.loads(approval["input_json"])
+    questions = [_dict(q).get("question") for q in tool_input.get("questions") or []]
+    summary = " ".join(q for q in questions if isinstance(q, str)) \
+        if approval["kind"] == "question" else tool_summary(tool_input)
+    push("approval" if approval["kind"] == "tool" else "question", {
+        "approvalId": approval["id"], "taskId": task["id"], "projectId": task["project_id"],
+        "taskKey": task["task_key"], "taskTitle": task["title"],
+        "tool": approval["tool_name"], "summary": _cut(summary, 200)})
+
+
+def push_answered(approval: dict) -> None:
+    """Replace the request's notification on every device by what became of it."""
+    push("approval" if approval["kind"] == "tool" else "question", {
+        "kind": "answered", "approvalId": approval["id"], "taskId": approval["task_id"],
+        "projectId": approval["project_id"], "tool": approval["tool_name"],
+        "status": approval["status"], "decidedBy": approval["decided_by"]})
+
+
+def check_budget() -> None:
+    """A run's cost was counted: once a day, tell the devices that today's cost reached
+    the daily limit (the queue then starts nothing new)."""
+    limit = get_settings()["dailyCostLimit"]
+    day = local_day_start_iso()
+    if limit is None or runtime.budget_told == day:
+        return
+    cost = cost_since_row(day)
+    if cost >= limit:
+        runtime.budget_told = day
+        push("budget", {"day": dt.date.today().isoformat(), "cost": cost, "limit": limit})
+
+
+def push_key() -> dict:
+    return {"publicKey": runtime.push.public_key}
+
+
+def list_push_devices() -> list[dict]:
+    return [render(PUSH_FIELDS, r) for r in find_rows("push_subscriptions")]
+
+
+def add_push_device(body) -> dict:
+    """A browser's PushSubscription, named and with its events; the same endpoint again
+    replaces it (its id stays)."""
+    values = validate(PUSH_FIELDS, body)
+    keys = values.pop("keys")
+    row = upsert_push_row({**values, "p256dh": keys["p256dh"], "auth": keys["auth"]})
+    runtime.push.prepare()
+    return render(PUSH_FIELDS, row)
+
+
+def remove_push_device(device_id: int) -> dict:
+    found(delete_push_row(device_id), f"push subscription {device_id} not found")
+    return {"ok": True}
+
+
+def test_push_device(device_id: int) -> dict:
+    """Send the device a test notification now; answer the push service's status."""
+    device = found(find_row("push_subscriptions", id=device_id),
+                   f"push subscription {device_id} not found")
+    status, error = deliver_push(device, {"kind": "test"}, attempts=1)
+    return {"ok": error is None, "status": status, **({"error": error} if error else {})}
+
+
+def act_on_approval(approval_id: int, body) -> dict:
+    """A notification's Allow or Deny, without a session: its token works once, for
+    ACTION_TOKEN_MINUTES, and only for its approval (403 otherwise, the approval as it was)."""
+    values = validate(ACT_FIELDS, body)
+    client = client_address(bottle.request.environ)
+    limited = runtime.failures.refusal(client)
+    if limited is not None:
+        raise limited
+    if not spend_action_row(_digest(values["token"]), approval_id):
+        runtime.failures.add(client)
+        raise Forbidden("this notification's button was used already, has expired or is "
+                        "not for this request: open the board to answer", "token")
+    return decide_approval(approval_id, {"decision": values["decision"]}, decided_by="push")
+
+
+def inbox() -> dict:
+    """The "Needs you" inbox: every pending approval and question and every task waiting
+    for review, in every project, newest first."""
+    approvals, reviews = inbox_rows()
+    items = [{"kind": "approval" if row["kind"] == "tool" else "question",
+              "at": row["created_at"], "projectId": row["project_id"],
+              "projectName": row["project_name"], "taskId": row["task_id"],
+              "taskKey": row["task_key"], "taskTitle": row["task_title"],
+              "approval": approval_view(row)} for row in approvals]
+    items += [{"kind": "review", "at": row["at"], "projectId": row["project_id"],
+               "projectName": row["project_name"], "taskId": row["id"],
+               "taskKey": row["task_key"], "taskTitle": row["title"], "approval": None}
+              for row in reviews]
+    items.sort(key=lambda item: item["at"], reverse=True)
+    return {"count": len(items), "items": items}
 
 
 def turn_ended(run: "AgentRun") -> None:
@@ -4542,6 +4880,7 @@ def finish_verifier(run: "AgentRun") -> None:
     finish_run_rows(run.run_id, {
         "status": "stopped" if outcome in ("stopped", "interrupted") else status,
         "exit_code": run.exit_code, "error": problem, **run.usage_columns()}, {})
+    check_budget()
     task = task_row(run.task_id)
     if task is None or outcome in ("stopped", "interrupted"):
         return
@@ -4978,6 +5317,8 @@ def _write_plan(run: "PlanRun") -> None:
         schedule_queue(run.project_id)
     _publish_plan(run, "plan:completed", tasks=created, stats=stats,
                   error=None, warnings=warnings)
+    push("plan", {"projectId": run.project_id, "planId": run.plan_id,
+                  "topic": _cut(run.values["topic"], 100), "tasks": len(created)})
 
 
 def stop_plans() -> None:
@@ -5298,48 +5639,55 @@ def health() -> dict:
 
 
 # =============================================================================
-# WEBHOOKS
+# WEBHOOKS AND PUSH
 # =============================================================================
-# Notices wait in the webhook outbox, written in the transaction of their change; the
-# WebhookSender reads only the outbox, so a delivery's own event never triggers another.
+# Notices wait in an outbox (a webhook's, a device's), written when their change commits;
+# a sender reads only its outbox, so a delivery's own event never triggers another.
 
 
-class WebhookSender:
-    """One delivery worker per hook with notices waiting: in order, and a slow target
-    delays only its own; a notice leaves the outbox once delivered or given up on."""
+class Outbox:
+    """One delivery worker per target (a webhook, a device) with messages waiting: in
+    order, and a slow target delays only its own; a message leaves the outbox once
+    delivered or given up on.  take(target, after) gives (outbox id, send's arguments)."""
 
-    def __init__(self):
-        self.workers = {}  # webhook id -> its worker greenlet
+    def __init__(self, name: str, waiting, take, send, drop):
+        self.name, self.waiting, self.take, self.send, self.drop = \
+            name, waiting, take, send, drop
+        self.workers = {}  # target id -> its worker greenlet
 
     def start(self) -> None:
-        for hook_id in queued_webhook_ids():  # left behind by the last stop
-            self.wake(hook_id)
+        for target in self.waiting():  # left behind by the last stop
+            self.wake(target)
 
-    def wake(self, hook_id: int) -> None:
-        """A notice was queued for the hook: make sure a worker delivers it."""
-        if hook_id not in self.workers:
-            self.workers[hook_id] = gevent.spawn(self._work, hook_id)
+    def wake(self, target: int) -> None:
+        """A message was queued for the target: make sure a worker delivers it."""
+        if target not in self.workers:
+            self.workers[target] = gevent.spawn(self._work, target)
 
     def stop(self) -> None:
         gevent.killall(list(self.workers.values()))
 
-    def _work(self, hook_id: int):
+    def _work(self, target: int):
         done = 0  # NOTE: the outbox id delivered last: a failed delete does not loop
         try:
             while True:
                 try:
-                    queued = next_notice(hook_id, done)
+                    queued = self.take(target, done)
                     if queued is None:
                         return  # nothing yields from here on: a wake() now spawns anew
-                    done, notice, hook, project = queued
-                    if hook["enabled"]:
-                        deliver(hook, project, notice)
-                    delete_notice(done)
+                    done, arguments = queued
+                    self.send(*arguments)
+                    self.drop(done)
                 except Exception:  # a background loop: log and carry on
-                    log.exception("webhook %s: delivery failed", hook_id)
+                    log.exception("%s %s: delivery failed", self.name, target)
                     gevent.sleep(1)
         finally:
-            del self.workers[hook_id]
+            del self.workers[target]
+
+
+def deliver_notice(hook: dict, project: dict, notice: dict) -> None:
+    if hook["enabled"]:
+        deliver(hook, project, notice)
 
 
 def deliver(hook: dict, project: dict, notice: dict, attempts: int = 3) \
@@ -5418,13 +5766,153 @@ def webhook_payload(platform: str, project: dict, notice: dict) -> dict:
                                               for k, v in facts]}]}}]}
 
 
+class PushSender(Outbox):
+    """The devices' outbox, and what a push message needs: the board's VAPID key pair
+    (RFC 8292; made at first start, 0600 in the data dir) and pywebpush, whose import is
+    slow (aiohttp): it is imported once the first device is added, not at start."""
+
+    def __init__(self, key_file: str, contact: str):
+        super().__init__("push", queued_push_ids, next_push, deliver_push, delete_push)
+        if not os.path.exists(key_file):
+            key = py_vapid.Vapid02()
+            key.generate_keys()
+            with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600),
+                      "wb") as out:
+                out.write(key.private_pem())
+        self.key = py_vapid.Vapid02.from_file(key_file)
+        self.public_key = b64url(self.key.public_key.public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint))
+        self.contact = contact
+        self.signed = {}  # push service origin -> (Authorization header, its expiry)
+
+    def start(self) -> None:
+        super().start()
+        if find_row("push_subscriptions") is not None:
+            self.prepare()
+
+    def prepare(self) -> None:
+        """Import pywebpush now, so that the first message goes out at once."""
+        gevent.spawn(self.library)
+
+    @functools.cache  # noqa: B019 -- one sender per process
+    def library(self):
+        import pywebpush
+        return pywebpush
+
+    def post(self, device: dict, payload: bytes, headers: dict, ttl: int) \
+            -> tuple[int | None, str | None]:
+        """Encrypt the payload for the device (RFC 8291) and POST it to its push service."""
+        pusher = self.library().WebPusher({"endpoint": device["endpoint"], "keys": {
+            "p256dh": device["p256dh"], "auth": device["auth"]}})
+        return _post(device["endpoint"], pusher.encode(payload)["body"], {
+            **headers, "TTL": str(ttl), "Content-Encoding": "aes128gcm",
+            "Content-Type": "application/octet-stream",
+            "Authorization": self.authorization(device["endpoint"])})
+
+    def authorization(self, endpoint: str) -> str:
+        """The VAPID header for a push service, signed once and kept for hours."""
+        parts = urllib.parse.urlsplit(endpoint)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        header, expires = self.signed.get(origin, (None, 0))
+        if expires - time.time() < 3600:
+            expires = int(time.time()) + 12 * 3600
+            header = self.key.sign({"aud": origin, "exp": expires,
+                                    "sub": self.contact})["Authorization"]
+            self.signed[origin] = header, expires
+        return header
+
+
+#: How an answered request's notification reads on the other devices.
+ANSWERED_BY = {"person": "on the board", "push": "from a notification",
+               "timeout": "after approvalTimeoutMinutes", "rule": "by a rule", None: ""}
+
+
+def deliver_push(device: dict, moment: dict, attempts: int = 3) \
+        -> tuple[int | None, str | None]:
+    """Send a device one message, retrying 5xx, 429 and connection errors with backoff;
+    a push service answering 404 or 410 no longer knows the device: it is removed."""
+    message = push_message(moment)
+    payload = json_dumps(message).encode()
+    waits = moment["kind"] in ("approval", "question", "answered")
+    headers = {"Urgency": "high" if waits else "normal"}
+    if "approvalId" in moment:  # the push service keeps only the newest of a topic
+        headers["Topic"] = f"approval-{moment['approvalId']}"
+    ttl = ACTION_TOKEN_MINUTES * 60 if waits else PUSH_TTL_SECONDS
+    status, error = None, None
+    for attempt in range(1, attempts + 1):
+        started = time.monotonic()
+        status, error = runtime.push.post(device, payload, headers, ttl)
+        log.info("push %s to device %s (%s): %s, %d ms", message["kind"], device["id"],
+                 device["name"] or "unnamed", error or status,
+                 (time.monotonic() - started) * 1000)
+        if status in (404, 410):
+            delete_push_row(device["id"])
+            log.info("push device %s removed: its push service no longer knows it",
+                     device["id"])
+            return status, error
+        record_push_row(device["id"], status, error)
+        if error is None or (status is not None and status < 500 and status != 429):
+            break
+        if attempt < attempts:
+            gevent.sleep(WEBHOOK_BACKOFF_SECONDS[min(attempt, len(WEBHOOK_BACKOFF_SECONDS))
+                                                - 1])
+    return status, error
+
+
+def push_message(moment: dict) -> dict:
+    """What a device shows for a moment: the least needed (project, task, tool and a short
+    summary), never a secret; a tool approval carries its single-use action token."""
+    kind = moment["kind"]
+    task = f"{moment.get('taskKey') or ''} {moment.get('taskTitle') or ''}".strip()
+    where = " · ".join(filter(None, [task, moment.get("projectName")]))
+    message = {"kind": kind, "tag": f"task-{moment.get('taskId')}",
+               "url": f"/#/tasks/{moment['taskId']}" if "taskId" in moment else "/"}
+    if "approvalId" in moment:
+        message.update(tag=f"approval-{moment['approvalId']}",
+                       approvalId=moment["approvalId"],
+                       url=f"{message['url']}?approval={moment['approvalId']}")
+    if kind == "approval":
+        token = secrets.token_urlsafe(32)
+        insert_action_row(_digest(token), moment["approvalId"], ACTION_TOKEN_MINUTES)
+        message["token"] = token
+        title, body = f"Allow {moment['tool']}?", f"{moment['summary']}\n{where}"
+    elif kind == "question":
+        title, body = f"Question from {moment.get('taskKey')}", f"{moment['summary']}\n{where}"
+    elif kind == "answered":
+        title = f"{moment['status'].capitalize()}: {moment['tool']}"
+        body = f"{moment['status'].capitalize()} {ANSWERED_BY.get(moment['decidedBy'], '')}"
+    elif kind == "testing":
+        title, body = f"Ready for review: {moment['taskKey']}", where
+    elif kind == "failed":
+        title, body = f"Failed: {moment['taskKey']}", \
+            "\n".join(filter(None, [where, moment.get("error")]))
+    elif kind == "plan":
+        message.update(tag=f"plan-{moment['planId']}",
+                       url=f"/#/projects/{moment['projectId']}/plan")
+        title = "Plan ready"
+        body = f"{moment['tasks']} tasks for “{moment['topic']}” · {moment['projectName']}"
+    elif kind == "budget":
+        message.update(tag=f"budget-{moment['day']}", url="/#/usage")
+        title = "Daily cost limit reached"
+        body = f"Today's agent cost is ${moment['cost']:.2f} of ${moment['limit']:.2f}: " \
+               "the queue starts nothing new today."
+    else:
+        message.update(tag="test", url="/#/settings")
+        title, body = "Taskboard", "Notifications work on this device."
+    message.update(title=_cut(title, 120), body=_cut(body.strip(), 400),
+                   needsYou=inbox_count())
+    return message
+
+
 def _post(url: str, body: bytes, headers: dict) -> tuple[int | None, str | None]:
     """One POST: (status, None) on 2xx, else (status or None, why)."""
     timer = gevent.Timeout(WEBHOOK_TIMEOUT_SECONDS)
     try:
         with timer:
             response = requests.post(url, data=body, headers=headers, stream=True,
-                                     timeout=WEBHOOK_TIMEOUT_SECONDS, allow_redirects=False)
+                                     timeout=WEBHOOK_TIMEOUT_SECONDS, allow_redirects=False,
+                                     verify=os.environ.get("REQUESTS_CA_BUNDLE")
+                                     or os.environ.get("SSL_CERT_FILE") or True)
             response.close()
     except (gevent.Timeout, requests.Timeout) as exc:
         if isinstance(exc, gevent.Timeout) and exc is not timer:
@@ -6087,8 +6575,8 @@ UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
 #: Headers a reverse proxy adds; refused with --no-auth.
 PROXY_HEADERS = ("HTTP_FORWARDED", "HTTP_X_FORWARDED_FOR", "HTTP_X_REAL_IP")
-#: The only /api paths open without a credential.
-OPEN_PATHS = ("/api/health", "/api/login")
+#: The only /api paths open without a credential (a notification's button brings its own).
+OPEN_PATHS = re.compile(r"/api/(health|login|approvals/[0-9]+/act)")
 #: Methods are compared exactly (RFC 9110: case-sensitive); any other gets 405.
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 SESSION_COOKIE = "taskboard_session"
@@ -6395,7 +6883,7 @@ def refusal(environ) -> ApiError | None:
 def credential_refusal(environ, path: str, proxied: bool) -> ApiError | None:
     """A wrong, revoked or expired credential is always 401 (never anonymous access), and
     a client that sent too many is told to wait; a run token is held to its bounds."""
-    needs_auth = path == "/ws" or (path.startswith("/api/") and path not in OPEN_PATHS)
+    needs_auth = path == "/ws" or (path.startswith("/api/") and not OPEN_PATHS.fullmatch(path))
     bearer = environ.get("HTTP_AUTHORIZATION")
     cookie = None if bearer is not None or runtime.config["no_auth"] or not needs_auth else \
         bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE)
@@ -6684,7 +7172,7 @@ SERVICE_ROUTES = (
     ("GET", "/api/projects/<project_id:int>/webhooks/<webhook_id:int>/deliveries",
      webhook_deliveries, "Delivery[]"),
     ("POST", "/api/projects/<project_id:int>/webhooks/<webhook_id:int>/test",
-     test_webhook, "WebhookTest"),
+     test_webhook, "SendTest"),
     ("GET", "/api/projects/<project_id:int>/plan/status", plan_status, "PlanStatus"),
     ("POST", "/api/projects/<project_id:int>/plan/cancel", cancel_plan, "PlanCancelled"),
     ("GET", "/api/projects/<project_id:int>/stats", project_stats, "ProjectStats"),
@@ -6693,6 +7181,15 @@ SERVICE_ROUTES = (
     ("GET", "/api/tasks/<task_id:int>/approvals", task_approvals, "Approval[]"),
     ("POST", "/api/approvals/<approval_id:int>", decide_approval, "Approval",
      {"body": DECISION_FIELDS}),
+    ("POST", "/api/approvals/<approval_id:int>/act", act_on_approval, "Approval",
+     {"body": ACT_FIELDS}),
+    ("GET", "/api/inbox", inbox, "Inbox"),
+    ("GET", "/api/push/key", push_key, "PushKey"),
+    ("GET", "/api/push/subscriptions", list_push_devices, "PushSubscription[]"),
+    ("POST", "/api/push/subscriptions", add_push_device, "PushSubscription",
+     {"body": PUSH_FIELDS, "status": 201}),
+    ("DELETE", "/api/push/subscriptions/<device_id:int>", remove_push_device, "Ok"),
+    ("POST", "/api/push/subscriptions/<device_id:int>/test", test_push_device, "SendTest"),
     ("GET", "/api/tasks/<task_id:int>/messages", task_messages, "Message[]"),
     ("POST", "/api/tasks/<task_id:int>/messages", post_message, "Message",
      {"body": MESSAGE_FIELDS, "status": 201}),
@@ -6727,7 +7224,8 @@ def api_openapi():
 @app.get("/static/<path:path>")
 def page_static(path: str):
     """A file of the board's pages, with the headers every page gets."""
-    mimetype = "text/javascript" if path.endswith((".js", ".mjs")) else True
+    mimetype = "text/javascript" if path.endswith((".js", ".mjs")) else \
+        "application/manifest+json" if path.endswith(".webmanifest") else True
     response = bottle.static_file(path, root=STATIC_DIR, mimetype=mimetype)
     response.set_header("Cache-Control", "no-cache")
     for name, value in PAGE_HEADERS.items():
@@ -6736,6 +7234,31 @@ def page_static(path: str):
 
 
 app.route("/", "GET", functools.partial(page_static, "index.html"), name="page_index")
+
+
+@app.get("/sw.js")
+def page_service_worker():
+    """The board's service worker, at the root so that its scope is the whole board; the
+    build stamp in it changes with the board's files, so an upgraded server replaces it."""
+    bottle.response.content_type = "text/javascript; charset=utf-8"
+    bottle.response.set_header("Cache-Control", "no-cache")
+    for name, value in PAGE_HEADERS.items():
+        bottle.response.set_header(name, value)
+    return board_build()[1]
+
+
+@functools.cache
+def board_build() -> tuple[str, str]:
+    """A stamp of the board's files and the server's version, and the service worker
+    that carries it."""
+    digest = hashlib.sha256(__version__.encode())
+    for folder, _, names in sorted(os.walk(STATIC_DIR)):
+        for name in sorted(names):
+            with open(os.path.join(folder, name), "rb") as source:
+                digest.update(name.encode() + source.read())
+    stamp = digest.hexdigest()[:16]
+    with open(os.path.join(STATIC_DIR, "sw.js"), encoding="utf-8") as source:
+        return stamp, source.read().replace("__TASKBOARD_BUILD__", stamp)
 @app.get("/login")
 def page_login():
     """The login page; /login?token=T (the URL printed at start) signs the browser in and
@@ -7219,7 +7742,13 @@ _SCHEMAS = {
                          timeline={"type": "array", "items": {"type": "object"}}),
     "Delivery": _shape("id:integer event:string attempt:integer status:integer? ok:boolean "
                        "error:string? durationMs:integer? createdAt:string"),
-    "WebhookTest": _shape("ok:boolean status:integer? error:string", "ok status"),
+    "SendTest": _shape("ok:boolean status:integer? error:string", "ok status"),
+    "PushKey": _shape("publicKey:string", "publicKey"),
+    "Inbox": _shape("count:integer", "count items", items={"type": "array", "items": _shape(
+        "at:string projectId:integer projectName:string taskId:integer taskKey:string "
+        "taskTitle:string", "kind at projectId taskId",
+        kind={"type": "string", "enum": ["approval", "question", "review"]},
+        approval={"anyOf": [{"$ref": "#/components/schemas/Approval"}, {"type": "null"}]})}),
     "PlanStarted": _shape("planId:string", "planId status",
                           status={"type": "string", "enum": ["started"]}),
     "PlanCancelled": _shape("", "status", status={"type": "string", "enum": ["cancelled"]}),
@@ -7273,7 +7802,7 @@ def _object_schema(fields, *, only=None, request=False, partial=False) -> dict:
     props = {}
     for f in fields:
         if (only is not None and f.name not in only) or (request and f.readonly) \
-                or (not request and f.kind == "secret"):
+                or (not request and f.write_only):
             continue
         props[f.name] = prop = f.schema()
         # What Field.parse() and the fields' checks require of a string, as a pattern.
@@ -7305,7 +7834,7 @@ def openapi() -> dict:
                          ("Webhook", WEBHOOK_FIELDS), ("Settings", SETTINGS_FIELDS),
                          ("LogEntry", LOG_FIELDS), ("Revision", REVISION_FIELDS),
                          ("Attachment", ATTACHMENT_FIELDS), ("Approval", APPROVAL_FIELDS),
-                         ("Message", MESSAGE_FIELDS),
+                         ("Message", MESSAGE_FIELDS), ("PushSubscription", PUSH_FIELDS),
                          ("ReviewComment", REVIEW_COMMENT_FIELDS)):
         schemas[name] = _object_schema(fields)
     schemas["ProjectListEntry"] = _object_schema(PROJECT_FIELDS, only=PROJECT_LIST_FIELDS)
@@ -7327,7 +7856,7 @@ def openapi() -> dict:
             continue
         path = re.sub(r"<(\w+)(:[^>]*)?>", r"{\1}", route.rule)
         op = _operation(route, schemas)
-        if route.rule in OPEN_PATHS:
+        if OPEN_PATHS.fullmatch(re.sub(r"<\w+:int>", "1", route.rule)):
             op["security"] = []
         paths.setdefault(path, {})[route.method.lower()] = op
     return {"openapi": "3.1.0",
@@ -7806,7 +8335,12 @@ class Runtime:
         #: wrong credentials per client; session id hash -> expiry of each live login
         self.failures = Failures()
         self.sessions = {}
-        self.webhooks = WebhookSender()
+        self.webhooks = Outbox("webhook", queued_webhook_ids, next_notice, deliver_notice,
+                               delete_notice)
+        self.push = PushSender(os.path.join(self.data_dir, "vapid.pem"),
+                               config["push_contact"])
+        #: The local day whose reached daily cost limit the devices were told of.
+        self.budget_told = None
         #: repository root -> the lock that serialises git operations on it
         self.git_locks = {}
         #: project id -> its live planning session; the last planId's milliseconds.
@@ -7878,6 +8412,10 @@ def parse_args(argv=None, environ=None) -> dict:
         parser.error("agent command must not be empty")
     if args.demo:
         agent_argv = [sys.executable, os.path.abspath(__file__), "--simulate-agent"]
+    contact = environ.get("TASKBOARD_PUSH_CONTACT", "mailto:taskboard@localhost")
+    if not re.fullmatch(r"mailto:[^@\s]+@(localhost|[\w-]+(\.[\w-]+)+)|https://\S+", contact):
+        parser.error(f"TASKBOARD_PUSH_CONTACT must be a mailto: or https: URL, not "
+                     f"{contact[:80]!r}")
     retry_base = environ.get("TASKBOARD_RETRY_BASE_SECONDS", "30")
     try:
         retry_base = float(retry_base)
@@ -7894,7 +8432,7 @@ def parse_args(argv=None, environ=None) -> dict:
             "token_on_command_line": any(a == "--token" or a.startswith("--token=")
                                          for a in (sys.argv[1:] if argv is None else argv)),
             "demo": args.demo, "backup": args.backup,
-            "retry_base_seconds": retry_base,
+            "retry_base_seconds": retry_base, "push_contact": contact,
             "allowed_hosts": [h.strip().lower() for h in
                               environ.get("TASKBOARD_ALLOWED_HOSTS", "").split(",")
                               if h.strip()],
@@ -7916,9 +8454,10 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     load_sessions()
     runtime.settings = settings_rows()
     interrupt_stale_plans()
-    expire_approval_rows()  # nobody can answer what the agents of a stopped server asked
     runtime.logs.start()
     runtime.webhooks.start()
+    runtime.push.start()
+    expire_requests()  # nobody can answer what the agents of a stopped server asked
     if config["demo"]:
         create_demo_project()
     runtime.greenlets += [gevent.spawn(work) for work in (
@@ -7937,6 +8476,7 @@ def shutdown() -> None:
     for greenlet in runtime.greenlets:
         greenlet.kill()
     runtime.webhooks.stop()
+    runtime.push.stop()
     stop_plans()
     runtime.agents.shutdown()
     runtime.logs.stop()
