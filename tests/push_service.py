@@ -320,9 +320,10 @@ class _Handler(pywsgi.WSGIHandler):
 class _Server(pywsgi.WSGIServer):
     handler_class = _Handler
 
-    def __init__(self, *args, on_tls_failure, **kwargs):
+    def __init__(self, *args, on_tls_failure, on_connection, **kwargs):
         super().__init__(*args, **kwargs)
         self.on_tls_failure = on_tls_failure
+        self.on_connection = on_connection
 
     def wrap_socket_and_handle(self, client_socket, address):
         try:
@@ -330,6 +331,7 @@ class _Server(pywsgi.WSGIServer):
         except OSError as exc:  # the client refused our certificate, or went away
             self.on_tls_failure(exc)
             return None
+        self.on_connection()
         with contextlib.closing(tls):
             return self.handle(tls, address)
 
@@ -346,6 +348,8 @@ class PushService:
         self.deliveries = []
         #: TLS handshakes that failed (e.g. a client that does not trust the CA).
         self.tls_failures = []
+        #: TLS connections accepted so far (keep-alive reuses one for many pushes).
+        self.connections = 0
         self._changed = gevent.event.Event()
         self._ids = itertools.count(1)
         self._dir = tempfile.mkdtemp(prefix="push-service-")
@@ -429,13 +433,17 @@ class PushService:
 
     def _listen(self, host, port):
         server = _Server((host, port), self._app, log=None, spawn=gevent.pool.Pool(),
-                         ssl_context=self._context, on_tls_failure=self._tls_failed)
+                         ssl_context=self._context, on_tls_failure=self._tls_failed,
+                         on_connection=self._connected)
         server.start()
         self._server = server
 
     def _notify(self):
         changed, self._changed = self._changed, gevent.event.Event()
         changed.set()
+
+    def _connected(self):
+        self.connections += 1
 
     def _tls_failed(self, exc):
         self.tls_failures.append(exc)
@@ -536,8 +544,8 @@ def _respond(start_response, status, message="", headers=()):
     return [body]
 
 
-@pytest.fixture
-def push_service(monkeypatch):
+@pytest.fixture(name="push_service")
+def push_service_fixture(monkeypatch):
     """A PushService for one test; this process and its children trust its CA."""
     service = PushService()
     for name, value in service.env.items():
