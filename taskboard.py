@@ -5918,10 +5918,11 @@ def _post(url: str, body: bytes, headers: dict) -> tuple[int | None, str | None]
         if isinstance(exc, gevent.Timeout) and exc is not timer:
             raise  # a caller's timeout, not ours
         return None, f"no answer within {WEBHOOK_TIMEOUT_SECONDS:g} s"
-    except requests.RequestException as exc:
+    except OSError as exc:  # requests' errors, and a CA bundle path that is not there
         reason = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(exc))
-        host = urllib.parse.urlsplit(url).netloc
-        return None, f"cannot reach {host}: {reason.group(1) if reason else type(exc).__name__}"
+        reason = reason.group(1) if reason else "its certificate is not trusted" if \
+            "CERTIFICATE_VERIFY_FAILED" in str(exc) else type(exc).__name__
+        return None, f"cannot reach {urllib.parse.urlsplit(url).netloc}: {reason}"
     if 200 <= response.status_code < 300:
         return response.status_code, None
     return response.status_code, f"the target answered {response.status_code} " \

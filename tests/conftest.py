@@ -21,7 +21,7 @@ sys.path.insert(0, ROOT)
 
 import taskboard  # noqa: E402
 
-pytest_plugins = ["browser_fixtures"]
+pytest_plugins = ["browser_fixtures", "push_service"]
 
 FAKE_AGENT = os.path.join(ROOT, "tests", "fake_agent.py")
 

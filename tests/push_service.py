@@ -324,15 +324,32 @@ class _Server(pywsgi.WSGIServer):
         super().__init__(*args, **kwargs)
         self.on_tls_failure = on_tls_failure
         self.on_connection = on_connection
+        self.sockets = set()  # accepted and not yet closed
+
+    def do_handle(self, client_socket, address):
+        self.sockets.add(client_socket)
+        super().do_handle(client_socket, address)
+
+    def do_close(self, client_socket, *args):
+        self.sockets.discard(client_socket)
+        super().do_close(client_socket, *args)
+
+    def stop(self, timeout=None):
+        """Also close the connections whose handler was killed before it ever ran."""
+        super().stop(timeout)
+        for client_socket in list(self.sockets):
+            self.do_close(client_socket)
 
     def wrap_socket_and_handle(self, client_socket, address):
-        try:
-            tls = self.wrap_socket(client_socket, **self.ssl_args)
-        except OSError as exc:  # the client refused our certificate, or went away
-            self.on_tls_failure(exc)
-            return None
-        self.on_connection()
+        # the handshake runs inside closing(): a handler killed during it leaks nothing
+        tls = self.wrap_socket(client_socket, **self.ssl_args, do_handshake_on_connect=False)
         with contextlib.closing(tls):
+            try:
+                tls.do_handshake()
+            except OSError as exc:  # the client refused our certificate, or went away
+                self.on_tls_failure(exc)
+                return None
+            self.on_connection()
             return self.handle(tls, address)
 
 

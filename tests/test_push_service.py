@@ -13,12 +13,7 @@ import time
 import gevent
 import pytest
 import requests
-from push_service import (  # noqa: F401 -- the fixture, until conftest.py lists it
-    PushService,
-    b64url,
-    public_point,
-    push_service_fixture,
-)
+from push_service import PushService, b64url, public_point
 from py_vapid import Vapid, Vapid01
 from py_vapid.jwt import sign
 from pywebpush import WebPusher, WebPushException, webpush
