@@ -108,10 +108,11 @@ export const api = {
   },
   attachmentUrl: (id) => path`/api/attachments/${id}`,
   deleteAttachment: (id) => request("DELETE", path`/api/attachments/${id}`),
-  // the channel to a running agent: approvals (the "Needs you" inbox), messages, review
+  // the channel to a running agent: approvals, messages, review; the "Needs you" inbox
   approvals: (status) => request("GET", `/api/approvals${status ? `?status=${enc(status)}` : ""}`),
   taskApprovals: (taskId) => request("GET", path`/api/tasks/${taskId}/approvals`),
   decideApproval: (id, body) => request("POST", path`/api/approvals/${id}`, body),
+  inbox: () => request("GET", "/api/inbox"),
   messages: (taskId) => request("GET", path`/api/tasks/${taskId}/messages`),
   sendMessage: (taskId, body) => request("POST", path`/api/tasks/${taskId}/messages`, body),
   review: (taskId) => request("GET", path`/api/tasks/${taskId}/review`),

@@ -8,7 +8,7 @@ import { missingKeys, onLanguageChange, register, setLanguage, t } from "./i18n.
 import { route, start } from "./router.js";
 import { connect } from "./socket.js";
 import { loadSchema } from "./schema.js";
-import { loadAll, state, subscribe } from "./store.js";
+import { loadAll, needsYouCount, state, subscribe } from "./store.js";
 import { needsYouControl } from "./views/needs_you.js";
 
 const view = (name) => () => import(`./views/${name}.js`);
@@ -76,9 +76,19 @@ function renderHeader() {
       title: t(`conn.${conn}`) }, h("span", { class: "dot", "aria-hidden": "true" }), t(`conn.${conn}`)));
   needsYou.render();
   if (refocus) needsYou.el.focus();
-  const n = attentionCount();
+  const n = needsYouCount();
   document.title = n ? `(${n}) ${t("app.title")}` : t("app.title");
+  appBadge(n);
   renderBanner();
+}
+
+let badged = null;
+
+/** The installed app's badge: what waits for a person (where the platform has badges). */
+function appBadge(n) {
+  if (n === badged || !("setAppBadge" in navigator)) return;
+  badged = n;
+  (n ? navigator.setAppBadge(n) : navigator.clearAppBadge()).catch(() => {});
 }
 
 function renderBanner() {
