@@ -138,6 +138,12 @@ export const api = {
   usage: () => request("GET", "/api/stats/agent-usage"),
   settings: () => request("GET", "/api/settings"),
   updateSettings: (body) => request("PUT", "/api/settings", body),
+  // Web Push: this board's key and the devices that receive its notifications
+  pushKey: () => request("GET", "/api/push/key"),
+  pushSubscriptions: () => request("GET", "/api/push/subscriptions"),
+  savePushSubscription: (body) => request("POST", "/api/push/subscriptions", body),
+  deletePushSubscription: (id) => request("DELETE", path`/api/push/subscriptions/${id}`),
+  testPushSubscription: (id) => request("POST", path`/api/push/subscriptions/${id}/test`),
   // desktop (local-only) commands: 403 local_only when the board is opened from elsewhere
   desktop: (command, body = {}) => request("POST", `/api/desktop/${name(command)}`, body),
 };

@@ -28,6 +28,7 @@ route("/tasks/:taskId", view("task_detail"));
 route("/attention", view("attention"));
 route("/usage", view("usage"));
 route("/settings", view("settings"));
+route("/settings/notifications", view("notifications"));
 
 register({  // key: [English, Turkish]
   "attention.count": ["{n} waiting for you", "{n} sizi bekliyor"],
