@@ -37,7 +37,7 @@ function entry(item, close) {
       h("span", { class: "card-key" }, item.taskKey || `#${item.taskId}`)),
     h("a", { href: entryHref(item), class: "needs-link", onclick: close }, h("strong", {}, item.taskTitle || t("needs.open"))),
     h("p", { class: "needs-request" }, h("span", { class: "bchip" }, t(`needs.${kind}`)), " ",
-      item.approval ? requestSummary(item.approval) : t("needs.reviewText")),
+      item.approval ? requestSummary(item.approval, { short: true }) : t("needs.reviewText")),
     item.at ? h("time", { class: "muted ins-small", datetime: item.at }, format.dateTime(item.at)) : null);
 }
 

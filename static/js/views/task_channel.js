@@ -68,7 +68,11 @@ function approvalsPanel(taskId, focusId) {
       if (!ids.has(id) || rebuild) { card.remove(); cards.delete(id); }
     }
     for (const approval of pending) if (!cards.has(approval.id)) cards.set(approval.id, approvalCard(approval));
-    list.replaceChildren(...pending.map((a) => cards.get(a.id)));
+    const wanted = pending.map((a) => cards.get(a.id));
+    // moving a node drops its focus (a card, a typed message): only when the list changed
+    if (wanted.length !== list.children.length || wanted.some((card, i) => list.children[i] !== card)) {
+      list.replaceChildren(...wanted);
+    }
     count.textContent = String(pending.length);
     heading.replaceChildren(t("channel.waiting"), count);
     el.hidden = pending.length === 0;
