@@ -240,14 +240,16 @@ async function act(data, action) {
   const outcome = status === null ? "failed" : status >= 200 && status < 300
     ? (action === "allow" ? "allowed" : "denied") : status === 409 ? "answered" : status === 403 ? "expired" : "failed";
   const title = data && data.title ? `${say(outcome)} · ${data.title}` : say(outcome);
-  await self.registration.showNotification(title, {
-    body: String((data && data.body) || ""),
-    tag: (data && data.tag) || `approval-${id}`,
-    data: { ...data, kind: "outcome", token: undefined, outcome },
-    icon: ICON,
-    badge: BADGE,
-    silent: true,
-  });
+  try {
+    await self.registration.showNotification(title, {
+      body: String((data && data.body) || ""),
+      tag: (data && data.tag) || `approval-${id}`,
+      data: { ...data, kind: "outcome", token: undefined, outcome },
+      icon: ICON,
+      badge: BADGE,
+      silent: true,
+    });
+  } catch { /* notifications were turned off meanwhile: the decision stands */ }
   return { outcome, status };
 }
 
