@@ -85,7 +85,8 @@ def test_a_question_shows_on_the_card_and_in_the_inbox_and_its_option_answers_it
     # the agent goes on to its edit, which asks too: allowed here, it reaches Testing
     approval(page, "NOTES.md").get_by_role("button", name="Allow", exact=True).click()
     expect(status_badge(page)).to_have_text("Testing")
-    expect(page.get_by_test_id("needs-you")).to_have_text("Needs you")  # no count left
+    # the question is answered; the task now waits for review, still in the inbox
+    expect(page.get_by_test_id("needs-you")).to_have_text("Needs you1")
     page.get_by_role("link", name="Demo", exact=True).click()
     done = card(column(page, "Testing"), "Write a note")
     expect(done).to_be_visible()

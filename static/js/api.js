@@ -108,10 +108,11 @@ export const api = {
   },
   attachmentUrl: (id) => path`/api/attachments/${id}`,
   deleteAttachment: (id) => request("DELETE", path`/api/attachments/${id}`),
-  // the channel to a running agent: approvals (the "Needs you" inbox), messages, review
+  // the channel to a running agent: approvals, messages, review; the "Needs you" inbox
   approvals: (status) => request("GET", `/api/approvals${status ? `?status=${enc(status)}` : ""}`),
   taskApprovals: (taskId) => request("GET", path`/api/tasks/${taskId}/approvals`),
   decideApproval: (id, body) => request("POST", path`/api/approvals/${id}`, body),
+  inbox: () => request("GET", "/api/inbox"),
   messages: (taskId) => request("GET", path`/api/tasks/${taskId}/messages`),
   sendMessage: (taskId, body) => request("POST", path`/api/tasks/${taskId}/messages`, body),
   review: (taskId) => request("GET", path`/api/tasks/${taskId}/review`),
@@ -137,6 +138,12 @@ export const api = {
   usage: () => request("GET", "/api/stats/agent-usage"),
   settings: () => request("GET", "/api/settings"),
   updateSettings: (body) => request("PUT", "/api/settings", body),
+  // Web Push: this board's key and the devices that receive its notifications
+  pushKey: () => request("GET", "/api/push/key"),
+  pushSubscriptions: () => request("GET", "/api/push/subscriptions"),
+  savePushSubscription: (body) => request("POST", "/api/push/subscriptions", body),
+  deletePushSubscription: (id) => request("DELETE", path`/api/push/subscriptions/${id}`),
+  testPushSubscription: (id) => request("POST", path`/api/push/subscriptions/${id}/test`),
   // desktop (local-only) commands: 403 local_only when the board is opened from elsewhere
   desktop: (command, body = {}) => request("POST", `/api/desktop/${name(command)}`, body),
 };

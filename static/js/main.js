@@ -1,6 +1,7 @@
 // Boot: the server's API description, health, settings and projects, the /ws connection,
 // the header, then the router (only once the API description is here: views take their
-// lists of values, limits and patterns from it).
+// lists of values, limits and patterns from it). Also the service worker (sw.js: the board
+// starts without the server, and receives Web Push), and the "offline" state.
 
 import { api } from "./api.js";
 import { h, qs, toast } from "./dom.js";
@@ -8,7 +9,7 @@ import { missingKeys, onLanguageChange, register, setLanguage, t } from "./i18n.
 import { route, start } from "./router.js";
 import { connect } from "./socket.js";
 import { loadSchema } from "./schema.js";
-import { loadAll, state, subscribe } from "./store.js";
+import { loadAll, needsYouCount, state, subscribe } from "./store.js";
 import { needsYouControl } from "./views/needs_you.js";
 
 const view = (name) => () => import(`./views/${name}.js`);
@@ -27,6 +28,7 @@ route("/tasks/:taskId", view("task_detail"));
 route("/attention", view("attention"));
 route("/usage", view("usage"));
 route("/settings", view("settings"));
+route("/settings/notifications", view("notifications"));
 
 register({  // key: [English, Turkish]
   "attention.count": ["{n} waiting for you", "{n} sizi bekliyor"],
@@ -35,6 +37,12 @@ register({  // key: [English, Turkish]
     "It could not read the server's description of its API (/api/openapi.json): {error}",
     "Sunucunun API tanımı okunamadı (/api/openapi.json): {error}"],
   "schema.retry": ["Try again", "Yeniden dene"],
+  "offline.title": ["Offline.", "Çevrimdışı."],
+  "offline.retrying": ["The board connects again by itself when the server is back.", "Sunucu geri gelince pano kendiliğinden yeniden bağlanır."],
+  "offline.viewTitle": ["Waiting for the server", "Sunucu bekleniyor"],
+  "offline.viewBody": ["The board is here, but its data comes from the server, which cannot be reached. It shows up as soon as the server answers again.", "Pano burada, ama verileri ulaşılamayan sunucudan gelir. Sunucu yeniden cevap verir vermez görünür."],
+  "update.ready": ["A new version of the board is loaded.", "Panonun yeni sürümü yüklendi."],
+  "update.reload": ["Reload", "Yeniden yükle"],
 });
 
 const needsYou = needsYouControl();  // the "Needs you" inbox: one element, kept across redraws
@@ -76,9 +84,19 @@ function renderHeader() {
       title: t(`conn.${conn}`) }, h("span", { class: "dot", "aria-hidden": "true" }), t(`conn.${conn}`)));
   needsYou.render();
   if (refocus) needsYou.el.focus();
-  const n = attentionCount();
+  const n = needsYouCount();
   document.title = n ? `(${n}) ${t("app.title")}` : t("app.title");
+  appBadge(n);
   renderBanner();
+}
+
+let badged = null;
+
+/** The installed app's badge: what waits for a person (where the platform has badges). */
+function appBadge(n) {
+  if (n === badged || !("setAppBadge" in navigator)) return;
+  badged = n;
+  (n ? navigator.setAppBadge(n) : navigator.clearAppBadge()).catch(() => {});
 }
 
 function renderBanner() {
@@ -87,9 +105,17 @@ function renderBanner() {
   if (state.health && state.health.agent && state.health.agent.found === false) {
     messages.push(t("health.agentMissing"));
   }
-  if (state.connection === "closed") messages.push(t("health.unreachable"));
+  if (state.connection === "closed") {
+    messages.push(h("span", { "data-testid": "offline" }, h("strong", {}, t("offline.title")), " ",
+      t("health.unreachable"), " ", t("offline.retrying")));
+  }
+  if (updated) {
+    messages.push(h("span", { "data-testid": "update-ready" }, t("update.ready"), " ",
+      h("button", { type: "button", onclick: () => location.reload() }, t("update.reload"))));
+  }
   banner.replaceChildren(...messages.map((m) => h("p", {}, m)));
   banner.hidden = messages.length === 0;
+  banner.classList.toggle("banner-info", Boolean(updated) && messages.length === 1);
 }
 
 /** A short two-tone chime with WebAudio (no sound file needed). */
@@ -115,6 +141,60 @@ async function checkHealth() {
     state.health = null;
   }
   renderBanner();
+}
+
+/** A new service worker took over while something was being edited: say so (see serviceWorker). */
+let updated = false;
+
+/**
+ * Register sw.js (the board starts without the server; Web Push). When a new one takes over
+ * (the server was upgraded) the page reloads once, so that it never mixes the files of two
+ * versions — unless a field is being edited: then the banner says so, with a Reload button.
+ * Skipped where there are no service workers (not a secure context: plain HTTP from elsewhere).
+ */
+function serviceWorker() {
+  if (!("serviceWorker" in navigator) || !window.isSecureContext) return;
+  const sw = navigator.serviceWorker;
+  const hadController = Boolean(sw.controller);
+  let reloading = false;
+  sw.addEventListener("controllerchange", () => {
+    if (!hadController || reloading) return;  // the first install: these files are current
+    const editing = document.activeElement?.matches?.("input, textarea, select, [contenteditable]")
+      || document.querySelector("dialog[open]");
+    if (editing) {
+      updated = true;
+      renderBanner();
+    } else {
+      reloading = true;
+      location.reload();
+    }
+  });
+  sw.addEventListener("message", (event) => {  // a tapped notification: open its page here
+    const url = event.data?.type === "open" && typeof event.data.url === "string" ? event.data.url : null;
+    if (url && url.startsWith("/#/")) location.hash = url.slice(2);
+    else if (url === "/") location.hash = "#/";
+  });
+  sw.register("/sw.js").catch((error) => console.warn("service worker:", error.message));
+}
+
+/**
+ * Started without the server (from the service worker's cache): say so where the view would
+ * be, and start for real once /ws connects again.
+ */
+function waitForServer(root) {
+  root.replaceChildren(h("section", { class: "empty", role: "status", "data-testid": "offline-view" },
+    h("h1", {}, t("offline.viewTitle")), h("p", {}, t("offline.viewBody"))));
+  const off = subscribe(async () => {
+    if (state.connection !== "open") return;
+    off();
+    try {
+      await Promise.all([loadSchema(), loadAll()]);
+      root.replaceChildren();
+      startViews(root);
+    } catch (error) {
+      if (error.status !== 401) showSchemaError(root, error);
+    }
+  });
 }
 
 /** The views, once the API description is loaded. */
@@ -167,16 +247,19 @@ async function boot() {
   const [loaded, described] = await Promise.allSettled([loadAll(), loadSchema()]);
   const failures = [loaded, described].filter((r) => r.status === "rejected").map((r) => r.reason);
   if (failures.some((error) => error.status === 401)) return;  // api.js is taking us to the login page
-  if (loaded.status === "rejected") toast(loaded.reason.message, "error");
+  const unreachable = failures.some((error) => error.code === "unreachable");
+  if (loaded.status === "rejected" && !unreachable) toast(loaded.reason.message, "error");
   setLanguage(state.settings?.language || "en");
   renderHeader();
   recount();
   checkHealth();
   setInterval(checkHealth, 60000);
   connect();
-  if (described.status === "fulfilled") startViews(root);
+  if (described.status === "fulfilled" && !unreachable) startViews(root);
+  else if (unreachable) waitForServer(root);
   else showSchemaError(root, described.reason);
   window.taskboard = { state, t, missingKeys };  // a debug handle (and for the browser tests)
 }
 
+serviceWorker();
 boot();

@@ -45,6 +45,19 @@ export function parseHash(hash) {
   return null;
 }
 
+/**
+ * An id given in the hash's query (#/tasks/7?approval=12 → queryId(hash, "approval") = 12), or
+ * null when absent or not an id. Pure.
+ * @param {string} hash
+ * @param {string} name
+ * @returns {number|null}
+ */
+export function queryId(hash, name) {
+  const query = (hash || "").split("?")[1] || "";
+  const raw = new URLSearchParams(query).get(name);
+  return raw !== null && ID.test(raw) && Number.isSafeInteger(Number(raw)) ? Number(raw) : null;
+}
+
 let unmount = null;
 let generation = 0;
 

@@ -14,6 +14,8 @@ import { api } from "./api.js";
  * @property {boolean} localOnlyRefused  true once a desktop command answered 403 local_only
  * @property {Map<number, Object>} approvals  approval id -> approval waiting for a person, every project
  * @property {boolean} approvalsLoaded  the pending approvals were read at least once
+ * @property {{count: number, items: Object[]}|null} inbox  the "Needs you" inbox (GET /api/inbox):
+ *   pending approvals and questions, tasks waiting for review, newest first; null until read
  */
 
 /** @type {State} */
@@ -27,6 +29,7 @@ export const state = {
   localOnlyRefused: false,
   approvals: new Map(),
   approvalsLoaded: false,
+  inbox: null,
 };
 
 const subscribers = new Set();
@@ -116,12 +119,66 @@ export function pendingApprovals(taskId = null) {
     .sort((a, b) => a.id - b.id);
 }
 
+/** Events that may change the inbox, received so far: a list read meanwhile may miss one. */
+let inboxEvents = 0;
+/** Inbox reads started so far: only the latest one's answer is kept. */
+let inboxReads = 0;
+let inboxTimer = null;
+
+/**
+ * Read the "Needs you" inbox into the store; again (a few times at most) when an event that
+ * may change it arrived while the list was on its way.
+ */
+export async function loadInbox() {
+  const mine = ++inboxReads;
+  let answer;
+  for (let attempt = 1; ; attempt++) {
+    const seen = inboxEvents;
+    answer = await api.inbox();
+    if (inboxEvents === seen || attempt === 5) break;
+  }
+  if (mine !== inboxReads) return state.inbox;  // a later read is on its way
+  state.inbox = { count: answer.items.length, items: answer.items };
+  notify("inbox:loaded");
+  return state.inbox;
+}
+
+/** Read the inbox again soon (several events in a row make one read). */
+function refreshInbox() {
+  clearTimeout(inboxTimer);
+  inboxTimer = setTimeout(() => loadInbox().catch(() => {}), 150);
+}
+
+/** The number of entries of the inbox (0 until it is read). */
+export const needsYouCount = () => (state.inbox ? state.inbox.items.length : 0);
+
+/**
+ * Whether a /ws message may change the inbox: an approval asked or answered, a task reaching or
+ * leaving testing (or renamed, deleted), a project of an entry renamed or deleted. Pure.
+ * @param {State} s
+ * @param {{event: string, data: Object}} message
+ */
+export function touchesInbox(s, { event, data }) {
+  const items = s.inbox ? s.inbox.items : [];
+  if (event.startsWith("approval:")) return true;
+  if (!data) return false;
+  if (event === "task:created" || event === "task:updated") {
+    return data.status === "testing" || items.some((item) => item.taskId === data.id);
+  }
+  if (event === "task:deleted") return items.some((item) => item.taskId === data.id);
+  if (event === "project:updated" || event === "project:deleted") {
+    return items.some((item) => item.projectId === data.id);
+  }
+  return false;
+}
+
 /** Load settings and projects (at start and after a resync). */
 export async function loadAll() {
   const [settings, projects] = await Promise.all([api.settings(), api.projects()]);
   state.settings = settings;
   state.projects = projects;
   loadApprovals().catch(() => {});
+  loadInbox().catch(() => {});
   await Promise.all([...state.loadedProjects].map((id) => loadTasks(id).catch(() => {})));
   notify("resync");
 }
@@ -175,6 +232,10 @@ export function receive(message) {
     applyEvent(state, message);
     const { event, data } = message;
     if (event.startsWith("approval:")) approvalEvents += 1;
+    if (touchesInbox(state, message)) {
+      inboxEvents += 1;
+      refreshInbox();
+    }
     if (event === "task:created" || event === "task:updated" || event === "task:deleted") {
       const projectId = data.project_id ?? data.projectId;
       taskEvents.set(projectId, (taskEvents.get(projectId) || 0) + 1);

@@ -67,14 +67,25 @@ export function suggestedRules(approval) {
   return out;
 }
 
-/** One line about a request, for lists: "Edit: NOTES.md", "Bash: npm test", the question. */
-export function requestSummary(approval) {
+/** A long path as its last two parts ("…/demo-repo/NOTES.md"), for narrow lists. */
+const shortPath = (path) => {
+  const parts = path.split("/").filter(Boolean);
+  return parts.length > 2 ? `…/${parts.slice(-2).join("/")}` : path;
+};
+
+/**
+ * One line about a request, for lists: "Edit: NOTES.md", "Bash: npm test", the question.
+ * short: a file path as its last two parts.
+ */
+export function requestSummary(approval, { short = false } = {}) {
   const input = approval.input && typeof approval.input === "object" ? approval.input : {};
   if (approval.kind === "question") {
     const questions = Array.isArray(input.questions) ? input.questions : [];
     return questions.map((q) => str(q?.question)).filter(Boolean).join(" · ") || t("approval.questionTitle");
   }
-  const detail = str(input.command) || pathOf(input) || str(input.pattern) || str(input.url) || str(input.description);
+  const path = pathOf(input);
+  const detail = str(input.command) || (short && path ? shortPath(path) : path) || str(input.pattern) || str(input.url)
+    || str(input.description);
   return detail ? `${approval.toolName}: ${detail}` : String(approval.toolName || "");
 }
 

@@ -1,68 +1,62 @@
-// "Needs you": the header's count of requests waiting for a person across every project
-// (tool approvals and questions of running agents, kept live in store.state.approvals by
-// the approval:* events) and the inbox it opens: each entry names the project, the task and
-// the request, and opens the task.
+// "Needs you": the header's count of what waits for a person across every project — tool
+// approvals and questions of running agents, tasks waiting for review (in testing) — and the
+// inbox it opens (GET /api/inbox, newest first, kept in store.state.inbox and read again
+// after the /ws events that change it). Each entry names the project, the task and the
+// request, and opens the task (an approval or question at its card: #/tasks/7?approval=12).
 
-import { api } from "../api.js";
 import { h, openDialog } from "../dom.js";
 import * as format from "../format.js";
 import { register, t } from "../i18n.js";
-import { pendingApprovals, state, subscribe } from "../store.js";
+import { needsYouCount, state, subscribe } from "../store.js";
 import { requestSummary } from "./approval_card.js";
 
 register({  // key: [English, Turkish]
   "needs.button": ["Needs you", "Sizi bekliyor"],
-  "needs.label": ["Needs you: {n} requests of agents waiting for your answer", "Sizi bekliyor: cevabınızı bekleyen {n} ajan isteği"],
+  "needs.label": ["Needs you: {n} waiting for your answer or review", "Sizi bekliyor: cevabınızı ya da incelemenizi bekleyen {n} iş"],
   "needs.title": ["Needs you", "Sizi bekliyor"],
-  "needs.intro": ["Running agents wait for your answer to these requests.", "Çalışan ajanlar bu isteklere cevabınızı bekliyor."],
-  "needs.none": ["No agent is waiting for you.", "Sizi bekleyen bir ajan yok."],
+  "needs.intro": ["Agents wait for your answer, and finished tasks for your review.", "Ajanlar cevabınızı, biten görevler incelemenizi bekliyor."],
+  "needs.none": ["Nothing waits for you.", "Sizi bekleyen bir şey yok."],
   "needs.open": ["Open the task", "Görevi aç"],
   "needs.question": ["Question", "Soru"],
   "needs.tool": ["Tool", "Araç"],
+  "needs.review": ["Review", "İnceleme"],
+  "needs.reviewText": ["Finished: waiting for your review", "Bitti: incelemenizi bekliyor"],
 });
 
-/** Tasks the store does not hold (their project is not loaded), read once: id -> task. */
-const fetched = new Map();
-
-/** The task of an approval: from the store, or read once (then the list is redrawn). */
-function taskOf(taskId, redraw) {
-  const known = state.tasks.get(taskId) || fetched.get(taskId);
-  if (known) return known;
-  if (!fetched.has(taskId)) {
-    fetched.set(taskId, null);
-    api.task(taskId).then((task) => { fetched.set(taskId, task); redraw(); }).catch(() => fetched.delete(taskId));
-  }
-  return null;
+/** Where an entry goes: the task, at the request for an approval or question. */
+export function entryHref(item) {
+  const task = `#/tasks/${Number(item.taskId)}`;
+  return item.approval ? `${task}?approval=${Number(item.approval.id)}` : task;
 }
 
-/** The inbox's entries. */
-function inboxList(close, redraw) {
-  const list = pendingApprovals();
-  if (!state.approvalsLoaded) return h("p", { class: "muted" }, t("common.loading"));
-  if (!list.length) return h("p", { class: "empty", "data-testid": "needs-none" }, t("needs.none"));
-  return h("ul", { class: "needs-list" }, list.map((approval) => {
-    const task = taskOf(approval.taskId, redraw);
-    const project = state.projects.find((p) => p.id === approval.projectId);
-    return h("li", { class: "needs-item", "data-testid": "needs-entry" },
-      h("div", { class: "needs-where muted" }, project ? project.name : `#${approval.projectId}`, " › ",
-        task ? h("span", { class: "card-key" }, task.task_key) : `#${approval.taskId}`),
-      h("a", { href: `#/tasks/${approval.taskId}`, class: "needs-link", onclick: close },
-        h("strong", {}, task ? task.title : t("needs.open"))),
-      h("p", { class: "needs-request" },
-        h("span", { class: "bchip" }, t(approval.kind === "question" ? "needs.question" : "needs.tool")), " ",
-        requestSummary(approval)),
-      h("time", { class: "muted ins-small", datetime: approval.createdAt }, format.dateTime(approval.createdAt)));
-  }));
+/** One entry of the inbox. */
+function entry(item, close) {
+  const kind = item.kind === "review" || item.kind === "question" ? item.kind : "tool";
+  return h("li", { class: `needs-item needs-${kind}`, "data-testid": "needs-entry", "data-kind": item.kind },
+    h("div", { class: "needs-where muted" }, item.projectName || `#${item.projectId}`, " › ",
+      h("span", { class: "card-key" }, item.taskKey || `#${item.taskId}`)),
+    h("a", { href: entryHref(item), class: "needs-link", onclick: close }, h("strong", {}, item.taskTitle || t("needs.open"))),
+    h("p", { class: "needs-request" }, h("span", { class: "bchip" }, t(`needs.${kind}`)), " ",
+      item.approval ? requestSummary(item.approval, { short: true }) : t("needs.reviewText")),
+    item.at ? h("time", { class: "muted ins-small", datetime: item.at }, format.dateTime(item.at)) : null);
+}
+
+/** The inbox's entries, newest first (as the server sends them). */
+function inboxList(close) {
+  if (!state.inbox) return h("p", { class: "muted" }, t("common.loading"));
+  const items = state.inbox.items;
+  if (!items.length) return h("p", { class: "empty", "data-testid": "needs-none" }, t("needs.none"));
+  return h("ul", { class: "needs-list" }, items.map((item) => entry(item, close)));
 }
 
 /** Open the inbox; it follows the store until closed. */
 function openInbox() {
   const body = h("div", { class: "needs-inbox" });
   const { dialog, close } = openDialog(t("needs.title"), body);
-  const render = () => body.replaceChildren(h("p", { class: "muted" }, t("needs.intro")), inboxList(close, render));
+  const render = () => body.replaceChildren(h("p", { class: "muted" }, t("needs.intro")), inboxList(close));
   render();
   const off = subscribe((s, event) => {
-    if (event.startsWith("approval") || event === "tasks:loaded" || event === "resync") render();
+    if (event === "inbox:loaded" || event === "resync") render();
   });
   dialog.addEventListener("close", off);
 }
@@ -77,7 +71,7 @@ export function needsYouControl() {
   return {
     el,
     render() {
-      const n = state.approvals.size;
+      const n = needsYouCount();
       el.classList.toggle("has-requests", n > 0);
       el.setAttribute("aria-label", t("needs.label", { n }));
       el.replaceChildren(t("needs.button"), n ? h("span", { class: "badge", "data-testid": "needs-you-count" }, String(n)) : "");

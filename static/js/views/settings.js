@@ -1,6 +1,7 @@
 // Application settings (#/settings): every field GET /api/settings returns, with the right
 // control (unknown ones by their JSON type), saved with a PUT of what changed; changes made
-// elsewhere (settings:updated) flow into the fields not being edited. Also: log out.
+// elsewhere (settings:updated) flow into the fields not being edited. Also: a link to the
+// notifications of this device (notifications.js), and log out.
 
 import { api } from "../api.js";
 import { h, toast } from "../dom.js";
@@ -29,6 +30,9 @@ register({  // key: [English, Turkish]
   "settings.dailyCostLimit.help": ["When today's cost reaches it, the queue starts nothing new. Empty = no limit.", "Bugünkü maliyet buna ulaşınca kuyruk yeni bir şey başlatmaz. Boş = sınır yok."],
   "settings.logRetentionDays": ["Keep agent logs (days)", "Ajan kayıtlarını sakla (gün)"],
   "settings.logRetentionDays.help": ["Older logs are deleted. Empty = keep forever.", "Daha eski kayıtlar silinir. Boş = sonsuza dek sakla."],
+  "settings.notifications": ["Notifications", "Bildirimler"],
+  "settings.notifications.help": ["Push notifications on your phone or this computer: which events, which devices.", "Telefonunuza ya da bu bilgisayara push bildirimleri: hangi olaylar, hangi cihazlar."],
+  "settings.notifications.open": ["Set up notifications", "Bildirimleri ayarla"],
   "settings.account": ["Session", "Oturum"],
   "settings.account.help": ["On a board with a token, this ends the session in this browser.", "Belirteçli bir panoda bu, bu tarayıcıdaki oturumu kapatır."],
   "settings.logout": ["Log out", "Çıkış yap"],
@@ -80,8 +84,9 @@ export function mount(root) {
   let keys = "";
   const intro = h("div", { class: "page-head" });
   const body = h("div", { class: "settings-form" });
+  const notifications = h("section", { class: "card-panel account", "data-testid": "settings-notifications" });
   const account = h("section", { class: "card-panel account" });
-  root.append(h("section", { class: "settings-view" }, intro, body, account));
+  root.append(h("section", { class: "settings-view" }, intro, notifications, body, account));
 
   function build() {
     return GROUPS.map((group) => {
@@ -127,6 +132,9 @@ export function mount(root) {
 
   function renderChrome() {
     intro.replaceChildren(h("div", {}, h("h1", {}, t("settings.title")), h("p", { class: "muted intro" }, t("settings.intro"))));
+    notifications.replaceChildren(h("h2", {}, t("settings.notifications")),
+      h("p", { class: "muted" }, t("settings.notifications.help")),
+      h("a", { class: "button", href: "#/settings/notifications" }, t("settings.notifications.open")));
     account.replaceChildren(h("h2", {}, t("settings.account")), h("p", { class: "muted" }, t("settings.account.help")),
       h("div", { class: "actions start" }, h("button", { type: "button", onclick: logout, "data-testid": "logout" },
         t("settings.logout"))));

@@ -49,8 +49,12 @@ function messageItem(message) {
   h("div", { class: "prose message-text" }, message.text));
 }
 
-/** The requests of this task waiting for a person, one card each (kept while they wait). */
-function approvalsPanel(taskId) {
+/**
+ * The requests of this task waiting for a person, one card each (kept while they wait). The
+ * card of focusId (the request a notification or the inbox opened) is scrolled to and marked.
+ */
+function approvalsPanel(taskId, focusId) {
+  let revealed = false;
   const cards = new Map();  // approval id -> card (typed text survives a redraw)
   const count = h("span", { class: "badge" });
   const list = h("div", { class: "approval-list" });
@@ -64,12 +68,28 @@ function approvalsPanel(taskId) {
       if (!ids.has(id) || rebuild) { card.remove(); cards.delete(id); }
     }
     for (const approval of pending) if (!cards.has(approval.id)) cards.set(approval.id, approvalCard(approval));
-    list.replaceChildren(...pending.map((a) => cards.get(a.id)));
+    const wanted = pending.map((a) => cards.get(a.id));
+    // moving a node drops its focus (a card, a typed message): only when the list changed
+    if (wanted.length !== list.children.length || wanted.some((card, i) => list.children[i] !== card)) {
+      list.replaceChildren(...wanted);
+    }
     count.textContent = String(pending.length);
     heading.replaceChildren(t("channel.waiting"), count);
     el.hidden = pending.length === 0;
+    reveal();
   }
-  return { el, render };
+  function reveal() {
+    const card = focusId && !revealed ? cards.get(focusId) : null;
+    if (!card) return;
+    revealed = true;
+    card.classList.add("approval-focus");
+    card.setAttribute("tabindex", "-1");
+    requestAnimationFrame(() => {  // once the page around it is laid out
+      card.scrollIntoView({ block: "center" });
+      card.focus({ preventScroll: true });
+    });
+  }
+  return { el, render, revealed: () => revealed };
 }
 
 /** The conversation: the messages and the box that sends one. */
@@ -157,15 +177,19 @@ function conversation(taskId) {
 /**
  * The channel of one task page.
  * @param {number} taskId
+ * @param {number|null} [focusApproval]  the request to show first (it may be answered already)
  * @returns {{approvals: HTMLElement, talk: HTMLElement, setTask: (task: Object) => void, destroy: () => void}}
  */
-export function createChannel(taskId) {
-  const panel = approvalsPanel(taskId);
+export function createChannel(taskId, focusApproval = null) {
+  const panel = approvalsPanel(taskId, focusApproval);
   const talk = conversation(taskId);
   talk.setStatus(null);
   panel.render();
   talk.load();
-  loadApprovals().catch(() => {});  // fresh on opening the task (the store follows the events)
+  let alive = true;
+  loadApprovals().then(() => {  // fresh on opening the task (the store follows the events)
+    if (alive && focusApproval && !panel.revealed()) toast(t("approval.gone"));
+  }).catch(() => {});
   const offs = [
     subscribe((s, event) => {
       if (event.startsWith("approval")) panel.render();
@@ -180,6 +204,9 @@ export function createChannel(taskId) {
     approvals: panel.el,
     talk: talk.el,
     setTask(task) { talk.setStatus(task.status); },
-    destroy() { for (const off of offs) off(); },
+    destroy() {
+      alive = false;
+      for (const off of offs) off();
+    },
   };
 }

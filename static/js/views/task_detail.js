@@ -5,7 +5,7 @@ import { api } from "../api.js";
 import { confirmDialog, h, openDialog, toast } from "../dom.js";
 import * as format from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { go } from "../router.js";
+import { go, queryId } from "../router.js";
 import { enumOf } from "../schema.js";
 import { followLogs } from "../socket.js";
 import { loadTasks, onEvent, refusedLocally, state, subscribe, tasksOf } from "../store.js";
@@ -207,7 +207,8 @@ export function mount(root, { taskId }) {
   let log = createLogView();
   const top = h("div", { class: "detail-top" });
   const side = h("aside", { class: "detail-side" });
-  const channel = createChannel(taskId);  // requests waiting for a person, the conversation
+  // requests waiting for a person (the one of #/tasks/7?approval=12 shown), the conversation
+  const channel = createChannel(taskId, queryId(location.hash, "approval"));
   const textBody = h("div", {});
   const texts = h("div", { class: "detail-texts" }, textBody, channel.talk);
   const tabs = taskTabs({ taskId, task: () => task, detail: () => detail, log: () => log, desktop, act });
