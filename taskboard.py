@@ -7250,16 +7250,23 @@ def page_service_worker():
 
 @functools.cache
 def board_build() -> tuple[str, str]:
-    """A stamp of the board's files and the server's version, and the service worker
-    that carries it."""
-    digest = hashlib.sha256(__version__.encode())
-    for folder, _, names in sorted(os.walk(STATIC_DIR)):
+    """A stamp of the board's files and the server's version, and the service worker that
+    carries it with the list of the files it keeps for offline use (all but the login
+    page's and its own)."""
+    digest, files = hashlib.sha256(__version__.encode()), ["/"]
+    for folder, subfolders, names in os.walk(STATIC_DIR):
+        subfolders.sort()
         for name in sorted(names):
-            with open(os.path.join(folder, name), "rb") as source:
-                digest.update(name.encode() + source.read())
+            path = os.path.join(folder, name)
+            url = "/static/" + os.path.relpath(path, STATIC_DIR).replace(os.sep, "/")
+            with open(path, "rb") as source:
+                digest.update(url.encode() + source.read())
+            if not name.startswith("login.") and url != "/static/sw.js":
+                files.append(url)
     stamp = digest.hexdigest()[:16]
     with open(os.path.join(STATIC_DIR, "sw.js"), encoding="utf-8") as source:
-        return stamp, source.read().replace("__TASKBOARD_BUILD__", stamp)
+        return stamp, source.read().replace("__TASKBOARD_BUILD__", stamp).replace(
+            "__TASKBOARD_FILES__", json_dumps(files))
 @app.get("/login")
 def page_login():
     """The login page; /login?token=T (the URL printed at start) signs the browser in and

@@ -17,66 +17,10 @@ const CACHE = `taskboard-${BUILD}`;
 
 /**
  * Every file the board loads, so it starts without the server: the page ("/" serves
- * index.html), its scripts, styles, icons and manifest. tests/test_browser_push.py checks
- * that this list holds every file under static/ but the login page's and this one.
+ * index.html), its scripts, styles, icons and manifest. The server writes the list when it
+ * serves this file (every file under static/ but the login page's and this one).
  */
-const BOARD_FILES = [
-  "/",
-  "/static/manifest.webmanifest",
-  "/static/css/base.css",
-  "/static/css/board.css",
-  "/static/css/insights.css",
-  "/static/css/views.css",
-  "/static/icons/apple-touch-icon.png",
-  "/static/icons/badge-96.png",
-  "/static/icons/icon-192.png",
-  "/static/icons/icon-32.png",
-  "/static/icons/icon-512.png",
-  "/static/icons/icon-maskable-512.png",
-  "/static/icons/icon.svg",
-  "/static/index.html",
-  "/static/js/api.js",
-  "/static/js/dom.js",
-  "/static/js/format.js",
-  "/static/js/i18n.js",
-  "/static/js/main.js",
-  "/static/js/router.js",
-  "/static/js/schema.js",
-  "/static/js/socket.js",
-  "/static/js/store.js",
-  "/static/js/views/agents.js",
-  "/static/js/views/approval_card.js",
-  "/static/js/views/attention.js",
-  "/static/js/views/board.js",
-  "/static/js/views/board_card.js",
-  "/static/js/views/common.js",
-  "/static/js/views/diff_review.js",
-  "/static/js/views/form_kit.js",
-  "/static/js/views/instructions.js",
-  "/static/js/views/item_list.js",
-  "/static/js/views/loaded_view.js",
-  "/static/js/views/log_rows.js",
-  "/static/js/views/log_view.js",
-  "/static/js/views/needs_you.js",
-  "/static/js/views/notifications.js",
-  "/static/js/views/pipeline.js",
-  "/static/js/views/plan_session.js",
-  "/static/js/views/planning.js",
-  "/static/js/views/project_fields.js",
-  "/static/js/views/project_form.js",
-  "/static/js/views/project_settings.js",
-  "/static/js/views/projects.js",
-  "/static/js/views/settings.js",
-  "/static/js/views/snippets.js",
-  "/static/js/views/stats.js",
-  "/static/js/views/task_channel.js",
-  "/static/js/views/task_detail.js",
-  "/static/js/views/task_dialog.js",
-  "/static/js/views/task_tabs.js",
-  "/static/js/views/templates.js",
-  "/static/js/views/usage.js",
-  "/static/js/views/webhooks.js",
-];
+const BOARD_FILES = __TASKBOARD_FILES__;
 const ICON = "/static/icons/icon-192.png";
 const BADGE = "/static/icons/badge-96.png";
 

@@ -114,11 +114,10 @@ def board_files() -> set:
     return files
 
 
-def test_the_service_worker_lists_every_board_file():
-    with open(os.path.join(ROOT, "static", "sw.js"), encoding="utf-8") as f:
-        source = f.read()
-    listed = re.search(r"const BOARD_FILES = \[(.*?)\];", source, re.S).group(1)
-    assert set(re.findall(r'"([^"]+)"', listed)) == board_files()
+def test_the_service_worker_lists_every_board_file(client):
+    source = client.get("/sw.js").text
+    listed = json.loads(re.search(r"const BOARD_FILES = (\[.*?\]);", source).group(1))
+    assert set(listed) == board_files() and len(listed) == len(set(listed))
 
 
 def test_the_manifest_is_linked_and_its_icons_load_in_their_sizes(board, page):
