@@ -2405,14 +2405,13 @@ def next_push(device_id: int, after: int) -> tuple[int, tuple[dict, dict]] | Non
     """The device's oldest queued message after outbox id `after`: (its id, (the device,
     the message)); None when there is none (or the device is gone)."""
     with read() as t:
-        row = t.one("SELECT o.id, o.moment_json, s.* FROM push_outbox o JOIN "
+        row = t.one("SELECT o.id AS outbox_id, o.moment_json, s.* FROM push_outbox o JOIN "
                     "push_subscriptions s ON s.id = o.subscription_id WHERE "
                     "o.subscription_id = ? AND o.id > ? ORDER BY o.id LIMIT 1",
                     (device_id, after))
     if row is None:
         return None
-    outbox_id, moment = row.pop("id"), json.loads(row.pop("moment_json"))
-    return outbox_id, ({**row, "id": device_id}, moment)
+    return row.pop("outbox_id"), (row, json.loads(row.pop("moment_json")))
 
 
 def delete_push(outbox_id: int) -> None:

@@ -6,26 +6,39 @@ the device's keys (RFC 8291) and checks the board's VAPID signature (RFC 8292) o
 import json
 
 import pytest
+from push_service import b64url
+from test_channel import answers_to, pending
 
 import taskboard
 from agent_helpers import RUN, start, wait_status
 from conftest import assert_error, assert_refused, sql, wait_for
-from push_service import b64url
-from test_channel import answers_to, pending
 
 pytestmark = pytest.mark.usefixtures("fast_retries", "quick_push")
 
 
 @pytest.fixture
-def quick_push(monkeypatch):
-    """Retries without the real pauses; a hung push service gives up soon."""
+def quick_push(monkeypatch, request):
+    """Retries without the real pauses; a hung push service gives up soon.  A test ends
+    once the board has nothing left to send: a sender killed while it connects (the board
+    shutting down) would leave its socket to the garbage collector."""
     monkeypatch.setattr(taskboard, "WEBHOOK_BACKOFF_SECONDS", (0.01, 0.01))
     monkeypatch.setattr(taskboard, "WEBHOOK_TIMEOUT_SECONDS", 2.0)
+    if "push_service" in request.fixturenames:
+        request.getfixturevalue("push_service")  # set up first, so it is closed after this
+    yield
+    if taskboard.runtime is not None:
+        settled()
 
 
 def add_device(client, sub, events=("approval", "question"), name="Phone", status=201):
     body = {**sub.as_json(), "name": name, "events": list(events)}
     return client.post_json("/api/push/subscriptions", body, status=status).json
+
+
+def settled():
+    """Wait until the board has sent everything it queued."""
+    wait_for(lambda: not taskboard.runtime.push.workers, RUN,
+             message="the board to send what it queued")
 
 
 def messages(sub, count, kind=None):
@@ -166,6 +179,9 @@ def test_allow_from_the_lock_screen_lets_the_agent_go_on_and_the_token_works_onc
                                      {"token": payload["token"], "decision": "deny"},
                                      expect_errors=True), 403, "forbidden", "token")
     assert snapshot() == before
+    settled()
+    for sub in (phone, laptop):  # each message once, in order
+        assert [d.payload["kind"] for d in sub.deliveries] == ["approval", "answered"]
 
 
 def test_deny_from_the_lock_screen_tells_the_agent(client, anonymous, api, agent_dir,
@@ -379,3 +395,25 @@ def test_the_inbox_lists_requests_and_reviews_of_every_project_newest_first(clie
     api.move(reviewed, "done")
     assert [(i["kind"], i["taskId"]) for i in client.get("/api/inbox").json["items"]] == \
         [("review", asking)]
+
+
+# --- the installable board -----------------------------------------------------------------
+
+def test_the_service_worker_changes_when_the_board_is_upgraded(anonymous, monkeypatch):
+    page = anonymous.get("/sw.js")
+    assert page.content_type == "text/javascript"
+    assert page.headers["Cache-Control"] == "no-cache"
+    assert "__TASKBOARD_" not in page.text
+    stamp = taskboard.board_build()[0]
+    assert f'"{stamp}"' in page.text
+    monkeypatch.setattr(taskboard, "__version__", "9.9.9")
+    taskboard.board_build.cache_clear()
+    try:
+        assert taskboard.board_build()[0] != stamp
+        assert anonymous.get("/sw.js").text != page.text
+    finally:
+        monkeypatch.undo()
+        taskboard.board_build.cache_clear()
+    manifest = anonymous.get("/static/manifest.webmanifest")
+    assert manifest.content_type == "application/manifest+json"
+    assert manifest.json["start_url"] == "/"
