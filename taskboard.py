@@ -2314,16 +2314,17 @@ def next_notice(hook_id: int, after: int) -> tuple[int, tuple[dict, dict, dict]]
         return row["id"], (hook, project, json.loads(row["moment_json"]))
 
 
-def delete_notice(outbox_id: int) -> None:
+def delete_outbox_row(table: str, outbox_id: int) -> None:
     with tx() as t:
-        t.execute("DELETE FROM webhook_outbox WHERE id = ?", (outbox_id,))
+        t.execute(f"DELETE FROM {table} WHERE id = ?", (outbox_id,))
 
 
-def queued_webhook_ids() -> list[int]:
-    """The webhooks with notices waiting (at start-up: the ones a stop left behind)."""
+def outbox_owners(table: str, column: str) -> list[int]:
+    """The webhooks or devices with messages waiting in an outbox (at start-up: the ones a
+    stop left behind)."""
     with read() as t:
-        return [r[0] for r in t.execute("SELECT DISTINCT webhook_id FROM webhook_outbox "
-                                        "ORDER BY webhook_id")]
+        return [r[0] for r in t.execute(f"SELECT DISTINCT {column} FROM {table} "
+                                        f"ORDER BY {column}")]
 
 
 def webhook_test_rows(project_id: int, webhook_id: int) -> tuple[dict, dict, dict | None] | None:
@@ -2412,18 +2413,6 @@ def next_push(device_id: int, after: int) -> tuple[int, tuple[dict, dict]] | Non
     if row is None:
         return None
     return row.pop("outbox_id"), (row, json.loads(row.pop("moment_json")))
-
-
-def delete_push(outbox_id: int) -> None:
-    with tx() as t:
-        t.execute("DELETE FROM push_outbox WHERE id = ?", (outbox_id,))
-
-
-def queued_push_ids() -> list[int]:
-    """The devices with messages waiting (at start-up: the ones a stop left behind)."""
-    with read() as t:
-        return [r[0] for r in t.execute("SELECT DISTINCT subscription_id FROM push_outbox "
-                                        "ORDER BY subscription_id")]
 
 
 def insert_action_row(token_hash: str, approval_id: int, minutes: int) -> None:
@@ -5645,17 +5634,17 @@ def health() -> dict:
 
 
 class Outbox:
-    """One delivery worker per target (a webhook, a device) with messages waiting: in
-    order, and a slow target delays only its own; a message leaves the outbox once
-    delivered or given up on.  take(target, after) gives (outbox id, send's arguments)."""
+    """One delivery worker per target (a webhook, a device) with messages waiting in its
+    outbox table: in order, and a slow target delays only its own; a message leaves the
+    outbox once delivered or given up on.  take(target, after) gives (outbox id, send's
+    arguments)."""
 
-    def __init__(self, name: str, waiting, take, send, drop):
-        self.name, self.waiting, self.take, self.send, self.drop = \
-            name, waiting, take, send, drop
+    def __init__(self, table: str, column: str, take, send):
+        self.table, self.column, self.take, self.send = table, column, take, send
         self.workers = {}  # target id -> its worker greenlet
 
     def start(self) -> None:
-        for target in self.waiting():  # left behind by the last stop
+        for target in outbox_owners(self.table, self.column):  # left by the last stop
             self.wake(target)
 
     def wake(self, target: int) -> None:
@@ -5676,9 +5665,9 @@ class Outbox:
                         return  # nothing yields from here on: a wake() now spawns anew
                     done, arguments = queued
                     self.send(*arguments)
-                    self.drop(done)
+                    delete_outbox_row(self.table, done)
                 except Exception:  # a background loop: log and carry on
-                    log.exception("%s %s: delivery failed", self.name, target)
+                    log.exception("%s %s: delivery failed", self.table, target)
                     gevent.sleep(1)
         finally:
             del self.workers[target]
@@ -5771,7 +5760,7 @@ class PushSender(Outbox):
     slow (aiohttp): it is imported once the first device is added, not at start."""
 
     def __init__(self, key_file: str, contact: str):
-        super().__init__("push", queued_push_ids, next_push, deliver_push, delete_push)
+        super().__init__("push_outbox", "subscription_id", next_push, deliver_push)
         if not os.path.exists(key_file):
             key = py_vapid.Vapid02()
             key.generate_keys()
@@ -7783,8 +7772,8 @@ _NULLABLE_OUTPUT = {"started_at", "completed_at", "branch_name", "pr_url", "sess
 _CONFLICTS = {"api_create_project", "api_update_project", "api_create_task", "api_update_task",
               "api_move_task", "api_start_plan", "local_stop_task", "local_restart_task",
               "local_request_changes", "local_add_task_dependency", "local_get_agent_md",
-              "local_save_agent_md", "api_decide_approval", "api_post_message",
-              "api_post_review"}
+              "local_save_agent_md", "api_decide_approval", "api_act_on_approval",
+              "api_post_message", "api_post_review"}
 #: Error answers, in the document's order; _operation() says which an operation gives.
 _ERROR_ANSWERS = {
     "400": "invalid input",
@@ -8342,8 +8331,7 @@ class Runtime:
         #: wrong credentials per client; session id hash -> expiry of each live login
         self.failures = Failures()
         self.sessions = {}
-        self.webhooks = Outbox("webhook", queued_webhook_ids, next_notice, deliver_notice,
-                               delete_notice)
+        self.webhooks = Outbox("webhook_outbox", "webhook_id", next_notice, deliver_notice)
         self.push = PushSender(os.path.join(self.data_dir, "vapid.pem"),
                                config["push_contact"])
         #: The local day whose reached daily cost limit the devices were told of.

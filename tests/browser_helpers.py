@@ -54,3 +54,14 @@ def agent_log(page):
 def demo_task(board, title):
     project = board.demo_project()
     return next(t for t in board.tasks(project["id"]) if t["title"] == title)
+
+
+def ask_first(board) -> dict:
+    """The demo project asks a person before each of its agent's edits."""
+    project = board.demo_project()
+    board.api("PUT", f"/api/projects/{project['id']}", {"permissionMode": "default"})
+    return project
+
+
+def start(board, task) -> None:
+    board.api("PATCH", f"/api/tasks/{task['id']}/status", {"status": "in_progress"})

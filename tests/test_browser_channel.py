@@ -15,28 +15,19 @@ from playwright.sync_api import expect
 
 from browser_helpers import (
     agent_log,
+    ask_first,
     card,
     column,
     demo_task,
     open_board,
     open_task,
+    start,
     status_badge,
 )
 
 pytestmark = pytest.mark.usefixtures("console_errors")
 
 QUESTION = "How should the note read?"
-
-
-def ask_first(board) -> dict:
-    """The demo project asks a person before each of its agent's edits."""
-    project = board.demo_project()
-    board.api("PUT", f"/api/projects/{project['id']}", {"permissionMode": "default"})
-    return project
-
-
-def start(board, task) -> None:
-    board.api("PATCH", f"/api/tasks/{task['id']}/status", {"status": "in_progress"})
 
 
 def approval(page, name):

@@ -19,7 +19,7 @@ import pytest
 from browser_fixtures import PHONE, ROOT
 from playwright.sync_api import expect
 
-from browser_helpers import demo_task, live, status_badge
+from browser_helpers import ask_first, demo_task, live, start, status_badge
 
 try:  # the fake push service (tests/push_service.py); only act() with a real token needs it
     from push_service import PushService
@@ -66,17 +66,6 @@ def controlled(page, board):
     page.goto(board.url)
     live(page)
     page.wait_for_function("() => navigator.serviceWorker.controller !== null")
-
-
-def ask_first(board) -> dict:
-    """The demo project asks a person before each of its agent's edits."""
-    project = board.demo_project()
-    board.api("PUT", f"/api/projects/{project['id']}", {"permissionMode": "default"})
-    return project
-
-
-def start(board, task) -> None:
-    board.api("PATCH", f"/api/tasks/{task['id']}/status", {"status": "in_progress"})
 
 
 def pending_approval(board, task_id) -> dict:
