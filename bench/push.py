@@ -51,9 +51,11 @@ Figures (p50/p99 over the phase's messages, nearest rank):
   push_duplicates        an approval or answered message a phone got more than once; goal 0
   push_failed            any message the service refused or could not decrypt or verify
                          (approval, answered or test); goal 0
-  without a goal: request_to_all_devices (the last phone of a request), request_to_ws (the
-  /ws client's kernel received approval:requested, as in bench/approvals.py),
-  answered_messages, and some of bench/load.py's figures to show the load was there
+  without a goal: request_to_all_devices (the last phone of a request), board_post (the
+  board's own timing of its POST: encryption, connection, TLS, the service's answer; from
+  its log, whole ms), request_to_ws (the /ws client's kernel received approval:requested,
+  as in bench/approvals.py), answered_messages, and some of bench/load.py's figures to show
+  the load was there
 
 How to read the output: progress lines (bench/load.py's among them), a table (figure, value
 under load, idle baseline, ratio, goal), one grep-friendly `figure <name> <value> (goal ...)`
@@ -68,6 +70,7 @@ import collections
 import json
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -94,6 +97,8 @@ RECEIVER = os.path.join(REPO_ROOT, "bench", "_push_receiver.py")
 #: --quick's load, before the options given (a later option wins): this 2-core machine
 #: cannot carry bench/load.py's full load (see bench/README.md)
 QUICK_LOAD = ["--quick", "--clients", "50", "--rate", "500"]
+#: The board's log line for each message it sent (deliver_push), with the POST's duration
+POSTED = re.compile(r" push approval to device \d+ \(.*\): 201, (\d+) ms$")
 
 
 def parse_args(argv=None):
@@ -216,6 +221,8 @@ def run(args, largs, tmp, ctx, pool):
                 raise
             if phases["final"] != "testing" or phases["idle_final"] not in (None, "testing"):
                 print(f"server log tail:\n{server.log_tail()}")
+        with open(server.log_path, errors="replace") as f:
+            posts = [float(m[1]) for m in map(POSTED.search, f) if m]
         summary = receiver.stop()
     finally:
         receiver.stop()
@@ -226,7 +233,7 @@ def run(args, largs, tmp, ctx, pool):
     # bench/load.py's own checks and figures (the server is stopped: the database is final)
     load_rows, _ = load.figures(largs, phases["measured"], db, emitted(dirs["flood"]))
     return figures(args, largs, phases, approvals.read_timings(dirs["ask"]), decided,
-                   receiver.deliveries(), summary, drained, load_rows)
+                   receiver.deliveries(), summary, drained, posts, load_rows)
 
 
 def subscribe(port, receiver):
@@ -293,7 +300,8 @@ def phase_figures(task, timings, by_request, messages, seen, devices):
             **{k: sorted(v) for k, v in lists.items()}}
 
 
-def figures(args, largs, phases, timings, decided, deliveries, summary, drained, load_rows):
+def figures(args, largs, phases, timings, decided, deliveries, summary, drained, posts,
+            load_rows):
     watched = phases["watched"]
     seen = {s["request_id"]: s for s in watched["approvals"]}
     by_request = {a["requestId"]: a["id"] for a in decided.values()}
@@ -313,6 +321,11 @@ def figures(args, largs, phases, timings, decided, deliveries, summary, drained,
     loaded = phase_figures(tasks["load"], timings, by_request, messages, seen, args.devices)
     idle = None if args.no_idle else phase_figures(tasks["idle"], timings, by_request,
                                                    messages, seen, args.devices)
+    # the board's POSTs of approval messages, in its log's order: the idle phase's first
+    if idle is not None:
+        idle["board_post"] = sorted(posts[:idle["received"]])
+        posts = posts[idle["received"]:]
+    loaded["board_post"] = sorted(posts)
     if watched["errors"]:
         print(f"person: errors {watched['errors'][:5]}")
     started = watched["started_at"]
@@ -332,7 +345,7 @@ def figures(args, largs, phases, timings, decided, deliveries, summary, drained,
 
     rows = []
     for name, goal in (("request_to_push", True), ("request_to_all_devices", False),
-                       ("request_to_ws", False)):
+                       ("board_post", False), ("request_to_ws", False)):
         for quantile in (0.50, 0.99):
             ours, base = q(loaded, name, quantile), q(idle, name, quantile)
             judged = goal and quantile == 0.99
