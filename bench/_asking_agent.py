@@ -21,7 +21,9 @@ Stdin ending while a request waits: exit 1, no result (the CLI would be gone too
 
 Timings: for each request, `asked` is time.time() just before its line is written (and
 flushed), `answered` the time.time() right after the matching control_response line was
-read. Each is appended as a JSON line {request_id, asked, answered, behavior, task} to
+read; `asked_mono` is time.monotonic() taken with `asked` (bench/push.py compares it with
+the push service's clock, which is time.monotonic(): on Linux one clock for every process).
+Each is appended as a JSON line {request_id, asked, asked_mono, answered, behavior, task} to
 `<ASK_DIR>/<session id>.jsonl`, flushed per request. `task` is $TASKBOARD_TASK_ID, which tells
 the bench's phases apart. bench/approvals.py compares `asked` with the moment its /ws client
 got `approval:requested`, and `answered` with the moment its "person" POSTed allow (the same
@@ -183,6 +185,7 @@ def main():
                 "behavior": "allow", "destination": "localSettings"}],
             "tool_use_id": tool_use_id}}
         line = json.dumps(request, separators=(",", ":")) + "\n"
+        asked_mono = time.monotonic()  # system-wide on Linux: bench/push.py's push service
         asked = time.time()  # just before the line goes out
         out.write(line)
         out.flush()
@@ -202,8 +205,8 @@ def main():
         allowed += behavior == "allow"
         if timings:
             timings.write(json.dumps({"request_id": request_id, "asked": asked,
-                                      "answered": answered, "behavior": behavior,
-                                      "task": task}) + "\n")
+                                      "asked_mono": asked_mono, "answered": answered,
+                                      "behavior": behavior, "task": task}) + "\n")
             timings.flush()
         emit(msg)  # the CLI echoes the control responses it reads
         emit({"type": "user", "message": {"role": "user", "content": [

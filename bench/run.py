@@ -8,8 +8,8 @@ not a test:
     python bench/run.py --only scale,load
     TASKBOARD_BENCH_CACHE=<dir> python bench/run.py   # keep scale.py's database between runs
 
-It runs bench/api.py, bench/agents.py, bench/scale.py, bench/load.py and bench/approvals.py
-one after the other
+It runs bench/api.py, bench/agents.py, bench/scale.py, bench/load.py, bench/approvals.py and
+bench/push.py one after the other
 (their output goes by, prefixed with their name), reads the `BENCH_RESULT {...}` line each
 prints last, and prints one table: bench, figure, value, same-run baseline, ratio, goal and
 whether it is met. The goals of issue 9 come first:
@@ -25,6 +25,9 @@ whether it is met. The goals of issue 9 come first:
   approval request -> /ws p99 < 50 ms   approvals.py (the agent's request line to a /ws
   and click -> agent's stdin p99 < 50 ms              client, the POST to the agent's stdin,
                                         at load.py's load)
+  approval request -> push p99 < 200 ms push.py (the agent's request line to the phones'
+                                        push service, at load.py's load; --quick: a
+                                        lighter load)
 
 The other checks follow, among them api.py's auth_rps: the API with the token >= 0.95x of
 its req/s started --no-auth (the auth check costs at most 5 %).
@@ -47,10 +50,11 @@ import time
 from _common import RESULT_PREFIX
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
-ORDER = ("api", "agents", "scale", "load", "approvals")
+ORDER = ("api", "agents", "scale", "load", "approvals", "push")
 HEADLINE = (("scale", "task_list_p99"), ("scale", "startup_to_health"),
             ("load", "fanout_p99"), ("load", "server_rss_peak"),
-            ("approvals", "request_to_ws_p99"), ("approvals", "click_to_stdin_p99"))
+            ("approvals", "request_to_ws_p99"), ("approvals", "click_to_stdin_p99"),
+            ("push", "request_to_push_p99"))
 
 
 def parse_args():
