@@ -5775,11 +5775,16 @@ class PushSender(Outbox):
             serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint))
         self.contact = contact
         self.signed = {}  # push service origin -> (Authorization header, its expiry)
+        self.session = requests.Session()  # a TLS handshake per service, not per message
 
     def start(self) -> None:
         super().start()
         if find_row("push_subscriptions") is not None:
             self.prepare()
+
+    def stop(self) -> None:
+        super().stop()
+        self.session.close()
 
     def prepare(self) -> None:
         """Import pywebpush now, so that the first message goes out at once."""
@@ -5798,7 +5803,7 @@ class PushSender(Outbox):
         return _post(device["endpoint"], pusher.encode(payload)["body"], {
             **headers, "TTL": str(ttl), "Content-Encoding": "aes128gcm",
             "Content-Type": "application/octet-stream",
-            "Authorization": self.authorization(device["endpoint"])})
+            "Authorization": self.authorization(device["endpoint"])}, self.session)
 
     def authorization(self, endpoint: str) -> str:
         """The VAPID header for a push service, signed once and kept for hours."""
@@ -5895,15 +5900,19 @@ def push_message(moment: dict) -> dict:
     return message
 
 
-def _post(url: str, body: bytes, headers: dict) -> tuple[int | None, str | None]:
-    """One POST: (status, None) on 2xx, else (status or None, why)."""
+def _post(url: str, body: bytes, headers: dict, session: requests.Session | None = None) \
+        -> tuple[int | None, str | None]:
+    """One POST: (status, None) on 2xx, else (status or None, why).  With a session (a push
+    service's kept-alive connections) the short answer is read whole, so that its connection
+    serves the next message; a webhook's is never read."""
     timer = gevent.Timeout(WEBHOOK_TIMEOUT_SECONDS)
     try:
         with timer:
-            response = requests.post(url, data=body, headers=headers, stream=True,
-                                     timeout=WEBHOOK_TIMEOUT_SECONDS, allow_redirects=False,
-                                     verify=os.environ.get("REQUESTS_CA_BUNDLE")
-                                     or os.environ.get("SSL_CERT_FILE") or True)
+            response = (session or requests).post(
+                url, data=body, headers=headers, stream=session is None,
+                timeout=WEBHOOK_TIMEOUT_SECONDS, allow_redirects=False,
+                verify=os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE")
+                or True)
             response.close()
     except (gevent.Timeout, requests.Timeout) as exc:
         if isinstance(exc, gevent.Timeout) and exc is not timer:

@@ -182,6 +182,8 @@ def test_allow_from_the_lock_screen_lets_the_agent_go_on_and_the_token_works_onc
     settled()
     for sub in (phone, laptop):  # each message once, in order
         assert [d.payload["kind"] for d in sub.deliveries] == ["approval", "answered"]
+    # kept-alive connections: one TLS handshake per sender at most, not one per message
+    assert push_service.connections <= 2 < len(push_service.deliveries)
 
 
 def test_deny_from_the_lock_screen_tells_the_agent(client, anonymous, api, agent_dir,
