@@ -160,13 +160,13 @@ def block_events(index, block):
     yield "content_block_stop", {"type": "content_block_stop", "index": index}
 
 
-class MessagesStub:
-    """A loopback stand-in for the Anthropic Messages API (see the module docstring).
+class LoopbackApi:
+    """A model API stand-in on 127.0.0.1 in a thread: what MessagesStub and
+    opencode_stub.ChatStub share.  A subclass gives _handler(), the request handler class.
 
     `requests` lists every request received: {"method", "path", "headers", "body"} (body is
-    the parsed JSON, or None). `unknown` lists the (method, path) of requests for endpoints
-    the stub does not know; they are answered 404 with an API-style error, which the CLI
-    treats as "feature not available"."""
+    the parsed JSON, or None); `unknown` the (method, path) of requests for endpoints the
+    stub does not know (answered 404)."""
 
     def __init__(self, slow_interval=0.2, slow_seconds=30.0):
         self.slow_interval = slow_interval
@@ -197,6 +197,15 @@ class MessagesStub:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class MessagesStub(LoopbackApi):
+    """A loopback stand-in for the Anthropic Messages API (see the module docstring).
+
+    `requests` lists every request received: {"method", "path", "headers", "body"} (body is
+    the parsed JSON, or None). `unknown` lists the (method, path) of requests for endpoints
+    the stub does not know; they are answered 404 with an API-style error, which the CLI
+    treats as "feature not available"."""
 
     def messages(self):
         """The bodies of the POST /v1/messages requests, in order."""

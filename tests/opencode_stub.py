@@ -34,8 +34,9 @@ import json
 import os
 import subprocess
 import tempfile
-import threading
 import time
+
+from claude_stub import LoopbackApi
 
 OPENCODE_VERSION = "1.18.33"
 OPENCODE_PACKAGE = f"opencode-ai@{OPENCODE_VERSION}"
@@ -90,36 +91,9 @@ def plan_reply(body):
     return "ok", [("text", "You said: " + said)]
 
 
-class ChatStub:
-    """A loopback stand-in for an OpenAI-compatible /v1/chat/completions (module docstring).
-
-    `requests`: every request, {"method", "path", "headers", "body"}. `unknown`: (method,
-    path) of requests for endpoints the stub does not know (answered 404)."""
-
-    def __init__(self, slow_interval=0.2, slow_seconds=30.0):
-        self.slow_interval, self.slow_seconds = slow_interval, slow_seconds
-        self.requests, self.unknown = [], []
-        self.slow_started, self.slow_aborted = threading.Event(), threading.Event()
-        self._lock = threading.Lock()
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def start(self):
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
+class ChatStub(LoopbackApi):
+    """A loopback stand-in for an OpenAI-compatible /v1/chat/completions (module docstring;
+    `requests` and `unknown` as LoopbackApi says)."""
 
     def chats(self):
         """The bodies of the POST /v1/chat/completions requests, in order."""
