@@ -886,7 +886,8 @@ PUSH_FIELDS = (
               "p256dh": {"type": "string"}, "auth": {"type": "string"}}}),
     Field("name", "str", default="", maxlen=100, doc="what the device is called"),
     Field("events", "events", column="events_json", required=True,
-          choices=tuple(PUSH_EVENTS), doc="what the device is sent"),
+          choices=tuple(PUSH_EVENTS), doc="what the device is sent: " + "; ".join(
+              f"{event}: {meaning}" for event, meaning in PUSH_EVENTS.items())),
     _created(),
     _ro("lastSentAt", "time", column="last_sent_at", nullable=True),
     _ro("lastStatus", column="last_status", nullable=True,

@@ -58,6 +58,13 @@ def test_readme_documents_event(event):
     assert f"`{event}`" in README
 
 
+@pytest.mark.parametrize("event", sorted(taskboard.PUSH_EVENTS))
+def test_readme_documents_push_event(event):
+    """Each event a device can be sent, in the Phones section."""
+    phones = README.split("### Phones", 1)[1].split("\n### ", 1)[0]
+    assert f"`{event}`" in phones, event
+
+
 def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
     blocks = re.findall(r"<!-- (\w+)-command -->\n```\n(.+)\n```", README)
     assert [name for name, _ in blocks] == ["run", "test"]
