@@ -198,6 +198,21 @@ class LoopbackApi:
     def __exit__(self, *exc):
         self.stop()
 
+    def received(self, handler) -> tuple[str, object]:
+        """Read a request (its JSON body; None when there is none or it is not JSON), keep
+        it in `requests`, and give its path and body."""
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        path = handler.path.split("?", 1)[0]
+        with self._lock:
+            self.requests.append({"method": handler.command, "path": path,
+                                  "headers": dict(handler.headers), "body": body})
+        return path, body
+
 
 class MessagesStub(LoopbackApi):
     """A loopback stand-in for the Anthropic Messages API (see the module docstring).
@@ -213,9 +228,6 @@ class MessagesStub(LoopbackApi):
             return [r["body"] for r in self.requests
                     if r["method"] == "POST" and r["path"] == "/v1/messages"]
 
-    def record(self, entry):
-        with self._lock:
-            self.requests.append(entry)
 
     def _handler(self):
         stub = self
@@ -236,15 +248,7 @@ class MessagesStub(LoopbackApi):
                 self.answer()
 
             def answer(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw) if raw else None
-                except ValueError:
-                    body = None
-                path = self.path.split("?", 1)[0]
-                stub.record({"method": self.command, "path": path,
-                             "headers": dict(self.headers), "body": body})
+                path, body = stub.received(self)
                 if self.command == "POST" and path == "/v1/messages":
                     stub.answer_messages(self, body or {})
                 elif self.command == "POST" and path == "/v1/messages/count_tokens":

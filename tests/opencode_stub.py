@@ -116,16 +116,7 @@ class ChatStub(LoopbackApi):
                 self.answer()
 
             def answer(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw) if raw else None
-                except ValueError:
-                    body = None
-                path = self.path.split("?", 1)[0]
-                with stub._lock:
-                    stub.requests.append({"method": self.command, "path": path,
-                                          "headers": dict(self.headers), "body": body})
+                path, body = stub.received(self)
                 if self.command == "POST" and path == "/v1/chat/completions":
                     stub.answer_chat(self, body or {})
                 else:
