@@ -149,6 +149,33 @@ LOG_FLUSH_SECONDS = 0.1
 
 #: The agent CLI's --model alias of each tier.
 MODEL_ALIASES = {"model_large": "opus", "model_medium": "sonnet", "model_small": "haiku"}
+#: The agent CLIs a project or task can run (design §14): the environment variable naming
+#: its command, the default command, its npm package (how to install it) and whether it has
+#: a two-way channel (approvals, messages; design §12).  Claude keeps --agent-command too.
+AgentCli = collections.namedtuple("AgentCli", "env command package two_way")
+AGENTS = {
+    "claude": AgentCli("TASKBOARD_AGENT_COMMAND", "claude", "@anthropic-ai/claude-code", True),
+    "codex": AgentCli("TASKBOARD_CODEX_COMMAND", "codex", "@openai/codex", False),
+    "gemini": AgentCli("TASKBOARD_GEMINI_COMMAND", "gemini", "@google/gemini-cli", False),
+    "opencode": AgentCli("TASKBOARD_OPENCODE_COMMAND", "opencode", "opencode-ai", False),
+}
+#: Each agent's model of each tier; None: the CLI's own default (OpenCode names a
+#: provider/model the user configured, so the board cannot guess one).
+AGENT_MODELS = {
+    "claude": MODEL_ALIASES,
+    "codex": {"model_large": "gpt-5-codex", "model_medium": "gpt-5-codex",
+              "model_small": "gpt-5-codex-mini"},
+    "gemini": {"model_large": "gemini-2.5-pro", "model_medium": "gemini-2.5-flash",
+               "model_small": "gemini-2.5-flash-lite"},
+    "opencode": dict.fromkeys(MODELS),
+}
+#: USD per million tokens (as PRICES) of the non-Claude models the board knows, to estimate
+#: a run's cost when the CLI reports none; an unknown model is priced as its tier in PRICES.
+MODEL_PRICES = {"gpt-5-codex": (1.25, 10.0, 0.125, 0.0),
+                "gpt-5-codex-mini": (0.25, 2.0, 0.025, 0.0),
+                "gemini-2.5-pro": (1.25, 10.0, 0.31, 0.0),
+                "gemini-2.5-flash": (0.30, 2.50, 0.075, 0.0),
+                "gemini-2.5-flash-lite": (0.10, 0.40, 0.025, 0.0)}
 #: USD per million tokens (input, output, cache read, cache write), to estimate the cost of a
 #: run when the CLI reports none.  Estimates only; published list prices of each tier.
 PRICES = {"model_large": (15.0, 75.0, 1.5, 18.75), "model_medium": (3.0, 15.0, 0.3, 3.75),
@@ -208,6 +235,8 @@ OPTIONS = (
 )
 #: Environment-only settings.
 ENV_SETTINGS = (
+    *(Option(None, cli.env, cli.command, f"{name} CLI to run (npm package {cli.package})")
+      for name, cli in AGENTS.items() if name != "claude"),
     Option(None, "TASKBOARD_RETRY_BASE_SECONDS", "30", "base of the retry backoff"),
     Option(None, "TASKBOARD_ALLOWED_HOSTS", "", "extra Host names to accept, comma-separated"),
     Option(None, "TASKBOARD_NO_AUTH", "", "1: no token (as --no-auth; loopback only)"),
@@ -667,6 +696,8 @@ PROJECT_FIELDS = (
           check=_check_working_dir, doc="absolute path of an existing directory"),
     Field("icon", "str", nullable=True, maxlen=200),
     Field("iconSeed", "str", column="icon_seed", nullable=True, maxlen=200),
+    Field("agent", "enum", choices=tuple(AGENTS), default="claude",
+          doc="the agent CLI its tasks run"),
     Field("permissionMode", "enum", column="permission_mode", choices=PERMISSION_MODES,
           default="default"),
     Field("allowedTools", "tools", column="allowed_tools", nullable=True,
@@ -714,6 +745,8 @@ TASK_FIELDS = (
           "settings"),
     Field("acceptance_criteria", "str", default="", maxlen=100_000),
     Field("tags", "tags", nullable=True, doc="a string holding a JSON array of strings"),
+    Field("agent", "enum", choices=tuple(AGENTS), nullable=True,
+          doc="the agent CLI this task runs; null = the project's"),
     Field("parent_task_id", "int", nullable=True, create_only=True,
           doc="a task of the same project; set only on create"),
     _ro("task_key", "str"),
@@ -722,6 +755,8 @@ TASK_FIELDS = (
     _ro("awaiting_subtasks", "bool"), _ro("branch_name", "str"), _ro("pr_url", "str"),
     _ro("session_id", "str"), _ro("input_tokens"), _ro("output_tokens"),
     _ro("cache_read_tokens"), _ro("cache_creation_tokens"), _ro("total_cost", "number"),
+    _ro("cost_estimated", "bool", doc="some of total_cost is estimated from token counts "
+        "(the agent CLI reported no cost)"),
     _ro("work_duration_ms"), _ro("revision_count"), _ro("queue_position"),
     _ro("permission_denials", doc="tools the agent was refused in its latest run"),
     _ro("last_error", "str", doc="why the latest run failed, or null"),
@@ -1350,6 +1385,13 @@ CREATE TABLE push_actions (
   expires_at TEXT NOT NULL,
   used_at TEXT
 );
+"""),
+    ("0011_agents", """
+ALTER TABLE projects ADD COLUMN agent TEXT NOT NULL DEFAULT 'claude';
+ALTER TABLE tasks ADD COLUMN agent TEXT;
+ALTER TABLE tasks ADD COLUMN cost_estimated INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN agent TEXT NOT NULL DEFAULT 'claude';
+ALTER TABLE runs ADD COLUMN cost_estimated INTEGER NOT NULL DEFAULT 0;
 """),
 )
 
@@ -8355,7 +8397,9 @@ class Runtime:
         self.last_plan_ms = 0
         #: The board's address, for agents (TASKBOARD_URL); serve() sets the bound port.
         self.url = board_url(config["host"], config["port"])
-        self.agent = {"found": None, "version": None}
+        #: Each configured agent CLI's {found, version}, for /api/health.
+        self.clis = {name: {"found": None, "version": None} for name in AGENTS}
+        self.agent = self.clis["claude"]
         #: The stored settings, read once at start and replaced by every update.
         self.settings = {}
         self.greenlets = []
@@ -8419,6 +8463,17 @@ def parse_args(argv=None, environ=None) -> dict:
         parser.error("agent command must not be empty")
     if args.demo:
         agent_argv = [sys.executable, os.path.abspath(__file__), "--simulate-agent"]
+    agents = {"claude": agent_argv}
+    for name, cli in AGENTS.items():
+        if name == "claude":
+            continue
+        command = environ.get(cli.env) or cli.command
+        try:
+            agents[name] = shlex.split(command)
+        except ValueError as exc:
+            parser.error(f"{cli.env} {command!r} cannot be parsed: {exc}")
+        if not agents[name]:
+            parser.error(f"{cli.env} must not be empty")
     contact = environ.get("TASKBOARD_PUSH_CONTACT", "mailto:taskboard@localhost")
     if not re.fullmatch(r"mailto:[^@\s]+@(localhost|[\w-]+(\.[\w-]+)+)|https://\S+", contact):
         parser.error(f"TASKBOARD_PUSH_CONTACT must be a mailto: or https: URL, not "
@@ -8433,7 +8488,7 @@ def parse_args(argv=None, environ=None) -> dict:
                      f"86400, not {retry_base!r}")
     return {"host": args.host, "port": port, "db_path": db_path, "data_dir": data_dir,
             "agent_command": shlex.join(agent_argv) if args.demo else args.agent_command,
-            "agent_argv": agent_argv,
+            "agent_argv": agent_argv, "agents": agents,
             "token": (args.token or "").strip() or None, "token_file": args.token_file,
             "no_auth": args.no_auth, "trusted_proxies": trusted,
             "token_on_command_line": any(a == "--token" or a.startswith("--token=")
