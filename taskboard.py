@@ -5668,6 +5668,7 @@ def health() -> dict:
     db_state = db_check()
     # the agent CLI's found and version, never its path or arguments: health is open to all
     return {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
+            "agents": {name: dict(cli) for name, cli in runtime.clis.items()},
             "db": db_state}
 
 
@@ -8551,21 +8552,22 @@ def shutdown() -> None:
 
 
 def check_agent_command() -> None:
-    """Find the agent CLI and ask its version, for /api/health (never blocks start-up)."""
-    agent = runtime.agent
-    argv = runtime.config["agent_argv"]
-    path = shutil.which(argv[0])
-    agent["found"] = path is not None
-    if path is None:
-        log.warning("agent command %r not found: set --agent-command or "
-                    "TASKBOARD_AGENT_COMMAND", argv[0])
-        return
-    code, out = run_command([path, *argv[1:], "--version"], timeout=15,
-                            stderr=subprocess.STDOUT)
-    if code is None:
-        log.warning("agent command %r --version failed: %s", argv[0], out)
-    elif out.strip():
-        agent["version"] = out.strip().splitlines()[0][:200]
+    """Find each agent CLI and ask its version, for /api/health (never blocks start-up)."""
+    for name, argv in runtime.config["agents"].items():
+        agent = runtime.clis[name]
+        path = shutil.which(argv[0])
+        agent["found"] = path is not None
+        if path is None:
+            if name == "claude":  # the others are optional
+                log.warning("agent command %r not found: set --agent-command or "
+                            "TASKBOARD_AGENT_COMMAND", argv[0])
+            continue
+        code, out = run_command([path, *argv[1:], "--version"], timeout=15,
+                                stderr=subprocess.STDOUT)
+        if code is None:
+            log.warning("agent command %r --version failed: %s", argv[0], out)
+        elif out.strip():
+            agent["version"] = out.strip().splitlines()[0][:200]
 
 
 def make_server(host: str, port: int, access_log=None) -> Server:
