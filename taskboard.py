@@ -598,9 +598,9 @@ class Field:
             return None
         if self.kind == "bool":
             return bool(value)
-        if self.kind in ("events", "json"):
+        if self.kind == "events" or self.kind == "json" and isinstance(value, str):
             return json.loads(value)
-        return value
+        return value  # a json setting is stored decoded
 
     def schema(self) -> dict:
         """The JSON schema of the field, for /api/openapi.json."""
@@ -676,6 +676,25 @@ def _check_command(value, name):
         shlex.split(value)
     except ValueError as exc:
         raise Invalid(f"{name} is not a valid command line: {exc}", name) from None
+
+
+def _check_agent_models(value, name):
+    """{agent: {tier: model name or null}}, agents of AGENTS and tiers of MODELS only."""
+    if not isinstance(value, dict):
+        raise Invalid(f"{name} must be an object of agents, each an object of tiers", name)
+    for agent, tiers in value.items():
+        if agent not in AGENTS:
+            raise Invalid(f"{name}: {json_dumps(agent)[:60]} is not one of: "
+                          f"{', '.join(AGENTS)}", name)
+        if not isinstance(tiers, dict):
+            raise Invalid(f"{name}.{agent} must be an object of tiers", name)
+        for tier, model in tiers.items():
+            if tier not in MODELS:
+                raise Invalid(f"{name}.{agent}: {json_dumps(tier)[:60]} is not one of: "
+                              f"{', '.join(MODELS)}", name)
+            if model is not None and (not isinstance(model, str) or not
+                                      re.fullmatch(r"[\w.:/@-]{1,200}", model)):
+                raise Invalid(f"{name}.{agent}.{tier} must be a model name or null", name)
 
 
 def _ro(name, kind="int", **kw):
@@ -824,6 +843,12 @@ SETTINGS_FIELDS = (
           doc="kill a run without output for this long; 0 = off"),
     Field("logRetentionDays", "int", nullable=True, lo=1, hi=36500,
           doc="delete agent logs older than this; null = keep forever"),
+    Field("agentModels", "json", nullable=True, check=_check_agent_models,
+          shape={"type": ["object", "null"], "additionalProperties": {
+              "type": "object", "additionalProperties": {"type": ["string", "null"]}}},
+          doc="{agent: {model_large, model_medium, model_small}}: the model each agent CLI "
+          "is given for a tier, over the built-in ones (null: the CLI's own default); "
+          "null = the built-in ones"),
 )
 
 #: Log entry and revision shapes (read-only), for the OpenAPI document.
