@@ -2047,9 +2047,10 @@ def finish_run_rows(run_id: int, run_changes: dict, task_changes: dict) -> dict 
         t.execute("UPDATE tasks SET input_tokens = input_tokens + ?, output_tokens = "
                   "output_tokens + ?, cache_read_tokens = cache_read_tokens + ?, "
                   "cache_creation_tokens = cache_creation_tokens + ?, total_cost = "
-                  "total_cost + ? WHERE id = ?",
+                  "total_cost + ?, cost_estimated = MAX(cost_estimated, ?) WHERE id = ?",
                   (run["input_tokens"], run["output_tokens"], run["cache_read_tokens"],
-                   run["cache_creation_tokens"], run["cost"], run["task_id"]))
+                   run["cache_creation_tokens"], run["cost"],
+                   int(bool(run["cost_estimated"] and run["cost"])), run["task_id"]))
         return t.update("tasks", run["task_id"], {**task_changes, "updated_at": now_iso()})
 
 
@@ -6023,7 +6024,11 @@ class StreamParser:
     """Turns stream-json lines into log entries and keeps the run's state (usage counted
     once per message.id; the result's totals win)."""
 
-    def __init__(self):
+    def __init__(self, adapter=None):
+        #: A non-Claude CLI's adapter: translates each line into Claude-shaped events.
+        self.adapter = adapter
+        #: USD per million tokens to estimate with (None: the tier's PRICES).
+        self.prices = None
         self.session_id = None
         self.last_type = "raw"
         self.tool_calls = 0
@@ -6054,6 +6059,23 @@ class StreamParser:
             return [{"kind": "raw", "message": _cut(line)}]
         kind = event.get("type")
         self.last_type, self.event = str(kind or "raw"), event
+        if self.adapter is not None:
+            events = self.adapter.translate(event)
+            if events is None:  # a line the adapter does not know: kept as written
+                events = [RAW_LINE]
+            return [entry for e in events for entry in (
+                [{"kind": "raw", "message": _cut(line)}] if e is RAW_LINE else self._handle(e))]
+        return self._handle(event)
+
+    def close(self, exit_code: int | None) -> list[dict]:
+        """The log entries of what the adapter makes of the process's end (an
+        OpenCode run's result)."""
+        if self.adapter is None:
+            return []
+        return [entry for e in self.adapter.finish(exit_code) for entry in self._handle(e)]
+
+    def _handle(self, event: dict) -> list[dict]:
+        kind = event.get("type")
         if event.get("session_id") and not self.session_id:
             self.session_id = str(event["session_id"])
         handle = {"system": self._system, "assistant": self._assistant, "user": self._user,
@@ -6073,6 +6095,9 @@ class StreamParser:
         if "rate" in str(subtype) or "retry" in str(subtype):
             return [{"kind": "system", "is_error": True,
                      "message": f"{subtype}: " + _cut(json_dumps(event), 500)}]
+        if subtype == "warning":  # an adapter's: a CLI's error line that is not the end
+            return [{"kind": "system", "is_error": True,
+                     "message": "agent warning: " + _cut(str(event.get("message")), 1000)}]
         return []
 
     def _assistant(self, event):
@@ -6171,11 +6196,17 @@ class StreamParser:
             if isinstance(value, int):
                 self.usage[key] += value
 
+    @property
+    def cost_estimated(self) -> bool:
+        """True when cost() is an estimate: no result reported a cost."""
+        return not (self.result and isinstance(self.result.get("total_cost_usd"), (int, float)))
+
     def cost(self, model: str) -> float:
-        """The CLI's cost when it reported one, else an estimate from PRICES."""
-        if self.result and isinstance(self.result.get("total_cost_usd"), (int, float)):
+        """The CLI's cost when it reported one, else an estimate from the run's prices
+        (PRICES of the tier unless the adapter's model has its own)."""
+        if not self.cost_estimated:
             return float(self.result["total_cost_usd"])
-        prices = PRICES[model]
+        prices = self.prices or PRICES[model]
         return sum(self.usage[k] * p for k, p in zip(USAGE_KEYS, prices)) / 1_000_000
 
 
@@ -6236,6 +6267,353 @@ def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | No
     return "fail", "the agent reported an error: " + _cut(text, 300)
 
 
+# --- agent adapters ----------------------------------------------------------------------
+# One adapter per agent CLI (design §14) builds its invocation and turns each line it prints
+# into the Claude-shaped events StreamParser reads (system init, assistant blocks, user
+# tool results, a final result), so the log, usage, cost, judge_run, retries and events are
+# shared.  translate() returns None for a line it does not know: that line stays a raw log
+# entry and the run goes on.  finish() may add events once the process has exited.
+
+#: What an adapter's translate() puts among its events for "and keep this line as raw".
+RAW_LINE = {"type": "raw"}
+#: An HTTP status named in a CLI's error text (an API error's code), for judge_run.
+HTTP_STATUS_RE = re.compile(r"(?:\"code\"\s*:\s*|status(?: code)?[ :=]*|\b)([45]\d\d)\b")
+
+
+def _http_status(text: str) -> int | None:
+    match = HTTP_STATUS_RE.search(text or "")
+    return int(match.group(1)) if match else None
+
+
+def _usage_event(key: str, usage: dict) -> dict:
+    """Token counts as an assistant line without content: StreamParser adds them once."""
+    return {"type": "assistant", "message": {"id": key, "content": [], "usage": usage}}
+
+
+def _text_event(kind: str, text: str) -> dict:
+    block = {"type": "text", "text": text} if kind == "text" else \
+        {"type": "thinking", "thinking": text}
+    return {"type": "assistant", "message": {"content": [block]}}
+
+
+def _tool_call_event(call_id, name: str, tool_input) -> dict:
+    return {"type": "assistant", "message": {"content": [
+        {"type": "tool_use", "id": call_id, "name": name, "input": tool_input}]}}
+
+
+def _tool_result_event(call_id, output, is_error: bool) -> dict:
+    return {"type": "user", "message": {"content": [
+        {"type": "tool_result", "tool_use_id": call_id, "content": str(output or ""),
+         "is_error": is_error}]}}
+
+
+def _result_event(ok: bool, text: str, usage: dict, *, errors=(), cost=None,
+                  status=None, subtype=None) -> dict:
+    event = {"type": "result", "subtype": subtype or ("success" if ok else "error"),
+             "is_error": not ok, "result": text, "usage": usage,
+             "errors": [str(e) for e in errors], "api_error_status": status}
+    if cost is not None:
+        event["total_cost_usd"] = cost
+    return event
+
+
+class ClaudeAdapter:
+    """Claude Code: its stream-json is the board's own shape; the prompt goes on stdin
+    (through the two-way channel of a task run)."""
+
+    name = "claude"
+    stdin_prompt = True
+    resumes = True
+
+    def __init__(self, model: str | None = None, base_usage: dict | None = None):
+        self.model = model
+        self.base_usage = base_usage or {}
+
+    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
+        raise NotImplementedError("Claude runs are built by agent_invocation()")
+
+    def translate(self, event: dict) -> list[dict] | None:
+        return [event]
+
+    def finish(self, exit_code: int | None) -> list[dict]:
+        return []
+
+
+class CodexAdapter(ClaudeAdapter):
+    """OpenAI Codex CLI, `codex exec --json` (agent-cli.md §3.3): the prompt is an argument
+    and stdin is closed (it reads a piped stdin); resume is `exec resume <thread id>`.  It
+    reports no cost, and its usage counts the whole thread: base_usage is what the earlier
+    runs of the thread already counted."""
+
+    name = "codex"
+    stdin_prompt = False
+    #: The sandbox of each permission mode: default asks for approvals, which exec cannot.
+    SANDBOX = {"auto-accept": "danger-full-access", "allow-tools": "workspace-write",
+               "default": "read-only"}
+    TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
+
+    def __init__(self, model=None, base_usage=None):
+        super().__init__(model, base_usage)
+        self.started = set()
+        self.texts = []
+        self.error = None
+        self.done = False
+
+    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
+        argv = [*argv, "exec", "--json", "--skip-git-repo-check", "-s",
+                self.SANDBOX[permission_mode], "-c", f"model_reasoning_effort={effort}"]
+        if model:
+            argv += ["-m", model]
+        if session_id:
+            argv += ["resume", session_id]
+        return [*argv, prompt]
+
+    def translate(self, event):
+        kind = event.get("type")
+        if kind == "thread.started":
+            return [{"type": "system", "subtype": "init", "session_id": event.get("thread_id"),
+                     "model": self.model, "permissionMode": "sandbox"}]
+        if kind in ("turn.started", "item.updated"):
+            return []
+        if kind == "error":
+            self.error = str(event.get("message") or "")
+            return [{"type": "system", "subtype": "warning", "message": self.error}]
+        if kind == "turn.completed":
+            self.done = True
+            return [_result_event(True, "\n\n".join(self.texts[-1:]),
+                                  self._usage(event.get("usage")))]
+        if kind == "turn.failed":
+            self.done = True
+            message = str(_dict(event.get("error")).get("message") or self.error or "")
+            return [_result_event(False, message, self._usage(event.get("usage")),
+                                  errors=[message], status=_http_status(message))]
+        item = _dict(event.get("item"))
+        if kind not in ("item.started", "item.completed") or not item:
+            return None
+        return self._item(kind, item)
+
+    def _item(self, kind, item):
+        item_type, item_id = item.get("type"), item.get("id")
+        if item_type in self.TOOL_ITEMS:
+            events = []
+            if item_id not in self.started:
+                self.started.add(item_id)
+                events.append(_tool_call_event(item_id, *self._tool(item)))
+            if kind == "item.completed":
+                code = item.get("exit_code")
+                failed = item.get("status") == "failed" or code not in (None, 0)
+                output = item.get("aggregated_output") or item.get("result") or \
+                    _dict(item.get("error")).get("message") or item.get("status") or ""
+                events.append(_tool_result_event(item_id, output, failed))
+            return events
+        if kind == "item.started":
+            return []
+        if item_type == "agent_message":
+            self.texts.append(str(item.get("text") or ""))
+            return [_text_event("text", self.texts[-1])]
+        if item_type == "reasoning":
+            return [_text_event("thinking", str(item.get("text") or ""))]
+        if item_type == "error":  # a warning: a failure ends the turn with turn.failed
+            return [{"type": "system", "subtype": "warning", "message": item.get("message")}]
+        if item_type == "todo_list":
+            return []
+        return None
+
+    @staticmethod
+    def _tool(item):
+        item_type = item.get("type")
+        if item_type == "command_execution":
+            return "shell", {"command": item.get("command")}
+        if item_type == "file_change":
+            changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
+            return "file_change", {"file_path": changes[0].get("path") if changes else None,
+                                   "changes": changes}
+        if item_type == "mcp_tool_call":
+            return f"mcp__{item.get('server')}__{item.get('tool')}", item.get("arguments")
+        return item_type, {"query": item.get("query")}
+
+    def _usage(self, usage) -> dict:
+        """The thread's cumulative usage as this run's share, in Claude's names."""
+        usage = _dict(usage)
+        cached = usage.get("cached_input_tokens") or 0
+        total = {"input_tokens": (usage.get("input_tokens") or 0) - cached,
+                 "output_tokens": usage.get("output_tokens") or 0,
+                 "cache_read_input_tokens": cached,
+                 "cache_creation_input_tokens": usage.get("cache_write_input_tokens") or 0}
+        return {k: max(0, v - (self.base_usage.get(k) or 0)) for k, v in total.items()}
+
+    def finish(self, exit_code):
+        if self.done or not self.error:
+            return []  # no error seen either: judge_run says it ended without a result
+        return [_result_event(False, self.error, {}, errors=[self.error],
+                              status=_http_status(self.error))]
+
+
+class GeminiAdapter(ClaudeAdapter):
+    """Gemini CLI, `gemini -p PROMPT -o stream-json` (agent-cli.md §3.4): assistant text
+    comes in delta chunks (joined here until the next other line); no cost."""
+
+    name = "gemini"
+    stdin_prompt = False
+    resumes = False  # --resume takes "latest" or an index, not a session id
+    #: Its --approval-mode of each permission mode; headless default drops edit and shell.
+    APPROVAL = {"auto-accept": "yolo", "allow-tools": "auto_edit", "default": "default"}
+
+    def __init__(self, model=None, base_usage=None):
+        super().__init__(model, base_usage)
+        self.pending = []
+        self.texts = []
+
+    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
+        argv = [*argv, "-o", "stream-json", "--approval-mode", self.APPROVAL[permission_mode]]
+        if model:
+            argv += ["-m", model]
+        return [*argv, "-p", prompt]
+
+    def _flush(self) -> list[dict]:
+        if not self.pending:
+            return []
+        text, self.pending = "".join(self.pending), []
+        self.texts.append(text)
+        return [_text_event("text", text)]
+
+    def translate(self, event):
+        kind = event.get("type")
+        if kind == "message" and event.get("role") == "assistant":
+            self.pending.append(str(event.get("content") or ""))
+            return [] if event.get("delta") else self._flush()
+        events = self._flush()
+        if kind == "init":
+            return events + [{"type": "system", "subtype": "init", "model": event.get("model"),
+                              "session_id": event.get("session_id"),
+                              "permissionMode": "approval-mode"}]
+        if kind == "message":
+            return events  # the prompt, echoed
+        if kind == "tool_use":
+            return events + [_tool_call_event(event.get("tool_id"),
+                                              str(event.get("tool_name") or "tool"),
+                                              event.get("parameters"))]
+        if kind == "tool_result":
+            error = _dict(event.get("error")).get("message")
+            return events + [_tool_result_event(event.get("tool_id"),
+                                                event.get("output") or error,
+                                                event.get("status") != "success")]
+        if kind == "error":
+            return events + [{"type": "system", "subtype": "warning",
+                              "message": event.get("message")}]
+        if kind == "result":
+            stats = _dict(event.get("stats"))
+            cached = stats.get("cached") or 0
+            usage = {"input_tokens": max(0, (stats.get("input_tokens") or 0) - cached),
+                     "output_tokens": stats.get("output_tokens") or 0,
+                     "cache_read_input_tokens": cached}
+            ok = event.get("status") == "success"
+            message = str(_dict(event.get("error")).get("message") or "")
+            return events + [_result_event(ok, self.texts[-1] if ok and self.texts else
+                                           message, usage, errors=[message] if message else [],
+                                           status=_http_status(message))]
+        return events + [RAW_LINE]
+
+    def finish(self, exit_code):
+        return self._flush()
+
+
+class OpenCodeAdapter(ClaudeAdapter):
+    """OpenCode, `opencode run --format json` (tests/fixtures/agent-streams/
+    opencode-NOTES.md): prompt on stdin, then EOF; no init and no result line, so the
+    session starts with the first line's sessionID and the result is made at exit (exit 0
+    and a last step that stopped = done).  Usage and cost come per step: summed here."""
+
+    name = "opencode"
+
+    def __init__(self, model=None, base_usage=None):
+        super().__init__(model, base_usage)
+        self.session = None
+        self.usage = dict.fromkeys(USAGE_KEYS.values(), 0)
+        self.cost = 0.0
+        self.reason = None
+        self.rejected = None
+        self.texts = []
+        self.done = False
+
+    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
+        argv = [*argv, "run", "--format", "json", "--dir", cwd]
+        if model:
+            argv += ["-m", model]
+        if permission_mode == "auto-accept":
+            argv.append("--auto")
+        if session_id:
+            argv += ["--session", session_id]
+        return argv
+
+    def translate(self, event):
+        events = []
+        if event.get("sessionID") and not self.session:
+            self.session = str(event["sessionID"])
+            events.append({"type": "system", "subtype": "init", "session_id": self.session,
+                           "model": self.model, "permissionMode": "opencode"})
+        kind, part = event.get("type"), _dict(event.get("part"))
+        if kind == "step_start":
+            return events
+        if kind in ("text", "reasoning"):
+            if kind == "text":
+                self.texts.append(str(part.get("text") or ""))
+            return events + [_text_event("text" if kind == "text" else "thinking",
+                                         str(part.get("text") or ""))]
+        if kind == "tool_use":
+            state = _dict(part.get("state"))
+            call_id = part.get("callID") or part.get("id")
+            exit_code = _dict(state.get("metadata")).get("exit")
+            failed = state.get("status") == "error" or exit_code not in (None, 0)
+            output = state.get("output") if state.get("status") != "error" else \
+                state.get("error")
+            if state.get("status") == "error" and "rejected permission" in str(output):
+                self.rejected = f"{part.get('tool')}: {output}"
+            return events + [_tool_call_event(call_id, str(part.get("tool") or "tool"),
+                                              state.get("input")),
+                             _tool_result_event(call_id, output, failed)]
+        if kind == "step_finish":
+            tokens = _dict(part.get("tokens"))
+            cache = _dict(tokens.get("cache"))
+            step = {"input_tokens": tokens.get("input") or 0,
+                    "output_tokens": (tokens.get("output") or 0) + (tokens.get("reasoning") or 0),
+                    "cache_read_input_tokens": cache.get("read") or 0,
+                    "cache_creation_input_tokens": cache.get("write") or 0}
+            for key, value in step.items():
+                self.usage[key] += value if isinstance(value, int) else 0
+            if isinstance(part.get("cost"), (int, float)):
+                self.cost += part["cost"]
+            self.reason = part.get("reason")
+            return events + [_usage_event(str(part.get("id")), step)]
+        if kind == "error":
+            self.done = True
+            error = _dict(event.get("error"))
+            data = _dict(error.get("data"))
+            message = f"{error.get('name')}: {data.get('message')}"
+            status = data.get("statusCode") if isinstance(data.get("statusCode"), int) \
+                else _http_status(message)
+            return events + [_result_event(False, message, dict(self.usage), errors=[message],
+                                           cost=self.cost, status=status)]
+        return events + [RAW_LINE]
+
+    def finish(self, exit_code):
+        if self.done or exit_code != 0:
+            return []  # an error line was the result; else judge_run: no result
+        self.done = True
+        ok = self.reason == "stop" and not self.rejected
+        text = self.texts[-1] if self.texts else ""
+        errors = [] if ok else [f"the agent stopped without finishing: {self.rejected}"
+                                if self.rejected else "the agent stopped without a final "
+                                "answer"]
+        return [_result_event(ok, text if ok else errors[0], dict(self.usage), errors=errors,
+                              cost=self.cost)]
+
+
+#: Each agent's adapter class.
+ADAPTERS = {"claude": ClaudeAdapter, "codex": CodexAdapter, "gemini": GeminiAdapter,
+            "opencode": OpenCodeAdapter}
+
+
 class AgentRun:
     """One agent process and the greenlets that serve it."""
 
@@ -6258,6 +6636,8 @@ class AgentRun:
         self.timeout_s, self.idle_s = timeout_s, idle_s
         self.parser = StreamParser()
         self.parser.root = root or cwd
+        #: False: the prompt is in argv and stdin is /dev/null (Codex, Gemini)
+        self.stdin_prompt = True
         self.proc = None
         self.exit_code = None
         self.stop_reason = None
@@ -6269,8 +6649,9 @@ class AgentRun:
 
     def start(self) -> None:
         """Spawn the agent in its own process group; raises OSError if it cannot start."""
+        stdin = subprocess.PIPE if self.stdin_prompt else subprocess.DEVNULL
         self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stdin=stdin, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True)
         gevent.spawn(self._supervise)
 
@@ -6290,6 +6671,8 @@ class AgentRun:
     def send(self, message: dict) -> bool:
         """Write one JSON line to the agent's stdin; False once it is closed."""
         data = (json_dumps(message) + "\n").encode("utf-8")
+        if self.proc is None or self.proc.stdin is None:
+            return False  # no channel: the prompt was in argv
         with self._stdin_lock:
             try:
                 self.proc.stdin.write(data)
@@ -6313,13 +6696,13 @@ class AgentRun:
         """No more turns: closing stdin lets the agent exit once its turn is over."""
         with self._stdin_lock:
             self.accepting = False
-            with contextlib.suppress(OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
                 self.proc.stdin.close()
 
     def usage_columns(self) -> dict:
         """The run's usage as the runs table keeps it (input_tokens, ..., cost)."""
         return {**{f"{key}_tokens": n for key, n in self.parser.usage.items()},
-                "cost": self.cost()}
+                "cost": self.cost(), "cost_estimated": int(self.parser.cost_estimated)}
 
     def _supervise(self):
         pumps = []
@@ -6359,6 +6742,10 @@ class AgentRun:
                 with contextlib.suppress(OSError):
                     pipe.close()
             try:
+                self._on_exit()
+            except Exception:  # what the adapter makes of the end is logged, never fatal
+                log.exception("run %s: reading the agent's end failed", self.run_id)
+            try:
                 self.on_finish(self)
             except Exception:  # the slot must come back even if recording failed
                 log.exception("run %s: recording its end failed", self.run_id)
@@ -6385,6 +6772,8 @@ class AgentRun:
         return exited_at
 
     def _feed_stdin(self):
+        if not self.stdin_prompt:
+            return
         if self.channel is not None:
             request = {"subtype": "initialize"}
             if self.channel["stop_check"]:
@@ -6442,6 +6831,15 @@ class AgentRun:
         if self.parser.usage != usage_before and (now - self._usage_published >= 1.0
                                                  or self.parser.last_type == "result"):
             self._usage_published = now  # at most one task:usage a second per run
+            publish_usage(self)
+
+    def _on_exit(self):
+        """Log what the adapter makes of the process's end (e.g. OpenCode's result)."""
+        entries = self.parser.close(self.exit_code)
+        at = now_iso()
+        for entry in entries:
+            runtime.logs.append(self.task_id, run_id=self.run_id, at=at, **entry)
+        if entries and self.parser.session_id:
             publish_usage(self)
 
     def _on_stderr(self, text: str):
