@@ -2033,6 +2033,18 @@ def insert_run_row(values: dict) -> int:
         return t.insert("runs", {**values, "status": "running", "started_at": now_iso()})
 
 
+def session_usage_row(session_id: str) -> dict:
+    """The tokens the earlier runs of an agent session counted, by the CLI's names (a
+    Codex thread reports its usage from the start of the thread)."""
+    with read() as t:
+        row = t.one("SELECT SUM(input_tokens) AS i, SUM(output_tokens) AS o, "
+                    "SUM(cache_read_tokens) AS r, SUM(cache_creation_tokens) AS c FROM runs "
+                    "WHERE session_id = ? AND status != 'running'", (session_id,))
+    return {"input_tokens": row["i"] or 0, "output_tokens": row["o"] or 0,
+            "cache_read_input_tokens": row["r"] or 0,
+            "cache_creation_input_tokens": row["c"] or 0}
+
+
 def update_run_row(run_id: int, changes: dict) -> None:
     with tx() as t:
         t.update("runs", run_id, changes)
@@ -3367,32 +3379,52 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         runtime.agents.release(task_id)
         return
     task, project = context["task"], context["project"]
-    command = runtime.config["agent_argv"][0]
+    agent = task["agent"] or project["agent"]
+    command = runtime.config["agents"][agent][0]
     if shutil.which(command) is None:
         runtime.agents.release(task_id)
-        _fail_task(task_id, f"agent command {command!r} not found: install the agent CLI or "
-                   "set --agent-command / TASKBOARD_AGENT_COMMAND")
+        _fail_task(task_id, not_installed(agent))
         return
-    session_id = task["session_id"] if resume else None
+    adapter = ADAPTERS[agent]
+    session_id = task["session_id"] if resume and adapter.resumes else None
     if session_id is None:
         prompt = None  # a fresh session needs the whole story, revisions included
     attachment_dir = os.path.join(runtime.data_dir, "attachments", str(task_id)) \
         if context["attachments"] else None
-    text = prompt if prompt is not None else build_prompt(context, note=note)
+    text = prompt if prompt is not None else build_prompt(context, note=note,
+                                                          tools=agent == "claude")
     cwd = task_checkout(task, project)
-    invocation = agent_invocation(project, cwd, task["model"], task["thinking_effort"],
-                                  task_run_flags(project, session_id, attachment_dir), task_id)
+    model_name = agent_model(agent, task["model"])
+    if agent == "claude":
+        invocation = agent_invocation(project, cwd, task["model"], task["thinking_effort"],
+                                      task_run_flags(project, session_id, attachment_dir),
+                                      task_id)
+    else:
+        invocation = foreign_invocation(adapter, project, cwd, text, model_name,
+                                        task["thinking_effort"], session_id, task_id)
     run_id = insert_run_row({
-        "task_id": task_id, "project_id": project["id"], "kind": "task",
+        "task_id": task_id, "project_id": project["id"], "kind": "task", "agent": agent,
         "model": task["model"], "cwd": cwd, "resumed": int(bool(session_id)),
         "session_id": session_id, "head_start": git_head(cwd)})
+    two_way = AGENTS[agent].two_way
     run = AgentRun(task_id, project["id"], run_id, text, model=task["model"],
-                   root=repo_root(cwd), channel=run_channel(project), **invocation)
-    run.queued.extend(queued_message_rows(task_id))  # sent while no agent ran
-    run.argv += ["--mcp-config", issue_run_token(run, mcp_port)]
+                   root=repo_root(cwd), channel=run_channel(project) if two_way else None,
+                   **invocation)
+    if agent == "claude":
+        run.queued.extend(queued_message_rows(task_id))  # sent while no agent ran
+        run.argv += ["--mcp-config", issue_run_token(run, mcp_port)]
+    else:
+        run.parser.adapter = adapter(model_name, session_usage_row(session_id)
+                                     if session_id else None)
+        run.parser.prices = MODEL_PRICES.get(model_name)
+        run.stdin_prompt = adapter.stdin_prompt
     what = f"resuming session {session_id}" if session_id else "starting the agent"
-    runtime.logs.append(task_id, "system", f"{what} ({MODEL_ALIASES[task['model']]}, effort "
-                        f"{task['thinking_effort']}) in {cwd}", run_id)
+    runtime.logs.append(task_id, "system", f"{what} ({agent}, {model_name or 'its default model'}"
+                        f", effort {task['thinking_effort']}) in {cwd}", run_id)
+    if not two_way and project["permission_mode"] != "auto-accept":
+        runtime.logs.append(task_id, "system", f"approvals not available for this agent "
+                            f"({agent}): what would need a person's approval is refused "
+                            "(permission mode auto-accept lets it run)", run_id)
     try:
         launched = runtime.agents.launch(run)
     except OSError as exc:
@@ -3538,7 +3570,7 @@ def resume_interrupted_runs() -> None:
             start_run(task["id"])
 
 
-def build_prompt(context: dict, *, note: str | None = None) -> str:
+def build_prompt(context: dict, *, note: str | None = None, tools: bool = True) -> str:
     """The agent's instructions: the task, its template, project snippets, change requests,
     attached files and, on a retry, what went wrong before."""
     task, project = context["task"], context["project"]
@@ -3560,10 +3592,11 @@ def build_prompt(context: dict, *, note: str | None = None) -> str:
             f"- {os.path.join(runtime.data_dir, a['path'])}" for a in context["attachments"]))
     if note:
         parts.append("## Previous attempt\n" + note)
-    tools = ", ".join(name for name, c in COMMANDS.items() if c.kind == "tool")
-    parts.append(f"## Board tools\nThe taskboard tools ({tools}) show and change this "
-                 "project's tasks. A task you create is a sub-task of this one by default, "
-                 "and this task then waits until its sub-tasks are finished.")
+    if tools:  # only Claude runs get the board tools (--mcp-config) so far
+        names = ", ".join(name for name, c in COMMANDS.items() if c.kind == "tool")
+        parts.append(f"## Board tools\nThe taskboard tools ({names}) show and change this "
+                     "project's tasks. A task you create is a sub-task of this one by "
+                     "default, and this task then waits until its sub-tasks are finished.")
     parts.append("Work in the current directory. When you are done, reply with a short "
                  "summary of what you changed.")
     return "\n\n".join(parts) + "\n"
@@ -3585,17 +3618,52 @@ def agent_invocation(project: dict, cwd: str, model: str, effort: str, flags=(),
     prompt goes on stdin, never here), its environment without the board's secrets, its
     cwd and its timeouts, as AgentRun takes them."""
     argv = [*runtime.config["agent_argv"], "-p", "--output-format", "stream-json",
-            "--verbose", "--model", MODEL_ALIASES[model], "--effort", effort, *flags]
+            "--verbose", "--model", agent_model("claude", model) or MODEL_ALIASES[model],
+            "--effort", effort, *flags]
     instructions = _checkout_instructions(project, cwd)
     if instructions:
         argv += ["--append-system-prompt", instructions]
+    return {"argv": argv, **_run_setting(project, cwd, task_id)}
+
+
+def _run_setting(project: dict, cwd: str, task_id: int | None) -> dict:
+    """An agent run's environment (without the board's secrets), cwd and timeouts."""
     env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
     if task_id is not None:
         env.update(TASKBOARD_TASK_ID=str(task_id), TASKBOARD_URL=runtime.url)
     minute = SECONDS_PER_MINUTE
-    return {"argv": argv, "env": env, "cwd": cwd,
+    return {"env": env, "cwd": cwd,
             "timeout_s": (project["task_timeout_minutes"] or 0) * minute,
             "idle_s": get_settings()["agentIdleTimeoutMinutes"] * minute}
+
+
+def agent_model(agent: str, tier: str) -> str | None:
+    """The model name an agent CLI is given for a tier (None: the CLI's own default):
+    the agentModels setting's, else AGENT_MODELS'."""
+    chosen = get_settings()["agentModels"] or {}
+    return _dict(chosen.get(agent)).get(tier, AGENT_MODELS[agent][tier])
+
+
+def not_installed(agent: str) -> str:
+    """Why a run of an agent whose command is not found cannot start, and what to do."""
+    cli = AGENTS[agent]
+    command = runtime.config["agents"][agent][0]
+    flag = "--agent-command / " if agent == "claude" else ""
+    return f"the {agent} agent command {command!r} is not installed: install it with " \
+        f"`npm install -g {cli.package}` or set {flag}{cli.env}"
+
+
+def foreign_invocation(adapter, project: dict, cwd: str, prompt: str, model: str | None,
+                       effort: str, session_id: str | None, task_id: int) -> dict:
+    """A task run of a CLI other than Claude (design §14), as AgentRun takes it: its
+    adapter's argv, the environment without the board's secrets (PWD = cwd: OpenCode works
+    where PWD says), cwd and timeouts."""
+    setting = _run_setting(project, cwd, task_id)
+    setting["env"]["PWD"] = cwd
+    argv = adapter(model).invocation(
+        runtime.config["agents"][adapter.name], prompt, model=model, effort=effort,
+        permission_mode=project["permission_mode"], session_id=session_id, cwd=cwd)
+    return {"argv": argv, **setting}
 
 
 def _checkout_instructions(project: dict, cwd: str) -> str | None:
