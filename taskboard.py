@@ -149,6 +149,33 @@ LOG_FLUSH_SECONDS = 0.1
 
 #: The agent CLI's --model alias of each tier.
 MODEL_ALIASES = {"model_large": "opus", "model_medium": "sonnet", "model_small": "haiku"}
+#: The agent CLIs a project or task can run (design §14): the environment variable naming
+#: its command, the default command, its npm package (how to install it) and whether it has
+#: a two-way channel (approvals, messages; design §12).  Claude keeps --agent-command too.
+AgentCli = collections.namedtuple("AgentCli", "env command package two_way")
+AGENTS = {
+    "claude": AgentCli("TASKBOARD_AGENT_COMMAND", "claude", "@anthropic-ai/claude-code", True),
+    "codex": AgentCli("TASKBOARD_CODEX_COMMAND", "codex", "@openai/codex", False),
+    "gemini": AgentCli("TASKBOARD_GEMINI_COMMAND", "gemini", "@google/gemini-cli", False),
+    "opencode": AgentCli("TASKBOARD_OPENCODE_COMMAND", "opencode", "opencode-ai", False),
+}
+#: Each agent's model of each tier; None: the CLI's own default (OpenCode names a
+#: provider/model the user configured, so the board cannot guess one).
+AGENT_MODELS = {
+    "claude": MODEL_ALIASES,
+    "codex": {"model_large": "gpt-5-codex", "model_medium": "gpt-5-codex",
+              "model_small": "gpt-5-codex-mini"},
+    "gemini": {"model_large": "gemini-2.5-pro", "model_medium": "gemini-2.5-flash",
+               "model_small": "gemini-2.5-flash-lite"},
+    "opencode": dict.fromkeys(MODELS),
+}
+#: USD per million tokens (as PRICES) of the non-Claude models the board knows, to estimate
+#: a run's cost when the CLI reports none; an unknown model is priced as its tier in PRICES.
+MODEL_PRICES = {"gpt-5-codex": (1.25, 10.0, 0.125, 0.0),
+                "gpt-5-codex-mini": (0.25, 2.0, 0.025, 0.0),
+                "gemini-2.5-pro": (1.25, 10.0, 0.31, 0.0),
+                "gemini-2.5-flash": (0.30, 2.50, 0.075, 0.0),
+                "gemini-2.5-flash-lite": (0.10, 0.40, 0.025, 0.0)}
 #: USD per million tokens (input, output, cache read, cache write), to estimate the cost of a
 #: run when the CLI reports none.  Estimates only; published list prices of each tier.
 PRICES = {"model_large": (15.0, 75.0, 1.5, 18.75), "model_medium": (3.0, 15.0, 0.3, 3.75),
@@ -208,6 +235,8 @@ OPTIONS = (
 )
 #: Environment-only settings.
 ENV_SETTINGS = (
+    *(Option(None, cli.env, cli.command, f"{name} CLI to run (npm package {cli.package})")
+      for name, cli in AGENTS.items() if name != "claude"),
     Option(None, "TASKBOARD_RETRY_BASE_SECONDS", "30", "base of the retry backoff"),
     Option(None, "TASKBOARD_ALLOWED_HOSTS", "", "extra Host names to accept, comma-separated"),
     Option(None, "TASKBOARD_NO_AUTH", "", "1: no token (as --no-auth; loopback only)"),
@@ -569,9 +598,9 @@ class Field:
             return None
         if self.kind == "bool":
             return bool(value)
-        if self.kind in ("events", "json"):
+        if self.kind == "events" or self.kind == "json" and isinstance(value, str):
             return json.loads(value)
-        return value
+        return value  # a json setting is stored decoded
 
     def schema(self) -> dict:
         """The JSON schema of the field, for /api/openapi.json."""
@@ -649,6 +678,25 @@ def _check_command(value, name):
         raise Invalid(f"{name} is not a valid command line: {exc}", name) from None
 
 
+def _check_agent_models(value, name):
+    """{agent: {tier: model name or null}}, agents of AGENTS and tiers of MODELS only."""
+    if not isinstance(value, dict):
+        raise Invalid(f"{name} must be an object of agents, each an object of tiers", name)
+    for agent, tiers in value.items():
+        if agent not in AGENTS:
+            raise Invalid(f"{name}: {json_dumps(agent)[:60]} is not one of: "
+                          f"{', '.join(AGENTS)}", name)
+        if not isinstance(tiers, dict):
+            raise Invalid(f"{name}.{agent} must be an object of tiers", name)
+        for tier, model in tiers.items():
+            if tier not in MODELS:
+                raise Invalid(f"{name}.{agent}: {json_dumps(tier)[:60]} is not one of: "
+                              f"{', '.join(MODELS)}", name)
+            if model is not None and (not isinstance(model, str) or not
+                                      re.fullmatch(r"[\w.:/@-]{1,200}", model)):
+                raise Invalid(f"{name}.{agent}.{tier} must be a model name or null", name)
+
+
 def _ro(name, kind="int", **kw):
     return Field(name, kind, readonly=True, **kw)
 
@@ -667,6 +715,8 @@ PROJECT_FIELDS = (
           check=_check_working_dir, doc="absolute path of an existing directory"),
     Field("icon", "str", nullable=True, maxlen=200),
     Field("iconSeed", "str", column="icon_seed", nullable=True, maxlen=200),
+    Field("agent", "enum", choices=tuple(AGENTS), default="claude",
+          doc="the agent CLI its tasks run"),
     Field("permissionMode", "enum", column="permission_mode", choices=PERMISSION_MODES,
           default="default"),
     Field("allowedTools", "tools", column="allowed_tools", nullable=True,
@@ -714,6 +764,8 @@ TASK_FIELDS = (
           "settings"),
     Field("acceptance_criteria", "str", default="", maxlen=100_000),
     Field("tags", "tags", nullable=True, doc="a string holding a JSON array of strings"),
+    Field("agent", "enum", choices=tuple(AGENTS), nullable=True,
+          doc="the agent CLI this task runs; null = the project's"),
     Field("parent_task_id", "int", nullable=True, create_only=True,
           doc="a task of the same project; set only on create"),
     _ro("task_key", "str"),
@@ -722,6 +774,8 @@ TASK_FIELDS = (
     _ro("awaiting_subtasks", "bool"), _ro("branch_name", "str"), _ro("pr_url", "str"),
     _ro("session_id", "str"), _ro("input_tokens"), _ro("output_tokens"),
     _ro("cache_read_tokens"), _ro("cache_creation_tokens"), _ro("total_cost", "number"),
+    _ro("cost_estimated", "bool", doc="some of total_cost is estimated from token counts "
+        "(the agent CLI reported no cost)"),
     _ro("work_duration_ms"), _ro("revision_count"), _ro("queue_position"),
     _ro("permission_denials", doc="tools the agent was refused in its latest run"),
     _ro("last_error", "str", doc="why the latest run failed, or null"),
@@ -789,6 +843,12 @@ SETTINGS_FIELDS = (
           doc="kill a run without output for this long; 0 = off"),
     Field("logRetentionDays", "int", nullable=True, lo=1, hi=36500,
           doc="delete agent logs older than this; null = keep forever"),
+    Field("agentModels", "json", nullable=True, check=_check_agent_models,
+          shape={"type": ["object", "null"], "additionalProperties": {
+              "type": "object", "additionalProperties": {"type": ["string", "null"]}}},
+          doc="{agent: {model_large, model_medium, model_small}}: the model each agent CLI "
+          "is given for a tier, over the built-in ones (null: the CLI's own default); "
+          "null = the built-in ones"),
 )
 
 #: Log entry and revision shapes (read-only), for the OpenAPI document.
@@ -1351,6 +1411,13 @@ CREATE TABLE push_actions (
   expires_at TEXT NOT NULL,
   used_at TEXT
 );
+"""),
+    ("0011_agents", """
+ALTER TABLE projects ADD COLUMN agent TEXT NOT NULL DEFAULT 'claude';
+ALTER TABLE tasks ADD COLUMN agent TEXT;
+ALTER TABLE tasks ADD COLUMN cost_estimated INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN agent TEXT NOT NULL DEFAULT 'claude';
+ALTER TABLE runs ADD COLUMN cost_estimated INTEGER NOT NULL DEFAULT 0;
 """),
 )
 
@@ -1967,6 +2034,18 @@ def insert_run_row(values: dict) -> int:
         return t.insert("runs", {**values, "status": "running", "started_at": now_iso()})
 
 
+def session_usage_row(session_id: str) -> dict:
+    """The tokens the earlier runs of an agent session counted, by the CLI's names (a
+    Codex thread reports its usage from the start of the thread)."""
+    with read() as t:
+        row = t.one("SELECT SUM(input_tokens) AS i, SUM(output_tokens) AS o, "
+                    "SUM(cache_read_tokens) AS r, SUM(cache_creation_tokens) AS c FROM runs "
+                    "WHERE session_id = ? AND status != 'running'", (session_id,))
+    return {"input_tokens": row["i"] or 0, "output_tokens": row["o"] or 0,
+            "cache_read_input_tokens": row["r"] or 0,
+            "cache_creation_input_tokens": row["c"] or 0}
+
+
 def update_run_row(run_id: int, changes: dict) -> None:
     with tx() as t:
         t.update("runs", run_id, changes)
@@ -1981,9 +2060,10 @@ def finish_run_rows(run_id: int, run_changes: dict, task_changes: dict) -> dict 
         t.execute("UPDATE tasks SET input_tokens = input_tokens + ?, output_tokens = "
                   "output_tokens + ?, cache_read_tokens = cache_read_tokens + ?, "
                   "cache_creation_tokens = cache_creation_tokens + ?, total_cost = "
-                  "total_cost + ? WHERE id = ?",
+                  "total_cost + ?, cost_estimated = MAX(cost_estimated, ?) WHERE id = ?",
                   (run["input_tokens"], run["output_tokens"], run["cache_read_tokens"],
-                   run["cache_creation_tokens"], run["cost"], run["task_id"]))
+                   run["cache_creation_tokens"], run["cost"],
+                   int(bool(run["cost_estimated"] and run["cost"])), run["task_id"]))
         return t.update("tasks", run["task_id"], {**task_changes, "updated_at": now_iso()})
 
 
@@ -3300,32 +3380,52 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         runtime.agents.release(task_id)
         return
     task, project = context["task"], context["project"]
-    command = runtime.config["agent_argv"][0]
+    agent = task["agent"] or project["agent"]
+    command = runtime.config["agents"][agent][0]
     if shutil.which(command) is None:
         runtime.agents.release(task_id)
-        _fail_task(task_id, f"agent command {command!r} not found: install the agent CLI or "
-                   "set --agent-command / TASKBOARD_AGENT_COMMAND")
+        _fail_task(task_id, not_installed(agent))
         return
-    session_id = task["session_id"] if resume else None
+    adapter = ADAPTERS[agent]
+    session_id = task["session_id"] if resume and adapter.resumes else None
     if session_id is None:
         prompt = None  # a fresh session needs the whole story, revisions included
     attachment_dir = os.path.join(runtime.data_dir, "attachments", str(task_id)) \
         if context["attachments"] else None
-    text = prompt if prompt is not None else build_prompt(context, note=note)
+    text = prompt if prompt is not None else build_prompt(context, note=note,
+                                                          tools=agent == "claude")
     cwd = task_checkout(task, project)
-    invocation = agent_invocation(project, cwd, task["model"], task["thinking_effort"],
-                                  task_run_flags(project, session_id, attachment_dir), task_id)
+    model_name = agent_model(agent, task["model"])
+    if agent == "claude":
+        invocation = agent_invocation(project, cwd, task["model"], task["thinking_effort"],
+                                      task_run_flags(project, session_id, attachment_dir),
+                                      task_id)
+    else:
+        invocation = foreign_invocation(adapter, project, cwd, text, model_name,
+                                        task["thinking_effort"], session_id, task_id)
     run_id = insert_run_row({
-        "task_id": task_id, "project_id": project["id"], "kind": "task",
+        "task_id": task_id, "project_id": project["id"], "kind": "task", "agent": agent,
         "model": task["model"], "cwd": cwd, "resumed": int(bool(session_id)),
         "session_id": session_id, "head_start": git_head(cwd)})
+    two_way = AGENTS[agent].two_way
     run = AgentRun(task_id, project["id"], run_id, text, model=task["model"],
-                   root=repo_root(cwd), channel=run_channel(project), **invocation)
-    run.queued.extend(queued_message_rows(task_id))  # sent while no agent ran
-    run.argv += ["--mcp-config", issue_run_token(run, mcp_port)]
+                   root=repo_root(cwd), channel=run_channel(project) if two_way else None,
+                   **invocation)
+    if agent == "claude":
+        run.queued.extend(queued_message_rows(task_id))  # sent while no agent ran
+        run.argv += ["--mcp-config", issue_run_token(run, mcp_port)]
+    else:
+        run.parser.adapter = adapter(model_name, session_usage_row(session_id)
+                                     if session_id else None)
+        run.parser.prices = MODEL_PRICES.get(model_name)
+        run.stdin_prompt = adapter.stdin_prompt
     what = f"resuming session {session_id}" if session_id else "starting the agent"
-    runtime.logs.append(task_id, "system", f"{what} ({MODEL_ALIASES[task['model']]}, effort "
-                        f"{task['thinking_effort']}) in {cwd}", run_id)
+    runtime.logs.append(task_id, "system", f"{what} ({agent}, {model_name or 'its default model'}"
+                        f", effort {task['thinking_effort']}) in {cwd}", run_id)
+    if not two_way and project["permission_mode"] != "auto-accept":
+        runtime.logs.append(task_id, "system", f"approvals not available for this agent "
+                            f"({agent}): what would need a person's approval is refused "
+                            "(permission mode auto-accept lets it run)", run_id)
     try:
         launched = runtime.agents.launch(run)
     except OSError as exc:
@@ -3471,7 +3571,7 @@ def resume_interrupted_runs() -> None:
             start_run(task["id"])
 
 
-def build_prompt(context: dict, *, note: str | None = None) -> str:
+def build_prompt(context: dict, *, note: str | None = None, tools: bool = True) -> str:
     """The agent's instructions: the task, its template, project snippets, change requests,
     attached files and, on a retry, what went wrong before."""
     task, project = context["task"], context["project"]
@@ -3493,10 +3593,11 @@ def build_prompt(context: dict, *, note: str | None = None) -> str:
             f"- {os.path.join(runtime.data_dir, a['path'])}" for a in context["attachments"]))
     if note:
         parts.append("## Previous attempt\n" + note)
-    tools = ", ".join(name for name, c in COMMANDS.items() if c.kind == "tool")
-    parts.append(f"## Board tools\nThe taskboard tools ({tools}) show and change this "
-                 "project's tasks. A task you create is a sub-task of this one by default, "
-                 "and this task then waits until its sub-tasks are finished.")
+    if tools:  # only Claude runs get the board tools (--mcp-config) so far
+        names = ", ".join(name for name, c in COMMANDS.items() if c.kind == "tool")
+        parts.append(f"## Board tools\nThe taskboard tools ({names}) show and change this "
+                     "project's tasks. A task you create is a sub-task of this one by "
+                     "default, and this task then waits until its sub-tasks are finished.")
     parts.append("Work in the current directory. When you are done, reply with a short "
                  "summary of what you changed.")
     return "\n\n".join(parts) + "\n"
@@ -3518,17 +3619,52 @@ def agent_invocation(project: dict, cwd: str, model: str, effort: str, flags=(),
     prompt goes on stdin, never here), its environment without the board's secrets, its
     cwd and its timeouts, as AgentRun takes them."""
     argv = [*runtime.config["agent_argv"], "-p", "--output-format", "stream-json",
-            "--verbose", "--model", MODEL_ALIASES[model], "--effort", effort, *flags]
+            "--verbose", "--model", agent_model("claude", model) or MODEL_ALIASES[model],
+            "--effort", effort, *flags]
     instructions = _checkout_instructions(project, cwd)
     if instructions:
         argv += ["--append-system-prompt", instructions]
+    return {"argv": argv, **_run_setting(project, cwd, task_id)}
+
+
+def _run_setting(project: dict, cwd: str, task_id: int | None) -> dict:
+    """An agent run's environment (without the board's secrets), cwd and timeouts."""
     env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
     if task_id is not None:
         env.update(TASKBOARD_TASK_ID=str(task_id), TASKBOARD_URL=runtime.url)
     minute = SECONDS_PER_MINUTE
-    return {"argv": argv, "env": env, "cwd": cwd,
+    return {"env": env, "cwd": cwd,
             "timeout_s": (project["task_timeout_minutes"] or 0) * minute,
             "idle_s": get_settings()["agentIdleTimeoutMinutes"] * minute}
+
+
+def agent_model(agent: str, tier: str) -> str | None:
+    """The model name an agent CLI is given for a tier (None: the CLI's own default):
+    the agentModels setting's, else AGENT_MODELS'."""
+    chosen = get_settings()["agentModels"] or {}
+    return _dict(chosen.get(agent)).get(tier, AGENT_MODELS[agent][tier])
+
+
+def not_installed(agent: str) -> str:
+    """Why a run of an agent whose command is not found cannot start, and what to do."""
+    cli = AGENTS[agent]
+    command = runtime.config["agents"][agent][0]
+    flag = "--agent-command / " if agent == "claude" else ""
+    return f"the {agent} agent command {command!r} is not installed: install it with " \
+        f"`npm install -g {cli.package}` or set {flag}{cli.env}"
+
+
+def foreign_invocation(adapter, project: dict, cwd: str, prompt: str, model: str | None,
+                       effort: str, session_id: str | None, task_id: int) -> dict:
+    """A task run of a CLI other than Claude (design §14), as AgentRun takes it: its
+    adapter's argv, the environment without the board's secrets (PWD = cwd: OpenCode works
+    where PWD says), cwd and timeouts."""
+    setting = _run_setting(project, cwd, task_id)
+    setting["env"]["PWD"] = cwd
+    argv = adapter(model).invocation(
+        runtime.config["agents"][adapter.name], prompt, model=model, effort=effort,
+        permission_mode=project["permission_mode"], session_id=session_id, cwd=cwd)
+    return {"argv": argv, **setting}
 
 
 def _checkout_instructions(project: dict, cwd: str) -> str | None:
@@ -5627,6 +5763,7 @@ def health() -> dict:
     db_state = db_check()
     # the agent CLI's found and version, never its path or arguments: health is open to all
     return {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
+            "agents": {name: dict(cli) for name, cli in runtime.clis.items()},
             "db": db_state}
 
 
@@ -5956,7 +6093,11 @@ class StreamParser:
     """Turns stream-json lines into log entries and keeps the run's state (usage counted
     once per message.id; the result's totals win)."""
 
-    def __init__(self):
+    def __init__(self, adapter=None):
+        #: A non-Claude CLI's adapter: translates each line into Claude-shaped events.
+        self.adapter = adapter
+        #: USD per million tokens to estimate with (None: the tier's PRICES).
+        self.prices = None
         self.session_id = None
         self.last_type = "raw"
         self.tool_calls = 0
@@ -5987,6 +6128,23 @@ class StreamParser:
             return [{"kind": "raw", "message": _cut(line)}]
         kind = event.get("type")
         self.last_type, self.event = str(kind or "raw"), event
+        if self.adapter is not None:
+            events = self.adapter.translate(event)
+            if events is None:  # a line the adapter does not know: kept as written
+                events = [RAW_LINE]
+            return [entry for e in events for entry in (
+                [{"kind": "raw", "message": _cut(line)}] if e is RAW_LINE else self._handle(e))]
+        return self._handle(event)
+
+    def close(self, exit_code: int | None) -> list[dict]:
+        """The log entries of what the adapter makes of the process's end (an
+        OpenCode run's result)."""
+        if self.adapter is None:
+            return []
+        return [entry for e in self.adapter.finish(exit_code) for entry in self._handle(e)]
+
+    def _handle(self, event: dict) -> list[dict]:
+        kind = event.get("type")
         if event.get("session_id") and not self.session_id:
             self.session_id = str(event["session_id"])
         handle = {"system": self._system, "assistant": self._assistant, "user": self._user,
@@ -6006,6 +6164,9 @@ class StreamParser:
         if "rate" in str(subtype) or "retry" in str(subtype):
             return [{"kind": "system", "is_error": True,
                      "message": f"{subtype}: " + _cut(json_dumps(event), 500)}]
+        if subtype == "warning":  # an adapter's: a CLI's error line that is not the end
+            return [{"kind": "system", "is_error": True,
+                     "message": "agent warning: " + _cut(str(event.get("message")), 1000)}]
         return []
 
     def _assistant(self, event):
@@ -6104,11 +6265,17 @@ class StreamParser:
             if isinstance(value, int):
                 self.usage[key] += value
 
+    @property
+    def cost_estimated(self) -> bool:
+        """True when cost() is an estimate: no result reported a cost."""
+        return not (self.result and isinstance(self.result.get("total_cost_usd"), (int, float)))
+
     def cost(self, model: str) -> float:
-        """The CLI's cost when it reported one, else an estimate from PRICES."""
-        if self.result and isinstance(self.result.get("total_cost_usd"), (int, float)):
+        """The CLI's cost when it reported one, else an estimate from the run's prices
+        (PRICES of the tier unless the adapter's model has its own)."""
+        if not self.cost_estimated:
             return float(self.result["total_cost_usd"])
-        prices = PRICES[model]
+        prices = self.prices or PRICES[model]
         return sum(self.usage[k] * p for k, p in zip(USAGE_KEYS, prices)) / 1_000_000
 
 
@@ -6169,6 +6336,353 @@ def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | No
     return "fail", "the agent reported an error: " + _cut(text, 300)
 
 
+# --- agent adapters ----------------------------------------------------------------------
+# One adapter per agent CLI (design §14) builds its invocation and turns each line it prints
+# into the Claude-shaped events StreamParser reads (system init, assistant blocks, user
+# tool results, a final result), so the log, usage, cost, judge_run, retries and events are
+# shared.  translate() returns None for a line it does not know: that line stays a raw log
+# entry and the run goes on.  finish() may add events once the process has exited.
+
+#: What an adapter's translate() puts among its events for "and keep this line as raw".
+RAW_LINE = {"type": "raw"}
+#: An HTTP status named in a CLI's error text (an API error's code), for judge_run.
+HTTP_STATUS_RE = re.compile(r"(?:\"code\"\s*:\s*|status(?: code)?[ :=]*|\b)([45]\d\d)\b")
+
+
+def _http_status(text: str) -> int | None:
+    match = HTTP_STATUS_RE.search(text or "")
+    return int(match.group(1)) if match else None
+
+
+def _usage_event(key: str, usage: dict) -> dict:
+    """Token counts as an assistant line without content: StreamParser adds them once."""
+    return {"type": "assistant", "message": {"id": key, "content": [], "usage": usage}}
+
+
+def _text_event(kind: str, text: str) -> dict:
+    block = {"type": "text", "text": text} if kind == "text" else \
+        {"type": "thinking", "thinking": text}
+    return {"type": "assistant", "message": {"content": [block]}}
+
+
+def _tool_call_event(call_id, name: str, tool_input) -> dict:
+    return {"type": "assistant", "message": {"content": [
+        {"type": "tool_use", "id": call_id, "name": name, "input": tool_input}]}}
+
+
+def _tool_result_event(call_id, output, is_error: bool) -> dict:
+    return {"type": "user", "message": {"content": [
+        {"type": "tool_result", "tool_use_id": call_id, "content": str(output or ""),
+         "is_error": is_error}]}}
+
+
+def _result_event(ok: bool, text: str, usage: dict, *, errors=(), cost=None,
+                  status=None, subtype=None) -> dict:
+    event = {"type": "result", "subtype": subtype or ("success" if ok else "error"),
+             "is_error": not ok, "result": text, "usage": usage,
+             "errors": [str(e) for e in errors], "api_error_status": status}
+    if cost is not None:
+        event["total_cost_usd"] = cost
+    return event
+
+
+class ClaudeAdapter:
+    """Claude Code: its stream-json is the board's own shape; the prompt goes on stdin
+    (through the two-way channel of a task run)."""
+
+    name = "claude"
+    stdin_prompt = True
+    resumes = True
+
+    def __init__(self, model: str | None = None, base_usage: dict | None = None):
+        self.model = model
+        self.base_usage = base_usage or {}
+
+    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
+        raise NotImplementedError("Claude runs are built by agent_invocation()")
+
+    def translate(self, event: dict) -> list[dict] | None:
+        return [event]
+
+    def finish(self, exit_code: int | None) -> list[dict]:
+        return []
+
+
+class CodexAdapter(ClaudeAdapter):
+    """OpenAI Codex CLI, `codex exec --json` (agent-cli.md §3.3): the prompt is an argument
+    and stdin is closed (it reads a piped stdin); resume is `exec resume <thread id>`.  It
+    reports no cost, and its usage counts the whole thread: base_usage is what the earlier
+    runs of the thread already counted."""
+
+    name = "codex"
+    stdin_prompt = False
+    #: The sandbox of each permission mode: default asks for approvals, which exec cannot.
+    SANDBOX = {"auto-accept": "danger-full-access", "allow-tools": "workspace-write",
+               "default": "read-only"}
+    TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
+
+    def __init__(self, model=None, base_usage=None):
+        super().__init__(model, base_usage)
+        self.started = set()
+        self.texts = []
+        self.error = None
+        self.done = False
+
+    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
+        argv = [*argv, "exec", "--json", "--skip-git-repo-check", "-s",
+                self.SANDBOX[permission_mode], "-c", f"model_reasoning_effort={effort}"]
+        if model:
+            argv += ["-m", model]
+        if session_id:
+            argv += ["resume", session_id]
+        return [*argv, prompt]
+
+    def translate(self, event):
+        kind = event.get("type")
+        if kind == "thread.started":
+            return [{"type": "system", "subtype": "init", "session_id": event.get("thread_id"),
+                     "model": self.model, "permissionMode": "sandbox"}]
+        if kind in ("turn.started", "item.updated"):
+            return []
+        if kind == "error":
+            self.error = str(event.get("message") or "")
+            return [{"type": "system", "subtype": "warning", "message": self.error}]
+        if kind == "turn.completed":
+            self.done = True
+            return [_result_event(True, "\n\n".join(self.texts[-1:]),
+                                  self._usage(event.get("usage")))]
+        if kind == "turn.failed":
+            self.done = True
+            message = str(_dict(event.get("error")).get("message") or self.error or "")
+            return [_result_event(False, message, self._usage(event.get("usage")),
+                                  errors=[message], status=_http_status(message))]
+        item = _dict(event.get("item"))
+        if kind not in ("item.started", "item.completed") or not item:
+            return None
+        return self._item(kind, item)
+
+    def _item(self, kind, item):
+        item_type, item_id = item.get("type"), item.get("id")
+        if item_type in self.TOOL_ITEMS:
+            events = []
+            if item_id not in self.started:
+                self.started.add(item_id)
+                events.append(_tool_call_event(item_id, *self._tool(item)))
+            if kind == "item.completed":
+                code = item.get("exit_code")
+                failed = item.get("status") == "failed" or code not in (None, 0)
+                output = item.get("aggregated_output") or item.get("result") or \
+                    _dict(item.get("error")).get("message") or item.get("status") or ""
+                events.append(_tool_result_event(item_id, output, failed))
+            return events
+        if kind == "item.started":
+            return []
+        if item_type == "agent_message":
+            self.texts.append(str(item.get("text") or ""))
+            return [_text_event("text", self.texts[-1])]
+        if item_type == "reasoning":
+            return [_text_event("thinking", str(item.get("text") or ""))]
+        if item_type == "error":  # a warning: a failure ends the turn with turn.failed
+            return [{"type": "system", "subtype": "warning", "message": item.get("message")}]
+        if item_type == "todo_list":
+            return []
+        return None
+
+    @staticmethod
+    def _tool(item):
+        item_type = item.get("type")
+        if item_type == "command_execution":
+            return "shell", {"command": item.get("command")}
+        if item_type == "file_change":
+            changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
+            return "file_change", {"file_path": changes[0].get("path") if changes else None,
+                                   "changes": changes}
+        if item_type == "mcp_tool_call":
+            return f"mcp__{item.get('server')}__{item.get('tool')}", item.get("arguments")
+        return item_type, {"query": item.get("query")}
+
+    def _usage(self, usage) -> dict:
+        """The thread's cumulative usage as this run's share, in Claude's names."""
+        usage = _dict(usage)
+        cached = usage.get("cached_input_tokens") or 0
+        total = {"input_tokens": (usage.get("input_tokens") or 0) - cached,
+                 "output_tokens": usage.get("output_tokens") or 0,
+                 "cache_read_input_tokens": cached,
+                 "cache_creation_input_tokens": usage.get("cache_write_input_tokens") or 0}
+        return {k: max(0, v - (self.base_usage.get(k) or 0)) for k, v in total.items()}
+
+    def finish(self, exit_code):
+        if self.done or not self.error:
+            return []  # no error seen either: judge_run says it ended without a result
+        return [_result_event(False, self.error, {}, errors=[self.error],
+                              status=_http_status(self.error))]
+
+
+class GeminiAdapter(ClaudeAdapter):
+    """Gemini CLI, `gemini -p PROMPT -o stream-json` (agent-cli.md §3.4): assistant text
+    comes in delta chunks (joined here until the next other line); no cost."""
+
+    name = "gemini"
+    stdin_prompt = False
+    resumes = False  # --resume takes "latest" or an index, not a session id
+    #: Its --approval-mode of each permission mode; headless default drops edit and shell.
+    APPROVAL = {"auto-accept": "yolo", "allow-tools": "auto_edit", "default": "default"}
+
+    def __init__(self, model=None, base_usage=None):
+        super().__init__(model, base_usage)
+        self.pending = []
+        self.texts = []
+
+    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
+        argv = [*argv, "-o", "stream-json", "--approval-mode", self.APPROVAL[permission_mode]]
+        if model:
+            argv += ["-m", model]
+        return [*argv, "-p", prompt]
+
+    def _flush(self) -> list[dict]:
+        if not self.pending:
+            return []
+        text, self.pending = "".join(self.pending), []
+        self.texts.append(text)
+        return [_text_event("text", text)]
+
+    def translate(self, event):
+        kind = event.get("type")
+        if kind == "message" and event.get("role") == "assistant":
+            self.pending.append(str(event.get("content") or ""))
+            return [] if event.get("delta") else self._flush()
+        events = self._flush()
+        if kind == "init":
+            return events + [{"type": "system", "subtype": "init", "model": event.get("model"),
+                              "session_id": event.get("session_id"),
+                              "permissionMode": "approval-mode"}]
+        if kind == "message":
+            return events  # the prompt, echoed
+        if kind == "tool_use":
+            return events + [_tool_call_event(event.get("tool_id"),
+                                              str(event.get("tool_name") or "tool"),
+                                              event.get("parameters"))]
+        if kind == "tool_result":
+            error = _dict(event.get("error")).get("message")
+            return events + [_tool_result_event(event.get("tool_id"),
+                                                event.get("output") or error,
+                                                event.get("status") != "success")]
+        if kind == "error":
+            return events + [{"type": "system", "subtype": "warning",
+                              "message": event.get("message")}]
+        if kind == "result":
+            stats = _dict(event.get("stats"))
+            cached = stats.get("cached") or 0
+            usage = {"input_tokens": max(0, (stats.get("input_tokens") or 0) - cached),
+                     "output_tokens": stats.get("output_tokens") or 0,
+                     "cache_read_input_tokens": cached}
+            ok = event.get("status") == "success"
+            message = str(_dict(event.get("error")).get("message") or "")
+            return events + [_result_event(ok, self.texts[-1] if ok and self.texts else
+                                           message, usage, errors=[message] if message else [],
+                                           status=_http_status(message))]
+        return events + [RAW_LINE]
+
+    def finish(self, exit_code):
+        return self._flush()
+
+
+class OpenCodeAdapter(ClaudeAdapter):
+    """OpenCode, `opencode run --format json` (tests/fixtures/agent-streams/
+    opencode-NOTES.md): prompt on stdin, then EOF; no init and no result line, so the
+    session starts with the first line's sessionID and the result is made at exit (exit 0
+    and a last step that stopped = done).  Usage and cost come per step: summed here."""
+
+    name = "opencode"
+
+    def __init__(self, model=None, base_usage=None):
+        super().__init__(model, base_usage)
+        self.session = None
+        self.usage = dict.fromkeys(USAGE_KEYS.values(), 0)
+        self.cost = 0.0
+        self.reason = None
+        self.rejected = None
+        self.texts = []
+        self.done = False
+
+    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
+        argv = [*argv, "run", "--format", "json", "--dir", cwd]
+        if model:
+            argv += ["-m", model]
+        if permission_mode == "auto-accept":
+            argv.append("--auto")
+        if session_id:
+            argv += ["--session", session_id]
+        return argv
+
+    def translate(self, event):
+        events = []
+        if event.get("sessionID") and not self.session:
+            self.session = str(event["sessionID"])
+            events.append({"type": "system", "subtype": "init", "session_id": self.session,
+                           "model": self.model, "permissionMode": "opencode"})
+        kind, part = event.get("type"), _dict(event.get("part"))
+        if kind == "step_start":
+            return events
+        if kind in ("text", "reasoning"):
+            if kind == "text":
+                self.texts.append(str(part.get("text") or ""))
+            return events + [_text_event("text" if kind == "text" else "thinking",
+                                         str(part.get("text") or ""))]
+        if kind == "tool_use":
+            state = _dict(part.get("state"))
+            call_id = part.get("callID") or part.get("id")
+            exit_code = _dict(state.get("metadata")).get("exit")
+            failed = state.get("status") == "error" or exit_code not in (None, 0)
+            output = state.get("output") if state.get("status") != "error" else \
+                state.get("error")
+            if state.get("status") == "error" and "rejected permission" in str(output):
+                self.rejected = f"{part.get('tool')}: {output}"
+            return events + [_tool_call_event(call_id, str(part.get("tool") or "tool"),
+                                              state.get("input")),
+                             _tool_result_event(call_id, output, failed)]
+        if kind == "step_finish":
+            tokens = _dict(part.get("tokens"))
+            cache = _dict(tokens.get("cache"))
+            step = {"input_tokens": tokens.get("input") or 0,
+                    "output_tokens": (tokens.get("output") or 0) + (tokens.get("reasoning") or 0),
+                    "cache_read_input_tokens": cache.get("read") or 0,
+                    "cache_creation_input_tokens": cache.get("write") or 0}
+            for key, value in step.items():
+                self.usage[key] += value if isinstance(value, int) else 0
+            if isinstance(part.get("cost"), (int, float)):
+                self.cost += part["cost"]
+            self.reason = part.get("reason")
+            return events + [_usage_event(str(part.get("id")), step)]
+        if kind == "error":
+            self.done = True
+            error = _dict(event.get("error"))
+            data = _dict(error.get("data"))
+            message = f"{error.get('name')}: {data.get('message')}"
+            status = data.get("statusCode") if isinstance(data.get("statusCode"), int) \
+                else _http_status(message)
+            return events + [_result_event(False, message, dict(self.usage), errors=[message],
+                                           cost=self.cost, status=status)]
+        return events + [RAW_LINE]
+
+    def finish(self, exit_code):
+        if self.done or exit_code != 0:
+            return []  # an error line was the result; else judge_run: no result
+        self.done = True
+        ok = self.reason == "stop" and not self.rejected
+        text = self.texts[-1] if self.texts else ""
+        errors = [] if ok else [f"the agent stopped without finishing: {self.rejected}"
+                                if self.rejected else "the agent stopped without a final "
+                                "answer"]
+        return [_result_event(ok, text if ok else errors[0], dict(self.usage), errors=errors,
+                              cost=self.cost)]
+
+
+#: Each agent's adapter class.
+ADAPTERS = {"claude": ClaudeAdapter, "codex": CodexAdapter, "gemini": GeminiAdapter,
+            "opencode": OpenCodeAdapter}
+
+
 class AgentRun:
     """One agent process and the greenlets that serve it."""
 
@@ -6191,6 +6705,8 @@ class AgentRun:
         self.timeout_s, self.idle_s = timeout_s, idle_s
         self.parser = StreamParser()
         self.parser.root = root or cwd
+        #: False: the prompt is in argv and stdin is /dev/null (Codex, Gemini)
+        self.stdin_prompt = True
         self.proc = None
         self.exit_code = None
         self.stop_reason = None
@@ -6202,8 +6718,9 @@ class AgentRun:
 
     def start(self) -> None:
         """Spawn the agent in its own process group; raises OSError if it cannot start."""
+        stdin = subprocess.PIPE if self.stdin_prompt else subprocess.DEVNULL
         self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stdin=stdin, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True)
         gevent.spawn(self._supervise)
 
@@ -6223,6 +6740,8 @@ class AgentRun:
     def send(self, message: dict) -> bool:
         """Write one JSON line to the agent's stdin; False once it is closed."""
         data = (json_dumps(message) + "\n").encode("utf-8")
+        if self.proc is None or self.proc.stdin is None:
+            return False  # no channel: the prompt was in argv
         with self._stdin_lock:
             try:
                 self.proc.stdin.write(data)
@@ -6246,13 +6765,13 @@ class AgentRun:
         """No more turns: closing stdin lets the agent exit once its turn is over."""
         with self._stdin_lock:
             self.accepting = False
-            with contextlib.suppress(OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
                 self.proc.stdin.close()
 
     def usage_columns(self) -> dict:
         """The run's usage as the runs table keeps it (input_tokens, ..., cost)."""
         return {**{f"{key}_tokens": n for key, n in self.parser.usage.items()},
-                "cost": self.cost()}
+                "cost": self.cost(), "cost_estimated": int(self.parser.cost_estimated)}
 
     def _supervise(self):
         pumps = []
@@ -6292,6 +6811,10 @@ class AgentRun:
                 with contextlib.suppress(OSError):
                     pipe.close()
             try:
+                self._on_exit()
+            except Exception:  # what the adapter makes of the end is logged, never fatal
+                log.exception("run %s: reading the agent's end failed", self.run_id)
+            try:
                 self.on_finish(self)
             except Exception:  # the slot must come back even if recording failed
                 log.exception("run %s: recording its end failed", self.run_id)
@@ -6318,6 +6841,8 @@ class AgentRun:
         return exited_at
 
     def _feed_stdin(self):
+        if not self.stdin_prompt:
+            return
         if self.channel is not None:
             request = {"subtype": "initialize"}
             if self.channel["stop_check"]:
@@ -6375,6 +6900,15 @@ class AgentRun:
         if self.parser.usage != usage_before and (now - self._usage_published >= 1.0
                                                  or self.parser.last_type == "result"):
             self._usage_published = now  # at most one task:usage a second per run
+            publish_usage(self)
+
+    def _on_exit(self):
+        """Log what the adapter makes of the process's end (e.g. OpenCode's result)."""
+        entries = self.parser.close(self.exit_code)
+        at = now_iso()
+        for entry in entries:
+            runtime.logs.append(self.task_id, run_id=self.run_id, at=at, **entry)
+        if entries and self.parser.session_id:
             publish_usage(self)
 
     def _on_stderr(self, text: str):
@@ -8356,7 +8890,9 @@ class Runtime:
         self.last_plan_ms = 0
         #: The board's address, for agents (TASKBOARD_URL); serve() sets the bound port.
         self.url = board_url(config["host"], config["port"])
-        self.agent = {"found": None, "version": None}
+        #: Each configured agent CLI's {found, version}, for /api/health.
+        self.clis = {name: {"found": None, "version": None} for name in AGENTS}
+        self.agent = self.clis["claude"]
         #: The stored settings, read once at start and replaced by every update.
         self.settings = {}
         self.greenlets = []
@@ -8420,6 +8956,17 @@ def parse_args(argv=None, environ=None) -> dict:
         parser.error("agent command must not be empty")
     if args.demo:
         agent_argv = [sys.executable, os.path.abspath(__file__), "--simulate-agent"]
+    agents = {"claude": agent_argv}
+    for name, cli in AGENTS.items():
+        if name == "claude":
+            continue
+        command = environ.get(cli.env) or cli.command
+        try:
+            agents[name] = shlex.split(command)
+        except ValueError as exc:
+            parser.error(f"{cli.env} {command!r} cannot be parsed: {exc}")
+        if not agents[name]:
+            parser.error(f"{cli.env} must not be empty")
     contact = environ.get("TASKBOARD_PUSH_CONTACT", "mailto:taskboard@localhost")
     if not re.fullmatch(r"mailto:[^@\s]+@(localhost|[\w-]+(\.[\w-]+)+)|https://\S+", contact):
         parser.error(f"TASKBOARD_PUSH_CONTACT must be a mailto: or https: URL, not "
@@ -8434,7 +8981,7 @@ def parse_args(argv=None, environ=None) -> dict:
                      f"86400, not {retry_base!r}")
     return {"host": args.host, "port": port, "db_path": db_path, "data_dir": data_dir,
             "agent_command": shlex.join(agent_argv) if args.demo else args.agent_command,
-            "agent_argv": agent_argv,
+            "agent_argv": agent_argv, "agents": agents,
             "token": (args.token or "").strip() or None, "token_file": args.token_file,
             "no_auth": args.no_auth, "trusted_proxies": trusted,
             "token_on_command_line": any(a == "--token" or a.startswith("--token=")
@@ -8497,21 +9044,22 @@ def shutdown() -> None:
 
 
 def check_agent_command() -> None:
-    """Find the agent CLI and ask its version, for /api/health (never blocks start-up)."""
-    agent = runtime.agent
-    argv = runtime.config["agent_argv"]
-    path = shutil.which(argv[0])
-    agent["found"] = path is not None
-    if path is None:
-        log.warning("agent command %r not found: set --agent-command or "
-                    "TASKBOARD_AGENT_COMMAND", argv[0])
-        return
-    code, out = run_command([path, *argv[1:], "--version"], timeout=15,
-                            stderr=subprocess.STDOUT)
-    if code is None:
-        log.warning("agent command %r --version failed: %s", argv[0], out)
-    elif out.strip():
-        agent["version"] = out.strip().splitlines()[0][:200]
+    """Find each agent CLI and ask its version, for /api/health (never blocks start-up)."""
+    for name, argv in runtime.config["agents"].items():
+        agent = runtime.clis[name]
+        path = shutil.which(argv[0])
+        agent["found"] = path is not None
+        if path is None:
+            if name == "claude":  # the others are optional
+                log.warning("agent command %r not found: set --agent-command or "
+                            "TASKBOARD_AGENT_COMMAND", argv[0])
+            continue
+        code, out = run_command([path, *argv[1:], "--version"], timeout=15,
+                                stderr=subprocess.STDOUT)
+        if code is None:
+            log.warning("agent command %r --version failed: %s", argv[0], out)
+        elif out.strip():
+            agent["version"] = out.strip().splitlines()[0][:200]
 
 
 def make_server(host: str, port: int, access_log=None) -> Server:

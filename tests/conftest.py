@@ -176,6 +176,13 @@ def fast_retries(tb):
     tb.config["retry_base_seconds"] = 0.05
 
 
+def fake_cli_environ(**overrides):
+    """The environment that points every non-Claude agent CLI at tests/fake_agent.py,
+    which then speaks that CLI's stream (`--as NAME`, see its docstring)."""
+    return {cli.env: f"{sys.executable} {FAKE_AGENT} --as {name}"
+            for name, cli in taskboard.AGENTS.items() if name != "claude"} | overrides
+
+
 @pytest.fixture
 def config(tmp_path):
     return taskboard.parse_args(

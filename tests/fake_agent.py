@@ -105,6 +105,11 @@ JSON lines, read by a thread; the run is as above with these differences.
     turn's code (1 when its result had is_error).  A turn ending with no result line (exit,
     crash, no-result, flood-no-newline) ends the process with its code, as before; hang hangs.
 
+Other CLIs (design.md §14): `fake_agent.py --as codex|gemini|opencode <that CLI's argv>`
+stands in for Codex, Gemini or OpenCode (run_foreign): it takes the prompt where that CLI
+does, understands fake:replay=NAME (default FOREIGN_DEFAULT), fake:garbage, fake:hang,
+fake:sleep and fake:stderr, records its call (with "as") and exits as that CLI would.
+
 State lives in $FAKE_AGENT_DIR (unset: only sessions are kept, in <tmp>/taskboard-fake-agent):
     calls.jsonl           one line per run: {argv, cwd, stdin, env (TASKBOARD_* and FAKE_*),
                           pid, pgid, sid, session_id, resumed, time}
@@ -898,7 +903,68 @@ def run(out, sid, cwd, d, task_id, prompt=""):
             time.sleep(3600)
 
 
+#: What a stand-in for another CLI replays when its prompt names no stream.
+FOREIGN_DEFAULT = {"codex": "codex-success", "gemini": "gemini-success",
+                   "opencode": "opencode-text"}
+
+
+def foreign_exit_code(name, lines):
+    """The exit code the CLI gave after printing `lines` (agent-cli.md §3.3-3.4,
+    opencode-NOTES.md): 1 after an error end, else 0."""
+    events = [json.loads(line) for line in lines]
+    types = [e.get("type") for e in events]
+    if name == "codex":
+        return 0 if "turn.completed" in types else 1
+    if name == "gemini":
+        return 0 if events and events[-1].get("status") == "success" else 1
+    return 1 if "error" in types else 0
+
+
+def run_foreign(name, argv):
+    """Stand in for another agent CLI (`--as codex|gemini|opencode` before its argv): take
+    the prompt where that CLI takes it (codex: the last argument, gemini: -p, opencode:
+    stdin), record the call as main() does and replay the stream its fake:replay=NAME names
+    (default FOREIGN_DEFAULT) with the CLI's exit code.  fake:garbage adds, before the last
+    line, a non-JSON line and a JSON line of a type no CLI prints; fake:hang replays, then
+    waits to be killed."""
+    if "--version" in argv:
+        print(f"{name} {VERSION}")
+        return 0
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
+    if name == "codex":
+        prompt = argv[-1]
+    elif name == "gemini":
+        prompt = option(argv, "-p") or ""
+    else:
+        prompt = sys.stdin.read()
+    d = parse_directives(prompt)
+    base = state_dir()
+    record = {"argv": argv, "cwd": os.getcwd(), "stdin": prompt, "pid": os.getpid(),
+              "pgid": os.getpgid(0), "sid": os.getsid(0), "as": name, "time": time.time(),
+              "resumed": "resume" in argv or "--session" in argv,
+              "env": {k: v for k, v in os.environ.items()
+                      if k.startswith(("TASKBOARD_", "FAKE_")) or k == "PWD"}}
+    if os.environ.get("FAKE_AGENT_DIR"):
+        with open(os.path.join(base, "calls.jsonl"), "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+    stream = d["arg"] if d.get("mode") == "replay" else FOREIGN_DEFAULT[name]
+    with open(os.path.join(STREAMS, f"{stream}.jsonl"), encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f if line.strip()]
+    out = Out({k: v for k, v in d.items() if k in ("sleep", "stderr")}, transcript_path(base))
+    for i, line in enumerate(lines):
+        if i == len(lines) - 1 and "garbage" in d:
+            out.raw("this line is not JSON")
+            out.raw(json.dumps({"type": "mystery_event", "detail": "no CLI prints this"}))
+        out.raw(line)
+    if d.get("mode") == "hang":
+        while True:
+            time.sleep(3600)
+    out.finish(foreign_exit_code(name, lines))
+
+
 def main(argv):
+    if argv[:1] == ["--as"]:
+        return run_foreign(argv[1], argv[2:])
     if "--version" in argv:
         gate = os.environ.get("FAKE_VERSION_GATE")
         if gate:

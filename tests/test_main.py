@@ -84,8 +84,10 @@ def test_main_health_reports_missing_agent(start, tmp_path):
     server.wait_ready()
     body = wait_for(lambda: (b := server.health())["agent"]["found"] is not None and b,
                     message="the agent check")
+    agents = body.pop("agents")
     assert body == {"ok": True, "version": taskboard.__version__, "db": "ok",
                     "agent": {"found": False, "version": None}}
+    assert set(agents) == set(taskboard.AGENTS) and agents["claude"] == body["agent"]
 
 
 def test_main_health_reports_found_agent_version(start, tmp_path):

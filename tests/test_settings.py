@@ -7,7 +7,7 @@ from conftest import assert_error
 DEFAULTS = {"confirmBeforeDelete": True, "defaultModel": "model_medium",
             "defaultEffort": "medium", "language": "en", "autoOpenTerminal": False,
             "soundEnabled": True, "dailyCostLimit": None, "agentIdleTimeoutMinutes": 60,
-            "logRetentionDays": None}
+            "logRetentionDays": None, "agentModels": None}
 
 
 def test_settings_fresh_board_answers_the_defaults(client):
@@ -51,7 +51,7 @@ def test_settings_accepts_every_allowed_value(client, field, value):
 def test_settings_nullable_limit_can_be_cleared(client):
     client.put_json("/api/settings", {"dailyCostLimit": 5, "logRetentionDays": 7})
     body = client.put_json("/api/settings", {"dailyCostLimit": None,
-                                             "logRetentionDays": None}).json
+                                             "logRetentionDays": None, "agentModels": None}).json
     assert body == DEFAULTS
 
 

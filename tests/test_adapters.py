@@ -1,0 +1,267 @@
+"""Agent adapters (design.md §14): Codex, Gemini and OpenCode runs, each replayed by
+tests/fake_agent.py `--as NAME` from its recorded stream (tests/fixtures/agent-streams/),
+reach the same log, usage, cost and retry rules as Claude's."""
+import sys
+
+import pytest
+
+import taskboard
+from agent_helpers import get_task, logs, read_calls, start, task_calls, wait_status
+from conftest import FAKE_AGENT, assert_error, desk, fake_cli_environ, wait_for
+
+pytestmark = pytest.mark.usefixtures("fast_retries")
+
+RUN = 15
+FOREIGN = ("codex", "gemini", "opencode")
+
+
+@pytest.fixture
+def config(tmp_path):
+    """The board with every agent CLI pointed at the fake."""
+    return taskboard.parse_args(
+        ["--db", str(tmp_path / "data" / "taskboard.db"),
+         "--agent-command", f"{sys.executable} {FAKE_AGENT}"], environ=fake_cli_environ())
+
+
+def wait_logs(client, task_id, predicate, message="log entries"):
+    def check():
+        entries = logs(client, task_id)
+        return entries if predicate(entries) else None
+    return wait_for(check, RUN, message=message)
+
+
+def entry(entries, kind, text):
+    return any(e["kind"] == kind and text in e["message"] for e in entries)
+
+
+#: agent -> (stream, text, tool call, tool result, (input, output, cache read, cache
+#: creation), cost, estimated)
+SUCCESS = {
+    # codex: input_tokens counts the cached ones; no cost: gpt-5-codex's prices
+    "codex": ("codex-success", "Created hello.txt.",
+              "shell: /bin/bash -lc 'echo hello > hello.txt && cat hello.txt'", "hello",
+              (1000, 120, 2000, 0), (1000 * 1.25 + 120 * 10 + 2000 * 0.125) / 1e6, True),
+    # gemini: input_tokens counts the cached ones; no cost: gemini-2.5-flash's prices
+    "gemini": ("gemini-success", "Created hello.txt.",
+               "run_shell_command: echo hello > hello.txt && cat hello.txt", "hello",
+               (1200, 80, 600, 0), (1200 * 0.30 + 80 * 2.50 + 600 * 0.075) / 1e6, True),
+    # opencode: two steps, each 1000 in / 85 out / 200 cache read costing 0.004335
+    "opencode": ("opencode-tool", "Tool said: hi", "bash: echo hi > hi.txt && cat hi.txt",
+                 "hi", (2000, 170, 400, 0), 2 * 0.004335, False),
+}
+
+
+@pytest.mark.parametrize("agent", FOREIGN)
+def test_run_of_each_agent_reaches_testing_with_log_usage_and_cost(client, api, agent_dir,
+                                                                    agent):
+    stream, text, call, result, usage, cost, estimated = SUCCESS[agent]
+    tid = start(api, api.project(agent=agent), f"fake:replay={stream}")
+    task = wait_status(client, tid, "testing")
+    assert (task["input_tokens"], task["output_tokens"], task["cache_read_tokens"],
+            task["cache_creation_tokens"]) == usage
+    assert task["total_cost"] == pytest.approx(cost)
+    assert task["cost_estimated"] is estimated
+    assert task["session_id"] and task["last_error"] is None
+    entries = wait_logs(client, tid, lambda es: entry(es, "text", text), "the agent's text")
+    assert entry(entries, "tool_call", call), [e["message"] for e in entries]
+    assert entry(entries, "tool_result", result)
+    assert entry(entries, "system", f"session {task['session_id']}")
+    assert entry(entries, "system", f"approvals not available for this agent ({agent})")
+    assert not any(e["kind"] == "raw" for e in entries), "every recorded line is known"
+    [call_made] = read_calls(agent_dir)
+    assert call_made["as"] == agent
+
+
+def test_codex_invocation_prompt_in_argv_stdin_closed_sandbox_from_permissions(
+        client, api, agent_dir):
+    tid = start(api, api.project(agent="codex", permissionMode="allow-tools"), "fake:ok")
+    wait_status(client, tid, "testing")
+    [call] = task_calls(agent_dir, tid)
+    argv = call["argv"]
+    assert argv[:3] == ["exec", "--json", "--skip-git-repo-check"]
+    assert argv[argv.index("-s") + 1] == "workspace-write"
+    assert argv[argv.index("-m") + 1] == "gpt-5-codex"
+    assert "model_reasoning_effort=medium" in argv
+    assert argv[-1].startswith("# ") and "fake:ok" in argv[-1]
+    assert "Board tools" not in argv[-1], "no board tools outside Claude yet"
+    assert call["stdin"] == argv[-1]  # the fake's record: the prompt it took
+
+
+@pytest.mark.parametrize("mode, sandbox", [("auto-accept", "danger-full-access"),
+                                           ("default", "read-only")])
+def test_codex_sandbox_of_each_permission_mode(client, api, agent_dir, mode, sandbox):
+    tid = start(api, api.project(agent="codex", permissionMode=mode), "fake:ok")
+    wait_status(client, tid, "testing")
+    [call] = task_calls(agent_dir, tid)
+    assert call["argv"][call["argv"].index("-s") + 1] == sandbox
+    notes = [e for e in logs(client, tid) if "approvals not available" in e["message"]]
+    assert len(notes) == (0 if mode == "auto-accept" else 1)
+
+
+def test_gemini_invocation_prompt_flag_and_approval_mode(client, api, agent_dir):
+    tid = start(api, api.project(agent="gemini", permissionMode="auto-accept"), "fake:ok")
+    wait_status(client, tid, "testing")
+    [call] = task_calls(agent_dir, tid)
+    argv = call["argv"]
+    assert argv[argv.index("-o") + 1] == "stream-json"
+    assert argv[argv.index("--approval-mode") + 1] == "yolo"
+    assert argv[argv.index("-m") + 1] == "gemini-2.5-flash"
+    assert "fake:ok" in argv[argv.index("-p") + 1]
+
+
+def test_opencode_invocation_prompt_on_stdin_and_dir_and_pwd_set(client, api, agent_dir):
+    tid = start(api, api.project(agent="opencode"), "fake:ok")
+    wait_status(client, tid, "testing")
+    [call] = task_calls(agent_dir, tid)
+    argv = call["argv"]
+    assert argv[:3] == ["run", "--format", "json"]
+    assert argv[argv.index("--dir") + 1] == call["cwd"] == call["env"]["PWD"]
+    assert "-m" not in argv, "OpenCode's own configured model by default"
+    assert "fake:ok" in call["stdin"]
+
+
+@pytest.mark.parametrize("agent, flag", [("codex", "resume"), ("opencode", "--session")])
+def test_changes_requested_resume_the_agents_session(client, api, agent_dir, agent, flag):
+    stream = SUCCESS[agent][0]
+    tid = start(api, api.project(agent=agent), f"fake:replay={stream}")
+    first = wait_status(client, tid, "testing")
+    desk(client, "request_changes", {"id": tid, "feedback": "also add a test"})
+    wait_for(lambda: len(task_calls(agent_dir, tid)) == 2, RUN, message="the resumed run")
+    task = wait_status(client, tid, "testing")
+    second = task_calls(agent_dir, tid)[1]
+    argv = second["argv"]
+    assert argv[argv.index(flag) + 1] == first["session_id"]
+    prompt = argv[-1] if agent == "codex" else second["stdin"]
+    assert prompt == "also add a test"
+    if agent == "codex":  # the thread's usage is cumulative: the replay adds nothing
+        assert task["input_tokens"] == first["input_tokens"]
+        assert task["output_tokens"] == first["output_tokens"]
+
+
+def test_gemini_changes_requested_start_fresh_with_every_revision(client, api, agent_dir):
+    tid = start(api, api.project(agent="gemini"), "fake:ok")
+    wait_status(client, tid, "testing")
+    desk(client, "request_changes", {"id": tid, "feedback": "also add a test"})
+    wait_for(lambda: len(task_calls(agent_dir, tid)) == 2, RUN, message="the second run")
+    wait_status(client, tid, "testing")
+    prompt = task_calls(agent_dir, tid)[1]["argv"]
+    prompt = prompt[prompt.index("-p") + 1]
+    assert "fake:ok" in prompt and "also add a test" in prompt
+
+
+@pytest.mark.parametrize("agent, stream, why", [
+    ("codex", "codex-auth-error", r"Reconnecting"),
+    ("gemini", "gemini-api-error", r"API key not valid"),
+    ("opencode", "opencode-auth-error", r"APIError"),
+    ("opencode", "opencode-permission-rejected", r"rejected permission"),
+])
+def test_error_stream_fails_at_once_saying_why(client, api, agent_dir, agent, stream, why):
+    tid = start(api, api.project(agent=agent, maxRetries=2), f"fake:replay={stream}")
+    task = wait_status(client, tid, "failed")
+    assert task["retry_count"] == 0
+    assert why in task["last_error"], task["last_error"]
+    assert len(read_calls(agent_dir)) == 1
+
+
+@pytest.mark.parametrize("stream, status", [("opencode-api-error", "500"),
+                                            ("opencode-rate-limit", "429")])
+def test_api_error_or_rate_limit_retries_then_fails(client, api, agent_dir, stream, status):
+    tid = start(api, api.project(agent="opencode", maxRetries=1), f"fake:replay={stream}")
+    task = wait_status(client, tid, "failed")
+    assert task["retry_count"] == 1
+    assert "model API failed" in task["last_error"]
+    assert len(read_calls(agent_dir)) == 2
+
+
+@pytest.mark.parametrize("agent", FOREIGN)
+def test_unknown_lines_are_kept_raw_and_the_run_goes_on(client, api, agent_dir, agent):
+    stream = SUCCESS[agent][0]
+    tid = start(api, api.project(agent=agent), f"fake:replay={stream} fake:garbage")
+    wait_status(client, tid, "testing")
+    entries = logs(client, tid)
+    assert entry(entries, "raw", "this line is not JSON")
+    assert entry(entries, "raw", '"mystery_event"')
+
+
+def test_task_agent_overrides_the_projects(client, api, agent_dir):
+    project = api.project()
+    assert project["agent"] == "claude"
+    tid = start(api, project, "fake:ok", agent="gemini")
+    task = wait_status(client, tid, "testing")
+    assert task["agent"] == "gemini"
+    [call] = task_calls(agent_dir, tid)
+    assert call.get("as") == "gemini"
+    other = start(api, project, "fake:ok")
+    wait_status(client, other, "testing")
+    assert get_task(client, other)["agent"] is None
+    assert "as" not in task_calls(agent_dir, other)[0], "null: the project's (Claude)"
+
+
+@pytest.mark.parametrize("where", ["project", "task"])
+def test_unknown_agent_is_400_naming_the_field_and_the_known_ones(client, api, where):
+    if where == "project":
+        url, body = "/api/projects", {"name": "X", "slug": "x", "workingDir":
+                                      str(api.workdir), "agent": "cursor"}
+    else:
+        url, body = f"/api/projects/{api.project()['id']}/tasks", {"title": "t",
+                                                                   "agent": "cursor"}
+    error = assert_error(client.post_json(url, body, expect_errors=True), 400,
+                         "validation_error", "agent")
+    assert all(name in error["error"] for name in taskboard.AGENTS)
+
+
+def test_agent_not_installed_fails_at_once_with_how_to_install(client, api, tb):
+    config = taskboard.parse_args(
+        ["--db", tb.config["db_path"], "--agent-command", f"{sys.executable} {FAKE_AGENT}"],
+        environ=fake_cli_environ(TASKBOARD_GEMINI_COMMAND="definitely-missing-gemini"))
+    taskboard.shutdown()
+    taskboard.init(config)
+    config["retry_base_seconds"] = 0.05
+    tid = start(api, api.project(agent="gemini", maxRetries=2), "fake:ok")
+    task = wait_status(client, tid, "failed")
+    assert task["retry_count"] == 0
+    assert "npm install -g @google/gemini-cli" in task["last_error"]
+    assert "TASKBOARD_GEMINI_COMMAND" in task["last_error"]
+
+
+def test_health_reports_every_configured_cli(client):
+    def checked():
+        body = client.get("/api/health").json
+        return body if all(a["version"] for a in body["agents"].values()) else None
+    body = wait_for(checked, RUN, message="every CLI checked")
+    assert set(body["agents"]) == set(taskboard.AGENTS)
+    assert body["agent"] == body["agents"]["claude"]
+    for name in FOREIGN:
+        assert body["agents"][name]["found"] is True
+        assert body["agents"][name]["version"].startswith(name)
+
+
+def test_parse_args_builds_every_agents_argv():
+    config = taskboard.parse_args(["--agent-command", "my-claude --x"],
+                                  environ={"TASKBOARD_CODEX_COMMAND": "npx codex"})
+    assert config["agents"] == {"claude": ["my-claude", "--x"], "codex": ["npx", "codex"],
+                                "gemini": ["gemini"], "opencode": ["opencode"]}
+
+
+def test_agent_models_setting_picks_the_model_of_a_tier(client, api, agent_dir):
+    models = {"codex": {"model_medium": "o4-mini"}, "gemini": {"model_medium": None}}
+    settings = client.put_json("/api/settings", {"agentModels": models}).json
+    assert settings["agentModels"] == models
+    assert client.get("/api/settings").json["agentModels"] == models
+    project = api.project(maxConcurrent=2)
+    codex = start(api, project, "fake:ok", agent="codex")
+    gemini = start(api, project, "fake:ok", agent="gemini")
+    for tid in (codex, gemini):
+        wait_status(client, tid, "testing")
+    argv = task_calls(agent_dir, codex)[0]["argv"]
+    assert argv[argv.index("-m") + 1] == "o4-mini"
+    assert "-m" not in task_calls(agent_dir, gemini)[0]["argv"], "null: the CLI's default"
+
+
+@pytest.mark.parametrize("value", [{"cursor": {}}, {"codex": {"model_huge": "x"}},
+                                   {"codex": {"model_small": "two words"}}, ["codex"]])
+def test_agent_models_setting_refuses_unknown_agents_tiers_and_odd_names(client, snapshot,
+                                                                         value):
+    from conftest import assert_refused
+    assert_refused(snapshot, client.put_json, "/api/settings", {"agentModels": value},
+                   field="agentModels")
