@@ -50,6 +50,7 @@ import time
 import unicodedata
 import urllib.parse
 import uuid
+import zoneinfo
 
 import bottle
 import dataset
@@ -371,6 +372,11 @@ def iso(when: dt.datetime | None) -> str | None:
         return None
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + \
         f"{when.microsecond // 1000:03d}Z"
+
+
+def iso_at(epoch: float) -> str:
+    """iso() of a Unix time."""
+    return iso(dt.datetime.fromtimestamp(epoch, dt.UTC))
 
 
 def now_iso() -> str:
@@ -779,6 +785,8 @@ TASK_FIELDS = (
     _ro("work_duration_ms"), _ro("revision_count"), _ro("queue_position"),
     _ro("permission_denials", doc="tools the agent was refused in its latest run"),
     _ro("last_error", "str", doc="why the latest run failed, or null"),
+    _ro("waitingUntil", "str", column="waiting_until", doc="when the agent's usage limit "
+        "lifts and the task continues by itself (it stays in_progress), or null"),
     _ro("pending_approvals", doc="tool approvals and questions waiting for a person"),
 )
 
@@ -816,6 +824,8 @@ WEBHOOK_FIELDS = (
 
 PLAN_FIELDS = (
     Field("topic", "str", required=True, maxlen=10_000, doc="what to plan"),
+    Field("agent", "enum", choices=tuple(AGENTS), nullable=True,
+          doc="the agent CLI that plans (read-only); null = the project's"),
     Field("model", "enum", choices=MODELS, default="model_medium"),
     Field("effort", "enum", choices=EFFORTS, default="medium"),
     Field("granularity", "enum", choices=tuple(GRANULARITIES), default="balanced",
@@ -1418,6 +1428,14 @@ ALTER TABLE tasks ADD COLUMN agent TEXT;
 ALTER TABLE tasks ADD COLUMN cost_estimated INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN agent TEXT NOT NULL DEFAULT 'claude';
 ALTER TABLE runs ADD COLUMN cost_estimated INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE plans ADD COLUMN agent TEXT NOT NULL DEFAULT 'claude';
+ALTER TABLE plans ADD COLUMN cost_estimated INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN waiting_until TEXT;
+CREATE TABLE agent_limits (
+  agent TEXT PRIMARY KEY,
+  until TEXT NOT NULL,
+  reason TEXT NOT NULL
+);
 """),
 )
 
@@ -2044,6 +2062,45 @@ def session_usage_row(session_id: str) -> dict:
     return {"input_tokens": row["i"] or 0, "output_tokens": row["o"] or 0,
             "cache_read_input_tokens": row["r"] or 0,
             "cache_creation_input_tokens": row["c"] or 0}
+
+
+def session_agent_row(session_id: str | None) -> str | None:
+    """The agent CLI whose session this is (a task may change agents between runs)."""
+    if session_id is None:
+        return None
+    with read() as t:
+        return t.value("SELECT agent FROM runs WHERE session_id = ? ORDER BY id DESC LIMIT 1",
+                       (session_id,))
+
+
+def run_agent_row(run_id: int) -> str:
+    with read() as t:
+        return t.value("SELECT agent FROM runs WHERE id = ?", (run_id,))
+
+
+def agent_limit_rows() -> list[dict]:
+    with read() as t:
+        return t.all("SELECT * FROM agent_limits ORDER BY agent")
+
+
+def save_agent_limit_row(agent: str, until: str, reason: str) -> None:
+    with tx() as t:
+        t.execute("INSERT INTO agent_limits (agent, until, reason) VALUES (?, ?, ?) ON "
+                  "CONFLICT (agent) DO UPDATE SET until = excluded.until, reason = "
+                  "excluded.reason", (agent, until, reason))
+
+
+def delete_agent_limit_row(agent: str) -> None:
+    with tx() as t:
+        t.execute("DELETE FROM agent_limits WHERE agent = ?", (agent,))
+
+
+def project_ids_of_agent(agent: str) -> list[int]:
+    """The projects with backlog tasks that run this agent (their own or the project's)."""
+    with read() as t:
+        return [r["id"] for r in t.all(
+            "SELECT DISTINCT p.id FROM projects p JOIN tasks k ON k.project_id = p.id "
+            "WHERE k.status = 'backlog' AND COALESCE(k.agent, p.agent) = ?", (agent,))]
 
 
 def update_run_row(run_id: int, changes: dict) -> None:
@@ -3331,7 +3388,7 @@ def _publish_task(row: dict | None) -> None:
 
 def _move_changes(to: str, manual: bool, before: dict, now: str) -> dict:
     """The timer and counter columns a move from before["status"] to `to` changes."""
-    changes = {"agent_done": 0}
+    changes = {"agent_done": 0, "waiting_until": None}
     if before["status"] == "in_progress" and before["in_progress_since"]:
         spent = parse_iso(now) - parse_iso(before["in_progress_since"])
         changes["work_duration_ms"] = before["work_duration_ms"] + \
@@ -3381,13 +3438,17 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         return
     task, project = context["task"], context["project"]
     agent = task["agent"] or project["agent"]
-    command = runtime.config["agents"][agent][0]
-    if shutil.which(command) is None:
+    if not agent_found(agent):
         runtime.agents.release(task_id)
         _fail_task(task_id, not_installed(agent))
         return
+    until = runtime.limits.get(agent)
+    if until is not None and until > time.time():  # the agent's usage limit: wait it out
+        _wait_for_limit(task, agent, until, None, resume=resume)
+        return
     adapter = ADAPTERS[agent]
-    session_id = task["session_id"] if resume and adapter.resumes else None
+    session_id = task["session_id"] if resume and adapter.resumes and \
+        session_agent_row(task["session_id"]) == agent else None
     if session_id is None:
         prompt = None  # a fresh session needs the whole story, revisions included
     attachment_dir = os.path.join(runtime.data_dir, "attachments", str(task_id)) \
@@ -3395,14 +3456,9 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
     text = prompt if prompt is not None else build_prompt(context, note=note,
                                                           tools=agent == "claude")
     cwd = task_checkout(task, project)
-    model_name = agent_model(agent, task["model"])
-    if agent == "claude":
-        invocation = agent_invocation(project, cwd, task["model"], task["thinking_effort"],
-                                      task_run_flags(project, session_id, attachment_dir),
-                                      task_id)
-    else:
-        invocation = foreign_invocation(adapter, project, cwd, text, model_name,
-                                        task["thinking_effort"], session_id, task_id)
+    invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
+                                text, task_run_flags(project, session_id, attachment_dir),
+                                session_id=session_id, task_id=task_id)
     run_id = insert_run_row({
         "task_id": task_id, "project_id": project["id"], "kind": "task", "agent": agent,
         "model": task["model"], "cwd": cwd, "resumed": int(bool(session_id)),
@@ -3411,16 +3467,12 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
     run = AgentRun(task_id, project["id"], run_id, text, model=task["model"],
                    root=repo_root(cwd), channel=run_channel(project) if two_way else None,
                    **invocation)
+    model_name = adapt_run(run, agent, task["model"], session_id)
     if agent == "claude":
         run.queued.extend(queued_message_rows(task_id))  # sent while no agent ran
         run.argv += ["--mcp-config", issue_run_token(run, mcp_port)]
-    else:
-        run.parser.adapter = adapter(model_name, session_usage_row(session_id)
-                                     if session_id else None)
-        run.parser.prices = MODEL_PRICES.get(model_name)
-        run.stdin_prompt = adapter.stdin_prompt
     what = f"resuming session {session_id}" if session_id else "starting the agent"
-    runtime.logs.append(task_id, "system", f"{what} ({agent}, {model_name or 'its default model'}"
+    runtime.logs.append(task_id, "system", f"{what} ({agent}, {model_name}"
                         f", effort {task['thinking_effort']}) in {cwd}", run_id)
     if not two_way and project["permission_mode"] != "auto-accept":
         runtime.logs.append(task_id, "system", f"approvals not available for this agent "
@@ -3432,13 +3484,14 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         revoke_run_token(run)
         runtime.agents.release(task_id)
         update_run_row(run_id, {"status": "failed", "error": str(exc), "ended_at": now_iso()})
-        _fail_task(task_id, f"could not start {command!r} in {cwd}: {exc}", run_id)
+        _fail_task(task_id, f"could not start {run.argv[0]!r} in {cwd}: {exc}", run_id)
         return
     if not launched:
         revoke_run_token(run)
         update_run_row(run_id, {"status": "stopped", "ended_at": now_iso()})
         return
-    _publish_task(update_task_row(task_id, {"is_running": 1, "last_error": None}))
+    _publish_task(update_task_row(task_id, {"is_running": 1, "last_error": None,
+                                            "waiting_until": None}))
 
 
 def record_run_process(run: "AgentRun") -> None:
@@ -3480,6 +3533,7 @@ def finish_run(run: "AgentRun") -> None:
     runtime.logs.flush([run.task_id])
     outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
     status = outcome if outcome in ("ok", "stopped", "interrupted") else "failed"
+    until = limit_resets(run.parser) if outcome == "wait" else None
     denials = len(run.parser.denials)
     task = finish_run_rows(run.run_id, {
         "status": status, "exit_code": run.exit_code, "error": reason, **run.usage_columns(),
@@ -3487,12 +3541,18 @@ def finish_run(run: "AgentRun") -> None:
         "is_running": 0, "permission_denials": denials,
         **({"session_id": run.parser.session_id} if run.parser.session_id else {}),
         **({"last_error": reason} if outcome in ("retry", "fail") else {})})
-    runtime.agents.forget(run, keep_slot=outcome == "retry" and task is not None)
+    runtime.agents.forget(run, keep_slot=outcome in ("retry", "wait") and task is not None)
     check_budget()
     if task is None:
         return
     _publish_task(task)
-    if outcome == "ok" and task["awaiting_subtasks"] and task["status"] == "in_progress":
+    if outcome == "wait" and task["status"] == "in_progress":
+        agent = run_agent_row(run.run_id)
+        set_agent_limit(agent, until, reason)
+        _wait_for_limit(task, agent, until, run.run_id, resume=True)
+    elif outcome == "wait":
+        runtime.agents.release(run.task_id)
+    elif outcome == "ok" and task["awaiting_subtasks"] and task["status"] == "in_progress":
         runtime.logs.append(run.task_id, "system", "the agent finished; the task waits for "
                             "its sub-tasks", run.run_id)
         _publish_task(update_task_row(run.task_id, {"agent_done": 1}))
@@ -3553,6 +3613,54 @@ def _fail_task(task_id: int, reason: str, run_id: int | None = None) -> None:
     move_task(task_id, "failed", manual=False, only_from="in_progress", reason=reason)
 
 
+def set_agent_limit(agent: str, until: float, reason: str) -> None:
+    """Remember that an agent CLI is limited until `until` (kept over a restart): the queue
+    starts none of its tasks before then, and looks again once it lifts."""
+    if until <= runtime.limits.get(agent, 0):
+        return
+    runtime.limits[agent] = until
+    save_agent_limit_row(agent, iso_at(until), reason)
+    scheduled_by = runtime
+
+    def lifted():
+        if runtime is not scheduled_by or runtime.limits.get(agent) != until:
+            return  # a restart, or a later limit that has its own timer
+        del runtime.limits[agent]
+        delete_agent_limit_row(agent)
+        for project_id in project_ids_of_agent(agent):
+            schedule_queue(project_id)
+    runtime.greenlets.append(gevent.spawn_later(max(0.0, until - time.time()), lifted))
+
+
+def _wait_for_limit(task: dict, agent: str, until: float, run_id: int | None, *,
+                    resume: bool) -> None:
+    """The task holding a slot waits for its agent's usage limit to lift, then its agent
+    continues (its session resumed when it has one)."""
+    at = iso_at(until)
+    runtime.logs.append(task["id"], "system", f"the {agent} agent is at its usage limit; the "
+                        f"task continues by itself at {at}", run_id, is_error=True)
+    _publish_task(update_task_row(task["id"], {"waiting_until": at}))
+
+    def go_on():
+        _publish_task(update_task_row(task["id"], {"waiting_until": None}))
+        if resume and task_row(task["id"])["session_id"]:
+            start_run(task["id"], resume=True, prompt="continue")
+        else:
+            start_run(task["id"])
+    runtime.agents.retry_later(task["id"], task["project_id"], max(0.0, until - time.time()),
+                               go_on)
+
+
+def restore_agent_limits() -> None:
+    """At start-up: the limits that have not lifted yet, with their timers."""
+    for row in agent_limit_rows():
+        until = parse_iso(row["until"]).timestamp()
+        if until > time.time():
+            set_agent_limit(row["agent"], until, row["reason"])
+        else:
+            delete_agent_limit_row(row["agent"])
+
+
 def resume_interrupted_runs() -> None:
     """At start-up: kill what survived the last server, then give every in_progress task
     its agent back — its own session resumed ("continue"), not counted as a retry."""
@@ -3563,7 +3671,8 @@ def resume_interrupted_runs() -> None:
             settle_parent(task["id"])
             continue
         runtime.agents.reserve(task["id"], task["project_id"], None)
-        if task["run_status"] == "interrupted" and task["session_id"]:
+        if task["run_status"] == "interrupted" and task["session_id"] or \
+                task["waiting_until"] and task["session_id"]:
             runtime.logs.append(task["id"], "system",
                                 "the server restarted; resuming the agent's session")
             start_run(task["id"], resume=True, prompt="continue")
@@ -3654,17 +3763,39 @@ def not_installed(agent: str) -> str:
         f"`npm install -g {cli.package}` or set {flag}{cli.env}"
 
 
-def foreign_invocation(adapter, project: dict, cwd: str, prompt: str, model: str | None,
-                       effort: str, session_id: str | None, task_id: int) -> dict:
-    """A task run of a CLI other than Claude (design §14), as AgentRun takes it: its
-    adapter's argv, the environment without the board's secrets (PWD = cwd: OpenCode works
-    where PWD says), cwd and timeouts."""
+def run_invocation(agent: str, project: dict, cwd: str, tier: str, effort: str, prompt: str,
+                   claude_flags=(), *, mode: str | None = None, session_id: str | None = None,
+                   task_id: int | None = None) -> dict:
+    """Any agent CLI's run as AgentRun takes it (design §14): Claude's own flags, else its
+    adapter's argv in `mode` (one of PERMISSION_MODES or "read-only"; default the
+    project's), with the environment without the board's secrets (PWD = cwd: OpenCode
+    works where PWD says), cwd and timeouts."""
+    if agent == "claude":
+        return agent_invocation(project, cwd, tier, effort, claude_flags, task_id)
     setting = _run_setting(project, cwd, task_id)
     setting["env"]["PWD"] = cwd
-    argv = adapter(model).invocation(
-        runtime.config["agents"][adapter.name], prompt, model=model, effort=effort,
-        permission_mode=project["permission_mode"], session_id=session_id, cwd=cwd)
+    model = agent_model(agent, tier)
+    argv = ADAPTERS[agent](model).invocation(
+        runtime.config["agents"][agent], prompt, model=model, effort=effort,
+        permission_mode=mode or project["permission_mode"], session_id=session_id, cwd=cwd)
     return {"argv": argv, **setting}
+
+
+def adapt_run(run: "AgentRun", agent: str, tier: str, session_id: str | None = None) -> str:
+    """Give a run of a CLI other than Claude its adapter (the parser then reads that CLI's
+    lines) and its model's prices; return the model's name for the log."""
+    model = agent_model(agent, tier)
+    if agent != "claude":
+        adapter = ADAPTERS[agent]
+        run.parser.adapter = adapter(model, session_usage_row(session_id)
+                                     if session_id else None)
+        run.parser.prices = MODEL_PRICES.get(model)
+        run.stdin_prompt = adapter.stdin_prompt
+    return model or "its default model"
+
+
+def agent_found(agent: str) -> bool:
+    return shutil.which(runtime.config["agents"][agent][0]) is not None
 
 
 def _checkout_instructions(project: dict, cwd: str) -> str | None:
@@ -3762,9 +3893,10 @@ def run_queue(project_id: int) -> list[int]:
         return []  # today's agent cost reached the daily limit: start nothing new
     states = dependency_states(tasks, edges)
     started = []
+    limited = {a for a, until in runtime.limits.items() if until > time.time()}
     for task in tasks:
-        if states[task["id"]][0] != "ready":
-            continue
+        if states[task["id"]][0] != "ready" or (task["agent"] or project["agent"]) in limited:
+            continue  # not ready, or its agent waits out a usage limit
         if runtime.agents.used(project_id) >= project["max_concurrent"]:
             break
         try:
@@ -4972,23 +5104,27 @@ def start_verifier(task_id: int) -> None:
     task, project = context["task"], context["project"]
     if not project["auto_test"] or runtime.agents.verifiers.get(task_id):
         return
-    if shutil.which(runtime.config["agent_argv"][0]) is None:
-        runtime.logs.append(task_id, "system", "the verifier cannot run: the agent command "
-                            "is not found; the task waits in testing", is_error=True)
+    agent = task["agent"] or project["agent"]
+    if not agent_found(agent):
+        runtime.logs.append(task_id, "system", f"the verifier cannot run: {not_installed(agent)};"
+                            " the task waits in testing", is_error=True)
         return
     diff = task_diff(task_id)
     cwd = worktree_path(task) if project["auto_branch"] and os.path.isdir(
         worktree_path(task)) else project["working_dir"]
-    invocation = agent_invocation(project, cwd, task["model"], task["thinking_effort"], [
-        "--tools", "Read,Grep,Glob,Bash", "--allowedTools", *VERIFIER_TOOLS], task_id)
+    prompt = verifier_prompt(task, project, diff)
+    invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
+                                prompt, ["--tools", "Read,Grep,Glob,Bash", "--allowedTools",
+                                         *VERIFIER_TOOLS], mode="read-only", task_id=task_id)
     run_id = insert_run_row({"task_id": task_id, "project_id": project["id"],
-                             "kind": "verifier", "model": task["model"], "cwd": cwd,
-                             "head_start": git_head(cwd)})
-    run = AgentRun(task_id, project["id"], run_id, verifier_prompt(task, project, diff),
-                   model=task["model"], root=repo_root(cwd), on_finish=finish_verifier,
-                   **invocation)
+                             "kind": "verifier", "agent": agent, "model": task["model"],
+                             "cwd": cwd, "head_start": git_head(cwd)})
+    run = AgentRun(task_id, project["id"], run_id, prompt, model=task["model"],
+                   root=repo_root(cwd), on_finish=finish_verifier, **invocation)
+    model = adapt_run(run, agent, task["model"])
     run.moves_before = last_move_row(task_id)
-    runtime.logs.append(task_id, "system", "the verifier checks the work (autoTest)", run_id)
+    runtime.logs.append(task_id, "system", f"the verifier checks the work (autoTest; {agent}, "
+                        f"{model}, read-only)", run_id)
     try:
         runtime.agents.launch_verifier(run)
     except OSError as exc:
@@ -5015,6 +5151,16 @@ def finish_verifier(run: "AgentRun") -> None:
     if task["status"] != "testing" or last_move_row(run.task_id) != run.moves_before:
         runtime.logs.append(run.task_id, "system", "the verifier's verdict is ignored: the "
                             "task was moved meanwhile", run.run_id)
+        return
+    until = limit_resets(run.parser) if outcome == "wait" else None
+    if until is not None:
+        set_agent_limit(run_agent_row(run.run_id), until, problem)
+        runtime.logs.append(run.task_id, "system", f"the verifier's agent is at its usage "
+                            f"limit; it checks the work again at {iso_at(until)}", run.run_id,
+                            is_error=True)
+        scheduled_by = runtime
+        runtime.greenlets.append(gevent.spawn_later(
+            until - time.time(), lambda: runtime is scheduled_by and start_verifier(run.task_id)))
         return
     if verdict is None:
         runtime.logs.append(run.task_id, "system", f"no verdict from the verifier ({problem}); "
@@ -5308,15 +5454,19 @@ def start_plan(project_id: int, body) -> dict:
     stamp = max(int(time.time() * 1000), runtime.last_plan_ms + 1)
     runtime.last_plan_ms = stamp
     plan_id = f"plan-{project_id}-{stamp}"
-    run = PlanRun(plan_id, project_id, values, planner_prompt(project, values),
-                  **agent_invocation(project, project["working_dir"], values["model"],
-                                     values["effort"], ["--tools", "Read,Bash",
-                                                        "--allowedTools", *PLANNER_TOOLS]))
+    agent = values.get("agent") or project["agent"]
+    if not agent_found(agent):
+        raise Conflict(f"the planner cannot run: {not_installed(agent)}")
+    prompt = planner_prompt(project, values)
+    run = PlanRun(plan_id, project_id, values, prompt, **run_invocation(
+        agent, project, project["working_dir"], values["model"], values["effort"], prompt,
+        ["--tools", "Read,Bash", "--allowedTools", *PLANNER_TOOLS], mode="read-only"))
+    adapt_run(run, agent, values["model"])
     runtime.plans[project_id] = run  # before any yield: a second start must see it
     try:
         insert_plan_row({"plan_id": plan_id, "project_id": project_id, "status": "running",
                          "topic": values["topic"], "context": values["context"],
-                         "model": values["model"], "effort": values["effort"],
+                         "agent": agent, "model": values["model"], "effort": values["effort"],
                          "granularity": values["granularity"], "started_at": now_iso()})
     except BaseException:
         runtime.plans.pop(project_id, None)
@@ -5595,7 +5745,8 @@ def _plan_end_changes(run: "PlanRun", status: str, error: str | None,
                       warnings: list[str]) -> dict:
     stats = {**run.stats(), "exitCode": run.exit_code}
     return {"status": status, "error": error, "warnings_json": json_dumps(warnings),
-            "stats_json": json_dumps(stats), "cost": run.cost(), "finished_at": now_iso(),
+            "stats_json": json_dumps(stats), "cost": run.cost(),
+            "cost_estimated": int(run.parser.cost_estimated), "finished_at": now_iso(),
             "tasks_json": "[]", "stats": stats}
 
 
@@ -5763,7 +5914,9 @@ def health() -> dict:
     db_state = db_check()
     # the agent CLI's found and version, never its path or arguments: health is open to all
     return {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
-            "agents": {name: dict(cli) for name, cli in runtime.clis.items()},
+            "agents": {name: {**cli, "waitingUntil": iso_at(runtime.limits[name])
+                              if runtime.limits.get(name, 0) > time.time() else None}
+                       for name, cli in runtime.clis.items()},
             "db": db_state}
 
 
@@ -6108,6 +6261,8 @@ class StreamParser:
         self.result = None
         self.event = None  # the latest line as parsed (a dict), None when it was not one
         self.api_error = None
+        #: When a usage limit the CLI hit lifts (epoch seconds; Claude's rate_limit_event)
+        self.limit_resets = None
         self.denials = []
         self.usage = dict.fromkeys(USAGE_KEYS, 0)
         self._results_usage = dict.fromkeys(USAGE_KEYS, 0)  # the turns ended so far
@@ -6151,10 +6306,20 @@ class StreamParser:
                   "result": self._result}.get(kind)
         if handle is not None:
             return handle(event)
-        if "rate_limit" in str(kind):
-            return [{"kind": "system", "is_error": True,
-                     "message": "rate limited: " + _cut(json_dumps(event), 500)}]
+        if kind == "rate_limit_event":
+            return self._rate_limit(_dict(event.get("rate_limit_info")))
         return []
+
+    def _rate_limit(self, info):
+        """Claude's report of its plan's limits, sent every turn: only a refusal is news."""
+        if info.get("status") != "rejected":
+            return []
+        resets = info.get("resetsAt")
+        if isinstance(resets, (int, float)) and not isinstance(resets, bool):
+            self.limit_resets = float(resets)
+        when = f", resets at {iso_at(self.limit_resets)}" if self.limit_resets else ""
+        return [{"kind": "system", "is_error": True, "message": f"usage limit reached "
+                 f"({info.get('rateLimitType') or 'limit'}{when})"}]
 
     def _system(self, event):
         subtype = event.get("subtype")
@@ -6330,10 +6495,111 @@ def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | No
             or "login" in lowered and "please run" in lowered:
         return "fail", "the agent CLI is not logged in: run its login (e.g. `claude login`) " \
             "as the user running the board, or set its API key"
+    if limit_resets(parser) is not None:
+        return "wait", "the agent's usage limit was reached: " + _cut(text, 300)
     if (isinstance(status, int) and (status >= 500 or status == 429)) or any(
             word in lowered for word in ("overloaded", "rate limit", "rate_limit")):
         return "retry", "the model API failed: " + _cut(text, 300)
     return "fail", "the agent reported an error: " + _cut(text, 300)
+
+
+# --- usage limits -------------------------------------------------------------------------
+# A CLI that hits its plan's usage limit or a rate limit says when it lifts: Claude in a
+# rate_limit_event (resetsAt) or its text ("resets 2pm (Europe/Berlin)"), Codex "try again
+# in 2 hours 5 minutes", Gemini "Please retry in 37.2s", an API's Retry-After.  Such a run
+# is not a failure: the task waits and continues by itself then (design §14).
+
+#: Words that make an error a limit rather than a fault.
+LIMIT_WORDS = re.compile(r"usage limit|rate.?limit|quota|hit your limit|limit reached|"
+                         r"too many requests|resource.?exhausted|\b429\b", re.I)
+#: A Unix time after "resets"/"reset at"/a pipe (Claude's old "usage limit reached|1700000000").
+LIMIT_EPOCH = re.compile(r"(?:resets?(?:_?at)?\W{0,3}|\|)(\d{10})(?:\.\d+)?\b", re.I)
+#: An ISO time after "reset", "until" or "after".
+LIMIT_ISO = re.compile(r"(?:resets?|until|after)\W{0,12}(?:at\W{0,3})?"
+                       r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?"
+                       r"(?:Z|[+-]\d\d:?\d\d)?)", re.I)
+#: A clock time after "resets": "resets 2pm", "resets at 14:30 (Europe/Berlin)".
+LIMIT_CLOCK = re.compile(r"resets?\s+(?:at\s+)?(\d{1,2})(?::(\d\d))?\s*(am|pm)?"
+                         r"(?:\s*\(([A-Za-z_]+(?:/[A-Za-z_+-]+)*)\))?", re.I)
+#: A wait: "try again in 2 hours 5 minutes", "retry in 37.2s", "retry-after: 30",
+#: "retryDelay": "37s".
+LIMIT_WAIT = re.compile(r"(?:try again|retry|resets?|available again)\s*(?:in|after)\s+"
+                        r"((?:\d+(?:\.\d+)?\s*[a-z]+[\s,]*(?:and\s+)?)+)|"
+                        r"retry-?after\W{0,3}(\d+(?:\.\d+)?)|"
+                        r"retryDelay\W{0,4}(\d+(?:\.\d+)?)s", re.I)
+LIMIT_UNITS = {"d": 86400, "day": 86400, "days": 86400, "h": 3600, "hr": 3600, "hrs": 3600,
+               "hour": 3600, "hours": 3600, "m": 60, "min": 60, "mins": 60, "minute": 60,
+               "minutes": 60, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+               "ms": 0.001}
+#: The longest wait the board takes from a CLI (a week's limit and a day to spare).
+LIMIT_MAX_SECONDS = 8 * 86400
+#: The least wait: a reset already past still gets the API a moment.
+LIMIT_MIN_SECONDS = 5
+
+
+def limit_resets(parser: StreamParser, now: float | None = None) -> float | None:
+    """When the usage or rate limit that ended the run lifts (Unix time), or None when the
+    run did not end on one or the CLI did not say when."""
+    result = parser.result or {}
+    if not result.get("is_error"):
+        return None
+    now = time.time() if now is None else now
+    if parser.limit_resets is not None:
+        at = parser.limit_resets
+    else:
+        text = " ".join([str(result.get("result") or ""), *map(str, result.get("errors") or [])])
+        if result.get("api_error_status") != 429 and not LIMIT_WORDS.search(text):
+            return None
+        at = reset_time(text, now)
+        if at is None:
+            return None
+    if at - now > LIMIT_MAX_SECONDS:
+        return None
+    return max(at, now + LIMIT_MIN_SECONDS)
+
+
+def reset_time(text: str, now: float) -> float | None:
+    """The first reset time a limit message names (Unix time), else None."""
+    match = LIMIT_EPOCH.search(text)
+    if match:
+        return float(match.group(1))
+    match = LIMIT_ISO.search(text)
+    if match:
+        with contextlib.suppress(ValueError):
+            when = dt.datetime.fromisoformat(match.group(1).replace("Z", "+00:00"))
+            return (when if when.tzinfo else when.astimezone()).timestamp()
+    match = LIMIT_WAIT.search(text)
+    if match:
+        if match.group(1):
+            parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]+)", match.group(1), re.I)
+            seconds = [float(n) * LIMIT_UNITS[u.lower()] for n, u in parts
+                       if u.lower() in LIMIT_UNITS]
+            if seconds:
+                return now + sum(seconds)
+        else:
+            return now + float(match.group(2) or match.group(3))
+    match = LIMIT_CLOCK.search(text)
+    if match and (match.group(3) or match.group(2)):
+        return _next_clock(now, int(match.group(1)), int(match.group(2) or 0),
+                           (match.group(3) or "").lower(), match.group(4))
+    return None
+
+
+def _next_clock(now: float, hour: int, minute: int, half: str, zone: str | None) -> float | None:
+    """The next time the clock shows hour:minute (am/pm) in zone (else the server's)."""
+    if half:
+        hour = hour % 12 + (12 if half == "pm" else 0)
+    if hour > 23 or minute > 59:
+        return None
+    try:
+        tz = zoneinfo.ZoneInfo(zone) if zone else None
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        tz = None
+    local = dt.datetime.fromtimestamp(now, tz) if tz else dt.datetime.fromtimestamp(now).astimezone()
+    at = local.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    if at.timestamp() <= now:
+        at += dt.timedelta(days=1)
+    return at.timestamp()
 
 
 # --- agent adapters ----------------------------------------------------------------------
@@ -6418,7 +6684,7 @@ class CodexAdapter(ClaudeAdapter):
     stdin_prompt = False
     #: The sandbox of each permission mode: default asks for approvals, which exec cannot.
     SANDBOX = {"auto-accept": "danger-full-access", "allow-tools": "workspace-write",
-               "default": "read-only"}
+               "default": "workspace-write", "read-only": "read-only"}
     TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
 
     def __init__(self, model=None, base_usage=None):
@@ -6526,7 +6792,8 @@ class GeminiAdapter(ClaudeAdapter):
     stdin_prompt = False
     resumes = False  # --resume takes "latest" or an index, not a session id
     #: Its --approval-mode of each permission mode; headless default drops edit and shell.
-    APPROVAL = {"auto-accept": "yolo", "allow-tools": "auto_edit", "default": "default"}
+    APPROVAL = {"auto-accept": "yolo", "allow-tools": "auto_edit", "default": "auto_edit",
+                "read-only": "plan"}
 
     def __init__(self, model=None, base_usage=None):
         super().__init__(model, base_usage)
@@ -6611,6 +6878,8 @@ class OpenCodeAdapter(ClaudeAdapter):
             argv += ["-m", model]
         if permission_mode == "auto-accept":
             argv.append("--auto")
+        elif permission_mode == "read-only":
+            argv += ["--agent", "plan"]
         if session_id:
             argv += ["--session", session_id]
         return argv
@@ -8892,6 +9161,8 @@ class Runtime:
         self.url = board_url(config["host"], config["port"])
         #: Each configured agent CLI's {found, version}, for /api/health.
         self.clis = {name: {"found": None, "version": None} for name in AGENTS}
+        #: agent name -> when its usage limit lifts (Unix time); the agent_limits table
+        self.limits = {}
         self.agent = self.clis["claude"]
         #: The stored settings, read once at start and replaced by every update.
         self.settings = {}
@@ -9013,6 +9284,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     runtime.webhooks.start()
     runtime.push.start()
     expire_requests()  # nobody can answer what the agents of a stopped server asked
+    restore_agent_limits()
     if config["demo"]:
         create_demo_project()
     runtime.greenlets += [gevent.spawn(work) for work in (

@@ -88,7 +88,7 @@ def test_codex_invocation_prompt_in_argv_stdin_closed_sandbox_from_permissions(
 
 
 @pytest.mark.parametrize("mode, sandbox", [("auto-accept", "danger-full-access"),
-                                           ("default", "read-only")])
+                                           ("default", "workspace-write")])
 def test_codex_sandbox_of_each_permission_mode(client, api, agent_dir, mode, sandbox):
     tid = start(api, api.project(agent="codex", permissionMode=mode), "fake:ok")
     wait_status(client, tid, "testing")
@@ -230,8 +230,9 @@ def test_health_reports_every_configured_cli(client):
         return body if all(a["version"] for a in body["agents"].values()) else None
     body = wait_for(checked, RUN, message="every CLI checked")
     assert set(body["agents"]) == set(taskboard.AGENTS)
-    assert body["agent"] == body["agents"]["claude"]
+    assert body["agent"] == {k: body["agents"]["claude"][k] for k in ("found", "version")}
     for name in FOREIGN:
+        assert body["agents"][name]["waitingUntil"] is None
         assert body["agents"][name]["found"] is True
         assert body["agents"][name]["version"].startswith(name)
 
