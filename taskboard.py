@@ -2749,9 +2749,10 @@ def activity_rows(project_id: int, limit: int, offset: int) -> list[dict] | None
 #: Every agent's usage: task and verifier runs, and planning sessions, once they ended
 #: (their usage is written when they end; running ones have none yet).
 USAGE_SOURCE = (
-    "(SELECT task_id, model, started_at, input_tokens, output_tokens, cache_read_tokens, "
-    "cache_creation_tokens, cost FROM runs WHERE status != 'running' UNION ALL SELECT NULL, "
-    f"{PLAN_TOKENS}, 0, 0, cost FROM plans WHERE status != 'running')")
+    "(SELECT task_id, agent, model, started_at, input_tokens, output_tokens, "
+    "cache_read_tokens, cache_creation_tokens, cost, cost_estimated FROM runs WHERE status != "
+    f"'running' UNION ALL SELECT NULL, agent, {PLAN_TOKENS}, 0, 0, cost, cost_estimated "
+    "FROM plans WHERE status != 'running')")
 
 
 def cost_since_row(since: str) -> float:
@@ -2765,11 +2766,13 @@ def usage_rows(day_start: str) -> dict:
     tier, per local day, today."""
     sums = ("SUM(input_tokens) AS input, SUM(output_tokens) AS output, "
             "SUM(cache_read_tokens) AS cache_read, SUM(cache_creation_tokens) AS "
-            "cache_creation, SUM(cost) AS cost")
+            "cache_creation, SUM(cost) AS cost, MAX(cost_estimated AND cost > 0) AS estimated")
     reads = {
         "total": lambda t: t.one(f"SELECT {sums} FROM {USAGE_SOURCE}"),
         "models": lambda t: t.all(f"SELECT model, COUNT(DISTINCT task_id) AS tasks, {sums} "
                                   f"FROM {USAGE_SOURCE} GROUP BY model"),
+        "agents": lambda t: t.all(f"SELECT agent, COUNT(DISTINCT task_id) AS tasks, {sums} "
+                                  f"FROM {USAGE_SOURCE} GROUP BY agent"),
         "days": lambda t: t.all(f"SELECT date(started_at, 'localtime') AS day, {sums} "
                                 f"FROM {USAGE_SOURCE} GROUP BY day ORDER BY day"),
         "today": lambda t: t.value(f"SELECT SUM(cost) FROM {USAGE_SOURCE} "
@@ -5792,19 +5795,24 @@ def agent_usage() -> dict:
     """Tokens and estimated cost of every agent run (tasks, planner, verifier)."""
     rows = usage_rows(local_day_start_iso())
     total = rows["total"]
-    models = {m: {"tasks": 0, "inputTokens": 0, "outputTokens": 0, "cost": 0.0}
-              for m in MODELS}
-    for r in rows["models"]:
-        models[r["model"]] = {"tasks": r["tasks"], "inputTokens": r["input"] or 0,
-                              "outputTokens": r["output"] or 0,
-                              "cost": round(r["cost"] or 0.0, 6)}
+    def group(names, key, **extra):
+        sums = {n: {"tasks": 0, "inputTokens": 0, "outputTokens": 0, "cost": 0.0,
+                    **{k: False for k in extra}} for n in names}
+        for r in rows[key]:
+            sums[r[key[:-1]]] = {"tasks": r["tasks"], "inputTokens": r["input"] or 0,
+                                 "outputTokens": r["output"] or 0,
+                                 "cost": round(r["cost"] or 0.0, 6),
+                                 **{k: bool(r[column]) for k, column in extra.items()}}
+        return sums
     return {
         "usage": {"totalInputTokens": total["input"] or 0,
                   "totalOutputTokens": total["output"] or 0,
                   "totalCacheRead": total["cache_read"] or 0,
                   "totalCacheCreation": total["cache_creation"] or 0,
-                  "totalCost": round(total["cost"] or 0.0, 6)},
-        "models": models,
+                  "totalCost": round(total["cost"] or 0.0, 6),
+                  "costEstimated": bool(total["estimated"])},
+        "models": group(MODELS, "models"),
+        "agents": group(AGENTS, "agents", costEstimated="estimated"),
         "timeline": [{"date": r["day"], "inputTokens": r["input"] or 0,
                       "outputTokens": r["output"] or 0, "cost": round(r["cost"] or 0.0, 6)}
                      for r in rows["days"]],
@@ -6587,6 +6595,8 @@ def reset_time(text: str, now: float) -> float | None:
 
 def _next_clock(now: float, hour: int, minute: int, half: str, zone: str | None) -> float | None:
     """The next time the clock shows hour:minute (am/pm) in zone (else the server's)."""
+    if half and not 1 <= hour <= 12:
+        return None
     if half:
         hour = hour % 12 + (12 if half == "pm" else 0)
     if hour > 23 or minute > 59:
@@ -8550,7 +8560,7 @@ _SCHEMAS = {
     "Activity": _shape("id:integer taskId:integer? taskTitle:string event:string "
                        "from:string? to:string?",
                        timestamp={"type": "string", "format": "date-time"}),
-    "AgentUsage": _shape("usage:object models:object limits:object",
+    "AgentUsage": _shape("usage:object models:object agents:object limits:object",
                          timeline={"type": "array", "items": {"type": "object"}}),
     "Delivery": _shape("id:integer event:string attempt:integer status:integer? ok:boolean "
                        "error:string? durationMs:integer? createdAt:string"),

@@ -30,6 +30,10 @@ test that does not care about runs stays there):
     fake:api-error=S      a synthetic API error: result is_error true, api_error_status S, exit 1
     fake:overloaded       = fake:api-error=529
     fake:budget           result subtype error_max_budget_usd (is_error true), exit 1
+    fake:limit=S          the plan's usage limit, as Claude 2.1 reports it: a rate_limit_event
+                          (status rejected, resetsAt = now + S seconds, a whole second), the
+                          text "You've hit your limit · resets <time>", a result with
+                          is_error and api_error_status 429, exit 1
     fake:fail-times=N     the first N runs of this task (TASKBOARD_TASK_ID) act as fake:exit=3,
                           later ones as fake:ok
     fake:verdict=V        when the prompt is the board's verifier prompt ("You are reviewing
@@ -144,7 +148,7 @@ STREAMS = os.path.join(HERE, "fixtures", "agent-streams")
 VERSION = "2.1.197 (Claude Code)"
 DIRECTIVE = re.compile(r"fake:([a-z-]+)(?:=(\S+))?")
 MODES = ("ok", "replay", "denied", "lines", "exit", "crash", "no-result", "hang",
-         "api-error", "overloaded", "budget", "fail-times", "plan", "flood-no-newline",
+         "api-error", "overloaded", "budget", "limit", "fail-times", "plan", "flood-no-newline",
          "surrogates", "echo", "ask", "question", "slow", "unknown-request")
 #: The largest single write of fake:flood-no-newline.
 FLOOD_CHUNK = 1024 * 1024
@@ -893,6 +897,18 @@ def run(out, sid, cwd, d, task_id, prompt=""):
         out.emit(result(sid, is_error=True, text=text, cost=0, status=int(arg),
                         usage=dict.fromkeys(USAGE, 0)))
         out.finish(1)
+    elif mode == "limit":
+        resets = int(time.time() + float(arg or 60)) + 1
+        out.emit({"type": "rate_limit_event", "rate_limit_info": {
+            "status": "rejected", "resetsAt": resets, "rateLimitType": "five_hour",
+            "overageStatus": "rejected", "isUsingOverage": False},
+            "session_id": sid, "uuid": str(uuid.uuid4())})
+        text = f"You've hit your limit · resets {time.strftime('%-I%p', time.localtime(resets))}"
+        out.emit(assistant(sid, {"type": "text", "text": text}, model="<synthetic>",
+                           error="rate_limit"))
+        out.emit(result(sid, is_error=True, text=text, cost=0, status=429,
+                        usage=dict.fromkeys(USAGE, 0)))
+        out.finish(1)
     elif mode == "budget":
         out.emit(assistant(sid, {"type": "text", "text": "Starting."}))
         out.emit(result(sid, is_error=True, subtype="error_max_budget_usd", cost=0.0512,
@@ -918,6 +934,38 @@ def foreign_exit_code(name, lines):
     if name == "gemini":
         return 0 if events and events[-1].get("status") == "success" else 1
     return 1 if "error" in types else 0
+
+
+def board_answer(prompt, d):
+    """What the verifier (fake:verdict, default approve) or the planner (fake:plan, default
+    good) answers, as in Claude's fake; None for any other prompt."""
+    if prompt.startswith("You are reviewing the work"):
+        verdict = d.get("arg") if d.get("mode") == "verdict" else "approve"
+        return "I checked the work.\n```json\n" + json.dumps(
+            {"verdict": verdict, "summary": f"the verifier says {verdict}",
+             "feedback": "please add a test"}) + "\n```"
+    if prompt.startswith("You are planning"):
+        plan = d.get("arg") if d.get("mode") == "plan" else "good"
+        return "Here is the plan.\n```json\n" + json.dumps(PLANS[plan], indent=2) + "\n```"
+    return None
+
+
+def with_answer(stream, answer):
+    """The lines of a recorded success stream with its last text replaced by `answer`."""
+    with open(os.path.join(STREAMS, f"{stream}.jsonl"), encoding="utf-8") as f:
+        events = [json.loads(line) for line in f if line.strip()]
+    for event in reversed(events):
+        item, part = event.get("item") or {}, event.get("part") or {}
+        if item.get("type") == "agent_message":
+            item["text"] = answer
+        elif event.get("type") == "message" and event.get("role") == "assistant":
+            event["content"] = answer
+        elif event.get("type") == "text" and "text" in part:
+            part["text"] = answer
+        else:
+            continue
+        break
+    return [json.dumps(e) for e in events]
 
 
 def run_foreign(name, argv):
@@ -950,6 +998,9 @@ def run_foreign(name, argv):
     stream = d["arg"] if d.get("mode") == "replay" else FOREIGN_DEFAULT[name]
     with open(os.path.join(STREAMS, f"{stream}.jsonl"), encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f if line.strip()]
+    answer = board_answer(prompt, d)
+    if answer is not None:
+        lines = with_answer(FOREIGN_DEFAULT[name], answer)
     out = Out({k: v for k, v in d.items() if k in ("sleep", "stderr")}, transcript_path(base))
     for i, line in enumerate(lines):
         if i == len(lines) - 1 and "garbage" in d:

@@ -266,3 +266,66 @@ def test_agent_models_setting_refuses_unknown_agents_tiers_and_odd_names(client,
     from conftest import assert_refused
     assert_refused(snapshot, client.put_json, "/api/settings", {"agentModels": value},
                    field="agentModels")
+
+
+def test_agent_usage_sums_each_agent_and_marks_estimates(client, api, agent_dir):
+    project = api.project()
+    claude = start(api, project, "fake:ok")
+    codex = start(api, api.project(agent="codex"), "fake:replay=codex-success")
+    for tid in (claude, codex):
+        wait_status(client, tid, "testing")
+    body = client.get("/api/stats/agent-usage").json
+    assert body["agents"]["claude"]["costEstimated"] is False
+    assert body["agents"]["claude"]["cost"] == pytest.approx(0.03765)
+    assert body["agents"]["codex"] == {
+        "tasks": 1, "inputTokens": 1000, "outputTokens": 120, "costEstimated": True,
+        "cost": pytest.approx(SUCCESS["codex"][5])}
+    assert body["agents"]["gemini"]["tasks"] == 0
+    assert body["usage"]["costEstimated"] is True, "part of the total is an estimate"
+
+
+#: How each CLI is told to only read (the planner and the verifier).
+READ_ONLY = {"codex": ("-s", "read-only"), "gemini": ("--approval-mode", "plan"),
+             "opencode": ("--agent", "plan")}
+
+
+def read_only(argv, agent):
+    flag, value = READ_ONLY[agent]
+    return flag in argv and argv[argv.index(flag) + 1] == value
+
+
+@pytest.mark.parametrize("agent", FOREIGN)
+def test_the_verifier_runs_the_tasks_agent_read_only(client, api, agent_dir, agent):
+    project = api.project(agent=agent, autoTest=True, permissionMode="auto-accept")
+    tid = start(api, project, "fake:verdict=approve")
+    wait_status(client, tid, "done")
+    first, verifier = task_calls(agent_dir, tid)
+    assert (first["as"], verifier["as"]) == (agent, agent)
+    assert read_only(verifier["argv"], agent) and not read_only(first["argv"], agent)
+    assert verifier["stdin"].startswith("You are reviewing the work")
+    entries = logs(client, tid)
+    assert entry(entries, "system", f"the verifier checks the work (autoTest; {agent}")
+
+
+@pytest.mark.parametrize("agent", FOREIGN)
+def test_the_planner_runs_any_agent_read_only(client, api, agent_dir, agent):
+    project = api.project()  # Claude's; the plan asks for another agent
+    body = {"topic": "Add a cart", "agent": agent}
+    client.post_json(f"/api/projects/{project['id']}/plan", body, status=200)
+
+    def over():
+        state = client.get(f"/api/projects/{project['id']}/plan/status").json
+        return state["last"] if not state["active"] else None
+    last = wait_for(over, RUN, message="the plan to end")
+    assert last["status"] == "completed", last
+    assert len(last["tasks"]) >= 2
+    [call] = read_calls(agent_dir)
+    assert call["as"] == agent and read_only(call["argv"], agent)
+
+
+def test_an_unknown_plan_agent_is_refused(client, api):
+    project = api.project()
+    resp = client.post_json(f"/api/projects/{project['id']}/plan",
+                            {"topic": "x", "agent": "cursor"}, expect_errors=True)
+    assert_error(resp, 400, "validation_error", "agent")
+    assert "claude, codex, gemini, opencode" in resp.json["error"]

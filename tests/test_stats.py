@@ -148,9 +148,11 @@ def test_activity_bad_paging_is_refused(client, project, query, field):
 def test_agent_usage_without_runs_is_all_zero(client):
     assert client.get("/api/stats/agent-usage").json == {
         "usage": {"totalInputTokens": 0, "totalOutputTokens": 0, "totalCacheRead": 0,
-                  "totalCacheCreation": 0, "totalCost": 0},
+                  "totalCacheCreation": 0, "totalCost": 0, "costEstimated": False},
         "models": {m: {"tasks": 0, "inputTokens": 0, "outputTokens": 0, "cost": 0}
                    for m in ("model_large", "model_medium", "model_small")},
+        "agents": {a: {"tasks": 0, "inputTokens": 0, "outputTokens": 0, "cost": 0,
+                       "costEstimated": False} for a in taskboard.AGENTS},
         "timeline": [],
         "limits": {"dailyLimit": None, "currentUsage": 0},
     }
@@ -169,7 +171,7 @@ def test_agent_usage_sums_per_tier_day_and_today(client, api, project, tb):
     body = client.get("/api/stats/agent-usage").json
     assert body["usage"] == {"totalInputTokens": 1350, "totalOutputTokens": 135,
                              "totalCacheRead": 5, "totalCacheCreation": 7,
-                             "totalCost": pytest.approx(2.875)}
+                             "totalCost": pytest.approx(2.875), "costEstimated": False}
     assert body["models"] == {
         "model_large": {"tasks": 1, "inputTokens": 300, "outputTokens": 30,
                         "cost": pytest.approx(0.75)},
