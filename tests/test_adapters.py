@@ -329,3 +329,16 @@ def test_an_unknown_plan_agent_is_refused(client, api):
                             {"topic": "x", "agent": "cursor"}, expect_errors=True)
     assert_error(resp, 400, "validation_error", "agent")
     assert "claude, codex, gemini, opencode" in resp.json["error"]
+
+
+def test_a_task_moved_to_another_agent_starts_it_fresh_not_resuming(client, api, agent_dir):
+    tid = start(api, api.project(), "fake:ok")
+    first = wait_status(client, tid, "testing")
+    assert first["session_id"]
+    client.put_json(f"/api/tasks/{tid}", {"agent": "codex"})
+    desk(client, "request_changes", {"id": tid, "feedback": "Also add a test."})
+    wait_status(client, tid, "testing")
+    claude, codex = task_calls(agent_dir, tid)
+    assert codex["as"] == "codex" and "resume" not in codex["argv"]
+    assert "Also add a test." in codex["stdin"], "a fresh session gets the whole story"
+    assert first["title"] in codex["stdin"]
