@@ -200,3 +200,22 @@ def test_the_wait_survives_a_restart(client, api, agent_dir, tb):
     assert len(calls) == 2, "nothing started before the reset, once after"
     assert calls[1]["argv"][calls[1]["argv"].index("--resume") + 1] == calls[0]["session_id"]
     assert calls[1]["time"] >= at(until)
+
+
+def test_a_429_that_names_no_reset_goes_by_the_retry_rules(client, api, agent_dir, tb):
+    """The real Claude Code 2.1.197 with an API key, given a 429 (recorded): no
+    rate_limit_event, no time in the text — an ordinary retry, not a wait."""
+    tb.config["retry_base_seconds"] = 0.05
+    tid = start(api, api.project(maxRetries=1), "fake:replay=claude-rate-limit-429")
+    task = wait_status(client, tid, "failed")
+    assert task["retry_count"] == 1 and task["waitingUntil"] is None
+    assert "429" in task["last_error"] and "no retries left" in task["last_error"]
+
+
+def test_opencode_429_with_retry_after_waits(client, api, agent_dir):
+    """OpenCode retries a 429 itself, then prints one error line carrying the response's
+    retry-after (recorded: 2 seconds)."""
+    tid = start(api, api.project(agent="opencode"), "fake:replay=opencode-rate-limit")
+    task = waiting(client, tid)
+    assert task["retry_count"] == 0
+    assert client.get("/api/health").json["agents"]["opencode"]["waitingUntil"]
