@@ -3655,15 +3655,20 @@ def not_installed(agent: str) -> str:
 
 
 def foreign_invocation(adapter, project: dict, cwd: str, prompt: str, model: str | None,
-                       effort: str, session_id: str | None, task_id: int) -> dict:
-    """A task run of a CLI other than Claude (design §14), as AgentRun takes it: its
-    adapter's argv, the environment without the board's secrets (PWD = cwd: OpenCode works
-    where PWD says), cwd and timeouts."""
+                       effort: str, session_id: str | None, task_id: int,
+                       permission_mode: str | None = None) -> dict:
+    """A run of a CLI other than Claude (design §14), as AgentRun takes it: its adapter's
+    argv (the prompt goes on stdin), the environment without the board's secrets (PWD = cwd:
+    OpenCode works where PWD says; plus what the permission mode needs), cwd and timeouts.
+    permission_mode: the project's unless given (read-only for the planner and verifier)."""
+    mode = permission_mode or project["permission_mode"]
     setting = _run_setting(project, cwd, task_id)
     setting["env"]["PWD"] = cwd
-    argv = adapter(model).invocation(
+    instance = adapter(model)
+    setting["env"].update(instance.environment(mode))
+    argv = instance.invocation(
         runtime.config["agents"][adapter.name], prompt, model=model, effort=effort,
-        permission_mode=project["permission_mode"], session_id=session_id, cwd=cwd)
+        permission_mode=mode, session_id=session_id, cwd=cwd)
     return {"argv": argv, **setting}
 
 
@@ -6349,9 +6354,19 @@ RAW_LINE = {"type": "raw"}
 HTTP_STATUS_RE = re.compile(r"(?:\"code\"\s*:\s*|status(?: code)?[ :=]*|\b)([45]\d\d)\b")
 
 
+#: A CLI's words for a usage, rate or quota limit when its text names no HTTP status:
+#: Codex "You've hit your usage limit. … try again at 8:20 AM.", Gemini "[API Error: You
+#: have exhausted your daily quota on this model.]" (codex-gemini-NOTES.md).
+LIMIT_TEXT_RE = re.compile(r"usage limit|rate limit|exceeded your current quota|"
+                           r"exhausted your daily quota|RESOURCE_EXHAUSTED", re.IGNORECASE)
+
+
 def _http_status(text: str) -> int | None:
+    """The HTTP status a CLI's error text names; 429 for its words for a limit."""
     match = HTTP_STATUS_RE.search(text or "")
-    return int(match.group(1)) if match else None
+    if match:
+        return int(match.group(1))
+    return 429 if LIMIT_TEXT_RE.search(text or "") else None
 
 
 def _usage_event(key: str, usage: dict) -> dict:
@@ -6401,6 +6416,11 @@ class ClaudeAdapter:
     def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
         raise NotImplementedError("Claude runs are built by agent_invocation()")
 
+    def environment(self, permission_mode: str) -> dict:
+        """Variables the run's environment needs on top of the board's (the permission
+        mode's, where a flag cannot say it)."""
+        return {}
+
     def translate(self, event: dict) -> list[dict] | None:
         return [event]
 
@@ -6409,16 +6429,17 @@ class ClaudeAdapter:
 
 
 class CodexAdapter(ClaudeAdapter):
-    """OpenAI Codex CLI, `codex exec --json` (agent-cli.md §3.3): the prompt is an argument
-    and stdin is closed (it reads a piped stdin); resume is `exec resume <thread id>`.  It
-    reports no cost, and its usage counts the whole thread: base_usage is what the earlier
-    runs of the thread already counted."""
+    """OpenAI Codex CLI, `codex exec --json` (agent-cli.md §3.3, codex-gemini-NOTES.md):
+    the prompt comes on stdin (`-` as the prompt argument), then EOF; resume is
+    `exec [options] resume <thread id> -`, the exec options before `resume`.  It reports no
+    cost, and its usage counts the whole thread: base_usage is what the earlier runs of the
+    thread already counted."""
 
     name = "codex"
-    stdin_prompt = False
-    #: The sandbox of each permission mode: default asks for approvals, which exec cannot.
+    #: The sandbox of each permission mode.  exec cannot ask for approvals, so default is
+    #: workspace-write like allow-tools: edits inside the project, no network.
     SANDBOX = {"auto-accept": "danger-full-access", "allow-tools": "workspace-write",
-               "default": "read-only"}
+               "default": "workspace-write", "read-only": "read-only"}
     TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
 
     def __init__(self, model=None, base_usage=None):
@@ -6435,7 +6456,7 @@ class CodexAdapter(ClaudeAdapter):
             argv += ["-m", model]
         if session_id:
             argv += ["resume", session_id]
-        return [*argv, prompt]
+        return [*argv, "-"]  # the prompt on stdin: an argument is limited to 128 KiB
 
     def translate(self, event):
         kind = event.get("type")
@@ -6519,14 +6540,18 @@ class CodexAdapter(ClaudeAdapter):
 
 
 class GeminiAdapter(ClaudeAdapter):
-    """Gemini CLI, `gemini -p PROMPT -o stream-json` (agent-cli.md §3.4): assistant text
-    comes in delta chunks (joined here until the next other line); no cost."""
+    """Gemini CLI, `gemini -o stream-json` with the prompt on stdin and no -p (agent-cli.md
+    §3.4, codex-gemini-NOTES.md): headless because stdin is not a terminal; --skip-trust, or
+    it refuses an untrusted folder (exit 55).  `--resume <session id>` continues a session
+    of the same folder.  Assistant text comes in delta chunks (joined here until the next
+    other line); no cost, and its usage counts this run only."""
 
     name = "gemini"
-    stdin_prompt = False
-    resumes = False  # --resume takes "latest" or an index, not a session id
-    #: Its --approval-mode of each permission mode; headless default drops edit and shell.
-    APPROVAL = {"auto-accept": "yolo", "allow-tools": "auto_edit", "default": "default"}
+    #: Its --approval-mode of each permission mode.  Headless, default drops the edit and
+    #: shell tools, so default is auto_edit (edits, no shell); plan refuses writes outside
+    #: its own plans folder and has no shell.
+    APPROVAL = {"auto-accept": "yolo", "allow-tools": "auto_edit", "default": "auto_edit",
+                "read-only": "plan"}
 
     def __init__(self, model=None, base_usage=None):
         super().__init__(model, base_usage)
@@ -6534,10 +6559,13 @@ class GeminiAdapter(ClaudeAdapter):
         self.texts = []
 
     def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
-        argv = [*argv, "-o", "stream-json", "--approval-mode", self.APPROVAL[permission_mode]]
+        argv = [*argv, "-o", "stream-json", "--skip-trust",
+                "--approval-mode", self.APPROVAL[permission_mode]]
         if model:
             argv += ["-m", model]
-        return [*argv, "-p", prompt]
+        if session_id:
+            argv += ["--resume", session_id]
+        return argv
 
     def _flush(self) -> list[dict]:
         if not self.pending:
@@ -6594,6 +6622,9 @@ class OpenCodeAdapter(ClaudeAdapter):
     and a last step that stopped = done).  Usage and cost come per step: summed here."""
 
     name = "opencode"
+    #: read-only: the plan agent refuses edit and write, but its bash runs and can write
+    #: files, so bash and edit are denied outright (they leave the model's tool list).
+    READ_ONLY_PERMISSION = {"bash": "deny", "edit": "deny"}
 
     def __init__(self, model=None, base_usage=None):
         super().__init__(model, base_usage)
@@ -6611,9 +6642,16 @@ class OpenCodeAdapter(ClaudeAdapter):
             argv += ["-m", model]
         if permission_mode == "auto-accept":
             argv.append("--auto")
+        elif permission_mode == "read-only":
+            argv += ["--agent", "plan"]
         if session_id:
             argv += ["--session", session_id]
         return argv
+
+    def environment(self, permission_mode):
+        if permission_mode != "read-only":
+            return {}
+        return {"OPENCODE_PERMISSION": json.dumps(self.READ_ONLY_PERMISSION)}
 
     def translate(self, event):
         events = []
@@ -6659,6 +6697,10 @@ class OpenCodeAdapter(ClaudeAdapter):
             error = _dict(event.get("error"))
             data = _dict(error.get("data"))
             message = f"{error.get('name')}: {data.get('message')}"
+            headers = {str(k).lower(): v for k, v in _dict(data.get("responseHeaders")).items()}
+            for header in ("retry-after-ms", "retry-after"):
+                if headers.get(header):  # when the limit resets: the line's timestamp + it
+                    message += f" ({header}: {headers[header]}, at {event.get('timestamp')})"
             status = data.get("statusCode") if isinstance(data.get("statusCode"), int) \
                 else _http_status(message)
             return events + [_result_event(False, message, dict(self.usage), errors=[message],
