@@ -227,14 +227,20 @@ def codex_args(stub):
     return ["-c", "model_provider=stub", "-c", f"model_providers.stub={provider}"]
 
 
-def codex_env(home, **extra):
+def codex_env(home, stub=None, **extra):
     """The environment for running the CLI with home as $HOME and $CODEX_HOME under it,
-    without the caller's OPENAI_*/CODEX_* variables."""
+    without the caller's OPENAI_*/CODEX_* variables.  With a stub, $CODEX_HOME/config.toml
+    makes it the model provider, as codex_args() does on the command line."""
     home = str(home)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
     env.update({"HOME": home, "CODEX_HOME": os.path.join(home, ".codex"),
                 "FAKE_KEY": "test-key"})
     os.makedirs(env["CODEX_HOME"], exist_ok=True)
+    if stub is not None:
+        with open(os.path.join(env["CODEX_HOME"], "config.toml"), "w") as f:
+            f.write(f'model_provider = "stub"\n\n[model_providers.stub]\nname = "stub"\n'
+                    f'base_url = "{stub.url}/v1"\nenv_key = "FAKE_KEY"\n'
+                    f'wire_api = "responses"\n')
     env.update(extra)
     return env
 
