@@ -3771,16 +3771,19 @@ def run_invocation(agent: str, project: dict, cwd: str, tier: str, effort: str, 
                    task_id: int | None = None) -> dict:
     """Any agent CLI's run as AgentRun takes it (design §14): Claude's own flags, else its
     adapter's argv in `mode` (one of PERMISSION_MODES or "read-only"; default the
-    project's), with the environment without the board's secrets (PWD = cwd: OpenCode
-    works where PWD says), cwd and timeouts."""
+    project's; the prompt goes on stdin), with the environment without the board's secrets
+    (PWD = cwd: OpenCode works where PWD says; plus what the mode needs), cwd and timeouts."""
     if agent == "claude":
         return agent_invocation(project, cwd, tier, effort, claude_flags, task_id)
+    mode = mode or project["permission_mode"]
     setting = _run_setting(project, cwd, task_id)
     setting["env"]["PWD"] = cwd
     model = agent_model(agent, tier)
-    argv = ADAPTERS[agent](model).invocation(
-        runtime.config["agents"][agent], prompt, model=model, effort=effort,
-        permission_mode=mode or project["permission_mode"], session_id=session_id, cwd=cwd)
+    adapter = ADAPTERS[agent](model)
+    setting["env"].update(adapter.environment(mode))
+    argv = adapter.invocation(runtime.config["agents"][agent], prompt, model=model,
+                              effort=effort, permission_mode=mode, session_id=session_id,
+                              cwd=cwd)
     return {"argv": argv, **setting}
 
 
@@ -3793,7 +3796,6 @@ def adapt_run(run: "AgentRun", agent: str, tier: str, session_id: str | None = N
         run.parser.adapter = adapter(model, session_usage_row(session_id)
                                      if session_id else None)
         run.parser.prices = MODEL_PRICES.get(model)
-        run.stdin_prompt = adapter.stdin_prompt
     return model or "its default model"
 
 
@@ -6526,9 +6528,11 @@ LIMIT_EPOCH = re.compile(r"(?:resets?(?:_?at)?\W{0,3}|\|)(\d{10})(?:\.\d+)?\b", 
 LIMIT_ISO = re.compile(r"(?:resets?|until|after)\W{0,12}(?:at\W{0,3})?"
                        r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?"
                        r"(?:Z|[+-]\d\d:?\d\d)?)", re.I)
-#: A clock time after "resets": "resets 2pm", "resets at 14:30 (Europe/Berlin)".
-LIMIT_CLOCK = re.compile(r"resets?\s+(?:at\s+)?(\d{1,2})(?::(\d\d))?\s*(am|pm)?"
-                         r"(?:\s*\(([A-Za-z_]+(?:/[A-Za-z_+-]+)*)\))?", re.I)
+#: A clock time after "resets" or "try again at", maybe with a date: "resets 2pm",
+#: "resets at 14:30 (Europe/Berlin)", Codex's "try again at Nov 29th, 2026 6:50 AM".
+LIMIT_CLOCK = re.compile(r"(?:resets?|try again)\s+(?:at\s+)?(?:([A-Z][a-z]{2,8}\s+\d{1,2})"
+                         r"(?:st|nd|rd|th)?,?\s+(\d{4}),?\s+)?(\d{1,2})(?::(\d\d))?\s*"
+                         r"([ap]\.?m\.?)?(?:\s*\(([A-Za-z_]+(?:/[A-Za-z_+-]+)*)\))?", re.I)
 #: A wait: "try again in 2 hours 5 minutes", "retry in 37.2s", "retry-after: 30",
 #: "retryDelay": "37s".
 LIMIT_WAIT = re.compile(r"(?:try again|retry|resets?|available again)\s*(?:in|after)\s+"
@@ -6587,27 +6591,37 @@ def reset_time(text: str, now: float) -> float | None:
         else:
             return now + float(match.group(2) or match.group(3))
     match = LIMIT_CLOCK.search(text)
-    if match and (match.group(3) or match.group(2)):
-        return _next_clock(now, int(match.group(1)), int(match.group(2) or 0),
-                           (match.group(3) or "").lower(), match.group(4))
+    if match and (match.group(5) or match.group(4)):
+        day, year, hour, minute, half, zone = match.groups()
+        return _next_clock(now, int(hour), int(minute or 0), (half or "")[:1].lower(), zone,
+                           f"{day} {year}" if day else None)
     return None
 
 
-def _next_clock(now: float, hour: int, minute: int, half: str, zone: str | None) -> float | None:
-    """The next time the clock shows hour:minute (am/pm) in zone (else the server's)."""
+def _next_clock(now: float, hour: int, minute: int, half: str, zone: str | None,
+                date: str | None = None) -> float | None:
+    """When the clock next shows hour:minute (half: "a", "p" or "") in zone (else the
+    server's), on `date` ("Nov 29 2026") when one is named."""
     if half and not 1 <= hour <= 12:
         return None
     if half:
-        hour = hour % 12 + (12 if half == "pm" else 0)
+        hour = hour % 12 + (12 if half == "p" else 0)
     if hour > 23 or minute > 59:
         return None
     try:
         tz = zoneinfo.ZoneInfo(zone) if zone else None
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         tz = None
-    local = dt.datetime.fromtimestamp(now, tz) if tz else dt.datetime.fromtimestamp(now).astimezone()
+    local = dt.datetime.fromtimestamp(now, tz) if tz else \
+        dt.datetime.fromtimestamp(now).astimezone()
+    if date:
+        try:
+            day = dt.datetime.strptime(date.title()[:3] + date[date.index(" "):], "%b %d %Y")
+        except ValueError:
+            return None
+        local = local.replace(year=day.year, month=day.month, day=day.day)
     at = local.replace(hour=hour, minute=minute, second=0, microsecond=0)
-    if at.timestamp() <= now:
+    if at.timestamp() <= now and not date:
         at += dt.timedelta(days=1)
     return at.timestamp()
 
@@ -6625,9 +6639,19 @@ RAW_LINE = {"type": "raw"}
 HTTP_STATUS_RE = re.compile(r"(?:\"code\"\s*:\s*|status(?: code)?[ :=]*|\b)([45]\d\d)\b")
 
 
+#: A CLI's words for a usage, rate or quota limit when its text names no HTTP status:
+#: Codex "You've hit your usage limit. … try again at 8:20 AM.", Gemini "[API Error: You
+#: have exhausted your daily quota on this model.]" (codex-gemini-NOTES.md).
+LIMIT_TEXT_RE = re.compile(r"usage limit|rate limit|exceeded your current quota|"
+                           r"exhausted your daily quota|RESOURCE_EXHAUSTED", re.IGNORECASE)
+
+
 def _http_status(text: str) -> int | None:
+    """The HTTP status a CLI's error text names; 429 for its words for a limit."""
     match = HTTP_STATUS_RE.search(text or "")
-    return int(match.group(1)) if match else None
+    if match:
+        return int(match.group(1))
+    return 429 if LIMIT_TEXT_RE.search(text or "") else None
 
 
 def _usage_event(key: str, usage: dict) -> dict:
@@ -6667,7 +6691,6 @@ class ClaudeAdapter:
     (through the two-way channel of a task run)."""
 
     name = "claude"
-    stdin_prompt = True
     resumes = True
 
     def __init__(self, model: str | None = None, base_usage: dict | None = None):
@@ -6677,6 +6700,11 @@ class ClaudeAdapter:
     def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
         raise NotImplementedError("Claude runs are built by agent_invocation()")
 
+    def environment(self, permission_mode: str) -> dict:
+        """Variables the run's environment needs on top of the board's (the permission
+        mode's, where a flag cannot say it)."""
+        return {}
+
     def translate(self, event: dict) -> list[dict] | None:
         return [event]
 
@@ -6685,14 +6713,15 @@ class ClaudeAdapter:
 
 
 class CodexAdapter(ClaudeAdapter):
-    """OpenAI Codex CLI, `codex exec --json` (agent-cli.md §3.3): the prompt is an argument
-    and stdin is closed (it reads a piped stdin); resume is `exec resume <thread id>`.  It
-    reports no cost, and its usage counts the whole thread: base_usage is what the earlier
-    runs of the thread already counted."""
+    """OpenAI Codex CLI, `codex exec --json` (agent-cli.md §3.3, codex-gemini-NOTES.md):
+    the prompt comes on stdin (`-` as the prompt argument), then EOF; resume is
+    `exec [options] resume <thread id> -`, the exec options before `resume`.  It reports no
+    cost, and its usage counts the whole thread: base_usage is what the earlier runs of the
+    thread already counted."""
 
     name = "codex"
-    stdin_prompt = False
-    #: The sandbox of each permission mode: default asks for approvals, which exec cannot.
+    #: The sandbox of each permission mode.  exec cannot ask for approvals, so default is
+    #: workspace-write like allow-tools: edits inside the project, no network.
     SANDBOX = {"auto-accept": "danger-full-access", "allow-tools": "workspace-write",
                "default": "workspace-write", "read-only": "read-only"}
     TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
@@ -6711,7 +6740,7 @@ class CodexAdapter(ClaudeAdapter):
             argv += ["-m", model]
         if session_id:
             argv += ["resume", session_id]
-        return [*argv, prompt]
+        return [*argv, "-"]  # the prompt on stdin: an argument is limited to 128 KiB
 
     def translate(self, event):
         kind = event.get("type")
@@ -6795,13 +6824,16 @@ class CodexAdapter(ClaudeAdapter):
 
 
 class GeminiAdapter(ClaudeAdapter):
-    """Gemini CLI, `gemini -p PROMPT -o stream-json` (agent-cli.md §3.4): assistant text
-    comes in delta chunks (joined here until the next other line); no cost."""
+    """Gemini CLI, `gemini -o stream-json` with the prompt on stdin and no -p (agent-cli.md
+    §3.4, codex-gemini-NOTES.md): headless because stdin is not a terminal; --skip-trust, or
+    it refuses an untrusted folder (exit 55).  `--resume <session id>` continues a session
+    of the same folder.  Assistant text comes in delta chunks (joined here until the next
+    other line); no cost, and its usage counts this run only."""
 
     name = "gemini"
-    stdin_prompt = False
-    resumes = False  # --resume takes "latest" or an index, not a session id
-    #: Its --approval-mode of each permission mode; headless default drops edit and shell.
+    #: Its --approval-mode of each permission mode.  Headless, default drops the edit and
+    #: shell tools, so default is auto_edit (edits, no shell); plan refuses writes outside
+    #: its own plans folder and has no shell.
     APPROVAL = {"auto-accept": "yolo", "allow-tools": "auto_edit", "default": "auto_edit",
                 "read-only": "plan"}
 
@@ -6811,10 +6843,13 @@ class GeminiAdapter(ClaudeAdapter):
         self.texts = []
 
     def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
-        argv = [*argv, "-o", "stream-json", "--approval-mode", self.APPROVAL[permission_mode]]
+        argv = [*argv, "-o", "stream-json", "--skip-trust",
+                "--approval-mode", self.APPROVAL[permission_mode]]
         if model:
             argv += ["-m", model]
-        return [*argv, "-p", prompt]
+        if session_id:
+            argv += ["--resume", session_id]
+        return argv
 
     def _flush(self) -> list[dict]:
         if not self.pending:
@@ -6871,6 +6906,9 @@ class OpenCodeAdapter(ClaudeAdapter):
     and a last step that stopped = done).  Usage and cost come per step: summed here."""
 
     name = "opencode"
+    #: read-only: the plan agent refuses edit and write, but its bash runs and can write
+    #: files, so bash and edit are denied outright (they leave the model's tool list).
+    READ_ONLY_PERMISSION = {"bash": "deny", "edit": "deny"}
 
     def __init__(self, model=None, base_usage=None):
         super().__init__(model, base_usage)
@@ -6893,6 +6931,11 @@ class OpenCodeAdapter(ClaudeAdapter):
         if session_id:
             argv += ["--session", session_id]
         return argv
+
+    def environment(self, permission_mode):
+        if permission_mode != "read-only":
+            return {}
+        return {"OPENCODE_PERMISSION": json.dumps(self.READ_ONLY_PERMISSION)}
 
     def translate(self, event):
         events = []
@@ -6938,6 +6981,10 @@ class OpenCodeAdapter(ClaudeAdapter):
             error = _dict(event.get("error"))
             data = _dict(error.get("data"))
             message = f"{error.get('name')}: {data.get('message')}"
+            headers = {str(k).lower(): v for k, v in _dict(data.get("responseHeaders")).items()}
+            for header in ("retry-after-ms", "retry-after"):
+                if headers.get(header):  # when the limit resets: the line's timestamp + it
+                    message += f" ({header}: {headers[header]}, at {event.get('timestamp')})"
             status = data.get("statusCode") if isinstance(data.get("statusCode"), int) \
                 else _http_status(message)
             return events + [_result_event(False, message, dict(self.usage), errors=[message],
@@ -6984,8 +7031,6 @@ class AgentRun:
         self.timeout_s, self.idle_s = timeout_s, idle_s
         self.parser = StreamParser()
         self.parser.root = root or cwd
-        #: False: the prompt is in argv and stdin is /dev/null (Codex, Gemini)
-        self.stdin_prompt = True
         self.proc = None
         self.exit_code = None
         self.stop_reason = None
@@ -6997,9 +7042,8 @@ class AgentRun:
 
     def start(self) -> None:
         """Spawn the agent in its own process group; raises OSError if it cannot start."""
-        stdin = subprocess.PIPE if self.stdin_prompt else subprocess.DEVNULL
         self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env,
-                                     stdin=stdin, stdout=subprocess.PIPE,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True)
         gevent.spawn(self._supervise)
 
@@ -7019,8 +7063,6 @@ class AgentRun:
     def send(self, message: dict) -> bool:
         """Write one JSON line to the agent's stdin; False once it is closed."""
         data = (json_dumps(message) + "\n").encode("utf-8")
-        if self.proc is None or self.proc.stdin is None:
-            return False  # no channel: the prompt was in argv
         with self._stdin_lock:
             try:
                 self.proc.stdin.write(data)
@@ -7044,7 +7086,7 @@ class AgentRun:
         """No more turns: closing stdin lets the agent exit once its turn is over."""
         with self._stdin_lock:
             self.accepting = False
-            with contextlib.suppress(OSError, ValueError, AttributeError):
+            with contextlib.suppress(OSError, ValueError):
                 self.proc.stdin.close()
 
     def usage_columns(self) -> dict:
@@ -7120,8 +7162,6 @@ class AgentRun:
         return exited_at
 
     def _feed_stdin(self):
-        if not self.stdin_prompt:
-            return
         if self.channel is not None:
             request = {"subtype": "initialize"}
             if self.channel["stop_check"]:

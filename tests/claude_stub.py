@@ -22,7 +22,6 @@ Tests that drive the real `claude` (npm @anthropic-ai/claude-code, pinned below)
   with deadline-bound reads.
 """
 
-import fcntl
 import glob
 import http.server
 import itertools
@@ -34,14 +33,12 @@ import tempfile
 import threading
 import time
 
-import pytest
+import npm_cli
 
 CLAUDE_VERSION = "2.1.197"
 CLAUDE_PACKAGE = f"@anthropic-ai/claude-code@{CLAUDE_VERSION}"
 #: The model name the tests pass with --model; the stub answers any name.
 MODEL = "claude-sonnet-5"
-#: npm install of the CLI (a ~245 MB native binary in an optional dependency).
-INSTALL_TIMEOUT = 600
 
 
 # The Messages API stand-in ######################################################################
@@ -329,9 +326,7 @@ class MessagesStub(LoopbackApi):
 # Installing and locating the real CLI #############################################################
 
 def cache_dir():
-    default = os.path.join(os.path.expanduser("~"), ".cache", "taskboard-tests",
-                           f"claude-code-{CLAUDE_VERSION}")
-    return os.environ.get("TASKBOARD_CLAUDE_DIR") or default
+    return npm_cli.cache_dir(f"claude-code-{CLAUDE_VERSION}", "TASKBOARD_CLAUDE_DIR")
 
 
 def cli_version(path):
@@ -358,57 +353,15 @@ def installed_cli(prefix):
     candidates = [os.path.join(modules, ".bin", "claude")]
     candidates += sorted(glob.glob(os.path.join(modules, "@anthropic-ai", "claude-code-*",
                                                 "claude")))
-    for path in candidates:
-        version = cli_version(path) if os.access(path, os.X_OK) else None
-        if version and version.split()[0] == CLAUDE_VERSION:
-            return path
-    return None
-
-
-def npm_install(prefix):
-    """Run npm install into prefix; returns None when it worked, else why it did not."""
-    command = ["npm", "install", "--prefix", prefix, CLAUDE_PACKAGE]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
-    except FileNotFoundError:
-        return "npm not found on PATH"
-    except subprocess.TimeoutExpired:
-        return f"`{' '.join(command)}` took more than {INSTALL_TIMEOUT}s"
-    if done.returncode != 0:
-        return f"exit {done.returncode}: {npm_error(done.stderr or done.stdout)}"
-    return None
-
-
-def npm_error(output):
-    """The telling part of npm's error output: its first `npm error` lines, without the
-    stack trace (e.g. "code ECONNREFUSED | ... | FetchError: request to … failed")."""
-    lines = [line.removeprefix("npm error").strip() for line in output.splitlines()
-             if line.startswith("npm error")]
-    lines = [line for line in lines if line and not line.startswith(("at ", "{", "}"))]
-    return " | ".join(lines[:4] or output.strip().splitlines()[-5:])
+    return npm_cli.first_runnable(candidates, cli_version, CLAUDE_VERSION)
 
 
 def claude_cli():
-    """The path of the real `claude` at CLAUDE_VERSION, installing it on first use.
-
-    Installs with npm into cache_dir() ($TASKBOARD_CLAUDE_DIR or
-    ~/.cache/taskboard-tests/claude-code-<version>), under a lock file so that parallel test
-    runs do not install over each other. npm_config_* in the environment apply as usual.
-    Skips the calling test (never passes silently) when npm cannot provide it."""
-    prefix = cache_dir()
-    os.makedirs(prefix, exist_ok=True)
-    with open(os.path.join(prefix, ".install.lock"), "w") as lock:
-        # Blocks while another run installs; that run is bounded by INSTALL_TIMEOUT.
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        path = installed_cli(prefix)
-        if path:
-            return path
-        why = npm_install(prefix)
-        path = installed_cli(prefix)
-    if path:
-        return path
-    why = why or f"no `claude` reporting {CLAUDE_VERSION} under {prefix}/node_modules"
-    pytest.skip(f"real Claude Code {CLAUDE_VERSION} unavailable: npm install failed: {why}")
+    """The path of the real `claude` at CLAUDE_VERSION, installing it on first use with npm
+    into cache_dir() ($TASKBOARD_CLAUDE_DIR or ~/.cache/taskboard-tests/claude-code-<version>)
+    (tests/npm_cli.py).  Skips the calling test with npm's reason when it cannot be had."""
+    return npm_cli.npm_cli(f"Claude Code {CLAUDE_VERSION}", CLAUDE_PACKAGE, cache_dir(),
+                           installed_cli)
 
 
 def claude_env(stub, home, **extra):

@@ -970,8 +970,9 @@ def with_answer(stream, answer):
 
 def run_foreign(name, argv):
     """Stand in for another agent CLI (`--as codex|gemini|opencode` before its argv): take
-    the prompt where that CLI takes it (codex: the last argument, gemini: -p, opencode:
-    stdin), record the call as main() does and replay the stream its fake:replay=NAME names
+    the prompt where that CLI takes it (codex: the last argument, or stdin when it is
+    `-`; gemini: -p, or stdin without it; opencode: stdin), record the call as main() does
+    and replay the stream its fake:replay=NAME names
     (default FOREIGN_DEFAULT) with the CLI's exit code.  fake:garbage adds, before the last
     line, a non-JSON line and a JSON line of a type no CLI prints; fake:hang replays, then
     waits to be killed."""
@@ -979,9 +980,9 @@ def run_foreign(name, argv):
         print(f"{name} {VERSION}")
         return 0
     signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
-    if name == "codex":
+    if name == "codex" and argv[-1:] != ["-"]:  # `-`: stdin, as the real one
         prompt = argv[-1]
-    elif name == "gemini":
+    elif name == "gemini" and "-p" in argv:  # without -p: stdin, as the real one
         prompt = option(argv, "-p") or ""
     else:
         prompt = sys.stdin.read()
@@ -989,7 +990,7 @@ def run_foreign(name, argv):
     base = state_dir()
     record = {"argv": argv, "cwd": os.getcwd(), "stdin": prompt, "pid": os.getpid(),
               "pgid": os.getpgid(0), "sid": os.getsid(0), "as": name, "time": time.time(),
-              "resumed": "resume" in argv or "--session" in argv,
+              "resumed": bool({"resume", "--session", "--resume"} & set(argv)),
               "env": {k: v for k, v in os.environ.items()
                       if k.startswith(("TASKBOARD_", "FAKE_")) or k == "PWD"}}
     if os.environ.get("FAKE_AGENT_DIR"):

@@ -27,7 +27,6 @@ fixtures/agent-streams/opencode-NOTES.md for what was probed and recorded with t
 Run it alone (`python tests/opencode_stub.py`) to get a stub on a printed URL for probing.
 """
 
-import fcntl
 import http.server
 import itertools
 import json
@@ -35,6 +34,8 @@ import os
 import subprocess
 import tempfile
 import time
+
+import npm_cli
 
 from claude_stub import LoopbackApi
 
@@ -46,7 +47,6 @@ MODEL = "stub-large"
 #: The stub's token counts per response; prices in opencode_config() are per million tokens.
 USAGE = {"prompt_tokens": 1200, "completion_tokens": 85, "total_tokens": 1285,
          "prompt_tokens_details": {"cached_tokens": 200}}
-INSTALL_TIMEOUT = 600
 
 _ids = itertools.count(1)
 
@@ -266,9 +266,7 @@ def opencode_env(home, config=None, **extra):
 # Installing and locating the real CLI #############################################################
 
 def cache_dir():
-    default = os.path.join(os.path.expanduser("~"), ".cache", "taskboard-tests",
-                           f"opencode-{OPENCODE_VERSION}")
-    return os.environ.get("TASKBOARD_OPENCODE_DIR") or default
+    return npm_cli.cache_dir(f"opencode-{OPENCODE_VERSION}", "TASKBOARD_OPENCODE_DIR")
 
 
 def cli_version(path):
@@ -291,42 +289,15 @@ def installed_cli(prefix):
     candidates += [os.path.join(modules, name, "bin", "opencode")
                    for name in ("opencode-linux-x64", "opencode-linux-x64-baseline",
                                 "opencode-linux-arm64")]
-    for path in candidates:
-        if os.access(path, os.X_OK) and cli_version(path) == OPENCODE_VERSION:
-            return path
-    return None
+    return npm_cli.first_runnable(candidates, cli_version, OPENCODE_VERSION)
 
 
 def opencode_cli():
     """The path of the real `opencode` at OPENCODE_VERSION, installing it on first use with
-    npm into cache_dir() ($TASKBOARD_OPENCODE_DIR or ~/.cache/taskboard-tests/opencode-<v>),
-    under a lock file. Skips the calling test when npm cannot provide it."""
-    import pytest
-
-    prefix = cache_dir()
-    os.makedirs(prefix, exist_ok=True)
-    why = None
-    with open(os.path.join(prefix, ".install.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        path = installed_cli(prefix)
-        if path:
-            return path
-        command = ["npm", "install", "--prefix", prefix, OPENCODE_PACKAGE]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True,
-                                  timeout=INSTALL_TIMEOUT)
-            if done.returncode != 0:
-                tail = (done.stderr or done.stdout).strip().splitlines()[-4:]
-                why = f"exit {done.returncode}: {' | '.join(tail)}"
-        except FileNotFoundError:
-            why = "npm not found on PATH"
-        except subprocess.TimeoutExpired:
-            why = f"`{' '.join(command)}` took more than {INSTALL_TIMEOUT}s"
-        path = installed_cli(prefix)
-    if path:
-        return path
-    why = why or f"no `opencode` reporting {OPENCODE_VERSION} under {prefix}/node_modules"
-    pytest.skip(f"real OpenCode {OPENCODE_VERSION} unavailable: npm install failed: {why}")
+    npm into cache_dir() ($TASKBOARD_OPENCODE_DIR or ~/.cache/taskboard-tests/opencode-<v>)
+    (tests/npm_cli.py).  Skips the calling test with npm's reason when it cannot be had."""
+    return npm_cli.npm_cli(f"OpenCode {OPENCODE_VERSION}", OPENCODE_PACKAGE, cache_dir(),
+                           installed_cli)
 
 
 if __name__ == "__main__":  # a stub to probe by hand; prints its URL and the config to use

@@ -62,6 +62,23 @@ def test_reset_time_reads_times_and_clock_times(text, expected):
     assert taskboard.reset_time(text, NOW) == pytest.approx(expected)
 
 
+def next_local(hour, minute):
+    """The next hour:minute of the server's clock after NOW."""
+    moment = dt.datetime.fromtimestamp(NOW).astimezone().replace(hour=hour, minute=minute,
+                                                                 second=0, microsecond=0)
+    return (moment if moment.timestamp() > NOW else moment + dt.timedelta(days=1)).timestamp()
+
+
+def test_reset_time_reads_codexs_clock_in_the_servers_zone():
+    """Codex names the reset in the local time of the process (codex-gemini-NOTES.md)."""
+    today = "You\u2019ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro)" \
+        ", visit https://chatgpt.com/codex/settings/usage or try again at 8:20 AM."
+    assert taskboard.reset_time(today, NOW) == pytest.approx(next_local(8, 20))
+    later = "You\u2019ve hit your usage limit. Try again at Nov 29th, 2026 6:50 PM."
+    assert taskboard.reset_time(later, NOW) == pytest.approx(
+        dt.datetime(2026, 11, 29, 18, 50).astimezone().timestamp())
+
+
 @pytest.mark.parametrize("text", ["Rate limit exceeded", "You've hit your limit",
                                   "resets soon", "resets 25pm"])
 def test_reset_time_is_none_when_no_time_is_named(text):

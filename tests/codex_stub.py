@@ -1,0 +1,289 @@
+"""The real Codex CLI against a loopback stand-in for the OpenAI Responses API.
+
+Codex (npm @openai/codex, pinned below) is pointed at the stub as a model provider of its own
+config: `codex_args(stub)` gives the `-c` options (wire_api "responses", base_url here, the key
+from $FAKE_KEY).  See fixtures/agent-streams/codex-gemini-NOTES.md for what was probed.
+
+- `ResponsesStub`: an HTTP server on 127.0.0.1 (port 0, in a thread) that answers
+  `POST /v1/responses` with a streamed SSE response.  What it answers is chosen from the last
+  thing the user said:
+    MODE:echo X      -> text "You said: X"
+    MODE:bash CMD    -> a reasoning item, a text and one call of the request's shell tool
+                        running CMD; once it sees the tool's output, text "Tool said: <output>"
+    MODE:write F T   -> one shell call writing T into F (`printf %s T > F`), then as above
+    MODE:status N [RETRY_AFTER] -> HTTP error N with an OpenAI-style error body (and a
+                        retry-after header when given)
+    MODE:usage-limit [SECONDS] -> HTTP 429 with the `usage_limit_reached` body ChatGPT plans
+                        get, resetting in SECONDS (default 3600)
+    anything else    -> text "You said: <text>"
+  Every request is kept in `stub.requests`.
+- `codex_cli()`: the real CLI, installed once with npm (tests/npm_cli.py), or a skip.
+- `codex_env()`: a throwaway $HOME/$CODEX_HOME and the key, without the caller's OPENAI_*.
+
+Run it alone (`python tests/codex_stub.py`) to get a stub on a printed URL for probing.
+"""
+
+import http.server
+import itertools
+import json
+import os
+import shlex
+import subprocess
+import tempfile
+import time
+
+import npm_cli
+
+from claude_stub import LoopbackApi
+
+CODEX_VERSION = "0.169.0"
+CODEX_PACKAGE = f"@openai/codex@{CODEX_VERSION}"
+#: The model name the tests pass with -m; the stub answers any name, and the board prices
+#: it as gpt-5-codex (taskboard.MODEL_PRICES).
+MODEL = "gpt-5-codex"
+#: The stub's token counts per response.
+USAGE = {"input_tokens": 3000, "input_tokens_details": {"cached_tokens": 2000},
+         "output_tokens": 120, "output_tokens_details": {"reasoning_tokens": 40},
+         "total_tokens": 3120}
+
+_ids = itertools.count(1)
+
+
+def _new_id(prefix):
+    return f"{prefix}_{os.getpid():x}{next(_ids):08x}"
+
+
+def _text(content):
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
+
+
+def _output_text(output):
+    """A function_call_output's output: a string, or a list of content items."""
+    if isinstance(output, dict):
+        output = output.get("content") or output.get("output") or ""
+    return _text(output)
+
+
+def shell_call(tools, command):
+    """A function call of the request's shell tool running command (its name and argument
+    shape differ between Codex's model families), as (name, arguments)."""
+    names = [t.get("name") for t in tools or [] if isinstance(t, dict)]
+    if "exec_command" in names:
+        return "exec_command", {"cmd": command}
+    if "shell_command" in names:
+        return "shell_command", {"command": command}
+    return "shell", {"command": ["bash", "-lc", command]}
+
+
+def plan_reply(body):
+    """What to answer one request with: ("status", (code, retry_after)), ("limit", seconds),
+    or ("ok", steps), steps a list of ("reasoning"|"text"|"call", value)."""
+    items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+    last = items[-1] if items else {}
+    if last.get("type") == "function_call_output":
+        output = _output_text(last.get("output")).strip()
+        return "ok", [("text", "Tool said: " + output)]
+    users = [i for i in items if i.get("role") == "user"]
+    said = _text(users[-1].get("content")).strip() if users else ""
+    if "MODE:" in said:
+        said = said[said.index("MODE:"):].split("\n", 1)[0].strip()
+    word, _, rest = said.partition(" ")
+    if word == "MODE:bash":
+        return "ok", [("reasoning", "I should run a shell command."), ("text", "I'll run it."),
+                      ("call", shell_call(body.get("tools"), rest))]
+    if word == "MODE:write":
+        name, _, content = rest.partition(" ")
+        command = f"printf %s {shlex.quote(content)} > {shlex.quote(name)}"
+        return "ok", [("call", shell_call(body.get("tools"), command))]
+    if word == "MODE:status":
+        code, _, retry = rest.partition(" ")
+        return "status", (int(code), retry.strip() or None)
+    if word == "MODE:usage-limit":
+        return "limit", int(rest or 3600)
+    if word == "MODE:echo":
+        said = rest
+    return "ok", [("text", "You said: " + said)]
+
+
+class ResponsesStub(LoopbackApi):
+    """A loopback stand-in for POST /v1/responses (module docstring)."""
+
+    def responses(self):
+        """The bodies of the POST /v1/responses requests, in order."""
+        with self._lock:
+            return [r["body"] for r in self.requests if r["path"] == "/v1/responses"]
+
+    def _handler(self):
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self.answer()
+
+            def do_POST(self):
+                self.answer()
+
+            def answer(self):
+                path, body = stub.received(self)
+                if self.command == "POST" and path == "/v1/responses":
+                    stub.answer_responses(self, body or {})
+                else:
+                    stub.unknown.append((self.command, path))
+                    self.send_json(404, {"error": {"message": f"stub: no {path}",
+                                                   "type": "not_found_error"}})
+
+            def send_json(self, status, payload, headers=()):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def send_event(self, payload):
+                self.wfile.write(f"event: {payload['type']}\ndata: {json.dumps(payload)}\n\n"
+                                 .encode())
+                self.wfile.flush()
+
+        return Handler
+
+    def answer_responses(self, handler, body):
+        kind, plan = plan_reply(body)
+        if kind == "status":
+            code, retry = plan
+            kinds = {401: "invalid_request_error", 429: "rate_limit_exceeded"}
+            headers = [("retry-after", retry)] if retry else []
+            handler.send_json(code, {"error": {
+                "message": f"stub: HTTP {code}", "type": kinds.get(code, "server_error"),
+                "code": kinds.get(code, "server_error")}}, headers)
+            return
+        if kind == "limit":
+            handler.send_json(429, {"error": {
+                "type": "usage_limit_reached", "message": "The usage limit has been reached",
+                "plan_type": "plus", "resets_at": int(time.time()) + plan,
+                "resets_in_seconds": plan}})
+            return
+        response_id = _new_id("resp")
+        model = body.get("model") or MODEL
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Cache-Control", "no-cache")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.close_connection = True
+        response = {"id": response_id, "object": "response", "model": model,
+                    "status": "in_progress", "output": []}
+        try:
+            handler.send_event({"type": "response.created", "response": response})
+            for index, (step, value) in enumerate(plan):
+                for event in self.item_events(index, step, value):
+                    handler.send_event(event)
+            handler.send_event({"type": "response.completed", "response": {
+                **response, "status": "completed", "usage": USAGE}})
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    @staticmethod
+    def item_events(index, step, value):
+        """The output_item.added, delta and output_item.done events of one output item."""
+        item_id = _new_id({"reasoning": "rs", "text": "msg", "call": "fc"}[step])
+        if step == "reasoning":
+            item = {"type": "reasoning", "id": item_id,
+                    "summary": [{"type": "summary_text", "text": value}]}
+            deltas = [{"type": "response.reasoning_summary_text.delta", "item_id": item_id,
+                       "output_index": index, "summary_index": 0, "delta": value}]
+        elif step == "text":
+            item = {"type": "message", "id": item_id, "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": value, "annotations": []}]}
+            deltas = [{"type": "response.output_text.delta", "item_id": item_id,
+                       "output_index": index, "content_index": 0, "delta": value}]
+        else:
+            name, arguments = value
+            item = {"type": "function_call", "id": item_id, "call_id": _new_id("call"),
+                    "name": name, "arguments": json.dumps(arguments), "status": "completed"}
+            deltas = []
+        yield {"type": "response.output_item.added", "output_index": index,
+               "item": {**item, "status": "in_progress"}}
+        yield from deltas
+        yield {"type": "response.output_item.done", "output_index": index, "item": item}
+
+
+# Config and environment ##########################################################################
+
+def codex_args(stub):
+    """The `-c` options that make the stub Codex's model provider ("stub")."""
+    provider = (f'{{name="stub",base_url="{stub.url}/v1",env_key="FAKE_KEY",'
+                f'wire_api="responses"}}')
+    return ["-c", "model_provider=stub", "-c", f"model_providers.stub={provider}"]
+
+
+def codex_env(home, stub=None, **extra):
+    """The environment for running the CLI with home as $HOME and $CODEX_HOME under it,
+    without the caller's OPENAI_*/CODEX_* variables.  With a stub, $CODEX_HOME/config.toml
+    makes it the model provider, as codex_args() does on the command line."""
+    home = str(home)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
+    env.update({"HOME": home, "CODEX_HOME": os.path.join(home, ".codex"),
+                "FAKE_KEY": "test-key"})
+    os.makedirs(env["CODEX_HOME"], exist_ok=True)
+    if stub is not None:
+        with open(os.path.join(env["CODEX_HOME"], "config.toml"), "w") as f:
+            f.write(f'model_provider = "stub"\n\n[model_providers.stub]\nname = "stub"\n'
+                    f'base_url = "{stub.url}/v1"\nenv_key = "FAKE_KEY"\n'
+                    f'wire_api = "responses"\n')
+    env.update(extra)
+    return env
+
+
+# Installing and locating the real CLI #############################################################
+
+def cache_dir():
+    return npm_cli.cache_dir(f"codex-{CODEX_VERSION}", "TASKBOARD_CODEX_DIR")
+
+
+def cli_version(path):
+    """The version `path --version` reports ("codex-cli 0.169.0" -> "0.169.0"), or None."""
+    with tempfile.TemporaryDirectory() as home:
+        try:
+            done = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                  timeout=30, env=codex_env(home))
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    words = done.stdout.split()
+    return words[-1] if done.returncode == 0 and words else None
+
+
+def installed_cli(prefix):
+    """The installed `codex` at CODEX_VERSION under prefix, or None (a Node launcher that
+    runs the native binary of the platform package)."""
+    path = os.path.join(prefix, "node_modules", ".bin", "codex")
+    return npm_cli.first_runnable([path], cli_version, CODEX_VERSION)
+
+
+def codex_cli():
+    """The path of the real `codex` at CODEX_VERSION, installing it on first use with npm
+    into cache_dir() ($TASKBOARD_CODEX_DIR or ~/.cache/taskboard-tests/codex-<version>).
+    Skips the calling test with npm's reason when it cannot be had."""
+    return npm_cli.npm_cli(f"Codex CLI {CODEX_VERSION}", CODEX_PACKAGE, cache_dir(),
+                           installed_cli)
+
+
+if __name__ == "__main__":  # a stub to probe by hand; prints its URL and the options to use
+    with ResponsesStub() as stub:
+        print(stub.url, flush=True)
+        print(shlex.join(codex_args(stub)), flush=True)
+        try:
+            while True:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
