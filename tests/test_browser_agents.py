@@ -54,7 +54,7 @@ def test_choose_codex_for_a_project(board, page):
     expect(agent).to_have_value("claude")
     agent.select_option(label="Codex")
     page.get_by_role("button", name="Save").click()
-    expect(page.get_by_text("Saved")).to_be_visible()
+    expect(page.get_by_text("Saved", exact=True)).to_be_visible()
     assert board.api("GET", f"/api/projects/{project['id']}")["agent"] == "codex"
     page.reload()
     live(page)
@@ -100,7 +100,7 @@ def test_models_of_each_agent_are_saved_from_the_grid(board, page, console_error
     large.fill("gpt-5-codex-max")
     page.get_by_label("OpenCode: Small model").fill("anthropic/claude-haiku-4-5")
     page.get_by_role("button", name="Save").click()
-    expect(page.get_by_text("Saved")).to_be_visible()
+    expect(page.get_by_text("Saved", exact=True)).to_be_visible()
     assert board.api("GET", "/api/settings")["agentModels"] == {
         "codex": {"model_large": "gpt-5-codex-max"},
         "opencode": {"model_small": "anthropic/claude-haiku-4-5"}}
@@ -117,7 +117,7 @@ def test_models_of_each_agent_are_saved_from_the_grid(board, page, console_error
     page.get_by_label("Codex: Large model").fill("")
     page.get_by_label("OpenCode: Small model").fill("")
     page.get_by_role("button", name="Save").click()
-    expect(page.get_by_text("Saved")).to_be_visible()
+    expect(page.get_by_text("Saved", exact=True)).to_be_visible()
     assert board.api("GET", "/api/settings")["agentModels"] is None
 
 
