@@ -854,7 +854,7 @@ SETTINGS_FIELDS = (
     Field("logRetentionDays", "int", nullable=True, lo=1, hi=36500,
           doc="delete agent logs older than this; null = keep forever"),
     Field("agentModels", "json", nullable=True, check=_check_agent_models,
-          shape={"type": ["object", "null"], "additionalProperties": {
+          shape={"type": "object", "additionalProperties": {
               "type": "object", "additionalProperties": {"type": ["string", "null"]}}},
           doc="{agent: {model_large, model_medium, model_small}}: the model each agent CLI "
           "is given for a tier, over the built-in ones (null: the CLI's own default); "

@@ -50,9 +50,11 @@ class ApiFailed(AssertionError):
 class Board:
     """A `python taskboard.py` subprocess on a free port, with its own data dir and HOME.
     With token=None it runs --no-auth (these tests look at the board, not at signing in);
-    token="generate" lets it make its own, read from the sign-in line it prints."""
+    token="generate" lets it make its own, read from the sign-in line it prints; env adds
+    variables to its environment (e.g. TASKBOARD_CODEX_COMMAND)."""
 
-    def __init__(self, folder, *args, demo=True, token=None, agent_command=None, pace=0.15):
+    def __init__(self, folder, *args, demo=True, token=None, agent_command=None, pace=0.15,
+                 env=None):
         self.folder = folder
         self.token = token
         os.makedirs(os.path.join(folder, "home"), exist_ok=True)
@@ -67,9 +69,10 @@ class Board:
         if agent_command:
             argv += ["--agent-command", agent_command]
         argv += list(args)
+        extra = env or {}
         env = {k: v for k, v in os.environ.items() if not BOARD_ENV.match(k)}
         env |= {"HOME": os.path.join(folder, "home"), "TASKBOARD_SIMULATE_PACE": str(pace),
-                "PYTHONUNBUFFERED": "1"}
+                "PYTHONUNBUFFERED": "1", **extra}
         self.log_path = os.path.join(folder, "server.log")
         self._log = open(self.log_path, "wb")  # noqa: SIM115 -- closed in stop()
         self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
@@ -143,8 +146,8 @@ class Board:
 
 @pytest.fixture
 def start_board(tmp_path):
-    """start_board(*extra_args, demo=True, token=None, agent_command=None, pace=0.15) -> a
-    running Board; `pace` scales the simulated agent's pauses (1 = believable)."""
+    """start_board(*extra_args, demo=True, token=None, agent_command=None, pace=0.15,
+    env=None) -> a running Board; `pace` scales the simulated agent's pauses (1 = believable)."""
     boards = []
 
     def start(*args, **options):

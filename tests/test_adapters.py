@@ -388,3 +388,10 @@ def test_unknown_lines_stay_raw():
     for agent in FOREIGN:
         adapter = taskboard.ADAPTERS[agent]("m")
         assert adapter.translate({"type": "mystery_event"}) in (None, [taskboard.RAW_LINE])
+
+
+def test_the_agent_models_setting_has_a_valid_schema(client):
+    schema = client.get("/api/openapi.json").json["components"]["schemas"]["Settings"]
+    field = schema["properties"]["agentModels"]
+    assert field["type"] == ["object", "null"]
+    assert field["additionalProperties"]["additionalProperties"]["type"] == ["string", "null"]

@@ -11,6 +11,14 @@ export function dateTime(iso) {
     hour: "2-digit", minute: "2-digit" });
 }
 
+/** "14:03" when iso is today, else "12 Nov 14:03" (local time). */
+export function clock(iso) {
+  if (!iso) return "";
+  const when = new Date(iso);
+  if (when.toDateString() !== new Date().toDateString()) return dateTime(iso);
+  return when.toLocaleTimeString(locale(), { hour: "2-digit", minute: "2-digit" });
+}
+
 /** "3 min", "2 h 5 min", "12 s" from milliseconds. */
 export function duration(ms) {
   if (ms === null || ms === undefined) return "";
@@ -24,6 +32,11 @@ export function duration(ms) {
 /** "$0.04" */
 export function cost(value) {
   return `$${(value || 0).toFixed(value >= 10 ? 2 : value >= 0.1 ? 3 : 4)}`;
+}
+
+/** "≈$0.04" when part of the cost is estimated from token counts, else "$0.04". */
+export function costMark(value, estimated) {
+  return estimated ? `≈${cost(value)}` : cost(value);
 }
 
 /** "12.3k" */

@@ -8,8 +8,9 @@ import { h, qs, toast } from "./dom.js";
 import { missingKeys, onLanguageChange, register, setLanguage, t } from "./i18n.js";
 import { route, start } from "./router.js";
 import { connect } from "./socket.js";
-import { loadSchema } from "./schema.js";
-import { loadAll, needsYouCount, state, subscribe } from "./store.js";
+import { clock } from "./format.js";
+import { defaultOf, loadSchema } from "./schema.js";
+import { learnAgents, loadAll, needsYouCount, projectAgent, state, subscribe } from "./store.js";
 import { needsYouControl } from "./views/needs_you.js";
 
 const view = (name) => () => import(`./views/${name}.js`);
@@ -43,6 +44,9 @@ register({  // key: [English, Turkish]
   "offline.viewBody": ["The board is here, but its data comes from the server, which cannot be reached. It shows up as soon as the server answers again.", "Pano burada, ama verileri ulaşılamayan sunucudan gelir. Sunucu yeniden cevap verir vermez görünür."],
   "update.ready": ["A new version of the board is loaded.", "Panonun yeni sürümü yüklendi."],
   "update.reload": ["Reload", "Yeniden yükle"],
+  "health.cliMissing": ["The {name} CLI is not found: tasks that use it cannot run. Install it or set its command (see “Agents” in the README).", "{name} CLI'si bulunamadı: onu kullanan görevler çalışamaz. Kurun ya da komutunu ayarlayın (README'de “Agents” bölümüne bakın)."],
+  "health.install": ["Install it with: npm install -g {package}", "Kurmak için: npm install -g {package}"],
+  "health.cliWaiting": ["{name} reached its usage limit: its tasks continue at {time}.", "{name} kullanım sınırına ulaştı: görevleri {time} itibarıyla devam eder."],
 });
 
 const needsYou = needsYouControl();  // the "Needs you" inbox: one element, kept across redraws
@@ -99,12 +103,44 @@ function appBadge(n) {
   (n ? navigator.setAppBadge(n) : navigator.clearAppBadge()).catch(() => {});
 }
 
+/** The agent CLIs in use: the projects' (the default one while there is none) and the tasks' own. */
+function agentsInUse() {
+  const used = new Set(state.projects.map((p) => projectAgent(p.id)).filter(Boolean));
+  for (const task of state.tasks.values()) if (task.agent) used.add(task.agent);
+  if (!state.projects.length) {
+    try {
+      used.add(defaultOf("Project", "agent"));
+    } catch { /* no API description: the health answer's old "agent" speaks for it */ }
+  }
+  return used;
+}
+
+/**
+ * What the health answer says about the agent CLIs: each one in use that is not found (how
+ * to install it, when the server names its package), and each one waiting for a usage limit.
+ */
+function agentMessages(health) {
+  if (!health?.agents) return health?.agent?.found === false ? [t("health.agentMissing")] : [];
+  const used = agentsInUse();
+  const messages = [];
+  for (const [name, cli] of Object.entries(health.agents)) {
+    const label = t(`agent.${name}`);
+    if (cli.found === false && used.has(name)) {
+      const install = cli.package ? ` ${t("health.install", { package: cli.package })}` : "";
+      messages.push(h("span", { "data-testid": "cli-missing", "data-agent": name },
+        (name === "claude" ? t("health.agentMissing") : t("health.cliMissing", { name: label })) + install));
+    }
+    if (cli.waitingUntil) {
+      messages.push(h("span", { "data-testid": "cli-waiting", "data-agent": name },
+        t("health.cliWaiting", { name: label, time: clock(cli.waitingUntil) })));
+    }
+  }
+  return messages;
+}
+
 function renderBanner() {
   const banner = qs("#health-banner");
-  const messages = [];
-  if (state.health && state.health.agent && state.health.agent.found === false) {
-    messages.push(t("health.agentMissing"));
-  }
+  const messages = agentMessages(state.health);
   if (state.connection === "closed") {
     messages.push(h("span", { "data-testid": "offline" }, h("strong", {}, t("offline.title")), " ",
       t("health.unreachable"), " ", t("offline.retrying")));
@@ -137,6 +173,8 @@ function chime() {
 async function checkHealth() {
   try {
     state.health = await api.health();
+    const missing = Object.values(state.health.agents || {}).some((cli) => cli.found === false);
+    if (missing) await learnAgents();  // which projects use the missing ones
   } catch {
     state.health = null;
   }

@@ -183,6 +183,25 @@ export async function loadAll() {
   notify("resync");
 }
 
+/** Project id -> its agent CLI: the project list does not carry it (see projectAgent). */
+const agentsByProject = new Map();
+
+/**
+ * The agent CLI of a project ("claude", "codex", ...), or undefined until it is known:
+ * project:created and project:updated carry it, learnAgents() asks for the others.
+ */
+export function projectAgent(projectId) {
+  return state.projects.find((p) => p.id === projectId)?.agent ?? agentsByProject.get(projectId);
+}
+
+/** Ask the server for the agent of these projects (default: all) where it is not known yet. */
+export async function learnAgents(projectIds = state.projects.map((p) => p.id)) {
+  const unknown = projectIds.filter((id) => projectAgent(id) === undefined);
+  const found = await Promise.all(unknown.map((id) => api.project(id).catch(() => null)));
+  for (const project of found) if (project?.agent) agentsByProject.set(project.id, project.agent);
+  return found.some((project) => project?.agent);
+}
+
 /**
  * Apply one /ws message to the state (pure with respect to the network).
  * @param {State} s
@@ -232,6 +251,12 @@ export function receive(message) {
     applyEvent(state, message);
     const { event, data } = message;
     if (event.startsWith("approval:")) approvalEvents += 1;
+    if ((event === "project:created" || event === "project:updated") && data.agent) {
+      agentsByProject.set(data.id, data.agent);
+    }
+    if ((event === "project:created" || event === "project:updated") && data.agent) {
+      agentsByProject.set(data.id, data.agent);
+    }
     if (touchesInbox(state, message)) {
       inboxEvents += 1;
       refreshInbox();

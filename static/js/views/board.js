@@ -254,7 +254,7 @@ function followRuns(view, dock) {
       view.live.set(data.taskId, data);
       const task = state.tasks.get(data.taskId);
       const el = view.cards.get(data.taskId)?.el.querySelector(".card-cost");
-      if (task && el) el.textContent = format.cost(view.costOf(task));
+      if (task && el) el.textContent = format.costMark(view.costOf(task), task.cost_estimated);
     } else if (event === "task:updated" && data && !data.is_running) {
       view.live.delete(data.id);
     }

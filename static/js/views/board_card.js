@@ -4,6 +4,7 @@
 import { h } from "../dom.js";
 import * as format from "../format.js";
 import { register, t } from "../i18n.js";
+import { agentBadge, waitingText } from "./agent_parts.js";
 
 register({  // key: [English, Turkish]
   "board.running": ["running", "çalışıyor"],
@@ -42,12 +43,18 @@ export function matches(task, filters) {
   return !q || `${task.task_key} ${task.title} ${task.description}`.toLowerCase().includes(q);
 }
 
-/** The flags of a card: waiting for a person, refused tool calls, waiting for sub-tasks, retries, revisions. */
+/**
+ * The flags of a card: waiting for a person, for a usage limit, refused tool calls, waiting
+ * for sub-tasks, retries, revisions.
+ */
 function flags(task) {
   const plural = (n, one, many) => t(n === 1 ? one : many, { n });
+  const waiting = waitingText(task);
   return [
     task.pending_approvals > 0 ? h("span", { class: "flag flag-needs", "data-testid": "card-needs-you",
       title: t("board.needsYouTitle") }, `✋ ${t("board.needsYou", { n: task.pending_approvals })}`) : null,
+    waiting ? h("span", { class: "flag flag-waiting", "data-testid": "card-waiting", title: t("agentpart.waitingHelp") },
+      `⏸ ${waiting}`) : null,
     task.permission_denials > 0 ? h("span", { class: "flag flag-denied" },
       `⚠ ${plural(task.permission_denials, "board.denials1", "board.denials")}`) : null,
     task.awaiting_subtasks ? h("span", { class: "flag flag-awaiting" }, `◷ ${t("board.awaiting")}`) : null,
@@ -67,6 +74,7 @@ export function taskCard(task, status, { statuses, moving, activity, cost }) {
   const chips = [
     h("span", { class: `bchip type-${task.task_type}` }, t(`type.${task.task_type}`)),
     h("span", { class: "bchip model" }, t(`model.${task.model}`)),
+    agentBadge(task),
     format.tags(task.tags).map((tag) => h("span", { class: "bchip tag" }, `#${tag}`)),
   ];
   const flagged = flags(task);
@@ -94,7 +102,8 @@ export function taskCard(task, status, { statuses, moving, activity, cost }) {
       `↗ ${t("board.pr")}`) : null,
     running ? h("button", { type: "button", class: "small", "data-action": "log",
       "aria-label": t("board.openLogLabel", { key: task.task_key }) }, t("board.openLog")) : null,
-    h("span", { class: "card-cost", title: t("board.tokens", { n: format.tokens(task.input_tokens + task.output_tokens) }) },
-      task.total_cost > 0 || running ? format.cost(cost) : ""),
+    h("span", { class: "card-cost", "data-testid": "card-cost", title: [t("board.tokens",
+      { n: format.tokens(task.input_tokens + task.output_tokens) }), task.cost_estimated ? t("cost.estimatedHelp") : ""]
+      .filter(Boolean).join(" · ") }, task.total_cost > 0 || running ? format.costMark(cost, task.cost_estimated) : ""),
     move));
 }

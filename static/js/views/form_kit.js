@@ -22,7 +22,7 @@ register({  // key: [English, Turkish]
 /**
  * @typedef {Object} Spec  one form field
  * @property {string} key  the API field name (ApiError.field matches it)
- * @property {"text"|"textarea"|"password"|"int"|"number"|"bool"|"flag01"|"select"|"checks"} kind
+ * @property {"text"|"textarea"|"password"|"int"|"number"|"bool"|"flag01"|"select"|"checks"|"custom"} kind
  *   flag01: a checkbox sent as 1/0; bool: sent as true/false
  * @property {() => string} label
  * @property {() => string} [help]
@@ -36,6 +36,8 @@ register({  // key: [English, Turkish]
  * @property {string} [patternKey]  the i18n key of the message when pattern fails
  * @property {boolean} [omitEmpty]  empty is not sent at all (a write-only secret)
  * @property {Object} [attrs]  more attributes for the control
+ * @property {Object} [custom]  a field of its own kind (e.g. a grid): {toRaw(value),
+ *   fromRaw(raw) → as fromRaw, render(spec, raw, ids, changed) → {element, controls}, show(parts, raw)}
  */
 
 
@@ -65,6 +67,7 @@ export function schemaSpecs(schema, specs) {
 }
 
 function toRaw(spec, value) {
+  if (spec.custom) return spec.custom.toRaw(value);
   if (spec.kind === "bool" || spec.kind === "flag01") return Boolean(value);
   if (spec.kind === "checks") return Array.isArray(value) ? [...value] : [];
   return value === null || value === undefined ? "" : String(value);
@@ -72,6 +75,7 @@ function toRaw(spec, value) {
 
 /** Check one raw value; {value} to send, {error: {key, vars}} or {omit: true}. */
 function fromRaw(spec, raw) {
+  if (spec.custom) return spec.custom.fromRaw(raw);
   if (spec.kind === "bool") return { value: raw };
   if (spec.kind === "flag01") return { value: raw ? 1 : 0 };
   if (spec.kind === "checks") {
@@ -166,6 +170,7 @@ function fieldRow(spec, raw, changed) {
   const ids = { id, help, error, described: [help && `${id}-help`, `${id}-err`].filter(Boolean).join(" ") };
   if (spec.kind === "bool" || spec.kind === "flag01") return { ...checkRow(spec, raw, ids, changed), error };
   if (spec.kind === "checks") return { ...checksRow(spec, raw, ids, changed), error };
+  if (spec.custom) return { ...spec.custom.render(spec, raw, ids, changed), error };
   const control = buildControl(spec, raw, ids.described, changed);
   control.id = id;
   const element = h("div", { class: "field", "data-field": spec.key },
@@ -176,6 +181,7 @@ function fieldRow(spec, raw, changed) {
 
 /** Put a raw value into the controls of a row. */
 function showRaw(spec, parts, value) {
+  if (spec.custom) return spec.custom.show(parts, value);
   if (spec.kind === "bool" || spec.kind === "flag01") parts.controls[0].checked = value;
   else if (spec.kind === "checks") parts.controls.forEach((box) => { box.checked = value.includes(box.value); });
   else if (spec.kind !== "password") parts.controls[0].value = value;

@@ -23,6 +23,8 @@ register({  // key: [English, Turkish]
   "pform.icon.help": ["An emoji or one or two letters; empty shows the first letter of the name.", "Bir emoji ya da bir iki harf; boşsa adın ilk harfi gösterilir."],
   "pform.iconSeed": ["Icon seed", "Simge tohumu"],
   "pform.iconSeed.help": ["Any text; picks the colour of the icon.", "Herhangi bir metin; simgenin rengini seçer."],
+  "pform.agent": ["Agent", "Ajan"],
+  "pform.agent.help": ["The agent CLI its tasks run; a task can choose another one.", "Görevlerinin çalıştırdığı ajan CLI'si; bir görev başka birini seçebilir."],
   "pform.permissionMode": ["Permission mode", "İzin kipi"],
   "pform.permissionMode.help": ["Allow-tools passes the list below; default may leave a headless run refused tools.", "Araçlara izin ver kipi aşağıdaki listeyi iletir; varsayılan kipte arka planda çalışan bir ajan araç kullanamayabilir."],
   "pform.perm.auto-accept": ["Auto-accept (skip permission prompts)", "Otomatik kabul (izin sorma)"],
@@ -64,7 +66,7 @@ const limitsHelp = (key, field) => () => t(key, rangeOf("Project", field));
 /** The groups of the edit form, in order. */
 export const GROUPS = ["basic", "queue", "git", "autoTest", "retry", "host"];
 /** The fields asked for when a project is created. */
-export const CREATE_KEYS = ["name", "slug", "workingDir", "permissionMode", "allowedTools", "icon", "iconSeed"];
+export const CREATE_KEYS = ["name", "slug", "workingDir", "agent", "permissionMode", "allowedTools", "icon", "iconSeed"];
 
 /**
  * Every project field in its group, completed from the server's schema (values, limits,
@@ -81,6 +83,8 @@ export function projectSpecs() {
     { key: "icon", group: "basic", kind: "text", nullable: true, label: lbl("pform.icon"), help: lbl("pform.icon.help") },
     { key: "iconSeed", group: "basic", kind: "text", nullable: true, label: lbl("pform.iconSeed"),
       help: lbl("pform.iconSeed.help") },
+    { key: "agent", group: "basic", kind: "select", label: lbl("pform.agent"), help: lbl("pform.agent.help"),
+      optionLabel: (v) => t(`agent.${v}`) },
     { key: "permissionMode", group: "basic", kind: "select", label: lbl("pform.permissionMode"),
       help: lbl("pform.permissionMode.help"), optionLabel: (v) => t(`pform.perm.${v}`) },
     { key: "allowedTools", group: "basic", kind: "text", nullable: true, label: lbl("pform.allowedTools"),

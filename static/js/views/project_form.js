@@ -21,7 +21,8 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
   const specs = projectSpecs().filter((spec) => !create || CREATE_KEYS.includes(spec.key))
     .map((spec) => (spec.key === "allowedTools" && create
       ? { ...spec, skip: (raw) => raw.permissionMode !== "allow-tools" } : spec));
-  const source = create ? { permissionMode: defaultOf("Project", "permissionMode"), ...project } : project;
+  const source = create ? { permissionMode: defaultOf("Project", "permissionMode"),
+    agent: defaultOf("Project", "agent"), ...project } : project;
   const kit = formKit(specs, source);
   let slugTouched = !create || Boolean(source.slug);
   let current = { ...project };

@@ -8,6 +8,7 @@ import { h, toast } from "../dom.js";
 import { onLanguageChange, register, setLanguage, t } from "../i18n.js";
 import { rangeOf } from "../schema.js";
 import { state, subscribe } from "../store.js";
+import { agentModelsField } from "./agent_models.js";
 import { formKit, liveForm, schemaSpecs } from "./form_kit.js";
 
 register({  // key: [English, Turkish]
@@ -30,6 +31,8 @@ register({  // key: [English, Turkish]
   "settings.dailyCostLimit.help": ["When today's cost reaches it, the queue starts nothing new. Empty = no limit.", "Bugünkü maliyet buna ulaşınca kuyruk yeni bir şey başlatmaz. Boş = sınır yok."],
   "settings.logRetentionDays": ["Keep agent logs (days)", "Ajan kayıtlarını sakla (gün)"],
   "settings.logRetentionDays.help": ["Older logs are deleted. Empty = keep forever.", "Daha eski kayıtlar silinir. Boş = sonsuza dek sakla."],
+  "settings.agentModels": ["Models of each agent", "Her ajanın modelleri"],
+  "settings.agentModels.help": ["The model name each agent CLI is given for a tier. Empty = the board's built-in choice for that agent and tier.", "Her ajan CLI'sine bir düzey için verilen model adı. Boş = panonun o ajan ve düzey için yerleşik seçimi."],
   "settings.notifications": ["Notifications", "Bildirimler"],
   "settings.notifications.help": ["Push notifications on your phone or this computer: which events, which devices.", "Telefonunuza ya da bu bilgisayara push bildirimleri: hangi olaylar, hangi cihazlar."],
   "settings.notifications.open": ["Set up notifications", "Bildirimleri ayarla"],
@@ -63,6 +66,8 @@ const knownSpecs = () => schemaSpecs("Settings", [
     label: lbl("settings.dailyCostLimit"), help: lbl("settings.dailyCostLimit.help"), attrs: { step: "0.01" } },
   { key: "logRetentionDays", group: "agents", kind: "int", nullable: true,
     label: lbl("settings.logRetentionDays"), help: lbl("settings.logRetentionDays.help") },
+  { key: "agentModels", group: "agents", ...agentModelsField, label: lbl("settings.agentModels"),
+    help: lbl("settings.agentModels.help") },
 ]);
 const GROUPS = ["board", "tasks", "agents", "other"];
 

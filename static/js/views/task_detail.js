@@ -8,7 +8,8 @@ import { onLanguageChange, register, t } from "../i18n.js";
 import { go, queryId } from "../router.js";
 import { enumOf } from "../schema.js";
 import { followLogs } from "../socket.js";
-import { loadTasks, onEvent, refusedLocally, state, subscribe, tasksOf } from "../store.js";
+import { learnAgents, loadTasks, onEvent, projectAgent, refusedLocally, state, subscribe, tasksOf } from "../store.js";
+import { agentName, costText, waitingText } from "./agent_parts.js";
 import { projectName, select } from "./common.js";
 import { createLogView } from "./log_view.js";
 import { createChannel } from "./task_channel.js";
@@ -43,6 +44,8 @@ register({  // key: [English, Turkish]
   "detail.priority": ["Priority", "Öncelik"],
   "detail.model": ["Model", "Model"],
   "detail.effort": ["Thinking effort", "Düşünme eforu"],
+  "detail.agent": ["Agent", "Ajan"],
+  "detail.projectAgent": ["{name} (the project's)", "{name} (projeninki)"],
   "detail.tags": ["Tags", "Etiketler"],
   "detail.parent": ["Parent task", "Üst görev"],
   "detail.subtasks": ["Sub-tasks", "Alt görevler"],
@@ -138,8 +141,10 @@ function taskFields(task, live) {
   const running = task.is_running && live;
   const tags = format.tags(task.tags);
   const children = tasksOf(task.project_id).filter((other) => other.parent_task_id === task.id);
-  const cost = running ? t("detail.liveCost", { cost: format.cost(task.total_cost + (live.cost || 0)) })
-    : format.cost(task.total_cost);
+  const estimated = task.cost_estimated;
+  const cost = running ? t("detail.liveCost", { cost: format.costMark(task.total_cost + (live.cost || 0), estimated) })
+    : costText(task.total_cost, estimated);
+  const ownAgent = projectAgent(task.project_id);
   const inTokens = task.input_tokens + (running ? live.inputTokens || 0 : 0);
   const outTokens = task.output_tokens + (running ? live.outputTokens || 0 : 0);
   add(t("detail.status"), badge(task.status));
@@ -147,6 +152,8 @@ function taskFields(task, live) {
   add(t("detail.priority"), t(`priority.${task.priority}`));
   add(t("detail.model"), t(`model.${task.model}`));
   add(t("detail.effort"), t(`effort.${task.thinking_effort}`));
+  add(t("detail.agent"), h("span", { "data-testid": "task-agent" }, task.agent ? agentName(task.agent)
+    : ownAgent ? t("detail.projectAgent", { name: agentName(ownAgent) }) : ""));
   if (tags.length) add(t("detail.tags"), tags.map((tag) => h("span", { class: "bchip tag" }, `#${tag}`)));
   if (task.parent_task_id) add(t("detail.parent"), taskLink(task.parent_task_id));
   if (children.length) {
@@ -185,6 +192,8 @@ function taskHeader(task) {
       h("strong", {}, t("detail.lastError")), h("p", {}, task.last_error)) : null,
     task.permission_denials > 0 ? h("div", { class: "alert alert-warn" }, `⚠ ${t(task.permission_denials === 1 ? "detail.denials1" : "detail.denials", { n: task.permission_denials })}`) : null,
     task.awaiting_subtasks ? h("div", { class: "alert alert-info" }, `◷ ${t("detail.awaiting")}`) : null,
+    waitingText(task) ? h("div", { class: "alert alert-warn", role: "status", "data-testid": "task-waiting" },
+      `⏸ ${waitingText(task)}`, h("p", { class: "muted" }, t("agentpart.waitingHelp"))) : null,
   ];
 }
 
@@ -308,6 +317,7 @@ export function mount(root, { taskId }) {
     tabs.show("log");
     log.setEntries(logs);
     if (!state.loadedProjects.has(task.project_id)) loadTasks(task.project_id).catch(() => {});
+    if (projectAgent(task.project_id) === undefined) learnAgents([task.project_id]).then(schedule);
   }).catch((error) => {
     showGone(error.status === 404 ? t("detail.notFound") : error.message);
   });

@@ -6,6 +6,7 @@ import { tags as parseTags } from "../format.js";
 import { register, t } from "../i18n.js";
 import { notify, state, tasksOf } from "../store.js";
 import { defaultOf, enumOf, integersOf, maxLengthOf } from "../schema.js";
+import { agentSelect, agentValue } from "./agent_parts.js";
 import { field, select } from "./common.js";
 
 register({  // key: [English, Turkish]
@@ -18,6 +19,7 @@ register({  // key: [English, Turkish]
   "taskdlg.priority": ["Priority", "Öncelik"],
   "taskdlg.model": ["Model", "Model"],
   "taskdlg.effort": ["Thinking effort", "Düşünme eforu"],
+  "taskdlg.agent": ["Agent", "Ajan"],
   "taskdlg.criteria": ["Acceptance criteria", "Kabul ölçütleri"],
   "taskdlg.criteriaHelp": ["How the agent (and you) can tell the task is done.", "Ajanın (ve sizin) görevin bittiğini nasıl anlayacağı."],
   "taskdlg.tags": ["Tags", "Etiketler"],
@@ -90,7 +92,7 @@ function newTask(parentTaskId) {
 }
 
 /** The dialog's controls; the lists of values and the title's length from the server's Task schema. */
-function taskControls(start) {
+function taskControls(projectId, start) {
   return {
     title: h("input", { type: "text", value: start.title, maxlength: maxLengthOf("Task", "title"), autocomplete: "off" }),
     description: h("textarea", { rows: "6" }, start.description || ""),
@@ -99,6 +101,7 @@ function taskControls(start) {
     model: select(enumOf("Task", "model"), start.model, (v) => t(`model.${v}`)),
     thinking_effort: select(enumOf("Task", "thinking_effort"), start.thinking_effort, (v) => t(`effort.${v}`)),
     acceptance_criteria: h("textarea", { rows: "3" }, start.acceptance_criteria || ""),
+    agent: agentSelect(projectId, start.agent),
   };
 }
 
@@ -201,6 +204,7 @@ function taskBody(controls, tags, editing) {
     priority: Number(controls.priority.value),
     model: controls.model.value,
     thinking_effort: controls.thinking_effort.value,
+    agent: agentValue(controls.agent),
     acceptance_criteria: controls.acceptance_criteria.value,
     tags: tags.length ? JSON.stringify(tags) : null,
   };
@@ -217,7 +221,7 @@ function taskBody(controls, tags, editing) {
 export function openTaskDialog({ projectId, task = null, parentTaskId = null }) {
   const editing = Boolean(task);
   const start = task || newTask(parentTaskId);
-  const controls = taskControls(start);
+  const controls = taskControls(projectId, start);
   controls.parent_task_id = parentSelect(projectId, task, start);
   const tagBox = tagsInput(parseTags(start.tags), projectTags(projectId));
   const errors = formErrors();
@@ -242,7 +246,8 @@ export function openTaskDialog({ projectId, task = null, parentTaskId = null }) 
       row("task_type", t("taskdlg.type"), controls.task_type),
       row("priority", t("taskdlg.priority"), controls.priority),
       row("model", t("taskdlg.model"), controls.model),
-      row("thinking_effort", t("taskdlg.effort"), controls.thinking_effort)),
+      row("thinking_effort", t("taskdlg.effort"), controls.thinking_effort),
+      row("agent", t("taskdlg.agent"), controls.agent)),
     row("acceptance_criteria", t("taskdlg.criteria"), controls.acceptance_criteria, t("taskdlg.criteriaHelp")),
     tagsRow,
     row("parent_task_id", t("taskdlg.parent"), controls.parent_task_id, t("taskdlg.parentHelp")),

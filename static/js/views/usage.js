@@ -1,11 +1,13 @@
-// Agent usage (#/usage): token and cost totals of every agent run, per model tier, a daily
-// cost chart drawn as inline SVG, and today's cost against the daily limit.
+// Agent usage (#/usage): token and cost totals of every agent run, per agent CLI and per
+// model tier, a daily cost chart drawn as inline SVG, and today's cost against the daily
+// limit. A cost partly estimated from token counts is marked "≈ estimated".
 
 import { api } from "../api.js";
 import { h, svg } from "../dom.js";
 import { cost, tokens } from "../format.js";
 import { currentLanguage, register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
+import { agentName, costText } from "./agent_parts.js";
 import { numberTable, statTiles } from "./common.js";
 import { loadedView } from "./loaded_view.js";
 
@@ -24,6 +26,8 @@ register({  // key: [English, Turkish]
   "usage.limitReached": ["The limit is reached: the queue starts no new agent today.", "Sınıra ulaşıldı: kuyruk bugün yeni ajan başlatmayacak."],
   "usage.tiers": ["Per model tier", "Model katmanına göre"],
   "usage.tier": ["Tier", "Katman"],
+  "usage.agents": ["Per agent", "Ajana göre"],
+  "usage.agent": ["Agent", "Ajan"],
   "usage.tasks": ["Tasks", "Görevler"],
   "usage.cost": ["Cost", "Maliyet"],
   "usage.total": ["Total", "Toplam"],
@@ -146,6 +150,21 @@ function tiersTable(models) {
     cost: sum("cost") }), attrs: { class: "ins-table", "data-testid": "usage-tiers" } });
 }
 
+/** Usage per agent CLI (the server's agents, in its order), with a total; a cost partly
+ * estimated from token counts is marked. */
+function agentsTable(agents, estimated) {
+  const rows = enumOf("Project", "agent").map((name) => [name, agents[name] || { tasks: 0, inputTokens: 0, outputTokens: 0, cost: 0 }]);
+  const sum = (k) => rows.reduce((acc, [, r]) => acc + (r[k] || 0), 0);
+  const line = (label, r, marked) => [{ value: label, head: true }, { value: String(r.tasks), num: true },
+    { value: tokens(r.inputTokens), num: true }, { value: tokens(r.outputTokens), num: true },
+    { value: costText(r.cost, marked), num: true }];
+  return numberTable([t("usage.agent"), ...["usage.tasks", "usage.input", "usage.output", "usage.cost"].map((key) =>
+    ({ value: t(key), num: true }))],
+  rows.map(([name, r]) => line(agentName(name), r, r.costEstimated)),
+  { foot: line(t("usage.total"), { tasks: sum("tasks"), inputTokens: sum("inputTokens"), outputTokens: sum("outputTokens"),
+    cost: sum("cost") }, estimated), attrs: { class: "ins-table", "data-testid": "usage-agents" } });
+}
+
 /** Mount the usage view. */
 export function mount(root) {
   let chartBox = null;
@@ -163,7 +182,7 @@ export function mount(root) {
       const u = data.usage;
       chartBox = h("div", { class: "chart-box" });
       return [
-        statTiles([["usage.totalCost", cost(u.totalCost)], ["usage.today", cost(data.limits.currentUsage)],
+        statTiles([["usage.totalCost", costText(u.totalCost, u.costEstimated), { "data-testid": "usage-total" }], ["usage.today", cost(data.limits.currentUsage)],
           ["usage.input", tokens(u.totalInputTokens)], ["usage.output", tokens(u.totalOutputTokens)],
           ["usage.cacheRead", tokens(u.totalCacheRead)], ["usage.cacheCreation", tokens(u.totalCacheCreation)]],
         { "data-testid": "usage-tiles" }),
@@ -171,6 +190,8 @@ export function mount(root) {
         h("section", { class: "card-panel" }, h("h2", {}, t("usage.daily", { n: DAYS })),
           data.timeline.length ? null : h("p", { class: "muted" }, t("usage.noRuns")),
           chartBox, dailyTable(chartDays(data))),
+        h("section", { class: "card-panel" }, h("h2", {}, t("usage.agents")),
+          agentsTable(data.agents, u.costEstimated)),
         h("section", { class: "card-panel" }, h("h2", {}, t("usage.tiers")), tiersTable(data.models)),
         h("p", { class: "muted ins-small" }, t("usage.note"))];
     },

@@ -1,0 +1,68 @@
+// The agentModels setting as a grid: one row per agent CLI, one input per model tier, the
+// model name that agent is given for that tier. An empty input leaves the built-in model of
+// that agent and tier (the tier is not sent); a grid left all empty saves null (every
+// built-in). Agents and tiers come from the server's API description; it checks the names.
+
+import { h } from "../dom.js";
+import { register, t } from "../i18n.js";
+import { enumOf } from "../schema.js";
+import { agentName } from "./agent_parts.js";
+
+register({  // key: [English, Turkish]
+  "models.agent": ["Agent", "Ajan"],
+  "models.placeholder": ["Built-in default", "Yerleşik varsayılan"],
+  "models.cell": ["{agent}: {tier} model", "{agent}: {tier} model"],
+});
+
+const agents = () => enumOf("Project", "agent");
+const tiers = () => enumOf("Task", "model");
+
+/** {agent: {tier: "name" or ""}} of every agent and tier, from the setting's value. */
+function toRaw(value) {
+  const chosen = value && typeof value === "object" ? value : {};
+  return Object.fromEntries(agents().map((agent) => [agent, Object.fromEntries(tiers().map((tier) =>
+    [tier, typeof chosen[agent]?.[tier] === "string" ? chosen[agent][tier] : ""]))]));
+}
+
+/** The setting to send: the filled inputs only, or null when none is. */
+function fromRaw(raw) {
+  const value = {};
+  for (const [agent, byTier] of Object.entries(raw)) {
+    const filled = Object.entries(byTier).map(([tier, name]) => [tier, name.trim()]).filter(([, name]) => name);
+    if (filled.length) value[agent] = Object.fromEntries(filled);
+  }
+  return { value: Object.keys(value).length ? value : null };
+}
+
+/** The grid: a table with a row per agent, inputs named "Codex: Large model"; raw is the kit's. */
+function render(spec, raw, ids, changed) {
+  const controls = [];
+  const model = () => raw[spec.key];  // replaced, not changed, when the server's value comes in
+  const cell = (agent, tier) => {
+    const input = h("input", { type: "text", value: model()[agent][tier], placeholder: t("models.placeholder"),
+      autocomplete: "off", spellcheck: "false", class: "mono", "data-key": `${spec.key}:${agent}:${tier}`,
+      "aria-label": t("models.cell", { agent: agentName(agent), tier: t(`model.${tier}`) }) });
+    input.addEventListener("input", () => { model()[agent][tier] = input.value; changed(); });
+    controls.push(input);
+    return h("td", {}, input);
+  };
+  const element = h("fieldset", { class: "field agent-models", "data-field": spec.key, "aria-describedby": ids.described },
+    h("legend", {}, spec.label()),
+    h("div", { class: "table-scroll" }, h("table", { class: "models-grid" },
+      h("thead", {}, h("tr", {}, h("th", {}, t("models.agent")), tiers().map((tier) => h("th", {}, t(`model.${tier}`))))),
+      h("tbody", {}, agents().map((agent) => h("tr", {}, h("th", { scope: "row" }, agentName(agent)),
+        tiers().map((tier) => cell(agent, tier))))))),
+    ids.help, ids.error);
+  return { element, controls };
+}
+
+/** Put new raw values into the inputs. */
+function show(parts, raw) {
+  for (const input of parts.controls) {
+    const [, agent, tier] = input.dataset.key.split(":");
+    input.value = raw[agent]?.[tier] ?? "";
+  }
+}
+
+/** The form kit's spec of the agentModels setting (settings.js adds group and label). */
+export const agentModelsField = { kind: "custom", custom: { toRaw, fromRaw, render, show } };
