@@ -186,3 +186,22 @@ def test_the_banner_names_a_missing_cli_a_project_uses(start_board, page):
     live(page)
     expect(page.locator("#health-banner").get_by_test_id("cli-missing")).to_have_attribute(
         "data-agent", "codex")
+
+
+def test_the_planner_runs_the_agent_chosen_in_the_form(start_board, page, console_errors):
+    """The plan form's agent reaches the server: Codex, not installed here, is refused with
+    how to install it; the project's (simulated Claude) plans."""
+    console_errors.allow(r"status of 409 \(Conflict\)")  # the refusal, shown in the form
+    board = start_board(env={"TASKBOARD_CODEX_COMMAND": "/nonexistent/codex"})
+    project = board.demo_project()
+    page.goto(f"{board.url}/#/projects/{project['id']}/plan")
+    live(page)
+    agent = page.get_by_test_id("plan-agent")
+    expect(agent.locator("option").first).to_have_text("Project's (Claude Code)")
+    page.get_by_label("Topic").fill("Greeting cards")
+    agent.select_option(label="Codex")
+    page.get_by_role("button", name="Start planning").click()
+    expect(page.get_by_test_id("plan-error")).to_contain_text("npm install -g @openai/codex")
+    agent.select_option(label="Project's (Claude Code)")
+    page.get_by_role("button", name="Start planning").click()
+    expect(page.get_by_test_id("plan-session")).to_be_visible()

@@ -8,6 +8,7 @@ import { clear, confirmDialog, h, toast } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { defaultOf, enumOf, maxLengthOf } from "../schema.js";
 import { onEvent, state, subscribe } from "../store.js";
+import { agentSelect } from "./agent_parts.js";
 import { field, projectHeader, select } from "./common.js";
 import {
   appendLog, appendText, endedResult, newSession, resultPanel, sessionPanel, statsOf, updateStats, updateSteps,
@@ -20,6 +21,7 @@ register({  // key: [English, Turkish]
   "plan.context": ["Context", "Bağlam"],
   "plan.contextHelp": ["Stack, constraints, anything the planner should know.", "Teknoloji yığını, kısıtlar ve planlayıcının bilmesi gereken her şey."],
   "plan.granularity": ["Granularity", "Ayrıntı düzeyi"],
+  "plan.agent": ["Agent", "Ajan"],
   "plan.model": ["Model", "Model"],
   "plan.effort": ["Thinking effort", "Düşünme düzeyi"],
   "plan.gran.high-level": ["High-level (3–5 tasks)", "Üst düzey (3–5 görev)"],
@@ -33,14 +35,14 @@ register({  // key: [English, Turkish]
 const BODY = "api_start_plan_body";
 
 /** What the form starts with: the server's defaults. */
-const newDraft = () => ({ topic: "", context: "", granularity: defaultOf(BODY, "granularity"),
+const newDraft = () => ({ topic: "", context: "", agent: "", granularity: defaultOf(BODY, "granularity"),
   model: defaultOf(BODY, "model"), effort: defaultOf(BODY, "effort") });
 
 /**
  * The form that starts a session: onStart() on a submit with a topic, onInvalid(message)
  * without one. draft keeps what was typed across renders.
  */
-function planForm(draft, { busy, formError, onStart, onInvalid }) {
+function planForm(projectId, draft, { busy, formError, onStart, onInvalid }) {
   const topic = h("input", { type: "text", name: "topic", required: true, maxlength: maxLengthOf(BODY, "topic"),
     value: draft.topic, "data-testid": "plan-topic", oninput: (e) => { draft.topic = e.target.value; } });
   const context = h("textarea", { name: "context", rows: "4", value: draft.context, maxlength: maxLengthOf(BODY, "context"),
@@ -67,6 +69,8 @@ function planForm(draft, { busy, formError, onStart, onInvalid }) {
   field(t("plan.topic"), topic, t("plan.topicHelp")),
   field(t("plan.context"), context, t("plan.contextHelp")),
   h("div", { class: "plan-choices" },
+    field(t("plan.agent"), agentSelect(projectId, draft.agent, { name: "agent", "data-testid": "plan-agent",
+      onchange: (e) => { draft.agent = e.target.value; } })),
     field(t("plan.granularity"), pick("granularity", (v) => t(`plan.gran.${v}`))),
     field(t("plan.model"), pick("model", (v) => t(`model.${v}`))),
     field(t("plan.effort"), pick("effort", (v) => t(`effort.${v}`)))),
@@ -190,14 +194,14 @@ export function mount(root, { projectId }) {
     root.append(projectHeader(projectId, "/plan"));
     if (loading) root.append(h("p", { class: "muted" }, t("common.loading")));
     else if (session) root.append(sessionPanel(session, parts, { formError, onCancel: cancel }));
-    else root.append(result ? resultPanel(result) : "", planForm(draft, { busy, formError, onStart: start,
+    else root.append(result ? resultPanel(result) : "", planForm(projectId, draft, { busy, formError, onStart: start,
       onInvalid: (message) => { formError = message; } }));
   }
 
   async function start() {
     busy = true;
     try {
-      const answer = await api.startPlan(projectId, { ...draft, topic: draft.topic.trim() });
+      const answer = await api.startPlan(projectId, { ...draft, topic: draft.topic.trim(), agent: draft.agent || null });
       if (!alive) return;
       formError = "";
       busy = false;
