@@ -854,7 +854,7 @@ SETTINGS_FIELDS = (
     Field("logRetentionDays", "int", nullable=True, lo=1, hi=36500,
           doc="delete agent logs older than this; null = keep forever"),
     Field("agentModels", "json", nullable=True, check=_check_agent_models,
-          shape={"type": "object", "additionalProperties": {
+          shape={"type": "object", "x-builtIn": AGENT_MODELS, "additionalProperties": {
               "type": "object", "additionalProperties": {"type": ["string", "null"]}}},
           doc="{agent: {model_large, model_medium, model_small}}: the model each agent CLI "
           "is given for a tier, over the built-in ones (null: the CLI's own default); "
@@ -5924,7 +5924,8 @@ def health() -> dict:
     db_state = db_check()
     # the agent CLI's found and version, never its path or arguments: health is open to all
     return {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
-            "agents": {name: {**cli, "waitingUntil": iso_at(runtime.limits[name])
+            "agents": {name: {**cli, "package": AGENTS[name].package,
+                              "waitingUntil": iso_at(runtime.limits[name])
                               if runtime.limits.get(name, 0) > time.time() else None}
                        for name, cli in runtime.clis.items()},
             "db": db_state}

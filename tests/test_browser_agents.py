@@ -92,11 +92,17 @@ def test_a_task_runs_another_agent_than_its_project(board, page):
 
 def test_models_of_each_agent_are_saved_from_the_grid(board, page, console_errors):
     console_errors.allow(r"status of 400 \(Bad Request\)")  # the refused name, below
+    wait_for_health(board, lambda health: health["agents"]["claude"]["version"])
     page.goto(f"{board.url}/#/settings")
     live(page)
+    # each CLI's state, as /api/health reports it (only the simulated Claude is here)
+    expect(page.get_by_test_id("cli-codex")).to_have_text("not installed")
+    expect(page.get_by_test_id("cli-claude")).not_to_be_empty()
     large = page.get_by_label("Codex: Large model")
     expect(large).to_have_value("")
-    expect(large).to_have_attribute("placeholder", "Built-in default")
+    expect(large).to_have_attribute("placeholder", "gpt-5-codex")  # the server's table
+    expect(page.get_by_label("OpenCode: Large model")).to_have_attribute(
+        "placeholder", "The CLI's own default")
     large.fill("gpt-5-codex-max")
     page.get_by_label("OpenCode: Small model").fill("anthropic/claude-haiku-4-5")
     page.get_by_role("button", name="Save").click()

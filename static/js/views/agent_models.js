@@ -5,14 +5,32 @@
 
 import { h } from "../dom.js";
 import { register, t } from "../i18n.js";
-import { enumOf } from "../schema.js";
+import { enumOf, propertyOf } from "../schema.js";
+import { state } from "../store.js";
 import { agentName } from "./agent_parts.js";
 
 register({  // key: [English, Turkish]
   "models.agent": ["Agent", "Ajan"],
   "models.placeholder": ["Built-in default", "Yerleşik varsayılan"],
   "models.cell": ["{agent}: {tier} model", "{agent}: {tier} model"],
+  "models.cliDefault": ["The CLI's own default", "CLI'nin kendi varsayılanı"],
+  "models.notFound": ["not installed", "kurulu değil"],
 });
+
+/** The model an agent gets for a tier when the setting names none (the server's table). */
+const builtIn = (agent, tier) => {
+  const table = propertyOf("Settings", "agentModels")?.["x-builtIn"] || {};
+  const name = table[agent]?.[tier];
+  return name === undefined ? t("models.placeholder") : name || t("models.cliDefault");
+};
+
+/** "codex-cli 0.169.0", "not installed", or nothing while the server has not looked. */
+function cliState(agent) {
+  const cli = state.health?.agents?.[agent];
+  if (!cli || cli.found === null || cli.found === undefined) return null;
+  return h("div", { class: "muted ins-small", "data-testid": `cli-${agent}` },
+    cli.found ? cli.version || "" : t("models.notFound"));
+}
 
 const agents = () => enumOf("Project", "agent");
 const tiers = () => enumOf("Task", "model");
@@ -39,7 +57,7 @@ function render(spec, raw, ids, changed) {
   const controls = [];
   const model = () => raw[spec.key];  // replaced, not changed, when the server's value comes in
   const cell = (agent, tier) => {
-    const input = h("input", { type: "text", value: model()[agent][tier], placeholder: t("models.placeholder"),
+    const input = h("input", { type: "text", value: model()[agent][tier], placeholder: builtIn(agent, tier),
       autocomplete: "off", spellcheck: "false", class: "mono", "data-key": `${spec.key}:${agent}:${tier}`,
       "aria-label": t("models.cell", { agent: agentName(agent), tier: t(`model.${tier}`) }) });
     input.addEventListener("input", () => { model()[agent][tier] = input.value; changed(); });
@@ -50,7 +68,7 @@ function render(spec, raw, ids, changed) {
     h("legend", {}, spec.label()),
     h("div", { class: "table-scroll" }, h("table", { class: "models-grid" },
       h("thead", {}, h("tr", {}, h("th", {}, t("models.agent")), tiers().map((tier) => h("th", {}, t(`model.${tier}`))))),
-      h("tbody", {}, agents().map((agent) => h("tr", {}, h("th", { scope: "row" }, agentName(agent)),
+      h("tbody", {}, agents().map((agent) => h("tr", {}, h("th", { scope: "row" }, agentName(agent), cliState(agent)),
         tiers().map((tier) => cell(agent, tier))))))),
     ids.help, ids.error);
   return { element, controls };
