@@ -6520,7 +6520,9 @@ def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | No
 # in 2 hours 5 minutes", Gemini "Please retry in 37.2s", an API's Retry-After.  Such a run
 # is not a failure: the task waits and continues by itself then (design §14).
 
-#: Words that make an error a limit rather than a fault.
+#: Words that make an error a limit rather than a fault: Codex "You've hit your usage
+#: limit. … try again at 8:20 AM.", Gemini "[API Error: You have exhausted your daily quota
+#: on this model.]" (codex-gemini-NOTES.md), Claude "You've hit your limit · resets 2pm".
 LIMIT_WORDS = re.compile(r"usage limit|rate.?limit|quota|hit your limit|limit reached|"
                          r"too many requests|resource.?exhausted|\b429\b", re.I)
 #: A Unix time after "resets"/"reset at"/a pipe (Claude's old "usage limit reached|1700000000").
@@ -6640,19 +6642,12 @@ RAW_LINE = {"type": "raw"}
 HTTP_STATUS_RE = re.compile(r"(?:\"code\"\s*:\s*|status(?: code)?[ :=]*|\b)([45]\d\d)\b")
 
 
-#: A CLI's words for a usage, rate or quota limit when its text names no HTTP status:
-#: Codex "You've hit your usage limit. … try again at 8:20 AM.", Gemini "[API Error: You
-#: have exhausted your daily quota on this model.]" (codex-gemini-NOTES.md).
-LIMIT_TEXT_RE = re.compile(r"usage limit|rate limit|exceeded your current quota|"
-                           r"exhausted your daily quota|RESOURCE_EXHAUSTED", re.IGNORECASE)
-
-
 def _http_status(text: str) -> int | None:
     """The HTTP status a CLI's error text names; 429 for its words for a limit."""
     match = HTTP_STATUS_RE.search(text or "")
     if match:
         return int(match.group(1))
-    return 429 if LIMIT_TEXT_RE.search(text or "") else None
+    return 429 if LIMIT_WORDS.search(text or "") else None
 
 
 def _usage_event(key: str, usage: dict) -> dict:
