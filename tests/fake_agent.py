@@ -112,7 +112,7 @@ JSON lines, read by a thread; the run is as above with these differences.
 Other CLIs (design.md §14): `fake_agent.py --as codex|gemini|opencode <that CLI's argv>`
 stands in for Codex, Gemini or OpenCode (run_foreign): it takes the prompt where that CLI
 does, understands fake:replay=NAME (default FOREIGN_DEFAULT), fake:garbage, fake:hang,
-fake:sleep and fake:stderr, records its call (with "as") and exits as that CLI would.
+fake:crash (half the stream, a cut line, exit 1), fake:sleep and fake:stderr, records its call (with "as") and exits as that CLI would.
 
 State lives in $FAKE_AGENT_DIR (unset: only sessions are kept, in <tmp>/taskboard-fake-agent):
     calls.jsonl           one line per run: {argv, cwd, stdin, env (TASKBOARD_* and FAKE_*),
@@ -1003,6 +1003,11 @@ def run_foreign(name, argv):
     if answer is not None:
         lines = with_answer(FOREIGN_DEFAULT[name], answer)
     out = Out({k: v for k, v in d.items() if k in ("sleep", "stderr")}, transcript_path(base))
+    if d.get("mode") == "crash":  # half the stream, half a line, and gone
+        for line in lines[:len(lines) // 2]:
+            out.raw(line)
+        out.raw(lines[len(lines) // 2][:40], newline=False)
+        out.finish(1)
     for i, line in enumerate(lines):
         if i == len(lines) - 1 and "garbage" in d:
             out.raw("this line is not JSON")

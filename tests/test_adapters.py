@@ -395,3 +395,13 @@ def test_the_agent_models_setting_has_a_valid_schema(client):
     field = schema["properties"]["agentModels"]
     assert field["type"] == ["object", "null"]
     assert field["additionalProperties"]["additionalProperties"]["type"] == ["string", "null"]
+
+
+@pytest.mark.parametrize("agent", FOREIGN)
+def test_a_crash_mid_stream_goes_by_the_retry_rules(client, api, agent_dir, agent):
+    tid = start(api, api.project(agent=agent, maxRetries=1), "fake:crash")
+    task = wait_status(client, tid, "failed")
+    assert task["retry_count"] == 1
+    assert "exited with code 1 without a result" in task["last_error"]
+    assert len(task_calls(agent_dir, tid)) == 2
+    assert any(e["kind"] == "raw" for e in logs(client, tid)), "the cut line is kept raw"
