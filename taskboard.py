@@ -7,9 +7,9 @@ Test:  python -m pytest
 
 One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
 
-    CONFIGURATION · ERRORS · UTILITIES · FIELDS · STORE · EVENTS · SERVICES · WEBHOOKS ·
-    SUPERVISORS · HTTP PLUMBING · ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI ·
-    BOARD TOOLS (MCP) · SIMULATED AGENT · MAIN
+    CONFIGURATION · ERRORS · UTILITIES · FIELDS · STORE · EVENTS · SERVICES ·
+    WEBHOOKS AND PUSH · SUPERVISORS · HTTP PLUMBING · ROUTES · WEBSOCKET · DESKTOP ROUTES ·
+    OPENAPI · BOARD TOOLS (MCP) · SIMULATED AGENT · MAIN
 
 Layers: ROUTES call SERVICES; only SERVICES change state (one transaction each, events
 published after commit; every status change through move_task()); only STORE touches
