@@ -7,6 +7,7 @@ not a test:
     python bench/load.py --quick               # the same for 10 s
     python bench/load.py --db <file>           # on a copy of that database (e.g. scale.py's)
     python bench/load.py --clients 50 --seconds 20 --no-slow
+    python bench/load.py --mixed               # the agents: claude, codex, gemini, opencode, claude
 
 The scenario (issue 9): Taskboard runs with `--agent-command "<python> bench/_flood_agent.py"`
 (bench/agents.py's fake CLI: `--rate` stream-json text lines a second for `--seconds` s, each
@@ -65,6 +66,15 @@ text "<n> <time.time()> <tag> <padding>"); the bench creates a project with `--a
                    other clients must not be dropped
   lines            what each agent says it emitted against its task's text rows in the
                    database (lost, duplicated, reordered), as bench/agents.py checks
+  --mixed          (issue 24) the five agents speak claude, codex, gemini, opencode and
+                   claude: the three others' tasks get that `agent` through the API and
+                   TASKBOARD_CODEX_COMMAND etc. name `_flood_agent.py --as <cli>`. Each
+                   prints the same lines a second in its CLI's stream (texts, tool calls and
+                   results, step ends), so the load on the server stays comparable. After
+                   the run, each task's rows by kind must match what its agent printed:
+                   every text, tool call and tool result parsed, no raw entry, the prompt
+                   received. Everything else (the floor, which stays Claude's lines, the
+                   clients, the API, the ratios) is as without it
 
 With `--db`, the database is copied into the temp dir first (the run adds rows to it); the
 API mix then reads the biggest project of that database (its task list, stats, activity),
@@ -85,6 +95,7 @@ import multiprocessing
 import os
 import re
 import selectors
+import shlex
 import shutil
 import signal
 import socket
@@ -111,6 +122,11 @@ from _common import (
 from agents import FLOOD_AGENT, TEXT, call, emitted, wait_for_runs
 
 GOAL_FANOUT_P99_MS, GOAL_RSS_MB = 100.0, 300.0
+#: --mixed: the agent CLI of each task, in order (issue 24: "five agents of mixed CLIs")
+MIXED = ("claude", "codex", "gemini", "opencode", "claude")
+#: the environment variable naming each non-Claude CLI's command (taskboard.py's AGENTS)
+CLI_ENV = {"codex": "TASKBOARD_CODEX_COMMAND", "gemini": "TASKBOARD_GEMINI_COMMAND",
+           "opencode": "TASKBOARD_OPENCODE_COMMAND"}
 BARE_FANOUT = os.path.join(REPO_ROOT, "bench", "_bare_fanout.py")
 LATENCY_EVERY = 8  # clients 0, 8, 16, ... time every text entry they receive
 FINE, COARSE, SPLIT = 1e-4, 1e-2, 10.0  # histogram bins: 0.1 ms below 10 s, 10 ms above
@@ -133,6 +149,8 @@ def parse_args(argv=None):
     parser.add_argument("--no-floor", action="store_true",
                         help="no fan-out floor (bare gevent) run first")
     parser.add_argument("--quick", action="store_true", help="10 s of flooding")
+    parser.add_argument("--mixed", action="store_true",
+                        help="agents of mixed CLIs: " + ", ".join(MIXED))
     parser.add_argument("--taskboard", default=os.path.join(REPO_ROOT, "taskboard.py"),
                         help="the taskboard.py to run (e.g. a patched copy, to try a fix)")
     args = parser.parse_args(argv)
@@ -140,6 +158,20 @@ def parse_args(argv=None):
         args.seconds = 10.0
     args.agents = min(args.agents, 5)
     return args
+
+
+def agent_clis(args):
+    """ The agent CLI of each task, in order. """
+    return list(MIXED[:args.agents]) if args.mixed else ["claude"] * args.agents
+
+
+def agent_env(args):
+    """ With --mixed, the server's environment naming the flood agent as each other CLI's
+    command (put in os.environ before the server starts); else nothing. """
+    if not args.mixed:
+        return {}
+    return {env: shlex.join([sys.executable, FLOOD_AGENT, "--as", cli])
+            for cli, env in CLI_ENV.items()}
 
 
 # A minimal WebSocket client (RFC 6455, server frames are never masked) #####################
@@ -508,7 +540,7 @@ def main(argv=None):
           f"{args.agents} agents x {args.rate:g} lines/s for {args.seconds:g} s, API at "
           f"{args.api_rate:g} req/s{', slow clients' if not args.no_slow else ''}"
           f"{f', on a copy of {args.db}' if args.db else ', fresh database'}, "
-          f"{os.cpu_count()} CPUs", flush=True)
+          f"{os.cpu_count()} CPUs; agents: {', '.join(agent_clis(args))}", flush=True)
     ctx = multiprocessing.get_context("fork")
     pool = ctx.Pool(1, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
     with tempfile.TemporaryDirectory(prefix="taskboard-bench-load-") as tmp:
@@ -546,7 +578,7 @@ def run(args, tmp, ctx, pool):
               f"{time.monotonic() - t0:.1f} s", flush=True)
     os.environ.update(FLOOD_RATE=str(args.rate), FLOOD_SECONDS=str(args.seconds),
                       FLOOD_PAD=str(args.pad), FLOOD_DIR=flood_dir,
-                      FLOOD_LINES_PER_MESSAGE="1")
+                      FLOOD_LINES_PER_MESSAGE="1", **agent_env(args))
     floor = None if args.no_floor else fanout_floor(args, ctx, tmp)
     port = free_port()
     server = Server("taskboard", [sys.executable, args.taskboard, "--port", str(port), "--db", db,
@@ -628,9 +660,12 @@ def measure(args, ctx, pool, port, work_dir, pid, big_project):
     project = call(port, "POST", "/api/projects", {"name": "Load", "slug": "bench-load",
                                                    "workingDir": work_dir})["id"]
     call(port, "PUT", f"/api/projects/{project}", {"maxConcurrent": args.agents})
+    # a Claude task runs the project's agent (claude); the others name theirs (issue 24)
     tasks = [call(port, "POST", f"/api/projects/{project}/tasks",
-                  {"title": f"flood {i}", "description": "Print many lines."})["id"]
-             for i in range(args.agents)]
+                  {"title": f"flood {i} ({cli})", "description": "Print many lines.",
+                   **({} if cli == "claude" else {"agent": cli})})["id"]
+             for i, cli in enumerate(agent_clis(args))]
+    clis = {t: call(port, "GET", f"/api/tasks/{t}")["agent"] or "claude" for t in tasks}
     listed = big_project or project
     api_paths = ["/api/projects/summary", f"/api/projects/{listed}/tasks",
                  f"/api/tasks/{tasks[0]}", f"/api/tasks/{tasks[0]}/logs?limit=500",
@@ -718,7 +753,7 @@ def measure(args, ctx, pool, port, work_dir, pid, big_project):
     for s in slow:
         slow_out[s.name] = {"dropped_at": s.dropped_at, "state": states_seen.get(s.name),
                             **s.drained()}
-    return {"tasks": tasks, "before": before, "final": final, "idle": idle,
+    return {"tasks": tasks, "clis": clis, "before": before, "final": final, "idle": idle,
             "loaded": loaded, "idle_rss": idle_rss, "rss": rss, "peak": peak,
             "clients": clients, "slow": slow_out, "connected": connected, "ran": ran,
             "server_cpu": server_cpu, "machine_busy": machine[0] / max(1e-9, sum(machine)),
@@ -773,21 +808,53 @@ def show_api(label, result):
 
 
 def database_rows(db, tasks, before):
-    """ {task: [log ids after `before`]} and {task: [(n, tag)] of flood text rows}. """
+    """ {task: [log ids after `before`]}, {task: [(n, tag)] of flood text rows} and
+    {task: Counter of the rows' kinds}. """
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    ids, texts = {}, {}
+    ids, texts, kinds = {}, {}, {}
     for t in tasks:
         rows = conn.execute("SELECT id, kind, message FROM logs WHERE task_id = ? AND id > ? "
                             "ORDER BY id", (t, before[t])).fetchall()
         ids[t] = [r[0] for r in rows]
         texts[t] = [(int(m[1]), m[3]) for m in (TEXT.match(r[2] or "") for r in rows
                                                 if r[1] == "text") if m]
+        kinds[t] = collections.Counter(r[1] for r in rows)
     conn.close()
-    return ids, texts
+    return ids, texts, kinds
+
+
+def parsed_lines(m, texts, kinds, records):
+    """ Whether each agent's lines arrived parsed, whatever its CLI: per task, its CLI, what
+    its agent printed ("lines", "texts", "tools", "prompt" chars) and what the log holds
+    ("text" rows of its lines, "tool_call", "tool_result", "raw"); "ok" when every text and
+    tool call and result is there, no line was kept raw and the agent got its prompt. """
+    out = {}
+    for t in m["tasks"]:
+        tags = {tag for _, tag in texts[t]}
+        record = records.get(next(iter(tags))) if len(tags) == 1 else None
+        record = record or {}
+        tools = record.get("tools", 0)
+        got = {"text": len(texts[t]), "tool_call": kinds[t]["tool_call"],
+               "tool_result": kinds[t]["tool_result"], "raw": kinds[t]["raw"]}
+        out[t] = {"cli": m["clis"].get(t), "as": record.get("as"),
+                  "lines": record.get("lines", record.get("emitted", 0)),
+                  "texts": record.get("emitted", 0), "tools": tools,
+                  "prompt": record.get("prompt"), **got,
+                  "ok": bool(record) and record.get("as", "claude") == m["clis"].get(t)
+                  and got["text"] == record.get("emitted") and got["tool_call"] == tools
+                  and got["tool_result"] == tools and got["raw"] == 0
+                  and (record.get("prompt") or 0) > 0}
+        p = out[t]
+        print(f"task {t} ({p['cli']}, agent spoke {p['as']}): printed {p['lines']:,} lines, "
+              f"{p['texts']:,} texts, {p['tools']:,} tool calls, prompt {p['prompt']} chars; "
+              f"logged {p['text']:,} texts, {p['tool_call']:,} tool calls, "
+              f"{p['tool_result']:,} tool results, {p['raw']} raw"
+              f"{'' if p['ok'] else '  MISMATCH'}")
+    return out
 
 
 def figures(args, m, db, records, floor=None):
-    ids, texts = database_rows(db, m["tasks"], m["before"])
+    ids, texts, kinds = database_rows(db, m["tasks"], m["before"])
     followers = [f for c in m["clients"] for f in c["followers"]]
     complete = lost = misordered = dropped = mismatch = 0
     for f in followers:
@@ -812,8 +879,10 @@ def figures(args, m, db, records, floor=None):
         db_reordered += sum(b < a for a, b in zip(ns, ns[1:]))
         print(f"task {t}: {m['final'].get(t)}, agent emitted {n_emitted}, {len(ids[t])} rows "
               f"in the database since the clients connected")
+    # a record counts the lines it printed (a Claude agent: its texts; older: only texts)
     sustained = len(records) == len(m["tasks"]) and all(
-        r["emitted"] >= int(args.rate * args.seconds) for r in records.values())
+        r.get("lines", r["emitted"]) >= int(args.rate * args.seconds) for r in records.values())
+    parsed = parsed_lines(m, texts, kinds, records)
     hist = {k: merge(c["hist"][k] for c in m["clients"])
             for k in ("total", "ingest", "deliver", "fanout", "fanout_app")}
     p50, p99 = hist_percentile(hist["fanout"], .5), hist_percentile(hist["fanout"], .99)
@@ -864,6 +933,8 @@ def figures(args, m, db, records, floor=None):
         result_row("ws_clients_dropped", dropped, "", goal="== 0", met=dropped == 0),
         result_row("db_lines_lost_dup_reord", db_lost + db_dup + db_reordered, "",
                    goal="== 0", met=db_lost + db_dup + db_reordered == 0),
+        result_row("agents_lines_parsed", sum(p["ok"] for p in parsed.values()), "",
+                   goal=f"== {len(parsed)}", met=all(p["ok"] for p in parsed.values())),
         result_row("api_p50_load", l50, "ms", i50, i50 / l50),
         result_row("api_p99_load", l99, "ms", i99, i99 / l99, "", None),
         result_row("api_errors", load_errors, "", goal="== 0", met=load_errors == 0),
@@ -891,7 +962,8 @@ def figures(args, m, db, records, floor=None):
                                goal="replay or resync", met=s["resume"].startswith(
                                    ("replay", "resync"))))
     extra = {"emitted": emitted_total, "ran": m["ran"], "clients": args.clients,
-             "db": bool(args.db), "slow": m["slow"],
+             "db": bool(args.db), "slow": m["slow"], "mixed": args.mixed,
+             "agents": {str(t): p for t, p in parsed.items()},
              "api_paths": {p: {"idle_p99_ms": percentile(sorted(idle_paths.get(p, [0])), .99)
                                * 1000, "load_p99_ms": percentile(sorted(load_paths.get(p, [0])),
                                                                  .99) * 1000}

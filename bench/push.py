@@ -199,7 +199,7 @@ def run(args, largs, tmp, ctx, pool):
     # the server passes its environment on to its agents: as in bench/approvals.py
     os.environ.update(FLOOD_RATE=str(largs.rate), FLOOD_SECONDS=str(largs.seconds),
                       FLOOD_PAD=str(largs.pad), FLOOD_DIR=dirs["flood"],
-                      FLOOD_LINES_PER_MESSAGE="1",
+                      FLOOD_LINES_PER_MESSAGE="1", **load.agent_env(largs),
                       ASK_DIR=dirs["ask"], ASK_INTERVAL=str(args.interval),
                       ASK_SECONDS=str(args.ask_seconds),
                       ASK_COUNT=str(int(args.ask_seconds / args.interval) + 1),

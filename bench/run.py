@@ -6,6 +6,7 @@ not a test:
     python bench/run.py                   # full scale: ~10 min (+1 min to build the database)
     python bench/run.py --quick           # smaller scale, shorter runs: ~2-3 min
     python bench/run.py --only scale,load
+    python bench/run.py --mixed           # load, approvals, push: agents of mixed CLIs (issue 24)
     TASKBOARD_BENCH_CACHE=<dir> python bench/run.py   # keep scale.py's database between runs
 
 It runs bench/api.py, bench/agents.py, bench/scale.py, bench/load.py, bench/approvals.py and
@@ -62,6 +63,8 @@ def parse_args():
     parser.add_argument("--quick", action="store_true", help="smaller scale, shorter runs")
     parser.add_argument("--only", default=",".join(ORDER),
                         help=f"comma-separated subset of {','.join(ORDER)}")
+    parser.add_argument("--mixed", action="store_true",
+                        help="load, approvals and push with agents of mixed CLIs (issue 24)")
     parser.add_argument("--cache-dir", default=os.environ.get("TASKBOARD_BENCH_CACHE"),
                         help="scale.py's database cache (env TASKBOARD_BENCH_CACHE)")
     args = parser.parse_args()
@@ -106,6 +109,8 @@ def main():
             argv = list(quick)
             if name == "scale":
                 argv += ["--cache-dir", cache]
+            if args.mixed and name in ("load", "approvals", "push"):
+                argv.append("--mixed")  # load.py's option: the others pass it on
             if name == "load" and (results.get("scale") or {}).get("db"):
                 argv += ["--db", results["scale"]["db"]]
             results[name], seconds[name] = run_bench(name, argv)
