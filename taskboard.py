@@ -3632,7 +3632,7 @@ def set_agent_limit(agent: str, until: float, reason: str) -> None:
         delete_agent_limit_row(agent)
         for project_id in project_ids_of_agent(agent):
             schedule_queue(project_id)
-    runtime.greenlets.append(gevent.spawn_later(max(0.0, until - time.time()), lifted))
+    runtime.greenlets.append(gevent.spawn_later(_seconds_until(until), lifted))
 
 
 def _wait_for_limit(task: dict, agent: str, until: float, run_id: int | None, *,
@@ -3650,8 +3650,13 @@ def _wait_for_limit(task: dict, agent: str, until: float, run_id: int | None, *,
             start_run(task["id"], resume=True, prompt="continue")
         else:
             start_run(task["id"])
-    runtime.agents.retry_later(task["id"], task["project_id"], max(0.0, until - time.time()),
-                               go_on)
+    runtime.agents.retry_later(task["id"], task["project_id"], _seconds_until(until), go_on)
+
+
+def _seconds_until(until: float) -> float:
+    """The delay of a timer for `until`, a little after it: the loop's clock may fire a
+    timer a few milliseconds early, and the limit must have lifted by then."""
+    return max(0.0, until - time.time()) + 0.05
 
 
 def restore_agent_limits() -> None:
@@ -5165,7 +5170,8 @@ def finish_verifier(run: "AgentRun") -> None:
                             is_error=True)
         scheduled_by = runtime
         runtime.greenlets.append(gevent.spawn_later(
-            until - time.time(), lambda: runtime is scheduled_by and start_verifier(run.task_id)))
+            _seconds_until(until),
+            lambda: runtime is scheduled_by and start_verifier(run.task_id)))
         return
     if verdict is None:
         runtime.logs.append(run.task_id, "system", f"no verdict from the verifier ({problem}); "
@@ -6725,7 +6731,7 @@ class CodexAdapter(ClaudeAdapter):
     def __init__(self, model=None, base_usage=None):
         super().__init__(model, base_usage)
         self.started = set()
-        self.texts = []
+        self.text = ""  # the latest text: the result's
         self.error = None
         self.done = False
 
@@ -6750,7 +6756,7 @@ class CodexAdapter(ClaudeAdapter):
             return [{"type": "system", "subtype": "warning", "message": self.error}]
         if kind == "turn.completed":
             self.done = True
-            return [_result_event(True, "\n\n".join(self.texts[-1:]),
+            return [_result_event(True, self.text,
                                   self._usage(event.get("usage")))]
         if kind == "turn.failed":
             self.done = True
@@ -6779,8 +6785,8 @@ class CodexAdapter(ClaudeAdapter):
         if kind == "item.started":
             return []
         if item_type == "agent_message":
-            self.texts.append(str(item.get("text") or ""))
-            return [_text_event("text", self.texts[-1])]
+            self.text = str(item.get("text") or "")
+            return [_text_event("text", self.text)]
         if item_type == "reasoning":
             return [_text_event("thinking", str(item.get("text") or ""))]
         if item_type == "error":  # a warning: a failure ends the turn with turn.failed
@@ -6836,7 +6842,7 @@ class GeminiAdapter(ClaudeAdapter):
     def __init__(self, model=None, base_usage=None):
         super().__init__(model, base_usage)
         self.pending = []
-        self.texts = []
+        self.text = ""  # the latest text: the result's
 
     def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
         argv = [*argv, "-o", "stream-json", "--skip-trust",
@@ -6851,7 +6857,7 @@ class GeminiAdapter(ClaudeAdapter):
         if not self.pending:
             return []
         text, self.pending = "".join(self.pending), []
-        self.texts.append(text)
+        self.text = text
         return [_text_event("text", text)]
 
     def translate(self, event):
@@ -6886,7 +6892,7 @@ class GeminiAdapter(ClaudeAdapter):
                      "cache_read_input_tokens": cached}
             ok = event.get("status") == "success"
             message = str(_dict(event.get("error")).get("message") or "")
-            return events + [_result_event(ok, self.texts[-1] if ok and self.texts else
+            return events + [_result_event(ok, self.text if ok else
                                            message, usage, errors=[message] if message else [],
                                            status=_http_status(message))]
         return events + [RAW_LINE]
@@ -6913,7 +6919,7 @@ class OpenCodeAdapter(ClaudeAdapter):
         self.cost = 0.0
         self.reason = None
         self.rejected = None
-        self.texts = []
+        self.text = ""  # the latest text: the result's
         self.done = False
 
     def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
@@ -6944,7 +6950,7 @@ class OpenCodeAdapter(ClaudeAdapter):
             return events
         if kind in ("text", "reasoning"):
             if kind == "text":
-                self.texts.append(str(part.get("text") or ""))
+                self.text = str(part.get("text") or "")
             return events + [_text_event("text" if kind == "text" else "thinking",
                                          str(part.get("text") or ""))]
         if kind == "tool_use":
@@ -6992,7 +6998,7 @@ class OpenCodeAdapter(ClaudeAdapter):
             return []  # an error line was the result; else judge_run: no result
         self.done = True
         ok = self.reason == "stop" and not self.rejected
-        text = self.texts[-1] if self.texts else ""
+        text = self.text
         errors = [] if ok else [f"the agent stopped without finishing: {self.rejected}"
                                 if self.rejected else "the agent stopped without a final "
                                 "answer"]

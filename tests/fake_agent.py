@@ -112,7 +112,8 @@ JSON lines, read by a thread; the run is as above with these differences.
 Other CLIs (design.md §14): `fake_agent.py --as codex|gemini|opencode <that CLI's argv>`
 stands in for Codex, Gemini or OpenCode (run_foreign): it takes the prompt where that CLI
 does, understands fake:replay=NAME (default FOREIGN_DEFAULT), fake:garbage, fake:hang,
-fake:crash (half the stream, a cut line, exit 1), fake:sleep and fake:stderr, records its call (with "as") and exits as that CLI would.
+fake:crash (half the stream, a cut line, exit 1), fake:sleep and fake:stderr, records its
+call (with "as") and exits as that CLI would.
 
 State lives in $FAKE_AGENT_DIR (unset: only sessions are kept, in <tmp>/taskboard-fake-agent):
     calls.jsonl           one line per run: {argv, cwd, stdin, env (TASKBOARD_* and FAKE_*),

@@ -143,7 +143,7 @@ def started_at(client, task_id):
 
 def test_a_limited_task_waits_and_resumes_its_session_at_the_reset(client, api, agent_dir):
     project = api.project(autoQueue=True, maxConcurrent=3)
-    tid = start(api, project, "fake:limit=2 fake:resume=ok")
+    tid = start(api, project, "fake:limit=4 fake:resume=ok")  # time for the Codex task
     task = waiting(client, tid)
     assert task["status"] == "in_progress" and task["retry_count"] == 0
     assert task["last_error"] is None, "a limit is not a failure"
