@@ -112,8 +112,9 @@ JSON lines, read by a thread; the run is as above with these differences.
 Other CLIs (design.md §14): `fake_agent.py --as codex|gemini|opencode <that CLI's argv>`
 stands in for Codex, Gemini or OpenCode (run_foreign): it takes the prompt where that CLI
 does, understands fake:replay=NAME (default FOREIGN_DEFAULT), fake:garbage, fake:hang,
-fake:crash (half the stream, a cut line, exit 1), fake:sleep and fake:stderr, records its
-call (with "as") and exits as that CLI would.
+fake:crash (half the stream, a cut line, exit 1), fake:wait=PATH (print nothing until
+PATH exists), fake:sleep and fake:stderr, records its call (with "as") and exits as that
+CLI would.
 
 State lives in $FAKE_AGENT_DIR (unset: only sessions are kept, in <tmp>/taskboard-fake-agent):
     calls.jsonl           one line per run: {argv, cwd, stdin, env (TASKBOARD_* and FAKE_*),
@@ -1004,6 +1005,10 @@ def run_foreign(name, argv):
     if answer is not None:
         lines = with_answer(FOREIGN_DEFAULT[name], answer)
     out = Out({k: v for k, v in d.items() if k in ("sleep", "stderr")}, transcript_path(base))
+    if d.get("wait"):  # hold the stream until that file exists
+        deadline = time.monotonic() + 60
+        while not os.path.exists(d["wait"]) and time.monotonic() < deadline:
+            time.sleep(0.01)
     if d.get("mode") == "crash":  # half the stream, half a line, and gone
         for line in lines[:len(lines) // 2]:
             out.raw(line)

@@ -405,3 +405,21 @@ def test_a_crash_mid_stream_goes_by_the_retry_rules(client, api, agent_dir, agen
     assert "exited with code 1 without a result" in task["last_error"]
     assert len(task_calls(agent_dir, tid)) == 2
     assert any(e["kind"] == "raw" for e in logs(client, tid)), "the cut line is kept raw"
+
+
+@pytest.mark.parametrize("agent", FOREIGN)
+def test_a_message_to_a_one_way_agent_resumes_it_when_its_run_ends(client, api, agent_dir,
+                                                                   agent):
+    """No channel to a running Codex, Gemini or OpenCode: a message waits for the run's
+    end, then resumes the session with it (as a request for changes)."""
+    gate = agent_dir / "gate"
+    tid = start(api, api.project(agent=agent, permissionMode="auto-accept"),
+                f"fake:replay={SUCCESS[agent][0]} fake:wait={gate}")
+    wait_for(lambda: task_calls(agent_dir, tid), RUN, message="the run to start")
+    sent = client.post_json(f"/api/tasks/{tid}/messages", {"text": "Use tabs."}).json
+    assert sent["state"] == "queued"
+    gate.write_text("go")
+    wait_for(lambda: len(task_calls(agent_dir, tid)) == 2, RUN, message="the resumed run")
+    wait_status(client, tid, "testing")
+    assert task_calls(agent_dir, tid)[1]["stdin"] == "Use tabs."
+    assert [m["state"] for m in client.get(f"/api/tasks/{tid}/messages").json] == ["sent"]
