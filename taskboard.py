@@ -5931,6 +5931,7 @@ def health() -> dict:
     # the agent CLI's found and version, never its path or arguments: health is open to all
     return {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
             "agents": {name: {**cli, "package": AGENTS[name].package,
+                              "twoWay": AGENTS[name].two_way,
                               "waitingUntil": iso_at(runtime.limits[name])
                               if runtime.limits.get(name, 0) > time.time() else None}
                        for name, cli in runtime.clis.items()},

@@ -211,3 +211,15 @@ def test_the_planner_runs_the_agent_chosen_in_the_form(start_board, page, consol
     agent.select_option(label="Project's (Claude Code)")
     page.get_by_role("button", name="Start planning").click()
     expect(page.get_by_test_id("plan-session")).to_be_visible()
+
+
+def test_a_running_one_way_agent_says_messages_wait_for_its_run(board, page):
+    task = demo_task(board, TITLE)
+    board.api("PUT", f"/api/tasks/{task['id']}", {"agent": "codex"})
+    sql(board, "UPDATE tasks SET status = 'in_progress' WHERE id = ?", (task["id"],))
+    open_task(page, board, task)
+    talk = page.get_by_test_id("talk")
+    expect(talk).to_contain_text("Codex cannot be reached during its run, and approvals are "
+                                 "not available for it")
+    expect(talk.get_by_test_id("message-send-now")).to_be_hidden()
+    expect(talk.get_by_test_id("message-send")).to_be_enabled()

@@ -8,7 +8,8 @@ import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import * as format from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { loadApprovals, onEvent, pendingApprovals, subscribe } from "../store.js";
+import { loadApprovals, onEvent, pendingApprovals, state, subscribe } from "../store.js";
+import { agentName, taskAgent } from "./agent_parts.js";
 import { approvalCard } from "./approval_card.js";
 
 register({  // key: [English, Turkish]
@@ -22,6 +23,7 @@ register({  // key: [English, Turkish]
   "channel.sendNowTitle": ["Interrupt the agent's turn and send this at once", "Ajanın turunu kesip bunu hemen gönder"],
   "channel.hintRunning": ["Sent when the agent's turn ends; Send now interrupts it.", "Ajanın turu bitince gönderilir; Hemen gönder turu keser."],
   "channel.hintChanges": ["The agent goes back to work on this task with your message.", "Ajan mesajınızla bu görev üzerinde yeniden çalışır."],
+  "channel.hintOneWay": ["{name} cannot be reached during its run, and approvals are not available for it: your message resumes it when the run ends.", "{name} çalışırken ona ulaşılamaz ve onaylar kullanılamaz: mesajınız çalışma bitince onu yeniden başlatır."],
   "channel.hintIdle": ["Messages reach the agent while the task is in progress, or in testing or failed as a request for changes.", "Mesajlar, görev devam ederken ya da test veya başarısız durumundayken değişiklik isteği olarak ajana ulaşır."],
   "channel.sentOk": ["Message sent", "Mesaj gönderildi"],
   "channel.interrupt": ["sent now", "hemen gönderildi"],
@@ -96,6 +98,7 @@ function approvalsPanel(taskId, focusId) {
 function conversation(taskId) {
   const messages = new Map();
   let status = null;
+  let oneWay = null;  // the name of the task's agent when it has no channel into a run
   const list = h("ol", { class: "message-list", "data-testid": "messages" });
   const empty = h("p", { class: "muted" });
   const heading = h("h2", {});
@@ -126,10 +129,11 @@ function conversation(taskId) {
     send.textContent = t(changes ? "channel.sendChanges" : "channel.send");
     now.textContent = t("channel.sendNow");
     now.title = t("channel.sendNowTitle");
-    now.hidden = !working;
+    now.hidden = !working || Boolean(oneWay);
     send.disabled = !(working || changes);
     text.disabled = !(working || changes);
-    hint.textContent = t(working ? "channel.hintRunning" : changes ? "channel.hintChanges" : "channel.hintIdle");
+    hint.textContent = working && oneWay ? t("channel.hintOneWay", { name: oneWay })
+      : t(working ? "channel.hintRunning" : changes ? "channel.hintChanges" : "channel.hintIdle");
   }
   function upsert(message) {
     messages.set(message.id, { ...messages.get(message.id), ...message });
@@ -169,7 +173,7 @@ function conversation(taskId) {
   }
   return {
     el, load, upsert, renderList,
-    setStatus(next) { status = next; renderForm(); },
+    setStatus(next, agent) { status = next; oneWay = agent; renderForm(); },
     relabel() { renderForm(); renderList(); },
   };
 }
@@ -183,7 +187,7 @@ function conversation(taskId) {
 export function createChannel(taskId, focusApproval = null) {
   const panel = approvalsPanel(taskId, focusApproval);
   const talk = conversation(taskId);
-  talk.setStatus(null);
+  talk.setStatus(null, null);
   panel.render();
   talk.load();
   let alive = true;
@@ -203,7 +207,10 @@ export function createChannel(taskId, focusApproval = null) {
   return {
     approvals: panel.el,
     talk: talk.el,
-    setTask(task) { talk.setStatus(task.status); },
+    setTask(task) {
+      const agent = taskAgent(task);
+      talk.setStatus(task.status, state.health?.agents?.[agent]?.twoWay === false ? agentName(agent) : null);
+    },
     destroy() {
       alive = false;
       for (const off of offs) off();
