@@ -2095,6 +2095,16 @@ def delete_agent_limit_row(agent: str) -> None:
         t.execute("DELETE FROM agent_limits WHERE agent = ?", (agent,))
 
 
+def agent_use_rows() -> tuple[dict, dict]:
+    """{agent: projects running it}, {agent: tasks not done that chose it themselves}."""
+    with read() as t:
+        return ({r["agent"]: r["n"] for r in t.all(
+                    "SELECT agent, COUNT(*) AS n FROM projects GROUP BY agent")},
+                {r["agent"]: r["n"] for r in t.all(
+                    "SELECT agent, COUNT(*) AS n FROM tasks WHERE agent IS NOT NULL AND "
+                    "status != 'done' GROUP BY agent")})
+
+
 def project_ids_of_agent(agent: str) -> list[int]:
     """The projects with backlog tasks that run this agent (their own or the project's)."""
     with read() as t:
@@ -5930,12 +5940,24 @@ def health() -> dict:
     db_state = db_check()
     # the agent CLI's found and version, never its path or arguments: health is open to all
     return {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
-            "agents": {name: {**cli, "package": AGENTS[name].package,
-                              "twoWay": AGENTS[name].two_way,
-                              "waitingUntil": iso_at(runtime.limits[name])
-                              if runtime.limits.get(name, 0) > time.time() else None}
-                       for name, cli in runtime.clis.items()},
-            "db": db_state}
+            "agents": {name: agent_state(name) for name in AGENTS}, "db": db_state}
+
+
+def agent_state(name: str) -> dict:
+    """An agent CLI as anyone may know it: found, version, its npm package, whether it
+    talks both ways, and until when its usage limit holds."""
+    until = runtime.limits.get(name, 0)
+    return {**runtime.clis[name], "package": AGENTS[name].package,
+            "twoWay": AGENTS[name].two_way,
+            "waitingUntil": iso_at(until) if until > time.time() else None}
+
+
+def list_agents() -> list[dict]:
+    """Every agent CLI with how many projects run it and how many open tasks chose it
+    (the banner names a missing CLI only when something uses it)."""
+    projects, tasks = agent_use_rows()
+    return [{"name": name, **agent_state(name), "projects": projects.get(name, 0),
+             "openTasks": tasks.get(name, 0)} for name in AGENTS]
 
 
 # =============================================================================
@@ -8010,6 +8032,7 @@ def api_project_activity(project_id):
 #: (method, rule, service, response schema[, route config]); see _service_route().
 SERVICE_ROUTES = (
     ("GET", "/api/health", health, "Health"),
+    ("GET", "/api/agents", list_agents, "AgentCli[]"),
     ("POST", "/api/projects", create_project, "Project", {"body": PROJECT_FIELDS, "status": 201}),
     ("PUT", "/api/projects/<project_id:int>", update_project, "Project",
      {"body": PROJECT_FIELDS, "partial": True}),
@@ -8625,6 +8648,9 @@ _SCHEMAS = {
         last={"type": ["object", "null"], "description": "the latest finished session "
               "(inactive only): planId, status, topic, tasks, error, warnings, finishedAt"}),
     "Health": {"type": "object"},
+    "AgentCli": _shape("name:string found:boolean? version:string? package:string "
+                       "twoWay:boolean waitingUntil:string? projects:integer openTasks:integer",
+                       "name found version package twoWay waitingUntil projects openTasks"),
     "Login": _shape("token:string", "token"),
     "Desktop": {"type": "object", "description": "the spec's arguments and result of the "
                 "desktop command (design.md §11)"},

@@ -423,3 +423,18 @@ def test_a_message_to_a_one_way_agent_resumes_it_when_its_run_ends(client, api, 
     wait_status(client, tid, "testing")
     assert task_calls(agent_dir, tid)[1]["stdin"] == "Use tabs."
     assert [m["state"] for m in client.get(f"/api/tasks/{tid}/messages").json] == ["sent"]
+
+
+def test_agents_lists_each_cli_with_what_uses_it(client, api, anonymous):
+    project = api.project(agent="gemini")
+    api.project()
+    api.task(project["id"], agent="codex")
+    done = api.task(project["id"], agent="opencode")
+    api.move(done["id"], "done")
+    agents = {a["name"]: a for a in client.get("/api/agents").json}
+    assert list(agents) == list(taskboard.AGENTS)
+    assert {n: (a["projects"], a["openTasks"]) for n, a in agents.items()} == {
+        "claude": (1, 0), "gemini": (1, 0), "codex": (0, 1), "opencode": (0, 0)}
+    assert agents["codex"]["package"] == "@openai/codex" and not agents["codex"]["twoWay"]
+    assert agents["claude"]["twoWay"] and agents["claude"]["waitingUntil"] is None
+    assert anonymous.get("/api/agents", status=401).json["code"]

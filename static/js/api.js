@@ -80,6 +80,7 @@ function listPath(projectId, kind, id) {
 /** The HTTP API, one function per route. */
 export const api = {
   health: () => request("GET", "/api/health"),
+  agents: () => request("GET", "/api/agents"),
   openapi: () => request("GET", "/api/openapi.json"),
   logout: () => request("POST", "/api/logout"),
   // projects

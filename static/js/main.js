@@ -10,7 +10,7 @@ import { route, start } from "./router.js";
 import { connect } from "./socket.js";
 import { clock } from "./format.js";
 import { defaultOf, loadSchema } from "./schema.js";
-import { learnAgents, loadAll, needsYouCount, projectAgent, state, subscribe } from "./store.js";
+import { loadAll, needsYouCount, state, subscribe } from "./store.js";
 import { needsYouControl } from "./views/needs_you.js";
 
 const view = (name) => () => import(`./views/${name}.js`);
@@ -103,16 +103,25 @@ function appBadge(n) {
   (n ? navigator.setAppBadge(n) : navigator.clearAppBadge()).catch(() => {});
 }
 
-/** The agent CLIs in use: the projects' (the default one while there is none) and the tasks' own. */
-function agentsInUse() {
-  const used = new Set(state.projects.map((p) => projectAgent(p.id)).filter(Boolean));
-  for (const task of state.tasks.values()) if (task.agent) used.add(task.agent);
-  if (!state.projects.length) {
-    try {
-      used.add(defaultOf("Project", "agent"));
-    } catch { /* no API description: the health answer's old "agent" speaks for it */ }
-  }
-  return used;
+/** The agent CLIs in use (a project runs it, or an open task chose it), from /api/agents. */
+let agentsInUse = new Set();
+let useTimer = null;
+
+/** Ask which CLIs are in use, when one is missing (the banner names it only then). */
+async function learnUse() {
+  if (!Object.values(state.health?.agents || {}).some((cli) => cli.found === false)) return;
+  try {
+    agentsInUse = new Set((await api.agents()).filter((a) => a.projects || a.openTasks).map((a) => a.name));
+  } catch { /* the next health check asks again */ }
+  renderBanner();
+}
+
+/** The CLIs in use, the default one included while there is no project yet. */
+function usedAgents() {
+  if (state.projects.length) return agentsInUse;
+  try {
+    return new Set([...agentsInUse, defaultOf("Project", "agent")]);
+  } catch { return agentsInUse; }  // no API description: the health answer's old "agent" speaks
 }
 
 /**
@@ -121,7 +130,7 @@ function agentsInUse() {
  */
 function agentMessages(health) {
   if (!health?.agents) return health?.agent?.found === false ? [t("health.agentMissing")] : [];
-  const used = agentsInUse();
+  const used = usedAgents();
   const messages = [];
   for (const [name, cli] of Object.entries(health.agents)) {
     const label = t(`agent.${name}`);
@@ -173,8 +182,7 @@ function chime() {
 async function checkHealth() {
   try {
     state.health = await api.health();
-    const missing = Object.values(state.health.agents || {}).some((cli) => cli.found === false);
-    if (missing) await learnAgents();  // which projects use the missing ones
+    await learnUse();
   } catch {
     state.health = null;
   }
@@ -267,6 +275,10 @@ function followStore() {
   });
   subscribe((s, event) => {
     if (/^(task:(created|updated|deleted)|project:deleted|resync)$/.test(event)) recount();
+    if (/^(task:(created|updated|deleted)|project:(created|updated|deleted))$/.test(event)) {
+      clearTimeout(useTimer);  // a project or task may have changed its agent
+      useTimer = setTimeout(learnUse, 300);
+    }
   });
   onLanguageChange(renderHeader);
   let lastStatus = new Map();
