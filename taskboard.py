@@ -699,7 +699,7 @@ def _check_agent_models(value, name):
                 raise Invalid(f"{name}.{agent}: {json_dumps(tier)[:60]} is not one of: "
                               f"{', '.join(MODELS)}", name)
             if model is not None and (not isinstance(model, str) or not
-                                      re.fullmatch(r"[\w.:/@-]{1,200}", model)):
+                                      re.fullmatch(r"[\w.:/@][\w.:/@-]{0,199}", model)):
                 raise Invalid(f"{name}.{agent}.{tier} must be a model name or null", name)
 
 
@@ -3455,9 +3455,10 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         runtime.agents.release(task_id)
         _fail_task(task_id, not_installed(agent))
         return
-    until = runtime.limits.get(agent)
-    if until is not None and until > time.time():  # the agent's usage limit: wait it out
-        _wait_for_limit(task, agent, until, None, resume=resume)
+    until = agent_limited_until(agent)
+    if until is not None:  # the agent's usage limit: wait it out
+        _wait_for_limit(task, agent, until, None, functools.partial(
+            start_run, task_id, resume=resume, prompt=prompt, note=note, mcp_port=mcp_port))
         return
     adapter = ADAPTERS[agent]
     session_id = task["session_id"] if resume and adapter.resumes and \
@@ -3547,6 +3548,14 @@ def finish_run(run: "AgentRun") -> None:
     outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
     status = outcome if outcome in ("ok", "stopped", "interrupted") else "failed"
     until = limit_resets(run.parser) if outcome == "wait" else None
+    waits = runtime.limit_waits.pop(run.task_id, 0) + 1  # in a row, this one included
+    if until is not None:
+        set_agent_limit(run_agent_row(run.run_id), until, reason)
+        if waits > MAX_LIMIT_WAITS:
+            outcome, until = "retry", None
+            reason = f"{reason} (still limited after {waits - 1} waits)"
+    elif outcome == "wait":  # the reset moved past the longest wait meanwhile
+        outcome = "retry"
     denials = len(run.parser.denials)
     task = finish_run_rows(run.run_id, {
         "status": status, "exit_code": run.exit_code, "error": reason, **run.usage_columns(),
@@ -3560,9 +3569,9 @@ def finish_run(run: "AgentRun") -> None:
         return
     _publish_task(task)
     if outcome == "wait" and task["status"] == "in_progress":
-        agent = run_agent_row(run.run_id)
-        set_agent_limit(agent, until, reason)
-        _wait_for_limit(task, agent, until, run.run_id, resume=True)
+        runtime.limit_waits[run.task_id] = waits
+        _wait_for_limit(task, run_agent_row(run.run_id), until, run.run_id, functools.partial(
+            start_run, run.task_id, resume=True, prompt="continue"))
     elif outcome == "wait":
         runtime.agents.release(run.task_id)
     elif outcome == "ok" and task["awaiting_subtasks"] and task["status"] == "in_progress":
@@ -3636,31 +3645,33 @@ def set_agent_limit(agent: str, until: float, reason: str) -> None:
     scheduled_by = runtime
 
     def lifted():
-        if runtime is not scheduled_by or runtime.limits.get(agent) != until:
-            return  # a restart, or a later limit that has its own timer
-        del runtime.limits[agent]
-        delete_agent_limit_row(agent)
-        for project_id in project_ids_of_agent(agent):
-            schedule_queue(project_id)
+        if runtime is scheduled_by and runtime.limits.get(agent) == until:
+            del runtime.limits[agent]  # else a restart, or a later limit with its own timer
+            _limit_lifted(agent)
+    runtime.greenlets = [g for g in runtime.greenlets if not g.dead]
     runtime.greenlets.append(gevent.spawn_later(_seconds_until(until), lifted))
 
 
-def _wait_for_limit(task: dict, agent: str, until: float, run_id: int | None, *,
-                    resume: bool) -> None:
-    """The task holding a slot waits for its agent's usage limit to lift, then its agent
-    continues (its session resumed when it has one)."""
+def _limit_lifted(agent: str) -> None:
+    delete_agent_limit_row(agent)
+    for project_id in project_ids_of_agent(agent):
+        schedule_queue(project_id)
+
+
+def agent_limited_until(agent: str) -> float | None:
+    """When the agent's usage limit lifts, None when it is not limited."""
+    until = runtime.limits.get(agent)
+    return until if until is not None and until > time.time() else None
+
+
+def _wait_for_limit(task: dict, agent: str, until: float, run_id: int | None, start) -> None:
+    """The task holding a slot waits for its agent's usage limit to lift, then start() runs
+    its agent as it was about to (a resumed session, a change request, a retry's note)."""
     at = iso_at(until)
     runtime.logs.append(task["id"], "system", f"the {agent} agent is at its usage limit; the "
                         f"task continues by itself at {at}", run_id, is_error=True)
     _publish_task(update_task_row(task["id"], {"waiting_until": at}))
-
-    def go_on():
-        _publish_task(update_task_row(task["id"], {"waiting_until": None}))
-        if resume and task_row(task["id"])["session_id"]:
-            start_run(task["id"], resume=True, prompt="continue")
-        else:
-            start_run(task["id"])
-    runtime.agents.retry_later(task["id"], task["project_id"], _seconds_until(until), go_on)
+    runtime.agents.retry_later(task["id"], task["project_id"], _seconds_until(until), start)
 
 
 def _seconds_until(until: float) -> float:
@@ -3670,13 +3681,14 @@ def _seconds_until(until: float) -> float:
 
 
 def restore_agent_limits() -> None:
-    """At start-up: the limits that have not lifted yet, with their timers."""
+    """At start-up: the limits that have not lifted yet, with their timers; the queue looks
+    again at what waited for one that lifted while the server was down."""
     for row in agent_limit_rows():
         until = parse_iso(row["until"]).timestamp()
         if until > time.time():
             set_agent_limit(row["agent"], until, row["reason"])
         else:
-            delete_agent_limit_row(row["agent"])
+            _limit_lifted(row["agent"])
 
 
 def resume_interrupted_runs() -> None:
@@ -5129,6 +5141,12 @@ def start_verifier(task_id: int) -> None:
         runtime.logs.append(task_id, "system", f"the verifier cannot run: {not_installed(agent)};"
                             " the task waits in testing", is_error=True)
         return
+    until = agent_limited_until(agent)
+    if until is not None:
+        _verify_after_limit(task_id, until, last_move_row(task_id))
+        return
+    if task["waiting_until"]:
+        _publish_task(update_task_row(task_id, {"waiting_until": None}))
     diff = task_diff(task_id)
     cwd = worktree_path(task) if project["auto_branch"] and os.path.isdir(
         worktree_path(task)) else project["working_dir"]
@@ -5165,6 +5183,9 @@ def finish_verifier(run: "AgentRun") -> None:
         "status": "stopped" if outcome in ("stopped", "interrupted") else status,
         "exit_code": run.exit_code, "error": problem, **run.usage_columns()}, {})
     check_budget()
+    until = limit_resets(run.parser) if outcome == "wait" else None
+    if until is not None:
+        set_agent_limit(run_agent_row(run.run_id), until, problem)
     task = task_row(run.task_id)
     if task is None or outcome in ("stopped", "interrupted"):
         return
@@ -5172,16 +5193,8 @@ def finish_verifier(run: "AgentRun") -> None:
         runtime.logs.append(run.task_id, "system", "the verifier's verdict is ignored: the "
                             "task was moved meanwhile", run.run_id)
         return
-    until = limit_resets(run.parser) if outcome == "wait" else None
     if until is not None:
-        set_agent_limit(run_agent_row(run.run_id), until, problem)
-        runtime.logs.append(run.task_id, "system", f"the verifier's agent is at its usage "
-                            f"limit; it checks the work again at {iso_at(until)}", run.run_id,
-                            is_error=True)
-        scheduled_by = runtime
-        runtime.greenlets.append(gevent.spawn_later(
-            _seconds_until(until),
-            lambda: runtime is scheduled_by and start_verifier(run.task_id)))
+        _verify_after_limit(run.task_id, until, run.moves_before, run.run_id)
         return
     if verdict is None:
         runtime.logs.append(run.task_id, "system", f"no verdict from the verifier ({problem}); "
@@ -5201,6 +5214,34 @@ def finish_verifier(run: "AgentRun") -> None:
         runtime.logs.append(run.task_id, "system", f"the verifier rejected the work: {summary}",
                             run.run_id, is_error=True)
         request_changes(run.task_id, f"[verifier] {feedback}")
+
+
+def _verify_after_limit(task_id: int, until: float, moves_before, run_id=None) -> None:
+    """The verifier's agent is at its usage limit: the task shows when the verifier checks
+    the work, and it does then, unless the task was moved meanwhile (a restart re-arms it:
+    verify_waiting_tasks)."""
+    at = iso_at(until)
+    runtime.logs.append(task_id, "system", f"the verifier's agent is at its usage limit; it "
+                        f"checks the work at {at}", run_id, is_error=True)
+    _publish_task(update_task_row(task_id, {"waiting_until": at}))
+    scheduled_by = runtime
+
+    def verify():
+        if runtime is not scheduled_by or last_move_row(task_id) != moves_before:
+            return  # a restart (which re-arms it), or the task moved on
+        try:
+            start_verifier(task_id)
+        except Exception:  # a background timer: log and carry on
+            log.exception("task %s: the verifier could not start", task_id)
+    runtime.greenlets = [g for g in runtime.greenlets if not g.dead]
+    runtime.greenlets.append(gevent.spawn_later(_seconds_until(until), verify))
+
+
+def verify_waiting_tasks() -> None:
+    """At start-up: the tasks in testing whose verifier waited for a usage limit."""
+    for task in find_rows("tasks", status="testing", waiting_until={"!=": None}):
+        _verify_after_limit(task["id"], parse_iso(task["waiting_until"]).timestamp(),
+                            last_move_row(task["id"]))
 
 
 def parse_verdict(texts) -> tuple[dict | None, str | None]:
@@ -5478,8 +5519,12 @@ def start_plan(project_id: int, body) -> dict:
     agent = values.get("agent") or project["agent"]
     if not agent_found(agent):
         raise Conflict(f"the planner cannot run: {not_installed(agent)}")
+    until = agent_limited_until(agent)
+    if until is not None:
+        raise Conflict(f"the {agent} agent is at its usage limit until {iso_at(until)}; plan "
+                       "then, or with another agent")
     prompt = planner_prompt(project, values)
-    run = PlanRun(plan_id, project_id, values, prompt, **run_invocation(
+    run = PlanRun(plan_id, project_id, values, prompt, agent, **run_invocation(
         agent, project, project["working_dir"], values["model"], values["effort"], prompt,
         ["--tools", "Read,Bash", "--allowedTools", *PLANNER_TOOLS], mode="read-only"))
     adapt_run(run, agent, values["model"])
@@ -5583,6 +5628,10 @@ def finish_plan(run: "PlanRun") -> None:
 
 def _write_plan(run: "PlanRun") -> None:
     outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
+    until = limit_resets(run.parser) if outcome == "wait" else None
+    if until is not None:
+        set_agent_limit(run.agent, until, reason)
+        reason = f"{reason} (it lifts at {iso_at(until)})"
     if outcome != "ok":
         _end_plan(run, "failed", error=f"the planner failed: {reason}")
         return
@@ -6561,16 +6610,21 @@ LIMIT_ISO = re.compile(r"(?:resets?|until|after)\W{0,12}(?:at\W{0,3})?"
                        r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?"
                        r"(?:Z|[+-]\d\d:?\d\d)?)", re.I)
 #: A clock time after "resets" or "try again at", maybe with a date: "resets 2pm",
-#: "resets at 14:30 (Europe/Berlin)", Codex's "try again at Nov 29th, 2026 6:50 AM".
-LIMIT_CLOCK = re.compile(r"(?:resets?|try again)\s+(?:at\s+)?(?:([A-Z][a-z]{2,8}\s+\d{1,2})"
-                         r"(?:st|nd|rd|th)?,?\s+(\d{4}),?\s+)?(\d{1,2})(?::(\d\d))?\s*"
-                         r"([ap]\.?m\.?)?(?:\s*\(([A-Za-z_]+(?:/[A-Za-z_+-]+)*)\))?", re.I)
+#: "resets at 14:30 (Europe/Berlin)", "resets Oct 6 at 2pm", Codex's "try again at Nov
+#: 29th, 2026 6:50 AM".
+LIMIT_CLOCK = re.compile(r"(?:resets?|try again)\s+(?:at\s+|on\s+)?(?:([A-Z][a-z]{2,8})\s+"
+                         r"(\d{1,2})(?:st|nd|rd|th)?,?\s+(?:(\d{4}),?\s+)?(?:at\s+)?)?"
+                         r"(\d{1,2})(?::(\d\d))?\s*([ap]\.?m\.?)?"
+                         r"(?:\s*\(([A-Za-z_]+(?:/[A-Za-z_+-]+)*)\))?", re.I)
+#: A clock time this much past is "now", not tomorrow (the message was printed a moment ago).
+LIMIT_PAST_SECONDS = 300
 #: A wait: "try again in 2 hours 5 minutes", "retry in 37.2s", "retry-after: 30",
 #: "retryDelay": "37s".
 LIMIT_WAIT = re.compile(r"(?:try again|retry|resets?|available again)\s*(?:in|after)\s+"
                         r"((?:\d+(?:\.\d+)?\s*[a-z]+[\s,]*(?:and\s+)?)+)|"
                         r"retry-?after\W{0,3}(\d+(?:\.\d+)?)|"
-                        r"retryDelay\W{0,4}(\d+(?:\.\d+)?)s", re.I)
+                        r"retryDelay\W{0,4}(\d+(?:\.\d+)?)s|"
+                        r"retry-?after-?ms\W{0,3}(\d+)", re.I)
 LIMIT_UNITS = {"d": 86400, "day": 86400, "days": 86400, "h": 3600, "hr": 3600, "hrs": 3600,
                "hour": 3600, "hours": 3600, "m": 60, "min": 60, "mins": 60, "minute": 60,
                "minutes": 60, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
@@ -6579,6 +6633,9 @@ LIMIT_UNITS = {"d": 86400, "day": 86400, "days": 86400, "h": 3600, "hr": 3600, "
 LIMIT_MAX_SECONDS = 8 * 86400
 #: The least wait: a reset already past still gets the API a moment.
 LIMIT_MIN_SECONDS = 5
+#: Waits in a row after which a task's limit counts as a failed attempt (a CLI that keeps
+#: saying "retry in 2s" must not loop for ever).
+MAX_LIMIT_WAITS = 10
 
 
 def limit_resets(parser: StreamParser, now: float | None = None) -> float | None:
@@ -6588,15 +6645,12 @@ def limit_resets(parser: StreamParser, now: float | None = None) -> float | None
     if not result.get("is_error"):
         return None
     now = time.time() if now is None else now
-    if parser.limit_resets is not None:
-        at = parser.limit_resets
-    else:
-        text = " ".join([str(result.get("result") or ""), *map(str, result.get("errors") or [])])
-        if result.get("api_error_status") != 429 and not LIMIT_WORDS.search(text):
-            return None
-        at = reset_time(text, now)
-        if at is None:
-            return None
+    text = " ".join([str(result.get("result") or ""), *map(str, result.get("errors") or [])])
+    if result.get("api_error_status") != 429 and not LIMIT_WORDS.search(text):
+        return None  # an error of another kind, even after a limit event earlier in the run
+    at = parser.limit_resets if parser.limit_resets is not None else reset_time(text, now)
+    if at is None:
+        return None
     if at - now > LIMIT_MAX_SECONDS:
         return None
     return max(at, now + LIMIT_MIN_SECONDS)
@@ -6620,20 +6674,22 @@ def reset_time(text: str, now: float) -> float | None:
                        if u.lower() in LIMIT_UNITS]
             if seconds:
                 return now + sum(seconds)
+        elif match.group(4):
+            return now + int(match.group(4)) / 1000
         else:
             return now + float(match.group(2) or match.group(3))
-    match = LIMIT_CLOCK.search(text)
-    if match and (match.group(5) or match.group(4)):
-        day, year, hour, minute, half, zone = match.groups()
-        return _next_clock(now, int(hour), int(minute or 0), (half or "")[:1].lower(), zone,
-                           f"{day} {year}" if day else None)
+    for match in LIMIT_CLOCK.finditer(text):
+        month, day, year, hour, minute, half, zone = match.groups()
+        if half or minute:
+            return _next_clock(now, int(hour), int(minute or 0), (half or "")[:1].lower(),
+                               zone, (month, int(day), year and int(year)) if month else None)
     return None
 
 
 def _next_clock(now: float, hour: int, minute: int, half: str, zone: str | None,
-                date: str | None = None) -> float | None:
+                date: tuple | None = None) -> float | None:
     """When the clock next shows hour:minute (half: "a", "p" or "") in zone (else the
-    server's), on `date` ("Nov 29 2026") when one is named."""
+    server's), on date (month name, day, year or None) when one is named."""
     if half and not 1 <= hour <= 12:
         return None
     if half:
@@ -6644,18 +6700,22 @@ def _next_clock(now: float, hour: int, minute: int, half: str, zone: str | None,
         tz = zoneinfo.ZoneInfo(zone) if zone else None
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         tz = None
-    local = dt.datetime.fromtimestamp(now, tz) if tz else \
-        dt.datetime.fromtimestamp(now).astimezone()
-    if date:
-        try:
-            day = dt.datetime.strptime(date.title()[:3] + date[date.index(" "):], "%b %d %Y")
-        except ValueError:
-            return None
-        local = local.replace(year=day.year, month=day.month, day=day.day)
-    at = local.replace(hour=hour, minute=minute, second=0, microsecond=0)
-    if at.timestamp() <= now and not date:
-        at += dt.timedelta(days=1)
-    return at.timestamp()
+    today = dt.datetime.fromtimestamp(now, tz).date()  # tz None: the server's local date
+
+    def at(day: dt.date) -> float:  # a wall-clock time there, daylight saving included
+        return dt.datetime.combine(day, dt.time(hour, minute), tzinfo=tz).timestamp()
+    if date is None:
+        when = at(today)
+        return when if when > now - LIMIT_PAST_SECONDS else at(today + dt.timedelta(days=1))
+    month, day, year = date
+    try:
+        number = dt.datetime.strptime(month[:3].title(), "%b").month
+        when = at(dt.date(year or today.year, number, day))
+        if year is None and when <= now - LIMIT_PAST_SECONDS:  # "Jan 2" said in December
+            when = at(dt.date(today.year + 1, number, day))
+    except ValueError:
+        return None
+    return when
 
 
 # --- agent adapters ----------------------------------------------------------------------
@@ -6668,14 +6728,17 @@ def _next_clock(now: float, hour: int, minute: int, half: str, zone: str | None,
 #: What an adapter's translate() puts among its events for "and keep this line as raw".
 RAW_LINE = {"type": "raw"}
 #: An HTTP status named in a CLI's error text (an API error's code), for judge_run.
-HTTP_STATUS_RE = re.compile(r"(?:\"code\"\s*:\s*|status(?: code)?[ :=]*|\b)([45]\d\d)\b")
+HTTP_STATUS_RE = re.compile(r"(?:\"code\"\s*:\s*|status(?: code)?[ :=]*|http\W{0,2}|error\W{0,3}|"
+                            r"rejected \()([45]\d\d)\b|\b([45]\d\d) (?=too many|internal|"
+                            r"unauthorized|forbidden|not found|bad gateway|bad request|"
+                            r"service unavailable|gateway timeout)", re.I)
 
 
 def _http_status(text: str) -> int | None:
     """The HTTP status a CLI's error text names; 429 for its words for a limit."""
     match = HTTP_STATUS_RE.search(text or "")
     if match:
-        return int(match.group(1))
+        return int(match.group(1) or match.group(2))
     return 429 if LIMIT_WORDS.search(text or "") else None
 
 
@@ -7271,10 +7334,10 @@ class PlanRun(AgentRun):
     """A planning session's agent: read-only and tied to no task; what it prints becomes
     plan:* events, and finish_plan() turns its answer into tasks."""
 
-    def __init__(self, plan_id, project_id, values, prompt, **invocation):
+    def __init__(self, plan_id, project_id, values, prompt, agent="claude", **invocation):
         super().__init__(None, project_id, None, prompt, model=values["model"],
                          on_finish=finish_plan, **invocation)
-        self.plan_id, self.values = plan_id, values
+        self.plan_id, self.values, self.agent = plan_id, values, agent
         self.phase = "starting"
 
     def stats(self) -> dict:
@@ -7296,6 +7359,11 @@ class PlanRun(AgentRun):
     def _on_stderr(self, text: str):
         plan_output(self, [{"kind": "stderr", "message": _cut(text), "is_error": True}],
                     "stderr")
+
+    def _on_exit(self):
+        entries = self.parser.close(self.exit_code)  # what an adapter makes of the end
+        if entries:
+            plan_output(self, entries, "result")
 
 
 class AgentPool:
@@ -9242,6 +9310,8 @@ class Runtime:
         self.clis = {name: {"found": None, "version": None} for name in AGENTS}
         #: agent name -> when its usage limit lifts (Unix time); the agent_limits table
         self.limits = {}
+        #: task id -> the waits for a limit its runs made in a row
+        self.limit_waits = {}
         self.agent = self.clis["claude"]
         #: The stored settings, read once at start and replaced by every update.
         self.settings = {}
@@ -9364,6 +9434,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     runtime.push.start()
     expire_requests()  # nobody can answer what the agents of a stopped server asked
     restore_agent_limits()
+    verify_waiting_tasks()
     if config["demo"]:
         create_demo_project()
     runtime.greenlets += [gevent.spawn(work) for work in (

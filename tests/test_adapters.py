@@ -438,3 +438,15 @@ def test_agents_lists_each_cli_with_what_uses_it(client, api, anonymous):
     assert agents["codex"]["package"] == "@openai/codex" and not agents["codex"]["twoWay"]
     assert agents["claude"]["twoWay"] and agents["claude"]["waitingUntil"] is None
     assert anonymous.get("/api/agents", status=401).json["code"]
+
+
+@pytest.mark.parametrize("text, status", [
+    ("stub: HTTP 429", 429), ('API Error: 500 {"type":"error"}', 500),
+    ("Reconnecting... 5/5 (exceeded retry limit, last status: 429 Too Many Requests)", 429),
+    ("API Error: Request rejected (429) · This request would exceed your rate limit", 429),
+    ('{"error": {"code": 401, "message": "bad key"}}', 401), ("503 Service Unavailable", 503),
+    ("You have exhausted your daily quota on this model.", 429),
+    ("the prompt exceeded 500 tokens", None), ("wrote 404 files", None),
+])
+def test_http_status_is_read_only_where_the_text_says_one(text, status):
+    assert taskboard._http_status(text) == status

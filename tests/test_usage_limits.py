@@ -9,7 +9,7 @@ import pytest
 
 import taskboard
 from agent_helpers import get_task, logs, read_calls, start, task_calls, wait_status
-from conftest import FAKE_AGENT, fake_cli_environ, wait_for
+from conftest import FAKE_AGENT, desk, fake_cli_environ, wait_for
 
 RUN = 20
 #: A moment in the tests of reset_time: 10:00 UTC, 11:00 in Berlin.
@@ -236,3 +236,69 @@ def test_opencode_429_with_retry_after_waits(client, api, agent_dir):
     task = waiting(client, tid)
     assert task["retry_count"] == 0
     assert client.get("/api/health").json["agents"]["opencode"]["waitingUntil"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    # a date without a year: the next one
+    ("You've hit your limit · resets Nov 28, 2pm (Europe/Berlin)", at("2026-11-28T13:00:00Z")),
+    ("You've hit your limit · resets Nov 28 at 2pm (Europe/Berlin)", at("2026-11-28T13:00:00Z")),
+    ("You've hit your limit · resets Jan 2 at 9am (Europe/Berlin)", at("2027-01-02T08:00:00Z")),
+    # not the first "try again" (no time there) but the reset after it
+    ("Limit reached; try again 3 times and it resets 2pm (Europe/Berlin)",
+     at("2026-11-26T13:00:00Z")),
+    # a moment past (10:58 in Berlin is 09:58 UTC): now, not tomorrow
+    ("You've hit your limit · resets 10:58am (Europe/Berlin)", at("2026-11-26T09:58:00Z")),
+    ("stub: HTTP 429 (retry-after-ms: 2500, at 1795670242555)", NOW + 2.5),
+])
+def test_reset_time_reads_dates_without_a_year_and_later_mentions(text, expected):
+    assert taskboard.reset_time(text, NOW) == pytest.approx(expected)
+
+
+def test_a_limit_event_earlier_in_the_run_does_not_make_another_error_a_wait():
+    parser = parsed({"type": "rate_limit_event", "rate_limit_info": {
+        "status": "rejected", "resetsAt": RESET, "rateLimitType": "seven_day_opus"}},
+        error_result("Prompt is too long"))
+    assert taskboard.limit_resets(parser, NOW) is None
+    assert taskboard.judge_run(parser, 1, None)[0] == "fail"
+
+
+def test_changes_requested_while_limited_reach_the_agent_at_the_reset(client, api, agent_dir):
+    tid = start(api, api.project(), "fake:ok")
+    first = wait_status(client, tid, "testing")
+    taskboard.set_agent_limit("claude", taskboard.time.time() + 1, "a test's limit")
+    desk(client, "request_changes", {"id": tid, "feedback": "Greet in Turkish too."})
+    assert waiting(client, tid)["status"] == "in_progress"
+    wait_status(client, tid, "testing")
+    second = task_calls(agent_dir, tid)[1]
+    assert second["argv"][second["argv"].index("--resume") + 1] == first["session_id"]
+    assert second["stdin"].strip() == "Greet in Turkish too.", "the feedback, not 'continue'"
+
+
+def test_a_verifier_whose_agent_is_limited_checks_the_work_at_the_reset(client, api,
+                                                                          agent_dir):
+    tid = start(api, api.project(autoTest=True), "fake:ok fake:verdict=approve")
+    taskboard.set_agent_limit("claude", taskboard.time.time() + 1.5, "a test's limit")
+    wait_for(lambda: (t := get_task(client, tid))["status"] == "testing" and t["waitingUntil"],
+             RUN, message="the verifier to wait")
+    assert len(task_calls(agent_dir, tid)) == 1, "no verifier before the reset"
+    done = wait_status(client, tid, "done")
+    assert done["waitingUntil"] is None
+    assert task_calls(agent_dir, tid)[1]["stdin"].startswith("You are reviewing the work")
+
+
+def test_planning_on_a_limited_agent_is_refused_naming_the_reset(client, api):
+    project = api.project()
+    taskboard.set_agent_limit("claude", taskboard.time.time() + 600, "a test's limit")
+    resp = client.post_json(f"/api/projects/{project['id']}/plan", {"topic": "x"},
+                            expect_errors=True)
+    assert resp.status_int == 409
+    assert "usage limit until " in resp.json["error"] and "another agent" in resp.json["error"]
+
+
+def test_a_task_limited_again_and_again_goes_by_the_retry_rules(client, api, agent_dir,
+                                                                 monkeypatch):
+    monkeypatch.setattr(taskboard, "MAX_LIMIT_WAITS", 1)
+    tid = start(api, api.project(maxRetries=0), "fake:limit=0 fake:resume=limit")
+    task = wait_status(client, tid, "failed")
+    assert "still limited after 1 waits" in task["last_error"]
+    assert len(task_calls(agent_dir, tid)) == 2
