@@ -158,8 +158,9 @@ def block_events(index, block):
 
 
 class LoopbackApi:
-    """A model API stand-in on 127.0.0.1 in a thread: what MessagesStub and
-    opencode_stub.ChatStub share.  A subclass gives _handler(), the request handler class.
+    """A model API stand-in on 127.0.0.1 in a thread: what MessagesStub and the stand-ins of
+    the other CLIs' APIs share.  A subclass gives answer(handler, path, body); the handler
+    sends with send_json(), start_events() and send_event().
 
     `requests` lists every request received: {"method", "path", "headers", "body"} (body is
     the parsed JSON, or None); `unknown` the (method, path) of requests for endpoints the
@@ -195,6 +196,65 @@ class LoopbackApi:
     def __exit__(self, *exc):
         self.stop()
 
+    def _handler(self):
+        """The request handler class: every request goes, read, to answer()."""
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep pytest's output clean
+                pass
+
+            def do_POST(self):
+                stub.answer(self, *stub.received(self))
+
+            do_GET = do_HEAD = do_POST
+
+            def send_json(self, status, payload, headers=()):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in [*stub.headers(), *headers]:
+                    self.send_header(name, value)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            def start_events(self):
+                """A 200 text/event-stream without a length: it ends when we close."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                for name, value in stub.headers():
+                    self.send_header(name, value)
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+
+            def send_event(self, payload, name=None, end="\n\n"):
+                """One server-sent event: `event: name` when named, then its data."""
+                data = payload if isinstance(payload, str) else json.dumps(payload)
+                head = f"event: {name}\n" if name else ""
+                self.wfile.write(f"{head}data: {data}{end}".encode())
+                self.wfile.flush()
+
+        return Handler
+
+    def answer(self, handler, path, body):
+        """Answer one request (the subclass's API)."""
+        raise NotImplementedError
+
+    def headers(self):
+        """Headers of every answer, beside its type and length."""
+        return []
+
+    def not_found(self, handler, path, payload):
+        """A 404 for an endpoint the stub does not know, kept in `unknown`."""
+        self.unknown.append((handler.command, path))
+        handler.send_json(404, payload)
+
     def received(self, handler) -> tuple[str, object]:
         """Read a request (its JSON body; None when there is none or it is not JSON), keep
         it in `requests`, and give its path and body."""
@@ -226,53 +286,20 @@ class MessagesStub(LoopbackApi):
                     if r["method"] == "POST" and r["path"] == "/v1/messages"]
 
 
-    def _handler(self):
-        stub = self
+    def headers(self):
+        return [("request-id", _new_id("req"))]
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):  # keep pytest's output clean
-                pass
-
-            def do_GET(self):
-                self.answer()
-
-            def do_HEAD(self):
-                self.answer()
-
-            def do_POST(self):
-                self.answer()
-
-            def answer(self):
-                path, body = stub.received(self)
-                if self.command == "POST" and path == "/v1/messages":
-                    stub.answer_messages(self, body or {})
-                elif self.command == "POST" and path == "/v1/messages/count_tokens":
-                    self.send_json(200, {"input_tokens": 1200})
-                elif path == "/":
-                    # The CLI's runtime (Bun) probes the base URL with HEAD / at start-up.
-                    self.send_json(200, {})
-                else:
-                    stub.unknown.append((self.command, path))
-                    self.send_json(404, {"type": "error", "error": {
-                        "type": "not_found_error", "message": f"stub: no {path}"}})
-
-            def send_json(self, status, payload):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("request-id", _new_id("req"))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-
-            def send_event(self, name, payload):
-                self.wfile.write(f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode())
-                self.wfile.flush()
-
-        return Handler
+    def answer(self, handler, path, body):
+        if handler.command == "POST" and path == "/v1/messages":
+            self.answer_messages(handler, body or {})
+        elif handler.command == "POST" and path == "/v1/messages/count_tokens":
+            handler.send_json(200, {"input_tokens": 1200})
+        elif path == "/":
+            # The CLI's runtime (Bun) probes the base URL with HEAD / at start-up.
+            handler.send_json(200, {})
+        else:  # the CLI takes a 404 for "feature not available"
+            self.not_found(handler, path, {"type": "error", "error": {
+                "type": "not_found_error", "message": f"stub: no {path}"}})
 
     def answer_messages(self, handler, body):
         blocks, slow = plan_reply(body)
@@ -285,20 +312,13 @@ class MessagesStub(LoopbackApi):
                                     "stop_reason": stop_reason, "stop_sequence": None,
                                     "usage": USAGE})
             return
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
-        handler.send_header("Cache-Control", "no-cache")
-        handler.send_header("request-id", _new_id("req"))
-        # No Content-Length: the stream ends when the server closes the connection.
-        handler.send_header("Connection", "close")
-        handler.end_headers()
-        handler.close_connection = True
+        handler.start_events()
         try:
             if slow:
                 self.stream_slowly(handler, message_id, model)
             else:
                 for name, payload in sse_events(message_id, model, blocks):
-                    handler.send_event(name, payload)
+                    handler.send_event(payload, name)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the CLI hung up (an interrupt); nothing more to say
 
@@ -307,20 +327,20 @@ class MessagesStub(LoopbackApi):
         an interrupt lands mid-stream; the client hanging up ends it (slow_aborted)."""
         events = list(sse_events(message_id, model, [{"type": "text", "text": ""}]))
         for name, payload in events[:2]:  # message_start, content_block_start
-            handler.send_event(name, payload)
+            handler.send_event(payload, name)
         deadline = time.monotonic() + self.slow_seconds
         self.slow_started.set()
         try:
             while time.monotonic() < deadline:
-                handler.send_event("content_block_delta", {
-                    "type": "content_block_delta", "index": 0,
-                    "delta": {"type": "text_delta", "text": "."}})
+                handler.send_event({"type": "content_block_delta", "index": 0,
+                                    "delta": {"type": "text_delta", "text": "."}},
+                                   "content_block_delta")
                 time.sleep(self.slow_interval)
         except (BrokenPipeError, ConnectionResetError):
             self.slow_aborted.set()
             raise
         for name, payload in events[3:]:  # skip the empty delta; stop the block and message
-            handler.send_event(name, payload)
+            handler.send_event(payload, name)
 
 
 # Installing and locating the real CLI #############################################################

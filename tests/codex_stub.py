@@ -23,7 +23,6 @@ from $FAKE_KEY).  See fixtures/agent-streams/codex-gemini-NOTES.md for what was 
 Run it alone (`python tests/codex_stub.py`) to get a stub on a printed URL for probing.
 """
 
-import http.server
 import itertools
 import json
 import os
@@ -115,46 +114,12 @@ class ResponsesStub(LoopbackApi):
         with self._lock:
             return [r["body"] for r in self.requests if r["path"] == "/v1/responses"]
 
-    def _handler(self):
-        stub = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                self.answer()
-
-            def do_POST(self):
-                self.answer()
-
-            def answer(self):
-                path, body = stub.received(self)
-                if self.command == "POST" and path == "/v1/responses":
-                    stub.answer_responses(self, body or {})
-                else:
-                    stub.unknown.append((self.command, path))
-                    self.send_json(404, {"error": {"message": f"stub: no {path}",
-                                                   "type": "not_found_error"}})
-
-            def send_json(self, status, payload, headers=()):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in headers:
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def send_event(self, payload):
-                self.wfile.write(f"event: {payload['type']}\ndata: {json.dumps(payload)}\n\n"
-                                 .encode())
-                self.wfile.flush()
-
-        return Handler
+    def answer(self, handler, path, body):
+        if handler.command == "POST" and path == "/v1/responses":
+            self.answer_responses(handler, body or {})
+        else:
+            self.not_found(handler, path, {"error": {"message": f"stub: no {path}",
+                                                     "type": "not_found_error"}})
 
     def answer_responses(self, handler, body):
         kind, plan = plan_reply(body)
@@ -174,21 +139,16 @@ class ResponsesStub(LoopbackApi):
             return
         response_id = _new_id("resp")
         model = body.get("model") or MODEL
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
-        handler.send_header("Cache-Control", "no-cache")
-        handler.send_header("Connection", "close")
-        handler.end_headers()
-        handler.close_connection = True
+        handler.start_events()
         response = {"id": response_id, "object": "response", "model": model,
                     "status": "in_progress", "output": []}
+        items = [e for index, (step, value) in enumerate(plan)
+                 for e in self.item_events(index, step, value)]
         try:
-            handler.send_event({"type": "response.created", "response": response})
-            for index, (step, value) in enumerate(plan):
-                for event in self.item_events(index, step, value):
-                    handler.send_event(event)
-            handler.send_event({"type": "response.completed", "response": {
-                **response, "status": "completed", "usage": USAGE}})
+            for event in [{"type": "response.created", "response": response}, *items,
+                          {"type": "response.completed", "response": {
+                              **response, "status": "completed", "usage": USAGE}}]:
+                handler.send_event(event, event["type"])
         except (BrokenPipeError, ConnectionResetError):
             pass
 

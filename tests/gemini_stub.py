@@ -22,7 +22,6 @@ GOOGLE_GEMINI_BASE_URL and an API key, and told to use that key by its settings 
 Run it alone (`python tests/gemini_stub.py`) to get a stub on a printed URL for probing.
 """
 
-import http.server
 import json
 import os
 import subprocess
@@ -115,43 +114,15 @@ class GenerateStub(LoopbackApi):
         with self._lock:
             return [r["body"] for r in self.requests if "enerateContent" in r["path"]]
 
-    def _handler(self):
-        stub = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                self.answer()
-
-            def do_POST(self):
-                self.answer()
-
-            def answer(self):
-                path, body = stub.received(self)
-                action = path.rsplit(":", 1)[-1] if ":" in path else ""
-                if self.command == "POST" and action in ("streamGenerateContent",
-                                                         "generateContent"):
-                    stub.answer_generate(self, body or {}, action == "streamGenerateContent")
-                elif self.command == "POST" and action == "countTokens":
-                    self.send_json(200, {"totalTokens": USAGE["promptTokenCount"]})
-                else:
-                    stub.unknown.append((self.command, path))
-                    self.send_json(404, {"error": {"code": 404, "status": "NOT_FOUND",
-                                                   "message": f"stub: no {path}"}})
-
-            def send_json(self, status, payload):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler
+    def answer(self, handler, path, body):
+        action = path.rsplit(":", 1)[-1] if ":" in path else ""
+        if handler.command == "POST" and action in ("streamGenerateContent", "generateContent"):
+            self.answer_generate(handler, body or {}, action == "streamGenerateContent")
+        elif handler.command == "POST" and action == "countTokens":
+            handler.send_json(200, {"totalTokens": USAGE["promptTokenCount"]})
+        else:
+            self.not_found(handler, path, {"error": {"code": 404, "status": "NOT_FOUND",
+                                                     "message": f"stub: no {path}"}})
 
     def answer_generate(self, handler, body, stream):
         kind, plan = plan_reply(body)
@@ -170,15 +141,10 @@ class GenerateStub(LoopbackApi):
                 "content": {"role": "model", "parts": plan}, "finishReason": "STOP",
                 "index": 0}], "usageMetadata": USAGE, "modelVersion": model})
             return
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
-        handler.send_header("Connection", "close")
-        handler.end_headers()
-        handler.close_connection = True
+        handler.start_events()
         try:
             for chunk in chunks:
-                handler.wfile.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
-                handler.wfile.flush()
+                handler.send_event(chunk, end="\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
             pass
 

@@ -27,7 +27,6 @@ fixtures/agent-streams/opencode-NOTES.md for what was probed and recorded with t
 Run it alone (`python tests/opencode_stub.py`) to get a stub on a printed URL for probing.
 """
 
-import http.server
 import itertools
 import json
 import os
@@ -100,46 +99,12 @@ class ChatStub(LoopbackApi):
         with self._lock:
             return [r["body"] for r in self.requests if r["path"].endswith("/chat/completions")]
 
-    def _handler(self):
-        stub = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                self.answer()
-
-            def do_POST(self):
-                self.answer()
-
-            def answer(self):
-                path, body = stub.received(self)
-                if self.command == "POST" and path == "/v1/chat/completions":
-                    stub.answer_chat(self, body or {})
-                else:
-                    stub.unknown.append((self.command, path))
-                    self.send_json(404, {"error": {"message": f"stub: no {path}",
-                                                   "type": "not_found_error"}})
-
-            def send_json(self, status, payload, headers=()):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in headers:
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def send_chunk(self, payload):
-                data = payload if isinstance(payload, str) else json.dumps(payload)
-                self.wfile.write(f"data: {data}\n\n".encode())
-                self.wfile.flush()
-
-        return Handler
+    def answer(self, handler, path, body):
+        if handler.command == "POST" and path == "/v1/chat/completions":
+            self.answer_chat(handler, body or {})
+        else:
+            self.not_found(handler, path, {"error": {"message": f"stub: no {path}",
+                                                     "type": "not_found_error"}})
 
     def answer_chat(self, handler, body):
         kind, plan = plan_reply(body)
@@ -173,39 +138,34 @@ class ChatStub(LoopbackApi):
                                     "choices": [{"index": 0, "message": message,
                                                  "finish_reason": finish}]})
             return
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
-        handler.send_header("Cache-Control", "no-cache")
-        handler.send_header("Connection", "close")
-        handler.end_headers()
-        handler.close_connection = True
+        handler.start_events()
         try:
-            handler.send_chunk(chunk({"role": "assistant", "content": ""}))
+            handler.send_event(chunk({"role": "assistant", "content": ""}))
             for step, value in plan:
                 if step == "reasoning":
-                    handler.send_chunk(chunk({"reasoning_content": value}))
+                    handler.send_event(chunk({"reasoning_content": value}))
                 elif step == "text":
-                    handler.send_chunk(chunk({"content": value}))
+                    handler.send_event(chunk({"content": value}))
                 elif step == "slow":
                     self.stream_slowly(handler, chunk, value)
                 else:
                     name, args = value
-                    handler.send_chunk(chunk({"tool_calls": [{
+                    handler.send_event(chunk({"tool_calls": [{
                         "index": 0, "id": _new_id("call"), "type": "function",
                         "function": {"name": name, "arguments": json.dumps(args)}}]}))
-            handler.send_chunk(chunk({}, finish))
-            handler.send_chunk(chunk(None, usage=USAGE))
-            handler.send_chunk("[DONE]")
+            handler.send_event(chunk({}, finish))
+            handler.send_event(chunk(None, usage=USAGE))
+            handler.send_event("[DONE]")
         except (BrokenPipeError, ConnectionResetError):
             pass  # the CLI hung up (cancelled)
 
     def stream_slowly(self, handler, chunk, text):
-        handler.send_chunk(chunk({"content": text}))
+        handler.send_event(chunk({"content": text}))
         self.slow_started.set()
         deadline = time.monotonic() + self.slow_seconds
         try:
             while time.monotonic() < deadline:
-                handler.send_chunk(chunk({"content": "."}))
+                handler.send_event(chunk({"content": "."}))
                 time.sleep(self.slow_interval)
         except (BrokenPipeError, ConnectionResetError):
             self.slow_aborted.set()
