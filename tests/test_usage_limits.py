@@ -302,3 +302,22 @@ def test_a_task_limited_again_and_again_goes_by_the_retry_rules(client, api, age
     task = wait_status(client, tid, "failed")
     assert "still limited after 1 waits" in task["last_error"]
     assert len(task_calls(agent_dir, tid)) == 2
+
+
+@pytest.mark.parametrize("agent, stream", [("codex", "codex-usage-limit"),
+                                           ("gemini", "gemini-quota-retry")])
+def test_recorded_limits_of_codex_and_gemini_wait_for_the_time_they_name(client, api,
+                                                                          agent_dir, agent,
+                                                                          stream):
+    """As the real CLIs printed them (codex-gemini-NOTES.md): Codex 'try again at 8:20 AM'
+    (the next 8:20 of the server's clock), Gemini 'Please retry in 600s'."""
+    before = taskboard.time.time()
+    tid = start(api, api.project(agent=agent), f"fake:replay={stream}")
+    until = at(waiting(client, tid)["waitingUntil"])
+    if agent == "codex":
+        clock = dt.datetime.fromtimestamp(until).astimezone()
+        assert (clock.hour, clock.minute) == (8, 20) and until - before <= 86400
+    else:
+        assert 600 <= until - before <= 600 + RUN
+    health = client.get("/api/health").json
+    assert health["agents"][agent]["waitingUntil"] == get_task(client, tid)["waitingUntil"]
