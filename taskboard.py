@@ -785,8 +785,9 @@ TASK_FIELDS = (
     _ro("work_duration_ms"), _ro("revision_count"), _ro("queue_position"),
     _ro("permission_denials", doc="tools the agent was refused in its latest run"),
     _ro("last_error", "str", doc="why the latest run failed, or null"),
-    _ro("waitingUntil", "str", column="waiting_until", doc="when the agent's usage limit "
-        "lifts and the task continues by itself (it stays in_progress), or null"),
+    _ro("waitingUntil", "time", column="waiting_until", nullable=True,
+        doc="when the agent's usage limit lifts and the task continues by itself (it stays "
+        "in_progress), or null"),
     _ro("pending_approvals", doc="tool approvals and questions waiting for a person"),
 )
 
