@@ -87,7 +87,9 @@ def test_main_health_reports_missing_agent(start, tmp_path):
     agents = body.pop("agents")
     assert body == {"ok": True, "version": taskboard.__version__, "db": "ok",
                     "agent": {"found": False, "version": None}}
-    assert set(agents) == set(taskboard.AGENTS) and agents["claude"] == body["agent"]
+    assert set(agents) == set(taskboard.AGENTS)
+    assert agents["claude"] == {**body["agent"], "package": "@anthropic-ai/claude-code",
+                                "twoWay": True, "waitingUntil": None}
 
 
 def test_main_health_reports_found_agent_version(start, tmp_path):
