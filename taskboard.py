@@ -2143,12 +2143,16 @@ def bump_retry_row(task_id: int) -> dict | None:
 
 def restart_rows() -> list[dict]:
     """After a restart: mark runs left 'running' interrupted, clear stale run flags, and
-    return every in_progress task with the status and session of its latest run."""
+    return every in_progress task with the status and session of its latest run, and the
+    feedback of a change request no run has started with yet (one waiting for a limit)."""
     with tx() as t:
         t.execute("UPDATE runs SET status = 'interrupted', ended_at = ? "
                   "WHERE status = 'running'", (now_iso(),))
         t.execute("UPDATE tasks SET is_running = 0 WHERE is_running = 1")
-        return t.all("SELECT k.*, r.status AS run_status, r.session_id AS run_session "
+        return t.all("SELECT k.*, r.status AS run_status, r.session_id AS run_session, "
+                     "(SELECT feedback FROM revisions v WHERE v.task_id = k.id AND "
+                     "v.created_at > COALESCE(r.started_at, '') ORDER BY v.id DESC LIMIT 1) "
+                     "AS pending_feedback "
                      "FROM tasks k LEFT JOIN runs r ON r.id = (SELECT MAX(id) FROM runs "
                      "WHERE task_id = k.id AND kind = 'task') WHERE k.status = 'in_progress' "
                      "ORDER BY k.id")
@@ -3706,7 +3710,7 @@ def resume_interrupted_runs() -> None:
                 task["waiting_until"] and task["session_id"]:
             runtime.logs.append(task["id"], "system",
                                 "the server restarted; resuming the agent's session")
-            start_run(task["id"], resume=True, prompt="continue")
+            start_run(task["id"], resume=True, prompt=task["pending_feedback"] or "continue")
         else:
             start_run(task["id"])
 

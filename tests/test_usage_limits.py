@@ -321,3 +321,19 @@ def test_recorded_limits_of_codex_and_gemini_wait_for_the_time_they_name(client,
         assert 600 <= until - before <= 600 + RUN
     health = client.get("/api/health").json
     assert health["agents"][agent]["waitingUntil"] == get_task(client, tid)["waitingUntil"]
+
+
+def test_a_change_request_waiting_for_a_limit_survives_a_restart(client, api, agent_dir,
+                                                                  tb):
+    config = tb.config
+    tid = start(api, api.project(), "fake:ok")
+    first = wait_status(client, tid, "testing")
+    taskboard.set_agent_limit("claude", taskboard.time.time() + 2, "a test's limit")
+    desk(client, "request_changes", {"id": tid, "feedback": "Greet in Turkish too."})
+    waiting(client, tid)
+    taskboard.shutdown()
+    taskboard.init(config)
+    wait_status(client, tid, "testing")
+    second = task_calls(agent_dir, tid)[1]
+    assert second["argv"][second["argv"].index("--resume") + 1] == first["session_id"]
+    assert second["stdin"].strip() == "Greet in Turkish too."
