@@ -29,7 +29,6 @@ import json
 import os
 import queue
 import subprocess
-import tempfile
 import threading
 import time
 
@@ -349,18 +348,9 @@ def cache_dir():
     return npm_cli.cache_dir(f"claude-code-{CLAUDE_VERSION}", "TASKBOARD_CLAUDE_DIR")
 
 
-def cli_version(path):
-    """What `path --version` prints ("2.1.197 (Claude Code)"), or None if it does not run."""
-    # A throwaway $HOME: even --version must not touch the real user's ~/.claude.
-    with tempfile.TemporaryDirectory() as home:
-        env = dict(os.environ, HOME=home, DISABLE_AUTOUPDATER="1",
-                   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
-        try:
-            done = subprocess.run([path, "--version"], capture_output=True, text=True,
-                                  timeout=30, env=env)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-    return done.stdout.strip() if done.returncode == 0 else None
+def version_env(home):
+    return dict(os.environ, HOME=home, DISABLE_AUTOUPDATER="1",
+                CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
 
 
 def installed_cli(prefix):
@@ -373,7 +363,7 @@ def installed_cli(prefix):
     candidates = [os.path.join(modules, ".bin", "claude")]
     candidates += sorted(glob.glob(os.path.join(modules, "@anthropic-ai", "claude-code-*",
                                                 "claude")))
-    return npm_cli.first_runnable(candidates, cli_version, CLAUDE_VERSION)
+    return npm_cli.first_runnable(candidates, version_env, CLAUDE_VERSION)
 
 
 def claude_cli():

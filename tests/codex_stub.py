@@ -27,8 +27,6 @@ import itertools
 import json
 import os
 import shlex
-import subprocess
-import tempfile
 import time
 
 import npm_cli
@@ -211,23 +209,11 @@ def cache_dir():
     return npm_cli.cache_dir(f"codex-{CODEX_VERSION}", "TASKBOARD_CODEX_DIR")
 
 
-def cli_version(path):
-    """The version `path --version` reports ("codex-cli 0.169.0" -> "0.169.0"), or None."""
-    with tempfile.TemporaryDirectory() as home:
-        try:
-            done = subprocess.run([path, "--version"], capture_output=True, text=True,
-                                  timeout=30, env=codex_env(home))
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-    words = done.stdout.split()
-    return words[-1] if done.returncode == 0 and words else None
-
-
 def installed_cli(prefix):
     """The installed `codex` at CODEX_VERSION under prefix, or None (a Node launcher that
     runs the native binary of the platform package)."""
     path = os.path.join(prefix, "node_modules", ".bin", "codex")
-    return npm_cli.first_runnable([path], cli_version, CODEX_VERSION)
+    return npm_cli.first_runnable([path], codex_env, CODEX_VERSION)
 
 
 def codex_cli():

@@ -24,8 +24,6 @@ Run it alone (`python tests/gemini_stub.py`) to get a stub on a printed URL for 
 
 import json
 import os
-import subprocess
-import tempfile
 import time
 
 import npm_cli
@@ -175,21 +173,10 @@ def cache_dir():
     return npm_cli.cache_dir(f"gemini-{GEMINI_VERSION}", "TASKBOARD_GEMINI_DIR")
 
 
-def cli_version(path):
-    """What `path --version` prints ("0.61.0"), or None if it does not run."""
-    with tempfile.TemporaryDirectory() as home:
-        try:
-            done = subprocess.run([path, "--version"], capture_output=True, text=True,
-                                  timeout=60, env=gemini_env(None, home))
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
 def installed_cli(prefix):
     """The installed `gemini` at GEMINI_VERSION under prefix, or None."""
     path = os.path.join(prefix, "node_modules", ".bin", "gemini")
-    return npm_cli.first_runnable([path], cli_version, GEMINI_VERSION)
+    return npm_cli.first_runnable([path], lambda home: gemini_env(None, home), GEMINI_VERSION)
 
 
 def gemini_cli():

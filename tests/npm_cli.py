@@ -8,6 +8,7 @@ npm's own reason: never a silent pass."""
 import fcntl
 import os
 import subprocess
+import tempfile
 
 #: npm install of a CLI (some bring a native binary of a few hundred MB).
 INSTALL_TIMEOUT = 600
@@ -64,12 +65,22 @@ def npm_cli(title: str, package: str, prefix: str, find) -> str:
     pytest.skip(f"real {title} unavailable: npm install {package} failed: {why}")
 
 
-def first_runnable(candidates, version_of, version: str) -> str | None:
-    """The first executable path among candidates whose version_of(path) starts with
-    version, or None."""
+def first_runnable(candidates, env_for, version: str) -> str | None:
+    """The first executable path among candidates whose `--version` names version, run in
+    the environment env_for(home) gives for a throwaway $HOME (even --version must not touch
+    the real user's settings); None when there is none."""
     for path in candidates:
-        if os.access(path, os.X_OK):
-            found = version_of(path)
-            if found and found.split()[0] == version:
-                return path
+        if os.access(path, os.X_OK) and version in (version_output(path, env_for) or "").split():
+            return path
     return None
+
+
+def version_output(path: str, env_for) -> str | None:
+    """What `path --version` prints, or None when it does not run."""
+    with tempfile.TemporaryDirectory() as home:
+        try:
+            done = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                  timeout=60, env=env_for(home))
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    return done.stdout.strip() if done.returncode == 0 else None

@@ -30,8 +30,6 @@ Run it alone (`python tests/opencode_stub.py`) to get a stub on a printed URL fo
 import itertools
 import json
 import os
-import subprocess
-import tempfile
 import time
 
 import npm_cli
@@ -229,17 +227,6 @@ def cache_dir():
     return npm_cli.cache_dir(f"opencode-{OPENCODE_VERSION}", "TASKBOARD_OPENCODE_DIR")
 
 
-def cli_version(path):
-    """What `path --version` prints ("1.18.33"), or None if it does not run."""
-    with tempfile.TemporaryDirectory() as home:
-        try:
-            done = subprocess.run([path, "--version"], capture_output=True, text=True,
-                                  timeout=30, env=opencode_env(home))
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
 def installed_cli(prefix):
     """The installed `opencode` at OPENCODE_VERSION under prefix, or None. The package's
     bin/opencode.exe is a placeholder until its postinstall links the platform binary; the
@@ -249,7 +236,7 @@ def installed_cli(prefix):
     candidates += [os.path.join(modules, name, "bin", "opencode")
                    for name in ("opencode-linux-x64", "opencode-linux-x64-baseline",
                                 "opencode-linux-arm64")]
-    return npm_cli.first_runnable(candidates, cli_version, OPENCODE_VERSION)
+    return npm_cli.first_runnable(candidates, opencode_env, OPENCODE_VERSION)
 
 
 def opencode_cli():
