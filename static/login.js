@@ -24,6 +24,9 @@ form.addEventListener("submit", async (event) => {
   const body = await response.json().catch(() => ({}));
   showError(response.status === 401 ? "That token is not right." : body.error || "Login failed.");
 });
+// The button starts disabled: a click before this script ran would submit the form natively,
+// putting the token in the address bar and showing no error.
+form.querySelector("button").disabled = false;
 
 function showError(message) {
   error.textContent = message;

@@ -94,6 +94,25 @@ def test_login_page_when_a_token_is_required(token_board, page, console_errors, 
     expect(page.get_by_test_id("connection")).to_have_text("Live")
 
 
+def test_login_waits_for_its_script(token_board, page, console_errors):
+    """Until login.js runs, Log in cannot submit: a native submit would put the token in
+    the address bar and show no error."""
+    console_errors.allow(r"status of 401 \(Unauthorized\)")
+    held = []
+    page.route("**/static/login.js", lambda route: held.append(route))
+    with page.expect_request("**/static/login.js"):
+        page.goto(token_board.url + "/login", wait_until="commit")
+    token = page.get_by_label("Token")
+    token.fill("not-the-token")
+    token.press("Enter")
+    expect(page.get_by_role("button", name="Log in")).to_be_disabled()
+    assert "not-the-token" not in page.url
+    held[0].continue_()
+    page.get_by_role("button", name="Log in").click()  # waits until it is enabled
+    expect(page.get_by_role("alert")).to_have_text("That token is not right.")
+    assert "not-the-token" not in page.url
+
+
 def test_the_printed_sign_in_url_opens_the_board(start_board, page, console_errors):
     board = start_board(token="generate")
     page.goto(board.sign_in_url)
