@@ -6357,6 +6357,8 @@ class StreamParser:
         self.api_error = None
         #: When a usage limit the CLI hit lifts (epoch seconds; Claude's rate_limit_event)
         self.limit_resets = None
+        #: The latest lines on stderr: Gemini's daily quota names its reset only there.
+        self.stderr = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.denials = []
         self.usage = dict.fromkeys(USAGE_KEYS, 0)
         self._results_usage = dict.fromkeys(USAGE_KEYS, 0)  # the turns ended so far
@@ -6638,6 +6640,9 @@ LIMIT_UNITS = {"d": 86400, "day": 86400, "days": 86400, "h": 3600, "hr": 3600, "
 LIMIT_MAX_SECONDS = 8 * 86400
 #: The least wait: a reset already past still gets the API a moment.
 LIMIT_MIN_SECONDS = 5
+#: The stderr lines a run keeps for a reset its result does not name (Gemini's stack trace
+#: of a quota error is about 30 lines, the API's "Please retry in 3600s." near its end).
+STDERR_TAIL_LINES = 50
 #: Waits in a row after which a task's limit counts as a failed attempt (a CLI that keeps
 #: saying "retry in 2s" must not loop for ever).
 MAX_LIMIT_WAITS = 10
@@ -6654,6 +6659,10 @@ def limit_resets(parser: StreamParser, now: float | None = None) -> float | None
     if result.get("api_error_status") != 429 and not LIMIT_WORDS.search(text):
         return None  # an error of another kind, even after a limit event earlier in the run
     at = parser.limit_resets if parser.limit_resets is not None else reset_time(text, now)
+    for line in reversed(parser.stderr if at is None else ()):  # the latest reset named
+        at = reset_time(line, now)
+        if at is not None:
+            break
     if at is None:
         return None
     if at - now > LIMIT_MAX_SECONDS:
@@ -7197,7 +7206,7 @@ class AgentRun:
                                                       signal.SIGKILL)
             feeder = gevent.spawn(self._feed_stdin)
             pumps = [gevent.spawn(self._pump, self.proc.stdout, self._on_stdout),
-                     gevent.spawn(self._pump, self.proc.stderr, self._on_stderr)]
+                     gevent.spawn(self._pump, self.proc.stderr, self._stderr)]
             exited_at = None
             while len(gevent.joinall(pumps, timeout=0.5)) < len(pumps):
                 exited_at = self._watch(exited_at)
@@ -7285,6 +7294,10 @@ class AgentRun:
             except Exception:  # one odd line must not stop the reading (the agent would block)
                 log.exception("run %s: cannot handle an output line", self.run_id)
                 self._bad_line(text)
+
+    def _stderr(self, text: str):
+        self.parser.stderr.append(text)  # where Gemini names a quota's reset (limit_resets)
+        self._on_stderr(text)
 
     def _started(self):
         record_run_process(self)

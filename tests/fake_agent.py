@@ -975,7 +975,8 @@ def run_foreign(name, argv):
     the prompt where that CLI takes it (codex: the last argument, or stdin when it is
     `-`; gemini: -p, or stdin without it; opencode: stdin), record the call as main() does
     and replay the stream its fake:replay=NAME names
-    (default FOREIGN_DEFAULT) with the CLI's exit code.  fake:garbage adds, before the last
+    (default FOREIGN_DEFAULT) with the CLI's exit code, and NAME.stderr, when there is one,
+    on stderr before the stream's last line.  fake:garbage adds, before the last
     line, a non-JSON line and a JSON line of a type no CLI prints; fake:hang replays, then
     waits to be killed."""
     if "--version" in argv:
@@ -1014,10 +1015,15 @@ def run_foreign(name, argv):
             out.raw(line)
         out.raw(lines[len(lines) // 2][:40], newline=False)
         out.finish(1)
+    recorded_stderr = os.path.join(STREAMS, f"{stream}.stderr")  # what the CLI said there
     for i, line in enumerate(lines):
         if i == len(lines) - 1 and "garbage" in d:
             out.raw("this line is not JSON")
             out.raw(json.dumps({"type": "mystery_event", "detail": "no CLI prints this"}))
+        if i == len(lines) - 1 and os.path.exists(recorded_stderr):
+            with open(recorded_stderr, encoding="utf-8") as f:
+                sys.stderr.write(f.read())
+            sys.stderr.flush()
         out.raw(line)
     if d.get("mode") == "hang":
         while True:

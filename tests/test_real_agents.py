@@ -123,3 +123,16 @@ def test_real_agent_read_only_cannot_write(real_agent, tmp_path):
     assert done.returncode == 0, done.stderr
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert results, "it printed its JSON lines"
+
+
+@pytest.mark.parametrize("real_agent", ["gemini"], indirect=True)
+def test_real_gemini_daily_quota_waits_for_the_reset_on_stderr(client, api, real_agent):
+    """The daily quota's result names no reset; the real CLI's stack trace on stderr carries
+    the API's "Please retry in 3600s.": the task waits that long instead of failing."""
+    before = taskboard.time.time()
+    tid = start(api, api.project(agent="gemini"), "MODE:quota daily 3600")
+    waiting = wait_for(lambda: client.get(f"/api/tasks/{tid}").json["waitingUntil"], RUN,
+                       message="the task to wait for the quota")
+    until = taskboard.parse_iso(waiting).timestamp()
+    assert 3600 <= until - before <= 3600 + RUN
+    assert client.get(f"/api/tasks/{tid}").json["status"] == "in_progress"

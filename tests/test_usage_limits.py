@@ -323,6 +323,23 @@ def test_recorded_limits_of_codex_and_gemini_wait_for_the_time_they_name(client,
     assert health["agents"][agent]["waitingUntil"] == get_task(client, tid)["waitingUntil"]
 
 
+def test_gemini_daily_quota_waits_for_the_reset_on_its_stderr(client, api, agent_dir):
+    """Gemini's daily quota names no reset on stdout; the API's "Please retry in 3600s."
+    is only in the stack trace it prints on stderr (gemini-quota.stderr, the real CLI's)."""
+    before = taskboard.time.time()
+    tid = start(api, api.project(agent="gemini"), "fake:replay=gemini-quota")
+    until = at(waiting(client, tid)["waitingUntil"])
+    assert 3600 <= until - before <= 3600 + RUN
+    assert get_task(client, tid)["status"] == "in_progress"
+
+
+def test_a_limit_without_any_reset_goes_by_the_retry_rules(client, api, agent_dir):
+    """Codex's plain 429 after its own retries names no time anywhere: no wait, a retry."""
+    tid = start(api, api.project(agent="codex", maxRetries=0), "fake:replay=codex-rate-limit")
+    task = wait_status(client, tid, "failed")
+    assert task["waitingUntil"] is None and "429" in task["last_error"]
+
+
 def test_a_change_request_waiting_for_a_limit_survives_a_restart(client, api, agent_dir,
                                                                   tb):
     config = tb.config
