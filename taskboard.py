@@ -185,6 +185,8 @@ PRICES = {"model_large": (15.0, 75.0, 1.5, 18.75), "model_medium": (3.0, 15.0, 0
 SECONDS_PER_MINUTE = 60.0
 #: A stopped agent gets SIGTERM, then SIGKILL after this long.
 KILL_GRACE_SECONDS = 5.0
+#: How long an agent CLI waits for the board tools' MCP server to start (Codex, OpenCode).
+MCP_START_SECONDS = 30
 #: After the agent exits, output still in its pipes is read for this long at most.
 EXIT_GRACE_SECONDS = 2.0
 #: Board secrets that never reach an agent's environment.
@@ -3472,8 +3474,8 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         prompt = None  # a fresh session needs the whole story, revisions included
     attachment_dir = os.path.join(runtime.data_dir, "attachments", str(task_id)) \
         if context["attachments"] else None
-    text = prompt if prompt is not None else build_prompt(context, note=note,
-                                                          tools=agent == "claude")
+    text = prompt if prompt is not None else build_prompt(
+        context, note=note, tools=ADAPTERS[agent].BOARD_TOOLS)
     cwd = task_checkout(task, project)
     invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
                                 text, task_run_flags(project, session_id, attachment_dir),
@@ -3489,7 +3491,8 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
     model_name = adapt_run(run, agent, task["model"], session_id)
     if agent == "claude":
         run.queued.extend(queued_message_rows(task_id))  # sent while no agent ran
-        run.argv += ["--mcp-config", issue_run_token(run, mcp_port)]
+    if ADAPTERS[agent].BOARD_TOOLS:
+        ADAPTERS[agent].board_tools(run.argv, run.env, issue_run_token(run, mcp_port))
     what = f"resuming session {session_id}" if session_id else "starting the agent"
     runtime.logs.append(task_id, "system", f"{what} ({agent}, {model_name}"
                         f", effort {task['thinking_effort']}) in {cwd}", run_id)
@@ -3737,7 +3740,7 @@ def build_prompt(context: dict, *, note: str | None = None, tools: bool = True) 
             f"- {os.path.join(runtime.data_dir, a['path'])}" for a in context["attachments"]))
     if note:
         parts.append("## Previous attempt\n" + note)
-    if tools:  # only Claude runs get the board tools (--mcp-config) so far
+    if tools:  # the CLI takes the board tools' MCP server (the adapter's BOARD_TOOLS)
         names = ", ".join(name for name, c in COMMANDS.items() if c.kind == "tool")
         parts.append(f"## Board tools\nThe taskboard tools ({names}) show and change this "
                      "project's tasks. A task you create is a sub-task of this one by "
@@ -6545,6 +6548,13 @@ def _dict(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def _json_object(text: str | None) -> dict:
+    """The JSON object a variable holds (e.g. a user's OPENCODE_CONFIG_CONTENT), else {}."""
+    with contextlib.suppress(ValueError, TypeError):
+        return _dict(json.loads(text))
+    return {}
+
+
 def tool_summary(tool_input) -> str:
     for key in SUMMARY_KEYS:
         if isinstance(_dict(tool_input).get(key), str):
@@ -6794,6 +6804,9 @@ class ClaudeAdapter:
 
     name = "claude"
     resumes = True
+    #: Whether a task run of this CLI gets the board tools (the stdio MCP server of
+    #: issue_run_token), so its agent can create sub-tasks.
+    BOARD_TOOLS = True
 
     def __init__(self, model: str | None = None, base_usage: dict | None = None):
         self.model = model
@@ -6806,6 +6819,13 @@ class ClaudeAdapter:
         """Variables the run's environment needs on top of the board's (the permission
         mode's, where a flag cannot say it)."""
         return {}
+
+    @staticmethod
+    def board_tools(argv: list, env: dict, server: dict) -> None:
+        """Add the board tools' MCP server ({command, args, config}: its 0600 config file)
+        to a run's argv or environment, allowed in every permission mode: the run's token
+        bounds what the tools may do (design §11)."""
+        argv += ["--mcp-config", server["config"]]
 
     def translate(self, event: dict) -> list[dict] | None:
         return [event]
@@ -6843,6 +6863,20 @@ class CodexAdapter(ClaudeAdapter):
         if session_id:
             argv += ["resume", session_id]
         return [*argv, "-"]  # the prompt on stdin: an argument is limited to 128 KiB
+
+    @staticmethod
+    def board_tools(argv, env, server):
+        """A `-c mcp_servers.taskboard=…` before the prompt's `-` (and `resume <thread>`;
+        every resume needs it again).  Its MCP servers get a filtered environment, so the
+        server reads its token from the config file; exec cannot ask, so the tools are
+        approved (else refused outside danger-full-access); required, so codex waits for
+        the server to start (an optional one gets about a second, then is left out)."""
+        spec = ", ".join([f"command={json.dumps(server['command'])}",
+                          f"args={json.dumps(server['args'])}", "required=true",
+                          f"startup_timeout_sec={MCP_START_SECONDS}",
+                          'default_tools_approval_mode="approve"'])
+        at = len(argv) - (3 if argv[-3:-2] == ["resume"] else 1)
+        argv[at:at] = ["-c", f"mcp_servers.taskboard={{{spec}}}"]
 
     def translate(self, event):
         kind = event.get("type")
@@ -6938,6 +6972,10 @@ class GeminiAdapter(ClaudeAdapter):
     #: its own plans folder and has no shell.
     APPROVAL = {"auto-accept": "yolo", "allow-tools": "auto_edit", "default": "auto_edit",
                 "read-only": "plan"}
+    #: No board tools: 0.61 takes an MCP server only from a settings file, and the one that
+    #: leaves the project and the user's settings alone (GEMINI_CLI_SYSTEM_DEFAULTS_PATH) is
+    #: read only when root owns it and every folder above it.
+    BOARD_TOOLS = False
 
     def __init__(self, model=None, base_usage=None):
         super().__init__(model, base_usage)
@@ -7038,6 +7076,20 @@ class OpenCodeAdapter(ClaudeAdapter):
         if permission_mode != "read-only":
             return {}
         return {"OPENCODE_PERMISSION": json.dumps(self.READ_ONLY_PERMISSION)}
+
+    @staticmethod
+    def board_tools(argv, env, server):
+        """An `mcp.taskboard` local server in OPENCODE_CONFIG_CONTENT (the layer above the
+        project's opencode.json, merged into what the user set there), every field set so
+        that no lower layer's leaks in; its tools (`taskboard_*`) allowed, or a user's
+        `"*": "ask"` would have them rejected headless."""
+        config = _json_object(env.get("OPENCODE_CONFIG_CONTENT"))
+        config["mcp"] = {**_dict(config.get("mcp")), "taskboard": {
+            "type": "local", "command": [server["command"], *server["args"]],
+            "environment": {}, "enabled": True, "timeout": MCP_START_SECONDS * 1000}}
+        permission = _json_object(env.get("OPENCODE_PERMISSION"))
+        env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
+        env["OPENCODE_PERMISSION"] = json.dumps({**permission, "taskboard_*": "allow"})
 
     def translate(self, event):
         events = []
@@ -8908,8 +8960,10 @@ RUN_TOKEN_ROUTES = (
 )
 
 
-def issue_run_token(run: "AgentRun", mcp_port: int | None = None) -> str:
-    """A token for the run's board tools and the 0600 --mcp-config file naming them."""
+def issue_run_token(run: "AgentRun", mcp_port: int | None = None) -> dict:
+    """A token for the run's board tools, the 0600 config file that holds it (Claude's
+    --mcp-config), and the server's command: {command, args, config}.  The server reads the
+    token from the file (`--config`), so it is never on a command line."""
     token = secrets.token_urlsafe(24)
     runtime.run_tokens[token] = {"project_id": run.project_id, "task_id": run.task_id,
                                  "created": set()}
@@ -8918,13 +8972,13 @@ def issue_run_token(run: "AgentRun", mcp_port: int | None = None) -> str:
     os.makedirs(folder, mode=0o700, exist_ok=True)
     path = os.path.join(folder, f"run-{run.run_id}.json")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    server = {"command": sys.executable,
+              "args": [os.path.abspath(__file__), "--mcp", "--url", url, "--config", path]}
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"mcpServers": {"taskboard": {
-            "command": sys.executable,
-            "args": [os.path.abspath(__file__), "--mcp", "--url", url],
-            "env": {"TASKBOARD_MCP_TOKEN": token, "TASKBOARD_TASK_ID": str(run.task_id)}}}}, f)
+        json.dump({"mcpServers": {"taskboard": {**server, "env": {
+            "TASKBOARD_MCP_TOKEN": token, "TASKBOARD_TASK_ID": str(run.task_id)}}}}, f)
     run.board_token, run.mcp_config = token, path
-    return path
+    return {**server, "config": path}
 
 
 def revoke_run_token(run: "AgentRun") -> None:
@@ -8993,9 +9047,15 @@ def mcp_serve(argv: list[str]) -> int:
     """Serve the board tools over stdio until stdin closes."""
     parser = argparse.ArgumentParser(prog="taskboard.py --mcp")
     parser.add_argument("--url", required=True)
-    url = parser.parse_args(argv).url.rstrip("/")
-    board = BoardApi(url, os.environ.get("TASKBOARD_MCP_TOKEN"),
-                     int(os.environ.get("TASKBOARD_TASK_ID") or 0) or None)
+    parser.add_argument("--config", help="the run's 0600 config file: its token and task "
+                        "(a CLI that does not hand its environment to MCP servers)")
+    args = parser.parse_args(argv)
+    env = os.environ
+    if args.config:
+        with open(args.config, encoding="utf-8") as f:
+            env = json.load(f)["mcpServers"]["taskboard"]["env"]
+    board = BoardApi(args.url.rstrip("/"), env.get("TASKBOARD_MCP_TOKEN"),
+                     int(env.get("TASKBOARD_TASK_ID") or 0) or None)
     for line in sys.stdin:
         try:
             message = json.loads(line)

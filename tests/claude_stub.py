@@ -11,6 +11,8 @@ Tests that drive the real `claude` (npm @anthropic-ai/claude-code, pinned below)
                      text "Tool said: <result>"
     MODE:ask Q    -> tool_use AskUserQuestion (one question, options Red/Blue); after the
                      tool result, text "Tool said: <result>"
+    MODE:subtask T -> text + tool_use mcp__taskboard__create_task {title: T} (the board
+                     tools); after the tool result, as MODE:bash
     MODE:slow     -> a text streamed one delta every 0.2 s for up to 30 s (room for an interrupt)
     anything else -> text "You said: <text>" (follow-ups, stop-hook feedback)
   Every request is kept in `stub.requests` for assertions.
@@ -113,6 +115,13 @@ def plan_reply(body):
     if said.startswith("MODE:ask"):
         return [{"type": "tool_use", "id": _new_id("toolu"), "name": "AskUserQuestion",
                  "input": {"questions": [QUESTION]}}], False
+    if said.startswith("MODE:subtask"):
+        names = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+        if "mcp__taskboard__create_task" not in names:
+            return [{"type": "text", "text": "There is no create_task tool."}], False
+        return [{"type": "text", "text": "Splitting it."},
+                {"type": "tool_use", "id": _new_id("toolu"), "name": "mcp__taskboard__create_task",
+                 "input": {"title": said[len("MODE:subtask"):].strip()}}], False
     if said.startswith("MODE:slow"):
         return [{"type": "text", "text": "Working slowly"}], True
     if said.startswith("MODE:echo"):

@@ -11,6 +11,8 @@ from $FAKE_KEY).  See fixtures/agent-streams/codex-gemini-NOTES.md for what was 
     MODE:bash CMD    -> a reasoning item, a text and one call of the request's shell tool
                         running CMD; once it sees the tool's output, text "Tool said: <output>"
     MODE:write F T   -> one shell call writing T into F (`printf %s T > F`), then as above
+    MODE:subtask T   -> a call of the board tools' create_task {title: T} (in the request's
+                        mcp__taskboard namespace), then as above
     MODE:status N [RETRY_AFTER] -> HTTP error N with an OpenAI-style error body (and a
                         retry-after header when given)
     MODE:usage-limit [SECONDS] -> HTTP 429 with the `usage_limit_reached` body ChatGPT plans
@@ -74,6 +76,16 @@ def shell_call(tools, command):
     return "shell", {"command": ["bash", "-lc", command]}
 
 
+def namespaced_call(tools, wanted):
+    """The request's tool named wanted inside a `namespace` tool (how Codex offers an MCP
+    server's tools: namespace mcp__<server>), as (name, namespace), else (None, None)."""
+    for tool in tools or []:
+        for inner in (tool.get("tools") or []) if isinstance(tool, dict) else []:
+            if isinstance(inner, dict) and inner.get("name") == wanted:
+                return wanted, tool.get("name")
+    return None, None
+
+
 def plan_reply(body):
     """What to answer one request with: ("status", (code, retry_after)), ("limit", seconds),
     or ("ok", steps), steps a list of ("reasoning"|"text"|"call", value)."""
@@ -94,6 +106,11 @@ def plan_reply(body):
         name, _, content = rest.partition(" ")
         command = f"printf %s {shlex.quote(content)} > {shlex.quote(name)}"
         return "ok", [("call", shell_call(body.get("tools"), command))]
+    if word == "MODE:subtask":  # the board tools' create_task, {title: rest}
+        name, namespace = namespaced_call(body.get("tools"), "create_task")
+        if name is None:
+            return "ok", [("text", "There is no create_task tool.")]
+        return "ok", [("text", "Splitting it."), ("call", (name, {"title": rest}, namespace))]
     if word == "MODE:status":
         code, _, retry = rest.partition(" ")
         return "status", (int(code), retry.strip() or None)
@@ -166,9 +183,11 @@ class ResponsesStub(LoopbackApi):
             deltas = [{"type": "response.output_text.delta", "item_id": item_id,
                        "output_index": index, "content_index": 0, "delta": value}]
         else:
-            name, arguments = value
+            name, arguments, *namespace = value
             item = {"type": "function_call", "id": item_id, "call_id": _new_id("call"),
                     "name": name, "arguments": json.dumps(arguments), "status": "completed"}
+            if namespace:
+                item["namespace"] = namespace[0]
             deltas = []
         yield {"type": "response.output_item.added", "output_index": index,
                "item": {**item, "status": "in_progress"}}

@@ -995,7 +995,7 @@ def run_foreign(name, argv):
               "pgid": os.getpgid(0), "sid": os.getsid(0), "as": name, "time": time.time(),
               "resumed": bool({"resume", "--session", "--resume"} & set(argv)),
               "env": {k: v for k, v in os.environ.items()
-                      if k.startswith(("TASKBOARD_", "FAKE_")) or k == "PWD"}}
+                      if k.startswith(("TASKBOARD_", "FAKE_", "OPENCODE_")) or k == "PWD"}}
     if os.environ.get("FAKE_AGENT_DIR"):
         with open(os.path.join(base, "calls.jsonl"), "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")

@@ -12,6 +12,8 @@ fixtures/agent-streams/opencode-NOTES.md for what was probed and recorded with t
     MODE:bash CMD   -> reasoning + text + one tool call `bash {command: CMD}`; after the tool
                        result, text "Tool said: <result>"
     MODE:write F T  -> one tool call `write {filePath: <abs F>, content: T}`, then as above
+    MODE:subtask T  -> one call of the board tools' `taskboard_create_task {title: T}`, then
+                       as above
     MODE:status N [RETRY_AFTER] -> HTTP error N with an OpenAI-style error body
                        (and a retry-after header when given), e.g. `MODE:status 429 30`
     MODE:slow       -> a text streamed one delta every 0.2 s for up to 30 s
@@ -78,6 +80,12 @@ def plan_reply(body):
     if word == "MODE:write":
         name, _, content = rest.partition(" ")
         return "ok", [("tool", ("write", {"filePath": name, "content": content}))]
+    if word == "MODE:subtask":  # the board tools' create_task (taskboard_create_task)
+        names = [t.get("function", {}).get("name") for t in body.get("tools") or []]
+        if "taskboard_create_task" not in names:
+            return "ok", [("text", "There is no create_task tool.")]
+        return "ok", [("text", "Splitting it."),
+                      ("tool", ("taskboard_create_task", {"title": rest}))]
     if word == "MODE:status":
         code, _, retry = rest.partition(" ")
         return int(code), retry.strip() or None

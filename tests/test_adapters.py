@@ -1,7 +1,9 @@
 """Agent adapters (design.md §14): Codex, Gemini and OpenCode runs, each replayed by
 tests/fake_agent.py `--as NAME` from its recorded stream (tests/fixtures/agent-streams/),
 reach the same log, usage, cost and retry rules as Claude's."""
+import os
 import sys
+import tomllib
 
 import pytest
 
@@ -83,7 +85,63 @@ def test_codex_invocation_prompt_on_stdin_sandbox_from_permissions(client, api, 
     assert "model_reasoning_effort=medium" in argv
     assert argv[-1] == "-", "the prompt goes on stdin, not in argv (128 KiB an argument)"
     assert call["stdin"].startswith("# ") and "fake:ok" in call["stdin"]
-    assert "Board tools" not in call["stdin"], "no board tools outside Claude yet"
+    assert "## Board tools" in call["stdin"]
+
+
+def test_codex_gets_the_board_tools_before_the_prompt_and_resume(client, api, agent_dir):
+    """-c mcp_servers.taskboard={...}: the server reads its token from the run's 0600 file
+    (Codex hands MCP servers a filtered environment), approved and required."""
+    tid = start(api, api.project(agent="codex"), "fake:ok")
+    first = wait_status(client, tid, "testing")
+    desk(client, "request_changes", {"id": tid, "feedback": "again"})
+    wait_for(lambda: len(task_calls(agent_dir, tid)) == 2, RUN, message="the resumed run")
+    wait_status(client, tid, "testing")
+    for call in task_calls(agent_dir, tid):
+        argv = call["argv"]
+        [spec] = [a for a in argv if a.startswith("mcp_servers.taskboard=")]
+        at = argv.index(spec)
+        assert argv[at - 1] == "-c" and at < len(argv) - 1
+        if "resume" in argv:
+            assert at < argv.index("resume") and argv[-3:] == ["resume", first["session_id"],
+                                                                "-"]
+        server = tomllib.loads(spec)["mcp_servers"]["taskboard"]
+        assert server["command"] == sys.executable and server["required"] is True
+        assert server["default_tools_approval_mode"] == "approve"
+        args = server["args"]
+        assert args[1:4] == ["--mcp", "--url", taskboard.runtime.url]
+        config = args[args.index("--config") + 1]
+        assert config.startswith(str(taskboard.runtime.data_dir))
+        assert not os.path.exists(config), "the run's file goes with the run"
+        assert "TASKBOARD_MCP_TOKEN" not in spec, "the token is never on a command line"
+
+
+def test_opencode_gets_the_board_tools_merged_into_the_users_config(client, api, agent_dir,
+                                                                    monkeypatch):
+    mine = {"provider": {"local": {"npm": "x"}}, "mcp": {"mine": {"type": "local",
+                                                                   "command": ["m"]}}}
+    monkeypatch.setenv("OPENCODE_CONFIG_CONTENT", taskboard.json.dumps(mine))
+    monkeypatch.setenv("OPENCODE_PERMISSION", '{"*": "ask"}')
+    tid = start(api, api.project(agent="opencode"), "fake:ok")
+    wait_status(client, tid, "testing")
+    [call] = task_calls(agent_dir, tid)
+    config = taskboard.json.loads(call["env"]["OPENCODE_CONFIG_CONTENT"])
+    assert config["provider"] == mine["provider"] and config["mcp"]["mine"] == mine["mcp"]["mine"]
+    server = config["mcp"]["taskboard"]
+    assert server["type"] == "local" and server["enabled"] is True
+    assert server["command"][:4] == [sys.executable, taskboard.__file__, "--mcp", "--url"]
+    assert server["environment"] == {}, "no lower layer's variables leak into the server"
+    assert taskboard.json.loads(call["env"]["OPENCODE_PERMISSION"]) == {
+        "*": "ask", "taskboard_*": "allow"}, "the user's rules stay; the board's tools run"
+    assert "## Board tools" in call["stdin"]
+
+
+def test_gemini_gets_no_board_tools_and_its_prompt_does_not_offer_them(client, api,
+                                                                       agent_dir):
+    tid = start(api, api.project(agent="gemini"), "fake:ok")
+    wait_status(client, tid, "testing")
+    [call] = task_calls(agent_dir, tid)
+    assert "Board tools" not in call["stdin"]
+    assert not any("mcp" in a for a in call["argv"])
 
 
 @pytest.mark.parametrize("mode, sandbox", [("auto-accept", "danger-full-access"),
@@ -450,3 +508,25 @@ def test_agents_lists_each_cli_with_what_uses_it(client, api, anonymous):
 ])
 def test_http_status_is_read_only_where_the_text_says_one(text, status):
     assert taskboard._http_status(text) == status
+
+
+#: A board tools' call as each CLI printed it (the real CLIs against their stand-ins):
+#: the call's name in the log, what the tool answered, and whether it failed.
+@pytest.mark.parametrize("stream, call, answer, failed", [
+    ("codex-mcp-call", "mcp__taskboard__create_task", "created task 7", False),
+    ("codex-mcp-error", "mcp__taskboard__create_task", "no board: task not created", True),
+    ("codex-mcp-not-approved", "mcp__taskboard__create_task",
+     "MCP tool call requires approval", True),
+    ("opencode-mcp-call", "taskboard_create_task", "created task 7", False),
+    ("opencode-mcp-error", "taskboard_create_task", "could not create task", True),
+])
+def test_board_tool_calls_of_codex_and_opencode_are_logged(stream, call, answer, failed):
+    agent = stream.split("-", 1)[0]
+    parser = taskboard.StreamParser(taskboard.ADAPTERS[agent]("m"))
+    path = f"{FAKE_AGENT.rsplit('/', 1)[0]}/fixtures/agent-streams/{stream}.jsonl"
+    with open(path, encoding="utf-8") as f:
+        entries = [e for line in f for e in parser.feed(line.rstrip("\n"))]
+    [called] = [e for e in entries if e["kind"] == "tool_call"]
+    assert called["message"].startswith(call)
+    [result] = [e for e in entries if e["kind"] == "tool_result"]
+    assert answer in result["message"] and bool(result.get("is_error")) is failed

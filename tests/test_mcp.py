@@ -9,17 +9,18 @@ import requests
 
 import taskboard
 from agent_helpers import RUN
-from conftest import ROOT, wait_for
+from conftest import wait_for
 
 
 class Mcp:
-    """`python taskboard.py --mcp --url ...` spoken to over stdio, one JSON-RPC per line."""
+    """The board tools' server as a run's config names it (`python taskboard.py --mcp --url
+    ... --config ...`), spoken to over stdio, one JSON-RPC per line.  Its token comes from
+    the config file, not the environment (Codex hands MCP servers a filtered one)."""
 
-    def __init__(self, url, env):
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(ROOT, "taskboard.py"), "--mcp", "--url", url],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            env={**os.environ, **env})
+    def __init__(self, server):
+        self.proc = subprocess.Popen([server["command"], *server["args"]],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     env=os.environ.copy())
         self.next_id = 0
 
     def request(self, method, params=None):
@@ -64,7 +65,8 @@ def test_mcp_lists_creates_sub_tasks_and_refuses_to_move_its_own_task(running, c
     project, task, server, _ = running
     if no_auth:  # the run token works on a --no-auth board too
         tb.config.update(no_auth=True, token=None)
-    mcp = Mcp(server["args"][-1], server["env"])
+    assert "TASKBOARD_MCP_TOKEN" not in os.environ
+    mcp = Mcp(server)
     try:
         init = mcp.request("initialize", {"protocolVersion": "2025-06-18"})["result"]
         assert init["serverInfo"]["name"] == "taskboard"

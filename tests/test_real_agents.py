@@ -136,3 +136,26 @@ def test_real_gemini_daily_quota_waits_for_the_reset_on_stderr(client, api, real
     until = taskboard.parse_iso(waiting).timestamp()
     assert 3600 <= until - before <= 3600 + RUN
     assert client.get(f"/api/tasks/{tid}").json["status"] == "in_progress"
+
+
+@pytest.mark.parametrize("real_agent", ["codex", "opencode"], indirect=True)
+def test_real_agent_creates_a_sub_task_with_the_board_tools(client, api, real_agent, live):
+    """The board tools' MCP server reaches Codex (-c mcp_servers…) and OpenCode
+    (OPENCODE_CONFIG_CONTENT) too: the model's create_task call makes a sub-task of the
+    task, through the run's token, and the task then waits for it."""
+    taskboard.runtime.url = live.url  # where the tools' server calls the board
+    project = api.project(agent=real_agent.name)
+    tid = start(api, project, "MODE:subtask Write the docs")
+    child = wait_for(lambda: [t for t in client.get(f"/api/projects/{project['id']}/tasks")
+                              .json if t["title"] == "Write the docs"],
+                     RUN, message="the sub-task")[0]
+    assert child["parent_task_id"] == tid and child["status"] == "backlog"
+    wait_for(lambda: not client.get(f"/api/tasks/{tid}").json["is_running"], RUN,
+             message="the run to end")
+    task = client.get(f"/api/tasks/{tid}").json
+    assert task["awaiting_subtasks"] is True and task["status"] == "in_progress"
+    entries = logs(client, tid)
+    name = {"codex": "mcp__taskboard__create_task", "opencode": "taskboard_create_task"}
+    assert any(e["kind"] == "tool_call" and e["message"].startswith(name[real_agent.name])
+               for e in entries), [e["message"] for e in entries]
+    assert any(e["kind"] == "text" and "Tool said:" in e["message"] for e in entries)

@@ -89,3 +89,19 @@ def test_real_claude_goes_on_while_the_stop_check_fails(client, api):
     assert [e["isError"] for e in checks] == [True, False]
     texts = [e["message"] for e in logs(client, tid) if e["kind"] == "text"]
     assert any("not yet" in text for text in texts)  # the stub echoes the hook's feedback
+
+
+def test_real_claude_creates_a_sub_task_with_the_board_tools(client, api, live):
+    """--mcp-config's server (token from its 0600 file) reaches the real CLI: the model's
+    mcp__taskboard__create_task makes a sub-task, and the task waits for it."""
+    taskboard.runtime.url = live.url  # where the tools' server calls the board
+    project = api.project()
+    tid = start(api, project, "MODE:subtask Write the docs")
+    child = wait_for(lambda: [t for t in client.get(f"/api/projects/{project['id']}/tasks")
+                              .json if t["title"] == "Write the docs"],
+                     RUN, message="the sub-task")[0]
+    assert child["parent_task_id"] == tid
+    wait_for(lambda: not get_task(client, tid)["is_running"], RUN, message="the run to end")
+    task = get_task(client, tid)
+    assert task["awaiting_subtasks"] is True and task["status"] == "in_progress"
+    assert any(e["kind"] == "text" and "Tool said:" in e["message"] for e in logs(client, tid))
