@@ -1,18 +1,20 @@
 // The board of a project (#/projects/:projectId): a column of task cards per status (the
 // server's list, in its order), filters, drag and drop (optimistic, rolled back on error), a
 // "Move to" select on each card for the keyboard, live activity lines and a docked log panel.
+// The cards are board_card.js, their clicks, keys and drags board_moves.js, the log panel
+// board_dock.js.
 
 import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import * as format from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { go } from "../router.js";
 import { enumOf } from "../schema.js";
 import { followLogs } from "../socket.js";
 import { loadTasks, notify, onEvent, state, subscribe, tasksOf } from "../store.js";
 import { activityOf, matches, taskCard } from "./board_card.js";
+import { dockedLog } from "./board_dock.js";
+import { bindCards, bindDragAndDrop } from "./board_moves.js";
 import { projectHeader } from "./common.js";
-import { createLogView } from "./log_view.js";
 import { openTaskDialog } from "./task_dialog.js";
 
 register({  // key: [English, Turkish]
@@ -26,7 +28,6 @@ register({  // key: [English, Turkish]
   "board.empty": ["No tasks", "Görev yok"],
   "board.emptyFiltered": ["No matching tasks", "Eşleşen görev yok"],
   "board.moveFailed": ["Could not move {key}: {error}", "{key} taşınamadı: {error}"],
-  "board.closeLog": ["Close the log panel", "Günlük panelini kapat"],
   "board.loadFailed": ["Could not load the tasks: {error}", "Görevler yüklenemedi: {error}"],
   "board.cardHelp": ["Enter opens the task; Alt+Left/Right moves it to the previous/next column.", "Enter görevi açar; Alt+Sol/Sağ onu önceki/sonraki sütuna taşır."],
 });
@@ -37,10 +38,6 @@ const RENDER_ON = new Set(["local", "tasks:loaded", "resync", "task:created", "t
 const NO_FILTERS = { type: "", model: "", tag: "", q: "" };
 /** Filters survive a visit to a task and back (per project, for this page load). */
 const filtersByProject = new Map();
-
-const cardOf = (target) => target.closest?.(".task-card");
-const idOf = (el) => Number(el.dataset.id);
-const columnOf = (target) => target.closest?.(".board-col");
 
 /**
  * The search box and filter selects; onChange() after each change, onClear() for "Clear".
@@ -92,115 +89,6 @@ function fillTags(tagSelect, all, filters, lastKey) {
     ...tags.map((tag) => h("option", { value: tag, selected: filters.tag === tag }, tag)));
   tagSelect.hidden = tags.length === 0;
   return key;
-}
-
-/** Clicks, "Move to" and the keys of the cards: open, move, show the log. */
-function bindCards(board, { statuses, statusOf, move, openLog }) {
-  board.addEventListener("click", (event) => {
-    const el = cardOf(event.target);
-    if (!el) return;
-    const action = event.target.closest("[data-action]")?.dataset.action;
-    if (action === "log") openLog(idOf(el));
-    if (action || event.target.closest("a, button, select, input")) return;
-    go(`/tasks/${idOf(el)}`);
-  });
-  board.addEventListener("change", (event) => {
-    if (event.target.dataset.action !== "move") return;
-    const el = cardOf(event.target);
-    const status = event.target.value;
-    event.target.value = "";  // the select is an action, not a state
-    if (el && status) move(idOf(el), status);
-  });
-  board.addEventListener("keydown", (event) => {
-    const el = cardOf(event.target);
-    if (!el || event.target !== el) return;
-    if (event.key === "Enter") {
-      event.preventDefault();
-      go(`/tasks/${idOf(el)}`);
-    } else if (event.altKey && (event.key === "ArrowLeft" || event.key === "ArrowRight")) {
-      event.preventDefault();
-      const task = state.tasks.get(idOf(el));
-      const next = statuses.indexOf(statusOf(task)) + (event.key === "ArrowLeft" ? -1 : 1);
-      if (next >= 0 && next < statuses.length) move(task.id, statuses[next]);
-    }
-  });
-}
-
-/** Drag and drop of cards between columns: move(id, status) on a drop. */
-function bindDragAndDrop(board, move) {
-  let dragId = null;
-  const unmark = () => board.querySelectorAll(".drop-target, .dragging").forEach((el) => el.classList.remove("drop-target", "dragging"));
-  board.addEventListener("dragstart", (event) => {
-    const el = cardOf(event.target);
-    if (!el) return;
-    dragId = idOf(el);
-    event.dataTransfer.setData("text/plain", String(dragId));
-    event.dataTransfer.effectAllowed = "move";
-    el.classList.add("dragging");
-  });
-  board.addEventListener("dragover", (event) => {
-    const column = columnOf(event.target);
-    if (!column || dragId === null) return;
-    event.preventDefault();
-    event.dataTransfer.dropEffect = "move";
-    if (!column.classList.contains("drop-target")) {
-      board.querySelectorAll(".drop-target").forEach((el) => el.classList.remove("drop-target"));
-      column.classList.add("drop-target");
-    }
-  });
-  board.addEventListener("dragleave", (event) => {
-    const column = columnOf(event.target);
-    if (column && !column.contains(event.relatedTarget)) column.classList.remove("drop-target");
-  });
-  board.addEventListener("drop", (event) => {
-    const column = columnOf(event.target);
-    if (!column || dragId === null) return;
-    event.preventDefault();
-    const id = dragId;
-    dragId = null;
-    unmark();
-    move(id, column.dataset.status);
-  });
-  board.addEventListener("dragend", () => { dragId = null; unmark(); });
-}
-
-/**
- * The docked log panel of one task at a time: open(taskId) shows its live log in root.
- * onClose() after the user closed it.
- */
-function dockedLog(root, onClose) {
-  let panel = null;  // {taskId, view, el}
-  const dock = {
-    get taskId() { return panel ? panel.taskId : null; },
-    get el() { return panel ? panel.el : null; },
-    open(taskId, rebuild = false) {
-      if (panel && panel.taskId === taskId && !rebuild) return;
-      dock.close();
-      const task = state.tasks.get(taskId);
-      const view = createLogView();
-      const el = h("aside", { class: "term-panel", "aria-label": task ? `${task.task_key} ${task.title}` : "" },
-        h("header", { class: "term-head" },
-          h("a", { href: `#/tasks/${taskId}` }, task ? `${task.task_key} ${task.title}` : `#${taskId}`),
-          h("button", { type: "button", class: "icon", "aria-label": t("board.closeLog"), title: t("board.closeLog"),
-            onclick: () => { dock.close(); onClose(); } }, "×")),
-        view.el);
-      panel = { taskId, view, el };
-      root.append(el);
-      api.taskLogs(taskId, 2000).then((list) => {
-        if (panel && panel.view === view) view.setEntries(list);
-      }).catch((error) => toast(error.message, "error"));
-    },
-    append(taskId, entries) {
-      if (panel && panel.taskId === taskId) panel.view.append(entries);
-    },
-    close() {
-      if (!panel) return;
-      panel.view.destroy();
-      panel.el.remove();
-      panel = null;
-    },
-  };
-  return dock;
 }
 
 /** The empty line of a column: loading, could not load, nothing (matching). */

@@ -1,0 +1,79 @@
+// How cards of the board are opened and moved: clicks, the "Move to" select, the keys of a
+// focused card (Enter, Alt+Left/Right) and drag and drop between the columns.
+
+import { go } from "../router.js";
+import { state } from "../store.js";
+
+const cardOf = (target) => target.closest?.(".task-card");
+const idOf = (el) => Number(el.dataset.id);
+const columnOf = (target) => target.closest?.(".board-col");
+
+/** Clicks, "Move to" and the keys of the cards: open, move, show the log. */
+export function bindCards(board, { statuses, statusOf, move, openLog }) {
+  board.addEventListener("click", (event) => {
+    const el = cardOf(event.target);
+    if (!el) return;
+    const action = event.target.closest("[data-action]")?.dataset.action;
+    if (action === "log") openLog(idOf(el));
+    if (action || event.target.closest("a, button, select, input")) return;
+    go(`/tasks/${idOf(el)}`);
+  });
+  board.addEventListener("change", (event) => {
+    if (event.target.dataset.action !== "move") return;
+    const el = cardOf(event.target);
+    const status = event.target.value;
+    event.target.value = "";  // the select is an action, not a state
+    if (el && status) move(idOf(el), status);
+  });
+  board.addEventListener("keydown", (event) => {
+    const el = cardOf(event.target);
+    if (!el || event.target !== el) return;
+    if (event.key === "Enter") {
+      event.preventDefault();
+      go(`/tasks/${idOf(el)}`);
+    } else if (event.altKey && (event.key === "ArrowLeft" || event.key === "ArrowRight")) {
+      event.preventDefault();
+      const task = state.tasks.get(idOf(el));
+      const next = statuses.indexOf(statusOf(task)) + (event.key === "ArrowLeft" ? -1 : 1);
+      if (next >= 0 && next < statuses.length) move(task.id, statuses[next]);
+    }
+  });
+}
+
+/** Drag and drop of cards between columns: move(id, status) on a drop. */
+export function bindDragAndDrop(board, move) {
+  let dragId = null;
+  const unmark = () => board.querySelectorAll(".drop-target, .dragging").forEach((el) => el.classList.remove("drop-target", "dragging"));
+  board.addEventListener("dragstart", (event) => {
+    const el = cardOf(event.target);
+    if (!el) return;
+    dragId = idOf(el);
+    event.dataTransfer.setData("text/plain", String(dragId));
+    event.dataTransfer.effectAllowed = "move";
+    el.classList.add("dragging");
+  });
+  board.addEventListener("dragover", (event) => {
+    const column = columnOf(event.target);
+    if (!column || dragId === null) return;
+    event.preventDefault();
+    event.dataTransfer.dropEffect = "move";
+    if (!column.classList.contains("drop-target")) {
+      board.querySelectorAll(".drop-target").forEach((el) => el.classList.remove("drop-target"));
+      column.classList.add("drop-target");
+    }
+  });
+  board.addEventListener("dragleave", (event) => {
+    const column = columnOf(event.target);
+    if (column && !column.contains(event.relatedTarget)) column.classList.remove("drop-target");
+  });
+  board.addEventListener("drop", (event) => {
+    const column = columnOf(event.target);
+    if (!column || dragId === null) return;
+    event.preventDefault();
+    const id = dragId;
+    dragId = null;
+    unmark();
+    move(id, column.dataset.status);
+  });
+  board.addEventListener("dragend", () => { dragId = null; unmark(); });
+}
