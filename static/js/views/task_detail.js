@@ -14,7 +14,8 @@ import { projectName, select } from "./common.js";
 import { createLogView } from "./log_view.js";
 import { createChannel } from "./task_channel.js";
 import { openTaskDialog } from "./task_dialog.js";
-import { badge, isLocalOnly, put, taskLink, taskTabs } from "./task_tabs.js";
+import { badge, isLocalOnly, put, taskLink } from "./task_panel.js";
+import { taskTabs } from "./task_tabs.js";
 
 register({  // key: [English, Turkish]
   "detail.notFound": ["This task does not exist (any more).", "Bu görev yok (artık)."],

@@ -1,15 +1,18 @@
 // The tabs of a task page: the live log, the raw event replay, revisions, diff, commits,
 // attachments and dependencies. Each tab loads its data the first time it is shown (or on
-// "Refresh"); the tabs that need desktop commands say so when those are refused.
+// "Refresh"); the tabs that need desktop commands say so when those are refused. The
+// dependencies tab is task_deps.js, the pieces every panel uses task_panel.js.
 
-import { api, ApiError } from "../api.js";
-import { append, h, toast } from "../dom.js";
+import { api } from "../api.js";
+import { h, toast } from "../dom.js";
 import * as format from "../format.js";
 import { register, t } from "../i18n.js";
-import { enumOf, parameterOf } from "../schema.js";
-import { state, tasksOf } from "../store.js";
+import { parameterOf } from "../schema.js";
+import { state } from "../store.js";
 import { select } from "./common.js";
 import { diffPositions, diffReview } from "./diff_review.js";
+import { showDeps } from "./task_deps.js";
+import { fill, localOnlyNote, muted, panelBar, put, refresh } from "./task_panel.js";
 
 register({  // key: [English, Turkish]
   "detail.tab.log": ["Log", "Günlük"],
@@ -19,7 +22,6 @@ register({  // key: [English, Turkish]
   "detail.tab.commits": ["Commits", "Commit'ler"],
   "detail.tab.attachments": ["Attachments", "Ekler"],
   "detail.tab.deps": ["Dependencies", "Bağımlılıklar"],
-  "detail.refresh": ["Refresh", "Yenile"],
   "detail.limit": ["Newest", "En yeni"],
   "detail.noEvents": ["No agent events yet.", "Henüz ajan olayı yok."],
   "detail.run": ["run {n}", "{n}. çalıştırma"],
@@ -33,18 +35,6 @@ register({  // key: [English, Turkish]
   "detail.noAttachments": ["No attachments.", "Ek yok."],
   "detail.upload": ["Attach files", "Dosya ekle"],
   "detail.uploaded": ["{name} attached", "{name} eklendi"],
-  "detail.parents": ["Waits for", "Bekledikleri"],
-  "detail.children": ["Blocks", "Engelledikleri"],
-  "detail.noDeps": ["None", "Yok"],
-  "detail.addDep": ["Add a task this one waits for", "Bu görevin bekleyeceği bir görev ekle"],
-  "detail.dependsOn": ["Task", "Görev"],
-  "detail.condition": ["Condition", "Koşul"],
-  "detail.add": ["Add", "Ekle"],
-  "detail.remove": ["Remove", "Kaldır"],
-  "detail.removeDep": ["Remove the dependency on {key}", "{key} bağımlılığını kaldır"],
-  "cond.always": ["when it finishes", "bittiğinde"],
-  "cond.on_success": ["when it succeeds", "başarılı olduğunda"],
-  "cond.on_failure": ["when it fails", "başarısız olduğunda"],
 });
 
 const TABS = ["log", "events", "revisions", "diff", "commits", "attachments", "deps"];
@@ -54,40 +44,6 @@ const LOCAL_TABS = new Set(["events", "diff", "deps"]);
 const DIFF_CHUNK = 2000;
 /** The event counts offered (up to the server's largest). */
 const EVENT_LIMITS = [100, 500, 2000];
-/** The condition preselected for a new dependency. */
-const NEW_CONDITION = "on_success";
-
-/** Replace el's children (nested arrays allowed; null and false skipped). */
-export const put = (el, ...children) => { el.replaceChildren(); append(el, children); };
-export const isLocalOnly = (error) => error instanceof ApiError && error.code === "local_only";
-const localOnlyNote = () => h("p", { class: "detail-local-only muted" }, t("common.localOnly"));
-const muted = (key) => h("p", { class: "muted" }, t(key));
-
-/** A task's status as a coloured badge. */
-export function badge(status) {
-  return h("span", { class: `status-badge st-${status}` }, t(`status.${status}`));
-}
-
-/** A link to a task: its key and title when the store knows it. */
-export function taskLink(id) {
-  const other = state.tasks.get(id);
-  return h("a", { href: `#/tasks/${id}` }, other ? `${other.task_key} ${other.title}` : `#${id}`);
-}
-
-/** Load into a panel: loading note, then render(data); a local_only refusal shows the note. */
-async function fill(panel, load, render) {
-  put(panel, h("p", { class: "muted" }, t("common.loading")));
-  try {
-    const data = await load();
-    put(panel, render(data));
-  } catch (error) {
-    put(panel, isLocalOnly(error) ? localOnlyNote() : h("p", { class: "error" }, error.message));
-  }
-}
-
-const panelBar = (...items) => h("div", { class: "panel-bar" }, ...items);
-const refresh = (tabs, name) => h("button", { type: "button", class: "small", onclick: () => tabs.show(name, true) },
-  t("detail.refresh"));
 
 function showLog(panel, tabs) {
   put(panel, tabs.ctx.log().el);
@@ -226,66 +182,6 @@ function showAttachments(panel, tabs) {
       h("button", { type: "button", class: "small", "aria-label": `${t("common.delete")} ${a.fileName}`,
         onclick: () => remove(a) }, t("common.delete")))))
       : muted("detail.noAttachments"));
-}
-
-/** The form that adds a dependency on another task of the project. */
-function dependencyForm(tabs, candidates) {
-  const { taskId, desktop } = tabs.ctx;
-  const pick = select(candidates.map((c) => c.id), "", (id) => {
-    const c = state.tasks.get(id);
-    return `${c.task_key} ${c.title}`;
-  });
-  const conditions = enumOf("Dependency", "conditionType");
-  const cond = select(conditions, conditions.includes(NEW_CONDITION) ? NEW_CONDITION : conditions[0], (c) => t(`cond.${c}`));
-  const error = h("p", { class: "error", role: "alert", hidden: true });
-  const form = h("form", { class: "dep-form" },
-    h("label", { class: "inline-field" }, t("detail.dependsOn"), pick),
-    h("label", { class: "inline-field" }, t("detail.condition"), cond),
-    h("button", { type: "submit" }, t("detail.add")), error);
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (!pick.value) return;
-    try {
-      await desktop("add_task_dependency", { taskId, dependsOnId: Number(pick.value), conditionType: cond.value });
-      tabs.show("deps", true);
-    } catch (err) {
-      error.textContent = isLocalOnly(err) ? t("common.localOnly") : err.message;
-      error.hidden = false;
-    }
-  });
-  return form;
-}
-
-function showDeps(panel, tabs) {
-  const { taskId, task, desktop, act } = tabs.ctx;
-  const load = async () => {
-    const [deps, graph] = await Promise.all([
-      desktop("get_task_dependencies", { taskId }),
-      desktop("get_dependency_graph", { projectId: task().project_id }).catch(() => ({ edges: [] })),
-    ]);
-    const condition = new Map(graph.edges.map((e) => [`${e.from}>${e.to}`, e.conditionType]));
-    return { ...deps, condition };
-  };
-  fill(panel, load, ({ parents, children, condition }) => {
-    const row = (id, from, to, removeBody) => {
-      const other = state.tasks.get(id);
-      const cond = condition.get(`${from}>${to}`);
-      return h("li", {}, taskLink(id), " ", other ? badge(other.status) : null, " ",
-        cond ? h("span", { class: "bchip" }, t(`cond.${cond}`)) : null,
-        h("button", { type: "button", class: "small", "aria-label": t("detail.removeDep", { key: other?.task_key || `#${id}` }),
-          onclick: () => act(async () => { await desktop("remove_task_dependency", removeBody); tabs.show("deps", true); }) },
-        t("detail.remove")));
-    };
-    const candidates = tasksOf(task().project_id).filter((other) => other.id !== taskId && !parents.includes(other.id)
-      && !children.includes(other.id));
-    const list = (ids, line) => (ids.length ? h("ul", { class: "dep-list" }, ids.map(line)) : muted("detail.noDeps"));
-    return [panelBar(refresh(tabs, "deps")),
-      h("h3", {}, t("detail.parents")),
-      list(parents, (id) => row(id, id, taskId, { taskId, dependsOnId: id })),
-      h("h3", {}, t("detail.children")),
-      list(children, (id) => row(id, taskId, id, { taskId: id, dependsOnId: taskId })),
-      candidates.length ? [h("h3", {}, t("detail.addDep")), dependencyForm(tabs, candidates)] : null];
-  });
 }
 
 const SHOW = { log: showLog, events: showEvents, revisions: showRevisions, diff: showDiff, commits: showCommits,
