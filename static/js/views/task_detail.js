@@ -1,20 +1,21 @@
-// One task (#/tasks/:taskId): its fields, usage and actions, and its tabs (task_tabs.js) —
-// the live log, the raw event replay, revisions, diff, commits, attachments, dependencies.
+// One task (#/tasks/:taskId): its fields (task_fields.js), usage and actions, and its tabs
+// (task_tabs.js) — the live log, the raw event replay, revisions, diff, commits, attachments,
+// dependencies.
 
 import { api } from "../api.js";
 import { confirmDialog, h, openDialog, toast } from "../dom.js";
-import * as format from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { go, queryId } from "../router.js";
 import { enumOf } from "../schema.js";
 import { followLogs } from "../socket.js";
-import { learnAgents, loadTasks, onEvent, projectAgent, refusedLocally, state, subscribe, tasksOf } from "../store.js";
-import { agentName, costText, waitingText } from "./agent_parts.js";
+import { learnAgents, loadTasks, onEvent, projectAgent, refusedLocally, state, subscribe } from "../store.js";
+import { waitingText } from "./agent_parts.js";
 import { projectName, select } from "./common.js";
 import { createLogView } from "./log_view.js";
 import { createChannel } from "./task_channel.js";
 import { openTaskDialog } from "./task_dialog.js";
-import { badge, isLocalOnly, put, taskLink } from "./task_panel.js";
+import { taskFields } from "./task_fields.js";
+import { badge, isLocalOnly, put } from "./task_panel.js";
 import { taskTabs } from "./task_tabs.js";
 
 register({  // key: [English, Turkish]
@@ -40,31 +41,6 @@ register({  // key: [English, Turkish]
   "detail.denials1": ["1 tool call was refused in the latest run: see the log, and allow the tool or change the project's permission mode.", "Son çalıştırmada 1 araç çağrısı reddedildi: günlüğe bakın ve araca izin verin ya da projenin izin kipini değiştirin."],
   "detail.denials": ["{n} tool calls were refused in the latest run: see the log, and allow the tools or change the project's permission mode.", "Son çalıştırmada {n} araç çağrısı reddedildi: günlüğe bakın ve araçlara izin verin ya da projenin izin kipini değiştirin."],
   "detail.awaiting": ["Waiting for its sub-tasks to finish.", "Alt görevlerinin bitmesini bekliyor."],
-  "detail.status": ["Status", "Durum"],
-  "detail.type": ["Type", "Tür"],
-  "detail.priority": ["Priority", "Öncelik"],
-  "detail.model": ["Model", "Model"],
-  "detail.effort": ["Thinking effort", "Düşünme eforu"],
-  "detail.agent": ["Agent", "Ajan"],
-  "detail.projectAgent": ["{name} (the project's)", "{name} (projeninki)"],
-  "detail.tags": ["Tags", "Etiketler"],
-  "detail.parent": ["Parent task", "Üst görev"],
-  "detail.subtasks": ["Sub-tasks", "Alt görevler"],
-  "detail.created": ["Created", "Oluşturuldu"],
-  "detail.started": ["Started", "Başladı"],
-  "detail.completed": ["Completed", "Tamamlandı"],
-  "detail.workTime": ["Time worked", "Çalışma süresi"],
-  "detail.retries": ["Retries", "Yeniden denemeler"],
-  "detail.revisionCount": ["Revisions", "Revizyonlar"],
-  "detail.queue": ["Queue position", "Kuyruk sırası"],
-  "detail.tokens": ["Tokens (in / out)", "Token (giriş / çıkış)"],
-  "detail.cache": ["Cache (read / written)", "Önbellek (okunan / yazılan)"],
-  "detail.cost": ["Cost", "Maliyet"],
-  "detail.liveCost": ["{cost} (live)", "{cost} (canlı)"],
-  "detail.branch": ["Branch", "Dal"],
-  "detail.pr": ["Pull request", "Çekme isteği"],
-  "detail.session": ["Session", "Oturum"],
-  "detail.denialsField": ["Refused tool calls", "Reddedilen araç çağrıları"],
 });
 
 /** Ask what the agent should change; sent as request_changes. onSent(task) gets the answer. */
@@ -133,51 +109,6 @@ function taskActions(task, { act, desktop, setTask }) {
     button(t("detail.addSubtask"), () => openTaskDialog({ projectId: task.project_id, parentTaskId: taskId })),
     button(t("common.delete"), () => removeTask(task), "danger"),
     state.localOnlyRefused ? h("span", { class: "muted detail-local-only" }, t("common.localOnly")) : null);
-}
-
-/** The field list beside the texts; live: the latest task:usage of the current run. */
-function taskFields(task, live) {
-  const rows = [];
-  const add = (label, ...value) => { if (value.some((v) => v !== null && v !== "" && v !== undefined)) rows.push(h("dt", {}, label), h("dd", {}, value)); };
-  const running = task.is_running && live;
-  const tags = format.tags(task.tags);
-  const children = tasksOf(task.project_id).filter((other) => other.parent_task_id === task.id);
-  const estimated = task.cost_estimated;
-  const cost = running ? t("detail.liveCost", { cost: format.costMark(task.total_cost + (live.cost || 0), estimated) })
-    : costText(task.total_cost, estimated);
-  const ownAgent = projectAgent(task.project_id);
-  const inTokens = task.input_tokens + (running ? live.inputTokens || 0 : 0);
-  const outTokens = task.output_tokens + (running ? live.outputTokens || 0 : 0);
-  add(t("detail.status"), badge(task.status));
-  add(t("detail.type"), t(`type.${task.task_type}`));
-  add(t("detail.priority"), t(`priority.${task.priority}`));
-  add(t("detail.model"), t(`model.${task.model}`));
-  add(t("detail.effort"), t(`effort.${task.thinking_effort}`));
-  add(t("detail.agent"), h("span", { "data-testid": "task-agent" }, task.agent ? agentName(task.agent)
-    : ownAgent ? t("detail.projectAgent", { name: agentName(ownAgent) }) : ""));
-  if (tags.length) add(t("detail.tags"), tags.map((tag) => h("span", { class: "bchip tag" }, `#${tag}`)));
-  if (task.parent_task_id) add(t("detail.parent"), taskLink(task.parent_task_id));
-  if (children.length) {
-    add(t("detail.subtasks"), h("ul", { class: "plain-list" }, children.map((c) =>
-      h("li", {}, taskLink(c.id), " ", badge(c.status)))));
-  }
-  add(t("detail.created"), format.dateTime(task.created_at));
-  add(t("detail.started"), format.dateTime(task.started_at));
-  add(t("detail.completed"), format.dateTime(task.completed_at));
-  if (task.work_duration_ms) add(t("detail.workTime"), format.duration(task.work_duration_ms));
-  if (task.retry_count) add(t("detail.retries"), String(task.retry_count));
-  if (task.revision_count) add(t("detail.revisionCount"), String(task.revision_count));
-  if (task.queue_position !== null && task.queue_position !== undefined) add(t("detail.queue"), String(task.queue_position));
-  add(t("detail.tokens"), `${format.tokens(inTokens)} / ${format.tokens(outTokens)}`);
-  if (task.cache_read_tokens || task.cache_creation_tokens) {
-    add(t("detail.cache"), `${format.tokens(task.cache_read_tokens)} / ${format.tokens(task.cache_creation_tokens)}`);
-  }
-  add(t("detail.cost"), h("span", { "data-testid": "task-cost" }, cost));
-  if (task.branch_name) add(t("detail.branch"), h("code", {}, task.branch_name));
-  if (task.pr_url) add(t("detail.pr"), h("a", { href: task.pr_url, target: "_blank", rel: "noopener noreferrer" }, task.pr_url));
-  if (task.session_id) add(t("detail.session"), h("code", { class: "wrap" }, task.session_id));
-  if (task.permission_denials) add(t("detail.denialsField"), h("strong", { class: "error" }, String(task.permission_denials)));
-  return h("dl", { class: "field-list" }, rows);
 }
 
 /** The top of the page: crumbs, title, status, alerts (its actions follow). */

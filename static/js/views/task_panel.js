@@ -1,6 +1,6 @@
-// The pieces of a task page's panels (task_detail.js, task_tabs.js, task_deps.js): filling a
-// panel (loading note, data, or the note that desktop commands are refused), its bar and
-// "Refresh" button, a muted line, and a task's status badge and link.
+// The pieces of a task page's panels (task_detail.js, task_fields.js, task_tabs.js,
+// task_deps.js): filling a panel (loading note, data, or the note that desktop commands are
+// refused), its bar and "Refresh" button, a muted line, and a task's status badge and link.
 
 import { ApiError } from "../api.js";
 import { append, h } from "../dom.js";
