@@ -4,12 +4,14 @@
 // /api/push/subscriptions), saved (the same POST again), tested and turned off — and every
 // device that receives the board's notifications, with its last delivery, to remove.
 // Where push cannot work (plain HTTP from another machine, a browser without push) it says why.
+// The helpers of Web Push on this device (what is missing, keys, labels) are push_support.js.
 
 import { api } from "../api.js";
 import { confirmDialog, h, toast } from "../dom.js";
 import * as format from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { formKit, liveForm, schemaSpecs } from "./form_kit.js";
+import { eventLabel, guessDeviceName, keyBytes, problem, registration, sameKey } from "./push_support.js";
 
 register({  // key: [English, Turkish]
   "push.title": ["Notifications", "Bildirimler"],
@@ -26,12 +28,6 @@ register({  // key: [English, Turkish]
   "push.name": ["Device name", "Cihaz adı"],
   "push.name.help": ["How this device is listed below.", "Bu cihazın aşağıda nasıl listeleneceği."],
   "push.events": ["Notify me when", "Şu durumlarda bildir"],
-  "push.event.approval": ["an agent asks for permission", "bir ajan izin istediğinde"],
-  "push.event.question": ["an agent asks a question", "bir ajan soru sorduğunda"],
-  "push.event.testing": ["a task is ready for review", "bir görev incelemeye hazır olduğunda"],
-  "push.event.failed": ["a task failed", "bir görev başarısız olduğunda"],
-  "push.event.plan": ["a plan is ready", "bir plan hazır olduğunda"],
-  "push.event.budget": ["the daily cost limit is reached", "günlük maliyet sınırına ulaşıldığında"],
   "push.turnOn": ["Turn on for this device", "Bu cihaz için aç"],
   "push.test": ["Send a test", "Deneme gönder"],
   "push.turnOff": ["Turn off", "Kapat"],
@@ -52,55 +48,7 @@ register({  // key: [English, Turkish]
   "push.testUnreachable": ["the push service could not be reached", "push hizmetine ulaşılamadı"],
   "push.testStatus": ["the push service answered {status}", "push hizmeti {status} yanıtını verdi"],
   "push.loadFailed": ["The devices could not be loaded: {error}", "Cihazlar yüklenemedi: {error}"],
-  "push.deviceName": ["{browser} on {os}", "{os} üzerinde {browser}"],
-  "push.browser": ["Browser", "Tarayıcı"],
-  "push.device": ["device", "cihaz"],
 });
-
-/**
- * Why push cannot work here, or null: "insecure" (no secure context), "ios" (Safari outside a
- * Home Screen app), "unsupported".
- */
-function problem() {
-  if (!window.isSecureContext) return "insecure";
-  if ("serviceWorker" in navigator && "PushManager" in window && "Notification" in window) return null;
-  return /iPhone|iPad|iPod/.test(navigator.userAgent) && !navigator.standalone ? "ios" : "unsupported";
-}
-
-/** A name for this device from its user agent: "Chrome on Android", "Firefox on Windows". Pure. */
-export function guessDeviceName(ua) {
-  const browser = [["Edge", /Edg\//], ["Opera", /OPR\//], ["Samsung Internet", /SamsungBrowser/],
-    ["Firefox", /Firefox|FxiOS/], ["Chrome", /Chrome|CriOS|Chromium/], ["Safari", /Safari/]]
-    .find(([, re]) => re.test(ua))?.[0] || t("push.browser");
-  const os = [["Android", /Android/], ["iPhone", /iPhone/], ["iPad", /iPad/], ["ChromeOS", /CrOS/],
-    ["Windows", /Windows/], ["macOS", /Mac OS X|Macintosh/], ["Linux", /Linux/]]
-    .find(([, re]) => re.test(ua))?.[0] || t("push.device");
-  return t("push.deviceName", { browser, os });
-}
-
-/** base64url (no padding) to bytes: the applicationServerKey. */
-function keyBytes(text) {
-  const b64 = String(text).replace(/-/g, "+").replace(/_/g, "/");
-  return Uint8Array.from(atob(b64 + "=".repeat((4 - (b64.length % 4)) % 4)), (c) => c.charCodeAt(0));
-}
-
-function sameKey(buffer, bytes) {
-  const a = buffer ? new Uint8Array(buffer) : new Uint8Array();
-  return a.length === bytes.length && a.every((x, i) => x === bytes[i]);
-}
-
-/** The service worker's registration (registered here too, should main.js not have). */
-async function registration() {
-  await navigator.serviceWorker.register("/sw.js");
-  return navigator.serviceWorker.ready;
-}
-
-/** An event's label (its value when the board has no text for it: a server newer than the board). */
-function eventLabel(value) {
-  const key = `push.event.${value}`;
-  const text = t(key);
-  return text === key ? String(value) : text;
-}
 
 /** @param {HTMLElement} root */
 export function mount(root) {
