@@ -13,8 +13,11 @@ register({  // key: [English, Turkish]
 
 /** Replace el's children (nested arrays allowed; null and false skipped). */
 export const put = (el, ...children) => { el.replaceChildren(); append(el, children); };
+/** Whether an error is the server's refusal of a desktop command (local_only). */
 export const isLocalOnly = (error) => error instanceof ApiError && error.code === "local_only";
+/** The note shown instead of what desktop commands would give. */
 export const localOnlyNote = () => h("p", { class: "detail-local-only muted" }, t("common.localOnly"));
+/** A muted line of text (an i18n key). */
 export const muted = (key) => h("p", { class: "muted" }, t(key));
 
 /** A task's status as a coloured badge. */
@@ -39,6 +42,8 @@ export async function fill(panel, load, render) {
   }
 }
 
+/** The bar at the top of a panel. */
 export const panelBar = (...items) => h("div", { class: "panel-bar" }, ...items);
+/** The "Refresh" button of a tab: shows it again, loading its data anew. */
 export const refresh = (tabs, name) => h("button", { type: "button", class: "small", onclick: () => tabs.show(name, true) },
   t("detail.refresh"));
