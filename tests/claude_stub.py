@@ -57,8 +57,16 @@ QUESTION = {"question": "Which colour should the button be?", "header": "Colour"
 _ids = itertools.count(1)
 
 
-def _new_id(prefix):
+def new_id(prefix):
+    """A unique id of the API's kind (`toolu_…`, `call_…`), for every stand-in."""
     return f"{prefix}_{os.getpid():06x}{next(_ids):016x}"
+
+
+def joined_text(content):
+    """A message's content as one text: a string, or its parts' texts joined by lines."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
 
 
 def message_text(message):
@@ -110,17 +118,17 @@ def plan_reply(body):
         return [{"type": "thinking", "thinking": "I should run a shell command.",
                  "signature": "c2lnbmF0dXJl"},
                 {"type": "text", "text": "I'll run it."},
-                {"type": "tool_use", "id": _new_id("toolu"), "name": "Bash",
+                {"type": "tool_use", "id": new_id("toolu"), "name": "Bash",
                  "input": {"command": command, "description": "Run the command"}}], False
     if said.startswith("MODE:ask"):
-        return [{"type": "tool_use", "id": _new_id("toolu"), "name": "AskUserQuestion",
+        return [{"type": "tool_use", "id": new_id("toolu"), "name": "AskUserQuestion",
                  "input": {"questions": [QUESTION]}}], False
     if said.startswith("MODE:subtask"):
         names = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
         if "mcp__taskboard__create_task" not in names:
             return [{"type": "text", "text": "There is no create_task tool."}], False
         return [{"type": "text", "text": "Splitting it."},
-                {"type": "tool_use", "id": _new_id("toolu"), "name": "mcp__taskboard__create_task",
+                {"type": "tool_use", "id": new_id("toolu"), "name": "mcp__taskboard__create_task",
                  "input": {"title": said[len("MODE:subtask"):].strip()}}], False
     if said.startswith("MODE:slow"):
         return [{"type": "text", "text": "Working slowly"}], True
@@ -295,7 +303,7 @@ class MessagesStub(LoopbackApi):
 
 
     def headers(self):
-        return [("request-id", _new_id("req"))]
+        return [("request-id", new_id("req"))]
 
     def answer(self, handler, path, body):
         if handler.command == "POST" and path == "/v1/messages":
@@ -312,7 +320,7 @@ class MessagesStub(LoopbackApi):
     def answer_messages(self, handler, body):
         blocks, slow = plan_reply(body)
         model = body.get("model") or MODEL
-        message_id = _new_id("msg")
+        message_id = new_id("msg")
         if not body.get("stream"):
             stop_reason = "tool_use" if blocks[-1]["type"] == "tool_use" else "end_turn"
             handler.send_json(200, {"id": message_id, "type": "message", "role": "assistant",

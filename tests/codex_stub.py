@@ -25,7 +25,6 @@ from $FAKE_KEY).  See fixtures/agent-streams/codex-gemini-NOTES.md for what was 
 Run it alone (`python tests/codex_stub.py`) to get a stub on a printed URL for probing.
 """
 
-import itertools
 import json
 import os
 import shlex
@@ -33,7 +32,7 @@ import time
 
 import npm_cli
 
-from claude_stub import LoopbackApi
+from claude_stub import LoopbackApi, joined_text, new_id
 
 CODEX_VERSION = "0.169.0"
 CODEX_PACKAGE = f"@openai/codex@{CODEX_VERSION}"
@@ -45,24 +44,13 @@ USAGE = {"input_tokens": 3000, "input_tokens_details": {"cached_tokens": 2000},
          "output_tokens": 120, "output_tokens_details": {"reasoning_tokens": 40},
          "total_tokens": 3120}
 
-_ids = itertools.count(1)
-
-
-def _new_id(prefix):
-    return f"{prefix}_{os.getpid():x}{next(_ids):08x}"
-
-
-def _text(content):
-    if isinstance(content, str):
-        return content
-    return "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
 
 
 def _output_text(output):
     """A function_call_output's output: a string, or a list of content items."""
     if isinstance(output, dict):
         output = output.get("content") or output.get("output") or ""
-    return _text(output)
+    return joined_text(output)
 
 
 def shell_call(tools, command):
@@ -95,7 +83,7 @@ def plan_reply(body):
         output = _output_text(last.get("output")).strip()
         return "ok", [("text", "Tool said: " + output)]
     users = [i for i in items if i.get("role") == "user"]
-    said = _text(users[-1].get("content")).strip() if users else ""
+    said = joined_text(users[-1].get("content")).strip() if users else ""
     if "MODE:" in said:
         said = said[said.index("MODE:"):].split("\n", 1)[0].strip()
     word, _, rest = said.partition(" ")
@@ -152,7 +140,7 @@ class ResponsesStub(LoopbackApi):
                 "plan_type": "plus", "resets_at": int(time.time()) + plan,
                 "resets_in_seconds": plan}})
             return
-        response_id = _new_id("resp")
+        response_id = new_id("resp")
         model = body.get("model") or MODEL
         handler.start_events()
         response = {"id": response_id, "object": "response", "model": model,
@@ -170,7 +158,7 @@ class ResponsesStub(LoopbackApi):
     @staticmethod
     def item_events(index, step, value):
         """The output_item.added, delta and output_item.done events of one output item."""
-        item_id = _new_id({"reasoning": "rs", "text": "msg", "call": "fc"}[step])
+        item_id = new_id({"reasoning": "rs", "text": "msg", "call": "fc"}[step])
         if step == "reasoning":
             item = {"type": "reasoning", "id": item_id,
                     "summary": [{"type": "summary_text", "text": value}]}
@@ -184,7 +172,7 @@ class ResponsesStub(LoopbackApi):
                        "output_index": index, "content_index": 0, "delta": value}]
         else:
             name, arguments, *namespace = value
-            item = {"type": "function_call", "id": item_id, "call_id": _new_id("call"),
+            item = {"type": "function_call", "id": item_id, "call_id": new_id("call"),
                     "name": name, "arguments": json.dumps(arguments), "status": "completed"}
             if namespace:
                 item["namespace"] = namespace[0]

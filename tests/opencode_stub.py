@@ -29,14 +29,13 @@ fixtures/agent-streams/opencode-NOTES.md for what was probed and recorded with t
 Run it alone (`python tests/opencode_stub.py`) to get a stub on a printed URL for probing.
 """
 
-import itertools
 import json
 import os
 import time
 
 import npm_cli
 
-from claude_stub import LoopbackApi
+from claude_stub import LoopbackApi, joined_text, new_id
 
 OPENCODE_VERSION = "1.18.33"
 OPENCODE_PACKAGE = f"opencode-ai@{OPENCODE_VERSION}"
@@ -47,17 +46,6 @@ MODEL = "stub-large"
 USAGE = {"prompt_tokens": 1200, "completion_tokens": 85, "total_tokens": 1285,
          "prompt_tokens_details": {"cached_tokens": 200}}
 
-_ids = itertools.count(1)
-
-
-def _new_id(prefix):
-    return f"{prefix}_{os.getpid():x}{next(_ids):08x}"
-
-
-def _text(content):
-    if isinstance(content, str):
-        return content
-    return "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
 
 
 def plan_reply(body):
@@ -68,9 +56,9 @@ def plan_reply(body):
         return "ok", [("text", "Stub title")]
     last = messages[-1] if messages else {"role": "user", "content": ""}
     if last.get("role") == "tool":
-        return "ok", [("text", "Tool said: " + _text(last.get("content")).strip())]
+        return "ok", [("text", "Tool said: " + joined_text(last.get("content")).strip())]
     users = [m for m in messages if m.get("role") == "user"]
-    said = _text(users[-1]["content"]).strip() if users else ""
+    said = joined_text(users[-1]["content"]).strip() if users else ""
     if "MODE:" in said:
         said = said[said.index("MODE:"):].split("\n", 1)[0].strip()
     word, _, rest = said.partition(" ")
@@ -121,7 +109,7 @@ class ChatStub(LoopbackApi):
                 "message": f"stub: HTTP {kind}", "type": kinds.get(kind, "server_error"),
                 "code": kinds.get(kind, "server_error")}}, headers)
             return
-        model, chat_id, created = body.get("model") or MODEL, _new_id("chatcmpl"), int(time.time())
+        model, chat_id, created = body.get("model") or MODEL, new_id("chatcmpl"), int(time.time())
 
         def chunk(delta, finish=None, usage=None):
             out = {"id": chat_id, "object": "chat.completion.chunk", "created": created,
@@ -137,7 +125,7 @@ class ChatStub(LoopbackApi):
             message = {"role": "assistant",
                        "content": "".join(v for k, v in plan if k in ("text", "slow")) or None}
             if tool:
-                message["tool_calls"] = [{"id": _new_id("call"), "type": "function", "function": {
+                message["tool_calls"] = [{"id": new_id("call"), "type": "function", "function": {
                     "name": tool[0][0], "arguments": json.dumps(tool[0][1])}}]
             handler.send_json(200, {"id": chat_id, "object": "chat.completion",
                                     "created": created, "model": model, "usage": USAGE,
@@ -157,7 +145,7 @@ class ChatStub(LoopbackApi):
                 else:
                     name, args = value
                     handler.send_event(chunk({"tool_calls": [{
-                        "index": 0, "id": _new_id("call"), "type": "function",
+                        "index": 0, "id": new_id("call"), "type": "function",
                         "function": {"name": name, "arguments": json.dumps(args)}}]}))
             handler.send_event(chunk({}, finish))
             handler.send_event(chunk(None, usage=USAGE))
