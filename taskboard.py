@@ -6548,11 +6548,15 @@ def _dict(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _json_object(text: str | None) -> dict:
-    """The JSON object a variable holds (e.g. a user's OPENCODE_CONFIG_CONTENT), else {}."""
-    with contextlib.suppress(ValueError, TypeError):
-        return _dict(json.loads(text))
-    return {}
+def _json_object(text: str | None) -> dict | None:
+    """The JSON object a variable holds (e.g. a user's OPENCODE_CONFIG_CONTENT): {} when it
+    is unset, None when it holds something else."""
+    if text is None:
+        return {}
+    with contextlib.suppress(ValueError):
+        value = json.loads(text)
+        return value if isinstance(value, dict) else None
+    return None
 
 
 def tool_summary(tool_input) -> str:
@@ -7082,14 +7086,19 @@ class OpenCodeAdapter(ClaudeAdapter):
         """An `mcp.taskboard` local server in OPENCODE_CONFIG_CONTENT (the layer above the
         project's opencode.json, merged into what the user set there), every field set so
         that no lower layer's leaks in; its tools (`taskboard_*`) allowed, or a user's
-        `"*": "ask"` would have them rejected headless."""
+        `"*": "ask"` would have them rejected headless.  A value of the user's that is not
+        an object stays as it is: OpenCode reports a bad one, and a rule for every tool
+        (`"allow"`) must not shrink to the board's."""
         config = _json_object(env.get("OPENCODE_CONFIG_CONTENT"))
+        if config is None:
+            return
         config["mcp"] = {**_dict(config.get("mcp")), "taskboard": {
             "type": "local", "command": [server["command"], *server["args"]],
             "environment": {}, "enabled": True, "timeout": MCP_START_SECONDS * 1000}}
-        permission = _json_object(env.get("OPENCODE_PERMISSION"))
         env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
-        env["OPENCODE_PERMISSION"] = json.dumps({**permission, "taskboard_*": "allow"})
+        permission = _json_object(env.get("OPENCODE_PERMISSION"))
+        if permission is not None:
+            env["OPENCODE_PERMISSION"] = json.dumps({**permission, "taskboard_*": "allow"})
 
     def translate(self, event):
         events = []

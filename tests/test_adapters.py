@@ -135,6 +135,31 @@ def test_opencode_gets_the_board_tools_merged_into_the_users_config(client, api,
     assert "## Board tools" in call["stdin"]
 
 
+@pytest.mark.parametrize("content, permission", [("not json", '"allow"'), ("[1]", "ask")])
+def test_opencode_settings_that_are_not_objects_are_left_as_they_are(client, api, agent_dir,
+                                                                      monkeypatch, content,
+                                                                      permission):
+    """A config OpenCode will refuse is its to report, and a rule for every tool ("allow")
+    must not become the board's one rule."""
+    monkeypatch.setenv("OPENCODE_CONFIG_CONTENT", content)
+    monkeypatch.setenv("OPENCODE_PERMISSION", permission)
+    tid = start(api, api.project(agent="opencode"), "fake:ok")
+    wait_status(client, tid, "testing")
+    [call] = task_calls(agent_dir, tid)
+    assert call["env"]["OPENCODE_CONFIG_CONTENT"] == content
+    assert call["env"]["OPENCODE_PERMISSION"] == permission
+
+
+def test_opencode_gets_the_board_tools_when_only_its_permission_is_a_string(
+        client, api, agent_dir, monkeypatch):
+    monkeypatch.setenv("OPENCODE_PERMISSION", '"allow"')
+    tid = start(api, api.project(agent="opencode"), "fake:ok")
+    wait_status(client, tid, "testing")
+    [call] = task_calls(agent_dir, tid)
+    assert "taskboard" in taskboard.json.loads(call["env"]["OPENCODE_CONFIG_CONTENT"])["mcp"]
+    assert call["env"]["OPENCODE_PERMISSION"] == '"allow"'
+
+
 def test_gemini_gets_no_board_tools_and_its_prompt_does_not_offer_them(client, api,
                                                                        agent_dir):
     tid = start(api, api.project(agent="gemini"), "fake:ok")
