@@ -26,6 +26,54 @@ pytest_plugins = ["browser_fixtures", "push_service"]
 FAKE_AGENT = os.path.join(ROOT, "tests", "fake_agent.py")
 
 
+# --- pytest-xdist under gevent ---------------------------------------------------------------
+# A worker gets its tests from execnet's receiver, a real OS thread started before this file
+# patched threading; xdist's queue then holds gevent's lock and Event, which no other thread
+# can wake ("LoopExit: This operation would block forever").  Give the queue a real lock and an
+# event the main greenlet polls.
+
+class _PolledEvent:
+    """threading.Event's set/clear/wait for a flag that another OS thread sets."""
+
+    def __init__(self):
+        self.flag = False
+
+    def set(self):
+        self.flag = True
+
+    def clear(self):
+        self.flag = False
+
+    def is_set(self):
+        return self.flag
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.flag and (deadline is None or time.monotonic() < deadline):
+            gevent.sleep(0.005)
+        return self.flag
+
+
+def pytest_configure(config):
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "WorkerInteractor":  # in an xdist worker
+            plugin.torun._lock = gevent.monkey.get_original("_thread", "RLock")()
+            plugin.torun._has_items_event = _PolledEvent()
+    config.addinivalue_line("markers", "browser: drives Chromium (tests/test_browser*.py)")
+    config.addinivalue_line("markers", "real_cli: drives a real agent CLI installed from npm "
+                                       "(tests/test_real_*.py)")
+
+
+def pytest_collection_modifyitems(items):
+    """Mark the slow kinds by file, so `-m "not browser and not real_cli"` is the fast subset."""
+    for item in items:
+        name = item.path.name
+        if name.startswith("test_browser"):
+            item.add_marker(pytest.mark.browser)
+        elif name.startswith("test_real_"):
+            item.add_marker(pytest.mark.real_cli)
+
+
 #: A timestamp as the board writes them: UTC, milliseconds, "Z".
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 

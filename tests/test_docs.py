@@ -75,3 +75,14 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
     assert extracted == blocks[1][1]
     assert "awk '/<!-- test-command -->/" in CI_RUN
     assert "taskboard.py" in blocks[0][1] and "pytest" in blocks[1][1]
+
+
+def test_readme_working_commands_name_tests_and_markers_that_exist(pytestconfig):
+    """The README's ways to run one file, one test and the fast subset stay true."""
+    for path, name in re.findall(r"pytest (tests/\w+\.py)::(\w+)", README):
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            assert f"def {name}(" in f.read(), f"{path}::{name} in the README"
+    markers = " ".join(pytestconfig.getini("markers"))
+    for marker in re.findall(r'-m "not (\w+) and not (\w+)"', README)[0]:
+        assert f"{marker}:" in markers, marker
+    assert "-n auto" in re.search(r"<!-- test-command -->\n```\n(.+)\n```", README).group(1)
