@@ -32,6 +32,7 @@ import itertools
 import json
 import logging
 import mimetypes
+import operator
 import os
 import re
 import resource
@@ -160,6 +161,8 @@ AGENTS = {
     "gemini": AgentCli("TASKBOARD_GEMINI_COMMAND", "gemini", "@google/gemini-cli", False),
     "opencode": AgentCli("TASKBOARD_OPENCODE_COMMAND", "opencode", "opencode-ai", False),
 }
+#: A CLI's `--version` line as health may show it: a version number, words, no paths.
+VERSION_LINE = re.compile(r"^[\w .()@+-]{0,60}\d+\.\d+[\w .()@+-]{0,60}$")
 #: Each agent's model of each tier; None: the CLI's own default (OpenCode names a
 #: provider/model the user configured, so the board cannot guess one).
 AGENT_MODELS = {
@@ -178,9 +181,13 @@ MODEL_PRICES = {"gpt-5-codex": (1.25, 10.0, 0.125, 0.0),
                 "gemini-2.5-flash": (0.30, 2.50, 0.075, 0.0),
                 "gemini-2.5-flash-lite": (0.10, 0.40, 0.025, 0.0)}
 #: USD per million tokens (input, output, cache read, cache write), to estimate the cost of a
-#: run when the CLI reports none.  Estimates only; published list prices of each tier.
-PRICES = {"model_large": (15.0, 75.0, 1.5, 18.75), "model_medium": (3.0, 15.0, 0.3, 3.75),
+#: run when the CLI reports none.  Estimates only: the prices Claude Code 2.1 itself charges
+#: each tier's model at (recorded: claude-opus-4-8 at 5/25/0.5/6.25).
+PRICES = {"model_large": (5.0, 25.0, 0.5, 6.25), "model_medium": (3.0, 15.0, 0.3, 3.75),
           "model_small": (1.0, 5.0, 0.1, 1.25)}
+#: The tier whose PRICES a Claude model is charged at, by the family word in its name
+#: ("claude-sonnet-4-5-…"): a run is estimated at the model that answered, not the tier asked.
+CLAUDE_FAMILIES = {"opus": "model_large", "sonnet": "model_medium", "haiku": "model_small"}
 #: Timeouts are set in minutes; tests shrink the minute.
 SECONDS_PER_MINUTE = 60.0
 #: A stopped agent gets SIGTERM, then SIGKILL after this long.
@@ -4709,15 +4716,16 @@ def push_answered(approval: dict) -> None:
 
 
 def check_budget() -> None:
-    """A run's cost was counted: once a day, tell the devices that today's cost reached
-    the daily limit (the queue then starts nothing new)."""
+    """A run's cost was counted: once a local day (kept as the setting _budgetToldDay),
+    tell the devices that today's cost reached the daily limit (the queue then starts
+    nothing new)."""
     limit = get_settings()["dailyCostLimit"]
     day = local_day_start_iso()
-    if limit is None or runtime.budget_told == day:
+    if limit is None or runtime.settings.get("_budgetToldDay") == day:
         return
     cost = cost_since_row(day)
-    if cost >= limit:
-        runtime.budget_told = day
+    if cost >= limit:  # in the store: a restart the same day does not tell again
+        runtime.settings = upsert_settings_rows({"_budgetToldDay": day})
         push("budget", {"day": dt.date.today().isoformat(), "cost": cost, "limit": limit})
 
 
@@ -4847,6 +4855,11 @@ def post_message(task_id: int, body, comments=()) -> dict:
         raise Conflict(f"task {task_id} is {task['status']}: a message goes to a running "
                        "agent, or to a task in testing or failed as a request for changes",
                        "id")
+    agent = task["agent"] or project_row(task["project_id"])["agent"]
+    if values.get("interrupt") and not AGENTS[agent].two_way:
+        raise Conflict(f"interrupt is not available for {agent}: its CLI cannot be reached "
+                       "during a run; send the message without interrupt and it goes to the "
+                       "agent when this run ends", "interrupt")
     message = found(insert_message_row({
         "task_id": task_id, "run_id": run.run_id if live else None, "author": "person",
         "text": text, "interrupt": int(bool(values.get("interrupt"))), "state": "queued"},
@@ -5914,13 +5927,14 @@ def update_settings(body) -> dict:
 
 # --- demo --------------------------------------------------------------------------
 
-#: Tasks of the Demo project that --demo creates once.
+#: Tasks of the Demo project that --demo creates once: in `default` mode each asks before
+#: its edit, and the one whose description says "ask me" asks a question first.
 DEMO_TASKS = (
     {"title": "Add a greeting function", "priority": 2, "task_type": "feature",
      "description": "Add greet(name) to app.py returning 'Hello, <name>!'.",
      "acceptance_criteria": "greet('Ada') returns 'Hello, Ada!'"},
     {"title": "Document the app in the README", "priority": 1, "task_type": "docs",
-     "description": "Explain what app.py does and how to run it."},
+     "description": "Explain what app.py does and how to run it; ask me how it should read."},
     {"title": "Fix the off-by-one in count_to", "priority": 3, "task_type": "bugfix",
      "description": "count_to(3) should return [1, 2, 3]."},
 )
@@ -5953,7 +5967,7 @@ def create_demo_project() -> dict | None:
     slug = next(s for s in itertools.chain(["demo"], (f"demo-{n}" for n in
                                                       itertools.count(2))) if s not in taken)
     project = create_project({"name": "Demo", "slug": slug, "workingDir": repo,
-                              "permissionMode": "auto-accept"})
+                              "permissionMode": "default"})  # its agent asks (design §12)
     for task in DEMO_TASKS:
         create_task(project["id"], task)
     runtime.settings = upsert_settings_rows({"_demoCreated": True})
@@ -6339,6 +6353,12 @@ USAGE_KEYS = {"input": "input_tokens", "output": "output_tokens",
               "cache_creation": "cache_creation_input_tokens"}
 
 
+def claude_prices(model: str) -> tuple | None:
+    """The PRICES of the tier a Claude model's name belongs to ("claude-opus-4-8"), if any."""
+    family = next((f for f in CLAUDE_FAMILIES if f in model), None)
+    return PRICES[CLAUDE_FAMILIES[family]] if family else None
+
+
 class StreamParser:
     """Turns stream-json lines into log entries and keeps the run's state (usage counted
     once per message.id; the result's totals win)."""
@@ -6346,8 +6366,11 @@ class StreamParser:
     def __init__(self, adapter=None):
         #: A non-Claude CLI's adapter: translates each line into Claude-shaped events.
         self.adapter = adapter
-        #: USD per million tokens to estimate with (None: the tier's PRICES).
+        #: USD per million tokens to estimate with (None: the tier's PRICES); a Claude run's
+        #: are those of the model its messages name.
         self.prices = None
+        #: The cost the CLI reported before its result (OpenCode's steps), if any.
+        self.cost_so_far = None
         self.session_id = None
         self.last_type = "raw"
         self.tool_calls = 0
@@ -6441,6 +6464,10 @@ class StreamParser:
         if isinstance(usage, dict) and message.get("id") not in self._messages:
             self._messages.add(message.get("id"))
             self._add_usage(usage)
+        if isinstance(event.get("total_cost_usd"), (int, float)):  # an adapter's, so far
+            self.cost_so_far = float(event["total_cost_usd"])
+        if self.adapter is None and message.get("model"):
+            self.prices = claude_prices(str(message["model"])) or self.prices
         entries = []
         for block in message.get("content") or []:
             if not isinstance(block, dict):
@@ -6535,10 +6562,12 @@ class StreamParser:
         return not (self.result and isinstance(self.result.get("total_cost_usd"), (int, float)))
 
     def cost(self, model: str) -> float:
-        """The CLI's cost when it reported one, else an estimate from the run's prices
-        (PRICES of the tier unless the adapter's model has its own)."""
+        """The CLI's cost when it reported one (so far, before its result), else an estimate
+        from the run's prices (PRICES of the tier unless the model has its own)."""
         if not self.cost_estimated:
             return float(self.result["total_cost_usd"])
+        if self.cost_so_far is not None and self.result is None:
+            return self.cost_so_far
         prices = self.prices or PRICES[model]
         return sum(self.usage[k] * p for k, p in zip(USAGE_KEYS, prices)) / 1_000_000
 
@@ -6770,9 +6799,11 @@ def _http_status(text: str) -> int | None:
     return 429 if LIMIT_WORDS.search(text or "") else None
 
 
-def _usage_event(key: str, usage: dict) -> dict:
-    """Token counts as an assistant line without content: StreamParser adds them once."""
-    return {"type": "assistant", "message": {"id": key, "content": [], "usage": usage}}
+def _usage_event(key: str, usage: dict, cost: float | None = None) -> dict:
+    """Token counts (and the CLI's cost so far) as an assistant line without content:
+    StreamParser adds them once."""
+    return {"type": "assistant", "message": {"id": key, "content": [], "usage": usage},
+            **({} if cost is None else {"total_cost_usd": cost})}
 
 
 def _text_event(kind: str, text: str) -> dict:
@@ -7138,7 +7169,7 @@ class OpenCodeAdapter(ClaudeAdapter):
             if isinstance(part.get("cost"), (int, float)):
                 self.cost += part["cost"]
             self.reason = part.get("reason")
-            return events + [_usage_event(str(part.get("id")), step)]
+            return events + [_usage_event(str(part.get("id")), step, self.cost)]
         if kind == "error":
             self.done = True
             error = _dict(event.get("error"))
@@ -8795,9 +8826,10 @@ _SCHEMAS = {
         last={"type": ["object", "null"], "description": "the latest finished session "
               "(inactive only): planId, status, topic, tasks, error, warnings, finishedAt"}),
     "Health": {"type": "object"},
-    "AgentCli": _shape("name:string found:boolean? version:string? package:string "
-                       "twoWay:boolean waitingUntil:string? projects:integer openTasks:integer",
-                       "name found version package twoWay waitingUntil projects openTasks"),
+    "AgentCli": _shape("name:string found:boolean? version:string? checking:boolean "
+                       "package:string twoWay:boolean waitingUntil:string? projects:integer "
+                       "openTasks:integer", "name found version checking package twoWay "
+                       "waitingUntil projects openTasks"),
     "Login": _shape("token:string", "token"),
     "Desktop": {"type": "object", "description": "the spec's arguments and result of the "
                 "desktop command (design.md §11)"},
@@ -9187,12 +9219,20 @@ def simulate_agent(argv: list[str]) -> int:
     demo = os.path.exists(os.path.join(cwd, DEMO_MARKER))
     turn = itertools.count(1)
 
+    model = f"simulated-{known.model}"
+    usage = dict(zip(USAGE_KEYS.values(), (900, 120, 2000, 300)))  # each message's
+    turn_usage = dict.fromkeys(USAGE_KEYS.values(), 0)
+    spent = 0.0  # the process's cost so far, priced as the board prices the model
+
     def say(block):
+        nonlocal spent
+        for key, value in usage.items():
+            turn_usage[key] += value
+        spent += sum(map(operator.mul, usage.values(), claude_prices(model) or
+                            PRICES["model_medium"])) / 1_000_000
         emit({"type": "assistant", "message": {
             "id": f"msg_sim_{session[:8]}_{next(turn)}", "type": "message",
-            "role": "assistant", "model": f"simulated-{known.model}", "content": [block],
-            "usage": {"input_tokens": 900, "output_tokens": 120,
-                      "cache_read_input_tokens": 2000, "cache_creation_input_tokens": 300}}})
+            "role": "assistant", "model": model, "content": [block], "usage": usage}})
 
     def tool(name, tool_input, run):
         tool_id = f"toolu_sim_{uuid.uuid4().hex[:12]}"
@@ -9216,7 +9256,7 @@ def simulate_agent(argv: list[str]) -> int:
         code, out = run_command(args, cwd=cwd, stderr=subprocess.STDOUT)
         return out.strip() or "(no output)", code != 0
 
-    emit({"type": "system", "subtype": "init", "cwd": cwd, "model": f"simulated-{known.model}",
+    emit({"type": "system", "subtype": "init", "cwd": cwd, "model": model,
           "permissionMode": "simulated", "tools": ["Bash", "Read", "Edit"], "mcp_servers": []})
     time.sleep(0.4 * pace)
     say({"type": "thinking", "thinking": f"The task is: {title}. I'll look around first."})
@@ -9241,7 +9281,6 @@ def simulate_agent(argv: list[str]) -> int:
                 .get("answers")
             say({"type": "text", "text": f"Thanks, I'll go with: {json_dumps(answers)}."})
         summary = _simulated_work(cwd, title, demo, tool, shell, say)
-    cost = itertools.count(1)
 
     def finish(text):
         for again in range(3):  # the board's stop check may send it back to work
@@ -9253,9 +9292,8 @@ def simulate_agent(argv: list[str]) -> int:
             say({"type": "text", "text": "The stop check failed, so I looked again."})
         emit({"type": "result", "subtype": "success", "is_error": False,
               "num_turns": next(turn), "result": text, "permission_denials": [],
-              "total_cost_usd": round(0.0123 * next(cost), 6),
-              "usage": {"input_tokens": 3600, "output_tokens": 480,
-                        "cache_read_input_tokens": 8000, "cache_creation_input_tokens": 1200}})
+              "total_cost_usd": round(spent, 6), "usage": dict(turn_usage)})
+        turn_usage.update(dict.fromkeys(turn_usage, 0))
 
     finish(summary)
     while talk is not None and (text := talk.next_turn()) is not None:
@@ -9384,8 +9422,6 @@ class Runtime:
         self.webhooks = Outbox("webhook_outbox", "webhook_id", next_notice, deliver_notice)
         self.push = PushSender(os.path.join(self.data_dir, "vapid.pem"),
                                config["push_contact"])
-        #: The local day whose reached daily cost limit the devices were told of.
-        self.budget_told = None
         #: repository root -> the lock that serialises git operations on it
         self.git_locks = {}
         #: project id -> its live planning session; the last planId's milliseconds.
@@ -9393,8 +9429,9 @@ class Runtime:
         self.last_plan_ms = 0
         #: The board's address, for agents (TASKBOARD_URL); serve() sets the bound port.
         self.url = board_url(config["host"], config["port"])
-        #: Each configured agent CLI's {found, version}, for /api/health.
-        self.clis = {name: {"found": None, "version": None} for name in AGENTS}
+        #: Each configured agent CLI's {found, version, checking}, for /api/health.
+        self.clis = {name: {"found": None, "version": None, "checking": True}
+                     for name in AGENTS}
         #: agent name -> when its usage limit lifts (Unix time); the agent_limits table
         self.limits = {}
         #: task id -> the waits for a limit its runs made in a row
@@ -9553,22 +9590,34 @@ def shutdown() -> None:
 
 
 def check_agent_command() -> None:
-    """Find each agent CLI and ask its version, for /api/health (never blocks start-up)."""
+    """Find each agent CLI and ask its version, for /api/health (never blocks start-up).
+    The version is read from stdout; stderr (warnings naming paths) is logged, never shown."""
     for name, argv in runtime.config["agents"].items():
         agent = runtime.clis[name]
         path = shutil.which(argv[0])
         agent["found"] = path is not None
-        if path is None:
-            if name == "claude":  # the others are optional
-                log.warning("agent command %r not found: set --agent-command or "
-                            "TASKBOARD_AGENT_COMMAND", argv[0])
-            continue
-        code, out = run_command([path, *argv[1:], "--version"], timeout=15,
-                                stderr=subprocess.STDOUT)
-        if code is None:
-            log.warning("agent command %r --version failed: %s", argv[0], out)
-        elif out.strip():
-            agent["version"] = out.strip().splitlines()[0][:200]
+        if path is None and name == "claude":  # the others are optional
+            log.warning("agent command %r not found: set --agent-command or "
+                        "TASKBOARD_AGENT_COMMAND", argv[0])
+        if path is not None:
+            with tempfile.TemporaryFile() as errors:
+                code, out = run_command([path, *argv[1:], "--version"], timeout=15,
+                                        stderr=errors)
+                errors.seek(0)
+                said = errors.read(4096).decode("utf-8", "replace").strip()
+            if said:
+                log.info("agent command %r --version said on stderr: %s", argv[0], said)
+            if code is None:
+                log.warning("agent command %r --version failed: %s", argv[0], out)
+            agent["version"] = cli_version(out) if code is not None else None
+        agent["checking"] = False
+
+
+def cli_version(out: str) -> str | None:
+    """The first stdout line that looks like a version ("2.1.197 (Claude Code)",
+    "codex-cli 0.169.0"); None (unknown) when none does."""
+    return next((line.strip() for line in out.splitlines() if VERSION_LINE.match(line.strip())),
+                None)
 
 
 def make_server(host: str, port: int, access_log=None) -> Server:

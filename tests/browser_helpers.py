@@ -56,10 +56,11 @@ def demo_task(board, title):
     return next(t for t in board.tasks(project["id"]) if t["title"] == title)
 
 
-def ask_first(board) -> dict:
-    """The demo project asks a person before each of its agent's edits."""
+def auto_accept(board) -> dict:
+    """The demo project runs its agent without asking anyone (`--demo` makes it `default`:
+    the agent asks before each edit)."""
     project = board.demo_project()
-    board.api("PUT", f"/api/projects/{project['id']}", {"permissionMode": "default"})
+    board.api("PUT", f"/api/projects/{project['id']}", {"permissionMode": "auto-accept"})
     return project
 
 

@@ -6,10 +6,18 @@ import sys
 import tomllib
 
 import pytest
+import webtest
 
 import taskboard
 from agent_helpers import get_task, logs, read_calls, start, task_calls, wait_status
-from conftest import FAKE_AGENT, assert_error, desk, fake_cli_environ, wait_for
+from conftest import (
+    FAKE_AGENT,
+    assert_error,
+    assert_refused,
+    desk,
+    fake_cli_environ,
+    wait_for,
+)
 
 pytestmark = pytest.mark.usefixtures("fast_retries")
 
@@ -325,11 +333,51 @@ def test_health_reports_every_configured_cli(client):
         return body if all(a["version"] for a in body["agents"].values()) else None
     body = wait_for(checked, RUN, message="every CLI checked")
     assert set(body["agents"]) == set(taskboard.AGENTS)
-    assert body["agent"] == {k: body["agents"]["claude"][k] for k in ("found", "version")}
+    assert body["agent"] == {k: body["agents"]["claude"][k]
+                             for k in ("found", "version", "checking")}
+    assert not any(a["checking"] for a in body["agents"].values())
     for name in FOREIGN:
         assert body["agents"][name]["waitingUntil"] is None
         assert body["agents"][name]["found"] is True
         assert body["agents"][name]["version"].startswith(name)
+
+
+def cli_script(folder, name, stdout, stderr="", wait_for_file=None):
+    """An executable that answers --version with stdout and stderr as given (once
+    wait_for_file exists, when one is named)."""
+    path = folder / name
+    wait = f"while [ ! -e '{wait_for_file}' ]; do sleep 0.02; done\n" if wait_for_file else ""
+    path.write_text(f"#!/bin/sh\n{wait}printf '%s\\n' '{stderr}' >&2\n"
+                    f"printf '%s\\n' '{stdout}'\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_health_reads_a_version_from_stdout_and_never_shows_stderr(tmp_path, tb):
+    """Codex 0.169.0 warns on stderr when its home is in a temporary folder: health shows
+    its version, not the warning and the path in it; a --version that prints no version
+    is reported as unknown (null)."""
+    warning = ("WARNING: proceeding, even though we could not create PATH aliases: "
+               "/tmp/secret-home/.codex/tmp (codex_home: /tmp/secret-home/.codex)")
+    go = tmp_path / "go"
+    environ = {"TASKBOARD_CODEX_COMMAND": cli_script(tmp_path, "codex", "codex-cli 0.169.0",
+                                                     warning, wait_for_file=go),
+               "TASKBOARD_GEMINI_COMMAND": cli_script(tmp_path, "gemini", "Loading...")}
+    config = taskboard.parse_args(["--db", tb.config["db_path"]], environ=environ)
+    taskboard.shutdown()
+    taskboard.init(config)
+    client = webtest.TestApp(taskboard.app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
+    first = client.get("/api/health").json["agents"]["codex"]
+    assert first["checking"] is True and first["version"] is None  # not checked yet
+    go.touch()
+
+    def checked():
+        agents = client.get("/api/health").json["agents"]
+        return agents if not any(a["checking"] for a in agents.values()) else None
+    agents = wait_for(checked, RUN, message="every CLI checked")
+    assert agents["codex"]["version"] == "codex-cli 0.169.0"
+    assert (agents["gemini"]["found"], agents["gemini"]["version"]) == (True, None)
+    assert "secret-home" not in client.get("/api/health").text
 
 
 def test_parse_args_builds_every_agents_argv():
@@ -506,6 +554,25 @@ def test_a_message_to_a_one_way_agent_resumes_it_when_its_run_ends(client, api, 
     wait_status(client, tid, "testing")
     assert task_calls(agent_dir, tid)[1]["stdin"] == "Use tabs."
     assert [m["state"] for m in client.get(f"/api/tasks/{tid}/messages").json] == ["sent"]
+
+
+@pytest.mark.parametrize("agent", FOREIGN)
+def test_an_interrupt_to_a_one_way_agent_is_refused_and_stores_nothing(client, api, agent_dir,
+                                                                         snapshot, agent):
+    """Design §14: no channel, no interrupt. The board says so (409 naming the agent)
+    instead of storing a message that claims `interrupt: true` while the run goes on."""
+    gate = agent_dir / "gate"
+    tid = start(api, api.project(agent=agent, permissionMode="auto-accept"),
+                f"fake:replay={SUCCESS[agent][0]} fake:wait={gate}")
+    wait_for(lambda: task_calls(agent_dir, tid), RUN, message="the run to start")
+    error = assert_refused(snapshot, client.post_json, f"/api/tasks/{tid}/messages",
+                           {"text": "Stop and use tabs.", "interrupt": True}, "interrupt",
+                           status=409, code="conflict")
+    assert agent in error["error"] and "without interrupt" in error["error"]
+    sent = client.post_json(f"/api/tasks/{tid}/messages", {"text": "Use tabs."}).json
+    assert (sent["interrupt"], sent["state"]) == (False, "queued")
+    gate.write_text("go")
+    wait_status(client, tid, "testing")
 
 
 def test_agents_lists_each_cli_with_what_uses_it(client, api, anonymous):

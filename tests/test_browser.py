@@ -11,7 +11,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from browser_helpers import card, column
+from browser_helpers import auto_accept, card, column
 
 pytestmark = pytest.mark.usefixtures("console_errors")
 
@@ -42,7 +42,7 @@ def test_boot_shows_live_connection(board, page):
     expect(page).to_have_title("Taskboard")
     expect(page.get_by_role("heading", name="Projects")).to_be_visible()  # the dashboard
     nav = page.get_by_role("navigation").first
-    for name in ("Projects", "Needs attention", "Agent usage", "Settings"):
+    for name in ("Projects", "Testing & failed", "Agent usage", "Settings"):
         expect(nav.get_by_role("link", name=name, exact=True)).to_be_visible()
     expect(page.locator("#health-banner")).to_be_hidden()  # the demo agent is found
 
@@ -150,7 +150,7 @@ def test_language_switch_from_the_api_is_live(board, page):
 
 def test_page_title_counts_tasks_that_need_attention(board, page):
     """A task in Testing waits for a person's review: "(1) Taskboard", live. The title counts
-    the "Needs you" inbox (issue 23); a failed task is counted by "Needs attention"."""
+    the "Needs you" inbox (issue 23); a failed task is counted by "Testing & failed"."""
     project = board.demo_project()
     first, second = board.tasks(project["id"])[:2]
     page.goto(f"{board.url}/#/projects/{project['id']}")
@@ -161,7 +161,7 @@ def test_page_title_counts_tasks_that_need_attention(board, page):
     board.api("PATCH", f"/api/tasks/{second['id']}/status", {"status": "failed"})
     expect(page.get_by_test_id("attention-badge")).to_have_text("2")
     expect(page).to_have_title("(1) Taskboard")
-    page.get_by_role("link", name=re.compile("^Needs attention")).click()
+    page.get_by_role("link", name=re.compile("^Testing & failed")).click()
     expect(page.get_by_test_id("attention-task")).to_have_count(2)
     board.api("PATCH", f"/api/tasks/{first['id']}/status", {"status": "done"})
     expect(page.get_by_test_id("attention-task")).to_have_count(1)
@@ -219,7 +219,7 @@ def test_connection_stays_live_while_following_a_log(board, page):
     """Following a task's log (the board with a running task, the task page) changes the
     /ws subscription: the indicator must not flash "Offline" nor the banner appear."""
     page.add_init_script(RECORD_CONNECTION)
-    project = board.demo_project()
+    project = auto_accept(board)
     task = board.tasks(project["id"])[0]
     page.goto(f"{board.url}/#/projects/{project['id']}")
     live(page)

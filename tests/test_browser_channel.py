@@ -1,6 +1,6 @@
 """Talking with a running agent in a real browser (design §12), against `python taskboard.py
---demo`: its simulated agent asks before its Edit in a project whose permissionMode is
-`default`, asks "How should the note read?" when a task's description says "ask me", and
+--demo`: its simulated agent asks before its Edit (the Demo project's permissionMode is
+`default`), asks "How should the note read?" when a task's description says "ask me", and
 answers each message with "You said: <text>". What is checked is what a person notices:
 the card's "Needs you", the inbox, the request on the task page and the agent going on,
 the message box, review comments on the diff, and the Turkish labels.
@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from browser_helpers import (
     agent_log,
-    ask_first,
+    auto_accept,
     card,
     column,
     demo_task,
@@ -37,6 +37,7 @@ def approval(page, name):
 
 def to_testing(board, title) -> dict:
     """Run a demo task (auto-accept: nobody is asked) until it waits in Testing."""
+    auto_accept(board)
     task = demo_task(board, title)
     start(board, task)
     board.wait_status(task["id"], "testing")
@@ -45,7 +46,7 @@ def to_testing(board, title) -> dict:
 
 def test_a_question_shows_on_the_card_and_in_the_inbox_and_its_option_answers_it(board, page,
                                                                                  screenshot):
-    project = ask_first(board)
+    project = board.demo_project()
     task = board.api("POST", f"/api/projects/{project['id']}/tasks", {
         "title": "Write a note", "description": "Add a note; ask me how it should read."})
     open_board(page, board, project["id"])
@@ -85,7 +86,6 @@ def test_a_question_shows_on_the_card_and_in_the_inbox_and_its_option_answers_it
 
 
 def test_an_edit_is_shown_with_its_file_and_allowed(board, page, screenshot):
-    ask_first(board)
     task = demo_task(board, "Add a greeting function")
     open_task(page, board, task)
     start(board, task)
@@ -106,7 +106,7 @@ def test_an_edit_is_shown_with_its_file_and_allowed(board, page, screenshot):
 
 
 def test_allow_always_for_the_project_remembers_the_rule_and_the_stop_check_is_shown(board, page):
-    project = ask_first(board)
+    project = board.demo_project()
     board.api("PUT", f"/api/projects/{project['id']}", {"stopCheckCommand": "true"})
     task = demo_task(board, "Fix the off-by-one in count_to")
     open_task(page, board, task)
@@ -121,8 +121,7 @@ def test_allow_always_for_the_project_remembers_the_rule_and_the_stop_check_is_s
 
 
 def test_an_edit_denied_with_a_message_tells_the_agent_why(board, page):
-    ask_first(board)
-    task = demo_task(board, "Document the app in the README")
+    task = demo_task(board, "Add a greeting function")
     open_task(page, board, task)
     start(board, task)
     edit = approval(page, "NOTES.md")
@@ -135,7 +134,7 @@ def test_an_edit_denied_with_a_message_tells_the_agent_why(board, page):
 
 
 def test_a_message_to_a_working_agent_is_queued_then_sent_and_answered(board, page):
-    ask_first(board)  # the agent waits on its edit: the message waits for its turn to end
+    # the agent waits on its edit (the demo asks): the message waits for its turn to end
     task = demo_task(board, "Add a greeting function")
     open_task(page, board, task)
     start(board, task)
@@ -212,7 +211,6 @@ def test_review_comments_on_the_diff_send_the_agent_back_to_work(board, page, sc
 
 def test_the_new_controls_speak_turkish(board, page):
     board.api("PUT", "/api/settings", {"language": "tr"})
-    ask_first(board)
     task = demo_task(board, "Add a greeting function")
     page.goto(f"{board.url}/#/tasks/{task['id']}")
     expect(page.get_by_test_id("connection")).to_have_text("Canlı")

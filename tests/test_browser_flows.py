@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 
 from browser_helpers import (
     agent_log,
+    auto_accept,
     card,
     column,
     demo_task,
@@ -80,7 +81,9 @@ def test_create_a_project_and_tasks(board, page, tmp_path, screenshot):
 
 
 def test_drag_a_card_to_in_progress_and_watch_the_agent(start_board, page, screenshot):
-    """pace 1: the simulated agent takes a few seconds, so its log is seen arriving."""
+    """The demo as a newcomer meets it: the agent asks a question and asks before its edit
+    (issue 31). pace 1: the simulated agent takes a few seconds, so its log is seen
+    arriving."""
     board = start_board(pace=1)
     title = "Document the app in the README"
     task = demo_task(board, title)
@@ -100,6 +103,11 @@ def test_drag_a_card_to_in_progress_and_watch_the_agent(start_board, page, scree
     # that are not yet all there
     expect(status_badge(page)).to_have_text("In progress")
     screenshot(page, "task-detail-log")
+    question = page.get_by_test_id("approval").filter(has_text="How should the note read?")
+    question.get_by_role("button", name=re.compile("^Short")).click(timeout=15_000)
+    edit = page.get_by_test_id("approval").filter(has_text="NOTES.md")
+    expect(edit).to_contain_text("The agent asks to use Edit", timeout=15_000)
+    edit.get_by_role("button", name="Allow", exact=True).click()
     expect(log).to_contain_text("git commit", timeout=15_000)
     expect(log).to_contain_text("committed it", timeout=15_000)
     expect(status_badge(page)).to_have_text("Testing", timeout=15_000)
@@ -110,6 +118,7 @@ def test_drag_a_card_to_in_progress_and_watch_the_agent(start_board, page, scree
 
 def test_request_changes_then_approve(board, page, screenshot):
     title = "Add a greeting function"
+    auto_accept(board)
     task = demo_task(board, title)
     board.api("PATCH", f"/api/tasks/{task['id']}/status", {"status": "in_progress"})
     board.wait_status(task["id"], "testing")

@@ -4,8 +4,8 @@ against a real `python taskboard.py --demo`: the manifest and its icons, the ser
 with act()), the "Needs you" inbox across projects, Settings → Notifications, and the
 phone-sized screenshots the README shows.
 
-The demo's simulated agent asks a person before its edit when the project's permissionMode
-is `default` (as in test_browser_channel.py): that makes a real pending approval. A push is
+The demo's simulated agent asks a person before its edit (the Demo project's permissionMode
+is `default`, as in test_browser_channel.py): that makes a real pending approval. A push is
 delivered to the service worker with Chromium's DevTools command ServiceWorker.deliverPushMessage.
 
 Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
@@ -19,7 +19,7 @@ import pytest
 from browser_fixtures import PHONE, ROOT
 from playwright.sync_api import expect
 
-from browser_helpers import ask_first, demo_task, live, start, status_badge
+from browser_helpers import auto_accept, demo_task, live, start, status_badge
 
 try:  # the fake push service (tests/push_service.py); only act() with a real token needs it
     from push_service import PushService
@@ -78,10 +78,11 @@ def pending_approval(board, task_id) -> dict:
 def waiting(board, page) -> tuple[dict, dict, dict]:
     """A task waiting for review (older) and a task whose agent asks (newer), seen by the
     page: (the reviewed task, the asking task, its approval)."""
+    project = auto_accept(board)
     reviewed = demo_task(board, "Fix the off-by-one in count_to")
     start(board, reviewed)
     board.wait_status(reviewed["id"], "testing")  # nobody was asked: auto-accept
-    ask_first(board)
+    board.api("PUT", f"/api/projects/{project['id']}", {"permissionMode": "default"})
     asking = demo_task(board, "Add a greeting function")
     page.goto(board.url)
     live(page)
@@ -249,7 +250,6 @@ def test_a_push_shows_a_notification_that_answered_replaces(board, context, page
 def test_act_with_a_wrong_token_leaves_the_approval_and_says_the_link_expired(board, context,
                                                                              page):
     context.grant_permissions(["notifications"], origin=board.url)
-    ask_first(board)
     task = demo_task(board, "Add a greeting function")
     controlled(page, board)
     start(board, task)
@@ -285,7 +285,6 @@ def test_act_decides_an_approval_with_the_token_of_its_push(push_service, start_
     phone = push_service.subscribe(name="phone")
     board.api("POST", "/api/push/subscriptions",
               phone.as_json() | {"name": "Phone", "events": ["approval"]})
-    ask_first(board)
     task = demo_task(board, "Add a greeting function")
     start(board, task)
     (delivery,) = phone.wait_deliveries(1)

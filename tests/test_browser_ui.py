@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 
 from browser_helpers import (
     agent_log,
+    auto_accept,
     card,
     column,
     demo_task,
@@ -55,7 +56,7 @@ def test_switch_to_turkish_in_the_settings(board, page, context, screenshot):
 
 
 def test_keyboard_reaches_moves_and_opens_a_card(board, page):
-    project = board.demo_project()
+    project = auto_accept(board)
     open_board(page, board, project["id"])
     first = column(page, "Backlog").get_by_role("article").first
     for _ in range(40):  # Tab from the top of the page until a card has the focus

@@ -47,10 +47,23 @@ def demo(tmp_path, monkeypatch):
     taskboard.shutdown()
 
 
-def test_demo_task_runs_the_simulated_agent_to_testing_with_a_commit(demo):
+def next_request():
+    """The first request of the simulated agent waiting for a person."""
+    return wait_for(lambda: taskboard.list_approvals("pending"), timeout=20,
+                    message="the simulated agent to ask")[0]
+
+
+def test_demo_task_asks_before_its_edit_then_reaches_testing_with_a_commit(demo):
+    """Issue 31: the demo shows the headline flow: its project is in `default` mode, so its
+    first task's agent asks before its edit (design §12)."""
     project = demo  # the Demo project
+    assert taskboard.get_project(project["id"])["permissionMode"] == "default"
     task = json.loads(taskboard.list_tasks(project["id"]))[0]
     taskboard.move_task(task["id"], "in_progress")
+    edit = next_request()
+    assert (edit["kind"], edit["toolName"], edit["taskId"]) == ("tool", "Edit", task["id"])
+    assert taskboard.get_task(task["id"])["status"] == "in_progress"
+    taskboard.decide_approval(edit["id"], {"decision": "allow"})
     done = wait_for(lambda: taskboard.get_task(task["id"])["status"] == "testing"
                     and taskboard.get_task(task["id"]), timeout=20,
                     message="the simulated agent to finish")
@@ -76,16 +89,11 @@ def test_simulated_agent_outside_a_demo_repository_changes_nothing(tmp_path):
     assert sorted(p.name for p in repo.iterdir()) == ["keep.txt"]
 
 
-def test_demo_agent_asks_before_its_edit_and_asks_what_the_task_asks_for(demo):
+def test_a_demo_task_asks_a_question_then_before_its_edit(demo):
     project = demo  # the Demo project
-    taskboard.update_project(project["id"], {"permissionMode": "default"})
-    task = taskboard.create_task(project["id"], {
-        "title": "Greet", "description": "Please ask me how the note should read."})
+    [task] = [t for t in json.loads(taskboard.list_tasks(project["id"]))
+              if "ask me" in (t["description"] or "")]
     taskboard.move_task(task["id"], "in_progress")
-
-    def next_request():
-        return wait_for(lambda: taskboard.list_approvals("pending"), timeout=20,
-                        message="the simulated agent to ask")[0]
     question = next_request()
     assert question["kind"] == "question"
     asked = question["input"]["questions"][0]["question"]

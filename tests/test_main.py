@@ -71,7 +71,7 @@ def test_main_prints_url_and_serves_without_waiting_for_the_agent_check(start, t
     assert server.host == "127.0.0.1" and server.port > 0
     assert requests.get(server.url, timeout=5).status_code == 200
     version = wait_for(slow_version.asked, message="the agent check to run --version")
-    assert server.health()["agent"] == {"found": True, "version": None}
+    assert server.health()["agent"] == {"found": True, "version": None, "checking": True}
     assert alive(version), "the URL and the answers waited for the agent's --version"
     slow_version.open()
     body = wait_for(lambda: (b := server.health())["agent"]["version"] is not None and b,
@@ -86,7 +86,7 @@ def test_main_health_reports_missing_agent(start, tmp_path):
                     message="the agent check")
     agents = body.pop("agents")
     assert body == {"ok": True, "version": taskboard.__version__, "db": "ok",
-                    "agent": {"found": False, "version": None}}
+                    "agent": {"found": False, "version": None, "checking": False}}
     assert set(agents) == set(taskboard.AGENTS)
     assert agents["claude"] == {**body["agent"], "package": "@anthropic-ai/claude-code",
                                 "twoWay": True, "waitingUntil": None}

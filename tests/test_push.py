@@ -316,6 +316,22 @@ def test_the_daily_cost_limit_is_told_once(client, api, push_service):
     assert len(phone.deliveries) == 1
 
 
+def test_the_daily_cost_limit_is_not_told_again_after_a_restart(client, api, push_service,
+                                                                 config):
+    phone = push_service.subscribe()
+    add_device(client, phone, events=["budget"])
+    client.put_json("/api/settings", {"dailyCostLimit": 0.01})
+    project = api.project()
+    wait_status(client, start(api, project, "fake:ok fake:cost=0.5 #1"), "testing")
+    messages(phone, 1, "budget")
+    settled()
+    taskboard.shutdown()
+    taskboard.init(config)  # the same day, the same store
+    wait_status(client, start(api, project, "fake:ok fake:cost=0.5 #2"), "testing")
+    settled()
+    assert [d.payload["kind"] for d in phone.deliveries] == ["budget"]
+
+
 # --- delivery faults -----------------------------------------------------------------------
 
 def test_a_gone_device_is_removed_and_a_failing_service_is_retried(client, push_service):

@@ -1,6 +1,8 @@
 """Parsing the agent CLI's stream-json and judging how a run ended (agent-cli.md §3)."""
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -115,3 +117,64 @@ def test_half_a_surrogate_pair_becomes_u_fffd_in_all_the_parser_keeps():
     parser.feed(json.dumps({"type": "result", "subtype": "success", "is_error": False,
                             "result": "done \udfff"}))
     assert parser.result["result"] == "done \ufffd"
+
+
+# --- the running cost ------------------------------------------------------------------------
+
+def agent_lines(path):
+    """The lines an agent printed: a recording as written, or the `out` side of a recorded
+    two-way session ({"dir": "out", "msg": …})."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            event = json.loads(line)
+            if "dir" in event:
+                if event["dir"] == "out":
+                    yield json.dumps(event["msg"])
+            else:
+                yield line.rstrip("\n")
+
+
+def running_and_final_cost(agent, lines, tier):
+    """Every cost the board publishes while the agent works (task:usage), and its cost at
+    the end, for one stream parsed as a run of `tier`."""
+    parser = taskboard.StreamParser()
+    if agent != "claude":
+        parser.adapter = taskboard.ADAPTERS[agent](None, None)
+    running = []
+    for line in lines:
+        parser.feed(line)
+        running.append(parser.cost(tier))
+    parser.close(0)
+    return running, parser.cost(tier)
+
+
+def simulated_stream(tmp_path, model):
+    out = subprocess.run([sys.executable, taskboard.__file__, "--simulate-agent", "-p",
+                          "--model", model], cwd=tmp_path, input="# TB-1: Do it\n",
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "TASKBOARD_SIMULATE_PACE": "0"})
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+@pytest.mark.parametrize("tier", taskboard.MODELS)
+def test_the_running_cost_never_exceeds_the_final_cost_of_any_stream(tmp_path, tier):
+    """Issue 31: the demo's card showed $0.0249 while the agent worked and $0.0123 at the
+    end. For every recorded stream of the four CLIs and the simulated agent's, what the card
+    shows during the run stays at or under what it shows once the run is done."""
+    streams = {name: (name.split("-")[0], list(agent_lines(os.path.join(FIXTURES, name))))
+               for name in sorted(os.listdir(FIXTURES)) if name.endswith(".jsonl")}
+    streams["simulated"] = ("claude", simulated_stream(
+        tmp_path, taskboard.MODEL_ALIASES[tier]))
+    overshoots = {}
+    for name, (agent, lines) in streams.items():
+        running, final = running_and_final_cost(agent, lines, tier)
+        if max(running, default=0) > final + 1e-9:
+            overshoots[name] = (round(max(running), 6), round(final, 6))
+    assert len(streams) > 40 and not overshoots
+
+
+def test_the_simulated_agent_reports_the_cost_of_the_usage_it_streamed(tmp_path):
+    running, final = running_and_final_cost("claude", simulated_stream(tmp_path, "sonnet"),
+                                            "model_medium")
+    assert running[-2] == pytest.approx(final) and final > 0

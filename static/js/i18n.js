@@ -57,7 +57,7 @@ export function missingKeys(lang = "tr") {
 register({  // key: [English, Turkish]
   "app.title": ["Taskboard", "Taskboard"],
   "nav.projects": ["Projects", "Projeler"],
-  "nav.attention": ["Needs attention", "İlgi bekleyenler"],
+  "nav.attention": ["Testing & failed", "Test ve başarısız"],
   "nav.usage": ["Agent usage", "Ajan kullanımı"],
   "nav.settings": ["Settings", "Ayarlar"],
   "nav.logout": ["Log out", "Çıkış yap"],

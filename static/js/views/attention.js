@@ -1,4 +1,4 @@
-// Needs attention (#/attention): tasks waiting for a person — in testing (review them) or
+// Testing & failed (#/attention): tasks waiting for a person — in testing (review them) or
 // failed — across every project, grouped by project. Loads each project's tasks into the
 // store (main.js counts the same tasks for the page title) and follows the store live.
 
@@ -8,9 +8,9 @@ import { onLanguageChange, register, t } from "../i18n.js";
 import { loadTasks, state, subscribe } from "../store.js";
 
 register({  // key: [English, Turkish]
-  "att.title": ["Needs attention", "İlgi bekleyenler"],
+  "att.title": ["Testing & failed", "Test ve başarısız"],
   "att.intro": ["Tasks waiting for you: review the ones in testing, look into the failed ones.", "Sizi bekleyen görevler: testtekileri inceleyin, başarısız olanlara bakın."],
-  "att.none": ["Nothing needs your attention.", "İlginizi bekleyen bir şey yok."],
+  "att.none": ["No task is in testing or failed.", "Testte ya da başarısız görev yok."],
   "att.noProjects": ["There are no projects yet.", "Henüz proje yok."],
   "att.board": ["Open the board", "Panoyu aç"],
   "att.updated": ["updated {when}", "{when} güncellendi"],
