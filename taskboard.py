@@ -933,11 +933,20 @@ REVIEW_COMMENT_FIELDS = (
 )
 
 
+#: A push service's origin as a VAPID audience (py_vapid refuses to sign any other).
+VAPID_AUDIENCE = re.compile(r"https://[^/:@\[\]]+(:\d{1,5})?", re.I)
+
+
 def _check_push_endpoint(value, name):
+    """An https URL whose origin the board can sign for (VAPID's `aud`, RFC 8292, as
+    py_vapid takes it): no user info, no IPv6 literal, a port that is a number."""
     parts = urllib.parse.urlsplit(value)
     if parts.scheme != "https" or not parts.hostname or any(c.isspace() for c in value):
         raise Invalid(f"{name} {value[:80]!r} must be an https:// URL: push needs a secure "
                       "push service", name)
+    if not VAPID_AUDIENCE.fullmatch(f"https://{parts.netloc}"):
+        raise Invalid(f"{name} {value[:80]!r} names a push service the board cannot sign "
+                      "for: no user info, no IPv6 address, a port that is a number", name)
 
 
 def _check_push_keys(value, name):
@@ -2590,14 +2599,17 @@ def insert_action_row(token_hash: str, approval_id: int, minutes: int) -> None:
                                   "expires_at": iso(now + dt.timedelta(minutes=minutes))})
 
 
-def spend_action_row(token_hash: str, approval_id: int) -> bool:
-    """Use an action token once: False when it is unknown, used, expired or another
-    approval's (it is then left as it was)."""
+def spend_action_row(token_hash: str, approval_id: int) -> bool | None:
+    """Use an action token once: False when it is used, expired or another approval's (it
+    is then left as it was), None when the board never issued it."""
     now = now_iso()
     with tx() as t:
-        return t.execute("UPDATE push_actions SET used_at = ? WHERE token_hash = ? AND "
-                         "approval_id = ? AND used_at IS NULL AND expires_at > ?",
-                         (now, token_hash, approval_id, now)).rowcount == 1
+        if t.execute("UPDATE push_actions SET used_at = ? WHERE token_hash = ? AND "
+                     "approval_id = ? AND used_at IS NULL AND expires_at > ?",
+                     (now, token_hash, approval_id, now)).rowcount == 1:
+            return True
+        return False if t.value("SELECT 1 FROM push_actions WHERE token_hash = ?",
+                                (token_hash,)) else None
 
 
 def inbox_count() -> int:
@@ -4760,19 +4772,25 @@ def test_push_device(device_id: int) -> dict:
     return {"ok": error is None, "status": status, **({"error": error} if error else {})}
 
 
+ACT_REFUSED = ("this notification's button was used already, has expired or is not for "
+               "this request: open the board to answer")
+
+
 def act_on_approval(approval_id: int, body) -> dict:
     """A notification's Allow or Deny, without a session: its token works once, for
-    ACTION_TOKEN_MINUTES, and only for its approval (403 otherwise, the approval as it was)."""
+    ACTION_TOKEN_MINUTES, and only for its approval (403 otherwise, the approval as it was).
+    The answer is the least needed (design §13): {id, status, decidedBy}.  Only a token
+    the board never issued counts as a wrong credential."""
     values = validate(ACT_FIELDS, body)
-    client = client_address(bottle.request.environ)
-    limited = runtime.failures.refusal(client)
-    if limited is not None:
-        raise limited
-    if not spend_action_row(_digest(values["token"]), approval_id):
-        runtime.failures.add(client)
-        raise Forbidden("this notification's button was used already, has expired or is "
-                        "not for this request: open the board to answer", "token")
-    return decide_approval(approval_id, {"decision": values["decision"]}, decided_by="push")
+    spent = spend_action_row(_digest(values["token"]), approval_id)
+    if spent is None:  # not a token the board issued: a guess
+        client = client_address(bottle.request.environ)
+        raise runtime.failures.refused(client) or Forbidden(ACT_REFUSED, "token")
+    if not spent:  # the board's, but used, expired or another request's: a late tap
+        raise Forbidden(ACT_REFUSED, "token")
+    approval = decide_approval(approval_id, {"decision": values["decision"]},
+                               decided_by="push")
+    return {key: approval[key] for key in ("id", "status", "decidedBy")}
 
 
 def inbox() -> dict:
@@ -6236,6 +6254,13 @@ def deliver_push(device: dict, moment: dict, attempts: int = 3) \
     if "approvalId" in moment:  # the push service keeps only the newest of a topic
         headers["Topic"] = f"approval-{moment['approvalId']}"
     ttl = ACTION_TOKEN_MINUTES * 60 if waits else PUSH_TTL_SECONDS
+    try:  # a device stored before its endpoint was checked (_check_push_endpoint)
+        runtime.push.authorization(device["endpoint"])
+    except (py_vapid.VapidException, ValueError) as exc:
+        error = f"the board cannot sign for this push service: {exc}"
+        log.warning("push to device %s: %s", device["id"], error)
+        record_push_row(device["id"], None, error)
+        return None, error
     status, error = None, None
     for attempt in range(1, attempts + 1):
         started = time.monotonic()
@@ -7638,6 +7663,8 @@ OPEN_PATHS = re.compile(r"/api/(health|login|approvals/[0-9]+/act)")
 #: Methods are compared exactly (RFC 9110: case-sensitive); any other gets 405.
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 SESSION_COOKIE = "taskboard_session"
+#: The Set-Cookie that ends a session in the browser, with the session cookie's attributes.
+EXPIRED_COOKIE = f"{SESSION_COOKIE}=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict"
 #: An upload's multipart body may exceed MAX_UPLOAD_BYTES by this: part headers, boundaries.
 UPLOAD_SLACK_BYTES = 64 * 1024
 #: A client has this long, from connecting or from the first byte after an idle keep-alive
@@ -7664,6 +7691,7 @@ def json_response(value, status: int = 200) -> str:
     bottle.response.status = status
     bottle.response.content_type = "application/json"
     bottle.response.set_header("Cache-Control", "no-store")
+    bottle.response.set_header("X-Content-Type-Options", "nosniff")
     return value if isinstance(value, RawJson) else json_dumps(value)
 
 
@@ -7721,6 +7749,7 @@ def _error_body(res: bottle.HTTPError) -> str:
     """JSON for errors bottle raises itself: unknown paths, wrong methods, crashes."""
     bottle.response.content_type = "application/json"
     bottle.response.set_header("Cache-Control", "no-store")
+    bottle.response.set_header("X-Content-Type-Options", "nosniff")
     status = res.status_code
     if status == 404:
         message = f"no route for {bottle.request.path}"
@@ -7940,7 +7969,9 @@ def refusal(environ) -> ApiError | None:
 
 def credential_refusal(environ, path: str, proxied: bool) -> ApiError | None:
     """A wrong, revoked or expired credential is always 401 (never anonymous access), and
-    a client that sent too many is told to wait; a run token is held to its bounds."""
+    a client that sent too many is told to wait; a run token is held to its bounds.  A
+    valid credential is looked at first, so it is never refused for failures (anyone's
+    from the same address)."""
     needs_auth = path == "/ws" or (path.startswith("/api/") and not OPEN_PATHS.fullmatch(path))
     bearer = environ.get("HTTP_AUTHORIZATION")
     cookie = None if bearer is not None or runtime.config["no_auth"] or not needs_auth else \
@@ -7951,15 +7982,12 @@ def credential_refusal(environ, path: str, proxied: bool) -> ApiError | None:
                                 "<token>' or log in at /login")
         return None
     client = client_address(environ)
-    limited = runtime.failures.refusal(client)
-    if limited is not None:
-        return limited
     if cookie:
         if session_alive(cookie):
             return None
-        runtime.failures.add(client)
-        return Unauthorized("the session has ended: log in again at /login", headers={
-            "Set-Cookie": f"{SESSION_COOKIE}=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict"})
+        return runtime.failures.refused(client) or Unauthorized(
+            "the session has ended: log in again at /login",
+            headers={"Set-Cookie": EXPIRED_COOKIE})
     scheme, _, value = bearer.partition(" ")
     value = value.strip()
     token = runtime.config["token"]
@@ -7968,8 +7996,8 @@ def credential_refusal(environ, path: str, proxied: bool) -> ApiError | None:
         return None
     scope = runtime.run_tokens.get(value) if scheme.lower() == "bearer" else None
     if scope is None:
-        runtime.failures.add(client)
-        return Unauthorized("the token is wrong, revoked or expired")
+        return runtime.failures.refused(client) or \
+            Unauthorized("the token is wrong, revoked or expired")
     if proxied:
         return Forbidden("the board tools reach the board directly, not through a proxy")
     environ["taskboard.agent"] = scope  # a board tool of a running agent, not a person
@@ -8003,10 +8031,12 @@ class Failures:
             return int(self.every[0] + LOGIN_WINDOW_SECONDS - now) + 1
         return 0
 
-    def refusal(self, client: str) -> "TooManyRequests | None":
-        """429 for a client that must wait before a credential of its is looked at."""
+    def refused(self, client: str) -> "TooManyRequests | None":
+        """A wrong credential from client: 429 while it must wait (not counted again),
+        else None once the failure is counted (the caller answers 401 or 403)."""
         wait = self.wait(client)
         if not wait:
+            self.add(client)
             return None
         return TooManyRequests(f"too many wrong credentials from {client}; try again in "
                                f"{wait} s", headers={"Retry-After": str(wait)})
@@ -8092,12 +8122,8 @@ def log_in(given: str) -> None:
     if token is None:  # --no-auth
         return
     client = client_address(bottle.request.environ)
-    limited = runtime.failures.refusal(client)
-    if limited is not None:
-        raise limited
     if not hmac.compare_digest(given.encode(), token.encode()):
-        runtime.failures.add(client)
-        raise Unauthorized("wrong token")
+        raise runtime.failures.refused(client) or Unauthorized("wrong token")
     runtime.failures.forget(client)
     secure = bottle.request.urlparts.scheme == "https" or \
         bottle.request.get_header("X-Forwarded-Proto", "") == "https"
@@ -8109,7 +8135,7 @@ def log_in(given: str) -> None:
 @app.post("/api/logout", returns="Ok")
 def api_logout():
     end_session(bottle.request.get_cookie(SESSION_COOKIE) or "")
-    bottle.response.delete_cookie(SESSION_COOKIE, path="/")
+    bottle.response.set_header("Set-Cookie", EXPIRED_COOKIE)
     return {"ok": True}
 
 
@@ -8240,7 +8266,7 @@ SERVICE_ROUTES = (
     ("GET", "/api/tasks/<task_id:int>/approvals", task_approvals, "Approval[]"),
     ("POST", "/api/approvals/<approval_id:int>", decide_approval, "Approval",
      {"body": DECISION_FIELDS}),
-    ("POST", "/api/approvals/<approval_id:int>/act", act_on_approval, "Approval",
+    ("POST", "/api/approvals/<approval_id:int>/act", act_on_approval, "ActResult",
      {"body": ACT_FIELDS}),
     ("GET", "/api/inbox", inbox, "Inbox"),
     ("GET", "/api/push/key", push_key, "PushKey"),
@@ -8405,7 +8431,9 @@ class Handler(WebSocketHandler):
         headers = super().MessageClass(*args)
         # read_request drops a Content-Length sent beside "chunked": judge both before
         self.framing_error = framing_refusal(headers.get_all("Transfer-Encoding", []),
-                                             headers.get_all("Content-Length", []))
+                                             headers.get_all("Content-Length", [])) or \
+            (Invalid("host is given more than once") if len(headers.get_all("Host", [])) > 1
+             else None)
         return headers
 
     def get_environ(self):
@@ -8432,7 +8460,8 @@ class Handler(WebSocketHandler):
             return super().run_application()
         body = json_dumps(error.body()).encode()
         self.start_response(f"{error.status} {bottle.HTTP_CODES[error.status]}", [
-            ("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+            ("X-Content-Type-Options", "nosniff")])
         self.result = [body]
         try:
             self.process_result()
@@ -8725,9 +8754,9 @@ COMMANDS = {
                           for t in board.call("GET", f"/api/projects/{board.project()}/tasks")
                           if a.get("status") in (None, t["status"])]),
     "create_task": Command(
-        "tool", "Create a task in this project. By default it is a sub-task of the task you "
-        "are working on, which then waits until its sub-tasks are finished; pass "
-        "parent_task_id null for an independent task.",
+        "tool", "Create a sub-task in this project: below the task you are working on "
+        "(which then waits until its sub-tasks are finished), or below a task you created "
+        "when you pass its id as parent_task_id.",
         {**_TASK_FIELDS_IN, "parent_task_id": {"type": ["integer", "null"]}}, ["title"],
         _TASK, lambda a, board: board.call("POST", f"/api/projects/{board.project()}/tasks",
                                            {"parent_task_id": board.own, **a})),
@@ -8831,6 +8860,7 @@ _SCHEMAS = {
                        "openTasks:integer", "name found version checking package twoWay "
                        "waitingUntil projects openTasks"),
     "Login": _shape("token:string", "token"),
+    "ActResult": _shape("id:integer status:string decidedBy:string", "id status decidedBy"),
     "Desktop": {"type": "object", "description": "the spec's arguments and result of the "
                 "desktop command (design.md §11)"},
     "AgentMd": _shape("content:string path:string exists:boolean", "content path exists"),
@@ -9053,7 +9083,8 @@ def agent_bounds(body, task_id: int | None = None) -> dict | None:
     """The scope of the run token that makes this request (None: a person), once the change
     is within its bounds (design §11): it edits and moves only tasks its run created and
     their descendants, never its own task, never to done (a person's approval), and creates
-    tasks below its own task or below those it created.  Else Forbidden."""
+    tasks below its own task (when the body names no parent) or below those it created.
+    Else Forbidden."""
     scope = bottle.request.environ.get("taskboard.agent")
     if scope is None:
         return None
@@ -9065,6 +9096,8 @@ def agent_bounds(body, task_id: int | None = None) -> dict | None:
         raise Forbidden(f"task {task_id} was not created by this agent's run (nor is it below "
                         "one that was): the board tools change only those")
     parent = body.get("parent_task_id") if isinstance(body, dict) else None
+    if task_id is None and isinstance(body, dict) and parent is None:
+        body["parent_task_id"] = parent = scope["task_id"]  # none named: below its own task
     if task_id is None and isinstance(parent, int) and not isinstance(parent, bool) and \
             parent != scope["task_id"] and not _created_by(scope, parent):
         raise Forbidden(f"parent_task_id {parent} is neither this agent's task nor one it "

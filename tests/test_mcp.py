@@ -139,3 +139,20 @@ def test_run_token_changes_only_what_its_run_created(running, api, live):
         assert "error" in call(method, path, body, 403)
     assert api.client.get(f"/api/tasks/{persons['id']}").json["title"] == "A person's task"
     assert api.client.get(f"/api/tasks/{child['id']}").json["status"] == "testing"
+
+
+def test_a_run_token_creates_tasks_only_inside_its_own_subtree(running, api, live):
+    """Issue 32: with no parent_task_id (or null) a run token made a top-level task, and
+    with status in_progress started an agent outside its run's subtree. A missing or null
+    parent now means the run's own task."""
+    project, task, server, _ = running
+    auth = {"Authorization": f"Bearer {server['env']['TASKBOARD_MCP_TOKEN']}"}
+    api.client.put_json(f"/api/projects/{project['id']}", {"maxConcurrent": 4})
+    url = f"{live.url}/api/projects/{project['id']}/tasks"
+    for body in ({"title": "No parent"}, {"title": "Null parent", "parent_task_id": None},
+                 {"title": "Started", "parent_task_id": None, "status": "in_progress"}):
+        response = requests.post(url, json=body, headers=auth, timeout=5)
+        assert response.status_code == 201, response.text
+        assert response.json()["parent_task_id"] == task["id"], body
+    tasks = api.client.get(f"/api/projects/{project['id']}/tasks").json
+    assert [t["title"] for t in tasks if t["parent_task_id"] is None] == ["Parent"]

@@ -97,6 +97,11 @@ def test_the_same_endpoint_again_replaces_the_device(client, push_service):
     ({"endpoint": "http://push.example.com/abc"}, "endpoint"),
     ({"endpoint": "ftp://push.example.com/abc"}, "endpoint"),
     ({"endpoint": "https:///no-host"}, "endpoint"),
+    # issue 32: stored, then every message a 500 and a traceback (py_vapid: no 'aud')
+    ({"endpoint": "https://user:secret@push.example.com/abc"}, "endpoint"),
+    ({"endpoint": "https://user@push.example.com/abc"}, "endpoint"),
+    ({"endpoint": "https://[::1]:8443/abc"}, "endpoint"),
+    ({"endpoint": "https://push.example.com:port/abc"}, "endpoint"),
     ({"keys": {"p256dh": b64url(b"\x04" + b"\x01" * 64), "auth": b64url(b"a" * 16)}},
      "keys.p256dh"),  # 65 bytes, but not a point on the curve
     ({"keys": {"p256dh": "not base64!", "auth": b64url(b"a" * 16)}}, "keys.p256dh"),
@@ -249,6 +254,46 @@ def test_bad_button_bodies_are_400_and_wrong_tokens_are_rate_limited(anonymous, 
             "token": "guess", "decision": "allow"}, expect_errors=True), 403)
     assert_error(anonymous.post_json("/api/approvals/1/act", {
         "token": "guess", "decision": "allow"}, expect_errors=True), 429)
+
+
+def test_a_device_stored_with_an_endpoint_the_board_cannot_sign_for_fails_cleanly(
+        tb, client, push_service, caplog):
+    """A device stored before endpoints were checked: its test answers why, never a 500,
+    and each message is one line in the log, never a traceback."""
+    device = add_device(client, push_service.subscribe(), events=["testing"])
+    sql(tb, "UPDATE push_subscriptions SET endpoint = 'https://[::1]:8443/x'")
+    answer = client.post(f"/api/push/subscriptions/{device['id']}/test").json
+    assert answer["ok"] is False and "cannot sign" in answer["error"]
+    taskboard.push("testing", {"taskId": 1, "taskKey": "X-1", "taskTitle": "t"})
+    settled()
+    assert not [r for r in caplog.records if r.exc_info]
+    [listed] = client.get("/api/push/subscriptions").json
+    assert "cannot sign" in listed["lastError"]
+
+
+def test_a_button_tapped_late_is_403_without_counting_and_a_valid_one_still_works(
+        client, anonymous, api, push_service):
+    """Issue 32: spent buttons counted as guesses, and five of them locked the phone's
+    valid buttons out for a minute (429). Only tokens the board never issued count, and a
+    valid one is never refused; its answer is the least needed: {id, status, decidedBy}."""
+    phone = push_service.subscribe()
+    add_device(client, phone)
+    project = api.project(maxConcurrent=2)
+    first, second = start(api, project, "fake:ask"), start(api, project, "fake:ask")
+    [a], [b] = pending(client, first), pending(client, second)
+    tokens = {m.payload["approvalId"]: m.payload["token"] for m in messages(phone, 2)}
+    client.post_json(f"/api/approvals/{a['id']}", {"decision": "deny"})
+    for _ in range(taskboard.LOGIN_FAILURES_ALLOWED + 1):  # a late tap: answered already
+        assert_error(anonymous.post_json(f"/api/approvals/{b['id']}/act", {
+            "token": tokens[a["id"]], "decision": "allow"}, expect_errors=True), 403)
+    for _ in range(taskboard.LOGIN_FAILURES_ALLOWED):  # now real guesses
+        assert_error(anonymous.post_json(f"/api/approvals/{b['id']}/act", {
+            "token": "guess", "decision": "allow"}, expect_errors=True), 403)
+    assert_error(anonymous.post_json(f"/api/approvals/{b['id']}/act", {
+        "token": "guess", "decision": "allow"}, expect_errors=True), 429)
+    decided = anonymous.post_json(f"/api/approvals/{b['id']}/act",
+                                  {"token": tokens[b["id"]], "decision": "allow"}).json
+    assert decided == {"id": b["id"], "status": "allowed", "decidedBy": "push"}
 
 
 def test_a_question_opens_the_question_and_has_no_buttons(client, api, push_service):

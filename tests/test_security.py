@@ -108,6 +108,34 @@ def test_a_login_makes_a_session_that_logout_revokes(anonymous, snapshot):
     assert snapshot() == before
 
 
+def test_logout_deletes_the_cookie_with_the_session_cookies_attributes(anonymous):
+    login(anonymous, token())
+    deleted = anonymous.post("/api/logout", headers={"Content-Type": "application/json"})
+    cookie = deleted.headers["Set-Cookie"].lower()
+    assert "max-age=0" in cookie and "httponly" in cookie and "samesite=strict" in cookie
+
+
+def test_every_api_answer_is_nosniff(client, anonymous):
+    """Pages and attachments had it; the API's JSON answers (errors too) did not."""
+    for response in (client.get("/api/projects"), client.get("/api/openapi.json"),
+                     anonymous.get("/api/health"), anonymous.get("/api/projects", status=401),
+                     client.get("/api/nope", status=404),
+                     client.post_json("/api/projects", {}, status=400)):
+        assert response.headers["X-Content-Type-Options"] == "nosniff", response.request.url
+
+
+def test_a_request_with_two_host_headers_is_400(live):
+    with socket.create_connection(("127.0.0.1", live.port), timeout=5) as sock:
+        sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Host: attacker.example\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400"), head
+    assert b"nosniff" in head.lower() and b"host is given more than once" in body
+
+
 def test_sessions_survive_a_restart_but_not_a_new_token(tmp_path):
     config = taskboard.parse_args(["--db", str(tmp_path / "data" / "t.db")], environ={})
     taskboard.init(config)
@@ -238,14 +266,14 @@ def test_methods_are_compared_exactly(live, method, snapshot, tmp_path):
 def test_failed_logins_are_rate_limited_per_client(anonymous, monkeypatch):
     for _ in range(taskboard.LOGIN_FAILURES_ALLOWED):
         login(anonymous, "guess", status=401)
-    refused = login(anonymous, token(), status=429)  # even the right token must wait
+    refused = login(anonymous, "another guess", status=429)
     assert_error(refused, 429, "rate_limited")
     assert 1 <= int(refused.headers["Retry-After"]) <= taskboard.LOGIN_WINDOW_SECONDS + 1
     assert "set-cookie" not in {k.lower() for k in refused.headers}
-    assert login(anonymous, token(), peer="192.0.2.7").json == {"ok": True}, "another client"
+    login(anonymous, "guess", peer="192.0.2.7", status=401), "another client"
     later = time.monotonic() + taskboard.LOGIN_WINDOW_SECONDS + 1
     monkeypatch.setattr(taskboard.time, "monotonic", lambda: later)
-    assert login(anonymous, token()).json == {"ok": True}, "the window has passed"
+    login(anonymous, "guess", status=401), "the window has passed"
 
 
 def test_a_successful_login_forgets_earlier_failures(anonymous):
@@ -262,10 +290,23 @@ def test_a_successful_login_forgets_earlier_failures(anonymous):
 def test_bearer_and_cookie_guesses_are_rate_limited(anonymous, guess):
     for _ in range(taskboard.LOGIN_FAILURES_ALLOWED):
         anonymous.get("/api/projects", headers=guess, status=401)
-    assert_error(anonymous.get("/api/projects", headers=bearer(), status=429), 429,
+    assert_error(anonymous.get("/api/projects", headers=guess, status=429), 429,
                  "rate_limited")
-    anonymous.get("/api/projects", headers=bearer(), extra_environ={"REMOTE_ADDR": "192.0.2.8"},
-                  status=200)
+    anonymous.get("/api/projects", headers=guess, extra_environ={"REMOTE_ADDR": "192.0.2.8"},
+                  status=401)
+
+
+def test_a_valid_credential_is_never_refused_for_failures_from_its_address(anonymous):
+    """Issue 32: any local program (an agent too) sent five wrong bearers a minute and the
+    owner's own bearer, session and login from that address got 429. The credential is
+    checked first; only wrong ones are counted and made to wait."""
+    session = login(anonymous, token()).headers["Set-Cookie"].split(";")[0]
+    for _ in range(taskboard.LOGIN_FAILURES_ALLOWED):
+        anonymous.get("/api/projects", headers={"Authorization": "Bearer guess"}, status=401)
+    anonymous.get("/api/projects", headers={"Authorization": "Bearer guess"}, status=429)
+    assert anonymous.get("/api/projects", headers=bearer()).json == []
+    assert anonymous.get("/api/projects", headers={"Cookie": session}).json == []
+    assert login(anonymous, token()).json == {"ok": True}
 
 
 def test_guesses_from_many_clients_meet_a_limit_in_total(anonymous):
@@ -284,7 +325,7 @@ def test_behind_a_trusted_proxy_the_client_is_the_forwarded_address(anonymous, t
     # the owner, behind the same proxy, is not locked out by the attacker's guesses
     anonymous.post_json("/api/login", {"token": token()}, extra_environ=proxy,
                         headers={"X-Forwarded-For": "198.51.100.20"}, status=200)
-    anonymous.post_json("/api/login", {"token": token()}, extra_environ=proxy,
+    anonymous.post_json("/api/login", {"token": "guess"}, extra_environ=proxy,
                         headers={"X-Forwarded-For": "203.0.113.66"}, status=429)
 
 
