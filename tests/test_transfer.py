@@ -1,0 +1,109 @@
+"""Transfer rules of design.md §3 v4, over a live server: gzip for JSON, JS and CSS over
+1 KiB when the client accepts it, ETags and 304s that never bypass a credential, and the
+board's page naming its modules as modulepreload."""
+import gzip
+import os
+import re
+
+import pytest
+import requests
+
+from conftest import ROOT, bearer
+
+GZIP = {"Accept-Encoding": "gzip"}
+
+
+def get(live, path, headers=None, auth=True):
+    """GET without requests' own decoding, so the bytes on the wire can be looked at."""
+    response = requests.get(live.url + path, headers={**(bearer() if auth else {}),
+                                                      **(headers or {})},
+                            timeout=10, stream=True)
+    response.raw_bytes = response.raw.read(decode_content=False)
+    return response
+
+
+@pytest.fixture
+def many_tasks(api):
+    project = api.project()
+    for n in range(40):
+        api.task(project["id"], title=f"Task number {n}", description="words " * 20)
+    return f"/api/projects/{project['id']}/tasks"
+
+
+def test_a_task_list_is_gzipped_for_a_client_that_accepts_it(live, many_tasks):
+    plain = get(live, many_tasks, {"Accept-Encoding": "identity"})
+    assert "Content-Encoding" not in plain.headers and len(plain.raw_bytes) > 1024
+    packed = get(live, many_tasks, GZIP)
+    assert packed.headers["Content-Encoding"] == "gzip"
+    assert "Accept-Encoding" in packed.headers["Vary"]
+    assert int(packed.headers["Content-Length"]) == len(packed.raw_bytes)
+    assert gzip.decompress(packed.raw_bytes) == plain.raw_bytes
+    assert len(packed.raw_bytes) < len(plain.raw_bytes) / 4
+    for refusing in ("gzip;q=0", "br", ""):  # a client that does not accept it: plain
+        answer = get(live, many_tasks, {"Accept-Encoding": refusing})
+        assert "Content-Encoding" not in answer.headers and answer.raw_bytes == plain.raw_bytes
+
+
+def test_an_unchanged_answer_is_304_and_a_changed_or_stale_tag_gets_it_whole(live, api,
+                                                                          many_tasks):
+    first = get(live, many_tasks, GZIP)
+    tag = first.headers["ETag"]
+    assert get(live, many_tasks, {"Accept-Encoding": "identity"}).headers["ETag"] == tag
+    again = get(live, many_tasks, {**GZIP, "If-None-Match": tag})
+    assert again.status_code == 304 and again.raw_bytes == b""
+    assert again.headers["ETag"] == tag and "Content-Encoding" not in again.headers
+    for stale in ('W/"0123"', "garbage", '"', ", ,"):
+        whole = get(live, many_tasks, {**GZIP, "If-None-Match": stale})
+        assert whole.status_code == 200 and whole.raw_bytes == first.raw_bytes, stale
+    task_id = requests.get(live.url + many_tasks, headers=bearer(), timeout=10).json()[0]["id"]
+    api.client.put_json(f"/api/tasks/{task_id}", {"title": "Renamed"})
+    changed = get(live, many_tasks, {**GZIP, "If-None-Match": tag})
+    assert changed.status_code == 200 and changed.headers["ETag"] != tag
+    detail = f"/api/tasks/{task_id}/detail"
+    detail_tag = get(live, detail).headers["ETag"]
+    assert get(live, detail, {"If-None-Match": detail_tag}).status_code == 304
+
+
+def test_a_304_never_bypasses_the_credential(live, many_tasks):
+    tag = get(live, many_tasks).headers["ETag"]
+    refused = get(live, many_tasks, {"If-None-Match": tag}, auth=False)
+    assert refused.status_code == 401 and b"unauthorized" in refused.raw_bytes
+    wrong = get(live, many_tasks, {"If-None-Match": "*", "Authorization": "Bearer nope"},
+                auth=False)
+    assert wrong.status_code == 401
+
+
+def test_small_answers_and_writes(live, api):
+    small = get(live, "/api/health", GZIP)
+    assert "Content-Encoding" not in small.headers and small.headers["Vary"]
+    project = api.project()
+    created = requests.post(f"{live.url}/api/projects/{project['id']}/tasks",
+                            json={"title": "x", "description": "long " * 400},
+                            headers={**bearer(), **GZIP}, timeout=10)
+    assert created.status_code == 201 and created.headers["Content-Encoding"] == "gzip"
+    assert "ETag" not in created.headers and created.json()["title"] == "x"
+
+
+def test_the_boards_files_are_gzipped_and_answer_304(live):
+    script = get(live, "/static/js/store.js", GZIP)
+    assert script.headers["Content-Encoding"] == "gzip"
+    with open(os.path.join(ROOT, "static", "js", "store.js"), "rb") as f:
+        assert gzip.decompress(script.raw_bytes) == f.read()
+    assert get(live, "/static/js/store.js",
+               {"If-None-Match": script.headers["ETag"]}).status_code == 304
+    for path in ("/", "/sw.js", "/static/css/board.css"):
+        first = get(live, path, GZIP, auth=False)
+        assert first.status_code == 200 and first.headers["ETag"], path
+        assert get(live, path, {"If-None-Match": first.headers["ETag"]},
+                   auth=False).status_code == 304, path
+
+
+def test_the_page_names_every_module_as_modulepreload(live):
+    page = get(live, "/", auth=False).raw_bytes.decode()
+    preloaded = re.findall(r'<link rel="modulepreload" href="(/static/js/[^"]+)">', page)
+    modules = sorted("/static/js/" + os.path.relpath(os.path.join(folder, name),
+                                                     os.path.join(ROOT, "static", "js"))
+                     for folder, _, names in os.walk(os.path.join(ROOT, "static", "js"))
+                     for name in names if name.endswith(".js"))
+    assert sorted(preloaded + ["/static/js/main.js"]) == modules
+    assert page.index("modulepreload") < page.index('src="/static/js/main.js"')
