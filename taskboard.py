@@ -7729,16 +7729,16 @@ def transfer(wsgi_app):
             given = next((v.strip('"') for k, v in headers if k.lower() == "etag"), None)
             tag = f'W/"{given or hashlib.blake2b(data, digest_size=12).hexdigest()}"'
             headers = [(k, v) for k, v in headers if k.lower() != "etag"] + [("ETag", tag)]
-            if etag_matches(environ.get("HTTP_IF_NONE_MATCH", ""), tag):
-                start_response("304 Not Modified", [(k, v) for k, v in headers if k.lower() in (
-                    "etag", "cache-control", "vary", "x-content-type-options")])
-                return []
         if compress:
             headers.append(("Vary", "Accept-Encoding"))
-            if len(data) > GZIP_MIN_BYTES and accepts_gzip(environ):
-                data = gzip.compress(data, GZIP_LEVEL, mtime=0)
-                headers = [(k, v) for k, v in headers if k.lower() != "content-length"] + [
-                    ("Content-Encoding", "gzip"), ("Content-Length", str(len(data)))]
+        if tagged and etag_matches(environ.get("HTTP_IF_NONE_MATCH", ""), tag):
+            start_response("304 Not Modified", [(k, v) for k, v in headers if k.lower() in (
+                "etag", "cache-control", "vary", "x-content-type-options")])
+            return []
+        if compress and len(data) > GZIP_MIN_BYTES and accepts_gzip(environ):
+            data = gzip.compress(data, GZIP_LEVEL, mtime=0)
+            headers = [(k, v) for k, v in headers if k.lower() != "content-length"] + [
+                ("Content-Encoding", "gzip"), ("Content-Length", str(len(data)))]
         start_response(status, headers)
         return [data]
     return with_transfer
