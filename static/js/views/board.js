@@ -1,6 +1,9 @@
 // The board of a project (#/projects/:projectId): a column of task cards per status (the
 // server's list, in its order), filters, drag and drop (optimistic, rolled back on error), a
 // "Move to" select on each card for the keyboard, live activity lines and a docked log panel.
+// A column renders its first PAGE matching cards (and any card moved here from this page),
+// with "Show more" for the rest: a board of thousands of tasks stays a few thousand nodes;
+// its count is always the whole column's.
 // The cards are board_card.js, their clicks, keys and drags board_moves.js, the log panel
 // board_dock.js.
 
@@ -30,7 +33,11 @@ register({  // key: [English, Turkish]
   "board.moveFailed": ["Could not move {key}: {error}", "{key} taşınamadı: {error}"],
   "board.loadFailed": ["Could not load the tasks: {error}", "Görevler yüklenemedi: {error}"],
   "board.cardHelp": ["Enter opens the task; Alt+Left/Right moves it to the previous/next column.", "Enter görevi açar; Alt+Sol/Sağ onu önceki/sonraki sütuna taşır."],
+  "board.showMore": ["Show {n} more ({hidden} not shown)", "{n} tane daha göster ({hidden} gösterilmiyor)"],
 });
+
+/** Cards a column renders at first, and how many more each "Show more" adds. */
+const PAGE = 50;
 
 /** Store events after which the board renders again. */
 const RENDER_ON = new Set(["local", "tasks:loaded", "resync", "task:created", "task:updated",
@@ -67,15 +74,17 @@ function toolbar(projectId, filters, onChange, onClear) {
   return { el, tagSelect, clearButton };
 }
 
-/** A column per status: status -> {el, body, count}. */
-function buildColumns(statuses) {
+/** A column per status: status -> {el, body, count, more}; more() shows another page. */
+function buildColumns(statuses, more) {
   return new Map(statuses.map((status) => {
     const count = h("span", { class: "col-count" });
     const body = h("div", { class: "col-cards" });
+    const button = h("button", { type: "button", class: "link-button col-more",
+      "data-testid": "show-more", onclick: () => more(status) });
     const el = h("section", { class: `board-col col-${status}`, "data-status": status,
       "aria-labelledby": `col-title-${status}` },
     h("h2", { class: "col-head", id: `col-title-${status}` }, t(`status.${status}`), count), body);
-    return [status, { el, body, count }];
+    return [status, { el, body, count, more: button }];
   }));
 }
 
@@ -97,14 +106,19 @@ function emptyLine(view, filtered) {
     : t(filtered ? "board.emptyFiltered" : "board.empty"));
 }
 
-/** Render every column: cards are rebuilt only when their task changed. */
+/** Render every column: its first pages of matching cards (and the cards kept in view),
+ * rebuilt only when their task changed. */
 function renderColumns(view, all, active) {
   const seen = new Set();
+  const byStatus = new Map(view.statuses.map((status) => [status, []]));
+  for (const task of all) byStatus.get(view.statusOf(task))?.push(task);
   for (const [status, column] of view.columns) {
-    const inColumn = all.filter((task) => view.statusOf(task) === status);
-    const shown = inColumn.filter((task) => matches(task, view.filters));
+    const inColumn = byStatus.get(status);
+    const shown = active ? inColumn.filter((task) => matches(task, view.filters)) : inColumn;
     column.count.textContent = view.loaded ? (active ? `${shown.length}/${inColumn.length}` : String(shown.length)) : "";
-    const nodes = shown.map((task) => {
+    const limit = view.limits.get(status) || PAGE;
+    const rendered = shown.filter((task, i) => i < limit || view.keep.has(task.id));
+    const nodes = rendered.map((task) => {
       seen.add(task.id);
       const moving = view.moves.has(task.id);
       const sig = `${JSON.stringify(task)}|${status}|${moving}`;
@@ -117,6 +131,11 @@ function renderColumns(view, all, active) {
       return entry.el;
     });
     if (!nodes.length) nodes.push(emptyLine(view, active && inColumn.length));
+    const hidden = shown.length - rendered.length;
+    if (hidden > 0) {
+      column.more.textContent = t("board.showMore", { n: Math.min(PAGE, hidden), hidden });
+      nodes.push(column.more);
+    }
     const current = [...column.body.children];
     if (current.length !== nodes.length || current.some((node, i) => node !== nodes[i])) {
       column.body.replaceChildren(...nodes);
@@ -160,7 +179,9 @@ export function mount(root, { projectId }) {
     activity: new Map(),  // task id -> activity line
     live: new Map(),      // task id -> the latest task:usage data
     cards: new Map(),     // task id -> {el, sig}
-    columns: new Map(),   // status -> {el, body, count}
+    columns: new Map(),   // status -> {el, body, count, more}
+    limits: new Map(),    // status -> how many matching cards the column renders
+    keep: new Set(),      // task ids moved from this page: rendered wherever they land
     loaded: false,
     loadError: null,
     statusOf: (task) => view.moves.get(task.id) ?? task.status,
@@ -181,7 +202,10 @@ export function mount(root, { projectId }) {
     tagKey = null;
     head = projectHeader(projectId, "");
     bar = toolbar(projectId, filters, schedule, () => { Object.assign(filters, NO_FILTERS); build(); });
-    view.columns = buildColumns(view.statuses);
+    view.columns = buildColumns(view.statuses, (status) => {
+      view.limits.set(status, (view.limits.get(status) || PAGE) + PAGE);
+      schedule();
+    });
     board.replaceChildren(...[...view.columns.values()].map((c) => c.el));
     help.textContent = t("board.cardHelp");
     root.replaceChildren(head, bar.el, help, board, dock.el || "");
@@ -220,6 +244,7 @@ export function mount(root, { projectId }) {
     const task = state.tasks.get(id);
     if (!task || !view.statuses.includes(status) || view.statusOf(task) === status) return;
     view.moves.set(id, status);
+    view.keep.add(id);
     schedule();
     try {
       const updated = await api.moveTask(id, status);
