@@ -1460,6 +1460,12 @@ CREATE TABLE agent_limits (
 )
 
 
+#: (table, its CREATE statement) -> SQLAlchemy's description of it, reflected once per
+#: process: dataset reflects a table again (~10 ms) for every new database object and after
+#: every rolled-back transaction (a refused request), though the schema has not changed.
+_REFLECTED = {}
+
+
 class Tx:
     """One transaction: dataset's table API (t["projects"]) for plain CRUD and SQL on the
     same connection (its sqlite3 connection) for the hot paths."""
@@ -1469,7 +1475,15 @@ class Tx:
         self.connection = db.executable.connection.driver_connection
 
     def __getitem__(self, table: str) -> dataset.Table:
-        return self.db.load_table(table)
+        loaded = self.db.load_table(table)
+        if loaded._table is None:  # NOTE: dataset's private attributes, see _REFLECTED
+            schema = (table, self.value("SELECT sql FROM sqlite_master WHERE type = 'table' "
+                                        "AND name = ?", (table,)))
+            if schema not in _REFLECTED:
+                loaded._sync_table(())
+                _REFLECTED[schema] = loaded._table
+            loaded._table, loaded._columns = _REFLECTED[schema], None
+        return loaded
 
     def execute(self, sql: str, params=()) -> sqlite3.Cursor:
         return self.connection.execute(sql, params)
