@@ -1890,10 +1890,43 @@ def task_detail_rows(task_id: int, log_sql: str) -> dict | None:
         for table in ("revisions", "attachments"):
             task[table] = t.all(f"SELECT * FROM {table} WHERE task_id = ? ORDER BY id",
                                 (task_id,))
-        task["logs_json"] = t.in_thread(lambda t: t.value(
-            f"SELECT json_group_array(json(j)) FROM (SELECT {log_sql} AS j FROM logs "
-            "WHERE task_id = ? ORDER BY id)", (task_id,)))
+        task["logs_json"] = _log_json(t, task_id, log_sql)
         return task
+
+
+#: The rendered logs of the tasks whose detail was read last, at most this many characters.
+LOG_JSON_KEPT_CHARS = 64 * 2**20
+
+
+def _log_json(t: Tx, task_id: int, log_sql: str) -> str:
+    """A task's whole log as a JSON array, kept between reads: log rows are only ever added
+    (with higher ids) or deleted, so (last id, count) tells whether the kept text is still
+    the log, or the log plus rows added since, which are rendered alone and appended."""
+    last, count = t.one("SELECT MAX(id) AS last, COUNT(*) AS n FROM logs WHERE task_id = ?",
+                        (task_id,)).values()
+    kept = runtime.log_json.pop(task_id, None)
+    if kept is not None and kept[:2] == (last, count):
+        text = kept[2]
+    else:
+        since = kept[0] if kept is not None and kept[0] is not None and \
+            last is not None and kept[0] < last else None
+        added = t.in_thread(lambda t: t.one(
+            f"SELECT COUNT(*) AS n, json_group_array(json(j)) AS rows FROM (SELECT {log_sql} "
+            "AS j FROM logs WHERE task_id = ? AND id > ? ORDER BY id)",
+            (task_id, -1 if since is None else since)))
+        if since is not None and kept[1] + added["n"] == count:
+            text = kept[2][:-1] + ("," if kept[1] else "") + added["rows"][1:]
+        elif since is None and added["n"] == count:
+            text = added["rows"]
+        else:  # rows deleted meanwhile, or added while this was read: all of it again
+            text = t.in_thread(lambda t: t.value(
+                f"SELECT json_group_array(json(j)) FROM (SELECT {log_sql} AS j FROM logs "
+                "WHERE task_id = ? ORDER BY id)", (task_id,)))
+    runtime.log_json[task_id] = (last, count, text)
+    while sum(len(kept[2]) for kept in runtime.log_json.values()) > LOG_JSON_KEPT_CHARS \
+            and len(runtime.log_json) > 1:
+        runtime.log_json.popitem(last=False)  # the least recently read
+    return text
 
 
 def insert_task_row(project_id: int, values: dict, defaults: dict, notice: Notice) \
@@ -9555,6 +9588,8 @@ class Runtime:
         self.queue_pending = set()
         #: token -> {project_id, task_id} of each live run's board tools.
         self.run_tokens = {}
+        #: task id -> (last log id, log rows, the log as JSON), see _log_json()
+        self.log_json = collections.OrderedDict()
         #: wrong credentials per client; session id hash -> expiry of each live login
         self.failures = Failures()
         self.sessions = {}

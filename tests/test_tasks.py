@@ -264,6 +264,32 @@ def test_task_detail_log_entries_are_exactly_the_logs_entries(client, api, proje
     assert empty["logs"] == []
 
 
+def test_task_detail_keeps_its_log_and_follows_what_is_added_or_deleted(client, api, project,
+                                                                         tb):
+    """Issue 33: the detail's log is kept between reads (and extended by what is added)
+    instead of being rendered whole for every read; it is always exactly the log."""
+    tid = api.task(project["id"])["id"]
+
+    def detail_log():
+        tb.logs.flush()
+        return client.get(f"/api/tasks/{tid}/detail").json["logs"]
+
+    def whole_log():
+        return client.get(f"/api/tasks/{tid}/logs?limit=10000").json
+    assert detail_log() == []
+    for n in range(3):
+        tb.logs.append(tid, "text", f"line {n}")
+    assert detail_log() == whole_log() and len(whole_log()) == 3
+    assert detail_log() == whole_log()  # read again, unchanged
+    tb.logs.append(tid, "text", "added")
+    assert [e["message"] for e in detail_log()] == ["line 0", "line 1", "line 2", "added"]
+    sql(tb, "DELETE FROM logs WHERE task_id = ? AND message = 'line 1'", (tid,))
+    assert [e["message"] for e in detail_log()] == ["line 0", "line 2", "added"]
+    tb.logs.append(tid, "text", "after the delete")
+    sql(tb, "DELETE FROM logs WHERE task_id = ? AND message = 'line 0'", (tid,))
+    assert detail_log() == whole_log() and len(whole_log()) == 3
+
+
 @pytest.mark.parametrize("limit", ["0", "-1", "x", "1.5", "99999999999999999999999"])
 def test_task_logs_bad_limit_is_refused(client, api, project, limit):
     tid = api.task(project["id"])["id"]
