@@ -1918,12 +1918,12 @@ def _log_json(t: Tx, task_id: int, log_sql: str) -> str:
             text = kept[2][:-1] + ("," if kept[1] else "") + added["rows"][1:]
         elif since is None and added["n"] == count:
             text = added["rows"]
-        else:  # rows deleted meanwhile, or added while this was read: all of it again
+        else:  # rows were deleted since, and others added: all of it again
             text = t.in_thread(lambda t: t.value(
                 f"SELECT json_group_array(json(j)) FROM (SELECT {log_sql} AS j FROM logs "
                 "WHERE task_id = ? ORDER BY id)", (task_id,)))
     runtime.log_json[task_id] = (last, count, text)
-    while sum(len(kept[2]) for kept in runtime.log_json.values()) > LOG_JSON_KEPT_CHARS \
+    while sum(len(entry[2]) for entry in runtime.log_json.values()) > LOG_JSON_KEPT_CHARS \
             and len(runtime.log_json) > 1:
         runtime.log_json.popitem(last=False)  # the least recently read
     return text

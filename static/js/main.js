@@ -10,7 +10,7 @@ import { route, start } from "./router.js";
 import { connect } from "./socket.js";
 import { clock } from "./format.js";
 import { defaultOf, loadSchema } from "./schema.js";
-import { loadAll, needsYouCount, state, subscribe } from "./store.js";
+import { loadAll, needsYouCount, notify, state, subscribe } from "./store.js";
 import { needsYouControl } from "./views/needs_you.js";
 
 const view = (name) => () => import(`./views/${name}.js`);
@@ -187,6 +187,9 @@ async function checkHealth() {
     state.health = null;
   }
   renderBanner();
+  notify("health");
+  // just after the server started it is still looking for the CLIs: ask again soon
+  if (Object.values(state.health?.agents || {}).some((cli) => cli.checking)) setTimeout(checkHealth, 1000);
 }
 
 /** A new service worker took over while something was being edited: say so (see serviceWorker). */

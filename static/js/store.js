@@ -254,9 +254,6 @@ export function receive(message) {
     if ((event === "project:created" || event === "project:updated") && data.agent) {
       agentsByProject.set(data.id, data.agent);
     }
-    if ((event === "project:created" || event === "project:updated") && data.agent) {
-      agentsByProject.set(data.id, data.agent);
-    }
     if (touchesInbox(state, message)) {
       inboxEvents += 1;
       refreshInbox();

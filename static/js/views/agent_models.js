@@ -6,7 +6,7 @@
 import { h } from "../dom.js";
 import { register, t } from "../i18n.js";
 import { enumOf, propertyOf } from "../schema.js";
-import { state } from "../store.js";
+import { state, subscribe } from "../store.js";
 import { agentName } from "./agent_parts.js";
 
 register({  // key: [English, Turkish]
@@ -32,6 +32,22 @@ function cliState(agent) {
     cli.found ? cli.version || "" : t("models.notFound"));
 }
 
+/** Each agent's CLI state in a slot that follows /api/health (it may come after the grid). */
+function cliSlots() {
+  const slots = new Map(agents().map((agent) => [agent, h("span", {}, cliState(agent))]));
+  let shown = false;
+  const off = subscribe((s, event) => {
+    if (event !== "health") return;
+    if (![...slots.values()][0].isConnected) {
+      if (shown) off();  // the grid is gone
+      return;
+    }
+    shown = true;
+    for (const [agent, slot] of slots) slot.replaceChildren(cliState(agent) || "");
+  });
+  return slots;
+}
+
 const agents = () => enumOf("Project", "agent");
 const tiers = () => enumOf("Task", "model");
 
@@ -55,6 +71,7 @@ function fromRaw(raw) {
 /** The grid: a table with a row per agent, inputs named "Codex: Large model"; raw is the kit's. */
 function render(spec, raw, ids, changed) {
   const controls = [];
+  const slots = cliSlots();
   const model = () => raw[spec.key];  // replaced, not changed, when the server's value comes in
   const cell = (agent, tier) => {
     const input = h("input", { type: "text", value: model()[agent][tier], placeholder: builtIn(agent, tier),
@@ -68,7 +85,7 @@ function render(spec, raw, ids, changed) {
     h("legend", {}, spec.label()),
     h("div", { class: "table-scroll" }, h("table", { class: "models-grid" },
       h("thead", {}, h("tr", {}, h("th", {}, t("models.agent")), tiers().map((tier) => h("th", {}, t(`model.${tier}`))))),
-      h("tbody", {}, agents().map((agent) => h("tr", {}, h("th", { scope: "row" }, agentName(agent), cliState(agent)),
+      h("tbody", {}, agents().map((agent) => h("tr", {}, h("th", { scope: "row" }, agentName(agent), slots.get(agent)),
         tiers().map((tier) => cell(agent, tier))))))),
     ids.help, ids.error);
   return { element, controls };

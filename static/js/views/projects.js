@@ -7,7 +7,7 @@ import { h, toast } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { go } from "../router.js";
 import { enumOf } from "../schema.js";
-import { onEvent } from "../store.js";
+import { applyEvent, notify, onEvent, state } from "../store.js";
 import { avatar } from "./common.js";
 import { formDialog } from "./form_kit.js";
 import { rerender } from "./item_list.js";
@@ -61,6 +61,9 @@ export function mount(root) {
       onSaved: (project) => {
         dialog.close();
         toast(t("projects.created", { name: project.name }));
+        // the board opens at once: the store knows the project before its /ws event comes
+        applyEvent(state, { event: "project:created", data: project });
+        notify("project:created");
         go(`/projects/${project.id}`);
       },
     });
