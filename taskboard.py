@@ -6426,6 +6426,11 @@ USAGE_KEYS = {"input": "input_tokens", "output": "output_tokens",
               "cache_creation": "cache_creation_input_tokens"}
 
 
+def usd(tokens, prices) -> float:
+    """What token counts cost at prices per million, both in USAGE_KEYS order."""
+    return sum(map(operator.mul, tokens, prices)) / 1_000_000
+
+
 def claude_prices(model: str) -> tuple | None:
     """The PRICES of the tier a Claude model's name belongs to ("claude-opus-4-8"), if any."""
     family = next((f for f in CLAUDE_FAMILIES if f in model), None)
@@ -6641,8 +6646,7 @@ class StreamParser:
             return float(self.result["total_cost_usd"])
         if self.cost_so_far is not None and self.result is None:
             return self.cost_so_far
-        prices = self.prices or PRICES[model]
-        return sum(self.usage[k] * p for k, p in zip(USAGE_KEYS, prices)) / 1_000_000
+        return usd(self.usage.values(), self.prices or PRICES[model])
 
 
 def _dict(value) -> dict:
@@ -7968,10 +7972,13 @@ def spool_chunked_body(environ, cap: int):
     return spool
 
 
-def framing_refusal(codings: list[str], lengths: list[str]) -> ApiError | None:
-    """Why a request's Transfer-Encoding and Content-Length headers are refused, if they are:
-    anything but one `chunked` or one plain length could be read differently by a proxy in
-    front (request smuggling), and gevent would not de-chunk it."""
+def framing_refusal(codings: list[str], lengths: list[str], hosts: list[str]) \
+        -> ApiError | None:
+    """Why a request's Transfer-Encoding, Content-Length and Host headers are refused, if
+    they are: anything but one `chunked` or one plain length, or a second Host, could be read
+    differently by a proxy in front (request smuggling), and gevent would not de-chunk it."""
+    if len(hosts) > 1:
+        return Invalid("host is given more than once")
     names = [c.strip().lower() for value in codings for c in value.split(",")]
     if codings and names != ["chunked"]:
         shown = ", ".join(v.strip() for v in codings)[:100]
@@ -8457,6 +8464,7 @@ def page_service_worker():
 
 
 def built_page(kind: str, text: str) -> str:
+    """A page the server builds from static/, with the headers every page gets."""
     bottle.response.content_type = f"{kind}; charset=utf-8"
     bottle.response.set_header("Cache-Control", "no-cache")
     for name, value in PAGE_HEADERS.items():
@@ -8489,6 +8497,7 @@ def board_build() -> tuple[str, str, str]:
     preload = "".join(f'  <link rel="modulepreload" href="{url}">\n' for url in files
                       if url.startswith("/static/js/") and url != "/static/js/main.js")
     return stamp, worker, page.replace(entry, preload + entry)
+
 
 @app.get("/login")
 def page_login():
@@ -8569,10 +8578,8 @@ class Handler(WebSocketHandler):
     def MessageClass(self, *args):
         headers = super().MessageClass(*args)
         # read_request drops a Content-Length sent beside "chunked": judge both before
-        self.framing_error = framing_refusal(headers.get_all("Transfer-Encoding", []),
-                                             headers.get_all("Content-Length", [])) or \
-            (Invalid("host is given more than once") if len(headers.get_all("Host", [])) > 1
-             else None)
+        self.framing_error = framing_refusal(*(headers.get_all(name, []) for name in (
+            "Transfer-Encoding", "Content-Length", "Host")))
         return headers
 
     def get_environ(self):
@@ -9400,8 +9407,7 @@ def simulate_agent(argv: list[str]) -> int:
         nonlocal spent
         for key, value in usage.items():
             turn_usage[key] += value
-        spent += sum(map(operator.mul, usage.values(), claude_prices(model) or
-                            PRICES["model_medium"])) / 1_000_000
+        spent += usd(usage.values(), claude_prices(model) or PRICES["model_medium"])
         emit({"type": "assistant", "message": {
             "id": f"msg_sim_{session[:8]}_{next(turn)}", "type": "message",
             "role": "assistant", "model": model, "content": [block], "usage": usage}})
