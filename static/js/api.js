@@ -1,5 +1,8 @@
 // The only module that knows URLs and fetch(). Every call resolves with the decoded JSON
-// or throws ApiError(message, status, code, field).
+// or throws ApiError(message, status, code, field). The first GETs of the page were started
+// by boot.js, before this module loaded: those answers are taken from there.
+
+import { take } from "./boot.js";
 
 export class ApiError extends Error {
   constructor(message, status, code = "", field = null) {
@@ -20,7 +23,7 @@ async function request(method, path, body, { raw = false } = {}) {
   }
   let response;
   try {
-    response = await fetch(path, options);
+    response = await ((method === "GET" && take(path)) || fetch(path, options));
   } catch (error) {
     throw new ApiError("The server cannot be reached.", 0, "unreachable");
   }
@@ -99,8 +102,9 @@ export const api = {
   updateTask: (id, body) => request("PUT", path`/api/tasks/${id}`, body),
   moveTask: (id, status) => request("PATCH", path`/api/tasks/${id}/status`, { status }),
   deleteTask: (id) => request("DELETE", path`/api/tasks/${id}`),
-  taskLogs: (id, limit = 500) =>
-    request("GET", path`/api/tasks/${id}/logs` + `?limit=${Number(limit)}`),
+  taskLogs: (id, limit = 500, before = null) =>
+    request("GET", path`/api/tasks/${id}/logs` + `?limit=${Number(limit)}`
+      + (before == null ? "" : `&before=${Number(before)}`)),
   revisions: (id) => request("GET", path`/api/tasks/${id}/revisions`),
   uploadAttachment: (taskId, file) => {
     const form = new FormData();

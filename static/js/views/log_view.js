@@ -3,7 +3,8 @@
 // The rows come from log_rows.js (one terminal line each, wrapped at the width of the
 // viewport), so every row is ROW_H pixels high and only the rows in view (plus a buffer)
 // exist as DOM nodes. Appending entries adds rows at the end; nothing already rendered is
-// rebuilt unless it changed.
+// rebuilt unless it changed. A page shows the newest entries first and fetches older ones
+// (older()) when asked or when scrolled to the top, so a long log never comes whole.
 
 import { h } from "../dom.js";
 import { duration } from "../format.js";
@@ -12,6 +13,8 @@ import { LogRows } from "./log_rows.js";
 
 register({  // key: [English, Turkish]
   "log.count": ["{n} entries", "{n} kayıt"],
+  "log.countNewest": ["newest {n} entries", "en yeni {n} kayıt"],
+  "log.older": ["Show older entries", "Daha eski kayıtları göster"],
   "log.expandAll": ["Expand all", "Tümünü aç"],
   "log.collapseAll": ["Collapse all", "Tümünü kapat"],
   "log.jump": ["Jump to latest", "En sona git"],
@@ -138,16 +141,25 @@ function measureCols(viewport) {
   return Math.max(20, Math.floor((width - 16) / char) - GUTTER_COLS);
 }
 
+/** Rows from the top at which scrolling up fetches the older entries. */
+const OLDER_AT = 50;
+/** Entries fetched at a time: the newest to start with, then older ones. */
+export const LOG_PAGE = 1000;
+
 /**
  * A log terminal. Call setEntries() with the initial log, then append() live entries
  * (duplicates by id are dropped, so a replay after a reconnect is harmless).
- * @returns {{el: HTMLElement, setEntries: (entries: Object[]) => void,
+ * @param {{older?: (beforeId: number, limit: number) => Promise<Object[]>}} [options]  fetches
+ *   up to limit entries before an id, oldest first (fewer: there are no more)
+ * @returns {{el: HTMLElement, setEntries: (entries: Object[], complete?: boolean) => void,
  *   append: (entries: Object[]) => void, size: () => number, entries: () => Object[],
- *   destroy: () => void}}
+ *   complete: () => boolean, destroy: () => void}}
  */
-export function createLogView() {
+export function createLogView({ older } = {}) {
   const log = new LogRows();
   let loaded = false;
+  let complete = true;  // every entry up to the first is held
+  let fetching = null;
   let pending = [];
   let follow = true;
   let unseen = 0;
@@ -159,8 +171,10 @@ export function createLogView() {
   const empty = h("p", { class: "log-empty" }, t("log.empty"));
   const jump = h("button", { type: "button", class: "log-jump", hidden: true, onclick: jumpToLatest });
   const count = h("span", { class: "log-count" });
+  const more = h("button", { type: "button", class: "small", hidden: true, "data-testid": "log-older",
+    onclick: () => fetchOlder() }, t("log.older"));
   const el = h("div", { class: "log-view" },
-    h("div", { class: "log-toolbar" }, count,
+    h("div", { class: "log-toolbar" }, h("span", { class: "log-tools" }, count, more),
       h("span", { class: "log-tools" },
         h("button", { type: "button", class: "small", onclick: () => setAll(true) }, t("log.expandAll")),
         h("button", { type: "button", class: "small", onclick: () => setAll(false) }, t("log.collapseAll")))),
@@ -171,7 +185,9 @@ export function createLogView() {
     frame = 0;
     rows.paint(log.rows);
     empty.hidden = log.entries.length > 0 || !loaded;
-    count.textContent = t("log.count", { n: log.entries.length.toLocaleString() });
+    count.textContent = t(complete ? "log.count" : "log.countNewest", { n: log.entries.length.toLocaleString() });
+    more.hidden = complete;
+    more.disabled = Boolean(fetching);
     jump.hidden = follow;
     jump.textContent = unseen ? t("log.jumpNew", { n: unseen }) : t("log.jump");
   }
@@ -218,9 +234,42 @@ export function createLogView() {
   });
   resizer.observe(viewport);
 
+  /** Put older entries before those held, keeping the rows in view where they are. */
+  function prepend(list) {
+    const firstId = log.entries[0]?.id ?? Infinity;
+    const fresh = list.filter((entry) => entry && entry.id < firstId);
+    if (!fresh.length) return;
+    const open = new Set(log.blocks.filter((b) => b.expanded).map((b) => b.entry.id));
+    const before = log.rows.length;
+    const held = log.entries;
+    log.reset();
+    log.add([...fresh, ...held]);
+    for (const block of log.blocks) {
+      if (block.kind !== "plain") block.expanded = open.has(block.entry.id) || (block.entry.id < firstId && log.expandDefault);
+    }
+    log.rebuild();
+    rows.invalidate(0);
+    spacer.style.height = `${log.rows.length * ROW_H}px`;
+    if (!follow) viewport.scrollTop += (log.rows.length - before) * ROW_H;
+  }
+
+  /** Fetch the entries before the first one held (once at a time). */
+  function fetchOlder() {
+    if (complete || fetching || !older || !log.entries.length) return;
+    fetching = older(log.entries[0].id, LOG_PAGE).then((list) => {
+      complete = list.length < LOG_PAGE;
+      prepend(list);
+    }).catch(() => { /* the button stays: the next scroll or click tries again */ }).finally(() => {
+      fetching = null;
+      schedule();
+    });
+    schedule();
+  }
+
   viewport.addEventListener("scroll", () => {
     follow = atBottom();
     if (follow) unseen = 0;
+    if (viewport.scrollTop < OLDER_AT * ROW_H) fetchOlder();
     schedule();
   }, { passive: true });
   spacer.addEventListener("click", (event) => {
@@ -234,10 +283,11 @@ export function createLogView() {
 
   return {
     el,
-    /** Replace everything with this (complete) log, oldest first. */
-    setEntries(list) {
+    /** Replace everything with this log, oldest first; complete = false when older entries exist. */
+    setEntries(list, whole = true) {
       log.reset();
       loaded = true;
+      complete = whole;
       log.cols = measureCols(viewport) || log.cols;
       log.add(list || []);
       const early = pending;
@@ -267,6 +317,8 @@ export function createLogView() {
     size: () => log.entries.length,
     /** The entries held, oldest first (to carry them over to a new view). */
     entries: () => log.entries.slice(),
+    /** Whether every entry up to the first is held. */
+    complete: () => complete,
     destroy() {
       resizer.disconnect();
       if (frame) cancelAnimationFrame(frame);

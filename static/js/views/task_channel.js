@@ -191,6 +191,13 @@ export function createChannel(taskId, focusApproval = null) {
   panel.render();
   talk.load();
   let alive = true;
+  let task = null;
+  /** Whether messages can reach a run depends on the task's agent and on health (its CLI). */
+  const showStatus = () => {
+    if (!task) return;
+    const agent = taskAgent(task);
+    talk.setStatus(task.status, state.health?.agents?.[agent]?.twoWay === false ? agentName(agent) : null);
+  };
   loadApprovals().then(() => {  // fresh on opening the task (the store follows the events)
     if (alive && focusApproval && !panel.revealed()) toast(t("approval.gone"));
   }).catch(() => {});
@@ -198,6 +205,7 @@ export function createChannel(taskId, focusApproval = null) {
     subscribe((s, event) => {
       if (event.startsWith("approval")) panel.render();
       if (event === "resync") talk.load();
+      if (event === "health") showStatus();
     }),
     onEvent(({ event, data }) => {
       if ((event === "message:created" || event === "message:updated") && data?.taskId === taskId) talk.upsert(data);
@@ -207,9 +215,9 @@ export function createChannel(taskId, focusApproval = null) {
   return {
     approvals: panel.el,
     talk: talk.el,
-    setTask(task) {
-      const agent = taskAgent(task);
-      talk.setStatus(task.status, state.health?.agents?.[agent]?.twoWay === false ? agentName(agent) : null);
+    setTask(next) {
+      task = next;
+      showStatus();
     },
     destroy() {
       alive = false;

@@ -11,7 +11,7 @@ import { followLogs } from "../socket.js";
 import { learnAgents, loadTasks, onEvent, projectAgent, refusedLocally, state, subscribe } from "../store.js";
 import { waitingText } from "./agent_parts.js";
 import { projectName, select } from "./common.js";
-import { createLogView } from "./log_view.js";
+import { LOG_PAGE, createLogView } from "./log_view.js";
 import { createChannel } from "./task_channel.js";
 import { openTaskDialog } from "./task_dialog.js";
 import { taskFields } from "./task_fields.js";
@@ -141,18 +141,18 @@ function taskTexts(task) {
 /** @param {HTMLElement} root  @param {{taskId: number}} params */
 export function mount(root, { taskId }) {
   let task = null;
-  let detail = null;
   let gone = false;
   let live = null;           // the latest task:usage of the current run
   let frame = 0;
-  let log = createLogView();
+  const older = (before, limit) => api.taskLogs(taskId, limit, before);
+  let log = createLogView({ older });
   const top = h("div", { class: "detail-top" });
   const side = h("aside", { class: "detail-side" });
   // requests waiting for a person (the one of #/tasks/7?approval=12 shown), the conversation
   const channel = createChannel(taskId, queryId(location.hash, "approval"));
   const textBody = h("div", {});
   const texts = h("div", { class: "detail-texts" }, textBody, channel.talk);
-  const tabs = taskTabs({ taskId, task: () => task, detail: () => detail, log: () => log, desktop, act });
+  const tabs = taskTabs({ taskId, task: () => task, log: () => log, desktop, act });
   root.replaceChildren(h("div", { class: "task-detail" }, top, channel.approvals,
     h("div", { class: "detail-layout" }, texts, side,
       h("div", { class: "detail-tabarea" }, tabs.bar, ...tabs.panels.values()))));
@@ -231,23 +231,23 @@ export function mount(root, { taskId }) {
     }),
     onLanguageChange(() => {
       const entries = log.entries();
+      const complete = log.complete();
       log.destroy();
-      log = createLogView();
-      log.setEntries(entries);
+      log = createLogView({ older });
+      log.setEntries(entries, complete);
       tabs.loaded = new Set();
       schedule();
       if (task && !gone) tabs.show(tabs.active);
     }),
   ];
 
-  api.taskDetail(taskId).then((data) => {
-    const { commits, revisions, attachments, logs, ...fieldsOnly } = data;
-    detail = { commits, revisions, attachments };
-    task = fieldsOnly;
+  // the task and the newest page of its log; older pages come as the log scrolls up
+  Promise.all([api.task(taskId), api.taskLogs(taskId, LOG_PAGE)]).then(([fields, tail]) => {
+    task = fields;
     channel.setTask(task);
     renderTop();
     tabs.show("log");
-    log.setEntries(logs);
+    log.setEntries(tail, tail.length < LOG_PAGE);
     if (!state.loadedProjects.has(task.project_id)) loadTasks(task.project_id).catch(() => {});
     if (projectAgent(task.project_id) === undefined) learnAgents([task.project_id]).then(schedule);
   }).catch((error) => {

@@ -82,11 +82,7 @@ function showEvents(panel, tabs) {
 }
 
 function showRevisions(panel, tabs) {
-  const { taskId, task, detail } = tabs.ctx;
-  fill(panel, async () => {
-    if ((task().revision_count || 0) !== (detail().revisions || []).length) detail().revisions = await api.revisions(taskId);
-    return [...detail().revisions].reverse();
-  }, (list) => (list.length ? h("ol", { class: "revision-list" }, list.map((rev) => h("li", {},
+  fill(panel, async () => (await api.revisions(tabs.ctx.taskId)).reverse(), (list) => (list.length ? h("ol", { class: "revision-list" }, list.map((rev) => h("li", {},
     h("div", { class: "muted" }, format.dateTime(rev.createdAt)), h("div", { class: "prose" }, rev.feedback))))
     : muted("detail.noRevisions")));
 }
@@ -126,22 +122,24 @@ function showDiff(panel, tabs) {
   });
 }
 
-function showCommits(panel, tabs) {
-  const detail = tabs.ctx.detail();
-  const list = detail.commits || [];
-  // commits come only with the task detail (which carries the whole log too)
-  const reload = h("button", { type: "button", class: "small", onclick: async () => {
-    try {
-      detail.commits = (await api.taskDetail(tabs.ctx.taskId)).commits;
-      showCommits(panel, tabs);
-    } catch (error) {
-      toast(error.message, "error");
-    }
-  } }, t("detail.refresh"));
-  put(panel, panelBar(reload), list.length ? h("ol", { class: "commit-list" }, list.map((c) => h("li", {},
+/** The task detail's commits and attachments, fetched when their tab is first shown (the
+ * detail carries the whole log too, which the log tab pages through instead). */
+function detailOf(tabs, reload = false) {
+  if (reload || !tabs.detail) {
+    const loading = api.taskDetail(tabs.ctx.taskId).then(({ commits, attachments }) => ({ commits, attachments }));
+    loading.catch(() => { if (tabs.detail === loading) tabs.detail = null; });  // the next show tries again
+    tabs.detail = loading;
+  }
+  return tabs.detail;
+}
+
+function showCommits(panel, tabs, reload = false) {
+  fill(panel, () => detailOf(tabs, reload), ({ commits }) => [panelBar(h("button", { type: "button", class: "small",
+    onclick: () => showCommits(panel, tabs, true) }, t("detail.refresh"))),
+  commits.length ? h("ol", { class: "commit-list" }, commits.map((c) => h("li", {},
     h("code", { class: "commit-hash", title: c.hash }, c.hash.slice(0, 8)), " ", h("span", {}, c.message),
     h("div", { class: "muted" }, [c.author, format.dateTime(c.date)].filter(Boolean).join(" · ")))))
-    : muted("detail.noCommits"));
+    : muted("detail.noCommits")]);
 }
 
 /** Upload the chosen files one by one; each answer joins the list. */
@@ -157,31 +155,35 @@ async function upload(files, list, taskId) {
 }
 
 function showAttachments(panel, tabs) {
-  const detail = tabs.ctx.detail();
-  const list = detail.attachments || [];
+  fill(panel, () => detailOf(tabs), (detail) => attachmentList(panel, tabs, detail));
+}
+
+/** The attachments panel's content; an upload or a delete redraws it. */
+function attachmentList(panel, tabs, detail) {
+  const list = detail.attachments;
+  const redraw = () => put(panel, attachmentList(panel, tabs, detail));
   const input = h("input", { type: "file", multiple: true, id: "attach-input", class: "file-input" });
   input.addEventListener("change", async () => {
     await upload([...input.files], list, tabs.ctx.taskId);
-    detail.attachments = list;
-    showAttachments(panel, tabs);
+    redraw();
   });
   const remove = async (a) => {
     try {
       await api.deleteAttachment(a.id);
       detail.attachments = list.filter((x) => x.id !== a.id);
-      showAttachments(panel, tabs);
+      redraw();
     } catch (error) {
       toast(error.message, "error");
     }
   };
-  put(panel,
+  return [
     panelBar(h("label", { class: "button", for: "attach-input" }, t("detail.upload")), input),
     list.length ? h("ul", { class: "attachment-list" }, list.map((a) => h("li", {},
       h("a", { href: api.attachmentUrl(a.id), download: a.fileName }, a.fileName),
       h("span", { class: "muted" }, ` ${format.bytes(a.size)} · ${a.mimeType || ""}`),
       h("button", { type: "button", class: "small", "aria-label": `${t("common.delete")} ${a.fileName}`,
         onclick: () => remove(a) }, t("common.delete")))))
-      : muted("detail.noAttachments"));
+      : muted("detail.noAttachments")];
 }
 
 const SHOW = { log: showLog, events: showEvents, revisions: showRevisions, diff: showDiff, commits: showCommits,
@@ -189,7 +191,7 @@ const SHOW = { log: showLog, events: showEvents, revisions: showRevisions, diff:
 
 /**
  * The tab bar and panels of a task page.
- * @param {{taskId: number, task: () => Object, detail: () => Object, log: () => Object,
+ * @param {{taskId: number, task: () => Object, log: () => Object,
  *   desktop: (command: string, body: Object) => Promise<any>, act: (fn: Function, done?: string) => void}} ctx
  */
 export function taskTabs(ctx) {
@@ -201,6 +203,7 @@ export function taskTabs(ctx) {
     active: "log",
     loaded: new Set(),  // tabs whose panel holds data
     eventLimit: null,
+    detail: null,  // the promise of the task detail's commits and attachments
     renderBar() {
       const focused = bar.contains(document.activeElement) ? document.activeElement.id : null;
       bar.replaceChildren(...TABS.map((name) => h("button", {
