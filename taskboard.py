@@ -8476,7 +8476,8 @@ def built_page(kind: str, text: str) -> str:
 def board_build() -> tuple[str, str, str]:
     """A stamp of the board's files and the server's version; the service worker that
     carries it with the list of the files it keeps for offline use (all but the login
-    page's and its own); and the board's page with a modulepreload link for each module."""
+    page's and its own); and the board's page with a modulepreload link for each module
+    that its own <script> tags do not name."""
     digest, files = hashlib.sha256(__version__.encode()), ["/"]
     for folder, subfolders, names in os.walk(STATIC_DIR):
         subfolders.sort()
@@ -8494,8 +8495,9 @@ def board_build() -> tuple[str, str, str]:
     with open(os.path.join(STATIC_DIR, "index.html"), encoding="utf-8") as source:
         page = source.read()
     entry = '  <script type="module" src="/static/js/main.js"></script>\n'
+    scripts = re.findall(r'<script type="module"[^>]* src="([^"]+)"', page)
     preload = "".join(f'  <link rel="modulepreload" href="{url}">\n' for url in files
-                      if url.startswith("/static/js/") and url != "/static/js/main.js")
+                      if url.startswith("/static/js/") and url not in scripts)
     return stamp, worker, page.replace(entry, preload + entry)
 
 

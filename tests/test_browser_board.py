@@ -87,3 +87,35 @@ def test_a_card_moved_into_a_long_column_stays_in_view(crowded, page):
     # of 180 tasks, the page of each long column and the two moved in (if not on it already)
     rendered = page.locator(".task-card").count()
     assert 2 * PAGE <= rendered <= 2 * PAGE + 2, rendered
+
+
+def test_the_first_data_requests_start_before_the_modules_have_loaded(crowded, page):
+    """boot.js asks for the board's data at once: with main.js held back, the tasks of the
+    board in the address are asked for all the same (and the board uses that answer)."""
+    board, project, _ = crowded
+    held = []
+    page.route("**/static/js/main.js", lambda route: held.append(route))
+    asked = []
+    page.on("request", lambda r: asked.append(r.url.split("/api/", 1)[1])
+            if "/api/" in r.url else None)
+    tasks = f"projects/{project['id']}/tasks"
+    page.goto(f"{board.url}/#/projects/{project['id']}", wait_until="commit")
+    page.wait_for_event("request", lambda r: r.url.endswith("/api/" + tasks))
+    assert held, "main.js was not asked for yet"
+    held[0].continue_()
+    expect(column(page, "Backlog").get_by_role("heading")).to_have_text("Backlog120")
+    assert asked.count(tasks) == 1, asked
+    assert asked.count("openapi.json") == 1, asked
+
+
+def test_the_service_worker_serves_the_page_of_its_build(crowded, page):
+    """With the worker in control the page comes from its cache: one round trip less."""
+    board, project, _ = crowded
+    open_board(page, board, project["id"])
+    page.wait_for_function("() => navigator.serviceWorker.controller !== null")
+    asked = []
+    page.context.on("request", lambda r: asked.append(r.url) if r.url == board.url + "/" else None)
+    response = page.reload()
+    assert response.from_service_worker
+    assert len(asked) == 1, asked  # the page's own navigation; the worker did not ask again
+    expect(column(page, "Backlog").get_by_role("heading")).to_have_text("Backlog120")
