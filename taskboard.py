@@ -35,6 +35,7 @@ import logging
 import mimetypes
 import operator
 import os
+import posixpath
 import re
 import resource
 import secrets
@@ -443,6 +444,29 @@ def found(value, message: str):
 
 class RawJson(str):
     """Text that is already JSON, sent as it is."""
+
+class Kept:
+    """Values kept between reads, up to `limit` in all as measured by `size`; the least
+    recently read goes first, the one just kept never."""
+
+    def __init__(self, limit: int, size=len):
+        self.limit, self.size, self.total = limit, size, 0
+        self.items = collections.OrderedDict()
+
+    def get(self, key):
+        """The value kept for key (now the most recently read), or None."""
+        if key in self.items:
+            self.items.move_to_end(key)
+        return self.items.get(key)
+
+    def put(self, key, value):
+        if key in self.items:
+            self.total -= self.size(self.items.pop(key))
+        self.items[key] = value
+        self.total += self.size(value)
+        while self.total > self.limit and len(self.items) > 1:
+            self.total -= self.size(self.items.popitem(last=False)[1])
+        return value
 
 
 def slugify(text: str, limit: int = 40) -> str:
@@ -1904,7 +1928,7 @@ def _log_json(t: Tx, task_id: int, log_sql: str) -> str:
     the log, or the log plus rows added since, which are rendered alone and appended."""
     last, count = t.one("SELECT MAX(id) AS last, COUNT(*) AS n FROM logs WHERE task_id = ?",
                         (task_id,)).values()
-    kept = runtime.log_json.pop(task_id, None)
+    kept = runtime.log_json.get(task_id)
     if kept is not None and kept[:2] == (last, count):
         text = kept[2]
     else:
@@ -1922,11 +1946,7 @@ def _log_json(t: Tx, task_id: int, log_sql: str) -> str:
             text = t.in_thread(lambda t: t.value(
                 f"SELECT json_group_array(json(j)) FROM (SELECT {log_sql} AS j FROM logs "
                 "WHERE task_id = ? ORDER BY id)", (task_id,)))
-    runtime.log_json[task_id] = (last, count, text)
-    while sum(len(entry[2]) for entry in runtime.log_json.values()) > LOG_JSON_KEPT_CHARS \
-            and len(runtime.log_json) > 1:
-        runtime.log_json.popitem(last=False)  # the least recently read
-    return text
+    return runtime.log_json.put(task_id, (last, count, text))[2]
 
 
 def insert_task_row(project_id: int, values: dict, defaults: dict, notice: Notice) \
@@ -7745,6 +7765,9 @@ COMPRESSIBLE = ("application/json", "text/javascript", "application/javascript",
 GZIP_MIN_BYTES = 1024
 #: zlib's fast deflate: about half the CPU of level 5 for a few per cent more bytes.
 GZIP_LEVEL = 3
+#: Gzipped answers kept by their ETag, at most this many bytes: the big ones are read again
+#: and again unchanged (a board's task list, a long log's detail, the board's files).
+GZIP_KEPT_BYTES = 8 * 2**20
 
 
 def transfer(wsgi_app):
@@ -7778,7 +7801,7 @@ def transfer(wsgi_app):
                 body.close()
         if tagged:
             given = next((v.strip('"') for k, v in headers if k.lower() == "etag"), None)
-            tag = f'W/"{given or hashlib.blake2b(data, digest_size=12).hexdigest()}"'
+            tag = f'W/"{given or hashlib.sha1(data, usedforsecurity=False).hexdigest()[:24]}"'
             headers = [(k, v) for k, v in headers if k.lower() != "etag"] + [("ETag", tag)]
         if compress:
             headers.append(("Vary", "Accept-Encoding"))
@@ -7787,7 +7810,9 @@ def transfer(wsgi_app):
                 "etag", "cache-control", "vary", "x-content-type-options")])
             return []
         if compress and len(data) > GZIP_MIN_BYTES and accepts_gzip(environ):
-            data = gzip.compress(data, GZIP_LEVEL, mtime=0)
+            data = (tagged and runtime.gzipped.get(tag)) or gzip.compress(data, GZIP_LEVEL, mtime=0)
+            if tagged:
+                runtime.gzipped.put(tag, data)
             headers = [(k, v) for k, v in headers if k.lower() != "content-length"] + [
                 ("Content-Encoding", "gzip"), ("Content-Length", str(len(data)))]
         start_response(status, headers)
@@ -7831,6 +7856,8 @@ class ApiPlugin:
     def apply(self, callback, route):
         status = route.config.get("status", 200)
         checks_body = route.config.get("body") != "Upload"
+        # the browser may keep the answer, asking again with its ETag each time (a 304)
+        kept = route.config.get("kept", False)
 
         @functools.wraps(callback)
         def wrapper(*args, **kwargs):
@@ -7861,7 +7888,10 @@ class ApiPlugin:
                 if spool is not None:
                     spool.close()
             if isinstance(result, (dict, list, RawJson)):
-                return json_response(result, status)
+                text = json_response(result, status)
+                if kept:
+                    bottle.response.set_header("Cache-Control", "private, no-cache")
+                return text
             return result
         return wrapper
 
@@ -8306,7 +8336,7 @@ def api_list_approvals():
     return list_approvals(bottle.request.query.get("status") or None)
 
 
-@app.get("/api/tasks/<task_id:int>/logs", returns="LogEntry[]")
+@app.get("/api/tasks/<task_id:int>/logs", returns="LogEntry[]", kept=True)
 def api_task_logs(task_id):
     before = query_int("before", 0, 1, 2**63 - 1) if "before" in bottle.request.query \
         else None
@@ -8379,9 +8409,9 @@ SERVICE_ROUTES = (
     ("GET", "/api/projects/summary", project_summaries, "ProjectSummary[]"),
     ("GET", "/api/projects/<project_id:int>", get_project, "Project"),
     ("DELETE", "/api/projects/<project_id:int>", delete_project, "Ok"),
-    ("GET", "/api/projects/<project_id:int>/tasks", list_tasks, "Task[]"),
-    ("GET", "/api/tasks/<task_id:int>", get_task, "Task"),
-    ("GET", "/api/tasks/<task_id:int>/detail", task_detail, "TaskDetail"),
+    ("GET", "/api/projects/<project_id:int>/tasks", list_tasks, "Task[]", {"kept": True}),
+    ("GET", "/api/tasks/<task_id:int>", get_task, "Task", {"kept": True}),
+    ("GET", "/api/tasks/<task_id:int>/detail", task_detail, "TaskDetail", {"kept": True}),
     ("GET", "/api/tasks/<task_id:int>/revisions", task_revisions, "Revision[]"),
     ("DELETE", "/api/tasks/<task_id:int>", delete_task, "Ok"),
     ("DELETE", "/api/attachments/<attachment_id:int>", delete_attachment, "Ok"),
@@ -8432,7 +8462,7 @@ for _kind, _schema in ((TEMPLATES, "Template"), (SNIPPETS, "Snippet"), (WEBHOOKS
 
 # --- the board -------------------------------------------------------------------
 
-@app.get("/api/openapi.json")
+@app.get("/api/openapi.json", kept=True)
 def api_openapi():
     return openapi()
 
@@ -8477,17 +8507,20 @@ def board_build() -> tuple[str, str, str]:
     """A stamp of the board's files and the server's version; the service worker that
     carries it with the list of the files it keeps for offline use (all but the login
     page's and its own); and the board's page with a modulepreload link for each module
-    that its own <script> tags do not name."""
-    digest, files = hashlib.sha256(__version__.encode()), ["/"]
+    that its own <script> tags do not name (see imports_first)."""
+    digest, files, modules = hashlib.sha256(__version__.encode()), ["/"], {}
     for folder, subfolders, names in os.walk(STATIC_DIR):
         subfolders.sort()
         for name in sorted(names):
             path = os.path.join(folder, name)
             url = "/static/" + os.path.relpath(path, STATIC_DIR).replace(os.sep, "/")
             with open(path, "rb") as source:
-                digest.update(url.encode() + source.read())
+                text = source.read()
+            digest.update(url.encode() + text)
             if not name.startswith("login.") and url != "/static/sw.js":
                 files.append(url)
+            if url.startswith("/static/js/"):
+                modules[url] = text.decode("utf-8")
     stamp = digest.hexdigest()[:16]
     with open(os.path.join(STATIC_DIR, "sw.js"), encoding="utf-8") as source:
         worker = source.read().replace("__TASKBOARD_BUILD__", stamp).replace(
@@ -8496,9 +8529,30 @@ def board_build() -> tuple[str, str, str]:
         page = source.read()
     entry = '  <script type="module" src="/static/js/main.js"></script>\n'
     scripts = re.findall(r'<script type="module"[^>]* src="([^"]+)"', page)
-    preload = "".join(f'  <link rel="modulepreload" href="{url}">\n' for url in files
-                      if url.startswith("/static/js/") and url not in scripts)
+    first, rest = imports_first(modules, [*scripts, *BOARD_FIRST])
+    preload = "".join(f'  <link rel="modulepreload" href="{url}"{later}>\n'
+                      for urls, later in ((first, ""), (rest, ' fetchpriority="low"'))
+                      for url in urls if url not in scripts)
     return stamp, worker, page.replace(entry, preload + entry)
+
+
+#: The modules the page's scripts and these import are preloaded first; the others at low
+#: priority (fetchpriority), after the data: the board's view is the one most opened.
+BOARD_FIRST = ("/static/js/views/board.js",)
+#: A module's static imports of its neighbours: `import … from "./x.js"`, `export … from`.
+IMPORT_FROM = re.compile(r"^(?:import|export)\b[^;]*?[\"'](\.\.?/[^\"']+)[\"']", re.M)
+
+
+def imports_first(modules: dict[str, str], roots: list[str]) -> tuple[list, list]:
+    """The roots and what they import (at any depth, the nearest first), and the other
+    modules: on a slow network the browser should get what it runs first first."""
+    order = list(dict.fromkeys(roots))
+    for url in order:
+        for spec in IMPORT_FROM.findall(modules.get(url, "")):
+            found = posixpath.normpath(posixpath.join(posixpath.dirname(url), spec))
+            if found in modules and found not in order:
+                order.append(found)
+    return order, [url for url in modules if url not in order]
 
 
 @app.get("/login")
@@ -9597,7 +9651,9 @@ class Runtime:
         #: token -> {project_id, task_id} of each live run's board tools.
         self.run_tokens = {}
         #: task id -> (last log id, log rows, the log as JSON), see _log_json()
-        self.log_json = collections.OrderedDict()
+        self.log_json = Kept(LOG_JSON_KEPT_CHARS, lambda entry: len(entry[2]))
+        #: ETag -> the gzipped body of that answer, see transfer()
+        self.gzipped = Kept(GZIP_KEPT_BYTES)
         #: wrong credentials per client; session id hash -> expiry of each live login
         self.failures = Failures()
         self.sessions = {}

@@ -64,6 +64,32 @@ def test_an_unchanged_answer_is_304_and_a_changed_or_stale_tag_gets_it_whole(liv
     assert get(live, detail, {"If-None-Match": detail_tag}).status_code == 304
 
 
+def test_a_kept_gzip_body_is_never_served_for_a_changed_answer(live, api, many_tasks):
+    """Gzipped bodies are kept by ETag between reads: each read still gets its own list."""
+    before = get(live, many_tasks, GZIP)
+    assert get(live, many_tasks, GZIP).raw_bytes == before.raw_bytes
+    task_id = requests.get(live.url + many_tasks, headers=bearer(), timeout=10).json()[0]["id"]
+    api.client.put_json(f"/api/tasks/{task_id}", {"title": "Renamed"})
+    after = get(live, many_tasks, GZIP)
+    plain = get(live, many_tasks, {"Accept-Encoding": "identity"})
+    assert gzip.decompress(after.raw_bytes) == plain.raw_bytes
+    assert b'"Renamed"' in plain.raw_bytes and b'"Renamed"' not in gzip.decompress(
+        before.raw_bytes)
+
+
+def test_the_browser_may_keep_task_reads_but_nothing_else(live, many_tasks):
+    """Task lists, tasks, details, logs and the API description: kept by the browser only
+    (private) and asked again with their ETag each time (no-cache); any other answer, and
+    every refusal, is never stored."""
+    task_id = requests.get(live.url + many_tasks, headers=bearer(), timeout=10).json()[0]["id"]
+    for path in (many_tasks, f"/api/tasks/{task_id}", f"/api/tasks/{task_id}/detail",
+                 f"/api/tasks/{task_id}/logs?limit=5", "/api/openapi.json"):
+        assert get(live, path).headers["Cache-Control"] == "private, no-cache", path
+    for path in ("/api/settings", "/api/projects", "/api/tasks/999999"):
+        assert get(live, path).headers["Cache-Control"] == "no-store", path
+    assert get(live, many_tasks, auth=False).headers["Cache-Control"] == "no-store"
+
+
 def test_a_304_never_bypasses_the_credential(live, many_tasks):
     tag = get(live, many_tasks).headers["ETag"]
     refused = get(live, many_tasks, {"If-None-Match": tag}, auth=False)
@@ -100,7 +126,14 @@ def test_the_boards_files_are_gzipped_and_answer_304(live):
 
 def test_the_page_names_every_module_as_modulepreload(live):
     page = get(live, "/", auth=False).raw_bytes.decode()
-    preloaded = re.findall(r'<link rel="modulepreload" href="(/static/js/[^"]+)">', page)
+    links = re.findall(
+        r'<link rel="modulepreload" href="(/static/js/[^"]+)"( fetchpriority="low")?>', page)
+    preloaded = [url for url, _ in links]
+    # what the page runs first (its scripts', the board's imports) first; the other views later
+    later = [url for url, low in links if low]
+    assert "/static/js/views/settings.js" in later and "/static/js/views/board.js" not in later
+    assert "/static/js/store.js" not in later and "/static/js/views/board_card.js" not in later
+    assert preloaded[-len(later):] == later
     modules = sorted("/static/js/" + os.path.relpath(os.path.join(folder, name),
                                                      os.path.join(ROOT, "static", "js"))
                      for folder, _, names in os.walk(os.path.join(ROOT, "static", "js"))
