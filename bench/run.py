@@ -9,8 +9,8 @@ not a test:
     python bench/run.py --mixed           # load, approvals, push: agents of mixed CLIs (issue 24)
     TASKBOARD_BENCH_CACHE=<dir> python bench/run.py   # keep scale.py's database between runs
 
-It runs bench/api.py, bench/agents.py, bench/scale.py, bench/load.py, bench/approvals.py and
-bench/push.py one after the other
+It runs bench/api.py, bench/agents.py, bench/scale.py, bench/load.py, bench/approvals.py,
+bench/push.py and bench/ui.py (the board in Chromium, issue 33) one after the other
 (their output goes by, prefixed with their name), reads the `BENCH_RESULT {...}` line each
 prints last, and prints one table: bench, figure, value, same-run baseline, ratio, goal and
 whether it is met. The goals of issue 9 come first:
@@ -51,7 +51,7 @@ import time
 from _common import RESULT_PREFIX
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
-ORDER = ("api", "agents", "scale", "load", "approvals", "push")
+ORDER = ("api", "agents", "scale", "load", "approvals", "push", "ui")
 HEADLINE = (("scale", "task_list_p99"), ("scale", "startup_to_health"),
             ("load", "fanout_p99"), ("load", "server_rss_peak"),
             ("approvals", "request_to_ws_p99"), ("approvals", "click_to_stdin_p99"),

@@ -3,12 +3,21 @@
 import { currentLanguage } from "./i18n.js";
 
 const locale = () => (currentLanguage() === "tr" ? "tr-TR" : "en-GB");
+const DATE_TIME = { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit" };
+const TIME = { hour: "2-digit", minute: "2-digit" };
+const formats = new Map();
+
+/** One Intl.DateTimeFormat per language and options, made once (each costs milliseconds). */
+function formatOf(options) {
+  const key = `${locale()} ${Object.keys(options).join()}`;
+  if (!formats.has(key)) formats.set(key, new Intl.DateTimeFormat(locale(), options));
+  return formats.get(key);
+}
 
 /** "12 Nov 14:03" in the current language. */
 export function dateTime(iso) {
   if (!iso) return "";
-  return new Date(iso).toLocaleString(locale(), { day: "numeric", month: "short",
-    hour: "2-digit", minute: "2-digit" });
+  return formatOf(DATE_TIME).format(new Date(iso));
 }
 
 /** "14:03" when iso is today, else "12 Nov 14:03" (local time). */
@@ -16,7 +25,7 @@ export function clock(iso) {
   if (!iso) return "";
   const when = new Date(iso);
   if (when.toDateString() !== new Date().toDateString()) return dateTime(iso);
-  return when.toLocaleTimeString(locale(), { hour: "2-digit", minute: "2-digit" });
+  return formatOf(TIME).format(when);
 }
 
 /** "3 min", "2 h 5 min", "12 s" from milliseconds. */
