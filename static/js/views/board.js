@@ -38,6 +38,9 @@ register({  // key: [English, Turkish]
 
 /** Cards a column renders at first, and how many more each "Show more" adds. */
 const PAGE = 50;
+/** New cards a column builds in one frame; the rest follow in the next frames, so that
+ * no single task of the main thread builds the whole board. */
+const BUILD_STEP = 15;
 
 /** Store events after which the board renders again. */
 const RENDER_ON = new Set(["local", "tasks:loaded", "resync", "task:created", "task:updated",
@@ -107,8 +110,10 @@ function emptyLine(view, filtered) {
 }
 
 /** Render every column: its first pages of matching cards (and the cards kept in view),
- * rebuilt only when their task changed. */
+ * rebuilt only when their task changed, at most BUILD_STEP new ones a column at a time.
+ * Returns whether some column is not whole yet (render again in the next frame). */
 function renderColumns(view, all, active) {
+  let partial = false;
   const seen = new Set();
   const byStatus = new Map(view.statuses.map((status) => [status, []]));
   for (const task of all) byStatus.get(view.statusOf(task))?.push(task);
@@ -118,21 +123,29 @@ function renderColumns(view, all, active) {
     column.count.textContent = view.loaded ? (active ? `${shown.length}/${inColumn.length}` : String(shown.length)) : "";
     const limit = view.limits.get(status) || PAGE;
     const rendered = shown.filter((task, i) => i < limit || view.keep.has(task.id));
-    const nodes = rendered.map((task) => {
+    const nodes = [];
+    let built = 0;
+    for (const task of rendered) {
       seen.add(task.id);
       const moving = view.moves.has(task.id);
       const sig = `${JSON.stringify(task)}|${status}|${moving}`;
       let entry = view.cards.get(task.id);
       if (!entry || entry.sig !== sig) {
+        if (built === BUILD_STEP) {  // its turn comes in the next frame; till then as it was
+          partial = true;
+          if (entry) nodes.push(entry.el);
+          continue;
+        }
+        built += 1;
         const shownAs = { statuses: view.statuses, moving, activity: view.activity.get(task.id), cost: view.costOf(task) };
         entry = { el: taskCard(task, status, shownAs), sig };
         view.cards.set(task.id, entry);
       }
-      return entry.el;
-    });
+      nodes.push(entry.el);
+    }
     if (!nodes.length) nodes.push(emptyLine(view, active && inColumn.length));
     const hidden = shown.length - rendered.length;
-    if (hidden > 0) {
+    if (hidden > 0 && nodes.length === rendered.length) {
       column.more.textContent = t("board.showMore", { n: Math.min(PAGE, hidden), hidden });
       nodes.push(column.more);
     }
@@ -142,6 +155,7 @@ function renderColumns(view, all, active) {
     }
   }
   for (const id of view.cards.keys()) if (!seen.has(id)) view.cards.delete(id);
+  return partial;
 }
 
 /** Follow /ws messages the store does not keep: log lines and live usage of running tasks. */
@@ -222,7 +236,7 @@ export function mount(root, { projectId }) {
     bar.clearButton.hidden = !active;
     tagKey = fillTags(bar.tagSelect, all, filters, tagKey);
     noticeStarts(all);
-    renderColumns(view, all, active);
+    if (renderColumns(view, all, active)) schedule();
     const running = all.filter((task) => task.is_running).map((task) => task.id);
     if (dock.taskId !== null && !running.includes(dock.taskId)) running.push(dock.taskId);
     followLogs(running);
