@@ -8483,7 +8483,8 @@ def page_static(path: str):
 def page_index():
     """The board's page; it names every module it loads as modulepreload (design §3 v4), so
     the browser fetches them in one round trip instead of as a waterfall of imports."""
-    return built_page("text/html", board_build()[2])
+    _, _, page, policy = board_build()
+    return built_page("text/html", page, {"Content-Security-Policy": policy})
 
 
 @app.get("/sw.js")
@@ -8493,21 +8494,22 @@ def page_service_worker():
     return built_page("text/javascript", board_build()[1])
 
 
-def built_page(kind: str, text: str) -> str:
+def built_page(kind: str, text: str, headers: dict | None = None) -> str:
     """A page the server builds from static/, with the headers every page gets."""
     bottle.response.content_type = f"{kind}; charset=utf-8"
     bottle.response.set_header("Cache-Control", "no-cache")
-    for name, value in PAGE_HEADERS.items():
+    for name, value in (PAGE_HEADERS | (headers or {})).items():
         bottle.response.set_header(name, value)
     return text
 
 
 @functools.cache
-def board_build() -> tuple[str, str, str]:
+def board_build() -> tuple[str, str, str, str]:
     """A stamp of the board's files and the server's version; the service worker that
     carries it with the list of the files it keeps for offline use (all but the login
-    page's and its own); and the board's page with a modulepreload link for each module
-    that its own <script> tags do not name (see imports_first)."""
+    page's and its own); the board's page, with its classic scripts written into it and a
+    modulepreload link for each module that its own <script> tags do not name (see
+    imports_first); and the page's CSP, which allows those scripts by their hash."""
     digest, files, modules = hashlib.sha256(__version__.encode()), ["/"], {}
     for folder, subfolders, names in os.walk(STATIC_DIR):
         subfolders.sort()
@@ -8527,13 +8529,20 @@ def board_build() -> tuple[str, str, str]:
             "__TASKBOARD_FILES__", json_dumps(files))
     with open(os.path.join(STATIC_DIR, "index.html"), encoding="utf-8") as source:
         page = source.read()
+    hashes = []
+    for url in re.findall(r'<script src="([^"]+)"></script>', page):
+        script = modules.pop(url)
+        hashes.append(base64.b64encode(hashlib.sha256(script.encode()).digest()).decode())
+        page = page.replace(f'<script src="{url}"></script>', f"<script>{script}</script>")
+    policy = PAGE_HEADERS["Content-Security-Policy"].replace(
+        "script-src 'self'", " ".join(["script-src 'self'", *(f"'sha256-{h}'" for h in hashes)]))
     entry = '  <script type="module" src="/static/js/main.js"></script>\n'
     scripts = re.findall(r'<script type="module"[^>]* src="([^"]+)"', page)
     first, rest = imports_first(modules, [*scripts, *BOARD_FIRST])
     preload = "".join(f'  <link rel="modulepreload" href="{url}"{later}>\n'
                       for urls, later in ((first, ""), (rest, ' fetchpriority="low"'))
                       for url in urls if url not in scripts)
-    return stamp, worker, page.replace(entry, preload + entry)
+    return stamp, worker, page.replace(entry, preload + entry), policy
 
 
 #: The modules the page's scripts and these import are preloaded first; the others at low

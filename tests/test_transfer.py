@@ -1,7 +1,9 @@
 """Transfer rules of design.md §3 v4, over a live server: gzip for JSON, JS and CSS over
 1 KiB when the client accepts it, ETags and 304s that never bypass a credential, and the
 board's page naming its modules as modulepreload."""
+import base64
 import gzip
+import hashlib
 import os
 import re
 
@@ -139,7 +141,23 @@ def test_the_page_names_every_module_as_modulepreload(live):
                      for folder, _, names in os.walk(os.path.join(ROOT, "static", "js"))
                      for name in names if name.endswith(".js"))
     scripts = re.findall(r'<script type="module"[^>]* src="([^"]+)"', page)
-    assert sorted(scripts) == ["/static/js/boot.js", "/static/js/main.js"]
-    assert sorted(preloaded + scripts) == modules
-    # boot.js starts the data requests first; the modules are all asked for before main.js
-    assert page.index("boot.js") < page.index("modulepreload") < page.index("main.js")
+    assert scripts == ["/static/js/main.js"]
+    assert sorted(preloaded + scripts + ["/static/js/boot.js"]) == modules
+    # the modules are all asked for before main.js
+    assert page.index("modulepreload") < page.index("main.js")
+
+
+def test_the_page_starts_its_data_requests_from_a_script_its_csp_allows_by_hash(live):
+    """boot.js is written into the page, before the stylesheets and modules, so its requests
+    go out first; the page's CSP allows exactly that script, and no other page's does."""
+    answer = get(live, "/", auth=False)
+    page = answer.raw_bytes.decode()
+    with open(os.path.join(ROOT, "static", "js", "boot.js"), encoding="utf-8") as f:
+        boot = f.read()
+    assert f"<script>{boot}</script>" in page and 'src="/static/js/boot.js"' not in page
+    assert page.index("<script>") < page.index("stylesheet") < page.index("modulepreload")
+    digest = base64.b64encode(hashlib.sha256(boot.encode()).digest()).decode()
+    csp = answer.headers["Content-Security-Policy"]
+    assert f"script-src 'self' 'sha256-{digest}';" in csp and "unsafe-inline" not in csp
+    login = get(live, "/login", auth=False).headers["Content-Security-Policy"]
+    assert "script-src 'self';" in login

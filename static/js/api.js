@@ -1,8 +1,6 @@
 // The only module that knows URLs and fetch(). Every call resolves with the decoded JSON
 // or throws ApiError(message, status, code, field). The first GETs of the page were started
-// by boot.js, before this module loaded: those answers are taken from there.
-
-import { take } from "./boot.js";
+// by boot.js, written into the page: those answers are taken from there.
 
 export class ApiError extends Error {
   constructor(message, status, code = "", field = null) {
@@ -23,7 +21,7 @@ async function request(method, path, body, { raw = false } = {}) {
   }
   let response;
   try {
-    response = await ((method === "GET" && take(path)) || fetch(path, options));
+    response = await ((method === "GET" && window.taskboardEarly?.(path)) || fetch(path, options));
   } catch (error) {
     throw new ApiError("The server cannot be reached.", 0, "unreachable");
   }
