@@ -8538,30 +8538,34 @@ def board_build() -> tuple[str, str, str, str]:
         "script-src 'self'", " ".join(["script-src 'self'", *(f"'sha256-{h}'" for h in hashes)]))
     entry = '  <script type="module" src="/static/js/main.js"></script>\n'
     scripts = re.findall(r'<script type="module"[^>]* src="([^"]+)"', page)
-    first, rest = imports_first(modules, [*scripts, *BOARD_FIRST])
+    first = imported(modules, [*scripts, *BOARD_FIRST])
+    rest = dict.fromkeys(url for url in imported(modules, TASK_PAGE_FIRST) + sorted(modules)
+                         if url not in first)
     preload = "".join(f'  <link rel="modulepreload" href="{url}"{later}>\n'
                       for urls, later in ((first, ""), (rest, ' fetchpriority="low"'))
                       for url in urls if url not in scripts)
     return stamp, worker, page.replace(entry, preload + entry), policy
 
 
-#: The modules the page's scripts and these import are preloaded first; the others at low
-#: priority (fetchpriority), after the data: the board's view is the one most opened.
+#: The modules the page's scripts and the board's view (the one opened most) import are
+#: preloaded first; the others at low priority (fetchpriority), after the data, the task
+#: page's first (where the cards and push notifications lead).
 BOARD_FIRST = ("/static/js/views/board.js",)
+TASK_PAGE_FIRST = ("/static/js/views/task_detail.js",)
 #: A module's static imports of its neighbours: `import … from "./x.js"`, `export … from`.
 IMPORT_FROM = re.compile(r"^(?:import|export)\b[^;]*?[\"'](\.\.?/[^\"']+)[\"']", re.M)
 
 
-def imports_first(modules: dict[str, str], roots: list[str]) -> tuple[list, list]:
-    """The roots and what they import (at any depth, the nearest first), and the other
-    modules: on a slow network the browser should get what it runs first first."""
+def imported(modules: dict[str, str], roots) -> list[str]:
+    """The roots and the modules they import at any depth, the nearest first: the order in
+    which a browser on a slow network should get them."""
     order = list(dict.fromkeys(roots))
     for url in order:
         for spec in IMPORT_FROM.findall(modules.get(url, "")):
             found = posixpath.normpath(posixpath.join(posixpath.dirname(url), spec))
             if found in modules and found not in order:
                 order.append(found)
-    return order, [url for url in modules if url not in order]
+    return order
 
 
 @app.get("/login")
