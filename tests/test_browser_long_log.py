@@ -66,7 +66,9 @@ def test_the_newest_entries_come_first_and_older_ones_on_scrolling_up(long_log, 
     assert not [path for path in seen if path.endswith("/detail")], seen
 
 
-def test_commits_and_attachments_still_come_with_the_task_detail(long_log, page):
+def test_the_other_tabs_load_what_they_need_when_shown(long_log, page):
+    """Commits and attachments still come with the task detail; the dependencies tab
+    imports its module."""
     board, task = long_log
     seen = log_requests(page)
     open_task(page, board, task)
@@ -76,6 +78,8 @@ def test_commits_and_attachments_still_come_with_the_task_detail(long_log, page)
     expect(page.get_by_role("link", name="notes.txt")).to_be_visible()
     page.get_by_role("tab", name="Commits").click()
     expect(page.get_by_text("No commits yet.")).to_be_visible()
+    page.get_by_role("tab", name="Dependencies").click()  # its module comes with the tab
+    expect(page.get_by_role("tabpanel").get_by_text("Waits for")).to_be_visible()
     assert len([path for path in seen if path.endswith("/detail")]) == 1, seen
     page.reload()
     page.get_by_role("tab", name="Attachments").click()

@@ -1,7 +1,8 @@
 // The tabs of a task page: the live log, the raw event replay, revisions, diff, commits,
 // attachments and dependencies. Each tab loads its data the first time it is shown (or on
 // "Refresh"); the tabs that need desktop commands say so when those are refused. The
-// dependencies tab is task_deps.js, the pieces every panel uses task_panel.js.
+// dependencies tab is task_deps.js and the diff's review diff_review.js, both imported when
+// their tab is first shown; the pieces every panel uses are task_panel.js.
 
 import { api } from "../api.js";
 import { h, toast } from "../dom.js";
@@ -10,8 +11,6 @@ import { register, t } from "../i18n.js";
 import { parameterOf } from "../schema.js";
 import { state } from "../store.js";
 import { select } from "./common.js";
-import { diffPositions, diffReview } from "./diff_review.js";
-import { showDeps } from "./task_deps.js";
 import { fill, localOnlyNote, muted, panelBar, put, refresh } from "./task_panel.js";
 
 register({  // key: [English, Turkish]
@@ -99,7 +98,8 @@ function diffLines(lines, from, review) {
 function showDiff(panel, tabs) {
   const { taskId, desktop } = tabs.ctx;
   tabs.reviewDraft ??= { comments: [], summary: "" };
-  fill(panel, () => Promise.all([desktop("get_task_diff", { taskId }), api.review(taskId)]), ([{ diff, branch, stats }, kept]) => {
+  fill(panel, () => Promise.all([desktop("get_task_diff", { taskId }), api.review(taskId), import("./diff_review.js")]),
+    ([{ diff, branch, stats }, kept, { diffPositions, diffReview }]) => {
     const lines = diff ? diff.replace(/\n$/, "").split("\n") : [];
     const review = diffReview({ taskId, positions: diffPositions(lines), kept, draft: tabs.reviewDraft,
       onSent: () => tabs.show("diff", true) });
@@ -188,6 +188,14 @@ function attachmentList(panel, tabs, detail) {
 
 const SHOW = { log: showLog, events: showEvents, revisions: showRevisions, diff: showDiff, commits: showCommits,
   attachments: showAttachments, deps: showDeps };
+
+async function showDeps(panel, tabs) {
+  try {
+    (await import("./task_deps.js")).showDeps(panel, tabs);
+  } catch (error) {  // the module cannot be had (offline, say)
+    put(panel, h("p", { class: "error" }, error.message));
+  }
+}
 
 /**
  * The tab bar and panels of a task page.
