@@ -18,7 +18,9 @@ import { activityOf, matches, taskCard } from "./board_card.js";
 import { dockedLog } from "./board_dock.js";
 import { bindCards, bindDragAndDrop } from "./board_moves.js";
 import { projectHeader } from "./common.js";
-import { openTaskDialog } from "./task_dialog.js";
+
+/** The task form, imported when first opened (a board that is only looked at never needs it). */
+const openTaskDialog = async (options) => (await import("./task_dialog.js")).openTaskDialog(options);
 
 register({  // key: [English, Turkish]
   "board.newTask": ["New task", "Yeni görev"],
@@ -73,7 +75,7 @@ function toolbar(projectId, filters, onChange, onClear) {
     tagSelect, clearButton,
     h("span", { class: "spacer" }),
     h("button", { type: "button", class: "primary", "data-testid": "new-task",
-      onclick: () => openTaskDialog({ projectId }) }, t("board.newTask")));
+      onclick: () => openTaskDialog({ projectId }).catch((error) => toast(error.message, "error")) }, t("board.newTask")));
   return { el, tagSelect, clearButton };
 }
 
