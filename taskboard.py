@@ -445,6 +445,7 @@ def found(value, message: str):
 class RawJson(str):
     """Text that is already JSON, sent as it is."""
 
+
 class Kept:
     """Values kept between reads, up to `limit` in all as measured by `size`; the least
     recently read goes first, the one just kept never."""
@@ -7857,7 +7858,7 @@ class ApiPlugin:
         status = route.config.get("status", 200)
         checks_body = route.config.get("body") != "Upload"
         # the browser may keep the answer, asking again with its ETag each time (a 304)
-        kept = route.config.get("kept", False)
+        revalidate = route.config.get("revalidate", False)
 
         @functools.wraps(callback)
         def wrapper(*args, **kwargs):
@@ -7889,7 +7890,7 @@ class ApiPlugin:
                     spool.close()
             if isinstance(result, (dict, list, RawJson)):
                 text = json_response(result, status)
-                if kept:
+                if revalidate:
                     bottle.response.set_header("Cache-Control", "private, no-cache")
                 return text
             return result
@@ -8336,7 +8337,7 @@ def api_list_approvals():
     return list_approvals(bottle.request.query.get("status") or None)
 
 
-@app.get("/api/tasks/<task_id:int>/logs", returns="LogEntry[]", kept=True)
+@app.get("/api/tasks/<task_id:int>/logs", returns="LogEntry[]", revalidate=True)
 def api_task_logs(task_id):
     before = query_int("before", 0, 1, 2**63 - 1) if "before" in bottle.request.query \
         else None
@@ -8409,9 +8410,9 @@ SERVICE_ROUTES = (
     ("GET", "/api/projects/summary", project_summaries, "ProjectSummary[]"),
     ("GET", "/api/projects/<project_id:int>", get_project, "Project"),
     ("DELETE", "/api/projects/<project_id:int>", delete_project, "Ok"),
-    ("GET", "/api/projects/<project_id:int>/tasks", list_tasks, "Task[]", {"kept": True}),
-    ("GET", "/api/tasks/<task_id:int>", get_task, "Task", {"kept": True}),
-    ("GET", "/api/tasks/<task_id:int>/detail", task_detail, "TaskDetail", {"kept": True}),
+    ("GET", "/api/projects/<project_id:int>/tasks", list_tasks, "Task[]", {"revalidate": True}),
+    ("GET", "/api/tasks/<task_id:int>", get_task, "Task", {"revalidate": True}),
+    ("GET", "/api/tasks/<task_id:int>/detail", task_detail, "TaskDetail", {"revalidate": True}),
     ("GET", "/api/tasks/<task_id:int>/revisions", task_revisions, "Revision[]"),
     ("DELETE", "/api/tasks/<task_id:int>", delete_task, "Ok"),
     ("DELETE", "/api/attachments/<attachment_id:int>", delete_attachment, "Ok"),
@@ -8462,7 +8463,7 @@ for _kind, _schema in ((TEMPLATES, "Template"), (SNIPPETS, "Snippet"), (WEBHOOKS
 
 # --- the board -------------------------------------------------------------------
 
-@app.get("/api/openapi.json", kept=True)
+@app.get("/api/openapi.json", revalidate=True)
 def api_openapi():
     return openapi()
 
@@ -8509,7 +8510,7 @@ def board_build() -> tuple[str, str, str, str]:
     carries it with the list of the files it keeps for offline use (all but the login
     page's and its own); the board's page, with its classic scripts written into it and a
     modulepreload link for each module that its own <script> tags do not name (see
-    imports_first); and the page's CSP, which allows those scripts by their hash."""
+    imported); and the page's CSP, which allows those scripts by their hash."""
     digest, files, modules = hashlib.sha256(__version__.encode()), ["/"], {}
     for folder, subfolders, names in os.walk(STATIC_DIR):
         subfolders.sort()

@@ -25,6 +25,14 @@ def dialog(page, title):
     return page.get_by_role("dialog").filter(has=page.get_by_role("heading", name=title))
 
 
+def quiet(page):
+    """Wait until the board's start has asked for all it asks for: its health check no longer
+    repeats every second (the server has found, or not, each CLI), and the network is idle."""
+    page.wait_for_function("() => { const agents = window.taskboard?.state.health?.agents; "
+                           "return agents && !Object.values(agents).some((cli) => cli.checking); }")
+    page.wait_for_load_state("networkidle")
+
+
 def open_board(page, board, project_id):
     page.goto(f"{board.url}/#/projects/{project_id}")
     live(page)

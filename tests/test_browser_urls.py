@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from browser_helpers import live, open_board
+from browser_helpers import live, open_board, quiet
 
 pytestmark = pytest.mark.usefixtures("console_errors")
 
@@ -104,7 +104,7 @@ def test_a_hash_changed_to_a_path_in_place_of_an_id_asks_nothing(board, page):
     # the start's own requests are over: the service worker's first install (it keeps the
     # board's files) too
     page.evaluate("() => navigator.serviceWorker.ready.then(() => true)")
-    page.wait_for_load_state("networkidle")
+    quiet(page)
     asked = []
     page.on("request", lambda request: asked.append(request.url))
     for hash_ in NOT_IDS:
@@ -122,7 +122,7 @@ def test_the_api_module_refuses_a_path_in_place_of_an_id(board, page):
     task = board.tasks(board.demo_project()["id"])[0]
     page.goto(board.url)
     live(page)
-    page.wait_for_load_state("networkidle")  # the start's own requests are over
+    quiet(page)  # the start's own requests are over
     asked = []
     page.on("request", lambda request: asked.append(urlsplit(request.url).path))
     answers = page.evaluate("""async (taskId) => {
