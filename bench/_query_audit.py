@@ -52,6 +52,9 @@ class Cursor:
     def fetchall(self):
         return self.rows
 
+    def __iter__(self):
+        return iter(self.rows)
+
 
 class Recorder:
     """ A stand-in for the raw sqlite3 connection that records every statement. """
@@ -93,6 +96,9 @@ class Recorder:
 class Database:
     """ What taskboard's tx() and read() use of a dataset.Database (a context manager),
     handing out the recorder as the raw connection. """
+
+    in_transaction = False  # what taskboard's _transaction() looks at after an error
+    connections = {}
 
     def __init__(self, recorder):
         self.executable = types.SimpleNamespace(
@@ -220,7 +226,9 @@ def main():
     out = {}
     for endpoint, description, call in calls(ids):
         recorder = Recorder(conn)
-        core.runtime = types.SimpleNamespace(db=Database(recorder), reads=Database(recorder))
+        # what the store keeps between reads starts empty, so each call reads for real
+        core.runtime = types.SimpleNamespace(db=Database(recorder), reads=Database(recorder),
+                                             usage=None, log_json=core.Kept(0))
         t0 = time.perf_counter()
         try:
             call()
