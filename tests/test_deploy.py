@@ -48,6 +48,25 @@ def test_unit_keeps_the_token_and_the_data_private():
     assert unit["UMask"] == "0077" and unit["StateDirectoryMode"] == "0700"
 
 
+def test_unit_keeps_the_bytecode_where_the_service_can_write_it(tmp_path):
+    """A checkout the service cannot write is not compiled again at each start: the unit
+    points Python's bytecode cache at its own cache directory, and from a read-only copy
+    of the checkout Python then writes, and later reuses, its bytecode there."""
+    unit = service()
+    assert unit["CacheDirectory"] == "taskboard"
+    assert "Environment=PYTHONPYCACHEPREFIX=%C/taskboard" in unit_text().splitlines()
+    checkout, cache = tmp_path / "checkout", tmp_path / "cache"
+    checkout.mkdir()
+    shutil.copy(os.path.join(ROOT, "taskboard.py"), checkout)
+    checkout.chmod(0o555)
+    compile_only = [sys.executable, "-c", "import py_compile, sys; "
+                    "py_compile.compile(sys.argv[1], doraise=True, cfile=None)",
+                    str(checkout / "taskboard.py")]
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(cache)}
+    subprocess.run(compile_only, env=env, check=True)
+    assert list(cache.rglob("taskboard*.pyc")) and not (checkout / "__pycache__").exists()
+
+
 def test_unit_has_no_trailing_comments_on_values():
     """systemd keeps a trailing `# ...` as part of the value."""
     for line in unit_text().splitlines():
