@@ -35,7 +35,7 @@ def test_unit_runs_as_the_code_owner_with_state_dir_path_and_mixed_kill():
     path = [v for v in unit_text().splitlines() if v.startswith("Environment=PATH=")]
     assert path and ".local/bin" in path[0], "the agent CLI must be found"
     assert unit["NoNewPrivileges"] == "yes" and unit["ProtectSystem"] == "full"
-    assert "taskboard.py" in unit["ExecStart"]
+    assert unit["ExecStart"].endswith(" -m taskboard") and unit["WorkingDirectory"]
     for name in BREAKS_AGENTS:
         assert name not in unit, f"{name} breaks agent CLIs"
 
@@ -49,22 +49,22 @@ def test_unit_keeps_the_token_and_the_data_private():
 
 
 def test_unit_keeps_the_bytecode_where_the_service_can_write_it(tmp_path):
-    """A checkout the service cannot write is not compiled again at each start: the unit
-    points Python's bytecode cache at its own cache directory, and from a read-only copy
-    of the checkout Python then writes, and later reuses, its bytecode there."""
+    """Started as the unit starts it (python -m taskboard, in its working directory, with
+    the unit's PYTHONPYCACHEPREFIX), Taskboard's bytecode is written to the cache directory
+    and not to the checkout, so a checkout the service cannot write is compiled only once
+    (a script, `python taskboard.py`, is compiled again at every start)."""
     unit = service()
     assert unit["CacheDirectory"] == "taskboard"
     assert "Environment=PYTHONPYCACHEPREFIX=%C/taskboard" in unit_text().splitlines()
     checkout, cache = tmp_path / "checkout", tmp_path / "cache"
     checkout.mkdir()
     shutil.copy(os.path.join(ROOT, "taskboard.py"), checkout)
-    checkout.chmod(0o555)
-    compile_only = [sys.executable, "-c", "import py_compile, sys; "
-                    "py_compile.compile(sys.argv[1], doraise=True, cfile=None)",
-                    str(checkout / "taskboard.py")]
-    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(cache)}
-    subprocess.run(compile_only, env=env, check=True)
-    assert list(cache.rglob("taskboard*.pyc")) and not (checkout / "__pycache__").exists()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, *unit["ExecStart"].split()[1:], "--help"], cwd=checkout,
+                   env={**env, "PYTHONPYCACHEPREFIX": str(cache)}, check=True,
+                   capture_output=True, timeout=60)
+    assert list(cache.rglob("taskboard.*.pyc")), "no bytecode where the unit keeps it"
+    assert not (checkout / "__pycache__").exists()
 
 
 def test_unit_has_no_trailing_comments_on_values():
