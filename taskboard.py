@@ -1490,21 +1490,12 @@ CREATE TABLE usage_version (
   version INTEGER NOT NULL
 );
 INSERT INTO usage_version VALUES (1, 0);
-CREATE TRIGGER runs_usage_inserted AFTER INSERT ON runs WHEN NEW.status != 'running' BEGIN
-  UPDATE usage_version SET version = version + 1; END;
-CREATE TRIGGER runs_usage_updated AFTER UPDATE ON runs
-  WHEN NEW.status != 'running' OR OLD.status != 'running' BEGIN
-  UPDATE usage_version SET version = version + 1; END;
-CREATE TRIGGER runs_usage_deleted AFTER DELETE ON runs WHEN OLD.status != 'running' BEGIN
-  UPDATE usage_version SET version = version + 1; END;
-CREATE TRIGGER plans_usage_inserted AFTER INSERT ON plans WHEN NEW.status != 'running' BEGIN
-  UPDATE usage_version SET version = version + 1; END;
-CREATE TRIGGER plans_usage_updated AFTER UPDATE ON plans
-  WHEN NEW.status != 'running' OR OLD.status != 'running' BEGIN
-  UPDATE usage_version SET version = version + 1; END;
-CREATE TRIGGER plans_usage_deleted AFTER DELETE ON plans WHEN OLD.status != 'running' BEGIN
-  UPDATE usage_version SET version = version + 1; END;
-"""),
+""" + "".join(f"""CREATE TRIGGER {table}_usage_{name} AFTER {event} ON {table} WHEN {when}
+  BEGIN UPDATE usage_version SET version = version + 1; END;
+""" for table in ("runs", "plans") for name, event, when in (
+        ("inserted", "INSERT", "NEW.status != 'running'"),
+        ("updated", "UPDATE", "NEW.status != 'running' OR OLD.status != 'running'"),
+        ("deleted", "DELETE", "OLD.status != 'running'")))),
 )
 
 

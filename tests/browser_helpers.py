@@ -25,6 +25,13 @@ def dialog(page, title):
     return page.get_by_role("dialog").filter(has=page.get_by_role("heading", name=title))
 
 
+def code_project(board, tmp_path, name) -> dict:
+    """A new project of the board, named name, whose code folder is tmp_path/code."""
+    (tmp_path / "code").mkdir()
+    return board.api("POST", "/api/projects", {"name": name, "slug": name.lower(),
+                                               "workingDir": str(tmp_path / "code")})
+
+
 def quiet(page):
     """Wait until the board's start has asked for all it asks for: its health check no longer
     repeats every second (the server has found, or not, each CLI), and the network is idle."""

@@ -7,7 +7,7 @@ Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
 import pytest
 from playwright.sync_api import expect
 
-from browser_helpers import card, column, open_board
+from browser_helpers import card, code_project, column, open_board
 
 pytestmark = pytest.mark.usefixtures("console_errors")
 
@@ -19,9 +19,7 @@ PAGE = 50
 def crowded(start_board, tmp_path):
     """A board whose project has 120 tasks in Backlog and 60 in Done (no agent runs)."""
     board = start_board(demo=False)
-    (tmp_path / "code").mkdir()
-    project = board.api("POST", "/api/projects", {"name": "Big", "slug": "big",
-                                                  "workingDir": str(tmp_path / "code")})
+    project = code_project(board, tmp_path, "Big")
     tasks = [board.api("POST", f"/api/projects/{project['id']}/tasks",
                        {"title": f"Backlog task {n:03d}"}) for n in range(120)]
     for n in range(60):

@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 from playwright.sync_api import expect
 
-from browser_helpers import agent_log, open_task
+from browser_helpers import agent_log, code_project, open_task
 
 pytestmark = pytest.mark.usefixtures("console_errors")
 
@@ -23,9 +23,7 @@ ENTRIES = 2500
 def long_log(start_board, tmp_path):
     """A task with 2,500 log entries ("line 0" … "line 2499"), written straight to the store."""
     board = start_board(demo=False)
-    (tmp_path / "code").mkdir()
-    project = board.api("POST", "/api/projects", {"name": "Long", "slug": "long",
-                                                  "workingDir": str(tmp_path / "code")})
+    project = code_project(board, tmp_path, "Long")
     task = board.api("POST", f"/api/projects/{project['id']}/tasks", {"title": "Chatty"})
     with sqlite3.connect(os.path.join(board.folder, "data", "tb.db")) as db:
         db.executemany("INSERT INTO logs (task_id, created_at, kind, message) VALUES (?,?,?,?)",
