@@ -8483,7 +8483,14 @@ for _kind, _schema in ((TEMPLATES, "Template"), (SNIPPETS, "Snippet"), (WEBHOOKS
 
 @app.get("/api/openapi.json", revalidate=True)
 def api_openapi():
-    return openapi()
+    return openapi_json()
+
+
+@functools.cache
+def openapi_json() -> "RawJson":
+    """The OpenAPI document as JSON text, made once: routes and field tables are fixed
+    once the module is loaded (it took 6.7 ms to build, at every board's start)."""
+    return RawJson(json_dumps(openapi()))
 
 
 @app.get("/static/<path:path>")
