@@ -136,12 +136,10 @@ LOGIN_WINDOW_SECONDS = 60.0
 #: Request bodies larger than this are refused with 413 (attachments have their own limit).
 MAX_BODY_BYTES = 1024 * 1024
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
-#: How many published events /ws keeps for ?since= replay, and at most how many bytes.
+#: How many published events /ws keeps, and at most how many bytes: what ?since= replays,
+#: and how far a client may fall behind before it is sent `resync` and dropped.
 EVENT_BUFFER_SIZE = 20_000
-EVENT_BUFFER_BYTES = 32 * 1024 * 1024
-#: A /ws client with more than this many bytes waiting to be sent is sent `resync` and
-#: dropped; a ?since= replay larger than this is answered with `resync`.
-CLIENT_QUEUE_BYTES = 4 * 1024 * 1024
+EVENT_BUFFER_BYTES = 16 * 1024 * 1024
 WS_PING_SECONDS = 25
 WS_SEND_TIMEOUT_SECONDS = 10
 #: A dropped client's connection is reset if its `resync` is not sent within this time.
@@ -2937,15 +2935,17 @@ PING = Message(None, "ping")  # no seq: clients ignore it
 
 
 class Subscriber:
-    """One /ws connection's view of the event stream: its filters and its outbox, whose
-    size in bytes is kept so that a client that stops reading cannot grow memory."""
+    """One /ws connection's view of the event stream: its filters and a cursor into the
+    bus's buffer, so that a client that stops reading costs its place, not a copy."""
 
-    def __init__(self, project_id=None, logs=()):
+    def __init__(self, bus, cursor: int, project_id=None, logs=()):
+        self.bus, self.cursor = bus, cursor  # the seq of the next message it may be sent
         self.project_id = project_id
         self.all_logs = "all" in logs
         self.log_tasks = {int(t) for t in logs if t != "all"}
-        self.outbox = gevent.queue.Queue()
-        self.queued = 0  # bytes of the frames waiting in the outbox
+        self.pending = []  # sent before the buffer's messages: a resync
+        self.ready = gevent.event.Event()  # set when there may be something to send
+        self.closed = False
         self.abort = None  # ends the connection at once (set by the /ws route)
 
     def wants(self, message: Message) -> bool:
@@ -2956,37 +2956,51 @@ class Subscriber:
             return self.all_logs or message.task_id in self.log_tasks
         return True
 
-    def put(self, message: Message) -> None:
-        self.queued += len(message.frame)
-        self.outbox.put(message)
-
-    def get(self, timeout) -> Message | None:
-        """The next message to send: PING after `timeout` idle seconds, None at the end."""
-        try:
-            message = self.outbox.get(timeout=timeout)
-        except gevent.queue.Empty:
-            return PING
-        if message is not None:
-            self.queued -= len(message.frame)
-        return message
+    def get(self, timeout) -> list[Message] | None:
+        """The messages due, in order: [PING] after `timeout` idle seconds, None at the end."""
+        while True:
+            messages, self.pending = self.pending, []
+            if self.cursor is not None:
+                messages += self.bus.since(self)
+            if messages:
+                return messages
+            if self.closed:
+                return None
+            self.ready.clear()
+            if not self.ready.wait(timeout):
+                return [PING]
 
     def close(self) -> None:
-        """End the connection once what is queued has been sent."""
-        self.outbox.put(None)
+        """End the connection once what is due has been sent."""
+        self.closed = True
+        self.ready.set()
+
+    def resync(self) -> None:
+        """Send `resync` next, instead of what it has not been sent, then end."""
+        self.pending, self.cursor = [self.bus.resync_message()], None
+        self.close()
 
 
 class EventBus:
-    """Stamps events with a strictly increasing seq (from boot ms x 1000), keeps a
-    replay buffer and fans out; buffer and outboxes are bounded in bytes."""
+    """Stamps events with a strictly increasing seq (from boot ms x 1000) and keeps the
+    latest in one buffer, bounded in count and bytes, that ?since= replays from and every
+    client is sent from at its own cursor. A client the buffer has moved past gets resync
+    and is dropped."""
 
     def __init__(self):
         self.first_seq = int(time.time() * 1000) * 1000
         self.seq = self.first_seq
-        self.buffer = collections.deque()
+        self.buffer, self.head = [], 0  # the kept messages are buffer[head:], oldest first
         self.buffer_size, self.buffer_bytes = EVENT_BUFFER_SIZE, EVENT_BUFFER_BYTES
-        self.buffered = 0  # bytes of the frames in the replay buffer
-        self.queue_bytes = CLIENT_QUEUE_BYTES
+        self.buffered = 0  # bytes of the frames kept
         self.subscribers = set()
+
+    def kept(self) -> list[Message]:
+        return self.buffer[self.head:]
+
+    def oldest(self) -> int:
+        """The seq of the oldest message kept (the next seq when none is)."""
+        return self.buffer[self.head].seq if self.head < len(self.buffer) else self.seq + 1
 
     def publish(self, event: str, data: dict | RawJson, project_id=None, task_id=None) \
             -> Message:
@@ -2994,33 +3008,43 @@ class EventBus:
         JSON text already (RawJson); a task:log then names its task_id."""
         self.seq += 1
         message = Message(self.seq, event, data, project_id, task_id)
-        size = len(message.frame)
         self.buffer.append(message)
-        self.buffered += size
-        while len(self.buffer) > self.buffer_size or self.buffered > self.buffer_bytes:
-            self.buffered -= len(self.buffer.popleft().frame)
+        self.buffered += len(message.frame)
+        buffer = self.buffer
+        while len(buffer) - self.head > 1 and (len(buffer) - self.head > self.buffer_size
+                                               or self.buffered > self.buffer_bytes):
+            self.buffered -= len(buffer[self.head].frame)
+            buffer[self.head] = None  # NOTE: the frame is freed now, the slot later
+            self.head += 1
+        if self.head > 1024 and self.head * 2 > len(buffer):
+            del buffer[:self.head]
+            self.head = 0
+        oldest = buffer[self.head].seq
         for sub in list(self.subscribers):
-            if sub.wants(message):
-                if sub.queued + size > self.queue_bytes:
-                    self._drop(sub)
-                else:
-                    sub.put(message)
+            if sub.cursor is not None and sub.cursor < oldest:
+                self._drop(sub)
+            elif sub.wants(message):
+                sub.ready.set()
         return message
 
+    def since(self, sub: Subscriber) -> list[Message]:
+        """The kept messages sub wants from its cursor on; its cursor moves past them."""
+        start = sub.cursor - self.oldest()
+        if start < 0:  # it fell behind (a drop sees to it first)
+            sub.resync()
+            return []
+        sub.cursor = self.seq + 1
+        return [m for m in self.buffer[self.head + start:] if sub.wants(m)]
+
     def subscribe(self, project_id=None, logs=(), since=None) -> Subscriber:
-        """A subscriber whose outbox starts with the replay after `since` (or resync)."""
-        sub = Subscriber(project_id, logs)
+        """A subscriber sent what follows `since` first (or resync if that is gone), then
+        what is published."""
+        sub = Subscriber(self, self.seq + 1, project_id, logs)
         if since is not None:
-            oldest = self.buffer[0].seq if self.buffer else self.seq + 1
-            if since < self.first_seq or since > self.seq or since + 1 < oldest:
-                replay = [self.resync_message()]
-            else:  # seqs are consecutive in the buffer: the replay starts at an index
-                replay = [m for m in itertools.islice(self.buffer, since + 1 - oldest, None)
-                          if sub.wants(m)]
-                if sum(len(m.frame) for m in replay) > self.queue_bytes:
-                    replay = [self.resync_message()]
-            for message in replay:
-                sub.put(message)
+            if since < self.first_seq or since > self.seq or since + 1 < self.oldest():
+                sub.pending = [self.resync_message()]
+            else:
+                sub.cursor = since + 1
         self.subscribers.add(sub)
         return sub
 
@@ -3031,13 +3055,9 @@ class EventBus:
         return Message(self.seq, "resync", {})
 
     def _drop(self, sub: Subscriber) -> None:
-        """A client fell too far behind: replace its backlog with resync, then close it."""
+        """A client fell too far behind: send it resync, then close it."""
         self.subscribers.discard(sub)
-        while not sub.outbox.empty():
-            sub.outbox.get_nowait()
-        sub.queued = 0
-        sub.put(self.resync_message())
-        sub.close()
+        sub.resync()
         if sub.abort is not None:  # its writer may be stuck on a client that stopped reading
             gevent.spawn_later(WS_DROP_GRACE_SECONDS, sub.abort)
 
@@ -8832,14 +8852,15 @@ def _ws_read(ws, sub: Subscriber) -> None:
 
 
 def _ws_write(ws, sub: Subscriber) -> None:
-    """The one writer of a socket: drains the subscriber's outbox, pings when idle."""
+    """The one writer of a socket: sends what is due to the subscriber, pings when idle."""
     while True:
-        message = sub.get(timeout=WS_PING_SECONDS)
-        if message is None or ws.closed:
+        messages = sub.get(timeout=WS_PING_SECONDS)
+        if messages is None or ws.closed:
             return
         try:
-            with gevent.Timeout(WS_SEND_TIMEOUT_SECONDS):
-                ws.raw_write(message.frame)  # the frame every client gets, built once
+            for message in messages:
+                with gevent.Timeout(WS_SEND_TIMEOUT_SECONDS):
+                    ws.raw_write(message.frame)  # the frame every client gets, built once
         except (WebSocketError, gevent.Timeout, OSError):
             _ws_abort(ws.handler.socket)
             return

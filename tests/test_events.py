@@ -5,6 +5,7 @@ import json
 import socket
 import sqlite3
 import time
+import tracemalloc
 
 import gevent
 import pytest
@@ -232,15 +233,33 @@ def test_ws_since_gap_gone_from_buffer_sends_resync(live, api, tb):
     assert ws.next() == {"seq": tb.events.seq, "event": "resync", "data": {}}
 
 
-def test_ws_since_replay_larger_than_a_client_may_queue_sends_resync(live, tb):
-    tb.events.queue_bytes = 10_000
+def test_ws_since_replays_megabytes_the_buffer_still_holds(live, tb):
+    """A replay is the client's place in the one buffer, not a copy: all of it is sent."""
     since = tb.events.seq
-    for n in range(5):
-        tb.events.publish("settings:updated", {"n": n, "pad": "x" * 3000})
+    for n in range(20):
+        tb.events.publish("settings:updated", {"n": n, "pad": "x" * 300_000})
     ws = live.ws(f"?since={since}")
-    assert ws.next() == {"seq": tb.events.seq, "event": "resync", "data": {}}
-    small = live.ws(f"?since={tb.events.seq - 2}")  # two of them fit
-    assert [small.next()["data"]["n"] for _ in range(2)] == [3, 4]
+    assert [ws.next()["data"]["n"] for _ in range(20)] == list(range(20))
+
+
+def test_clients_that_never_read_hold_no_more_than_the_buffer(tb):
+    """200 stalled clients and 10 MB of events: what stays in memory is the buffer's 1 MB
+    (each client keeps only its place in it), and every one of them is dropped."""
+    tb.events.buffer_bytes = 1_000_000
+    stalled = [tb.events.subscribe(logs=["all"]) for _ in range(200)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(100):
+            tb.events.publish("task:log", {"taskId": 1, "projectId": 1,
+                                           "entries": [{"message": f"{n} " + "x" * 100_000}]})
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 1_500_000
+    assert not tb.events.subscribers
+    assert {tuple(m.event for m in sub.get(0)) for sub in stalled} == {("resync",)}
+    assert {sub.get(0) for sub in stalled} == {None}  # and then the end
 
 
 # --- filters --------------------------------------------------------------------------
@@ -402,7 +421,7 @@ def test_ws_slow_client_gets_resync_and_is_dropped_while_others_keep_up(live, tb
                                                                        monkeypatch):
     # this client does read its tail: a busy machine must not reset it before the resync
     monkeypatch.setattr(taskboard, "WS_DROP_GRACE_SECONDS", 30)
-    tb.events.queue_bytes = 1_000_000  # five of the 200 KB messages below
+    tb.events.buffer_bytes = 1_000_000  # five of the 200 KB messages below
     fast = live.ws()
     slow = websocket.create_connection(  # a tiny receive buffer so the server's send blocks
         f"ws://127.0.0.1:{live.port}/ws", timeout=5, suppress_origin=True,
@@ -447,7 +466,7 @@ def test_ws_client_that_never_reads_is_reset_soon_after_it_is_dropped(live, tb, 
     monkeypatch.setattr(taskboard, "_ws_abort",
                         lambda sock, abort=taskboard._ws_abort: (aborted.append(sock),
                                                                  abort(sock)))
-    tb.events.queue_bytes = 1_000_000
+    tb.events.buffer_bytes = 1_000_000
     slow = websocket.create_connection(
         f"ws://127.0.0.1:{live.port}/ws", timeout=5, suppress_origin=True,
         sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),),
@@ -501,5 +520,5 @@ def test_replay_buffer_is_bounded_by_bytes_too(tb):
     for _ in range(200):
         tb.events.publish("task:log", {"taskId": 1, "projectId": 1, "entries": [entry] * 5})
     assert tb.events.buffered <= 50_000
-    assert 5 <= len(tb.events.buffer) <= 10
-    assert tb.events.buffered == sum(len(m.frame) for m in tb.events.buffer)
+    assert 5 <= len(tb.events.kept()) <= 10
+    assert tb.events.buffered == sum(len(m.frame) for m in tb.events.kept())
