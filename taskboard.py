@@ -28,6 +28,8 @@ import gc
 import gzip
 import hashlib
 import hmac
+import importlib
+import importlib.util
 import ipaddress
 import itertools
 import json
@@ -50,25 +52,76 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import unicodedata
 import urllib.parse
 import uuid
 import zoneinfo
 
 import bottle
-import dataset
 import gevent
 import gevent.event
 import gevent.lock
 import gevent.queue
-import py_vapid
-import requests
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 from gevent import pywsgi
 from geventwebsocket.exceptions import WebSocketError
 from geventwebsocket.handler import WebSocketHandler
 from geventwebsocket.websocket import Header, WebSocket
+
+
+class Deferred:
+    """`name` of `module`, imported when first called or looked into."""
+
+    def __init__(self, module: str, name: str):
+        self.where = module, name
+
+    def real(self):
+        return getattr(importlib.import_module(self.where[0]), self.where[1])
+
+    def __call__(self, *args, **kwargs):
+        return self.real()(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.real(), name)
+
+
+def deferred_module(name: str) -> types.ModuleType:
+    """The module `name`, imported when first used (importlib's LazyLoader)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _import_dataset() -> types.ModuleType:
+    """dataset, whose import also loads alembic (11 MB, 0.12 s each start) for schema
+    changes through its table API, which Taskboard's migrations make unneeded: its two
+    names stand in for alembic's until used."""
+    stand_ins = {"alembic": None, "alembic.migration": "MigrationContext",
+                 "alembic.operations": "Operations"}
+    if "alembic" in sys.modules:
+        stand_ins = {}
+    for name, attr in stand_ins.items():
+        module = sys.modules[name] = types.ModuleType(name)
+        if attr:
+            setattr(module, attr, Deferred(name, attr))
+    try:
+        import dataset
+    finally:
+        for name in stand_ins:
+            del sys.modules[name]
+    return dataset
+
+
+dataset = _import_dataset()
+# Only webhooks, push and the source host need these; they cost a start 13 MB.
+py_vapid = deferred_module("py_vapid")
+requests = deferred_module("requests")
+ec = deferred_module("cryptography.hazmat.primitives.asymmetric.ec")
+serialization = deferred_module("cryptography.hazmat.primitives.serialization")
 
 # =============================================================================
 # CONFIGURATION
@@ -6286,8 +6339,9 @@ def webhook_payload(platform: str, project: dict, notice: dict) -> dict:
 
 class PushSender(Outbox):
     """The devices' outbox, and what a push message needs: the board's VAPID key pair
-    (RFC 8292; made at first start, 0600 in the data dir) and pywebpush, whose import is
-    slow (aiohttp): it is imported once the first device is added, not at start."""
+    (RFC 8292; made at first start, 0600 in the data dir, read when first needed) and
+    pywebpush, whose import is slow (aiohttp): it is imported once the first device is
+    added, not at start."""
 
     def __init__(self, key_file: str, contact: str):
         super().__init__("push_outbox", "subscription_id", next_push, deliver_push)
@@ -6297,12 +6351,21 @@ class PushSender(Outbox):
             with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600),
                       "wb") as out:
                 out.write(key.private_pem())
-        self.key = py_vapid.Vapid02.from_file(key_file)
-        self.public_key = b64url(self.key.public_key.public_bytes(
-            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint))
-        self.contact = contact
+        self.key_file, self.contact = key_file, contact
         self.signed = {}  # push service origin -> (Authorization header, its expiry)
-        self.session = requests.Session()  # a TLS handshake per service, not per message
+
+    @functools.cached_property
+    def key(self):
+        return py_vapid.Vapid02.from_file(self.key_file)
+
+    @functools.cached_property
+    def public_key(self) -> str:
+        return b64url(self.key.public_key.public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint))
+
+    @functools.cached_property
+    def session(self):
+        return requests.Session()  # a TLS handshake per service, not per message
 
     def start(self) -> None:
         super().start()
@@ -6311,7 +6374,8 @@ class PushSender(Outbox):
 
     def stop(self) -> None:
         super().stop()
-        self.session.close()
+        if "session" in self.__dict__:
+            self.session.close()
 
     def prepare(self) -> None:
         """Import pywebpush now, so that the first message goes out at once."""
@@ -6434,7 +6498,7 @@ def push_message(moment: dict) -> dict:
     return message
 
 
-def _post(url: str, body: bytes, headers: dict, session: requests.Session | None = None) \
+def _post(url: str, body: bytes, headers: dict, session=None) \
         -> tuple[int | None, str | None]:
     """One POST: (status, None) on 2xx, else (status or None, why).  With a session (a push
     service's kept-alive connections) the short answer is read whole, so that its connection
