@@ -8954,14 +8954,18 @@ def _ws_read(ws, sub: Subscriber) -> None:
 
 def _ws_write(ws, sub: Subscriber) -> None:
     """The one writer of a socket: sends what is due to the subscriber, pings when idle."""
+    timer = gevent.Timeout(WS_SEND_TIMEOUT_SECONDS)  # one, restarted for each frame
     while True:
         messages = sub.get(timeout=WS_PING_SECONDS)
         if messages is None or ws.closed:
             return
         try:
             for message in messages:
-                with gevent.Timeout(WS_SEND_TIMEOUT_SECONDS):
+                timer.start()
+                try:
                     ws.raw_write(message.frame)  # the frame every client gets, built once
+                finally:
+                    timer.cancel()
         except (WebSocketError, gevent.Timeout, OSError):
             _ws_abort(ws.handler.socket)
             return
