@@ -517,6 +517,31 @@ def test_run_5000_lines_arrive_complete_and_in_order(client, api, agent_dir, liv
              == [(5004,)], RUN, message="all 5004 stdout lines stored")
 
 
+def test_a_burst_of_100000_lines_is_stored_and_sent_whole_and_in_order(client, api, live):
+    """Issue 34: one agent printing 100,000 lines as fast as it can; a /ws follower and the
+    store get every one, once, in order, and the events keep their seq order."""
+    task = api.task(api.project()["id"], description="fake:lines=100000")
+    tid = task["id"]
+    ws = live.ws(f"?logs={tid}")
+    api.move(tid, "in_progress")
+    texts, ids, seqs = [], [], []
+    while len(texts) < 100_000:
+        message = ws.until("task:log", lambda data: data["taskId"] == tid, timeout=RUN)
+        seqs.append(message["seq"])
+        for entry in message["data"]["entries"]:
+            ids.append(entry["id"])
+            if entry["kind"] == "text" and entry["message"].startswith("line "):
+                texts.append(entry["message"])
+    assert texts == [f"line {i}" for i in range(100_000)]
+    assert ids == sorted(set(ids)) and seqs == sorted(set(seqs))
+    wait_status(client, tid, "testing")
+    assert query("SELECT COUNT(*) FROM logs WHERE task_id = ? AND kind = 'text' AND "
+                 "message LIKE 'line %'", (tid,)) == [(100_000,)]
+    stored = query("SELECT message FROM logs WHERE task_id = ? AND kind = 'text' AND "
+                   "message LIKE 'line %' ORDER BY id", (tid,))
+    assert [m for (m,) in stored] == texts
+
+
 def test_run_stdout_and_stderr_interleaved_keep_their_order(client, api, agent_dir):
     tid = start(api, api.project(), "fake:lines=500 fake:stderr=500")
     wait_status(client, tid, "testing")
