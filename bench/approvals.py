@@ -4,7 +4,8 @@ Run it by hand, from any directory, with the Python that has Taskboard's depende
 not a test:
 
     python bench/approvals.py                 # bench/load.py's load for 30 s, idle baseline first
-    python bench/approvals.py --quick         # the same with 10 s of load
+    python bench/approvals.py --quick         # the same with 10 s of load, the ladder 500,2000
+    python bench/approvals.py --at-rate 1000  # no ladder: the load at 5 x 1,000 lines/s
     python bench/approvals.py --interval 0.2 --no-idle
     python bench/approvals.py --clients 50 --no-slow    # any other option goes to bench/load.py
 
@@ -19,10 +20,18 @@ board has one agent command for every task). Both phases use one server and one 
   idle      (the baseline; unless --no-idle) one asking task in an otherwise idle server,
             for as long as the loaded phase asks
   load      bench/load.py's load, run by load.measure() itself: its /ws log followers
-            (200 by default, in 4 processes), its 5 flooding agents x 2,000 lines/s, its 50
-            API reads a second, its slow clients. A second asking task starts as soon as the
-            first flooding task is in progress, and stops asking 2 s before the flood ends,
-            so every request is made under the load
+            (200 by default, in 4 processes), its 5 flooding agents at the judged rung, its
+            50 API reads a second, its slow clients. A second asking task starts as soon as
+            the first flooding task is in progress, and stops asking 2 s before the flood
+            ends, so every request is made under the load
+
+The rung (issue 34): as bench/load.py, the latency goals are judged at the highest rung of
+bench/load.py's `--ladder` (default 250,500,1000,2000 lines/s per agent; --quick 500,2000)
+where the bare fan-out floor's own p99 is < 50 ms: load.floor_ladder() runs the floor at each
+rung first (rows floor_p99_at_<rate>), then both phases run at that rung (row judged_rung).
+`--at-rate R` skips the ladder and measures at R lines/s (bench/run.py passes the rung
+bench/load.py judged at, so that the whole run judges at one rung); `--rate R` or
+`--no-ladder` alone: one rate, no floor, as before the ladder.
 
 Two processes measure, on the same machine clock (time.time()) as the agent:
   _asking_agent.py   `asked`: just before it writes a request line; `answered`: right after it
@@ -92,12 +101,14 @@ def parse_args(argv=None):
     """ (our options, bench/load.py's options): every option we do not know is load.py's. """
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
-        epilog="Other options (--clients, --agents, --rate, --seconds, --api-rate, --no-slow, "
+        epilog="Other options (--clients, --agents, --ladder, --rate, --seconds, --no-slow, "
                "--taskboard, ...) are bench/load.py's.")
     parser.add_argument("--interval", type=float, default=0.05,
                         help="seconds between an answer and the agent's next request")
     parser.add_argument("--no-idle", action="store_true", help="no idle baseline")
     parser.add_argument("--quick", action="store_true", help="10 s of load")
+    parser.add_argument("--at-rate", type=float,
+                        help="no ladder: the load at this many lines/s per agent")
     args, rest = parser.parse_known_args(argv)
     largs = load.parse_args(rest + (["--quick"] if args.quick else []))
     if largs.db:
@@ -176,8 +187,8 @@ def main(argv=None):
     print(f"bench/approvals.py: an agent asks every {args.interval:g} s for {args.ask_seconds:g}"
           f" s{'' if args.no_idle else ', idle first, then'} under bench/load.py's load: "
           f"{largs.clients} /ws clients in {largs.workers} processes, {largs.agents} agents x "
-          f"{largs.rate:g} lines/s for {largs.seconds:g} s, API at {largs.api_rate:g} req/s"
-          f"{', slow clients' if not largs.no_slow else ''}; {os.cpu_count()} CPUs",
+          f"{rates(args, largs)} lines/s for {largs.seconds:g} s, API at "
+          f"{largs.api_rate:g} req/s, {largs.slow_clients} slow clients; {os.cpu_count()} CPUs",
           flush=True)
     ctx = multiprocessing.get_context("fork")
     # load.measure() sends its API traffic from this pool (a process forked before any thread)
@@ -193,7 +204,18 @@ def main(argv=None):
     report(rows, extra)
 
 
+def rates(args, largs):
+    """ The rate(s) of the load, for the first line: the one given, or the ladder's rungs. """
+    if args.at_rate is not None:
+        return f"{args.at_rate:g}"
+    return " / ".join(f"{r:g}" for r in largs.ladder) + (
+        " (the rung the floor allows)" if len(largs.ladder) > 1 and not largs.no_floor else "")
+
+
 def run(args, largs, tmp, ctx, pool):
+    # the rung: bench/load.py's floor ladder, unless given (before anything else runs)
+    rate, floor, ladder = load.judged_rate(largs, ctx, tmp, args.at_rate)
+    largs = load.at_rate(largs, rate)
     dirs = {name: os.path.join(tmp, name) for name in ("flood", "ask", "work", "ask_work")}
     for path in dirs.values():
         os.makedirs(path)
@@ -221,8 +243,10 @@ def run(args, largs, tmp, ctx, pool):
         if phases["final"] != "testing" or phases["idle_final"] not in (None, "testing"):
             print(f"server log tail:\n{server.log_tail()}")
     # bench/load.py's own checks and figures (the server is stopped: the database is final)
-    load_rows, _ = load.figures(largs, phases["measured"], db, emitted(dirs["flood"]))
-    return figures(args, largs, phases, read_timings(dirs["ask"]), load_rows)
+    load_rows, _ = load.figures(largs, phases["measured"], db, emitted(dirs["flood"]), floor,
+                                top=rate == largs.ladder[-1])
+    rows, extra = figures(args, largs, phases, read_timings(dirs["ask"]), load_rows)
+    return ladder + rows, {**extra, "rung": rate}
 
 
 def run_phases(args, largs, ctx, pool, port, dirs, pid):

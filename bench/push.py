@@ -4,7 +4,8 @@ Run it by hand, from any directory, with the Python that has Taskboard's depende
 not a test:
 
     python bench/push.py                      # bench/load.py's load for 30 s, idle baseline first
-    python bench/push.py --quick              # 10 s of a lighter load (50 clients, 5 x 500/s)
+    python bench/push.py --quick              # 10 s of a lighter load (50 clients, no slow ones)
+    python bench/push.py --at-rate 1000       # no ladder: the load at 5 x 1,000 lines/s
     python bench/push.py --devices 5 --interval 0.5 --no-idle
     python bench/push.py --clients 50 --rate 500 --no-slow   # any other option is bench/load.py's
 
@@ -32,10 +33,16 @@ Phases, as in bench/approvals.py, on one server:
 
   idle      (the baseline; unless --no-idle) one asking task in an otherwise idle server
   load      load.measure() of bench/load.py: its /ws log followers, flooding agents, API
-            reads and slow clients, with its options (full: 200 clients, 5 x 2,000 lines/s,
-            50 req/s; --quick: 50 clients, 5 x 500 lines/s, no slow clients, for 10 s).
-            Use --no-slow with any load too light to drop them. A second asking task
-            asks while the flood runs (from its start until 2 s before its end)
+            reads and slow clients, with its options (full: 200 clients, 5 agents at the
+            judged rung, 50 req/s; --quick: 50 clients, no slow clients, for 10 s). A
+            second asking task asks while the flood runs (from its start until 2 s before
+            its end)
+
+The rung (issue 34), as in bench/approvals.py: the goal is judged at the highest rung of
+bench/load.py's `--ladder` (default 250,500,1000,2000 lines/s per agent; --quick 500,2000)
+where the bare fan-out floor's p99 is < 50 ms (load.floor_ladder(), first; rows
+floor_p99_at_<rate> and judged_rung). `--at-rate R` skips the ladder (bench/run.py passes
+bench/load.py's rung); `--rate R` or `--no-ladder` alone: one rate, no floor.
 
 Clocks: the agent takes time.monotonic() just before writing its request (with the
 time.time() bench/approvals.py uses); the push service stamps each message with
@@ -95,11 +102,10 @@ from agents import FLOOD_AGENT, call, emitted
 
 GOAL_MS = 200.0
 RECEIVER = os.path.join(REPO_ROOT, "bench", "_push_receiver.py")
-#: --quick's load, before the options given (a later option wins): this 2-core machine
-#: cannot carry bench/load.py's full load (see bench/README.md). No slow clients: so light a
-#: load does not drop them, and load.py's check of their reconnection then waits for ever
-#: (SlowClient.resume: the server's pings keep its 60 s timeout from firing)
-QUICK_LOAD = ["--quick", "--clients", "50", "--rate", "500", "--no-slow"]
+#: --quick's load, before the options given (a later option wins): fewer clients, no slow
+#: ones (at a light rung they are not dropped, and their drain and reconnection only add
+#: seconds); the rate is the ladder's rung (--quick: 500 or 2,000 lines/s per agent)
+QUICK_LOAD = ["--quick", "--clients", "50", "--no-slow"]
 #: The board's log line for each message it sent (deliver_push), with the POST's duration
 POSTED = re.compile(r" push approval to device \d+ \(.*\): 201, (\d+) ms$")
 
@@ -108,7 +114,7 @@ def parse_args(argv=None):
     """ (our options, bench/load.py's options): every option we do not know is load.py's. """
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
-        epilog="Other options (--clients, --agents, --rate, --seconds, --api-rate, --no-slow, "
+        epilog="Other options (--clients, --agents, --ladder, --rate, --seconds, --no-slow, "
                "--taskboard, ...) are bench/load.py's.")
     parser.add_argument("--devices", type=int, default=3, help="phones subscribed")
     parser.add_argument("--interval", type=float, default=0.2,
@@ -116,6 +122,8 @@ def parse_args(argv=None):
     parser.add_argument("--no-idle", action="store_true", help="no idle baseline")
     parser.add_argument("--quick", action="store_true",
                         help="10 s of a lighter load: " + " ".join(QUICK_LOAD[1:]))
+    parser.add_argument("--at-rate", type=float,
+                        help="no ladder: the load at this many lines/s per agent")
     args, rest = parser.parse_known_args(argv)
     if args.devices < 1:
         parser.error("--devices must be at least 1")
@@ -132,9 +140,9 @@ def main(argv=None):
     print(f"bench/push.py: {args.devices} phones; an agent asks every {args.interval:g} s for "
           f"{args.ask_seconds:g} s{'' if args.no_idle else ', idle first, then'} under "
           f"bench/load.py's load: {largs.clients} /ws clients in {largs.workers} processes, "
-          f"{largs.agents} agents x {largs.rate:g} lines/s for {largs.seconds:g} s, API at "
-          f"{largs.api_rate:g} req/s{', slow clients' if not largs.no_slow else ''}; "
-          f"{os.cpu_count()} CPUs", flush=True)
+          f"{largs.agents} agents x {approvals.rates(args, largs)} lines/s for "
+          f"{largs.seconds:g} s, API at {largs.api_rate:g} req/s, {largs.slow_clients} slow "
+          f"clients; {os.cpu_count()} CPUs", flush=True)
     ctx = multiprocessing.get_context("fork")
     # load.measure() sends its API traffic from this pool (a process forked before any thread)
     pool = ctx.Pool(1, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
@@ -192,6 +200,9 @@ class Receiver:
 # The run ####################################################################################
 
 def run(args, largs, tmp, ctx, pool):
+    # the rung: bench/load.py's floor ladder, unless given (before anything else runs)
+    rate, floor, ladder = load.judged_rate(largs, ctx, tmp, args.at_rate)
+    largs = load.at_rate(largs, rate)
     dirs = {name: os.path.join(tmp, name) for name in ("flood", "ask", "work", "ask_work")}
     for path in dirs.values():
         os.makedirs(path)
@@ -234,9 +245,11 @@ def run(args, largs, tmp, ctx, pool):
           f"{summary['cpu']:.1f} s CPU" if summary else "push service: no summary",
           flush=True)
     # bench/load.py's own checks and figures (the server is stopped: the database is final)
-    load_rows, _ = load.figures(largs, phases["measured"], db, emitted(dirs["flood"]))
-    return figures(args, largs, phases, approvals.read_timings(dirs["ask"]), decided,
-                   receiver.deliveries(), summary, drained, posts, load_rows)
+    load_rows, _ = load.figures(largs, phases["measured"], db, emitted(dirs["flood"]), floor,
+                                top=rate == largs.ladder[-1])
+    rows, extra = figures(args, largs, phases, approvals.read_timings(dirs["ask"]), decided,
+                          receiver.deliveries(), summary, drained, posts, load_rows)
+    return ladder + rows, {**extra, "rung": rate}
 
 
 def subscribe(port, receiver):
@@ -380,7 +393,7 @@ def figures(args, largs, phases, timings, decided, deliveries, summary, drained,
     extra = {"devices": args.devices, "interval": args.interval,
              "ask_seconds": args.ask_seconds, "seconds": largs.seconds,
              "clients": largs.clients, "agents": largs.agents, "rate": largs.rate,
-             "api_rate": largs.api_rate, "slow": not largs.no_slow, "cpus": os.cpu_count(),
+             "api_rate": largs.api_rate, "slow": largs.slow_clients, "cpus": os.cpu_count(),
              "drained_after": round(drained, 1),
              "service": summary and {k: summary[k] for k in ("connections", "cpu")}}
     return rows, extra
@@ -389,8 +402,8 @@ def figures(args, largs, phases, timings, decided, deliveries, summary, drained,
 def report(rows, extra):
     print_table(rows, value="under load", baseline="idle")
     print(f"load: {extra['clients']} /ws clients, {extra['agents']} agents x {extra['rate']:g}"
-          f" lines/s for {extra['seconds']:g} s, API {extra['api_rate']:g} req/s"
-          f"{', slow clients' if extra['slow'] else ''}; {extra['devices']} phones, a request "
+          f" lines/s for {extra['seconds']:g} s, API {extra['api_rate']:g} req/s, "
+          f"{extra['slow']} slow clients; {extra['devices']} phones, a request "
           f"every {extra['interval']:g} s; {extra['cpus']} CPUs")
     for r in rows:
         print(f"figure {r['figure']} {fmt(r['value'], r['unit'])}"
