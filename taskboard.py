@@ -6608,7 +6608,12 @@ class StreamParser:
         self.denials = []
         self.usage = dict.fromkeys(USAGE_KEYS, 0)
         self._results_usage = dict.fromkeys(USAGE_KEYS, 0)  # the turns ended so far
-        self._messages = set()
+        self.usage_changes = 0  # how often usage was added to: a cheap "has it changed"
+        self._messages = 0  # assistant messages (by id), usage counted once each
+        #: Their latest ids: the blocks of a message come as consecutive lines, and a
+        #: set of every id would grow with the run.
+        self._recent_messages = collections.deque(maxlen=16)
+        self._model = None  # the model self.prices is for
         self._tool_started = {}
         self._tool_names = {}
 
@@ -6644,10 +6649,9 @@ class StreamParser:
         kind = event.get("type")
         if event.get("session_id") and not self.session_id:
             self.session_id = str(event["session_id"])
-        handle = {"system": self._system, "assistant": self._assistant, "user": self._user,
-                  "result": self._result}.get(kind)
+        handle = self.HANDLERS.get(kind)
         if handle is not None:
-            return handle(event)
+            return handle(self, event)
         if kind == "rate_limit_event":
             return self._rate_limit(_dict(event.get("rate_limit_info")))
         return []
@@ -6681,13 +6685,16 @@ class StreamParser:
         if event.get("error"):
             self.api_error = str(event["error"])
         usage = message.get("usage")
-        if isinstance(usage, dict) and message.get("id") not in self._messages:
-            self._messages.add(message.get("id"))
+        if isinstance(usage, dict) and message.get("id") not in self._recent_messages:
+            self._recent_messages.append(message.get("id"))
+            self._messages += 1
             self._add_usage(usage)
         if isinstance(event.get("total_cost_usd"), (int, float)):  # an adapter's, so far
             self.cost_so_far = float(event["total_cost_usd"])
-        if self.adapter is None and message.get("model"):
-            self.prices = claude_prices(str(message["model"])) or self.prices
+        model = message.get("model")
+        if self.adapter is None and model and model != self._model:
+            self._model = model
+            self.prices = claude_prices(str(model)) or self.prices
         entries = []
         for block in message.get("content") or []:
             if not isinstance(block, dict):
@@ -6758,7 +6765,9 @@ class StreamParser:
         """API round trips: the result's count once there is one, else one per assistant
         message so far."""
         counted = (self.result or {}).get("num_turns")
-        return counted if isinstance(counted, int) else len(self._messages)
+        return counted if isinstance(counted, int) else self._messages
+
+    HANDLERS = {"system": _system, "assistant": _assistant, "user": _user, "result": _result}
 
     def _note_file(self, tool_input):
         """Remember the file a tool call reads or writes, relative to the repository."""
@@ -6771,6 +6780,7 @@ class StreamParser:
         self.files.add(path)
 
     def _add_usage(self, usage: dict):
+        self.usage_changes += 1
         for key, name in USAGE_KEYS.items():
             value = usage.get(name)
             if isinstance(value, int):
@@ -7619,7 +7629,7 @@ class AgentRun:
     def _on_stdout(self, text: str):
         self._seq += 1
         had_session = self.parser.session_id
-        usage_before = dict(self.parser.usage)
+        usage_before = self.parser.usage_changes
         entries = self.parser.feed(text)
         at = now_iso()  # the line and its entries: one notice
         runtime.logs.append_raw(self.task_id, self.run_id, self._seq, self.parser.last_type,
@@ -7633,7 +7643,7 @@ class AgentRun:
         elif self.channel is not None and self.parser.last_type == "result":
             turn_ended(self)
         now = time.monotonic()
-        if self.parser.usage != usage_before and (now - self._usage_published >= 1.0
+        if self.parser.usage_changes != usage_before and (now - self._usage_published >= 1.0
                                                  or self.parser.last_type == "result"):
             self._usage_published = now  # at most one task:usage a second per run
             publish_usage(self)
