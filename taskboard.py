@@ -3174,28 +3174,28 @@ class LogWriter:
                                      "created_at": at or now_iso(), "kind": kind, "raw": raw})
 
     def flush(self, task_ids=None) -> None:
-        """Write and publish each task's entries (default: all tasks), one task after the
-        other; then the raw lines of them all, which no event waits for."""
+        """Write each task's entries and raw lines, then publish its entries (default: all
+        tasks), one task after the other."""
         with self._flushing:
             if task_ids is None:
                 task_ids = set(self.pending) | set(self.events)
-            now, raw = time.monotonic(), []
-            try:
-                for task_id in task_ids:
-                    self.last_flush[task_id] = now
-                    self._write_entries(task_id, self.pending.pop(task_id, []))
-                    raw += self.events.pop(task_id, [])
-            finally:
-                self._write_raw(raw)
+            now = time.monotonic()
+            for task_id in task_ids:
+                self.last_flush[task_id] = now
+                self._write(task_id, self.pending.pop(task_id, []),
+                            self.events.pop(task_id, []))
 
-    def _write_entries(self, task_id, entries) -> None:
+    def _write(self, task_id, entries, lines) -> None:
+        """A task's entries, then its raw lines, CHUNK_ROWS to a transaction, in order."""
         written, project_id = [], None  # JSON arrays of the entries written, per chunk
-        while entries:
+        while entries or lines:
             chunk, entries = entries[:self.CHUNK_ROWS], entries[self.CHUNK_ROWS:]
+            room = self.CHUNK_ROWS - len(chunk)
+            raw, lines = lines[:room], lines[room:]
             try:
-                array, projects = insert_log_rows(chunk, [])
+                array, projects = insert_log_rows(chunk, raw)
             except Exception:  # a full disk, a locked database: keep them for later
-                self._requeue(task_id, chunk + entries, [])
+                self._requeue(task_id, chunk + entries, raw + lines)
                 self._publish(task_id, project_id, written)
                 raise
             if array is not None:
@@ -3203,19 +3203,6 @@ class LogWriter:
             project_id = projects.get(task_id, project_id)
             gevent.sleep(0)  # a waiting write (a person's answer) goes before the next chunk
         self._publish(task_id, project_id, written)
-
-    def _write_raw(self, lines) -> None:
-        """Raw lines of one or more tasks, in order, CHUNK_ROWS to a transaction."""
-        while lines:
-            chunk, lines = lines[:self.CHUNK_ROWS], lines[self.CHUNK_ROWS:]
-            try:
-                insert_log_rows([], chunk)
-            except Exception:
-                for task_id in dict.fromkeys(line["task_id"] for line in chunk + lines):
-                    self._requeue(task_id, [], [line for line in chunk + lines
-                                                if line["task_id"] == task_id])
-                raise
-            gevent.sleep(0)
 
     def _publish(self, task_id, project_id, written: list[str]):
         """One task:log of the entries written, given as the JSON arrays of their chunks."""

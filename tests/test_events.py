@@ -340,8 +340,8 @@ def test_ws_task_log_batch_arrives_as_one_message(live, api, tb):
 @pytest.mark.parametrize("failing", ["entries", "raw lines"])
 def test_tasks_flushed_together_keep_their_lines_in_order_across_chunks(live, api, tb,
                                                                        monkeypatch, failing):
-    """Several tasks' lines are written CHUNK_ROWS at a time (their entries first, then
-    their raw lines); a write that fails keeps every task's lines, in order, for the next
+    """Several tasks' lines are written CHUNK_ROWS at a time (a task's entries first, then
+    its raw lines); a write that fails keeps every task's lines, in order, for the next
     flush."""
     monkeypatch.setattr(tb.logs, "CHUNK_ROWS", 7)
     project = api.project()
