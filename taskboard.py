@@ -65,7 +65,6 @@ import bottle
 import gevent
 import gevent.event
 import gevent.lock
-import gevent.queue
 from gevent import pywsgi
 from geventwebsocket.exceptions import WebSocketError
 from geventwebsocket.handler import WebSocketHandler
