@@ -1,0 +1,121 @@
+"""A real OpenSSH server on a loopback port, for the tests of agents on other machines
+(design.md §15): Debian's `sshd` (package openssh-server, which .ci/run installs), started
+by the test with its own host key and a key-only login as the user running the tests; the
+"host" is a folder of this machine.
+
+    server = SshServer(tmp_path)           # started; .stop() ends it
+    server.address, server.port            # "<user>@127.0.0.1", its port
+    server.identity                        # the client's private key (a file)
+    server.known_hosts                     # a known_hosts file that trusts it
+    server.fingerprint                     # "SHA256:..." as `ssh-keygen -lf` prints it
+    server.ssh("echo hi")                  # CompletedProcess of one command run there
+"""
+
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+def sshd_missing() -> str | None:
+    """Why these tests cannot run here, or None."""
+    if not os.access(SSHD, os.X_OK):
+        return "no sshd (Debian: apt-get install openssh-server)"
+    if not shutil.which("ssh") or not shutil.which("ssh-keygen"):
+        return "no ssh client (Debian: apt-get install openssh-client)"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SshServer:
+    def __init__(self, folder, start_timeout=20.0):
+        self.folder = os.path.join(str(folder), "sshd")
+        os.makedirs(self.folder, mode=0o700)
+        self.user = getpass.getuser()
+        self.port = _free_port()
+        self.address = f"{self.user}@127.0.0.1"
+        self.host_key = os.path.join(self.folder, "host_ed25519")
+        self.identity = os.path.join(self.folder, "id_ed25519")
+        for key in (self.host_key, self.identity):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "taskboard-test",
+                            "-f", key], check=True, capture_output=True)
+        shutil.copy(self.identity + ".pub", os.path.join(self.folder, "authorized_keys"))
+        with open(self.host_key + ".pub") as f:
+            kind, blob = f.read().split()[:2]
+        self.known_hosts = os.path.join(self.folder, "known_hosts")
+        with open(self.known_hosts, "w") as f:
+            f.write(f"[127.0.0.1]:{self.port} {kind} {blob}\n")
+        self.fingerprint = subprocess.run(
+            ["ssh-keygen", "-lf", self.host_key + ".pub"], check=True, capture_output=True,
+            text=True).stdout.split()[1]
+        config = os.path.join(self.folder, "sshd_config")
+        with open(config, "w") as f:
+            f.write(f"""Port {self.port}
+ListenAddress 127.0.0.1
+HostKey {self.host_key}
+PidFile {os.path.join(self.folder, "sshd.pid")}
+AuthorizedKeysFile {os.path.join(self.folder, "authorized_keys")}
+AuthenticationMethods publickey
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+AllowTcpForwarding yes
+AllowStreamLocalForwarding yes
+MaxSessions 100
+MaxStartups 100
+""")
+        if os.geteuid() == 0:  # root's sshd wants its privilege separation directory
+            os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        self.log = os.path.join(self.folder, "sshd.log")
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", config], stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + start_timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sshd exited with {self.proc.returncode}:\n{self.log_text()}")
+            if self.ssh("true", timeout=5).returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"sshd did not accept the key in {start_timeout:g} s:\n"
+                                   f"{self.log_text()}")
+            time.sleep(0.05)
+
+    def ssh_options(self) -> list[str]:
+        """What every connection of the tests passes: this key, this server's key only."""
+        return ["-p", str(self.port), "-i", self.identity, "-o", "BatchMode=yes",
+                "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={self.known_hosts}",
+                "-o", "IdentitiesOnly=yes", "-o", "ConnectTimeout=5", "-F", "/dev/null"]
+
+    def ssh(self, command: str, timeout=30, identity=None) -> subprocess.CompletedProcess:
+        options = self.ssh_options()
+        if identity is not None:
+            options[options.index(self.identity)] = identity
+        return subprocess.run(["ssh", *options, self.address, command], capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def log_text(self) -> str:
+        with open(self.log, errors="replace") as f:
+            return f.read()[-3000:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
