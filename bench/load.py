@@ -705,14 +705,9 @@ def run(args, tmp, ctx, pool):
     return ladder_rows(args, rung, floors) + rows, extra
 
 
-#: Figures of the stress run that keep their goal: everything but the latencies (and
-#: whether the agents kept their rate on a machine the load saturates).
-LATENCY_FIGURES = ("fanout_p99", "end_to_end_p99", "agents_sustained")
-
-
 def as_stress(row):
     """ A stress-run row: prefixed stress_, a latency reported without its goal. """
-    latency = row["figure"] in LATENCY_FIGURES
+    latency = row["figure"] in STRESS_UNJUDGED
     return {**row, "figure": "stress_" + row["figure"],
             **({"goal": "", "met": None} if latency else {})}
 
