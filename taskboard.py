@@ -251,6 +251,11 @@ KILL_GRACE_SECONDS = 5.0
 MCP_START_SECONDS = 30
 #: After the agent exits, output still in its pipes is read for this long at most.
 EXIT_GRACE_SECONDS = 2.0
+#: Hosts (design §15): each one a project names is checked this often; ssh gives up opening
+#: a connection after SSH_CONNECT_SECONDS and probes a quiet one every SSH_ALIVE_SECONDS.
+HOST_CHECK_SECONDS = 60.0
+SSH_CONNECT_SECONDS = 10
+SSH_ALIVE_SECONDS = 15
 #: Board secrets that never reach an agent's environment.
 SECRET_ENV = ("TASKBOARD_TOKEN", "TASKBOARD_GIT_HOST_TOKEN")
 #: A longer agent output line is cut into pieces of this size.
@@ -266,7 +271,8 @@ EVENT_TYPES = (
     "webhook:created", "webhook:updated", "webhook:deleted", "webhook:delivery",
     "plan:started", "plan:phase", "plan:progress", "plan:log", "plan:stats", "plan:completed",
     "plan:cancelled", "settings:updated", "dependencies:updated", "approval:requested",
-    "approval:resolved", "message:created", "message:updated", "resync", "ping",
+    "approval:resolved", "message:created", "message:updated", "host:created",
+    "host:updated", "host:deleted", "resync", "ping",
 )
 
 #: The agent CLI's flags for a task run's two-way channel (design §12).
@@ -838,6 +844,11 @@ PROJECT_FIELDS = (
           "while it fails the agent goes on; empty = off"),
     Field("stopCheckMaxBlocks", "int", column="stop_check_max_blocks", lo=0, hi=20, default=3,
           doc="at most this many times a failing stop check sends the agent back"),
+    Field("host", "int", column="host_id", nullable=True, doc="the host (GET /api/hosts) its "
+          "tasks run on; null = this machine"),
+    Field("repoUrl", "str", column="repo_url", default="", maxlen=2000,
+          pattern=re.compile(r"^[^\s-]\S*$"), doc="what a host clones (git URL); empty = "
+          "the origin of workingDir"),
     _created(),
     _ro("updatedAt", "time", column="updated_at"),
 )
@@ -876,6 +887,10 @@ TASK_FIELDS = (
     _ro("waitingUntil", "time", column="waiting_until", nullable=True,
         doc="when the agent's usage limit lifts and the task continues by itself (it stays "
         "in_progress), or null"),
+    _ro("waitingFor", "json", column="waiting_for_json", nullable=True,
+        shape={"type": "object"}, doc="{host, error}: the task waits for its project's host "
+        "to be reachable (it stays where it was moved, and starts when a check of the host "
+        "succeeds), or null"),
     _ro("pending_approvals", doc="tool approvals and questions waiting for a person"),
 )
 
@@ -1011,6 +1026,68 @@ REVIEW_COMMENT_FIELDS = (
     _created(),
 )
 
+
+#: An SSH destination: `user@host` or a ~/.ssh/config alias (never an option, never a space).
+SSH_ADDRESS_RE = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}@)?"
+                            r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}|\[[0-9A-Fa-f:.]{2,45}\])$")
+#: A folder on a host: absolute, or under the login's home (~); plain names, no `..`.
+HOST_DIR_RE = re.compile(r"^(?:~|~?(?:/(?!\.\.?(?:/|$))[\w.+@-]{1,255}){1,32})$")
+#: A host key's fingerprint as `ssh-keygen -lf` prints it.
+FINGERPRINT_RE = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}$")
+
+
+def _check_identity_file(value, name):
+    path = os.path.expanduser(value)
+    if not os.path.isabs(path) or "\n" in value:
+        raise Invalid(f"{name} {value[:80]!r} must be an absolute path (or ~/...) on the "
+                      "board's machine", name)
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        raise Invalid(f"{name} {value[:80]!r} is not a readable file", name)
+
+
+def _check_agent_commands(value, name):
+    """{cli: command line}, CLIs of AGENTS only."""
+    if not isinstance(value, dict):
+        raise Invalid(f"{name} must be an object of agent CLIs and their commands", name)
+    for agent, command in value.items():
+        if agent not in AGENTS:
+            raise Invalid(f"{name}: {json_dumps(agent)[:60]} is not one of: "
+                          f"{', '.join(AGENTS)}", name)
+        if not isinstance(command, str) or not command.strip() or len(command) > 2000:
+            raise Invalid(f"{name}.{agent} must be a command line", f"{name}.{agent}")
+        _check_command(command, f"{name}.{agent}")
+
+
+HOST_FIELDS = (
+    _ro("id"),
+    Field("name", "str", required=True, maxlen=100, doc="what the board calls it; unique"),
+    Field("address", "str", required=True, maxlen=320, pattern=SSH_ADDRESS_RE,
+          doc="user@host, or a host alias of ~/.ssh/config"),
+    Field("port", "int", lo=1, hi=65535, default=22,
+          doc="the SSH port (22 leaves it to ~/.ssh/config)"),
+    Field("identityFile", "str", column="identity_file", nullable=True, maxlen=4096,
+          check=_check_identity_file, doc="a private key on the board's machine (absolute "
+          "or ~/...); null = ssh's own choice"),
+    Field("baseDir", "str", column="base_dir", default="~/.taskboard", maxlen=4096,
+          pattern=HOST_DIR_RE, doc="the board's folder on the host (absolute or ~/...): "
+          "clones, worktrees, attachments"),
+    Field("maxConcurrent", "int", column="max_concurrent", lo=1, hi=50, default=2,
+          doc="at most this many agents on the host at once"),
+    Field("enabled", "bool", default=1),
+    Field("agentCommands", "json", column="agent_commands_json", nullable=True,
+          check=_check_agent_commands, shape={"type": "object", "additionalProperties": {
+              "type": "string"}}, doc="{cli: command} on the host, over the CLI's name "
+          "found on the login PATH"),
+    Field("hostKey", "str", column="host_key", nullable=True, pattern=FINGERPRINT_RE,
+          doc="the pinned host key's fingerprint: set it to lastCheck.fingerprint to trust "
+          "the key the host showed (null forgets it)"),
+    _ro("lastCheck", "json", column="last_check_json", nullable=True, shape={"type": "object"},
+        doc="the latest check: {at, ok, error, latencyMs, fingerprint, agents: {cli: "
+        "{found, version}}, git}"),
+    _ro("running", doc="agent runs on the host now"),
+    _created(),
+    _ro("updatedAt", "time", column="updated_at"),
+)
 
 #: A push service's origin as a VAPID audience (py_vapid refuses to sign any other).
 VAPID_AUDIENCE = re.compile(r"https://[^/:@\[\]]+(:\d{1,5})?", re.I)
@@ -1549,6 +1626,27 @@ INSERT INTO usage_version VALUES (1, 0);
         ("inserted", "INSERT", "NEW.status != 'running'"),
         ("updated", "UPDATE", "NEW.status != 'running' OR OLD.status != 'running'"),
         ("deleted", "DELETE", "OLD.status != 'running'")))),
+    ("0013_hosts", """
+CREATE TABLE hosts (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL UNIQUE,
+  address TEXT NOT NULL,
+  port INTEGER NOT NULL DEFAULT 22,
+  identity_file TEXT,
+  base_dir TEXT NOT NULL DEFAULT '~/.taskboard',
+  max_concurrent INTEGER NOT NULL DEFAULT 2,
+  enabled INTEGER NOT NULL DEFAULT 1,
+  agent_commands_json TEXT,
+  host_key TEXT,
+  last_check_json TEXT,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+ALTER TABLE projects ADD COLUMN host_id INTEGER REFERENCES hosts(id);
+ALTER TABLE projects ADD COLUMN repo_url TEXT NOT NULL DEFAULT '';
+ALTER TABLE tasks ADD COLUMN waiting_for_json TEXT;
+ALTER TABLE runs ADD COLUMN host_id INTEGER;
+"""),
 )
 
 
@@ -1872,6 +1970,7 @@ def insert_project_row(values: dict) -> dict:
         projects = t["projects"]
         if projects.find_one(slug=values["slug"]):
             raise Conflict(f"slug {values['slug']!r} is already taken", "slug")
+        _check_host_exists(t, values)
         base = project_key_from_slug(values["slug"])
         taken = {r["key"] for r in projects.find(key={"startswith": base})}
         candidates = itertools.chain([base], (f"{base}{n}" for n in itertools.count(2)))
@@ -1890,8 +1989,15 @@ def update_project_row(project_id: int, changes: dict) -> dict | None:
         if "slug" in changes and projects.find_one(slug=changes["slug"],
                                                    id={"!=": project_id}):
             raise Conflict(f"slug {changes['slug']!r} is already taken", "slug")
+        _check_host_exists(t, changes)
         projects.update({**changes, "updated_at": now_iso(), "id": project_id}, ["id"])
         return projects.find_one(id=project_id)
+
+
+def _check_host_exists(t: Tx, values: dict) -> None:
+    if values.get("host_id") is not None and not t.exists("hosts", values["host_id"]):
+        raise Invalid(f"host {values['host_id']} is not a host of the board (GET /api/hosts)",
+                      "host")
 
 
 def add_allowed_tools_row(project_id: int, rules: list[str]) -> dict | None:
@@ -1926,6 +2032,89 @@ def delete_project_row(project_id: int) -> list[str] | None:
         t.execute("DELETE FROM projects WHERE id = ?", (project_id,))
         t.execute("DELETE FROM task_versions WHERE project_id = ?", (project_id,))
         return paths
+
+
+# --- hosts -------------------------------------------------------------------
+
+#: A host row with its live run count.
+HOST_SQL = "SELECT h.*, (SELECT COUNT(*) FROM runs r WHERE r.host_id = h.id AND r.status = " \
+    "'running') AS running FROM hosts h"
+
+
+def host_rows() -> list[dict]:
+    with read() as t:
+        return t.all(f"{HOST_SQL} ORDER BY h.id")
+
+
+def host_row(host_id: int) -> dict | None:
+    with read() as t:
+        return t.one(f"{HOST_SQL} WHERE h.id = ?", (host_id,))
+
+
+def insert_host_row(values: dict) -> dict:
+    """Add a host; Conflict when its name is taken."""
+    now = now_iso()
+    with tx() as t:
+        if t.value("SELECT 1 FROM hosts WHERE name = ?", (values["name"],)):
+            raise Conflict(f"name {values['name']!r} is already taken", "name")
+        host_id = t.insert("hosts", {**values, "created_at": now, "updated_at": now})
+        return t.one(f"{HOST_SQL} WHERE h.id = ?", (host_id,))
+
+
+def update_host_row(host_id: int, changes: dict) -> dict | None:
+    with tx() as t:
+        if not t.exists("hosts", host_id):
+            return None
+        if "name" in changes and t.value("SELECT 1 FROM hosts WHERE name = ? AND id != ?",
+                                         (changes["name"], host_id)):
+            raise Conflict(f"name {changes['name']!r} is already taken", "name")
+        t.update("hosts", host_id, {**changes, "updated_at": now_iso()})
+        return t.one(f"{HOST_SQL} WHERE h.id = ?", (host_id,))
+
+
+def delete_host_row(host_id: int) -> dict | None:
+    """Forget a host; Conflict naming the runs on it and the projects that name it."""
+    with tx() as t:
+        row = t.one(f"{HOST_SQL} WHERE h.id = ?", (host_id,))
+        if row is None:
+            return None
+        runs = t.all("SELECT k.task_key FROM runs r JOIN tasks k ON k.id = r.task_id "
+                     "WHERE r.host_id = ? AND r.status = 'running' ORDER BY r.id", (host_id,))
+        projects = t.all("SELECT name FROM projects WHERE host_id = ? ORDER BY id", (host_id,))
+        if runs or projects:
+            what = ([f"runs on it ({', '.join(r['task_key'] for r in runs)})"] if runs else []) \
+                + ([f"projects name it ({', '.join(repr(p['name']) for p in projects)})"]
+                   if projects else [])
+            raise Conflict(f"host {row['name']!r} is in use: {'; '.join(what)}")
+        t.execute("DELETE FROM hosts WHERE id = ?", (host_id,))
+        return row
+
+
+def host_project_rows(host_id: int) -> list[int]:
+    """The ids of the projects whose tasks run on a host."""
+    with read() as t:
+        return [r[0] for r in t.execute("SELECT id FROM projects WHERE host_id = ?",
+                                        (host_id,))]
+
+
+def hosts_in_use_rows() -> list[dict]:
+    with read() as t:
+        return t.all("SELECT id, name, enabled, last_check_json FROM hosts h WHERE EXISTS "
+                     "(SELECT 1 FROM projects p WHERE p.host_id = h.id) ORDER BY id")
+
+
+def task_host_row(task_id: int) -> int | None:
+    """The host a task's project runs its tasks on, or None (this machine)."""
+    with read() as t:
+        return t.value("SELECT p.host_id FROM tasks k JOIN projects p ON p.id = k.project_id "
+                       "WHERE k.id = ?", (task_id,))
+
+
+def waiting_task_rows(host_id: int) -> list[dict]:
+    """The tasks that wait for a host."""
+    with read() as t:
+        return t.all("SELECT * FROM tasks WHERE waiting_for_json IS NOT NULL AND "
+                     "json_extract(waiting_for_json, '$.host') = ? ORDER BY id", (host_id,))
 
 
 # --- tasks -------------------------------------------------------------------
@@ -2206,14 +2395,17 @@ def run_context_rows(task_id: int) -> dict | None:
                                (task_id,)),
             "attachments": t.all("SELECT * FROM attachments WHERE task_id = ? ORDER BY id",
                                  (task_id,)),
+            "host": t.one(f"{HOST_SQL} JOIN projects p ON p.host_id = h.id WHERE p.id = ?",
+                          (project_id,)),
         }
 
 
 def task_slot_row(task_id: int) -> dict | None:
     """A task's status with its project's concurrency limit."""
     with read() as t:
-        return t.one("SELECT k.status, k.project_id, p.max_concurrent, p.slug FROM tasks k "
-                     "JOIN projects p ON p.id = k.project_id WHERE k.id = ?", (task_id,))
+        return t.one("SELECT k.status, k.project_id, p.max_concurrent, p.slug, p.host_id "
+                     "FROM tasks k JOIN projects p ON p.id = k.project_id WHERE k.id = ?",
+                     (task_id,))
 
 
 def insert_run_row(values: dict) -> int:
@@ -3480,6 +3672,9 @@ def _reserve_slot(task_id: int) -> bool:
     row = found(task_slot_row(task_id), f"task {task_id} not found")
     if row["status"] == "in_progress":
         return False
+    full = host_full(row["host_id"])
+    if full:
+        raise Conflict(full)
     return runtime.agents.reserve(task_id, row["project_id"], row["max_concurrent"],
                                   row["slug"])
 
@@ -3591,7 +3786,7 @@ def _publish_task(row: dict | None) -> None:
 
 def _move_changes(to: str, manual: bool, before: dict, now: str) -> dict:
     """The timer and counter columns a move from before["status"] to `to` changes."""
-    changes = {"agent_done": 0, "waiting_until": None}
+    changes = {"agent_done": 0, "waiting_until": None, "waiting_for_json": None}
     if before["status"] == "in_progress" and before["in_progress_since"]:
         spent = parse_iso(now) - parse_iso(before["in_progress_since"])
         changes["work_duration_ms"] = before["work_duration_ms"] + \
@@ -3622,9 +3817,23 @@ def _remove_files(paths: list[str]) -> None:
 def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
               note: str | None = None, mcp_port: int | None = None) -> None:
     """Start an agent for a task holding a slot: fresh, or its session resumed with
-    `prompt`.  Whatever goes wrong, the slot is given back."""
+    `prompt`.  Whatever goes wrong, the slot is given back.  A task of a project on a
+    host starts in the background: its connection may take seconds to open."""
+    if task_host_row(task_id) is not None and not getattr(gevent.getcurrent(), "to_host",
+                                                              False):
+        starter = gevent.Greenlet(start_run, task_id, resume=resume, prompt=prompt,
+                                  note=note, mcp_port=mcp_port)
+        starter.to_host = True
+        starter.start()
+        return
     try:
         _start_run(task_id, resume, prompt, note, mcp_port)
+    except HostDown as exc:  # lost while the run was being prepared
+        context = run_context_rows(task_id)
+        if context is not None and context["host"] is not None:
+            wait_for_host(context["task"], context["host"], str(exc))
+        else:
+            runtime.agents.release(task_id)
     except (sqlite3.Error, OSError, GitError) as exc:  # e.g. the task was deleted meanwhile
         if not isinstance(exc, GitError):
             log.exception("task %s: the agent could not start", task_id)
@@ -3639,46 +3848,75 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
     if context is None or context["task"]["status"] != "in_progress":
         runtime.agents.release(task_id)
         return
-    task, project = context["task"], context["project"]
+    task, project, host = context["task"], context["project"], context["host"]
     agent = task["agent"] or project["agent"]
-    if not agent_found(agent):
+    missing = not_on_host(agent, host) if host is not None else \
+        None if agent_found(agent) else not_installed(agent)
+    if missing:
         runtime.agents.release(task_id)
-        _fail_task(task_id, not_installed(agent))
+        _fail_task(task_id, missing)
         return
     until = agent_limited_until(agent)
     if until is not None:  # the agent's usage limit: wait it out
         _wait_for_limit(task, agent, until, None, functools.partial(
             start_run, task_id, resume=resume, prompt=prompt, note=note, mcp_port=mcp_port))
         return
+    link = None
+    if host is not None:
+        link = host_link(host)
+        if not host["enabled"]:
+            wait_for_host(task, host, "the host is disabled")
+            return
+        try:
+            link.up()
+        except HostDown as exc:
+            wait_for_host(task, host, str(exc))
+            return
     adapter = ADAPTERS[agent]
     session_id = task["session_id"] if resume and adapter.resumes and \
         session_agent_row(task["session_id"]) == agent else None
     if session_id is None:
         prompt = None  # a fresh session needs the whole story, revisions included
-    attachment_dir = os.path.join(runtime.data_dir, "attachments", str(task_id)) \
-        if context["attachments"] else None
-    text = prompt if prompt is not None else build_prompt(
-        context, note=note, tools=ADAPTERS[agent].BOARD_TOOLS)
-    cwd = task_checkout(task, project)
+    tools = adapter.BOARD_TOOLS and link is None
+    text = prompt if prompt is not None else build_prompt(context, note=note, tools=tools)
+    if link is None:
+        cwd = task_checkout(task, project)
+        attachment_dir = os.path.join(runtime.data_dir, "attachments", str(task_id)) \
+            if context["attachments"] else None
+        command, head = None, git_head(cwd)
+    else:
+        cwd = remote_checkout(task, project, host, link)
+        attachment_dir = copy_attachments(task, context["attachments"], host, link) \
+            if context["attachments"] else None
+        command = shlex.split(json.loads(host["agent_commands_json"] or "{}").get(agent)
+                              or agent)
+        head = remote_git(link, cwd, "rev-parse", "HEAD").strip()
     invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
                                 text, task_run_flags(project, session_id, attachment_dir),
-                                session_id=session_id, task_id=task_id)
+                                session_id=session_id, task_id=task_id, command=command)
     run_id = insert_run_row({
         "task_id": task_id, "project_id": project["id"], "kind": "task", "agent": agent,
         "model": task["model"], "cwd": cwd, "resumed": int(bool(session_id)),
-        "session_id": session_id, "head_start": git_head(cwd)})
+        "session_id": session_id, "head_start": head,
+        "host_id": host["id"] if host is not None else None})
     two_way = AGENTS[agent].two_way
-    run = AgentRun(task_id, project["id"], run_id, text, model=task["model"],
-                   root=repo_root(cwd), channel=run_channel(project) if two_way else None,
-                   **invocation)
+    channel = run_channel(project) if two_way else None
+    if link is None:
+        run = AgentRun(task_id, project["id"], run_id, text, model=task["model"],
+                       root=repo_root(cwd), channel=channel, **invocation)
+    else:
+        run = RemoteRun(task_id, project["id"], run_id, text, model=task["model"],
+                        channel=channel, link=link, **remote_invocation(link, run_id,
+                                                                        invocation))
     model_name = adapt_run(run, agent, task["model"], session_id)
     if agent == "claude":
         run.queued.extend(queued_message_rows(task_id))  # sent while no agent ran
-    if ADAPTERS[agent].BOARD_TOOLS:
+    if tools:
         ADAPTERS[agent].board_tools(run.argv, run.env, issue_run_token(run, mcp_port))
     what = f"resuming session {session_id}" if session_id else "starting the agent"
+    where = f"{cwd} on host {host['name']!r}" if host is not None else cwd
     runtime.logs.append(task_id, "system", f"{what} ({agent}, {model_name}"
-                        f", effort {task['thinking_effort']}) in {cwd}", run_id)
+                        f", effort {task['thinking_effort']}) in {where}", run_id)
     if not two_way and project["permission_mode"] != "auto-accept":
         runtime.logs.append(task_id, "system", f"approvals not available for this agent "
                             f"({agent}): what would need a person's approval is refused "
@@ -3696,7 +3934,7 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         update_run_row(run_id, {"status": "stopped", "ended_at": now_iso()})
         return
     _publish_task(update_task_row(task_id, {"is_running": 1, "last_error": None,
-                                            "waiting_until": None}))
+                                            "waiting_until": None, "waiting_for_json": None}))
 
 
 def record_run_process(run: "AgentRun") -> None:
@@ -3728,10 +3966,11 @@ def finish_run(run: "AgentRun") -> None:
     """
     revoke_run_token(run)
     task = task_row(run.task_id)
+    link = getattr(run, "link", None)
     if task is not None:
         try:
-            commit_leftovers(task, run.cwd, run.run_id)
-        except GitError as exc:
+            commit_leftovers(task, run.cwd, run.run_id, link)
+        except (GitError, HostDown) as exc:
             runtime.logs.append(run.task_id, "system", f"the agent's changes were not "
                                 f"committed: {exc}", run.run_id, is_error=True)
     expire_requests(run.run_id)
@@ -3750,7 +3989,7 @@ def finish_run(run: "AgentRun") -> None:
     denials = len(run.parser.denials)
     task = finish_run_rows(run.run_id, {
         "status": status, "exit_code": run.exit_code, "error": reason, **run.usage_columns(),
-        "permission_denials": denials, "head_end": git_head(run.cwd)}, {
+        "permission_denials": denials, "head_end": run_head(run)}, {
         "is_running": 0, "permission_denials": denials,
         **({"session_id": run.parser.session_id} if run.parser.session_id else {}),
         **({"last_error": reason} if outcome in ("retry", "fail") else {})})
@@ -3886,7 +4125,9 @@ def resume_interrupted_runs() -> None:
     """At start-up: kill what survived the last server, then give every in_progress task
     its agent back — its own session resumed ("continue"), not counted as a retry."""
     for run in running_rows("runs"):
-        if run["pid"]:
+        if run["pid"] and run["host_id"]:  # killed when the host is reached again
+            runtime.leftovers.setdefault(run["host_id"], set()).add(run["pid"])
+        elif run["pid"]:
             kill_survivor(run["pid"], run["proc_start"])
     for task in restart_rows():
         if task["agent_done"]:  # waits for its sub-tasks, with no agent
@@ -3945,11 +4186,11 @@ def render_template(content: str, task: dict, project: dict) -> str:
 
 
 def agent_invocation(project: dict, cwd: str, model: str, effort: str, flags=(),
-                     task_id: int | None = None) -> dict:
+                     task_id: int | None = None, command: list | None = None) -> dict:
     """How every agent run starts (task, verifier, planner): its argv (design §6; the
     prompt goes on stdin, never here), its environment without the board's secrets, its
     cwd and its timeouts, as AgentRun takes them."""
-    argv = [*runtime.config["agent_argv"], "-p", "--output-format", "stream-json",
+    argv = [*(command or runtime.config["agent_argv"]), "-p", "--output-format", "stream-json",
             "--verbose", "--model", agent_model("claude", model) or MODEL_ALIASES[model],
             "--effort", effort, *flags]
     instructions = _checkout_instructions(project, cwd)
@@ -3987,20 +4228,20 @@ def not_installed(agent: str) -> str:
 
 def run_invocation(agent: str, project: dict, cwd: str, tier: str, effort: str, prompt: str,
                    claude_flags=(), *, mode: str | None = None, session_id: str | None = None,
-                   task_id: int | None = None) -> dict:
+                   task_id: int | None = None, command: list | None = None) -> dict:
     """Any agent CLI's run as AgentRun takes it (design §14): Claude's own flags, else its
     adapter's argv in `mode` (one of PERMISSION_MODES or "read-only"; default the
     project's; the prompt goes on stdin), with the environment without the board's secrets
     (PWD = cwd: OpenCode works where PWD says; plus what the mode needs), cwd and timeouts."""
     if agent == "claude":
-        return agent_invocation(project, cwd, tier, effort, claude_flags, task_id)
+        return agent_invocation(project, cwd, tier, effort, claude_flags, task_id, command)
     mode = mode or project["permission_mode"]
     setting = _run_setting(project, cwd, task_id)
     setting["env"]["PWD"] = cwd
     model = agent_model(agent, tier)
     adapter = ADAPTERS[agent](model)
     setting["env"].update(adapter.environment(mode))
-    argv = adapter.invocation(runtime.config["agents"][agent], prompt, model=model,
+    argv = adapter.invocation(command or runtime.config["agents"][agent], prompt, model=model,
                               effort=effort, permission_mode=mode, session_id=session_id,
                               cwd=cwd)
     return {"argv": argv, **setting}
@@ -4068,6 +4309,17 @@ def repo_root(cwd: str) -> str:
     return out.strip() if code == 0 and out.strip() else cwd
 
 
+def run_head(run: "AgentRun") -> str | None:
+    """The commit checked out where the run worked (on its host, for a remote run)."""
+    if getattr(run, "link", None) is None:
+        return git_head(run.cwd)
+    try:
+        return remote_git(run.link, run.cwd, "rev-parse", "--verify", "-q", "HEAD",
+                          timeout=30).strip() or None
+    except (GitError, HostDown):
+        return None
+
+
 def git_head(cwd: str) -> str | None:
     """The commit checked out in cwd, or None when it is not a git repository."""
     code, out = run_command(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd, timeout=10)
@@ -4121,7 +4373,8 @@ def run_queue(project_id: int) -> list[int]:
     for task in tasks:
         if states[task["id"]][0] != "ready" or (task["agent"] or project["agent"]) in limited:
             continue  # not ready, or its agent waits out a usage limit
-        if runtime.agents.used(project_id) >= project["max_concurrent"]:
+        if runtime.agents.used(project_id) >= project["max_concurrent"] or \
+                host_full(project["host_id"]):
             break
         try:
             move_task(task["id"], "in_progress", manual=False, only_from="backlog",
@@ -4365,19 +4618,28 @@ def task_checkout(task: dict, project: dict, run_id: int | None = None) -> str:
     return path
 
 
-def commit_leftovers(task: dict, cwd: str, run_id: int | None) -> None:
-    """Commit what the agent left uncommitted in the task's worktree."""
-    if not cwd.startswith(os.path.join(runtime.data_dir, "worktrees") + os.sep) \
-            or not os.path.isdir(cwd):
-        return
-    with git_lock(cwd):
-        if not git(cwd, "status", "--porcelain").strip():
+def commit_leftovers(task: dict, cwd: str, run_id: int | None, link=None) -> None:
+    """Commit what the agent left uncommitted in the task's worktree (on its host when
+    link is that host's connection)."""
+    if link is None:
+        if not cwd.startswith(os.path.join(runtime.data_dir, "worktrees") + os.sep) \
+                or not os.path.isdir(cwd):
             return
-        git(cwd, "add", "-A")
-        who = [] if run_command(["git", "config", "user.email"], cwd, 10)[1].strip() else \
-            ["-c", "user.name=Taskboard", "-c", "user.email=taskboard@localhost"]
-        git(cwd, *who, "commit", "-q", "--no-verify", "-m",
-            f"{task['task_key']}: uncommitted changes from the agent")
+        lock, run_git = git_lock(cwd), functools.partial(git, cwd)
+    else:
+        lock, run_git = host_lock(link.host, cwd), functools.partial(remote_git, link, cwd)
+    with lock:
+        if not run_git("status", "--porcelain").strip():
+            return
+        run_git("add", "-A")
+        try:
+            who = [] if run_git("config", "user.email").strip() else None
+        except GitError:
+            who = None
+        who = ["-c", "user.name=Taskboard", "-c", "user.email=taskboard@localhost"] \
+            if who is None else who
+        run_git(*who, "commit", "-q", "--no-verify", "-m",
+                f"{task['task_key']}: uncommitted changes from the agent")
     runtime.logs.append(task["id"], "system", "committed the changes the agent left "
                         "uncommitted", run_id)
 
@@ -6188,13 +6450,338 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
 
 
+# --- hosts ---------------------------------------------------------------------------
+
+def host_view(row: dict) -> dict:
+    return render(HOST_FIELDS, row)
+
+
+def list_hosts() -> list[dict]:
+    return [host_view(r) for r in host_rows()]
+
+
+def get_host(host_id: int) -> dict:
+    return host_view(found(host_row(host_id), f"host {host_id} not found"))
+
+
+def _host_values(values: dict) -> dict:
+    if values.get("agent_commands_json") is not None:
+        values["agent_commands_json"] = json_dumps(values["agent_commands_json"])
+    return values
+
+
+def create_host(body) -> dict:
+    values = _host_values(validate(HOST_FIELDS, body))
+    if values.get("host_key"):
+        raise Invalid("hostKey is set by trusting the key a check shows: add the host, check "
+                      "it, compare the fingerprint, then trust it", "hostKey")
+    host = host_view(insert_host_row(values))
+    runtime.events.publish("host:created", host)
+    return host
+
+
+def update_host(host_id: int, body) -> dict:
+    """Change a host.  hostKey set to the fingerprint its last check showed pins that key
+    (design §15); null forgets it, as does a new address or port."""
+    changes = _host_values(validate_known(lambda: get_host(host_id), HOST_FIELDS, body,
+                                          partial=True))
+    before = found(host_row(host_id), f"host {host_id} not found")
+    seen = None
+    if changes.get("host_key") and changes["host_key"] != before["host_key"]:
+        shown = json.loads(before["last_check_json"] or "{}").get("fingerprint")
+        seen = _read_text(_seen_key_file(host_id), 20_000) if shown else None
+        if changes["host_key"] != shown or not seen:
+            raise Conflict(f"hostKey {changes['host_key']} is not the key the host showed at "
+                           f"its last check ({shown or 'none'}): check the host again and "
+                           "compare", "hostKey")
+    elif any(k in changes and changes[k] != before[k] for k in ("address", "port")):
+        changes.setdefault("host_key", None)  # another machine, maybe: trust it again
+    row = update_host_row(host_id, changes)
+    if "host_key" in changes and changes["host_key"] != before["host_key"]:
+        pin_host_key(host_id, seen.strip() if seen else None)
+    host = host_view(row)
+    runtime.events.publish("host:updated", host)
+    if row["enabled"] and not before["enabled"]:
+        for project_id in host_project_rows(host_id):
+            schedule_queue(project_id)
+    return host
+
+
+def delete_host(host_id: int) -> dict:
+    """Forget a host; 409 while a run is on it or a project names it."""
+    found(delete_host_row(host_id), f"host {host_id} not found")
+    link = runtime.links.pop(host_id, None)
+    if link is not None:
+        link.close()
+    pin_host_key(host_id, None)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(_seen_key_file(host_id))
+    runtime.events.publish("host:deleted", {"id": host_id})
+    return {"ok": True}
+
+
+def _seen_key_file(host_id: int) -> str:
+    return os.path.join(ssh_folder(), f"seen-{host_id}")
+
+
+def check_host(host_id: int) -> dict:
+    """Reach the host now: its key (shown, not pinned, while none is trusted), then over
+    the pinned key its latency, git and agent CLIs.  A changed key disables the host.
+    Tasks waiting for the host start when it is reachable."""
+    host = found(host_row(host_id), f"host {host_id} not found")
+    check = {"at": now_iso(), "ok": False, "error": None, "latencyMs": None,
+             "fingerprint": None, "agents": {}, "git": None}
+    changes = {}
+    if not host["host_key"]:
+        check["fingerprint"], check["error"] = _show_key(host)
+        if check["fingerprint"]:
+            check["error"] = "the host key is not trusted yet: compare its fingerprint with " \
+                "`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` run on the host, then trust it"
+    else:
+        link = host_link(host)
+        try:
+            started = time.monotonic()
+            link.run("true", timeout=30)
+            check["latencyMs"] = round((time.monotonic() - started) * 1000)
+            code, out = link.run(_discovery_script(host), timeout=60)
+            check.update(ok=True, fingerprint=host["host_key"], **_discovered(out))
+        except HostDown as exc:
+            check["error"] = str(exc)
+            if exc.shown:
+                check["fingerprint"] = _show_key(host)[0] or exc.shown
+                changes["enabled"] = 0
+    row = update_host_row(host_id, {"last_check_json": json_dumps(check), **changes})
+    if row is None:  # deleted meanwhile
+        raise NotFound(f"host {host_id} not found")
+    view = host_view(row)
+    runtime.events.publish("host:updated", view)
+    if check["ok"] and row["enabled"]:
+        host_came_back(row)
+    return view
+
+
+def _show_key(host: dict) -> tuple[str | None, str | None]:
+    """The host key the host shows, kept (not pinned) for a person to trust: (its
+    fingerprint, None) or (None, why it could not be read)."""
+    fingerprint, line = scan_host_key(host)
+    if fingerprint is None:
+        return None, line
+    fd = os.open(_seen_key_file(host["id"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(line + "\n")
+    return fingerprint, None
+
+
+def _discovery_script(host: dict) -> str:
+    """Prints `git<TAB>version` and `<cli><TAB>found<TAB>version` lines."""
+    commands = json.loads(host["agent_commands_json"] or "{}")
+    lines = ["printf 'git\\t%s\\n' \"$(git --version 2>/dev/null | head -n 1)\""]
+    for name in AGENTS:
+        words = shlex.split(commands.get(name) or name)
+        lines.append(f"if command -v {shlex.quote(words[0])} >/dev/null 2>&1; then printf "
+                     f"'{name}\\t1\\t%s\\n' \"$({shlex.join(words)} --version </dev/null "
+                     f"2>/dev/null | head -n 1)\"; else printf '{name}\\t0\\t\\n'; fi")
+    return "\n".join(lines)
+
+
+def _discovered(out: str) -> dict:
+    found_ = {"agents": {name: {"found": False, "version": None} for name in AGENTS},
+              "git": None}
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if parts[0] == "git" and len(parts) == 2:
+            found_["git"] = cli_version(parts[1])
+        elif parts[0] in AGENTS and len(parts) == 3:
+            found_["agents"][parts[0]] = {"found": parts[1] == "1",
+                                          "version": cli_version(parts[2])}
+    return found_
+
+
+def host_came_back(host: dict) -> None:
+    """The host is reachable: kill what runs lost with their connection left there, and
+    start the tasks that wait for it."""
+    link = host_link(host)
+    for group in runtime.leftovers.pop(host["id"], set()):
+        kill_remote_group(link, group)
+    for task in waiting_task_rows(host["id"]):
+        if task["status"] == "in_progress" and runtime.agents.reserve(
+                task["id"], task["project_id"], None):
+            start_run(task["id"], resume=bool(task["session_id"]), prompt="continue")
+    for project_id in host_project_rows(host["id"]):
+        schedule_queue(project_id)
+
+
+def check_hosts_forever() -> None:
+    """Check every enabled, trusted host a project names, every HOST_CHECK_SECONDS."""
+    while True:
+        gevent.sleep(HOST_CHECK_SECONDS)
+        for host in host_rows():
+            if host["enabled"] and host["host_key"] and host_project_rows(host["id"]):
+                try:
+                    check_host(host["id"])
+                except Exception:  # a background loop: log and carry on
+                    log.exception("checking host %s failed", host["id"])
+
+
+def wait_for_host(task: dict, host: dict, error: str) -> None:
+    """The task's host cannot be reached: the task keeps its place, is not charged an
+    attempt, and starts when a check of the host succeeds (design §15)."""
+    runtime.agents.release(task["id"])
+    waiting = {"host": host["id"], "error": error}
+    runtime.logs.append(task["id"], "system", f"waiting for host {host['name']!r}: {error}")
+    _publish_task(update_task_row(task["id"], {"waiting_for_json": json_dumps(waiting),
+                                               "is_running": 0}))
+
+
+def host_full(host_id: int | None) -> str | None:
+    """Why the host cannot take another agent now (its maxConcurrent), or None."""
+    host = host_row(host_id) if host_id is not None else None
+    if host is None:
+        return None
+    used = sum(runtime.agents.used(p) for p in host_project_rows(host_id))
+    if used < host["max_concurrent"]:
+        return None
+    return f"host {host['name']!r} already runs {used} agent{'s' if used != 1 else ''} " \
+        f"(maxConcurrent {host['max_concurrent']}); wait for one to finish or raise it"
+
+
+def not_on_host(agent: str, host: dict) -> str | None:
+    """Why an agent CLI cannot start on a host its last check found it missing on."""
+    check = json.loads(host["last_check_json"] or "null") or {}
+    seen = (check.get("agents") or {}).get(agent) or {}
+    if not check.get("ok") or seen.get("found") is not False:
+        return None
+    return f"the {agent} agent command was not found on host {host['name']!r}: install it " \
+        f"there (npm install -g {AGENTS[agent].package}) or set the host's agentCommands"
+
+
+def host_lock(host: dict, name: str) -> "gevent.lock.RLock":
+    """git_lock() of a repository on a host."""
+    return runtime.git_locks.setdefault(f"host:{host['id']}:{name}", gevent.lock.RLock())
+
+
+def remote_invocation(link: "HostLink", run_id: int, invocation: dict) -> dict:
+    """A run's invocation sent to its host: the run's own variables (what it adds to the
+    board's environment) go to a 0600 file there, never on a command line; the argv is the
+    ssh client of its channel, which runs REMOTE_RUN; the board's environment stays here."""
+    own = {k: v for k, v in invocation["env"].items()
+           if os.environ.get(k) != v and re.fullmatch(r"[A-Za-z_]\w*", k)}
+    own.pop("TASKBOARD_URL", None)
+    if link.port:  # the board, through the connection's remote forward
+        own["TASKBOARD_URL"] = f"http://127.0.0.1:{link.port}"
+    base = host_word(link.host["base_dir"])
+    env_file = f"{base}/runs/{int(run_id)}.env"
+    code, out = link.run(f"umask 077 && mkdir -p {base}/runs && cat > {env_file}",
+                         stdin="".join(f"export {k}={shlex.quote(v)}\n"
+                                       for k, v in own.items()).encode())
+    if code != 0:
+        raise OSError(f"the run's settings could not be written on host "
+                      f"{link.host['name']!r}: {_cut(out.strip(), 300)}")
+    remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {env_file} " \
+        f"{shlex.quote(invocation['cwd'])} {shlex.join(invocation['argv'])}"
+    return {**invocation, "argv": link.argv(remote),
+            "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
+
+
+def remote_checkout(task: dict, project: dict, host: dict, link: "HostLink",
+                    run_id: int | None = None) -> str:
+    """The task's worktree on the host (design §15): the project's clone at
+    <baseDir>/repos/<slug>, fetched, and a worktree per task on the task's branch; its
+    absolute path there."""
+    url = project["repo_url"] or _origin_url(project["working_dir"])
+    if not url:
+        raise GitError(f"project {project['name']!r} runs on host {host['name']!r} but has "
+                       "no repoUrl, and its workingDir has no origin to clone")
+    base = host_word(host["base_dir"])
+    repo = f'{base}/repos/{shlex.quote(project["slug"])}'
+    worktree = f'{base}/worktrees/{int(project["id"])}/{shlex.quote(task["task_key"])}'
+    branch = task["branch_name"] or branch_name(task)
+    pr_base = project["pr_base_branch"]
+    script = f"""set -e
+repo={repo}; wt={worktree}; b={shlex.quote(branch)}; pr={shlex.quote(pr_base)}
+mkdir -p "$(dirname "$repo")" "$(dirname "$wt")"
+[ -d "$repo/.git" ] || git clone -q -- {shlex.quote(url)} "$repo" >&2
+if git -C "$wt" rev-parse --git-dir >/dev/null 2>&1; then echo kept
+else
+  git -C "$repo" fetch -q origin >&2 || true
+  git -C "$repo" worktree prune
+  if git -C "$repo" rev-parse --verify -q "refs/heads/$b" >/dev/null; then
+    git -C "$repo" worktree add -q "$wt" "$b" >&2; echo again
+  else
+    if git -C "$repo" rev-parse --verify -q "refs/remotes/origin/$pr" >/dev/null; then
+      from="origin/$pr"
+    elif git -C "$repo" rev-parse --verify -q "refs/heads/$pr" >/dev/null; then from=$pr
+    else from=HEAD; fi
+    git -C "$repo" worktree add -q -b "$b" "$wt" "$from" >&2; echo "new $from"
+  fi
+fi
+cd "$wt" && pwd -P && git rev-parse HEAD"""
+    with host_lock(host, project["slug"]):
+        code, out = link.run(script, timeout=600)
+    lines = out.strip().splitlines()
+    if code != 0 or len(lines) < 3:
+        raise GitError(f"the worktree on host {host['name']!r} could not be made: "
+                       f"{_cut(lines[-1] if lines else f'exit code {code}', 300)}")
+    what, path, head = lines[-3:]
+    if what != "kept":
+        changes = {"branch_name": branch}
+        if what.startswith("new"):
+            changes["base_commit"] = head
+        runtime.logs.append(task["id"], "system", f"worktree {path} on host {host['name']!r}"
+                            f" on {'new ' if what.startswith('new') else ''}branch {branch}"
+                            + (f" from {what[4:]}" if what.startswith("new") else ""), run_id)
+        _publish_task(update_task_row(task["id"], changes))
+    return path
+
+
+def _origin_url(folder: str) -> str | None:
+    code, out = run_command(["git", "remote", "get-url", "origin"], folder, 10)
+    return out.strip() or None if code == 0 else None
+
+
+def remote_git(link: "HostLink", cwd: str, *args: str, timeout: float = 60) -> str:
+    """git(), in a worktree on a host."""
+    code, out = link.run(f"git -C {shlex.quote(cwd)} {shlex.join(args)}", timeout=timeout)
+    if code != 0:
+        detail = out.strip().splitlines()[-1] if out.strip() else f"exit code {code}"
+        raise GitError(f"git {args[0]} failed: {_cut(detail, 300)}")
+    return out
+
+
+def copy_attachments(task: dict, attachments: list[dict], host: dict, link: "HostLink") -> str:
+    """Copy the task's attachments to <baseDir>/attachments/<task_key>/ on the host; the
+    folder's path there."""
+    folder = f"{host_word(host['base_dir'])}/attachments/{shlex.quote(task['task_key'])}"
+    code, out = link.run(f'rm -rf {folder} && mkdir -p {folder} && cd {folder} && pwd -P')
+    if code != 0:
+        raise GitError(f"the attachments could not be copied: {_cut(out.strip(), 300)}")
+    path = out.strip().splitlines()[-1]
+    for item in attachments:
+        with open(item["path"], "rb") as f:
+            data = f.read()
+        code, out = link.run(f"cat > {folder}/{shlex.quote(item['file_name'])}", stdin=data)
+        if code != 0:
+            raise GitError(f"attachment {item['file_name']!r} could not be copied: "
+                           f"{_cut(out.strip(), 300)}")
+    return path
+
+
 # --- health ------------------------------------------------------------------------
 
 def health() -> dict:
     db_state = db_check()
     # the agent CLI's found and version, never its path or arguments: health is open to all
     return {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
-            "agents": {name: agent_state(name) for name in AGENTS}, "db": db_state}
+            "agents": {name: agent_state(name) for name in AGENTS}, "db": db_state,
+            "hosts": hosts_in_use() if db_state == "ok" else []}
+
+
+def hosts_in_use() -> list[dict]:
+    """The hosts a project runs its tasks on, and whether each was reachable at its last
+    check (null: never checked), for the board's banner."""
+    return [{"id": row["id"], "name": row["name"], "enabled": bool(row["enabled"]),
+             "reachable": (json.loads(row["last_check_json"]) or {}).get("ok")
+             if row["last_check_json"] else None} for row in hosts_in_use_rows()]
 
 
 def agent_state(name: str) -> dict:
@@ -7801,6 +8388,319 @@ class AgentPool:
             run.finished.wait(KILL_GRACE_SECONDS + 5)
 
 
+# --- hosts: agents on other machines, over OpenSSH (design §15) ------------------
+
+class HostDown(Exception):
+    """A host cannot be reached or refused the connection; `shown`: the fingerprint of a
+    host key that differs from the pinned one."""
+
+    def __init__(self, message: str, shown: str | None = None):
+        super().__init__(message)
+        self.shown = shown
+
+
+#: Sourced by every command sent to a host, its output dropped: the login's PATH.
+REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$p" ' \
+    '>/dev/null 2>&1 </dev/null; done; export GIT_TERMINAL_PROMPT=0 LC_ALL=C'
+#: The POSIX sh wrapper of a run on a host, sent with every run (nothing is installed
+#: there): `sh -c WRAPPER sh ENV_FILE WORKTREE ARGV...`.  It reads the run's variables
+#: from the 0600 file the board wrote (and removes it), starts the CLI in the worktree in
+#: its own process group, says the group's id on stderr, and kills the group when the
+#: channel closes: a newline on stderr every few seconds fails once nobody reads it.
+REMOTE_RUN = REMOTE_PROFILE + r'''
+f=$1; dir=$2; shift 2
+. "$f"; rm -f -- "$f"
+cd -- "$dir" || exit 127
+exec 3<&0
+if command -v setsid >/dev/null 2>&1; then setsid "$@" <&3 3<&- &
+else perl -e 'setpgrp(0, 0); exec { $ARGV[0] } @ARGV or exit 127' "$@" <&3 3<&- &
+fi
+pid=$!
+exec 3<&-
+printf 'taskboard-pgid %s\n' "$pid" >&2
+( trap '' PIPE
+  while sleep 3 </dev/null >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || exit 0
+    printf '\n' >&2 || break
+  done
+  kill -s TERM -- "-$pid" 2>/dev/null; sleep 5; kill -s KILL -- "-$pid" 2>/dev/null
+) </dev/null >/dev/null &
+beat=$!
+wait "$pid"; code=$?
+kill "$beat" 2>/dev/null
+kill -s KILL -- "-$pid" 2>/dev/null
+exit "$code"
+'''
+#: The first stderr line of a remote run: its process group on the host.
+REMOTE_GROUP_RE = re.compile(r"^taskboard-pgid (\d+)$")
+
+
+#: libc's prctl, loaded by the first ssh_options() (never in a forked child).
+_PRCTL = []
+
+
+def _die_with_board() -> None:
+    """preexec_fn of the board's ssh processes: SIGKILL when the board dies, even by -9
+    (Linux), so that no connection or run outlives it."""
+    for prctl in _PRCTL:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def host_word(path: str) -> str:
+    """A path on a host as one shell word; ~ is the login's home there."""
+    if path == "~" or path.startswith("~/"):
+        return '"$HOME"' + (shlex.quote(path[1:]) if path != "~" else "")
+    return shlex.quote(path)
+
+
+def host_alias(host_id: int) -> str:
+    """The name a host's key is pinned under, whatever its address or port."""
+    return f"taskboard-host-{host_id}"
+
+
+def ssh_folder() -> str:
+    folder = os.path.join(runtime.data_dir, "ssh")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
+
+
+def ssh_options(host: dict, known_hosts: str | None = None) -> list[str]:
+    """What every ssh of the board passes for a host: its port and key, BatchMode, the
+    board's own known_hosts (the key pinned under host_alias), no forwarding of agents."""
+    if not _PRCTL and sys.platform == "linux":
+        import ctypes  # only a board with hosts needs it
+        _PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
+    known_hosts = known_hosts or os.path.join(ssh_folder(), "known_hosts")
+    options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+               "-o", f"UserKnownHostsFile={known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
+               "-o", f"HostKeyAlias={host_alias(host['id'])}",
+               "-o", "HashKnownHosts=no", "-o", "UpdateHostKeys=no", "-o", "ForwardAgent=no",
+               "-o", "ForwardX11=no", "-o", "RequestTTY=no", "-o", "PermitLocalCommand=no",
+               "-o", f"ConnectTimeout={SSH_CONNECT_SECONDS}",
+               "-o", f"ServerAliveInterval={SSH_ALIVE_SECONDS}", "-o", "ServerAliveCountMax=3"]
+    if host["port"] != 22:
+        options += ["-p", str(host["port"])]
+    if host["identity_file"]:
+        options += ["-i", os.path.expanduser(host["identity_file"]), "-o", "IdentitiesOnly=yes"]
+    return options
+
+
+def _ssh_error(stderr: str, fallback: str) -> str:
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()
+             and not line.startswith(("Warning: Permanently added", "Allocated port"))]
+    return _cut(lines[-1], 500) if lines else fallback
+
+
+class HostLink:
+    """One host's connection: an OpenSSH master the board keeps as its own child (`ssh -M
+    -N`), which every run, git command and copy on the host shares (ControlPath), and
+    which ends with the board.  It is opened when first needed and again when it drops.
+    Its remote forward lets runs there reach the board (`port` on the host's loopback)."""
+
+    def __init__(self, host: dict):
+        self.host = dict(host)
+        self.master = None
+        self.port = None
+        self.errors = collections.deque(maxlen=20)
+        self.lock = gevent.lock.Semaphore()
+        self.control = os.path.join(ssh_folder(), f"{host['id']}.sock")
+        if len(self.control) > 100:  # a socket's path has at most 107 bytes
+            self.control = os.path.join(tempfile.gettempdir(), f"taskboard-{os.getuid()}-"
+                                        f"{_digest(runtime.data_dir)[:12]}-{host['id']}.sock")
+
+    def same(self, host: dict) -> bool:
+        keys = ("address", "port", "identity_file", "host_key")
+        return all(self.host[k] == host[k] for k in keys)
+
+    def argv(self, command: str) -> list[str]:
+        """ssh running one command on the host through the master."""
+        return ["ssh", *ssh_options(self.host), "-o", f"ControlPath={self.control}",
+                "-o", "ControlMaster=no", "-o", "ClearAllForwardings=yes", "-T",
+                self.host["address"], command]
+
+    def up(self) -> None:
+        """Open the master unless it is open; raise HostDown saying why it cannot be."""
+        with self.lock:
+            if self.master is not None and self.master.poll() is None and self._check():
+                return
+            self.close()
+            if not self.host["host_key"]:
+                raise HostDown("the host key is not trusted yet: check the host, compare "
+                               "its fingerprint and trust it")
+            board_port = int(runtime.url.rsplit(":", 1)[1])
+            self.master = subprocess.Popen(
+                ["ssh", "-M", "-N", *ssh_options(self.host), "-o", f"ControlPath={self.control}",
+                 "-o", "ControlPersist=no", "-R", f"127.0.0.1:0:127.0.0.1:{board_port}",
+                 self.host["address"]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_board)
+            self.errors.clear()
+            gevent.spawn(self._read_master, self.master)
+            deadline = time.monotonic() + SSH_CONNECT_SECONDS + 5
+            while not self._check():
+                if self.master.poll() is not None or time.monotonic() > deadline:
+                    self.close()
+                    gevent.sleep(0)  # the reader takes the master's last words
+                    raise self._failure("\n".join(self.errors))
+                gevent.sleep(0.05)
+
+    def _check(self) -> bool:
+        return subprocess.run(["ssh", "-o", f"ControlPath={self.control}", "-O", "check",
+                               "-o", "BatchMode=yes", self.host["address"]],
+                              capture_output=True, timeout=10).returncode == 0
+
+    def _read_master(self, master) -> None:
+        for line in master.stderr:
+            text = line.decode("utf-8", "replace").strip()
+            found_port = re.match(r"Allocated port (\d+) for remote forward", text)
+            if found_port:
+                self.port = int(found_port.group(1))
+            elif text:
+                self.errors.append(text)
+
+    def _failure(self, stderr: str) -> HostDown:
+        if "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr or \
+                "Host key verification failed" in stderr:
+            shown = re.search(r"SHA256:[A-Za-z0-9+/]{43}", stderr)
+            shown = shown.group(0) if shown else scan_host_key(self.host)[0]
+            return HostDown(f"the host key changed: {self.host['host_key']} is pinned, the "
+                            f"host shows {shown or 'another key'}; the host is disabled until "
+                            "a person checks and trusts the new key", shown)
+        return HostDown(_ssh_error(stderr, "the connection could not be opened"))
+
+    def run(self, command: str, stdin: bytes | None = None, timeout: float = 120) \
+            -> tuple[int, str]:
+        """Run a shell command on the host (the login's PATH); its exit code and output
+        (stdout, then stderr).  HostDown when the connection fails (ssh's 255)."""
+        self.up()
+        try:
+            done = subprocess.run(self.argv(f"{REMOTE_PROFILE}; {command}"), input=stdin,
+                                  capture_output=True, timeout=timeout,
+                                  preexec_fn=_die_with_board)
+        except subprocess.TimeoutExpired:
+            return 124, f"timed out after {timeout:g} s"
+        out = done.stdout.decode("utf-8", "replace") + done.stderr.decode("utf-8", "replace")
+        if done.returncode == 255 and (self.master is None or self.master.poll() is not None):
+            raise HostDown(_ssh_error(out, "the connection was lost"))
+        return done.returncode, out
+
+    def close(self) -> None:
+        if self.master is not None and self.master.poll() is None:
+            self.master.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.master.wait(5)
+            if self.master.poll() is None:
+                self.master.kill()
+        self.master = None
+        self.port = None
+
+
+def host_link(host: dict) -> HostLink:
+    """The host's connection; made again when its address, port, key or pin changed."""
+    link = runtime.links.get(host["id"])
+    if link is None or not link.same(host):
+        if link is not None:
+            link.close()
+        link = runtime.links[host["id"]] = HostLink(host)
+    return link
+
+
+def scan_host_key(host: dict) -> tuple[str | None, str]:
+    """The host key the host shows, without logging in: (fingerprint, its known_hosts
+    line), or (None, why not)."""
+    with tempfile.TemporaryDirectory(dir=ssh_folder()) as folder:
+        seen = os.path.join(folder, "seen")
+        options = ssh_options(host, known_hosts=seen)
+        options[options.index("StrictHostKeyChecking=yes")] = "StrictHostKeyChecking=accept-new"
+        try:
+            done = subprocess.run(["ssh", *options, "-o", "ControlPath=none",
+                                   "-o", "PreferredAuthentications=none",
+                                   "-o", "PubkeyAuthentication=no", host["address"], "true"],
+                                  capture_output=True, text=True, timeout=SSH_CONNECT_SECONDS + 5,
+                                  stdin=subprocess.DEVNULL, preexec_fn=_die_with_board)
+        except subprocess.TimeoutExpired:
+            return None, "the host did not answer"
+        try:
+            with open(seen) as f:
+                line = f.read().strip().splitlines()[0]
+        except (OSError, IndexError):
+            return None, _ssh_error(done.stderr, "the host showed no key")
+        printed = subprocess.run(["ssh-keygen", "-lf", seen], capture_output=True, text=True,
+                                 timeout=10).stdout.split()
+    return (printed[1], line) if len(printed) > 1 else (None, "ssh-keygen cannot read the key")
+
+
+def pin_host_key(host_id: int, line: str | None) -> None:
+    """Write (line) or remove (None) the host's key in the board's known_hosts."""
+    path = os.path.join(ssh_folder(), "known_hosts")
+    alias = host_alias(host_id)
+    kept = []
+    with contextlib.suppress(FileNotFoundError), open(path) as f:
+        kept = [k for k in f.read().splitlines() if k.split(" ", 1)[0] != alias]
+    if line is not None:
+        kept.append(f"{alias} {line.split(' ', 1)[1]}")
+    fd = os.open(path + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("".join(k + "\n" for k in kept))
+    os.replace(path + ".new", path)
+
+
+class RemoteRun(AgentRun):
+    """An agent run on a host: the same run, its process the ssh client of its channel
+    (REMOTE_RUN on the other end).  Its process group on the host is killed over the
+    connection; the client itself is killed with the board."""
+
+    def __init__(self, *args, link: "HostLink", **kw):
+        super().__init__(*args, **kw)
+        self.link = link
+        self.group = None  # the agent's process group on the host, once it said so
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.argv, env=self.env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True, preexec_fn=_die_with_board)
+        gevent.spawn(self._supervise)
+
+    def _started(self):
+        pass  # the process to remember is the group on the host: see _stderr
+
+    def _stderr(self, text: str):
+        found_group = self.group is None and REMOTE_GROUP_RE.match(text)
+        if found_group:
+            self.group = int(found_group.group(1))
+            update_run_row(self.run_id, {"pid": self.group})
+            return
+        super()._stderr(text)
+
+    def _signal(self, signum):
+        if self.proc is None:
+            return
+        if self.group is not None and self.proc.poll() is None:
+            gevent.spawn(kill_remote_group, self.link, self.group, signum)
+        if signum == signal.SIGKILL or self.group is None:  # the channel closes: the
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # wrapper ends
+                os.killpg(self.proc.pid, signal.SIGKILL)                     # the group
+
+    def _on_exit(self):
+        if self.exit_code == 255 and self.stop_reason is None:
+            runtime.logs.append(self.task_id, "system", f"the connection to host "
+                                f"{self.link.host['name']!r} was lost: "
+                                f"{self.parser.stderr[-1] if self.parser.stderr else 'ssh 255'}",
+                                self.run_id, is_error=True)
+            if self.group is not None:
+                runtime.leftovers.setdefault(self.link.host["id"], set()).add(self.group)
+        super()._on_exit()
+
+
+def kill_remote_group(link: "HostLink", group: int, signum=signal.SIGKILL) -> bool:
+    """Signal an agent's process group on its host; False when the host is unreachable."""
+    try:
+        link.run(f"kill -s {signal.Signals(signum).name[3:]} -- -{int(group)} 2>/dev/null; "
+                 "true", timeout=30)
+        return True
+    except HostDown:
+        return False
+
+
 def process_start(pid: int) -> int | None:
     """The kernel's start time of a process (clock ticks since boot), to tell it from a
     later process that got the same pid."""
@@ -8576,6 +9476,13 @@ SERVICE_ROUTES = (
     ("POST", "/api/tasks/<task_id:int>/messages", post_message, "Message",
      {"body": MESSAGE_FIELDS, "status": 201}),
     ("GET", "/api/tasks/<task_id:int>/review", task_review, "ReviewComment[]"),
+    ("GET", "/api/hosts", list_hosts, "Host[]"),
+    ("POST", "/api/hosts", create_host, "Host", {"body": HOST_FIELDS, "status": 201}),
+    ("GET", "/api/hosts/<host_id:int>", get_host, "Host"),
+    ("PUT", "/api/hosts/<host_id:int>", update_host, "Host",
+     {"body": HOST_FIELDS, "partial": True}),
+    ("DELETE", "/api/hosts/<host_id:int>", delete_host, "Ok"),
+    ("POST", "/api/hosts/<host_id:int>/check", check_host, "Host"),
     ("POST", "/api/tasks/<task_id:int>/review", post_review, "Message",
      {"body": REVIEW_FIELDS, "status": 201}),
 )
@@ -9240,7 +10147,8 @@ _CONFLICTS = {"api_create_project", "api_update_project", "api_create_task", "ap
               "api_move_task", "api_start_plan", "local_stop_task", "local_restart_task",
               "local_request_changes", "local_add_task_dependency", "local_get_agent_md",
               "local_save_agent_md", "api_decide_approval", "api_act_on_approval",
-              "api_post_message", "api_post_review"}
+              "api_post_message", "api_post_review", "api_create_host", "api_update_host",
+              "api_delete_host"}
 #: Error answers, in the document's order; _operation() says which an operation gives.
 _ERROR_ANSWERS = {
     "400": "invalid input",
@@ -9298,6 +10206,7 @@ def openapi() -> dict:
                          ("LogEntry", LOG_FIELDS), ("Revision", REVISION_FIELDS),
                          ("Attachment", ATTACHMENT_FIELDS), ("Approval", APPROVAL_FIELDS),
                          ("Message", MESSAGE_FIELDS), ("PushSubscription", PUSH_FIELDS),
+                         ("Host", HOST_FIELDS),
                          ("ReviewComment", REVIEW_COMMENT_FIELDS)):
         schemas[name] = _object_schema(fields)
     schemas["ProjectListEntry"] = _object_schema(PROJECT_FIELDS, only=PROJECT_LIST_FIELDS)
@@ -9840,6 +10749,10 @@ class Runtime:
         self.agent = self.clis["claude"]
         #: The stored settings, read once at start and replaced by every update.
         self.settings = {}
+        #: host id -> its connection (HostLink); -> the process groups that runs whose
+        #: connection was lost left there, to kill when it is reachable again
+        self.links = {}
+        self.leftovers = {}
         self.greenlets = []
 
 
@@ -9964,7 +10877,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
         create_demo_project()
     runtime.greenlets += [gevent.spawn(work) for work in (
         check_agent_command, prune_worktrees, sync_all_issues, compact_logs_forever,
-        checkpoint_forever)]
+        checkpoint_forever, check_hosts_forever)]
     if resume_runs:
         resume_interrupted_runs()
     return runtime
@@ -9981,6 +10894,8 @@ def shutdown() -> None:
     runtime.push.stop()
     stop_plans()
     runtime.agents.shutdown()
+    for link in runtime.links.values():
+        link.close()
     runtime.logs.stop()
     for sub in list(runtime.events.subscribers):
         sub.close()

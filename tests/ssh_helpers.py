@@ -57,7 +57,7 @@ class SshServer:
         self.fingerprint = subprocess.run(
             ["ssh-keygen", "-lf", self.host_key + ".pub"], check=True, capture_output=True,
             text=True).stdout.split()[1]
-        config = os.path.join(self.folder, "sshd_config")
+        self.config = config = os.path.join(self.folder, "sshd_config")
         with open(config, "w") as f:
             f.write(f"""Port {self.port}
 ListenAddress 127.0.0.1
@@ -79,8 +79,12 @@ MaxStartups 100
         if os.geteuid() == 0:  # root's sshd wants its privilege separation directory
             os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         self.log = os.path.join(self.folder, "sshd.log")
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", config], stdout=log,
+        self.start(start_timeout)
+
+    def start(self, start_timeout=20.0):
+        """Start sshd (again, after stop(): same port, same keys)."""
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", self.config], stdout=log,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + start_timeout
         while True:
@@ -93,6 +97,21 @@ MaxStartups 100
                 raise RuntimeError(f"sshd did not accept the key in {start_timeout:g} s:\n"
                                    f"{self.log_text()}")
             time.sleep(0.05)
+
+    def new_host_key(self) -> str:
+        """Give the (stopped) server another host key; its fingerprint."""
+        os.remove(self.host_key)
+        os.remove(self.host_key + ".pub")
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "taskboard-test",
+                        "-f", self.host_key], check=True, capture_output=True)
+        with open(self.host_key + ".pub") as f:
+            kind, blob = f.read().split()[:2]
+        with open(self.known_hosts, "w") as f:
+            f.write(f"[127.0.0.1]:{self.port} {kind} {blob}\n")
+        self.fingerprint = subprocess.run(
+            ["ssh-keygen", "-lf", self.host_key + ".pub"], check=True, capture_output=True,
+            text=True).stdout.split()[1]
+        return self.fingerprint
 
     def ssh_options(self) -> list[str]:
         """What every connection of the tests passes: this key, this server's key only."""
@@ -111,6 +130,18 @@ MaxStartups 100
         with open(self.log, errors="replace") as f:
             return f.read()[-3000:]
 
+    def drop(self) -> None:
+        """The host goes down: sshd stops and every connection it holds ends at once (what
+        its users run there is left to notice)."""
+        sessions = [pid for pid in _descendants(self.proc.pid)
+                    if _comm(pid) in ("sshd", "sshd-session")]
+        self.stop()
+        for pid in sessions:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -119,3 +150,31 @@ MaxStartups 100
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below pid (from /proc)."""
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    parents[int(name)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    found, frontier = [], [pid]
+    while frontier:
+        here = frontier.pop()
+        for child, parent in parents.items():
+            if parent == here:
+                found.append(child)
+                frontier.append(child)
+    return found

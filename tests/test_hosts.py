@@ -1,10 +1,16 @@
 """Agents on other machines (design.md §15): the hosts they run on, reached over OpenSSH."""
 
+import json
 import os
 import subprocess
+import sys
 
 import pytest
 from ssh_helpers import SshServer, sshd_missing
+
+import taskboard
+from agent_helpers import RUN, logs, task_calls, wait_status
+from conftest import FAKE_AGENT, assert_error, assert_refused, git, make_repo, wait_for
 
 pytestmark = pytest.mark.skipif(sshd_missing() is not None, reason=str(sshd_missing()))
 
@@ -14,6 +20,41 @@ def sshd(tmp_path):
     server = SshServer(tmp_path)
     yield server
     server.stop()
+
+
+def text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def host_body(sshd, tmp_path, **fields):
+    """A host that is this machine through the test's sshd, its folder under tmp_path,
+    its claude the scripted fake (with the test's FAKE_AGENT_DIR: the host's login
+    environment is not the test's)."""
+    fake = f"env FAKE_AGENT_DIR={os.environ['FAKE_AGENT_DIR']} {sys.executable} {FAKE_AGENT}"
+    return {"name": "build box", "address": sshd.address, "port": sshd.port,
+            "identityFile": sshd.identity, "baseDir": str(tmp_path / "host"),
+            "agentCommands": {"claude": fake}} | fields
+
+
+def trusted_host(client, sshd, tmp_path, **fields):
+    """A host added, checked, its key trusted and checked again."""
+    host = client.post_json("/api/hosts", host_body(sshd, tmp_path, **fields), status=201).json
+    shown = client.post(f"/api/hosts/{host['id']}/check").json["lastCheck"]
+    assert shown["fingerprint"] == sshd.fingerprint, shown
+    client.put_json(f"/api/hosts/{host['id']}", {"hostKey": shown["fingerprint"]})
+    checked = client.post(f"/api/hosts/{host['id']}/check").json
+    assert checked["lastCheck"]["ok"], checked["lastCheck"]
+    return checked
+
+
+@pytest.fixture
+def remote_project(api, client, sshd, tmp_path):
+    """A project whose tasks run on the sshd host, cloning the local repository."""
+    make_repo(api.workdir)
+    host = trusted_host(client, sshd, tmp_path)
+    project = api.project(host=host["id"], repoUrl=str(api.workdir), autoBranch=1)
+    return project, host
 
 
 def test_the_loopback_host_takes_its_key_only_and_runs_commands_there(sshd, tmp_path):
@@ -27,3 +68,187 @@ def test_the_loopback_host_takes_its_key_only_and_runs_commands_there(sshd, tmp_
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", stranger], check=True)
     refused = sshd.ssh("true", identity=stranger)
     assert refused.returncode == 255 and "Permission denied" in refused.stderr
+
+
+@pytest.mark.parametrize("field, value", [
+    ("address", "-oProxyCommand=touch pwned"), ("address", "me@box; touch pwned"),
+    ("address", ""), ("port", 0), ("port", 70000), ("port", "22"),
+    ("baseDir", "relative/dir"), ("baseDir", "~/../escape"), ("baseDir", "/srv/$(touch x)"),
+    ("identityFile", "relative/key"), ("identityFile", "/no/such/key"),
+    ("maxConcurrent", 0), ("maxConcurrent", 51), ("enabled", "yes"),
+    ("agentCommands", {"nope": "x"}), ("agentCommands.claude", {"claude": "unclosed 'quote"}),
+    ("hostKey", "SHA256:short"),
+])
+def test_a_bad_host_field_is_refused_naming_it(client, snapshot, tmp_path, field, value):
+    body = {"name": "box", "address": "me@box.example"} | {field.split(".")[0]: value}
+    assert_refused(snapshot, client.post_json, "/api/hosts", body, field=field)
+
+
+def test_a_host_is_added_listed_changed_and_deleted(client, tmp_path):
+    host = client.post_json("/api/hosts", {"name": "box", "address": "me@box.example"},
+                            status=201).json
+    assert host == host | {"name": "box", "address": "me@box.example", "port": 22,
+                           "identityFile": None, "baseDir": "~/.taskboard", "maxConcurrent": 2,
+                           "enabled": True, "hostKey": None, "lastCheck": None, "running": 0}
+    assert client.get("/api/hosts").json == [host]
+    changed = client.put_json(f"/api/hosts/{host['id']}", {"maxConcurrent": 4,
+                                                           "enabled": False}).json
+    assert changed["maxConcurrent"] == 4 and changed["enabled"] is False
+    assert_error(client.post_json("/api/hosts", {"name": "box", "address": "x"},
+                                  expect_errors=True), 409, field="name")
+    assert client.delete(f"/api/hosts/{host['id']}").json == {"ok": True}
+    assert_error(client.get(f"/api/hosts/{host['id']}", expect_errors=True), 404)
+
+
+def test_a_host_a_project_names_cannot_be_deleted(client, api):
+    host = client.post_json("/api/hosts", {"name": "box", "address": "me@box.example"},
+                            status=201).json
+    api.project(name="Shop", host=host["id"])
+    error = assert_error(client.delete(f"/api/hosts/{host['id']}", expect_errors=True), 409)
+    assert "'Shop'" in error["error"]
+    assert client.get(f"/api/hosts/{host['id']}").json["name"] == "box"
+
+
+def test_a_project_cannot_name_a_host_that_is_not_there(api, client, snapshot):
+    assert_refused(snapshot, client.post_json, "/api/projects",
+                   {"name": "P", "slug": "p", "workingDir": str(api.workdir), "host": 99},
+                   field="host")
+
+
+def test_the_first_check_shows_the_key_and_trusting_it_pins_it(client, sshd, tmp_path):
+    host = client.post_json("/api/hosts", host_body(sshd, tmp_path), status=201).json
+    first = client.post(f"/api/hosts/{host['id']}/check").json
+    assert first["hostKey"] is None
+    assert first["lastCheck"]["fingerprint"] == sshd.fingerprint
+    assert first["lastCheck"]["ok"] is False and "not trusted" in first["lastCheck"]["error"]
+    known = os.path.join(taskboard.runtime.data_dir, "ssh", "known_hosts")
+    assert not os.path.exists(known) or "ssh-" not in text(known)
+
+    other = "SHA256:" + "A" * 43
+    error = assert_error(client.put_json(f"/api/hosts/{host['id']}", {"hostKey": other},
+                                         expect_errors=True), 409, field="hostKey")
+    assert sshd.fingerprint in error["error"]
+    pinned = client.put_json(f"/api/hosts/{host['id']}", {"hostKey": sshd.fingerprint}).json
+    assert pinned["hostKey"] == sshd.fingerprint
+    assert "taskboard-host-" in text(known)
+
+    checked = client.post(f"/api/hosts/{host['id']}/check").json["lastCheck"]
+    assert checked["ok"] is True and checked["error"] is None
+    assert isinstance(checked["latencyMs"], int)
+    assert checked["git"] and checked["git"].startswith("git version")
+    assert checked["agents"]["claude"]["found"] is True
+    assert checked["agents"]["claude"]["version"]
+    assert checked["agents"]["codex"] == {"found": False, "version": None}
+
+
+def test_a_changed_host_key_is_refused_and_disables_the_host(client, sshd, tmp_path):
+    host = trusted_host(client, sshd, tmp_path)
+    old = host["hostKey"]
+    sshd.drop()
+    new = sshd.new_host_key()
+    sshd.start()
+    checked = client.post(f"/api/hosts/{host['id']}/check").json
+    assert checked["enabled"] is False and checked["hostKey"] == old
+    assert checked["lastCheck"]["ok"] is False
+    assert old in checked["lastCheck"]["error"] and new in checked["lastCheck"]["error"]
+    assert checked["lastCheck"]["fingerprint"] == new
+    again = client.post(f"/api/hosts/{host['id']}/check").json
+    assert again["hostKey"] == old and again["enabled"] is False  # never re-pinned by itself
+    # a person compares and trusts the new key
+    client.put_json(f"/api/hosts/{host['id']}", {"hostKey": new, "enabled": True})
+    assert client.post(f"/api/hosts/{host['id']}/check").json["lastCheck"]["ok"] is True
+
+
+def test_a_task_of_a_remote_project_runs_in_a_worktree_on_the_host(
+        client, api, remote_project, agent_dir, tmp_path):
+    project, host = remote_project
+    task = api.task(project["id"], title="Add a page", description="fake:ok")
+    api.move(task["id"], "in_progress")
+    done = wait_status(client, task["id"], "testing")
+    worktree = os.path.join(tmp_path, "host", "worktrees", str(project["id"]),
+                            done["task_key"])
+    [call] = task_calls(agent_dir, task["id"])
+    assert os.path.realpath(call["cwd"]) == os.path.realpath(worktree)
+    assert call["env"]["TASKBOARD_TASK_ID"] == str(task["id"])
+    clone = os.path.join(tmp_path, "host", "repos", project["slug"])
+    assert git(clone, "branch", "--list", done["branch_name"]).strip()
+    messages = [e["message"] for e in logs(client, task["id"])]
+    assert any("on host 'build box'" in m for m in messages), messages
+    assert done["waitingFor"] is None
+    assert client.get(f"/api/hosts/{host['id']}").json["running"] == 0
+
+
+def test_a_task_waits_for_a_host_that_is_down_and_starts_when_it_is_back(
+        client, api, remote_project, agent_dir, sshd):
+    project, host = remote_project
+    sshd.drop()
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    waiting = wait_for(lambda: client.get(f"/api/tasks/{task['id']}").json["waitingFor"],
+                       RUN, message="the task to wait for its host")
+    assert waiting["host"] == host["id"] and waiting["error"]
+    now = client.get(f"/api/tasks/{task['id']}").json
+    assert now["status"] == "in_progress" and now["retry_count"] == 0
+    assert not now["is_running"] and task_calls(agent_dir, task["id"]) == []
+    assert client.post(f"/api/hosts/{host['id']}/check").json["lastCheck"]["ok"] is False
+    sshd.start()
+    assert client.post(f"/api/hosts/{host['id']}/check").json["lastCheck"]["ok"] is True
+    done = wait_status(client, task["id"], "testing")
+    assert done["waitingFor"] is None and done["retry_count"] == 0
+
+
+def test_shell_words_from_a_task_never_reach_the_remote_shell_unquoted(
+        client, api, remote_project, agent_dir, tmp_path):
+    project, host = remote_project
+    evil = "$(touch pwned)`touch pwned2`; touch pwned3 'x"
+    task = api.task(project["id"], title=evil, description=f"fake:ok {evil}")
+    api.move(task["id"], "in_progress")
+    wait_status(client, task["id"], "testing")
+    [call] = task_calls(agent_dir, task["id"])
+    assert evil in call["stdin"]
+    for where in (tmp_path, os.getcwd(), os.path.expanduser("~"), call["cwd"]):
+        found = subprocess.run(["find", str(where), "-maxdepth", "6", "-name", "pwned*"],
+                               capture_output=True, text=True).stdout
+        assert found == "", found
+
+
+def test_the_boards_token_never_reaches_the_host(client, api, remote_project, agent_dir,
+                                                 tmp_path):
+    project, host = remote_project
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    wait_status(client, task["id"], "testing")
+    token = taskboard.runtime.config["token"]
+    [call] = task_calls(agent_dir, task["id"])
+    assert token not in json.dumps(call)
+    leaked = subprocess.run(["grep", "-rl", token, str(tmp_path / "host")],
+                            capture_output=True, text=True).stdout
+    assert leaked == ""
+    assert os.listdir(tmp_path / "host" / "runs") == []  # the settings file is gone
+
+
+def test_one_connection_serves_every_run_on_a_host(client, api, remote_project, agent_dir,
+                                                   sshd):
+    project, host = remote_project
+    client.put_json(f"/api/projects/{project['id']}", {"maxConcurrent": 3})
+    tasks = [api.task(project["id"], title=f"T{n}", description="fake:slow=30")
+             for n in range(3)]
+    for task in tasks[:2]:
+        api.move(task["id"], "in_progress")
+    full = assert_error(client.patch_json(f"/api/tasks/{tasks[2]['id']}/status",
+                                          {"status": "in_progress"}, expect_errors=True), 409)
+    assert "host 'build box'" in full["error"] and "maxConcurrent 2" in full["error"]
+    client.put_json(f"/api/hosts/{host['id']}", {"maxConcurrent": 3})
+    api.move(tasks[2]["id"], "in_progress")
+    wait_for(lambda: client.get(f"/api/hosts/{host['id']}").json["running"] == 3, RUN,
+             message="three runs on the host")
+    for task in tasks:
+        wait_for(lambda task=task: any(e["message"].startswith("session ")
+                                       for e in logs(client, task["id"])), RUN,
+                 message="the session")
+        client.post_json(f"/api/tasks/{task['id']}/messages", {"text": "done",
+                                                                "interrupt": True})
+    for task in tasks:
+        wait_status(client, task["id"], "testing")
+    accepted = text(sshd.log).count("Accepted publickey")
+    assert accepted == 2, accepted  # the test's own probe, and the board's one master
