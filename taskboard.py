@@ -6598,11 +6598,7 @@ def _discovered(out: str) -> dict:
 
 
 def host_came_back(host: dict) -> None:
-    """The host is reachable: kill what runs lost with their connection left there, and
-    start the tasks that wait for it."""
-    link = host_link(host)
-    for group in runtime.leftovers.pop(host["id"], set()):
-        kill_remote_group(link, group)
+    """The host is reachable: start the tasks that wait for it."""
     for task in waiting_task_rows(host["id"]):
         if task["status"] == "in_progress" and runtime.agents.reserve(
                 task["id"], task["project_id"], None):
@@ -8527,6 +8523,8 @@ class HostLink:
             if not self.host["host_key"]:
                 raise HostDown("the host key is not trusted yet: check the host, compare "
                                "its fingerprint and trust it")
+            with contextlib.suppress(FileNotFoundError):  # a dead master's (a killed board)
+                os.remove(self.control)
             board_port = int(runtime.url.rsplit(":", 1)[1])
             self.master = subprocess.Popen(
                 ["ssh", "-M", "-N", *ssh_options(self.host), "-o", f"ControlPath={self.control}",
@@ -8542,6 +8540,8 @@ class HostLink:
                     gevent.sleep(0)  # the reader takes the master's last words
                     raise self._failure("\n".join(self.errors))
                 gevent.sleep(0.05)
+        for group in runtime.leftovers.pop(self.host["id"], set()):
+            gevent.spawn(kill_remote_group, self, group)
 
     def _check(self) -> bool:
         return subprocess.run(["ssh", "-o", f"ControlPath={self.control}", "-O", "check",

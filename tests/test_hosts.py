@@ -6,10 +6,11 @@ import subprocess
 import sys
 
 import pytest
+from fault_helpers import ServerProcess, clean_env, group_members
 from ssh_helpers import SshServer, sshd_missing
 
 import taskboard
-from agent_helpers import RUN, logs, task_calls, wait_status
+from agent_helpers import RUN, alive, children, logs, task_calls, wait_status
 from conftest import FAKE_AGENT, assert_error, assert_refused, git, make_repo, wait_for
 
 pytestmark = pytest.mark.skipif(sshd_missing() is not None, reason=str(sshd_missing()))
@@ -252,3 +253,98 @@ def test_one_connection_serves_every_run_on_a_host(client, api, remote_project, 
         wait_status(client, task["id"], "testing")
     accepted = text(sshd.log).count("Accepted publickey")
     assert accepted == 2, accepted  # the test's own probe, and the board's one master
+
+
+def ssh_processes(marker):
+    """Live ssh clients whose command line names `marker` (a board's ssh folder)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and alive(int(name)):
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    argv = f.read().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            if argv[0] == "ssh" and any(marker in a for a in argv):
+                found.append(int(name))
+    return found
+
+
+def test_stopping_a_remote_run_kills_its_process_group_on_the_host(
+        client, api, remote_project, agent_dir):
+    project, host = remote_project
+    task = api.task(project["id"], description="fake:hang fake:child")
+    api.move(task["id"], "in_progress")
+    [call] = wait_for(lambda: task_calls(agent_dir, task["id"]), RUN, message="the agent")
+    wait_for(lambda: children(agent_dir), RUN, message="the agent's child")
+    assert group_members(call["pgid"]), "the agent leads its own group on the host"
+    api.move(task["id"], "backlog")
+    wait_for(lambda: not group_members(call["pgid"]), RUN,
+             message="the agent's group on the host to be killed")
+    assert not any(alive(p) for p in children(agent_dir))
+    assert client.get(f"/api/hosts/{host['id']}").json["running"] == 0
+
+
+def test_a_connection_lost_mid_run_is_a_crash_and_the_run_is_killed_there(
+        client, api, remote_project, agent_dir, sshd, fast_retries):
+    project, host = remote_project
+    task = api.task(project["id"], description="fake:hang")
+    api.move(task["id"], "in_progress")
+    [call] = wait_for(lambda: task_calls(agent_dir, task["id"]), RUN, message="the agent")
+    sshd.drop()
+    waiting = wait_for(lambda: client.get(f"/api/tasks/{task['id']}").json["waitingFor"],
+                       30, message="the retry to wait for the host")
+    assert waiting["host"] == host["id"]
+    after = client.get(f"/api/tasks/{task['id']}").json
+    assert after["status"] == "in_progress" and after["retry_count"] == 1
+    messages = [e["message"] for e in logs(client, task["id"])]
+    assert any("the connection to host 'build box' was lost" in m for m in messages), messages
+    wait_for(lambda: not group_members(call["pgid"]), RUN,
+             message="the agent on the host to notice its channel closed and end")
+    sshd.start()
+    client.post(f"/api/hosts/{host['id']}/check")
+    wait_for(lambda: len(task_calls(agent_dir, task["id"])) == 2, RUN,
+             message="the task to start again on the host")
+    api.move(task["id"], "backlog")
+
+
+def test_a_board_killed_with_9_leaves_nothing_running_on_either_machine(
+        tmp_path, sshd, agent_dir):
+    db = tmp_path / "data" / "tb.db"
+    (tmp_path / "code").mkdir()
+    repo = make_repo(tmp_path / "code")
+    env = clean_env(tmp_path)
+    board = ServerProcess.board(tmp_path, db, env).wait_ready()
+    try:
+        def call(method, path, body=None, status=200):
+            return board.call(method, path, status=status, json=body)
+        host = call("POST", "/api/hosts", host_body(sshd, tmp_path), 201)
+        shown = call("POST", f"/api/hosts/{host['id']}/check")["lastCheck"]["fingerprint"]
+        call("PUT", f"/api/hosts/{host['id']}", {"hostKey": shown})
+        assert call("POST", f"/api/hosts/{host['id']}/check")["lastCheck"]["ok"]
+        project = board.project(repo, host=host["id"], repoUrl=str(repo), autoBranch=1)
+        task = board.task(project["id"], description="fake:lines=100000 fake:sleep=0.01 "
+                                                     "fake:resume=hang fake:child")
+        board.move(task["id"], "in_progress")
+        [first] = wait_for(lambda: task_calls(agent_dir, task["id"]), RUN, message="the agent")
+        wait_for(lambda: len(board.logs(task["id"])) >= 20, RUN, message="its lines")
+        ssh_folder = str(tmp_path / "data" / "ssh")
+        assert ssh_processes(ssh_folder), "the board's master and the run's channel"
+        board.kill9()
+        wait_for(lambda: not ssh_processes(ssh_folder), RUN,
+                 message="every ssh client of the killed board to end with it")
+        wait_for(lambda: not group_members(first["pgid"]), 20,
+                 message="the agent's group on the host to end with its channel")
+        assert not any(alive(p) for p in children(agent_dir))
+
+        board = ServerProcess.board(tmp_path, db, env).wait_ready()
+        [_, again] = wait_for(lambda: task_calls(agent_dir, task["id"])[1:] and
+                              task_calls(agent_dir, task["id"]), 30,
+                              message="the task to resume on the host")
+        assert again["resumed"] is True and again["stdin"] == "continue"
+        assert board.terminate() == 0, board.errors()[-3000:]
+        wait_for(lambda: not group_members(again["pgid"]), RUN,
+                 message="the resumed agent to end with the board")
+        assert not ssh_processes(ssh_folder)
+    finally:
+        board.stop()
