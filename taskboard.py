@@ -547,6 +547,12 @@ def safe_file_name(name: str) -> str:
     return (stem.rstrip(" .") or "file") + ext
 
 
+def local_shell(cwd: str):
+    """run(argv, timeout) -> (exit code, stdout) in cwd here, as HostLink.shell() on a
+    host: the git of a task, wherever its worktree is."""
+    return lambda argv, timeout=30: run_command(argv, cwd, timeout)
+
+
 def run_command(argv: list[str], cwd: str | None = None, timeout: float = 30,
                 stderr=subprocess.DEVNULL, env: dict | None = None,
                 session: bool = False, keep: int = 0) -> tuple[int | None, str]:
@@ -3879,17 +3885,16 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         prompt = None  # a fresh session needs the whole story, revisions included
     tools = adapter.BOARD_TOOLS and link is None
     text = prompt if prompt is not None else build_prompt(context, note=note, tools=tools)
+    command = host_command(host, agent)
     if link is None:
         cwd = task_checkout(task, project)
         attachment_dir = os.path.join(runtime.data_dir, "attachments", str(task_id)) \
             if context["attachments"] else None
-        command, head = None, git_head(cwd)
+        head = git_head(cwd)
     else:
         cwd = remote_checkout(task, project, host, link)
         attachment_dir = copy_attachments(task, context["attachments"], host, link) \
             if context["attachments"] else None
-        command = shlex.split(json.loads(host["agent_commands_json"] or "{}").get(agent)
-                              or agent)
         head = remote_git(link, cwd, "rev-parse", "HEAD").strip()
     invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
                                 text, task_run_flags(project, session_id, attachment_dir),
@@ -4647,6 +4652,9 @@ def commit_leftovers(task: dict, cwd: str, run_id: int | None, link=None) -> Non
 def remove_worktree(task: dict, project: dict, only_if_done: bool = False) -> None:
     """Remove the task's worktree; its branch stays unless it has no commits of its own.
     With only_if_done, nothing happens unless the task is still done and has no agent."""
+    if project["host_id"] is not None:  # in the background: the host may be slow to reach
+        gevent.spawn(_remove_remote_worktree, task, project, only_if_done)
+        return
     path = worktree_path(task)
     branch = task["branch_name"]
     if not (project["auto_branch"] or os.path.isdir(path)) or git_head(
@@ -4667,6 +4675,33 @@ def remove_worktree(task: dict, project: dict, only_if_done: bool = False) -> No
         if branch and task["base_commit"] and git(
                 root, "rev-list", "--count", f"{task['base_commit']}..{branch}").strip() == "0":
             run_command(["git", "branch", "-D", branch], root, 30)
+
+
+def _remove_remote_worktree(task: dict, project: dict, only_if_done: bool) -> None:
+    """remove_worktree() on the project's host (nothing when it cannot be reached)."""
+    host = host_row(project["host_id"])
+    if host is None or not task["branch_name"]:
+        return
+    link = host_link(host)
+    try:
+        base = link.resolve(host["base_dir"])
+        with host_lock(host, project["slug"]):
+            if only_if_done:
+                now = task_row(task["id"])
+                if now is None or now["status"] != "done" or runtime.agents.holds(task["id"]):
+                    return
+            repo = shlex.quote(f"{base}/repos/{project['slug']}")
+            branch = shlex.quote(task["branch_name"])
+            empty = f' && [ "$(git -C {repo} rev-list --count ' \
+                f'{shlex.quote(task["base_commit"])}..{branch})" = 0 ] && ' \
+                f'git -C {repo} branch -D {branch}' if task["base_commit"] else ""
+            link.run(f"git -C {repo} worktree remove --force "
+                     f"{shlex.quote(remote_worktree(task, project, link))}; "
+                     f"git -C {repo} worktree prune{empty}; true", timeout=60)
+    except HostDown as exc:
+        if task_row(task["id"]) is not None:
+            runtime.logs.append(task["id"], "system", f"the worktree on host "
+                                f"{host['name']!r} was not removed: {exc}", is_error=True)
 
 
 def prune_worktrees() -> None:
@@ -4723,11 +4758,18 @@ def open_pull_request(task: dict, project: dict) -> None:
         return
     root = repo_root(project["working_dir"])
     repo = project["git_host_repo"] or _repo_of_origin(root)
+    refs = f"refs/heads/{task['branch_name']}:refs/heads/{task['branch_name']}"
     try:
-        with git_lock(root):
-            git(root, "push", "origin", f"refs/heads/{task['branch_name']}:refs/heads/"
-                f"{task['branch_name']}", timeout=PUSH_TIMEOUT_SECONDS)
-    except GitError as exc:
+        if project["host_id"] is not None:  # from the host's clone, with its credentials
+            host = found(host_row(project["host_id"]), "the project's host is gone")
+            link = host_link(host)
+            with host_lock(host, project["slug"]):
+                remote_git(link, f"{link.resolve(host['base_dir'])}/repos/{project['slug']}",
+                           "push", "origin", refs, timeout=PUSH_TIMEOUT_SECONDS)
+        else:
+            with git_lock(root):
+                git(root, "push", "origin", refs, timeout=PUSH_TIMEOUT_SECONDS)
+    except (GitError, HostDown, NotFound) as exc:
         say(f"no pull request: pushing {task['branch_name']} to origin failed ({exc})",
             is_error=True)
         return
@@ -5417,24 +5459,51 @@ def task_diff(task_id: int) -> dict:
     against the merge base, uncommitted work included; else from the HEAD before its
     first run to the working tree now."""
     task = get_task(task_id)
-    project = get_project(task["project_id"])
-    if task["branch_name"] and git_head(project["workingDir"]):
-        root = repo_root(project["workingDir"])
+    project = project_row(task["project_id"])
+    if task["branch_name"]:
+        root, checkout = task_git(task, project)
         branch = task["branch_name"]
-        base = _task_base(root, task, project["prBaseBranch"])
-        code, merge_base = run_command(["git", "merge-base", base, branch], root, 10) \
-            if base else (1, "")
+        base = _task_base(root, task, project["pr_base_branch"]) if root else None
+        try:
+            code, merge_base = root(["git", "merge-base", base, branch], 10) \
+                if base else (1, "")
+        except HostDown:
+            code = 1
         if code != 0:
             return _diff(None, [], branch)
-        checkout = worktree_path(task)
-        if os.path.isdir(checkout):
+        if checkout is not None:
             return _diff(checkout, [merge_base.strip()], branch)
         return _diff(root, [merge_base.strip(), branch], branch)
     runs = find_rows("runs", task_id=task_id, kind="task")
-    cwd = runs[-1]["cwd"] if runs and runs[-1]["cwd"] else project["workingDir"]
+    cwd = runs[-1]["cwd"] if runs and runs[-1]["cwd"] else project["working_dir"]
     base = next((r["head_start"] for r in runs if r["head_start"]), None)
     code, branch = run_command(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd, 10)
-    return _diff(cwd if base else None, [base], branch.strip() if code == 0 else "")
+    return _diff(local_shell(cwd) if base else None, [base],
+                 branch.strip() if code == 0 else "")
+
+
+def task_git(task: dict, project: dict) -> tuple:
+    """Where the git commands of a task on a branch run: (its repository, its worktree or
+    None), each a run(argv, timeout) as local_shell() gives; (None, None) outside git, or
+    on a host whose connection is not open (a read never waits for one)."""
+    if project["host_id"] is None:
+        if not git_head(project["working_dir"]):
+            return None, None
+        path = worktree_path(task)
+        return (local_shell(repo_root(project["working_dir"])),
+                local_shell(path) if os.path.isdir(path) else None)
+    link = runtime.links.get(project["host_id"])
+    try:
+        if link is None:
+            raise HostDown("not connected")
+        base = link.resolve(link.host["base_dir"])
+        root = link.shell(f"{base}/repos/{project['slug']}", reopen=False)
+        path = f"{base}/worktrees/{project['id']}/{task['task_key']}"
+        checkout = link.shell(path, reopen=False) if root(["test", "-d", path])[0] == 0 \
+            else None
+    except HostDown:
+        return None, None
+    return root, checkout
 
 
 def task_commits(task: dict) -> list[dict]:
@@ -5442,21 +5511,22 @@ def task_commits(task: dict) -> list[dict]:
     its first run and its latest run's end."""
     if task["branch_name"]:
         project = project_row(task["project_id"])
-        root = repo_root(project["working_dir"]) if project and git_head(
-            project["working_dir"]) else None
+        root = task_git(task, project)[0] if project else None
         base = _task_base(root, task, project["pr_base_branch"]) if root else None
         if base is None:
             return []
-        commit_range, cwd = f"{base}..{task['branch_name']}", root
+        commit_range, run = f"{base}..{task['branch_name']}", root
     else:
         runs = find_rows("runs", task_id=task["id"], kind="task")
         base = next((r["head_start"] for r in runs if r["head_start"]), None)
         end = next((r["head_end"] for r in reversed(runs) if r["head_end"]), None)
         if base is None or end is None or base == end:
             return []
-        commit_range, cwd = f"{base}..{end}", runs[-1]["cwd"]
-    code, out = run_command(["git", "log", "--format=%H%x1f%s%x1f%an%x1f%aI", commit_range],
-                            cwd, 20)
+        commit_range, run = f"{base}..{end}", local_shell(runs[-1]["cwd"])
+    try:
+        code, out = run(["git", "log", "--format=%H%x1f%s%x1f%an%x1f%aI", commit_range], 20)
+    except HostDown:
+        code, out = 1, ""
     commits = []
     for line in out.splitlines() if code == 0 else []:
         sha, message, author, date = (line.split("\x1f") + ["", "", ""])[:4]
@@ -5464,43 +5534,50 @@ def task_commits(task: dict) -> list[dict]:
     return commits
 
 
-def _task_base(root: str, task: dict, base_branch: str) -> str | None:
-    """What the task's branch is compared with: prBaseBranch when it exists, else the
-    commit the branch was made from."""
-    if run_command(["git", "rev-parse", "--verify", "-q", f"refs/heads/{base_branch}"],
-                   root, 10)[0] == 0:
-        return base_branch
+def _task_base(root, task: dict, base_branch: str) -> str | None:
+    """What the task's branch is compared with (root runs git in its repository):
+    prBaseBranch when it exists, else the commit the branch was made from."""
+    try:
+        if root(["git", "rev-parse", "--verify", "-q", f"refs/heads/{base_branch}"], 10)[0] \
+                == 0:
+            return base_branch
+    except HostDown:
+        return None
     return task["base_commit"]
 
 
-def _diff(cwd: str | None, args: list[str], branch: str) -> dict:
-    """`git diff args` in cwd with numstat totals, cut at MAX_DIFF_BYTES with a marker."""
+def _diff(run, args: list[str], branch: str) -> dict:
+    """`git diff args` with numstat totals, cut at MAX_DIFF_BYTES with a marker; run (as
+    local_shell() gives) runs git where the diff is made; None: an empty diff."""
     out = {"diff": "", "branch": branch, "stats": {"files": 0, "insertions": 0,
                                                    "deletions": 0}}
-    if cwd is None:
+    try:
+        return _diff_into(out, run, args) if run is not None else out
+    except HostDown:
         return out
-    code, numstat = run_command(["git", "diff", "--numstat", *args, "--"], cwd, 30)
+
+
+def _diff_into(out: dict, run, args: list[str]) -> dict:
+    code, numstat = run(["git", "diff", "--numstat", *args, "--"], 30)
     for line in numstat.splitlines() if code == 0 else []:
         added, removed, _ = (line.split("\t", 2) + ["", ""])[:3]
         out["stats"]["files"] += 1
         out["stats"]["insertions"] += int(added) if added.isdigit() else 0
         out["stats"]["deletions"] += int(removed) if removed.isdigit() else 0
-    code, diff = run_command(["git", "diff", *args, "--"], cwd, 30)
+    code, diff = run(["git", "diff", *args, "--"], 30)
     if code != 0:
         return out
     if len(args) == 1:  # against the working tree: new files are changes too
-        code, listing = run_command(["git", "ls-files", "--others", "--exclude-standard",
-                                     "-z"], cwd, 30)
+        code, listing = run(["git", "ls-files", "--others", "--exclude-standard", "-z"], 30)
         for name in listing.split("\0")[:MAX_NEW_FILES] if code == 0 else []:
             if not name:
                 continue
-            code, numstat = run_command(["git", "diff", "--no-index", "--numstat", "--",
-                                         os.devnull, name], cwd, 30)
+            code, numstat = run(["git", "diff", "--no-index", "--numstat", "--", os.devnull,
+                                 name], 30)
             added = numstat.split("\t", 1)[0] if code in (0, 1) else ""
             out["stats"]["files"] += 1
             out["stats"]["insertions"] += int(added) if added.isdigit() else 0
-            code, text = run_command(["git", "diff", "--no-index", "--", os.devnull, name],
-                                     cwd, 30)
+            code, text = run(["git", "diff", "--no-index", "--", os.devnull, name], 30)
             diff += text if code in (0, 1) else ""
             if len(diff) > MAX_DIFF_BYTES:
                 break
@@ -5599,12 +5676,20 @@ def start_verifier(task_id: int) -> None:
     context = run_context_rows(task_id)
     if context is None or context["task"]["status"] != "testing":
         return
-    task, project = context["task"], context["project"]
+    task, project, host = context["task"], context["project"], context["host"]
     if not project["auto_test"] or runtime.agents.verifiers.get(task_id):
         return
     agent = task["agent"] or project["agent"]
-    if not agent_found(agent):
-        runtime.logs.append(task_id, "system", f"the verifier cannot run: {not_installed(agent)};"
+    missing = not_on_host(agent, host) if host is not None else \
+        None if agent_found(agent) else not_installed(agent)
+    link = host_link(host) if host is not None else None
+    try:
+        if link is not None:
+            link.up()
+    except HostDown as exc:
+        missing = f"host {host['name']!r} cannot be reached ({exc})"
+    if missing:
+        runtime.logs.append(task_id, "system", f"the verifier cannot run: {missing};"
                             " the task waits in testing", is_error=True)
         return
     until = agent_limited_until(agent)
@@ -5614,17 +5699,27 @@ def start_verifier(task_id: int) -> None:
     if task["waiting_until"]:
         _publish_task(update_task_row(task_id, {"waiting_until": None}))
     diff = task_diff(task_id)
-    cwd = worktree_path(task) if project["auto_branch"] and os.path.isdir(
-        worktree_path(task)) else project["working_dir"]
+    if link is not None:
+        cwd = remote_worktree(task, project, link)
+    else:
+        cwd = worktree_path(task) if project["auto_branch"] and os.path.isdir(
+            worktree_path(task)) else project["working_dir"]
     prompt = verifier_prompt(task, project, diff)
     invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
                                 prompt, ["--tools", "Read,Grep,Glob,Bash", "--allowedTools",
-                                         *VERIFIER_TOOLS], mode="read-only", task_id=task_id)
+                                         *VERIFIER_TOOLS], mode="read-only", task_id=task_id,
+                                command=host_command(host, agent))
     run_id = insert_run_row({"task_id": task_id, "project_id": project["id"],
                              "kind": "verifier", "agent": agent, "model": task["model"],
-                             "cwd": cwd, "head_start": git_head(cwd)})
-    run = AgentRun(task_id, project["id"], run_id, prompt, model=task["model"],
-                   root=repo_root(cwd), on_finish=finish_verifier, **invocation)
+                             "cwd": cwd, "head_start": None if link else git_head(cwd),
+                             "host_id": host["id"] if host else None})
+    if link is None:
+        run = AgentRun(task_id, project["id"], run_id, prompt, model=task["model"],
+                       root=repo_root(cwd), on_finish=finish_verifier, **invocation)
+    else:
+        run = RemoteRun(task_id, project["id"], run_id, prompt, model=task["model"],
+                        on_finish=finish_verifier, link=link,
+                        **remote_invocation(link, run_id, invocation))
     model = adapt_run(run, agent, task["model"])
     run.moves_before = last_move_row(task_id)
     runtime.logs.append(task_id, "system", f"the verifier checks the work (autoTest; {agent}, "
@@ -6677,6 +6772,20 @@ def remote_invocation(link: "HostLink", run_id: int, invocation: dict) -> dict:
         f"{shlex.quote(invocation['cwd'])} {shlex.join(invocation['argv'])}"
     return {**invocation, "argv": link.argv(remote),
             "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
+
+
+def host_command(host: dict | None, agent: str) -> list[str] | None:
+    """An agent CLI's command on a host: its agentCommands entry, else its name (None:
+    this machine's, as configured)."""
+    if host is None:
+        return None
+    return shlex.split(json.loads(host["agent_commands_json"] or "{}").get(agent) or agent)
+
+
+def remote_worktree(task: dict, project: dict, link: "HostLink") -> str:
+    """Where the task's worktree is on its project's host (an absolute path)."""
+    return f"{link.resolve(link.host['base_dir'])}/worktrees/{project['id']}/" \
+        f"{task['task_key']}"
 
 
 def remote_checkout(task: dict, project: dict, host: dict, link: "HostLink",
@@ -8497,6 +8606,7 @@ class HostLink:
         self.host = dict(host)
         self.master = None
         self.port = None
+        self.home = None
         self.errors = collections.deque(maxlen=20)
         self.lock = gevent.lock.Semaphore()
         self.control = os.path.join(ssh_folder(), f"{host['id']}.sock")
@@ -8567,21 +8677,46 @@ class HostLink:
                             "a person checks and trusts the new key", shown)
         return HostDown(_ssh_error(stderr, "the connection could not be opened"))
 
-    def run(self, command: str, stdin: bytes | None = None, timeout: float = 120) \
-            -> tuple[int, str]:
-        """Run a shell command on the host (the login's PATH); its exit code and output
-        (stdout, then stderr).  HostDown when the connection fails (ssh's 255)."""
-        self.up()
+    def run(self, command: str, stdin: bytes | None = None, timeout: float = 120,
+            reopen: bool = True) -> tuple[int, str]:
+        """Run a shell command on the host (the login's PATH); its exit code and stdout
+        (then stderr, when it failed).  HostDown when the connection fails (ssh's 255),
+        at once without reopen when it is not open."""
+        if reopen:
+            self.up()
+        elif self.master is None or self.master.poll() is not None:
+            raise HostDown("the connection to the host is not open")
         try:
             done = subprocess.run(self.argv(f"{REMOTE_PROFILE}; {command}"), input=stdin,
                                   capture_output=True, timeout=timeout,
                                   preexec_fn=_die_with_board)
         except subprocess.TimeoutExpired:
             return 124, f"timed out after {timeout:g} s"
-        out = done.stdout.decode("utf-8", "replace") + done.stderr.decode("utf-8", "replace")
+        out = done.stdout.decode("utf-8", "replace")
+        if done.returncode != 0:
+            out += done.stderr.decode("utf-8", "replace")
         if done.returncode == 255 and (self.master is None or self.master.poll() is not None):
             raise HostDown(_ssh_error(out, "the connection was lost"))
         return done.returncode, out
+
+    def resolve(self, path: str) -> str:
+        """A path on the host with ~ made its login's home."""
+        if path == "~" or path.startswith("~/"):
+            if self.home is None:
+                code, out = self.run('printf %s "$HOME"', timeout=30)
+                if code != 0 or not out.startswith("/"):
+                    raise HostDown(f"the host's home folder is unknown: {_cut(out, 200)}")
+                self.home = out
+            return self.home + path[1:]
+        return path
+
+    def shell(self, cwd: str, reopen: bool = True):
+        """run(argv, timeout) -> (exit code, stdout) in cwd on the host, as run_command()
+        runs one here (HostDown when the host cannot be reached)."""
+        def run(argv, timeout=30):
+            return self.run(f"cd {shlex.quote(cwd)} && {shlex.join(argv)}", timeout=timeout,
+                            reopen=reopen)
+        return run
 
     def close(self) -> None:
         if self.master is not None and self.master.poll() is None:

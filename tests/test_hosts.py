@@ -8,10 +8,11 @@ import sys
 import pytest
 from fault_helpers import ServerProcess, clean_env, group_members
 from ssh_helpers import SshServer, sshd_missing
+from test_git_host import REPO, TOKEN, FakeHost, add_origin
 
 import taskboard
 from agent_helpers import RUN, alive, children, logs, task_calls, wait_status
-from conftest import FAKE_AGENT, assert_error, assert_refused, git, make_repo, wait_for
+from conftest import FAKE_AGENT, assert_error, assert_refused, desk, git, make_repo, wait_for
 
 pytestmark = pytest.mark.skipif(sshd_missing() is not None, reason=str(sshd_missing()))
 
@@ -348,3 +349,39 @@ def test_a_board_killed_with_9_leaves_nothing_running_on_either_machine(
         assert not ssh_processes(ssh_folder)
     finally:
         board.stop()
+
+
+def test_commits_diff_verifier_and_pull_request_act_on_the_hosts_worktree(
+        tb, client, api, sshd, tmp_path, agent_dir, fast_retries):
+    make_repo(api.workdir)
+    origin = add_origin(api.workdir, tmp_path / "origin.git")
+    forge = FakeHost()
+    tb.config.update(git_host_api=forge.url, git_host_token=TOKEN)
+    url = f"https://git.example/{REPO}/pull/9"
+    forge.route("POST", f"/repos/{REPO}/pulls", (201, {"number": 9, "html_url": url}))
+    try:
+        host = trusted_host(client, sshd, tmp_path)
+        project = api.project(host=host["id"], autoTest=1, autoPr=1, gitHostRepo=REPO)
+        task = api.task(project["id"], title="Greet", description="fake:ok fake:write=hello.txt")
+        api.move(task["id"], "in_progress")
+        testing = wait_status(client, task["id"], "testing")
+        worktree = os.path.join(tmp_path, "host", "worktrees", str(project["id"]),
+                                testing["task_key"])
+        assert git(worktree, "status", "--porcelain") == ""  # the end-of-run commit, there
+        [commit] = client.get(f"/api/tasks/{task['id']}/detail").json["commits"]
+        assert commit["message"] == f"{testing['task_key']}: uncommitted changes from the agent"
+        diff = desk(client, "get_task_diff", {"taskId": task["id"]}).json
+        assert "+++ b/hello.txt" in diff["diff"] and diff["stats"]["files"] == 1
+
+        done = wait_status(client, task["id"], "done")  # the verifier approved, on the host
+        verifier = [c for c in task_calls(agent_dir, task["id"]) if "reviewing" in c["stdin"]]
+        assert [os.path.realpath(c["cwd"]) for c in verifier] == [os.path.realpath(worktree)]
+        wait_for(lambda: client.get(f"/api/tasks/{task['id']}").json["pr_url"] == url, RUN,
+                 message="the pull request")
+        clone = os.path.join(tmp_path, "host", "repos", project["slug"])
+        branch = done["branch_name"]
+        assert git(origin, "rev-parse", branch) == git(clone, "rev-parse", branch)
+        assert forge.calls("POST")[0]["json"]["head"] == branch
+        wait_for(lambda: not os.path.exists(worktree), RUN, message="the worktree to go")
+    finally:
+        forge.server.stop(timeout=1)
