@@ -3883,7 +3883,7 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         session_agent_row(task["session_id"]) == agent else None
     if session_id is None:
         prompt = None  # a fresh session needs the whole story, revisions included
-    tools = adapter.BOARD_TOOLS and link is None
+    tools = adapter.BOARD_TOOLS and (link is None or (agent == "claude" and bool(link.port)))
     text = prompt if prompt is not None else build_prompt(context, note=note, tools=tools)
     command = host_command(host, agent)
     if link is None:
@@ -3904,6 +3904,8 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         "model": task["model"], "cwd": cwd, "resumed": int(bool(session_id)),
         "session_id": session_id, "head_start": head,
         "host_id": host["id"] if host is not None else None})
+    token = remote_board_tools(link, run_id, task_id, project["id"], invocation["argv"]) \
+        if link is not None and tools else None
     two_way = AGENTS[agent].two_way
     channel = run_channel(project) if two_way else None
     if link is None:
@@ -3913,10 +3915,11 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         run = RemoteRun(task_id, project["id"], run_id, text, model=task["model"],
                         channel=channel, link=link, **remote_invocation(link, run_id,
                                                                         invocation))
+        run.board_token = token
     model_name = adapt_run(run, agent, task["model"], session_id)
     if agent == "claude":
         run.queued.extend(queued_message_rows(task_id))  # sent while no agent ran
-    if tools:
+    if tools and link is None:
         ADAPTERS[agent].board_tools(run.argv, run.env, issue_run_token(run, mcp_port))
     what = f"resuming session {session_id}" if session_id else "starting the agent"
     where = f"{cwd} on host {host['name']!r}" if host is not None else cwd
@@ -8532,6 +8535,7 @@ printf 'taskboard-pgid %s\n' "$pid" >&2
 ) </dev/null >/dev/null &
 beat=$!
 wait "$pid"; code=$?
+rm -f -- "${f%.env}.mcp.json"
 kill "$beat" 2>/dev/null
 kill -s KILL -- "-$pid" 2>/dev/null
 exit "$code"
@@ -9304,7 +9308,8 @@ def credential_refusal(environ, path: str, proxied: bool) -> ApiError | None:
     a client that sent too many is told to wait; a run token is held to its bounds.  A
     valid credential is looked at first, so it is never refused for failures (anyone's
     from the same address)."""
-    needs_auth = path == "/ws" or (path.startswith("/api/") and not OPEN_PATHS.fullmatch(path))
+    needs_auth = path in ("/ws", "/mcp") or \
+        (path.startswith("/api/") and not OPEN_PATHS.fullmatch(path))
     bearer = environ.get("HTTP_AUTHORIZATION")
     cookie = None if bearer is not None or runtime.config["no_auth"] or not needs_auth else \
         bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE)
@@ -9436,6 +9441,18 @@ def _service_route(method: str, rule: str, service, returns: str, name=None, **c
         return service(*ids.values(), *([read_json()] if "body" in config else []))
     app.route(rule, method, call, name=name or f"api_{service.__name__}", returns=returns,
               **config)
+
+
+@app.post("/mcp", body="McpMessage", returns="McpAnswer")
+def board_tools_http():
+    """The board tools over MCP's streamable HTTP transport, answered as JSON (no event
+    stream): a JSON-RPC message or a batch; only notifications → 202, no body."""
+    scheme, _, token = (bottle.request.get_header("Authorization") or "").partition(" ")
+    answer = mcp_http(read_json(), token.strip() if scheme.lower() == "bearer" else None)
+    if answer is None:
+        bottle.response.status = 202
+        return ""
+    return answer
 
 
 @app.post("/api/login", body="Login", returns="Ok")
@@ -10470,6 +10487,8 @@ def run_token_refusal(environ, scope: dict) -> ApiError | None:
     """A run token reaches its own project's tasks through RUN_TOKEN_ROUTES; which of them
     it may change, the routes ask agent_bounds()."""
     method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+    if (method, path) == ("POST", "/mcp"):  # the tools call the routes below, as here
+        return None
     for allowed_method, pattern in RUN_TOKEN_ROUTES:
         match = pattern.fullmatch(path)
         if match is None or method != allowed_method:
@@ -10551,6 +10570,55 @@ def mcp_serve(argv: list[str]) -> int:
         except LookupError as exc:
             _mcp_send(message["id"], error={"code": -32601, "message": str(exc)})
     return 0
+
+
+def mcp_http(body, token: str | None):
+    """POST /mcp: the answers to a JSON-RPC message or batch; None when it held only
+    notifications.  The tools call the board's API with the caller's token, so a run's
+    token keeps its bounds."""
+    scope = bottle.request.environ.get("taskboard.agent") or {}
+    board = BoardApi(runtime.url, token, scope.get("task_id"))
+    messages = body if isinstance(body, list) else [body]
+    answers = []
+    for message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+            answers.append({"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": "invalid request"}})
+        elif "id" in message:
+            try:
+                params = message.get("params") if isinstance(message.get("params"),
+                                                             dict) else {}
+                answers.append({"jsonrpc": "2.0", "id": message["id"], "result":
+                                _mcp_answer(message["method"], params, board)})
+            except LookupError as exc:
+                answers.append({"jsonrpc": "2.0", "id": message["id"], "error": {
+                    "code": -32601, "message": str(exc)}})
+    if not answers:
+        return None
+    return answers if isinstance(body, list) else answers[0]
+
+
+def remote_board_tools(link: "HostLink", run_id: int, task_id: int, project_id: int,
+                       argv: list[str]) -> str | None:
+    """Claude's board tools on a host: /mcp through the connection's remote forward,
+    named in a 0600 file there (the token is never on a command line); the token, or None
+    when the connection has no forward."""
+    if not link.port:
+        return None
+    token = secrets.token_urlsafe(24)
+    config = {"mcpServers": {"taskboard": {
+        "type": "http", "url": f"http://127.0.0.1:{link.port}/mcp",
+        "headers": {"Authorization": f"Bearer {token}"}}}}
+    path = f"{link.resolve(link.host['base_dir'])}/runs/{int(run_id)}.mcp.json"
+    code, out = link.run(f"umask 077 && mkdir -p {shlex.quote(posixpath.dirname(path))} && "
+                         f"cat > {shlex.quote(path)}", stdin=json_dumps(config).encode())
+    if code != 0:
+        raise OSError(f"the board tools' settings could not be written on host "
+                      f"{link.host['name']!r}: {_cut(out.strip(), 300)}")
+    runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
+                                 "created": set()}
+    argv += ["--mcp-config", path]
+    return token
 
 
 def _mcp_answer(method, params, board: "BoardApi"):

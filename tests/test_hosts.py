@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import requests
 from fault_helpers import ServerProcess, clean_env, group_members
 from ssh_helpers import SshServer, sshd_missing
 from test_git_host import REPO, TOKEN, FakeHost, add_origin
@@ -385,3 +386,63 @@ def test_commits_diff_verifier_and_pull_request_act_on_the_hosts_worktree(
         wait_for(lambda: not os.path.exists(worktree), RUN, message="the worktree to go")
     finally:
         forge.server.stop(timeout=1)
+
+
+def mcp(url, token, method, params=None, id_=1):
+    answer = requests.post(url, json={"jsonrpc": "2.0", "id": id_, "method": method,
+                                      "params": params or {}},
+                           headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_the_board_tools_answer_over_http_with_the_run_tokens_bounds(
+        tb, client, api, live, agent_dir):
+    taskboard.runtime.url = live.url
+    project = api.project()
+    task = api.task(project["id"], title="Parent", description="fake:hang")
+    api.move(task["id"], "in_progress")
+    [call] = wait_for(lambda: task_calls(agent_dir, task["id"]), RUN, message="the agent")
+    with open(call["argv"][call["argv"].index("--mcp-config") + 1]) as f:
+        token = json.load(f)["mcpServers"]["taskboard"]["env"]["TASKBOARD_MCP_TOKEN"]
+    url = f"{live.url}/mcp"
+    assert mcp(url, token, "initialize")["result"]["serverInfo"]["name"] == "taskboard"
+    listed = mcp(url, token, "tools/call", {"name": "list_tasks", "arguments": {}})["result"]
+    assert [t["id"] for t in json.loads(listed["content"][0]["text"])] == [task["id"]]
+    moved = mcp(url, token, "tools/call", {"name": "change_task_status",
+                                           "arguments": {"id": task["id"], "status": "done"}})
+    assert moved["result"]["isError"] is True
+    note = requests.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                         headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert note.status_code == 202 and note.text == ""
+    assert requests.post(url, json={}, timeout=30).status_code == 401
+    api.move(task["id"], "backlog")  # the run ends: its token with it
+    gone = requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                         headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert gone.status_code == 401
+
+
+def test_a_remote_claude_run_reaches_the_board_tools_through_its_connection(
+        tb, client, api, live, sshd, tmp_path, agent_dir):
+    taskboard.runtime.url = live.url  # before the connection opens: its forward goes there
+    make_repo(api.workdir)
+    host = trusted_host(client, sshd, tmp_path)
+    project = api.project(host=host["id"], repoUrl=str(api.workdir))
+    task = api.task(project["id"], title="Parent", description="fake:hang")
+    api.move(task["id"], "in_progress")
+    [call] = wait_for(lambda: task_calls(agent_dir, task["id"]), RUN, message="the agent")
+    path = call["argv"][call["argv"].index("--mcp-config") + 1]
+    assert path.startswith(str(tmp_path / "host" / "runs"))
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    with open(path) as f:
+        server = json.load(f)["mcpServers"]["taskboard"]
+    assert server["type"] == "http" and server["url"].startswith("http://127.0.0.1:")
+    assert str(live.port) not in server["url"]  # the forward's port on the host
+    token = server["headers"]["Authorization"].split()[1]
+    created = mcp(server["url"], token, "tools/call", {"name": "create_task", "arguments": {
+        "title": "A sub-task from the host"}})["result"]
+    assert created["isError"] is False
+    child = json.loads(created["content"][0]["text"])
+    assert child["parent_task_id"] == task["id"]
+    api.move(task["id"], "backlog")
+    wait_for(lambda: not os.path.exists(path), RUN, message="the settings file to go")
