@@ -6865,7 +6865,7 @@ def copy_attachments(task: dict, attachments: list[dict], host: dict, link: "Hos
         raise GitError(f"the attachments could not be copied: {_cut(out.strip(), 300)}")
     path = out.strip().splitlines()[-1]
     for item in attachments:
-        with open(item["path"], "rb") as f:
+        with open(os.path.join(runtime.data_dir, item["path"]), "rb") as f:
             data = f.read()
         code, out = link.run(f"cat > {folder}/{shlex.quote(item['file_name'])}", stdin=data)
         if code != 0:

@@ -25,7 +25,7 @@ def sshd(tmp_path):
     server.stop()
 
 
-def text(path):
+def text_of(path):
     with open(path) as f:
         return f.read()
 
@@ -125,7 +125,7 @@ def test_the_first_check_shows_the_key_and_trusting_it_pins_it(client, sshd, tmp
     assert first["lastCheck"]["fingerprint"] == sshd.fingerprint
     assert first["lastCheck"]["ok"] is False and "not trusted" in first["lastCheck"]["error"]
     known = os.path.join(taskboard.runtime.data_dir, "ssh", "known_hosts")
-    assert not os.path.exists(known) or "ssh-" not in text(known)
+    assert not os.path.exists(known) or "ssh-" not in text_of(known)
 
     other = "SHA256:" + "A" * 43
     error = assert_error(client.put_json(f"/api/hosts/{host['id']}", {"hostKey": other},
@@ -133,7 +133,7 @@ def test_the_first_check_shows_the_key_and_trusting_it_pins_it(client, sshd, tmp
     assert sshd.fingerprint in error["error"]
     pinned = client.put_json(f"/api/hosts/{host['id']}", {"hostKey": sshd.fingerprint}).json
     assert pinned["hostKey"] == sshd.fingerprint
-    assert "taskboard-host-" in text(known)
+    assert "taskboard-host-" in text_of(known)
 
     checked = client.post(f"/api/hosts/{host['id']}/check").json["lastCheck"]
     assert checked["ok"] is True and checked["error"] is None
@@ -253,7 +253,7 @@ def test_one_connection_serves_every_run_on_a_host(client, api, remote_project, 
                                                                 "interrupt": True})
     for task in tasks:
         wait_status(client, task["id"], "testing")
-    accepted = text(sshd.log).count("Accepted publickey")
+    accepted = text_of(sshd.log).count("Accepted publickey")
     assert accepted == 2, accepted  # the test's own probe, and the board's one master
 
 
@@ -446,3 +446,39 @@ def test_a_remote_claude_run_reaches_the_board_tools_through_its_connection(
     assert child["parent_task_id"] == task["id"]
     api.move(task["id"], "backlog")
     wait_for(lambda: not os.path.exists(path), RUN, message="the settings file to go")
+
+
+def test_approvals_messages_and_attachments_work_for_a_run_on_a_host(
+        client, api, remote_project, agent_dir, tmp_path):
+    project, host = remote_project
+    task = api.task(project["id"], description="fake:ask")
+    client.post(f"/api/tasks/{task['id']}/attachments",
+                upload_files=[("file", "notes.txt", b"read me", "text/plain")])
+    api.move(task["id"], "in_progress")
+    approval = wait_for(lambda: [a for a in client.get(f"/api/tasks/{task['id']}/approvals").json
+                                 if a["status"] == "pending"], RUN, message="the request")[0]
+    assert approval["toolName"] == "Bash"
+    client.post_json(f"/api/approvals/{approval['id']}", {"decision": "allow"})
+    done = wait_status(client, task["id"], "testing")
+    text = [m for m in client.get(f"/api/tasks/{task['id']}/messages").json
+            if m["author"] == "agent"][-1]["text"]
+    assert "allowed: echo hello" in text
+    [call] = task_calls(agent_dir, task["id"])
+    folder = call["argv"][call["argv"].index("--add-dir") + 1]
+    assert os.path.realpath(folder) == os.path.realpath(
+        tmp_path / "host" / "attachments" / done["task_key"])
+    assert text_of(os.path.join(folder, "notes.txt")) == "read me"
+
+
+def test_another_agent_cli_runs_on_a_host(client, api, sshd, tmp_path, agent_dir):
+    make_repo(api.workdir)
+    fake = f"env FAKE_AGENT_DIR={os.environ['FAKE_AGENT_DIR']} {sys.executable} {FAKE_AGENT}"
+    host = trusted_host(client, sshd, tmp_path, agentCommands={"codex": f"{fake} --as codex"})
+    assert host["lastCheck"]["agents"]["codex"]["found"] is True
+    project = api.project(host=host["id"], repoUrl=str(api.workdir), agent="codex")
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    done = wait_status(client, task["id"], "testing")
+    [call] = task_calls(agent_dir, task["id"])
+    assert call["as"] == "codex" and call["argv"][:1] == ["exec"]
+    assert done["session_id"]
