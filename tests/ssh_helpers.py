@@ -9,6 +9,9 @@ by the test with its own host key and a key-only login as the user running the t
     server.known_hosts                     # a known_hosts file that trusts it
     server.fingerprint                     # "SHA256:..." as `ssh-keygen -lf` prints it
     server.ssh("echo hi")                  # CompletedProcess of one command run there
+    server.drop(); server.start()          # the host goes down, and comes back
+
+    trusted_host(client, server, tmp_path) # the host added to a board, its key trusted
 """
 
 import getpass
@@ -16,7 +19,10 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
+
+from conftest import FAKE_AGENT
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
@@ -150,6 +156,27 @@ MaxStartups 100
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def host_body(sshd, tmp_path, **fields):
+    """A host that is this machine through the test's sshd, its folder under tmp_path,
+    its claude the scripted fake (with the test's FAKE_AGENT_DIR: the host's login
+    environment is not the test's)."""
+    fake = f"env FAKE_AGENT_DIR={os.environ['FAKE_AGENT_DIR']} {sys.executable} {FAKE_AGENT}"
+    return {"name": "build box", "address": sshd.address, "port": sshd.port,
+            "identityFile": sshd.identity, "baseDir": str(tmp_path / "host"),
+            "agentCommands": {"claude": fake}} | fields
+
+
+def trusted_host(client, sshd, tmp_path, **fields):
+    """A host added, checked, its key trusted and checked again."""
+    host = client.post_json("/api/hosts", host_body(sshd, tmp_path, **fields), status=201).json
+    shown = client.post(f"/api/hosts/{host['id']}/check").json["lastCheck"]
+    assert shown["fingerprint"] == sshd.fingerprint, shown
+    client.put_json(f"/api/hosts/{host['id']}", {"hostKey": shown["fingerprint"]})
+    checked = client.post(f"/api/hosts/{host['id']}/check").json
+    assert checked["lastCheck"]["ok"], checked["lastCheck"]
+    return checked
 
 
 def _comm(pid: int) -> str:

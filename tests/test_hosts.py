@@ -8,7 +8,7 @@ import sys
 import pytest
 import requests
 from fault_helpers import ServerProcess, clean_env, group_members
-from ssh_helpers import SshServer, sshd_missing
+from ssh_helpers import SshServer, host_body, sshd_missing, trusted_host
 from test_git_host import REPO, TOKEN, FakeHost, add_origin
 
 import taskboard
@@ -28,27 +28,6 @@ def sshd(tmp_path):
 def text_of(path):
     with open(path) as f:
         return f.read()
-
-
-def host_body(sshd, tmp_path, **fields):
-    """A host that is this machine through the test's sshd, its folder under tmp_path,
-    its claude the scripted fake (with the test's FAKE_AGENT_DIR: the host's login
-    environment is not the test's)."""
-    fake = f"env FAKE_AGENT_DIR={os.environ['FAKE_AGENT_DIR']} {sys.executable} {FAKE_AGENT}"
-    return {"name": "build box", "address": sshd.address, "port": sshd.port,
-            "identityFile": sshd.identity, "baseDir": str(tmp_path / "host"),
-            "agentCommands": {"claude": fake}} | fields
-
-
-def trusted_host(client, sshd, tmp_path, **fields):
-    """A host added, checked, its key trusted and checked again."""
-    host = client.post_json("/api/hosts", host_body(sshd, tmp_path, **fields), status=201).json
-    shown = client.post(f"/api/hosts/{host['id']}/check").json["lastCheck"]
-    assert shown["fingerprint"] == sshd.fingerprint, shown
-    client.put_json(f"/api/hosts/{host['id']}", {"hostKey": shown["fingerprint"]})
-    checked = client.post(f"/api/hosts/{host['id']}/check").json
-    assert checked["lastCheck"]["ok"], checked["lastCheck"]
-    return checked
 
 
 @pytest.fixture
