@@ -147,6 +147,12 @@ export const api = {
   savePushSubscription: (body) => request("POST", "/api/push/subscriptions", body),
   deletePushSubscription: (id) => request("DELETE", path`/api/push/subscriptions/${id}`),
   testPushSubscription: (id) => request("POST", path`/api/push/subscriptions/${id}/test`),
+  // hosts: the machines agents run on besides this one, reached over SSH
+  hosts: () => request("GET", "/api/hosts"),
+  createHost: (body) => request("POST", "/api/hosts", body),
+  updateHost: (id, body) => request("PUT", path`/api/hosts/${id}`, body),
+  deleteHost: (id) => request("DELETE", path`/api/hosts/${id}`),
+  checkHost: (id) => request("POST", path`/api/hosts/${id}/check`),
   // desktop (local-only) commands: 403 local_only when the board is opened from elsewhere
   desktop: (command, body = {}) => request("POST", `/api/desktop/${name(command)}`, body),
 };

@@ -16,6 +16,8 @@ import { api } from "./api.js";
  * @property {boolean} approvalsLoaded  the pending approvals were read at least once
  * @property {{count: number, items: Object[]}|null} inbox  the "Needs you" inbox (GET /api/inbox):
  *   pending approvals and questions, tasks waiting for review, newest first; null until read
+ * @property {Map<number, Object>} hosts  host id -> host: the machines agents run on besides this one
+ * @property {boolean} hostsLoaded  the hosts were read at least once
  */
 
 /** @type {State} */
@@ -30,6 +32,8 @@ export const state = {
   approvals: new Map(),
   approvalsLoaded: false,
   inbox: null,
+  hosts: new Map(),
+  hostsLoaded: false,
 };
 
 const subscribers = new Set();
@@ -172,6 +176,39 @@ export function touchesInbox(s, { event, data }) {
   return false;
 }
 
+/** Host events received: a list read meanwhile may miss one of them. */
+let hostEvents = 0;
+
+/**
+ * Load the hosts into the store; read again (a few times at most) when a host event arrived
+ * while the list was on its way.
+ */
+export async function loadHosts() {
+  let list;
+  for (let attempt = 1; ; attempt++) {
+    const seen = hostEvents;
+    list = await api.hosts();
+    if (hostEvents === seen || attempt === 5) break;
+  }
+  state.hosts = new Map(list.map((host) => [host.id, host]));
+  state.hostsLoaded = true;
+  notify("hosts:loaded");
+  return list;
+}
+
+/** Take a host the server answered with at once (the event that follows changes nothing). */
+export function putHost(host) {
+  const known = state.hosts.get(host.id);
+  if (known && known.updatedAt > host.updatedAt) return;  // an event brought a newer one
+  state.hosts.set(host.id, host);
+  notify("host:updated");
+}
+
+/** Forget a host the server deleted at once (the event that follows changes nothing). */
+export function dropHost(hostId) {
+  if (state.hosts.delete(hostId)) notify("host:deleted");
+}
+
 /** Load settings and projects (at start and after a resync). */
 export async function loadAll() {
   const [settings, projects] = await Promise.all([api.settings(), api.projects()]);
@@ -179,27 +216,44 @@ export async function loadAll() {
   state.projects = projects;
   loadApprovals().catch(() => {});
   loadInbox().catch(() => {});
+  loadHosts().catch(() => {});
   await Promise.all([...state.loadedProjects].map((id) => loadTasks(id).catch(() => {})));
   notify("resync");
 }
 
-/** Project id -> its agent CLI: the project list does not carry it (see projectAgent). */
-const agentsByProject = new Map();
-
 /**
- * The agent CLI of a project ("claude", "codex", ...), or undefined until it is known:
- * project:created and project:updated carry it, learnAgents() asks for the others.
+ * Project id -> {agent, host}: the project list does not carry them (see projectAgent,
+ * projectHost); project:created and project:updated do, learnProjects() asks for the others.
  */
-export function projectAgent(projectId) {
-  return state.projects.find((p) => p.id === projectId)?.agent ?? agentsByProject.get(projectId);
+const projectExtras = new Map();
+
+/** A field of a project the list does not carry, or undefined until it is known. */
+function projectExtra(projectId, name) {
+  const listed = state.projects.find((p) => p.id === projectId);
+  return listed && name in listed ? listed[name] : projectExtras.get(projectId)?.[name];
 }
 
-/** Ask the server for the agent of these projects (default: all) where it is not known yet. */
-export async function learnAgents(projectIds = state.projects.map((p) => p.id)) {
-  const unknown = projectIds.filter((id) => projectAgent(id) === undefined);
-  const found = await Promise.all(unknown.map((id) => api.project(id).catch(() => null)));
-  for (const project of found) if (project?.agent) agentsByProject.set(project.id, project.agent);
-  return found.some((project) => project?.agent);
+/** Remember the fields of a full project (an answer or an event) the list does not carry. */
+function keepExtras(project) {
+  if (project && "agent" in project) projectExtras.set(project.id, { agent: project.agent, host: project.host ?? null });
+}
+
+/** The agent CLI of a project ("claude", "codex", ...), or undefined until it is known. */
+export const projectAgent = (projectId) => projectExtra(projectId, "agent");
+
+/** The host id a project's tasks run on, null for this machine, undefined until it is known. */
+export const projectHost = (projectId) => projectExtra(projectId, "host");
+
+/**
+ * Ask the server for the agent and host of these projects (default: all) where they are not
+ * known yet; true when it told something new.
+ */
+export async function learnProjects(projectIds = state.projects.map((p) => p.id)) {
+  const unknown = projectIds.filter((id) => projectAgent(id) === undefined || projectHost(id) === undefined);
+  const found = (await Promise.all(unknown.map((id) => api.project(id).catch(() => null)))).filter(Boolean);
+  for (const project of found) keepExtras(project);
+  if (found.length) notify("projects:learned");
+  return found.length > 0;
 }
 
 /**
@@ -237,6 +291,13 @@ export function applyEvent(s, message) {
     case "approval:resolved":
       s.approvals.delete(data.id);
       break;
+    case "host:created":
+    case "host:updated":
+      s.hosts.set(data.id, data);
+      break;
+    case "host:deleted":
+      s.hosts.delete(data.id);
+      break;
     default:
       break;
   }
@@ -251,9 +312,8 @@ export function receive(message) {
     applyEvent(state, message);
     const { event, data } = message;
     if (event.startsWith("approval:")) approvalEvents += 1;
-    if ((event === "project:created" || event === "project:updated") && data.agent) {
-      agentsByProject.set(data.id, data.agent);
-    }
+    if (event.startsWith("host:")) hostEvents += 1;
+    if (event === "project:created" || event === "project:updated") keepExtras(data);
     if (touchesInbox(state, message)) {
       inboxEvents += 1;
       refreshInbox();

@@ -6,7 +6,7 @@ import { h } from "../dom.js";
 import * as format from "../format.js";
 import { register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
-import { learnAgents, projectAgent } from "../store.js";
+import { learnProjects, projectAgent } from "../store.js";
 import { select } from "./common.js";
 
 register({  // key: [English, Turkish]
@@ -37,7 +37,7 @@ export function agentSelect(projectId, current, attrs = {}) {
   const values = ["", ...enumOf("Task", "agent")];
   const el = select(values, current ?? "", (v) => (v === "" ? projectsLabel(projectId) : agentName(v)), attrs);
   if (projectAgent(projectId) === undefined) {
-    learnAgents([projectId]).then(() => { el.options[0].textContent = projectsLabel(projectId); });
+    learnProjects([projectId]).then(() => { el.options[0].textContent = projectsLabel(projectId); });
   }
   return el;
 }

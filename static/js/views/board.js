@@ -13,11 +13,12 @@ import * as format from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
 import { followLogs } from "../socket.js";
-import { loadTasks, notify, onEvent, state, subscribe, tasksOf } from "../store.js";
+import { learnProjects, loadTasks, notify, onEvent, state, subscribe, tasksOf } from "../store.js";
 import { activityOf, matches, taskCard } from "./board_card.js";
 import { dockedLog } from "./board_dock.js";
 import { bindCards, bindDragAndDrop } from "./board_moves.js";
 import { projectHeader } from "./common.js";
+import { hostSignature } from "./host_parts.js";
 
 /** The task form, imported when first opened (a board that is only looked at never needs it). */
 const openTaskDialog = async (options) => (await import("./task_dialog.js")).openTaskDialog(options);
@@ -46,7 +47,8 @@ const BUILD_STEP = 15;
 
 /** Store events after which the board renders again. */
 const RENDER_ON = new Set(["local", "tasks:loaded", "resync", "task:created", "task:updated",
-  "task:deleted", "settings:updated", "project:deleted"]);
+  "task:deleted", "settings:updated", "project:updated", "project:deleted", "projects:learned",
+  "hosts:loaded", "host:created", "host:updated", "host:deleted"]);
 const NO_FILTERS = { type: "", model: "", tag: "", q: "" };
 /** Filters survive a visit to a task and back (per project, for this page load). */
 const filtersByProject = new Map();
@@ -130,7 +132,7 @@ function renderColumns(view, all, active) {
     for (const task of rendered) {
       seen.add(task.id);
       const moving = view.moves.has(task.id);
-      const sig = `${JSON.stringify(task)}|${status}|${moving}`;
+      const sig = `${JSON.stringify(task)}|${status}|${moving}|${hostSignature(task)}`;
       let entry = view.cards.get(task.id);
       if (!entry || entry.sig !== sig) {
         if (built === BUILD_STEP) {  // its turn comes in the next frame; till then as it was
@@ -292,6 +294,7 @@ export function mount(root, { projectId }) {
   ];
 
   build();
+  learnProjects([projectId]).catch(() => {});  // the host its tasks run on, for their cards
   loadTasks(projectId).then(() => {
     view.loaded = true;
     schedule();

@@ -1,10 +1,12 @@
-// A task card of the board: key, priority, title, chips, flags, the running agent's latest
-// step, cost, a "Log" button and a "Move to" select (the keyboard's way to move it).
+// A task card of the board: key, priority, title, chips (the host its project runs on among
+// them), flags, the running agent's latest step, cost, a "Log" button and a "Move to" select
+// (the keyboard's way to move it).
 
 import { h } from "../dom.js";
 import * as format from "../format.js";
 import { register, t } from "../i18n.js";
 import { agentBadge, waitingText } from "./agent_parts.js";
+import { hostBadge, hostWaitingText } from "./host_parts.js";
 
 register({  // key: [English, Turkish]
   "board.running": ["running", "çalışıyor"],
@@ -44,17 +46,20 @@ export function matches(task, filters) {
 }
 
 /**
- * The flags of a card: waiting for a person, for a usage limit, refused tool calls, waiting
- * for sub-tasks, retries, revisions.
+ * The flags of a card: waiting for a person, for a usage limit, for its host, refused tool
+ * calls, waiting for sub-tasks, retries, revisions.
  */
 function flags(task) {
   const plural = (n, one, many) => t(n === 1 ? one : many, { n });
   const waiting = waitingText(task);
+  const hostWaiting = hostWaitingText(task);
   return [
     task.pending_approvals > 0 ? h("span", { class: "flag flag-needs", "data-testid": "card-needs-you",
       title: t("board.needsYouTitle") }, `✋ ${t("board.needsYou", { n: task.pending_approvals })}`) : null,
     waiting ? h("span", { class: "flag flag-waiting", "data-testid": "card-waiting", title: t("agentpart.waitingHelp") },
       `⏸ ${waiting}`) : null,
+    hostWaiting ? h("span", { class: "flag flag-waiting flag-host", "data-testid": "card-host-waiting",
+      title: t("hostpart.waitingHelp") }, `⏸ ${hostWaiting}`) : null,
     task.permission_denials > 0 ? h("span", { class: "flag flag-denied" },
       `⚠ ${plural(task.permission_denials, "board.denials1", "board.denials")}`) : null,
     task.awaiting_subtasks ? h("span", { class: "flag flag-awaiting" }, `◷ ${t("board.awaiting")}`) : null,
@@ -75,6 +80,7 @@ export function taskCard(task, status, { statuses, moving, activity, cost }) {
     h("span", { class: `bchip type-${task.task_type}` }, t(`type.${task.task_type}`)),
     h("span", { class: "bchip model" }, t(`model.${task.model}`)),
     agentBadge(task),
+    hostBadge(task),
     format.tags(task.tags).map((tag) => h("span", { class: "bchip tag" }, `#${tag}`)),
   ];
   const flagged = flags(task);

@@ -8,9 +8,10 @@ import { onLanguageChange, register, t } from "../i18n.js";
 import { go, queryId } from "../router.js";
 import { enumOf } from "../schema.js";
 import { followLogs } from "../socket.js";
-import { learnAgents, loadTasks, onEvent, projectAgent, refusedLocally, state, subscribe } from "../store.js";
+import { learnProjects, loadTasks, onEvent, projectAgent, projectHost, refusedLocally, state, subscribe } from "../store.js";
 import { waitingText } from "./agent_parts.js";
 import { projectName, select } from "./common.js";
+import { hostWaitingText, runsOnText } from "./host_parts.js";
 import { LOG_PAGE, createLogView } from "./log_view.js";
 import { createChannel } from "./task_channel.js";
 import { openTaskDialog } from "./task_dialog.js";
@@ -111,15 +112,20 @@ function taskActions(task, { act, desktop, setTask }) {
     state.localOnlyRefused ? h("span", { class: "muted detail-local-only" }, t("common.localOnly")) : null);
 }
 
-/** The top of the page: crumbs, title, status, alerts (its actions follow). */
+/** The top of the page: crumbs, title, status, where it runs, alerts (its actions follow). */
 function taskHeader(task) {
   const project = task.project_id;
+  const runsOn = runsOnText(task);
+  const hostWaiting = hostWaitingText(task);
   return [
     h("nav", { class: "crumbs" }, h("a", { href: `#/projects/${project}` }, projectName(project)), " › ", task.task_key),
     h("header", { class: "detail-head" },
       h("h1", {}, h("span", { class: "card-key" }, task.task_key), " ", task.title),
       badge(task.status),
       task.is_running ? h("span", { class: "run-mark" }, h("span", { class: "spinner", "aria-hidden": "true" }), t("detail.running")) : null),
+    runsOn ? h("p", { class: "runs-on muted", "data-testid": "task-host" }, runsOn) : null,
+    hostWaiting ? h("div", { class: "alert alert-warn", role: "status", "data-testid": "task-waiting-host" },
+      `⏸ ${hostWaiting}`, h("p", { class: "muted" }, t("hostpart.waitingHelp"))) : null,
     task.last_error ? h("div", { class: "alert alert-error", role: "alert" },
       h("strong", {}, t("detail.lastError")), h("p", {}, task.last_error)) : null,
     task.permission_denials > 0 ? h("div", { class: "alert alert-warn" }, `⚠ ${t(task.permission_denials === 1 ? "detail.denials1" : "detail.denials", { n: task.permission_denials })}`) : null,
@@ -227,7 +233,9 @@ export function mount(root, { taskId }) {
       }
     }),
     subscribe((s, event) => {
-      if (["tasks:loaded", "resync", "project:updated"].includes(event)) schedule();
+      if (["tasks:loaded", "resync", "project:updated", "projects:learned", "hosts:loaded", "host:updated"].includes(event)) {
+        schedule();
+      }
     }),
     onLanguageChange(() => {
       const entries = log.entries();
@@ -249,7 +257,9 @@ export function mount(root, { taskId }) {
     tabs.show("log");
     log.setEntries(tail, tail.length < LOG_PAGE);
     if (!state.loadedProjects.has(task.project_id)) loadTasks(task.project_id).catch(() => {});
-    if (projectAgent(task.project_id) === undefined) learnAgents([task.project_id]).then(schedule);
+    if (projectAgent(task.project_id) === undefined || projectHost(task.project_id) === undefined) {
+      learnProjects([task.project_id]);  // its projects:learned renders again
+    }
   }).catch((error) => {
     showGone(error.status === 404 ? t("detail.notFound") : error.message);
   });
