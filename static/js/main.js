@@ -30,6 +30,7 @@ route("/attention", view("attention"));
 route("/usage", view("usage"));
 route("/settings", view("settings"));
 route("/settings/notifications", view("notifications"));
+route("/settings/hosts", view("hosts"));
 
 register({  // key: [English, Turkish]
   "attention.count": ["{n} waiting for you", "{n} sizi bekliyor"],

@@ -1,7 +1,7 @@
 // Application settings (#/settings): every field GET /api/settings returns, with the right
 // control (unknown ones by their JSON type), saved with a PUT of what changed; changes made
-// elsewhere (settings:updated) flow into the fields not being edited. Also: a link to the
-// notifications of this device (notifications.js), and log out.
+// elsewhere (settings:updated) flow into the fields not being edited. Also: links to the
+// notifications of this device (notifications.js) and to the hosts (hosts.js), and log out.
 
 import { api } from "../api.js";
 import { h, toast } from "../dom.js";
@@ -36,6 +36,9 @@ register({  // key: [English, Turkish]
   "settings.notifications": ["Notifications", "Bildirimler"],
   "settings.notifications.help": ["Push notifications on your phone or this computer: which events, which devices.", "Telefonunuza ya da bu bilgisayara push bildirimleri: hangi olaylar, hangi cihazlar."],
   "settings.notifications.open": ["Set up notifications", "Bildirimleri ayarla"],
+  "settings.hosts": ["Hosts", "Makineler"],
+  "settings.hosts.help": ["Other machines a project's agents can run on, reached over SSH.", "Bir projenin ajanlarının çalışabileceği, SSH ile ulaşılan başka makineler."],
+  "settings.hosts.open": ["Manage hosts", "Makineleri yönet"],
   "settings.account": ["Session", "Oturum"],
   "settings.account.help": ["On a board with a token, this ends the session in this browser.", "Belirteçli bir panoda bu, bu tarayıcıdaki oturumu kapatır."],
   "settings.logout": ["Log out", "Çıkış yap"],
@@ -90,8 +93,9 @@ export function mount(root) {
   const intro = h("div", { class: "page-head" });
   const body = h("div", { class: "settings-form" });
   const notifications = h("section", { class: "card-panel account", "data-testid": "settings-notifications" });
+  const hosts = h("section", { class: "card-panel account", "data-testid": "settings-hosts" });
   const account = h("section", { class: "card-panel account" });
-  root.append(h("section", { class: "settings-view" }, intro, notifications, body, account));
+  root.append(h("section", { class: "settings-view" }, intro, notifications, hosts, body, account));
 
   function build() {
     return GROUPS.map((group) => {
@@ -140,6 +144,8 @@ export function mount(root) {
     notifications.replaceChildren(h("h2", {}, t("settings.notifications")),
       h("p", { class: "muted" }, t("settings.notifications.help")),
       h("a", { class: "button", href: "#/settings/notifications" }, t("settings.notifications.open")));
+    hosts.replaceChildren(h("h2", {}, t("settings.hosts")), h("p", { class: "muted" }, t("settings.hosts.help")),
+      h("a", { class: "button", href: "#/settings/hosts" }, t("settings.hosts.open")));
     account.replaceChildren(h("h2", {}, t("settings.account")), h("p", { class: "muted" }, t("settings.account.help")),
       h("div", { class: "actions start" }, h("button", { type: "button", onclick: logout, "data-testid": "logout" },
         t("settings.logout"))));
