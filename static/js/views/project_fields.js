@@ -1,10 +1,15 @@
 // The fields of a project, as the project form shows them: their groups, labels, help and
 // messages. Their values, limits and patterns come from the server's API description
-// (components.schemas.Project); the board adds only how to show and explain them.
+// (components.schemas.Project); the board adds only how to show and explain them. "Runs on"
+// (host) is a select of this machine and the hosts of Settings → Hosts.
 
+import { h } from "../dom.js";
 import { t, register } from "../i18n.js";
 import { patternOf, rangeOf } from "../schema.js";
+import { state } from "../store.js";
+import { select } from "./common.js";
 import { schemaSpecs } from "./form_kit.js";
+import { hostName } from "./host_parts.js";
 
 register({  // key: [English, Turkish]
   "pform.group.basic": ["Basic", "Temel"],
@@ -13,6 +18,15 @@ register({  // key: [English, Turkish]
   "pform.group.autoTest": ["Automatic testing", "Otomatik test"],
   "pform.group.retry": ["Retries and limits", "Yeniden denemeler ve sınırlar"],
   "pform.group.host": ["Source host", "Kaynak barındırma"],
+  "pform.group.runsOn": ["Where tasks run", "Görevlerin çalıştığı yer"],
+  "pform.host": ["Runs on", "Çalıştığı yer"],
+  "pform.host.help": ["This machine, or another one the board reaches over SSH: its tasks and their git work run there.", "Bu makine ya da panonun SSH ile ulaştığı başka bir makine: görevleri ve git işleri orada çalışır."],
+  "pform.host.local": ["This machine", "Bu makine"],
+  "pform.host.disabled": ["{name} (disabled)", "{name} (devre dışı)"],
+  "pform.host.manage": ["Settings → Hosts", "Ayarlar → Makineler"],
+  "pform.repoUrl": ["Repository the host clones", "Makinenin kopyaladığı depo"],
+  "pform.repoUrl.help": ["A git URL the host can reach (a private repository needs the host's own credentials). Empty: the origin of the working directory.", "Makinenin ulaşabildiği bir git URL'si (özel bir depo makinenin kendi kimlik bilgilerini ister). Boş: çalışma dizininin origin'i."],
+  "pform.repoUrl.bad": ["A git URL or path, without spaces, not starting with -.", "Boşluk içermeyen, - ile başlamayan bir git URL'si ya da yolu."],
   "pform.name": ["Name", "Ad"],
   "pform.slug": ["Slug", "Kısa ad"],
   "pform.slug.help": ["Lowercase letters, digits and dashes; unique. Task keys are made from it once.", "Küçük harf, rakam ve tire; benzersiz. Görev anahtarları bir kez bundan üretilir."],
@@ -64,9 +78,42 @@ const lbl = (key) => () => t(key);
 const limitsHelp = (key, field) => () => t(key, rangeOf("Project", field));
 
 /** The groups of the edit form, in order. */
-export const GROUPS = ["basic", "queue", "git", "autoTest", "retry", "host"];
+export const GROUPS = ["basic", "queue", "runsOn", "git", "autoTest", "retry", "host"];
 /** The fields asked for when a project is created. */
 export const CREATE_KEYS = ["name", "slug", "workingDir", "agent", "permissionMode", "allowedTools", "icon", "iconSeed"];
+
+/**
+ * Fill a "Runs on" select: this machine, then every host (the current one also while the
+ * hosts are not loaded yet), keeping the value.
+ * @param {HTMLSelectElement} el
+ * @param {string} current  "" (this machine) or a host id
+ */
+export function fillHostSelect(el, current) {
+  const ids = [...state.hosts.keys()].sort((a, b) => a - b).map(String);
+  if (current !== "" && !ids.includes(current)) ids.push(current);
+  const label = (v) => {
+    if (v === "") return t("pform.host.local");
+    const host = state.hosts.get(Number(v));
+    return host && !host.enabled ? t("pform.host.disabled", { name: host.name }) : hostName(Number(v));
+  };
+  el.replaceChildren(...select(["", ...ids], current, label).children);
+  el.value = current;
+}
+
+/** The host field: a select whose raw value is "" (null: this machine) or a host id. */
+const hostField = {
+  toRaw: (value) => (value === null || value === undefined ? "" : String(value)),
+  fromRaw: (raw) => ({ value: raw === "" ? null : Number(raw) }),
+  render(spec, raw, ids, changed) {
+    const control = h("select", { id: ids.id, "data-key": spec.key, "aria-describedby": ids.described });
+    fillHostSelect(control, raw[spec.key]);
+    control.addEventListener("change", () => { raw[spec.key] = control.value; changed(); });
+    const element = h("div", { class: "field", "data-field": spec.key },
+      h("label", { for: ids.id }, spec.label()), control, ids.help, ids.error);
+    return { element, controls: [control] };
+  },
+  show(parts, value) { fillHostSelect(parts.controls[0], value); },
+};
 
 /**
  * Every project field in its group, completed from the server's schema (values, limits,
@@ -92,6 +139,11 @@ export function projectSpecs() {
     { key: "autoQueue", group: "queue", kind: "bool", label: lbl("pform.autoQueue"), help: lbl("pform.autoQueue.help") },
     { key: "maxConcurrent", group: "queue", kind: "int", label: lbl("pform.maxConcurrent"),
       help: limitsHelp("pform.maxConcurrent.help", "maxConcurrent") },
+    { key: "host", group: "runsOn", kind: "custom", custom: hostField, label: lbl("pform.host"),
+      help: () => [t("pform.host.help"), " ", h("a", { href: "#/settings/hosts" }, t("pform.host.manage"))] },
+    { key: "repoUrl", group: "runsOn", kind: "text", patternKey: "pform.repoUrl.bad", label: lbl("pform.repoUrl"),
+      help: lbl("pform.repoUrl.help"), skip: (raw) => raw.host === "",
+      attrs: { class: "mono", placeholder: "git@github.com:me/project.git", spellcheck: "false" } },
     { key: "autoBranch", group: "git", kind: "bool", label: lbl("pform.autoBranch"), help: lbl("pform.autoBranch.help") },
     { key: "autoPr", group: "git", kind: "bool", label: lbl("pform.autoPr") },
     { key: "prBaseBranch", group: "git", kind: "text", required: true, label: lbl("pform.prBaseBranch"),

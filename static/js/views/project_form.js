@@ -1,14 +1,16 @@
 // The project create/edit form: the create dialog asks for the basic fields, project
 // settings show every field in its group and save only what changed. The fields themselves
-// (groups, labels, the server's limits) are in project_fields.js.
+// (groups, labels, the server's limits) are in project_fields.js; the "Runs on" select
+// follows the hosts as they are added, renamed or deleted.
 
 import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import { t } from "../i18n.js";
 import { defaultOf } from "../schema.js";
+import { subscribe } from "../store.js";
 import { avatar } from "./common.js";
 import { formKit, liveForm } from "./form_kit.js";
-import { CREATE_KEYS, GROUPS, projectSpecs, suggestSlug } from "./project_fields.js";
+import { CREATE_KEYS, GROUPS, fillHostSelect, projectSpecs, suggestSlug } from "./project_fields.js";
 
 /**
  * The project form. mode "create" asks for the create fields and POSTs; "edit" shows every
@@ -36,6 +38,7 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
     const rows = (group) => specs.filter((spec) => spec.group === group).map((spec) => {
       const row = kit.row(spec.key);
       if (spec.key === "allowedTools") row.hidden = kit.raw.permissionMode !== "allow-tools";
+      if (spec.key === "repoUrl") row.hidden = kit.raw.host === "";
       if (spec.key === "icon") row.querySelector("label").append(h("span", { class: "icon-preview" }, preview()));
       return row;
     });
@@ -65,6 +68,8 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
     const el = form.element;
     const tools = kit.rows.get("allowedTools");
     if (tools) tools.element.hidden = kit.raw.permissionMode !== "allow-tools";
+    const repo = kit.rows.get("repoUrl");
+    if (repo) repo.element.hidden = kit.raw.host === "";
     const slot = el.querySelector(".icon-preview");
     if (slot) slot.replaceChildren(preview());
     const warning = el.querySelector("[data-warning=share]");
@@ -79,6 +84,10 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
     if (key === "slug") slugTouched = value !== "";
     derived();
   });
+  const offHosts = subscribe((s, event) => {
+    const hostRow = kit.rows.get("host");
+    if (hostRow && /^host(s:loaded|:created|:updated|:deleted)$/.test(event)) fillHostSelect(hostRow.controls[0], kit.raw.host);
+  });
 
   return {
     element: form.element,
@@ -89,6 +98,9 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
       kit.set(next);
       derived();
     },
-    destroy: form.destroy,
+    destroy() {
+      form.destroy();
+      offHosts();
+    },
   };
 }
