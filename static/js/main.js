@@ -47,6 +47,9 @@ register({  // key: [English, Turkish]
   "update.reload": ["Reload", "Yeniden yükle"],
   "health.cliMissing": ["The {name} CLI is not found: tasks that use it cannot run. Install it or set its command (see “Agents” in the README).", "{name} CLI'si bulunamadı: onu kullanan görevler çalışamaz. Kurun ya da komutunu ayarlayın (README'de “Agents” bölümüne bakın)."],
   "health.install": ["Install it with: npm install -g {package}", "Kurmak için: npm install -g {package}"],
+  "health.hostUnreachable": ["Host {name} cannot be reached: the tasks of its projects wait for it.", "{name} makinesine ulaşılamıyor: projelerinin görevleri onu bekliyor."],
+  "health.hostDisabled": ["Host {name} is disabled: the tasks of its projects wait until it is turned on.", "{name} makinesi devre dışı: projelerinin görevleri o açılana dek bekliyor."],
+  "health.hostsLink": ["Settings → Hosts", "Ayarlar → Makineler"],
   "health.cliWaiting": ["{name} reached its usage limit: its tasks continue at {time}.", "{name} kullanım sınırına ulaştı: görevleri {time} itibarıyla devam eder."],
 });
 
@@ -117,6 +120,13 @@ async function learnUse() {
   renderBanner();
 }
 
+/** Ask /api/health again soon: a host was checked, or a project chose another one. */
+let healthTimer = null;
+function recheckHealth() {
+  clearTimeout(healthTimer);
+  healthTimer = setTimeout(checkHealth, 300);
+}
+
 /** The CLIs in use, the default one included while there is no project yet. */
 function usedAgents() {
   if (state.projects.length) return agentsInUse;
@@ -148,9 +158,17 @@ function agentMessages(health) {
   return messages;
 }
 
+/** Each host a project runs on that is disabled or was not reachable at its last check. */
+function hostMessages(health) {
+  return (health?.hosts || []).filter((host) => !host.enabled || host.reachable === false).map((host) =>
+    h("span", { "data-testid": host.enabled ? "host-unreachable" : "host-disabled", "data-host": String(host.id) },
+      t(host.enabled ? "health.hostUnreachable" : "health.hostDisabled", { name: host.name }), " ",
+      h("a", { href: "#/settings/hosts" }, t("health.hostsLink"))));
+}
+
 function renderBanner() {
   const banner = qs("#health-banner");
-  const messages = agentMessages(state.health);
+  const messages = [...agentMessages(state.health), ...hostMessages(state.health)];
   if (state.connection === "closed") {
     messages.push(h("span", { "data-testid": "offline" }, h("strong", {}, t("offline.title")), " ",
       t("health.unreachable"), " ", t("offline.retrying")));
@@ -283,6 +301,7 @@ function followStore() {
       clearTimeout(useTimer);  // a project or task may have changed its agent
       useTimer = setTimeout(learnUse, 300);
     }
+    if (/^(host:(created|updated|deleted)|project:(created|updated|deleted))$/.test(event)) recheckHealth();
   });
   onLanguageChange(renderHeader);
   let lastStatus = new Map();
