@@ -64,14 +64,16 @@ import time
 from _common import RESULT_PREFIX
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
-ORDER = ("api", "agents", "scale", "load", "approvals", "push", "ui", "rest")
+ORDER = ("api", "agents", "scale", "load", "approvals", "push", "ui", "rest", "hosts")
 HEADLINE = (("scale", "task_list_p99"), ("scale", "startup_to_health"),
             ("load", "judged_rung"), ("load", "fanout_p99"), ("load", "end_to_end_p99"),
             ("load", "server_rss_peak"), ("load", "rss_growth_last_half"),
             ("load", "cpu_per_line_us"),
             ("approvals", "request_to_ws_p99"), ("approvals", "click_to_stdin_p99"),
             ("push", "request_to_push_p99"), ("rest", "startup"), ("rest", "rss_idle"),
-            ("rest", "rss_tasks_10k"), ("rest", "list_10k_p50"))
+            ("rest", "rss_tasks_10k"), ("rest", "list_10k_p50"),
+            ("hosts", "remote_end_to_end_p99"), ("hosts", "remote_fanout_p99"),
+            ("hosts", "tcp_connections_to_host"))
 
 
 def parse_args():

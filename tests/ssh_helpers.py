@@ -22,8 +22,6 @@ import subprocess
 import sys
 import time
 
-from conftest import FAKE_AGENT
-
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
@@ -162,6 +160,7 @@ def host_body(sshd, tmp_path, **fields):
     """A host that is this machine through the test's sshd, its folder under tmp_path,
     its claude the scripted fake (with the test's FAKE_AGENT_DIR: the host's login
     environment is not the test's)."""
+    from conftest import FAKE_AGENT
     fake = f"env FAKE_AGENT_DIR={os.environ['FAKE_AGENT_DIR']} {sys.executable} {FAKE_AGENT}"
     return {"name": "build box", "address": sshd.address, "port": sshd.port,
             "identityFile": sshd.identity, "baseDir": str(tmp_path / "host"),
