@@ -3877,6 +3877,8 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
             link.up()
         except HostDown as exc:
             wait_for_host(task, host, str(exc))
+            if exc.shown:  # its check disables it and shows the new key
+                gevent.spawn(check_host, host["id"])
             return
     adapter = ADAPTERS[agent]
     session_id = task["session_id"] if resume and adapter.resumes and \
@@ -4002,6 +4004,10 @@ def finish_run(run: "AgentRun") -> None:
         **({"session_id": run.parser.session_id} if run.parser.session_id else {}),
         **({"last_error": reason} if outcome in ("retry", "fail") else {})})
     runtime.agents.forget(run, keep_slot=outcome in ("retry", "wait") and task is not None)
+    if link is not None:  # a slot on the host is free: its other projects may use it
+        for project_id in host_project_rows(link.host["id"]):
+            if project_id != run.project_id:
+                schedule_queue(project_id)
     check_budget()
     if task is None:
         return

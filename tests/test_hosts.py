@@ -461,3 +461,49 @@ def test_another_agent_cli_runs_on_a_host(client, api, sshd, tmp_path, agent_dir
     [call] = task_calls(agent_dir, task["id"])
     assert call["as"] == "codex" and call["argv"][:1] == ["exec"]
     assert done["session_id"]
+
+
+@pytest.fixture
+def quick_checks(monkeypatch):
+    """Hosts are checked every 0.3 s instead of every minute (before the board starts)."""
+    monkeypatch.setattr(taskboard, "HOST_CHECK_SECONDS", 0.3)
+
+
+def test_a_host_that_refuses_the_key_holds_the_task_until_a_check_lets_it_start(
+        quick_checks, client, api, remote_project, agent_dir, sshd, tmp_path):
+    project, host = remote_project
+    stranger = os.path.join(tmp_path, "stranger")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", stranger], check=True)
+    client.put_json(f"/api/hosts/{host['id']}", {"identityFile": stranger})
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    waiting = wait_for(lambda: client.get(f"/api/tasks/{task['id']}").json["waitingFor"],
+                       RUN, message="the task to wait for its host")
+    assert "Permission denied" in waiting["error"]
+    assert task_calls(agent_dir, task["id"]) == []
+    health = client.get("/api/health").json["hosts"]
+    wait_for(lambda: client.get("/api/health").json["hosts"][0]["reachable"] is False, RUN,
+             message="health to say the host is unreachable")
+    assert health[0]["name"] == "build box"
+    client.put_json(f"/api/hosts/{host['id']}", {"identityFile": sshd.identity})
+    done = wait_status(client, task["id"], "testing")  # the next periodic check started it
+    assert done["retry_count"] == 0 and done["waitingFor"] is None
+    assert client.get("/api/health").json["hosts"][0]["reachable"] is True
+
+
+def test_a_hosts_slots_are_shared_by_its_projects_and_the_queue_fills_them(
+        client, api, remote_project, agent_dir):
+    project, host = remote_project
+    client.put_json(f"/api/hosts/{host['id']}", {"maxConcurrent": 1})
+    other = api.project(host=host["id"], repoUrl=project["repoUrl"], autoQueue=1)
+    first = api.task(project["id"], description="fake:slow=30")
+    api.move(first["id"], "in_progress")
+    wait_for(lambda: task_calls(agent_dir, first["id"]), RUN, message="the first agent")
+    queued = api.task(other["id"], description="fake:ok")
+    assert client.get(f"/api/tasks/{queued['id']}").json["status"] == "backlog"
+    assert task_calls(agent_dir, queued["id"]) == []  # the host is full
+    wait_for(lambda: any(e["message"].startswith("session ")
+                         for e in logs(client, first["id"])), RUN, message="the session")
+    client.post_json(f"/api/tasks/{first['id']}/messages", {"text": "stop", "interrupt": True})
+    wait_status(client, first["id"], "testing")
+    wait_status(client, queued["id"], "testing")  # the freed slot went to the other project
