@@ -147,7 +147,7 @@ def test_a_project_on_a_host_says_so_on_its_cards_and_task_page(quiet_board, pag
     expect(repo).to_be_visible()
     repo.fill("https://example.invalid/me/remote.git")
     page.get_by_role("button", name="Save").click()
-    expect(page.get_by_text("Saved")).to_be_visible()
+    expect(page.get_by_text("Saved", exact=True)).to_be_visible()
     saved = board.api("GET", f"/api/projects/{project['id']}")
     assert saved["host"] == host["id"]
     assert saved["repoUrl"] == "https://example.invalid/me/remote.git"
