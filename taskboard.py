@@ -3830,6 +3830,8 @@ def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
         starter = gevent.Greenlet(start_run, task_id, resume=resume, prompt=prompt,
                                   note=note, mcp_port=mcp_port)
         starter.to_host = True
+        runtime.agents.starters.add(starter)
+        starter.link(runtime.agents.starters.discard)
         starter.start()
         return
     try:
@@ -6590,6 +6592,11 @@ def update_host(host_id: int, body) -> dict:
     changes = _host_values(validate_known(lambda: get_host(host_id), HOST_FIELDS, body,
                                           partial=True))
     before = found(host_row(host_id), f"host {host_id} not found")
+    moved = [k for k in ("address", "port", "identity_file", "host_key")
+             if k in changes and changes[k] != before[k]]
+    if moved and before["running"]:  # a new connection would end theirs
+        raise Conflict(f"host {before['name']!r} has {before['running']} agent run(s) on it: "
+                       f"stop them before changing how it is reached")
     seen = None
     if changes.get("host_key") and changes["host_key"] != before["host_key"]:
         shown = json.loads(before["last_check_json"] or "{}").get("fingerprint")
@@ -8404,6 +8411,8 @@ class AgentPool:
         self.verifiers = {}
         #: set by shutdown(): from then on no agent starts
         self.closed = False
+        #: greenlets starting runs on hosts (opening a connection may take seconds)
+        self.starters = set()
 
     def used(self, project_id: int) -> int:
         return len(self.tasks_of(project_id))
@@ -8493,6 +8502,7 @@ class AgentPool:
         """Stop every run as interrupted (its task stays in_progress, to resume later).
         A start already on its way (a queue pass, a retry) finds the pool closed."""
         self.closed = True
+        gevent.killall(list(self.starters))
         for task_id in list(self.waiting):
             self.release(task_id)
         runs = list(self.runs.values()) + list(self.verifiers.values())
@@ -8637,27 +8647,30 @@ class HostLink:
     def up(self) -> None:
         """Open the master unless it is open; raise HostDown saying why it cannot be."""
         with self.lock:
-            if self.master is not None and self.master.poll() is None and self._check():
-                return
+            if self.master is not None and self.master.poll() is None:
+                return  # a master that lost its host exits (ServerAliveCountMax)
             self.close()
             if not self.host["host_key"]:
                 raise HostDown("the host key is not trusted yet: check the host, compare "
                                "its fingerprint and trust it")
             with contextlib.suppress(FileNotFoundError):  # a dead master's (a killed board)
                 os.remove(self.control)
-            board_port = int(runtime.url.rsplit(":", 1)[1])
+            board = runtime.config["host"]  # where a remote run's requests come in
+            board = "127.0.0.1" if board in ("", "0.0.0.0", "::") else \
+                f"[{board}]" if ":" in board else board
+            forward = f"127.0.0.1:0:{board}:{runtime.url.rsplit(':', 1)[1]}"
             self.master = subprocess.Popen(
                 ["ssh", "-M", "-N", *ssh_options(self.host), "-o", f"ControlPath={self.control}",
-                 "-o", "ControlPersist=no", "-R", f"127.0.0.1:0:127.0.0.1:{board_port}",
-                 self.host["address"]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_board)
+                 "-o", "ControlPersist=no", "-R", forward, self.host["address"]],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                start_new_session=True, preexec_fn=_die_with_board)
             self.errors.clear()
-            gevent.spawn(self._read_master, self.master)
+            reader = gevent.spawn(self._read_master, self.master)
             deadline = time.monotonic() + SSH_CONNECT_SECONDS + 5
             while not self._check():
                 if self.master.poll() is not None or time.monotonic() > deadline:
                     self.close()
-                    gevent.sleep(0)  # the reader takes the master's last words
+                    reader.join(2)  # the master's last words
                     raise self._failure("\n".join(self.errors))
                 gevent.sleep(0.05)
         for group in runtime.leftovers.pop(self.host["id"], set()):

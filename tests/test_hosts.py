@@ -507,3 +507,19 @@ def test_a_hosts_slots_are_shared_by_its_projects_and_the_queue_fills_them(
     client.post_json(f"/api/tasks/{first['id']}/messages", {"text": "stop", "interrupt": True})
     wait_status(client, first["id"], "testing")
     wait_status(client, queued["id"], "testing")  # the freed slot went to the other project
+
+
+def test_how_a_host_is_reached_cannot_change_under_its_runs(
+        client, api, remote_project, agent_dir, tmp_path):
+    project, host = remote_project
+    task = api.task(project["id"], description="fake:hang")
+    api.move(task["id"], "in_progress")
+    wait_for(lambda: client.get(f"/api/tasks/{task['id']}").json["is_running"], RUN,
+             message="the run on the host")
+    error = assert_error(client.put_json(f"/api/hosts/{host['id']}", {"port": 2222},
+                                         expect_errors=True), 409)
+    assert "stop them" in error["error"]
+    assert client.put_json(f"/api/hosts/{host['id']}", {"name": "renamed"}).json["name"] == \
+        "renamed"  # what does not touch the connection may change
+    assert client.get(f"/api/tasks/{task['id']}").json["is_running"]
+    api.move(task["id"], "backlog")
