@@ -784,14 +784,20 @@ def _check_command(value, name):
         raise Invalid(f"{name} is not a valid command line: {exc}", name) from None
 
 
-def _check_agent_models(value, name):
-    """{agent: {tier: model name or null}}, agents of AGENTS and tiers of MODELS only."""
+def _by_agent(value, name, each: str):
+    """The items of an object whose keys are agent CLIs (AGENTS), or Invalid."""
     if not isinstance(value, dict):
-        raise Invalid(f"{name} must be an object of agents, each an object of tiers", name)
-    for agent, tiers in value.items():
+        raise Invalid(f"{name} must be an object of agents, each {each}", name)
+    for agent in value:
         if agent not in AGENTS:
             raise Invalid(f"{name}: {json_dumps(agent)[:60]} is not one of: "
                           f"{', '.join(AGENTS)}", name)
+    return value.items()
+
+
+def _check_agent_models(value, name):
+    """{agent: {tier: model name or null}}, agents of AGENTS and tiers of MODELS only."""
+    for agent, tiers in _by_agent(value, name, "an object of tiers"):
         if not isinstance(tiers, dict):
             raise Invalid(f"{name}.{agent} must be an object of tiers", name)
         for tier, model in tiers.items():
@@ -1053,12 +1059,7 @@ def _check_identity_file(value, name):
 
 def _check_agent_commands(value, name):
     """{cli: command line}, CLIs of AGENTS only."""
-    if not isinstance(value, dict):
-        raise Invalid(f"{name} must be an object of agent CLIs and their commands", name)
-    for agent, command in value.items():
-        if agent not in AGENTS:
-            raise Invalid(f"{name}: {json_dumps(agent)[:60]} is not one of: "
-                          f"{', '.join(AGENTS)}", name)
+    for agent, command in _by_agent(value, name, "a command line"):
         if not isinstance(command, str) or not command.strip() or len(command) > 2000:
             raise Invalid(f"{name}.{agent} must be a command line", f"{name}.{agent}")
         _check_command(command, f"{name}.{agent}")
