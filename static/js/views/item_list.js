@@ -29,9 +29,15 @@ export function confirmDelete(name, detail = "") {
 export function liveItems(projectId, kind, prefix, onChange) {
   const items = new Map();
   const status = { loaded: false, error: null };
+  let events = 0;  // events applied so far: a list read meanwhile may be older than one of them
   const load = async () => {
     try {
-      const list = await api.list(projectId, kind);
+      let list;
+      for (let attempt = 1; ; attempt++) {
+        const seen = events;
+        list = await api.list(projectId, kind);
+        if (events === seen || attempt === 5) break;
+      }
       items.clear();
       for (const item of list) items.set(item.id, item);
       status.loaded = true;
@@ -47,6 +53,7 @@ export function liveItems(projectId, kind, prefix, onChange) {
     if (event === `${prefix}:created` || event === `${prefix}:updated`) items.set(data.id, data);
     else if (event === `${prefix}:deleted`) items.delete(data.id);
     else return;
+    events += 1;
     onChange(event, data);
   });
   load();
