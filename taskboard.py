@@ -8631,7 +8631,7 @@ class HostLink:
         self.errors = collections.deque(maxlen=20)
         self.lock = gevent.lock.Semaphore()
         self.control = os.path.join(ssh_folder(), f"{host['id']}.sock")
-        if len(self.control) > 100:  # a socket's path has at most 107 bytes
+        if len(self.control) > 85:  # a socket's path has at most 107 bytes (ssh adds 17)
             self.control = os.path.join(tempfile.gettempdir(), f"taskboard-{os.getuid()}-"
                                         f"{_digest(runtime.data_dir)[:12]}-{host['id']}.sock")
 
@@ -8660,17 +8660,22 @@ class HostLink:
             board = "127.0.0.1" if board in ("", "0.0.0.0", "::") else \
                 f"[{board}]" if ":" in board else board
             forward = f"127.0.0.1:0:{board}:{runtime.url.rsplit(':', 1)[1]}"
-            self.master = subprocess.Popen(
+            master = self.master = subprocess.Popen(
                 ["ssh", "-M", "-N", *ssh_options(self.host), "-o", f"ControlPath={self.control}",
                  "-o", "ControlPersist=no", "-R", forward, self.host["address"]],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 start_new_session=True, preexec_fn=_die_with_board)
             self.errors.clear()
-            reader = gevent.spawn(self._read_master, self.master)
+            reader = gevent.spawn(self._read_master, master)
             deadline = time.monotonic() + SSH_CONNECT_SECONDS + 5
             while not self._check():
-                if self.master.poll() is not None or time.monotonic() > deadline:
-                    self.close()
+                # NOTE: close() may run meanwhile (the host was changed or deleted)
+                if master.poll() is not None or self.master is not master or \
+                        time.monotonic() > deadline:
+                    if self.master is master:
+                        self.close()
+                    elif master.poll() is None:
+                        master.kill()
                     reader.join(2)  # the master's last words
                     raise self._failure("\n".join(self.errors))
                 gevent.sleep(0.05)
@@ -8706,9 +8711,10 @@ class HostLink:
         """Run a shell command on the host (the login's PATH); its exit code and stdout
         (then stderr, when it failed).  HostDown when the connection fails (ssh's 255),
         at once without reopen when it is not open."""
+        master = self.master
         if reopen:
             self.up()
-        elif self.master is None or self.master.poll() is not None:
+        elif master is None or master.poll() is not None:
             raise HostDown("the connection to the host is not open")
         try:
             done = subprocess.run(self.argv(f"{REMOTE_PROFILE}; {command}"), input=stdin,
@@ -8719,7 +8725,8 @@ class HostLink:
         out = done.stdout.decode("utf-8", "replace")
         if done.returncode != 0:
             out += done.stderr.decode("utf-8", "replace")
-        if done.returncode == 255 and (self.master is None or self.master.poll() is not None):
+        master = self.master
+        if done.returncode == 255 and (master is None or master.poll() is not None):
             raise HostDown(_ssh_error(out, "the connection was lost"))
         return done.returncode, out
 
@@ -8743,14 +8750,13 @@ class HostLink:
         return run
 
     def close(self) -> None:
-        if self.master is not None and self.master.poll() is None:
-            self.master.terminate()
+        master, self.master, self.port = self.master, None, None
+        if master is not None and master.poll() is None:
+            master.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.master.wait(5)
-            if self.master.poll() is None:
-                self.master.kill()
-        self.master = None
-        self.port = None
+                master.wait(5)
+            if master.poll() is None:
+                master.kill()
 
 
 def host_link(host: dict) -> HostLink:

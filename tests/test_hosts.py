@@ -341,7 +341,7 @@ def test_commits_diff_verifier_and_pull_request_act_on_the_hosts_worktree(
     forge.route("POST", f"/repos/{REPO}/pulls", (201, {"number": 9, "html_url": url}))
     try:
         host = trusted_host(client, sshd, tmp_path)
-        project = api.project(host=host["id"], autoTest=1, autoPr=1, gitHostRepo=REPO)
+        project = api.project(host=host["id"], autoPr=1, gitHostRepo=REPO)
         task = api.task(project["id"], title="Greet", description="fake:ok fake:write=hello.txt")
         api.move(task["id"], "in_progress")
         testing = wait_status(client, task["id"], "testing")
@@ -353,6 +353,8 @@ def test_commits_diff_verifier_and_pull_request_act_on_the_hosts_worktree(
         diff = desk(client, "get_task_diff", {"taskId": task["id"]}).json
         assert "+++ b/hello.txt" in diff["diff"] and diff["stats"]["files"] == 1
 
+        client.put_json(f"/api/projects/{project['id']}", {"autoTest": 1})
+        api.move(task["id"], "in_progress")  # again: this time a verifier follows
         done = wait_status(client, task["id"], "done")  # the verifier approved, on the host
         verifier = [c for c in task_calls(agent_dir, task["id"]) if "reviewing" in c["stdin"]]
         assert [os.path.realpath(c["cwd"]) for c in verifier] == [os.path.realpath(worktree)]

@@ -85,7 +85,7 @@ def test_main_health_reports_missing_agent(start, tmp_path):
     body = wait_for(lambda: (b := server.health())["agent"]["found"] is not None and b,
                     message="the agent check")
     agents = body.pop("agents")
-    assert body == {"ok": True, "version": taskboard.__version__, "db": "ok",
+    assert body == {"ok": True, "version": taskboard.__version__, "db": "ok", "hosts": [],
                     "agent": {"found": False, "version": None, "checking": False}}
     assert set(agents) == set(taskboard.AGENTS)
     assert agents["claude"] == {**body["agent"], "package": "@anthropic-ai/claude-code",
