@@ -3888,7 +3888,7 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         session_agent_row(task["session_id"]) == agent else None
     if session_id is None:
         prompt = None  # a fresh session needs the whole story, revisions included
-    tools = adapter.BOARD_TOOLS and (link is None or (agent == "claude" and bool(link.port)))
+    tools = adapter.BOARD_TOOLS and (link is None or bool(link.port))
     text = prompt if prompt is not None else build_prompt(context, note=note, tools=tools)
     command = host_command(host, agent)
     if link is None:
@@ -3909,7 +3909,7 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         "model": task["model"], "cwd": cwd, "resumed": int(bool(session_id)),
         "session_id": session_id, "head_start": head,
         "host_id": host["id"] if host is not None else None})
-    token = remote_board_tools(link, run_id, task_id, project["id"], invocation["argv"]) \
+    token = remote_board_tools(link, agent, run_id, task_id, project["id"], invocation) \
         if link is not None and tools else None
     two_way = AGENTS[agent].two_way
     channel = run_channel(project) if two_way else None
@@ -7830,9 +7830,13 @@ class CodexAdapter(ClaudeAdapter):
         server reads its token from the config file; exec cannot ask, so the tools are
         approved (else refused outside danger-full-access); required, so codex waits for
         the server to start (an optional one gets about a second, then is left out)."""
-        spec = ", ".join([f"command={json.dumps(server['command'])}",
-                          f"args={json.dumps(server['args'])}", "required=true",
-                          f"startup_timeout_sec={MCP_START_SECONDS}",
+        where = [f"command={json.dumps(server['command'])}",
+                 f"args={json.dumps(server['args'])}"] if "url" not in server else [
+            f"url={json.dumps(server['url'])}",  # on a host: /mcp, its token in the env
+            'bearer_token_env_var="TASKBOARD_MCP_TOKEN"']
+        if "url" in server:
+            env["TASKBOARD_MCP_TOKEN"] = server["token"]
+        spec = ", ".join([*where, "required=true", f"startup_timeout_sec={MCP_START_SECONDS}",
                           'default_tools_approval_mode="approve"'])
         at = len(argv) - (3 if argv[-3:-2] == ["resume"] else 1)
         argv[at:at] = ["-c", f"mcp_servers.taskboard={{{spec}}}"]
@@ -8047,9 +8051,12 @@ class OpenCodeAdapter(ClaudeAdapter):
         config = _json_object(env.get("OPENCODE_CONFIG_CONTENT"))
         if config is None:
             return
+        where = {"type": "local", "command": [server["command"], *server["args"]],
+                 "environment": {}} if "url" not in server else {  # on a host: /mcp
+            "type": "remote", "url": server["url"],
+            "headers": {"Authorization": f"Bearer {server['token']}"}}
         config["mcp"] = {**_dict(config.get("mcp")), "taskboard": {
-            "type": "local", "command": [server["command"], *server["args"]],
-            "environment": {}, "enabled": True, "timeout": MCP_START_SECONDS * 1000}}
+            **where, "enabled": True, "timeout": MCP_START_SECONDS * 1000}}
         env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
         permission = _json_object(env.get("OPENCODE_PERMISSION"))
         if permission is not None:
@@ -10624,26 +10631,28 @@ def mcp_http(body, token: str | None):
     return answers if isinstance(body, list) else answers[0]
 
 
-def remote_board_tools(link: "HostLink", run_id: int, task_id: int, project_id: int,
-                       argv: list[str]) -> str | None:
-    """Claude's board tools on a host: /mcp through the connection's remote forward,
-    named in a 0600 file there (the token is never on a command line); the token, or None
-    when the connection has no forward."""
+def remote_board_tools(link: "HostLink", agent: str, run_id: int, task_id: int,
+                       project_id: int, invocation: dict) -> str | None:
+    """The board tools of a run on a host: /mcp through the connection's remote forward,
+    given to the adapter as {url, token} (Claude's --mcp-config names a 0600 file there; the
+    token is never on a command line); the token, or None when there is no forward."""
     if not link.port:
         return None
     token = secrets.token_urlsafe(24)
-    config = {"mcpServers": {"taskboard": {
-        "type": "http", "url": f"http://127.0.0.1:{link.port}/mcp",
-        "headers": {"Authorization": f"Bearer {token}"}}}}
-    path = f"{link.resolve(link.host['base_dir'])}/runs/{int(run_id)}.mcp.json"
-    code, out = link.run(f"umask 077 && mkdir -p {shlex.quote(posixpath.dirname(path))} && "
-                         f"cat > {shlex.quote(path)}", stdin=json_dumps(config).encode())
-    if code != 0:
-        raise OSError(f"the board tools' settings could not be written on host "
-                      f"{link.host['name']!r}: {_cut(out.strip(), 300)}")
+    server = {"url": f"http://127.0.0.1:{link.port}/mcp", "token": token}
+    if agent == "claude":
+        server["config"] = path = \
+            f"{link.resolve(link.host['base_dir'])}/runs/{int(run_id)}.mcp.json"
+        config = {"mcpServers": {"taskboard": {"type": "http", "url": server["url"],
+                                               "headers": {"Authorization": f"Bearer {token}"}}}}
+        code, out = link.run(f"umask 077 && mkdir -p {shlex.quote(posixpath.dirname(path))} "
+                             f"&& cat > {shlex.quote(path)}", stdin=json_dumps(config).encode())
+        if code != 0:
+            raise OSError(f"the board tools' settings could not be written on host "
+                          f"{link.host['name']!r}: {_cut(out.strip(), 300)}")
+    ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], server)
     runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
                                  "created": set()}
-    argv += ["--mcp-config", path]
     return token
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -451,18 +452,41 @@ def test_approvals_messages_and_attachments_work_for_a_run_on_a_host(
     assert text_of(os.path.join(folder, "notes.txt")) == "read me"
 
 
-def test_another_agent_cli_runs_on_a_host(client, api, sshd, tmp_path, agent_dir):
+def tool_call(url, token, name, **arguments):
+    answer = mcp(url, token, "tools/call", {"name": name, "arguments": arguments})["result"]
+    return json.loads(answer["content"][0]["text"]), answer["isError"]
+
+
+@pytest.mark.parametrize("cli", ["codex", "opencode"])
+def test_another_agent_cli_runs_on_a_host_with_the_board_tools(
+        cli, tb, client, api, live, sshd, tmp_path, agent_dir):
+    taskboard.runtime.url = live.url  # before the connection opens: its forward goes there
     make_repo(api.workdir)
     fake = f"env FAKE_AGENT_DIR={os.environ['FAKE_AGENT_DIR']} {sys.executable} {FAKE_AGENT}"
-    host = trusted_host(client, sshd, tmp_path, agentCommands={"codex": f"{fake} --as codex"})
-    assert host["lastCheck"]["agents"]["codex"]["found"] is True
-    project = api.project(host=host["id"], repoUrl=str(api.workdir), agent="codex")
-    task = api.task(project["id"], description="fake:ok")
+    host = trusted_host(client, sshd, tmp_path, agentCommands={cli: f"{fake} --as {cli}"})
+    assert host["lastCheck"]["agents"][cli]["found"] is True
+    project = api.project(host=host["id"], repoUrl=str(api.workdir), agent=cli)
+    task = api.task(project["id"], description="fake:hang")
     api.move(task["id"], "in_progress")
-    done = wait_status(client, task["id"], "testing")
-    [call] = task_calls(agent_dir, task["id"])
-    assert call["as"] == "codex" and call["argv"][:1] == ["exec"]
-    assert done["session_id"]
+    [call] = wait_for(lambda: task_calls(agent_dir, task["id"]), RUN, message="the agent")
+    assert call["as"] == cli
+    if cli == "codex":  # /mcp through the forward, its token in the run's environment
+        [spec] = [a for a in call["argv"] if a.startswith("mcp_servers.taskboard=")]
+        url = re.search(r'url="([^"]+)"', spec).group(1)
+        assert 'bearer_token_env_var="TASKBOARD_MCP_TOKEN"' in spec
+        token = call["env"]["TASKBOARD_MCP_TOKEN"]
+    else:
+        server = json.loads(call["env"]["OPENCODE_CONFIG_CONTENT"])["mcp"]["taskboard"]
+        assert server["type"] == "remote"
+        url, token = server["url"], server["headers"]["Authorization"].split()[1]
+    assert token not in " ".join(call["argv"])
+    assert url.startswith("http://127.0.0.1:") and f":{live.port}/" not in url
+    listed, failed = tool_call(url, token, "list_tasks")
+    assert not failed and [t["id"] for t in listed] == [task["id"]]
+    api.move(task["id"], "backlog")  # the run is over: its token with it
+    assert requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                         headers={"Authorization": f"Bearer {token}"},
+                         timeout=30).status_code == 401
 
 
 @pytest.fixture
