@@ -125,21 +125,17 @@ class Ticker:
 
 
 def test_store_fifty_concurrent_service_creates_all_succeed(tb, api):
+    """Fifty greenlets creating at once each get their own key.  (Whether the hub runs
+    anything meanwhile is the HTTP test's question: these creates do no I/O, so they may
+    well run one after another without ever handing it a turn.)"""
     project = api.project(slug="tb")
-    ticker = Ticker()
-
-    def create(n):
-        task = taskboard.create_task(project["id"], {"title": f"Task {n}"})
-        ticker.note("created")
-        return task
-    jobs = [gevent.spawn(create, n) for n in range(50)]
+    jobs = [gevent.spawn(taskboard.create_task, project["id"], {"title": f"Task {n}"})
+            for n in range(50)]
     gevent.joinall(jobs, timeout=30)
-    ticks = ticker.stop()
     assert all(j.successful() for j in jobs), [j.exception for j in jobs if j.exception]
     keys = task_keys(tb.config["db_path"], project["id"])
     assert len(keys) == 50
     assert sorted(keys) == sorted(f"TB-{n}" for n in range(1, 51))
-    assert ticks > 0, "the hub ran nothing else while the creates went on"
 
 
 def create_at_once(client, project_id, bodies):
