@@ -3909,17 +3909,25 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         "model": task["model"], "cwd": cwd, "resumed": int(bool(session_id)),
         "session_id": session_id, "head_start": head,
         "host_id": host["id"] if host is not None else None})
-    token = remote_board_tools(link, agent, run_id, task_id, project["id"], invocation) \
-        if link is not None and tools else None
     two_way = AGENTS[agent].two_way
     channel = run_channel(project) if two_way else None
     if link is None:
         run = AgentRun(task_id, project["id"], run_id, text, model=task["model"],
                        root=repo_root(cwd), channel=channel, **invocation)
     else:
+        token = None
+        try:  # its settings go to the host before it starts
+            if tools:
+                token = remote_board_tools(link, agent, run_id, task_id, project["id"],
+                                           invocation)
+            remote = remote_invocation(link, run_id, invocation)
+        except (HostDown, OSError) as exc:  # the run never started: so says its row
+            runtime.run_tokens.pop(token, None)
+            update_run_row(run_id, {"status": "failed", "error": str(exc),
+                                    "ended_at": now_iso()})
+            raise
         run = RemoteRun(task_id, project["id"], run_id, text, model=task["model"],
-                        channel=channel, link=link, **remote_invocation(link, run_id,
-                                                                        invocation))
+                        channel=channel, link=link, **remote)
         run.board_token = token
     model_name = adapt_run(run, agent, task["model"], session_id)
     if agent == "claude":

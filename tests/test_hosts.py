@@ -13,7 +13,7 @@ from ssh_helpers import SshServer, host_body, sshd_missing, trusted_host
 from test_git_host import REPO, TOKEN, FakeHost, add_origin
 
 import taskboard
-from agent_helpers import RUN, alive, children, logs, task_calls, wait_status
+from agent_helpers import RUN, alive, children, logs, query, task_calls, wait_status
 from conftest import FAKE_AGENT, assert_error, assert_refused, desk, git, make_repo, wait_for
 
 pytestmark = pytest.mark.skipif(sshd_missing() is not None, reason=str(sshd_missing()))
@@ -549,3 +549,17 @@ def test_how_a_host_is_reached_cannot_change_under_its_runs(
         "renamed"  # what does not touch the connection may change
     assert client.get(f"/api/tasks/{task['id']}").json["is_running"]
     api.move(task["id"], "backlog")
+
+
+def test_a_run_whose_settings_cannot_reach_the_host_is_recorded_as_never_started(
+        client, api, remote_project, agent_dir, tmp_path):
+    project, host = remote_project
+    (tmp_path / "host").mkdir(exist_ok=True)
+    (tmp_path / "host" / "runs").write_text("a file where the runs' folder goes")
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    failed = wait_status(client, task["id"], "failed")
+    assert "settings could not be written" in failed["last_error"]
+    assert task_calls(agent_dir, task["id"]) == []
+    assert query("SELECT status FROM runs WHERE task_id = ?", (task["id"],)) == [("failed",)]
+    assert client.get(f"/api/hosts/{host['id']}").json["running"] == 0
