@@ -6816,8 +6816,8 @@ def remote_worktree(task: dict, project: dict, link: "HostLink") -> str:
 def remote_checkout(task: dict, project: dict, host: dict, link: "HostLink",
                     run_id: int | None = None) -> str:
     """The task's worktree on the host (design §15): the project's clone at
-    <baseDir>/repos/<slug>, fetched, and a worktree per task on the task's branch; its
-    absolute path there."""
+    <baseDir>/repos/<slug>, fetched before each run, and a worktree per task on the task's
+    branch; its absolute path there."""
     url = project["repo_url"] or _origin_url(project["working_dir"])
     if not url:
         raise GitError(f"project {project['name']!r} runs on host {host['name']!r} but has "
@@ -6831,9 +6831,9 @@ def remote_checkout(task: dict, project: dict, host: dict, link: "HostLink",
 repo={repo}; wt={worktree}; b={shlex.quote(branch)}; pr={shlex.quote(pr_base)}
 mkdir -p "$(dirname "$repo")" "$(dirname "$wt")"
 [ -d "$repo/.git" ] || git clone -q -- {shlex.quote(url)} "$repo" >&2
+git -C "$repo" fetch -q origin >&2 || true
 if git -C "$wt" rev-parse --git-dir >/dev/null 2>&1; then echo kept
 else
-  git -C "$repo" fetch -q origin >&2 || true
   git -C "$repo" worktree prune
   if git -C "$repo" rev-parse --verify -q "refs/heads/$b" >/dev/null; then
     git -C "$repo" worktree add -q "$wt" "$b" >&2; echo again

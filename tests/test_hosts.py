@@ -563,3 +563,21 @@ def test_a_run_whose_settings_cannot_reach_the_host_is_recorded_as_never_started
     assert task_calls(agent_dir, task["id"]) == []
     assert query("SELECT status FROM runs WHERE task_id = ?", (task["id"],)) == [("failed",)]
     assert client.get(f"/api/hosts/{host['id']}").json["running"] == 0
+
+
+def test_the_hosts_clone_is_fetched_before_each_run(client, api, sshd, tmp_path, agent_dir):
+    make_repo(api.workdir)
+    origin = add_origin(api.workdir, tmp_path / "origin.git")
+    host = trusted_host(client, sshd, tmp_path)
+    project = api.project(host=host["id"])  # repoUrl: the origin of workingDir
+    first = api.task(project["id"], description="fake:ok")
+    api.move(first["id"], "in_progress")
+    wait_status(client, first["id"], "testing")
+    clone = os.path.join(tmp_path, "host", "repos", project["slug"])
+    (api.workdir / "NEWS.md").write_text("news\\n")
+    git(api.workdir, "add", "NEWS.md")
+    git(api.workdir, "commit", "-q", "-m", "news")
+    git(api.workdir, "push", "-q", "origin", "main")
+    api.move(first["id"], "in_progress")  # its worktree is kept; the clone is fetched
+    wait_status(client, first["id"], "testing")
+    assert git(clone, "rev-parse", "origin/main") == git(origin, "rev-parse", "main")
