@@ -8316,10 +8316,10 @@ class AgentRun:
                 return
             if count % 64 == 0:
                 gevent.sleep(0)  # a full pipe must not starve the requests
-            self.last_output = time.monotonic()
             text = line.decode("utf-8", "replace").rstrip("\r\n")
-            if not text.strip():
+            if not text.strip():  # nothing said (a remote run's heartbeat): not activity
                 continue
+            self.last_output = time.monotonic()
             try:
                 handle(text)
             except Exception:  # one odd line must not stop the reading (the agent would block)

@@ -581,3 +581,20 @@ def test_the_hosts_clone_is_fetched_before_each_run(client, api, sshd, tmp_path,
     api.move(first["id"], "in_progress")  # its worktree is kept; the clone is fetched
     wait_status(client, first["id"], "testing")
     assert git(clone, "rev-parse", "origin/main") == git(origin, "rev-parse", "main")
+
+
+def test_a_quiet_run_on_a_host_meets_its_idle_timeout(client, api, remote_project, agent_dir,
+                                                     monkeypatch):
+    """The wrapper's heartbeat (an empty stderr line every 3 s) is not the agent's output."""
+    project, host = remote_project
+    monkeypatch.setattr(taskboard, "SECONDS_PER_MINUTE", 5.0)  # idle after 5 s: > 3 s
+    monkeypatch.setattr(taskboard, "KILL_GRACE_SECONDS", 1)
+    client.put_json("/api/settings", {"agentIdleTimeoutMinutes": 1})
+    client.put_json(f"/api/projects/{project['id']}", {"maxRetries": 0})
+    task = api.task(project["id"], description="fake:hang")
+    api.move(task["id"], "in_progress")
+    [call] = wait_for(lambda: task_calls(agent_dir, task["id"]), RUN, message="the agent")
+    failed = wait_status(client, task["id"], "failed", timeout=30)
+    assert "idle" in failed["last_error"] or "no output" in failed["last_error"]
+    wait_for(lambda: not group_members(call["pgid"]), RUN,
+             message="the quiet agent's group on the host to be killed")
