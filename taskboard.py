@@ -3898,7 +3898,7 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         head = git_head(cwd)
     else:
         cwd = remote_checkout(task, project, host, link)
-        attachment_dir = copy_attachments(task, context["attachments"], host, link) \
+        attachment_dir = copy_attachments(task, context["attachments"], link) \
             if context["attachments"] else None
         head = remote_git(link, cwd, "rev-parse", "HEAD").strip()
     invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
@@ -4580,8 +4580,12 @@ class GitError(Exception):
 
 def git(cwd: str, *args: str, timeout: float = 60) -> str:
     """Run `git args` in cwd; its output, or GitError with git's own message."""
-    code, out = run_command(["git", *args], cwd, timeout, stderr=subprocess.STDOUT,
-                            env={**os.environ, **GIT_ENV})
+    return git_output(args, *run_command(["git", *args], cwd, timeout, stderr=subprocess.STDOUT,
+                                         env={**os.environ, **GIT_ENV}))
+
+
+def git_output(args, code: int | None, out: str) -> str:
+    """A git command's output (here or on a host), or GitError with git's last word."""
     if code != 0:
         detail = out.strip().splitlines()[-1] if out.strip() else f"exit code {code}"
         raise GitError(f"git {args[0]} failed: {_cut(detail, 300)}")
@@ -4704,13 +4708,12 @@ def _remove_remote_worktree(task: dict, project: dict, only_if_done: bool) -> No
         return
     link = host_link(host)
     try:
-        base = link.resolve(host["base_dir"])
         with host_lock(host, project["slug"]):
             if only_if_done:
                 now = task_row(task["id"])
                 if now is None or now["status"] != "done" or runtime.agents.holds(task["id"]):
                     return
-            repo = shlex.quote(f"{base}/repos/{project['slug']}")
+            repo = shlex.quote(link.path("repos", project["slug"]))
             branch = shlex.quote(task["branch_name"])
             empty = f' && [ "$(git -C {repo} rev-list --count ' \
                 f'{shlex.quote(task["base_commit"])}..{branch})" = 0 ] && ' \
@@ -4784,8 +4787,8 @@ def open_pull_request(task: dict, project: dict) -> None:
             host = found(host_row(project["host_id"]), "the project's host is gone")
             link = host_link(host)
             with host_lock(host, project["slug"]):
-                remote_git(link, f"{link.resolve(host['base_dir'])}/repos/{project['slug']}",
-                           "push", "origin", refs, timeout=PUSH_TIMEOUT_SECONDS)
+                remote_git(link, link.path("repos", project["slug"]), "push", "origin", refs,
+                           timeout=PUSH_TIMEOUT_SECONDS)
         else:
             with git_lock(root):
                 git(root, "push", "origin", refs, timeout=PUSH_TIMEOUT_SECONDS)
@@ -5516,9 +5519,8 @@ def task_git(task: dict, project: dict) -> tuple:
     try:
         if link is None:
             raise HostDown("not connected")
-        base = link.resolve(link.host["base_dir"])
-        root = link.shell(f"{base}/repos/{project['slug']}", reopen=False)
-        path = f"{base}/worktrees/{project['id']}/{task['task_key']}"
+        root = link.shell(link.path("repos", project["slug"], reopen=False), reopen=False)
+        path = link.path("worktrees", project["id"], task["task_key"], reopen=False)
         checkout = link.shell(path, reopen=False) if root(["test", "-d", path])[0] == 0 \
             else None
     except HostDown:
@@ -6785,15 +6787,10 @@ def remote_invocation(link: "HostLink", run_id: int, invocation: dict) -> dict:
     own.pop("TASKBOARD_URL", None)
     if link.port:  # the board, through the connection's remote forward
         own["TASKBOARD_URL"] = f"http://127.0.0.1:{link.port}"
-    base = host_word(link.host["base_dir"])
-    env_file = f"{base}/runs/{int(run_id)}.env"
-    code, out = link.run(f"umask 077 && mkdir -p {base}/runs && cat > {env_file}",
-                         stdin="".join(f"export {k}={shlex.quote(v)}\n"
-                                       for k, v in own.items()).encode())
-    if code != 0:
-        raise OSError(f"the run's settings could not be written on host "
-                      f"{link.host['name']!r}: {_cut(out.strip(), 300)}")
-    remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {env_file} " \
+    env_file = link.path("runs", f"{int(run_id)}.env")
+    link.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
+               .encode(), "the run's settings")
+    remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
         f"{shlex.quote(invocation['cwd'])} {shlex.join(invocation['argv'])}"
     return {**invocation, "argv": link.argv(remote),
             "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
@@ -6809,8 +6806,7 @@ def host_command(host: dict | None, agent: str) -> list[str] | None:
 
 def remote_worktree(task: dict, project: dict, link: "HostLink") -> str:
     """Where the task's worktree is on its project's host (an absolute path)."""
-    return f"{link.resolve(link.host['base_dir'])}/worktrees/{project['id']}/" \
-        f"{task['task_key']}"
+    return link.path("worktrees", project["id"], task["task_key"])
 
 
 def remote_checkout(task: dict, project: dict, host: dict, link: "HostLink",
@@ -6822,9 +6818,8 @@ def remote_checkout(task: dict, project: dict, host: dict, link: "HostLink",
     if not url:
         raise GitError(f"project {project['name']!r} runs on host {host['name']!r} but has "
                        "no repoUrl, and its workingDir has no origin to clone")
-    base = host_word(host["base_dir"])
-    repo = f'{base}/repos/{shlex.quote(project["slug"])}'
-    worktree = f'{base}/worktrees/{int(project["id"])}/{shlex.quote(task["task_key"])}'
+    repo = shlex.quote(link.path("repos", project["slug"]))
+    worktree = shlex.quote(remote_worktree(task, project, link))
     branch = task["branch_name"] or branch_name(task)
     pr_base = project["pr_base_branch"]
     script = f"""set -e
@@ -6871,29 +6866,20 @@ def _origin_url(folder: str) -> str | None:
 
 def remote_git(link: "HostLink", cwd: str, *args: str, timeout: float = 60) -> str:
     """git(), in a worktree on a host."""
-    code, out = link.run(f"git -C {shlex.quote(cwd)} {shlex.join(args)}", timeout=timeout)
-    if code != 0:
-        detail = out.strip().splitlines()[-1] if out.strip() else f"exit code {code}"
-        raise GitError(f"git {args[0]} failed: {_cut(detail, 300)}")
-    return out
+    return git_output(args, *link.run(f"git -C {shlex.quote(cwd)} {shlex.join(args)}",
+                                      timeout=timeout))
 
 
-def copy_attachments(task: dict, attachments: list[dict], host: dict, link: "HostLink") -> str:
+def copy_attachments(task: dict, attachments: list[dict], link: "HostLink") -> str:
     """Copy the task's attachments to <baseDir>/attachments/<task_key>/ on the host; the
     folder's path there."""
-    folder = f"{host_word(host['base_dir'])}/attachments/{shlex.quote(task['task_key'])}"
-    code, out = link.run(f'rm -rf {folder} && mkdir -p {folder} && cd {folder} && pwd -P')
-    if code != 0:
-        raise GitError(f"the attachments could not be copied: {_cut(out.strip(), 300)}")
-    path = out.strip().splitlines()[-1]
+    folder = link.path("attachments", task["task_key"])
+    link.run(f"rm -rf {shlex.quote(folder)}")  # what an earlier run was given
     for item in attachments:
         with open(os.path.join(runtime.data_dir, item["path"]), "rb") as f:
-            data = f.read()
-        code, out = link.run(f"cat > {folder}/{shlex.quote(item['file_name'])}", stdin=data)
-        if code != 0:
-            raise GitError(f"attachment {item['file_name']!r} could not be copied: "
-                           f"{_cut(out.strip(), 300)}")
-    return path
+            link.write(posixpath.join(folder, item["file_name"]), f.read(),
+                       f"attachment {item['file_name']!r}")
+    return folder
 
 
 # --- health ------------------------------------------------------------------------
@@ -8587,13 +8573,6 @@ def _die_with_board() -> None:
         prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def host_word(path: str) -> str:
-    """A path on a host as one shell word; ~ is the login's home there."""
-    if path == "~" or path.startswith("~/"):
-        return '"$HOME"' + (shlex.quote(path[1:]) if path != "~" else "")
-    return shlex.quote(path)
-
-
 def host_alias(host_id: int) -> str:
     """The name a host's key is pinned under, whatever its address or port."""
     return f"taskboard-host-{host_id}"
@@ -8745,16 +8724,25 @@ class HostLink:
             raise HostDown(_ssh_error(out, "the connection was lost"))
         return done.returncode, out
 
-    def resolve(self, path: str) -> str:
-        """A path on the host with ~ made its login's home."""
-        if path == "~" or path.startswith("~/"):
+    def path(self, *parts, reopen: bool = True) -> str:
+        """The absolute path of parts under the host's baseDir (~ is the login's home)."""
+        base = self.host["base_dir"]
+        if base == "~" or base.startswith("~/"):
             if self.home is None:
-                code, out = self.run('printf %s "$HOME"', timeout=30)
+                code, out = self.run('printf %s "$HOME"', timeout=30, reopen=reopen)
                 if code != 0 or not out.startswith("/"):
                     raise HostDown(f"the host's home folder is unknown: {_cut(out, 200)}")
                 self.home = out
-            return self.home + path[1:]
-        return path
+            base = self.home + base[1:]
+        return posixpath.join(base, *map(str, parts))
+
+    def write(self, path: str, data: bytes, what: str) -> None:
+        """Write a file on the host that only its login may read; OSError naming what."""
+        code, out = self.run(f"umask 077 && mkdir -p {shlex.quote(posixpath.dirname(path))} "
+                             f"&& cat > {shlex.quote(path)}", stdin=data)
+        if code != 0:
+            raise OSError(f"{what} could not be written on host {self.host['name']!r}: "
+                          f"{_cut(out.strip(), 300)}")
 
     def shell(self, cwd: str, reopen: bool = True):
         """run(argv, timeout) -> (exit code, stdout) in cwd on the host, as run_command()
@@ -10649,15 +10637,10 @@ def remote_board_tools(link: "HostLink", agent: str, run_id: int, task_id: int,
     token = secrets.token_urlsafe(24)
     server = {"url": f"http://127.0.0.1:{link.port}/mcp", "token": token}
     if agent == "claude":
-        server["config"] = path = \
-            f"{link.resolve(link.host['base_dir'])}/runs/{int(run_id)}.mcp.json"
+        server["config"] = link.path("runs", f"{int(run_id)}.mcp.json")
         config = {"mcpServers": {"taskboard": {"type": "http", "url": server["url"],
                                                "headers": {"Authorization": f"Bearer {token}"}}}}
-        code, out = link.run(f"umask 077 && mkdir -p {shlex.quote(posixpath.dirname(path))} "
-                             f"&& cat > {shlex.quote(path)}", stdin=json_dumps(config).encode())
-        if code != 0:
-            raise OSError(f"the board tools' settings could not be written on host "
-                          f"{link.host['name']!r}: {_cut(out.strip(), 300)}")
+        link.write(server["config"], json_dumps(config).encode(), "the board tools' settings")
     ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], server)
     runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
                                  "created": set()}
