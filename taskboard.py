@@ -3826,15 +3826,16 @@ def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
     """Start an agent for a task holding a slot: fresh, or its session resumed with
     `prompt`.  Whatever goes wrong, the slot is given back.  A task of a project on a
     host starts in the background: its connection may take seconds to open."""
-    if task_host_row(task_id) is not None and not getattr(gevent.getcurrent(), "to_host",
-                                                              False):
-        starter = gevent.Greenlet(start_run, task_id, resume=resume, prompt=prompt,
-                                  note=note, mcp_port=mcp_port)
-        starter.to_host = True
-        runtime.agents.starters.add(starter)
-        starter.link(runtime.agents.starters.discard)
-        starter.start()
+    if task_host_row(task_id) is None:
+        _start_guarded(task_id, resume, prompt, note, mcp_port)
         return
+    starter = gevent.spawn(_start_guarded, task_id, resume, prompt, note, mcp_port)
+    runtime.agents.starters.add(starter)
+    starter.link(runtime.agents.starters.discard)
+
+
+def _start_guarded(task_id: int, resume: bool, prompt: str | None, note: str | None,
+                   mcp_port: int | None) -> None:
     try:
         _start_run(task_id, resume, prompt, note, mcp_port)
     except HostDown as exc:  # lost while the run was being prepared
