@@ -4016,6 +4016,7 @@ def finish_run(run: "AgentRun") -> None:
         **({"session_id": run.parser.session_id} if run.parser.session_id else {}),
         **({"last_error": reason} if outcome in ("retry", "fail") else {})})
     runtime.agents.forget(run, keep_slot=outcome in ("retry", "wait") and task is not None)
+    publish_host_runs(run)
     if link is not None:  # a slot on the host is free: its other projects may use it
         for project_id in host_project_rows(link.host["id"]):
             if project_id != run.project_id:
@@ -5766,6 +5767,7 @@ def finish_verifier(run: "AgentRun") -> None:
     finish_run_rows(run.run_id, {
         "status": "stopped" if outcome in ("stopped", "interrupted") else status,
         "exit_code": run.exit_code, "error": problem, **run.usage_columns()}, {})
+    publish_host_runs(run)
     check_budget()
     until = limit_resets(run.parser) if outcome == "wait" else None
     if until is not None:
@@ -6718,6 +6720,14 @@ def _discovered(out: str) -> dict:
             found_["agents"][parts[0]] = {"found": parts[1] == "1",
                                           "version": cli_version(parts[2])}
     return found_
+
+
+def publish_host_runs(run: "AgentRun") -> None:
+    """host:updated for the host of a run that started or ended: its `running` changed."""
+    link = getattr(run, "link", None)
+    row = host_row(link.host["id"]) if link is not None else None
+    if row is not None:
+        runtime.events.publish("host:updated", host_view(row))
 
 
 def host_came_back(host: dict) -> None:
@@ -8830,7 +8840,7 @@ class RemoteRun(AgentRun):
         gevent.spawn(self._supervise)
 
     def _started(self):
-        pass  # the process to remember is the group on the host: see _stderr
+        publish_host_runs(self)  # the process to remember is its group there: see _stderr
 
     def _stderr(self, text: str):
         found_group = self.group is None and REMOTE_GROUP_RE.match(text)

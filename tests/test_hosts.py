@@ -598,3 +598,14 @@ def test_a_quiet_run_on_a_host_meets_its_idle_timeout(client, api, remote_projec
     assert "idle" in failed["last_error"] or "no output" in failed["last_error"]
     wait_for(lambda: not group_members(call["pgid"]), RUN,
              message="the quiet agent's group on the host to be killed")
+
+
+def test_the_board_hears_a_hosts_runs_start_and_end(client, api, live, remote_project,
+                                                    agent_dir):
+    project, host = remote_project
+    ws = live.ws()
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    ws.until("host:updated", lambda h: h["id"] == host["id"] and h["running"] == 1, RUN)
+    ws.until("host:updated", lambda h: h["id"] == host["id"] and h["running"] == 0, RUN)
+    assert wait_status(client, task["id"], "testing")["waitingFor"] is None
