@@ -42,10 +42,12 @@ COMMANDS = ("stop_task", "restart_task", "request_changes", "get_task_diff",
 
 
 def wait_quiet(client, task_id):
-    """A hanging run has stored its init line and session: nothing more will change."""
+    """A hanging run has stored its session and the echo of its prompt, which the CLI prints
+    after its init line: nothing more will change."""
     wait_for(lambda: get_task(client, task_id)["session_id"]
-             and query("SELECT COUNT(*) FROM task_events WHERE task_id = ?", (task_id,))[0][0]
-             >= 1, RUN, message=f"task {task_id}'s init line and session to be stored")
+             and query("SELECT COUNT(*) FROM task_events WHERE task_id = ? AND kind = 'user'",
+                       (task_id,))[0][0] >= 1,
+             RUN, message=f"task {task_id}'s session and prompt echo to be stored")
 
 
 def ids(tasks):

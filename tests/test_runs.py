@@ -340,7 +340,8 @@ def test_run_start_beyond_max_concurrent_is_409_and_changes_nothing(client, api,
     wait_running(client, a, agent_dir)
     wait_running(client, b, agent_dir)
     wait_for(lambda: query("SELECT COUNT(DISTINCT task_id) FROM task_events WHERE kind = "
-                           "'system'")[0][0] == 2, RUN, message="both init lines to be stored")
+                           "'user'")[0][0] == 2, RUN,
+             message="both prompt echoes (printed after init) to be stored")
     before = snapshot()
     refused = client.patch_json(f"/api/tasks/{c}/status", {"status": "in_progress"},
                                 expect_errors=True)
