@@ -9,8 +9,8 @@ import sys
 import pytest
 import requests
 from fault_helpers import ServerProcess, clean_env, group_members
+from git_host_helpers import REPO, TOKEN, FakeHost, add_origin
 from ssh_helpers import SshServer, host_body, sshd_missing, trusted_host
-from test_git_host import REPO, TOKEN, FakeHost, add_origin
 
 import taskboard
 from agent_helpers import RUN, alive, children, logs, query, task_calls, wait_status
