@@ -65,6 +65,7 @@ import bottle
 import gevent
 import gevent.event
 import gevent.lock
+import gevent.pool
 from gevent import pywsgi
 from geventwebsocket.exceptions import WebSocketError
 from geventwebsocket.handler import WebSocketHandler
@@ -141,7 +142,8 @@ EFFORTS = ("low", "medium", "high")
 PERMISSION_MODES = ("auto-accept", "allow-tools", "default")
 PLATFORMS = ("platform_a", "platform_b", "platform_c", "custom")
 LANGUAGES = ("en", "tr")
-#: Events a webhook may subscribe to (the spec's five, task:failed, task:needs_input), with
+#: Events a webhook may subscribe to (the spec's five, task:failed, task:needs_input,
+#: task:merged), with
 #: the headline and Discord embed colour (0xRRGGBB) of their deliveries; webhook:test is the
 #: test route's.
 WEBHOOK_EVENTS = {
@@ -150,7 +152,8 @@ WEBHOOK_EVENTS = {
     "task:approved": ("Task approved", 0x2D7D46),
     "task:changes_requested": ("Changes requested", 0xEB6E2F),
     "task:failed": ("Task failed", 0xED4245),
-    "task:needs_input": ("The agent needs you", 0xFEE75C)}
+    "task:needs_input": ("The agent needs you", 0xFEE75C),
+    "task:merged": ("Pull request merged", 0x8957E5)}
 WEBHOOK_TEST = ("Test message from Taskboard", 0x99AAB5)
 #: Priority numbers as words, for {{priority}} in templates.
 PRIORITY_NAMES = ("low", "medium", "high", "urgent")
@@ -291,6 +294,10 @@ MESSAGE_STATES = ("queued", "sent")
 STOP_CHECK_TIMEOUT_SECONDS = 600.0
 STOP_CHECK_TAIL = 4000
 MESSAGE_MAX = 100_000  # characters of a message to the agent
+#: A followed pull request (design §16): its states, its checks, its review.
+PR_STATES = ("open", "merged", "closed")
+PR_CHECKS = ("pending", "passing", "failing", "none")
+PR_REVIEWS = ("none", "approved", "changes_requested")
 
 #: Command-line options; each has an environment twin.
 Option = collections.namedtuple("Option", "flag env default help")
@@ -839,6 +846,11 @@ PROJECT_FIELDS = (
     Field("autoPr", "flag", column="auto_pr", default=0),
     Field("prBaseBranch", "str", column="pr_base_branch", default="main", pattern=BRANCH_RE,
           doc="a git branch name"),
+    Field("prPollSeconds", "int", column="pr_poll_seconds", lo=1, hi=3600, default=60,
+          doc="how often an open pull request of a task is looked at (seconds)"),
+    Field("prFixMaxAttempts", "int", column="pr_fix_max_attempts", lo=0, hi=20, default=3,
+          doc="failing checks, reviews and conflicts of one pull request sent back to the "
+          "agent at most this many times; then it waits for you"),
     Field("autoTest", "flag", column="auto_test", default=0),
     Field("testPrompt", "str", column="test_prompt", default="", maxlen=100_000),
     Field("taskTimeoutMinutes", "int", column="task_timeout_minutes", nullable=True, lo=0,
@@ -904,6 +916,16 @@ TASK_FIELDS = (
         "to be reachable (it stays where it was moved, and starts when a check of the host "
         "succeeds), or null"),
     _ro("pending_approvals", doc="tool approvals and questions waiting for a person"),
+    _ro("pr", "json", column="pr_json", nullable=True, shape={"type": "object", "properties": {
+        "number": {"type": "integer"}, "url": {"type": "string"},
+        "state": {"type": "string", "enum": list(PR_STATES)},
+        "checks": {"type": "string", "enum": list(PR_CHECKS)},
+        "review": {"type": "string", "enum": list(PR_REVIEWS)},
+        "fixAttempts": {"type": "integer"}, "error": {"type": ["string", "null"]},
+        "needsYou": {"type": ["string", "null"]}}},
+        doc="the task's pull request as the board follows it (autoPr): fixAttempts = "
+        "revisions it sent back; error = why it stopped following; needsYou = why it "
+        "waits for you; null = no pull request"),
 )
 
 TEMPLATE_FIELDS = (
@@ -975,6 +997,10 @@ SETTINGS_FIELDS = (
           doc="{agent: {model_large, model_medium, model_small}}: the model each agent CLI "
           "is given for a tier, over the built-in ones (null: the CLI's own default); "
           "null = the built-in ones"),
+    Field("gitHostWebhookSecret", "secret", nullable=True, maxlen=500,
+          doc="write-only; what the source host signs its webhook calls with "
+          "(X-Hub-Signature-256); null = the webhook route refuses every call"),
+    _ro("hasGitHostWebhookSecret", "bool", default=0, doc="whether gitHostWebhookSecret is set"),
 )
 
 #: Log entry and revision shapes (read-only), for the OpenAPI document.
@@ -1653,6 +1679,29 @@ ALTER TABLE projects ADD COLUMN host_id INTEGER REFERENCES hosts(id);
 ALTER TABLE projects ADD COLUMN repo_url TEXT NOT NULL DEFAULT '';
 ALTER TABLE tasks ADD COLUMN waiting_for_json TEXT;
 ALTER TABLE runs ADD COLUMN host_id INTEGER;
+"""),
+    # tasks.pr_json is the PR as the API shows it; pull_requests is what following it needs
+    # (design §16).  PRs opened before are followed from now on.
+    ("0014_pull_requests", """
+ALTER TABLE projects ADD COLUMN pr_poll_seconds INTEGER NOT NULL DEFAULT 60;
+ALTER TABLE projects ADD COLUMN pr_fix_max_attempts INTEGER NOT NULL DEFAULT 3;
+ALTER TABLE tasks ADD COLUMN pr_json TEXT;
+CREATE TABLE pull_requests (
+  task_id INTEGER PRIMARY KEY REFERENCES tasks(id) ON DELETE CASCADE,
+  repo TEXT NOT NULL,
+  head_sha TEXT,
+  since TEXT NOT NULL,
+  sent_json TEXT NOT NULL DEFAULT '[]',
+  posted_json TEXT NOT NULL DEFAULT '[]'
+);
+UPDATE tasks SET pr_json = json_object('number', CAST(substr(pr_url, instr(pr_url, '/pull/')
+  + 6) AS INTEGER), 'url', pr_url, 'state', 'open', 'checks', 'none', 'review', 'none',
+  'fixAttempts', 0, 'error', NULL, 'needsYou', NULL)
+  WHERE pr_url LIKE '%/pull/%' AND CAST(substr(pr_url, instr(pr_url, '/pull/') + 6)
+  AS INTEGER) > 0 AND project_id IN (SELECT id FROM projects WHERE git_host_repo != '');
+INSERT INTO pull_requests (task_id, repo, since) SELECT t.id, p.git_host_repo,
+  strftime('%Y-%m-%dT%H:%M:%SZ', 'now') FROM tasks t JOIN projects p ON p.id = t.project_id
+  WHERE t.pr_json IS NOT NULL;
 """),
 )
 
@@ -2611,14 +2660,23 @@ def delete_dependency_row(from_id: int, to_id: int) -> int | None:
         return project_id if removed else None
 
 
-def insert_revision_row(task_id: int, feedback: str, notice: Notice) -> dict | None:
+def insert_revision_row(task_id: int, feedback: str, notice: Notice,
+                        sent: dict | None = None) -> dict | None:
     """Record a change request (and its activity) and queue its notice; return the task,
-    None if absent."""
+    None if absent.  `sent` {keys, since}: it sends a pull request's signals back, which
+    happens only while the task is done, and counts one of the PR's attempts."""
     with tx() as t:
         task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
-        if task is None:
+        if task is None or (sent and task["status"] != "done"):
             return None
         now = now_iso()
+        if sent:
+            follow = t.one("SELECT sent_json FROM pull_requests WHERE task_id = ?", (task_id,))
+            t.update("pull_requests", task_id, {"since": sent["since"], "sent_json": json_dumps(
+                json.loads(follow["sent_json"]) + sent["keys"])}, key="task_id")
+            pr = json.loads(task["pr_json"])
+            t.update("tasks", task_id, {"pr_json": json_dumps(
+                {**pr, "fixAttempts": pr["fixAttempts"] + 1, "needsYou": None})})
         t.insert("revisions", {"task_id": task_id, "feedback": feedback, "created_at": now})
         t.insert("activity", {"project_id": task["project_id"], "task_id": task_id,
                               "task_title": task["title"], "event": "revision",
@@ -2961,15 +3019,22 @@ def spend_action_row(token_hash: str, approval_id: int) -> bool | None:
                                 (token_hash,)) else None
 
 
+#: Tasks whose pull request waits for a person (design §16).
+PR_NEEDS_YOU = "json_extract(pr_json, '$.needsYou') IS NOT NULL AND " \
+    "json_extract(pr_json, '$.state') = 'open'"
+
+
 def inbox_count() -> int:
     with read() as t:
         return t.value("SELECT (SELECT COUNT(*) FROM approvals WHERE status = 'pending') + "
-                       "(SELECT COUNT(*) FROM tasks WHERE status = 'testing')")
+                       "(SELECT COUNT(*) FROM tasks WHERE status = 'testing') + "
+                       f"(SELECT COUNT(*) FROM tasks WHERE {PR_NEEDS_YOU})")
 
 
 def inbox_rows() -> tuple[list[dict], list[dict]]:
     """What waits for a person in every project: the pending approvals (with their task
-    and project) and the tasks in testing (with when they got there)."""
+    and project), the tasks in testing (with when they got there) and those whose pull
+    request waits for a person (`pr` set)."""
     with read() as t:
         approvals = t.all("SELECT a.*, k.task_key, k.title AS task_title, p.name AS "
                           "project_name FROM approvals a JOIN tasks k ON k.id = a.task_id "
@@ -2979,6 +3044,9 @@ def inbox_rows() -> tuple[list[dict], list[dict]]:
                         "task_id = k.id AND to_status = 'testing'), k.updated_at) AS at FROM "
                         "tasks k JOIN projects p ON p.id = k.project_id "
                         "WHERE k.status = 'testing'")
+        reviews += t.all("SELECT k.id, k.project_id, k.task_key, k.title, p.name AS "
+                         "project_name, k.updated_at AS at, k.pr_json AS pr FROM tasks k "
+                         f"JOIN projects p ON p.id = k.project_id WHERE {PR_NEEDS_YOU}")
         return approvals, reviews
 
 
@@ -3005,6 +3073,54 @@ def insert_issue_tasks(project_id: int, issues: list[dict], defaults: dict,
                                          "task_id": inserted[0]["id"],
                                          "imported_at": now_iso()})
         return rows
+
+
+def followed_pr_rows(task_id: int | None = None) -> list[dict]:
+    """The pull requests the board follows (open, not given up on), or task_id's: each with
+    its task's status and key, and its project's poll interval and attempt limit."""
+    with read() as t:
+        return t.all("SELECT r.*, k.pr_json, k.status, k.task_key, k.title, k.project_id, "
+                     "p.pr_poll_seconds, p.pr_fix_max_attempts, p.pr_base_branch FROM "
+                     "pull_requests r JOIN tasks k ON k.id = r.task_id JOIN projects p ON "
+                     "p.id = k.project_id WHERE json_extract(k.pr_json, '$.state') = 'open' "
+                     "AND json_extract(k.pr_json, '$.error') IS NULL"
+                     + (" AND r.task_id = ?" if task_id else "") + " ORDER BY r.task_id",
+                     (task_id,) if task_id else ())
+
+
+def add_posted_pr_row(task_id: int, comment_id: int) -> None:
+    """Keep the id of a comment the board posted on the task's PR (never read as a
+    person's)."""
+    with tx() as t:
+        t.execute("UPDATE pull_requests SET posted_json = json_insert(posted_json, '$[#]', ?) "
+                  "WHERE task_id = ?", (comment_id, task_id))
+
+
+def update_pr_row(task_id: int, shown: dict, kept: dict | None = None,
+                  event: str | None = None, notice: Notice | None = None) -> dict | None:
+    """Change the task's pull request: `shown` fields of its pr (the API's), `kept` columns
+    of pull_requests (made when absent, with repo and since), an activity `event` and a
+    notice, in one transaction; the task, None if absent."""
+    with tx() as t:
+        task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        if task is None:
+            return None
+        now = now_iso()
+        pr = json.loads(task["pr_json"] or "{}")
+        if {**pr, **shown} != pr:
+            pr.update(shown)
+            task = t.update("tasks", task_id, {"pr_json": json_dumps(pr), "pr_url": pr["url"],
+                                               "updated_at": now})
+        if kept and not t.update("pull_requests", task_id, kept, key="task_id"):
+            t.insert("pull_requests", {"task_id": task_id, **kept})
+        if event:
+            t.insert("activity", {"project_id": task["project_id"], "task_id": task_id,
+                                  "task_title": task["title"], "event": event,
+                                  "from_status": task["status"], "to_status": task["status"],
+                                  "created_at": now})
+        if notice is not None:
+            notice.queue(t, task)
+        return task
 
 
 # --- planning ------------------------------------------------------------------
@@ -3668,7 +3784,7 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
     else:
         runtime.agents.stop(task_id)
     if to == "done":
-        gevent.spawn(after_done, task_id)  # pull request, issue, worktree: in the background
+        runtime.chores.spawn(after_done, task_id)  # PR, issue, worktree: in the background
     settle_parent(after["parent_task_id"])
     schedule_queue(after["project_id"])
     return get_task(task_id)
@@ -4379,7 +4495,7 @@ def schedule_queue(project_id: int) -> None:
             run_queue(project_id)
         except Exception:  # a background loop: log and carry on
             log.exception("queue of project %s failed", project_id)
-    gevent.spawn(tick)
+    runtime.chores.spawn(tick)
 
 
 def run_queue(project_id: int) -> list[int]:
@@ -4675,11 +4791,13 @@ def commit_leftovers(task: dict, cwd: str, run_id: int | None, link=None) -> Non
                         "uncommitted", run_id)
 
 
-def remove_worktree(task: dict, project: dict, only_if_done: bool = False) -> None:
-    """Remove the task's worktree; its branch stays unless it has no commits of its own.
-    With only_if_done, nothing happens unless the task is still done and has no agent."""
+def remove_worktree(task: dict, project: dict, only_if_done: bool = False,
+                    merged: bool = False) -> None:
+    """Remove the task's worktree; its branch stays unless it has no commits of its own
+    or they were merged.  With only_if_done, nothing happens unless the task is still
+    done and has no agent."""
     if project["host_id"] is not None:  # in the background: the host may be slow to reach
-        gevent.spawn(_remove_remote_worktree, task, project, only_if_done)
+        gevent.spawn(_remove_remote_worktree, task, project, only_if_done, merged)
         return
     path = worktree_path(task)
     branch = task["branch_name"]
@@ -4698,12 +4816,13 @@ def remove_worktree(task: dict, project: dict, only_if_done: bool = False) -> No
             except GitError:
                 shutil.rmtree(path, ignore_errors=True)
                 run_command(["git", "worktree", "prune"], root, 30)
-        if branch and task["base_commit"] and git(
-                root, "rev-list", "--count", f"{task['base_commit']}..{branch}").strip() == "0":
+        if branch and (merged or task["base_commit"] and git(
+                root, "rev-list", "--count", f"{task['base_commit']}..{branch}").strip() == "0"):
             run_command(["git", "branch", "-D", branch], root, 30)
 
 
-def _remove_remote_worktree(task: dict, project: dict, only_if_done: bool) -> None:
+def _remove_remote_worktree(task: dict, project: dict, only_if_done: bool,
+                            merged: bool = False) -> None:
     """remove_worktree() on the project's host (nothing when it cannot be reached)."""
     host = host_row(project["host_id"])
     if host is None or not task["branch_name"]:
@@ -4717,7 +4836,8 @@ def _remove_remote_worktree(task: dict, project: dict, only_if_done: bool) -> No
                     return
             repo = shlex.quote(link.path("repos", project["slug"]))
             branch = shlex.quote(task["branch_name"])
-            empty = f' && [ "$(git -C {repo} rev-list --count ' \
+            empty = f" && git -C {repo} branch -D {branch}" if merged else \
+                f' && [ "$(git -C {repo} rev-list --count ' \
                 f'{shlex.quote(task["base_commit"])}..{branch})" = 0 ] && ' \
                 f'git -C {repo} branch -D {branch}' if task["base_commit"] else ""
             link.run(f"git -C {repo} worktree remove --force "
@@ -4774,8 +4894,12 @@ def after_done(task_id: int) -> None:
 
 
 def open_pull_request(task: dict, project: dict) -> None:
-    """autoPr: push the task's branch to origin and open a pull request for it."""
-    if not project["auto_pr"] or task["pr_url"]:
+    """autoPr: push the task's branch to origin and open a pull request for it; a task
+    whose pull request is open (it was sent back, §16) pushes to it again, never
+    forced."""
+    pr = json.loads(task["pr_json"]) if task["pr_json"] else None
+    pr = pr if pr and pr["state"] == "open" and not pr["error"] else None
+    if not project["auto_pr"] or task["pr_url"] and not pr:
         return
     say = functools.partial(runtime.logs.append, task["id"], "system")
     if not task["branch_name"]:
@@ -4795,8 +4919,19 @@ def open_pull_request(task: dict, project: dict) -> None:
             with git_lock(root):
                 git(root, "push", "origin", refs, timeout=PUSH_TIMEOUT_SECONDS)
     except (GitError, HostDown, NotFound) as exc:
-        say(f"no pull request: pushing {task['branch_name']} to origin failed ({exc})",
-            is_error=True)
+        if pr:
+            runtime.logs.append(task["id"], "pr", f"pull request #{pr['number']} was not "
+                                f"updated: pushing {task['branch_name']} failed ({exc})",
+                                is_error=True)
+        else:
+            say(f"no pull request: pushing {task['branch_name']} to origin failed ({exc})",
+                is_error=True)
+        return
+    if pr:
+        _publish_task(update_pr_row(task["id"], {"needsYou": None, "checks": "pending"}))
+        runtime.logs.append(task["id"], "pr", f"pushed {task['branch_name']}: pull request "
+                            f"#{pr['number']} updated")
+        runtime.prs.wake(task["id"])
         return
     say(f"pushed {task['branch_name']} to origin")
     if not repo:
@@ -4819,6 +4954,7 @@ def open_pull_request(task: dict, project: dict) -> None:
     if status == 201 and isinstance(answer, dict) and answer.get("html_url"):
         _publish_task(update_task_row(task["id"], {"pr_url": str(answer["html_url"])}))
         say(f"pull request: {answer['html_url']}")
+        follow_pull_request(task, repo, answer)
     else:
         say(f"the pull request was not opened: {_host_problem(status, answer)}",
             is_error=True)
@@ -4888,22 +5024,33 @@ def sync_all_issues() -> None:
 
 def git_host_call(method: str, path: str, body: dict | None = None) -> tuple[int | None, object]:
     """One call to the source host's REST API: (status, decoded answer), (None, why)."""
+    response = git_host_response(method, path, body)
+    return (None, response) if isinstance(response, str) else \
+        (response.status_code, _decoded(response))
+
+
+def git_host_response(method: str, path: str, body: dict | None = None,
+                      headers: dict | None = None, redirects: bool = True):
+    """One call to the source host's REST API: its requests.Response, or why there is none."""
     headers = {"Accept": "application/vnd.github+json", "User-Agent": f"taskboard/{__version__}",
-               "X-GitHub-Api-Version": "2022-11-28"}
+               "X-GitHub-Api-Version": "2022-11-28", **(headers or {})}
     if runtime.config.get("git_host_token"):
         headers["Authorization"] = f"Bearer {runtime.config['git_host_token']}"
     url = runtime.config["git_host_api"].rstrip("/") + path
     try:
         with gevent.Timeout(GIT_HOST_TIMEOUT_SECONDS):
-            response = requests.request(method, url, json=body, headers=headers,
-                                        timeout=GIT_HOST_TIMEOUT_SECONDS)
+            return requests.request(method, url, json=body, headers=headers,
+                                    timeout=GIT_HOST_TIMEOUT_SECONDS,
+                                    allow_redirects=redirects)
     except (gevent.Timeout, requests.RequestException) as exc:
-        return None, f"cannot reach {urllib.parse.urlsplit(url).netloc}: " \
-            f"{type(exc).__name__}"
+        return f"cannot reach {urllib.parse.urlsplit(url).netloc}: {type(exc).__name__}"
+
+
+def _decoded(response) -> object:
     try:
-        return response.status_code, response.json()
+        return response.json()
     except ValueError:
-        return response.status_code, response.text[:300]
+        return response.text[:300]
 
 
 def _issue_task(item: dict) -> dict:
@@ -4946,6 +5093,406 @@ def _repo_of_origin(root: str) -> str:
     return f"{match.group(1)}/{match.group(2)}" if match else ""
 
 
+# --- following a pull request (design §16) -----------------------------------------
+# One greenlet looks at every open PR the board opened, one at a time; what fails goes back
+# to the agent as one revision per look (at most prFixMaxAttempts), and what was sent is
+# kept in the store so that a restart never sends it twice.
+
+#: Check-run conclusions and commit-status states that fail a pull request's checks.
+FAILING = ("failure", "timed_out", "action_required", "startup_failure", "error")
+#: Characters of one check's output, and of a whole revision, sent back to the agent.
+PR_CHECK_OUTPUT_CHARS = 2000
+PR_FEEDBACK_CHARS = 20_000
+#: A host that fails is looked at again after prPollSeconds·2^n, at most this long.
+PR_BACKOFF_MAX_SECONDS = 3600.0
+
+
+class HostTrouble(Exception):
+    """The source host did not answer a look as it should; `wait`: how long it asked to
+    be left alone (Retry-After, X-RateLimit-Reset), if it said."""
+
+    def __init__(self, why: str, wait: float | None = None):
+        super().__init__(why)
+        self.wait = wait
+
+
+class PullRequests:
+    """The follower: each followed PR is looked at every prPollSeconds, at once when
+    woken (the host's webhook, a push), later and later while its host fails (logged
+    once).  Conditional GETs with the ETags of the last look cost no rate limit."""
+
+    def __init__(self):
+        self.due = {}  # task id -> time.monotonic() of its next look
+        self.failures = {}  # task id -> failed looks in a row
+        self.etags = {}  # task id -> {path: (ETag, decoded answer)} of its last look
+        self.asked = set()  # task ids to look at now, even during a look at them
+        self.looking, self.looks = None, 0  # the task id looked at now; looks ended
+        self.woken = gevent.event.Event()
+        self.greenlet, self.stopping = None, False
+
+    def start(self) -> None:
+        self.greenlet = gevent.spawn(self.forever)
+
+    def stop(self) -> None:
+        """Let a look that is under way end (a killed one would leave its socket open),
+        for a few seconds at most."""
+        self.stopping = True
+        self.woken.set()
+        if self.greenlet is not None:
+            self.greenlet.join(timeout=5)
+            self.greenlet.kill()
+
+    def wake(self, task_id: int | None = None) -> None:
+        self.asked |= {task_id} if task_id else set(self.due)
+        self.woken.set()
+
+    def forever(self) -> None:
+        while not self.stopping:
+            self.woken.clear()
+            rows = followed_pr_rows()
+            followed = {row["task_id"] for row in rows}
+            self.asked &= followed
+            for gone in set(self.due) - followed:
+                for kept in (self.due, self.failures, self.etags):
+                    kept.pop(gone, None)
+            for row in rows:
+                task_id = row["task_id"]
+                if self.stopping:
+                    return
+                if task_id in self.asked or \
+                        self.due.setdefault(task_id, 0.0) <= time.monotonic():
+                    self.asked.discard(task_id)
+                    self.look(row)
+            pause = 0.0 if self.asked else \
+                min(self.due.values(), default=60.0) - time.monotonic()
+            self.woken.wait(min(max(pause, 0.0), 60.0))
+
+    def look(self, row: dict) -> None:
+        self.looking = row["task_id"]
+        try:
+            self._look(row)
+        finally:
+            self.looking, self.looks = None, self.looks + 1
+
+    def _look(self, row: dict) -> None:
+        task_id = row["task_id"]
+        etags = {}
+        try:
+            look_at_pull_request(row, functools.partial(self.get, task_id, etags))
+        except HostTrouble as exc:
+            failed = self.failures[task_id] = self.failures.get(task_id, 0) + 1
+            wait = min(exc.wait or row["pr_poll_seconds"] * 2 ** failed,
+                       PR_BACKOFF_MAX_SECONDS)
+            if failed == 1:
+                runtime.logs.append(task_id, "pr", f"{exc}; looking again in {wait:.0f} s, "
+                                    "then less often until it answers", is_error=True)
+            self.due[task_id] = time.monotonic() + wait
+            return
+        except Exception:
+            log.exception("task %s: looking at its pull request failed", task_id)
+        else:
+            self.etags[task_id] = etags
+            if self.failures.pop(task_id, 0):
+                runtime.logs.append(task_id, "pr", "the source host answers again")
+        self.due[task_id] = time.monotonic() + row["pr_poll_seconds"]
+
+    def get(self, task_id: int, etags: dict, path: str) -> tuple[int, object]:
+        """GET path of the host, conditionally: (status, answer); a 304 gives the answer
+        kept from the last look.  5xx, 403 and 429 (rate limits) raise HostTrouble."""
+        etag, kept = self.etags.get(task_id, {}).get(path, (None, None))
+        response = git_host_response("GET", path, headers={"If-None-Match": etag}
+                                     if etag else None, redirects=False)
+        if isinstance(response, str):
+            raise HostTrouble(f"the source host did not answer ({response})")
+        if response.status_code == 304 and etag:
+            etags[path] = etag, kept
+            return 200, kept
+        answer = _decoded(response)
+        status = response.status_code
+        if status == 200 and response.headers.get("ETag"):
+            etags[path] = response.headers["ETag"], answer
+        if status in (403, 429) or status >= 500:
+            raise HostTrouble(_host_problem(status, answer), _wait_asked(response))
+        return status, answer
+
+
+def _wait_asked(response) -> float | None:
+    """Seconds the host asks a client to wait (Retry-After, else X-RateLimit-Reset when
+    no requests remain), or None."""
+    try:
+        if response.headers.get("Retry-After"):
+            return max(float(response.headers["Retry-After"]), 1.0)
+        if response.headers.get("X-RateLimit-Remaining") == "0":
+            return max(float(response.headers["X-RateLimit-Reset"]) - time.time(), 1.0)
+    except (KeyError, ValueError):
+        pass
+    return None
+
+
+def follow_pull_request(task: dict, repo: str, answer: dict) -> None:
+    """autoPr opened (or found) the task's pull request: follow it from now on."""
+    number = answer.get("number")
+    if not isinstance(number, int):
+        return
+    _publish_task(update_pr_row(task["id"], {
+        "number": number, "url": str(answer["html_url"]), "state": "open", "checks": "none",
+        "review": "none", "fixAttempts": 0, "error": None, "needsYou": None}, {
+        "repo": repo, "head_sha": None, "sent_json": "[]", "posted_json": "[]",
+        "since": str(answer.get("created_at") or now_iso())}))
+    runtime.logs.append(task["id"], "pr", f"opened pull request #{number}: "
+                        f"{answer['html_url']}")
+    runtime.prs.wake(task["id"])
+
+
+def look_at_pull_request(row: dict, get) -> None:
+    """One look at a followed PR (get: the follower's conditional GET): record its state,
+    checks and review; clean up after a merge; send back what fails, or say why not."""
+    task_id, pr, repo = row["task_id"], json.loads(row["pr_json"]), row["repo"]
+    number = pr["number"]
+    status, pull = get(f"/repos/{repo}/pulls/{number}")
+    if status in (301, 302, 307, 308, 404, 410):
+        moved = status < 400
+        error = f"pull request #{number} of {repo} " + (
+            "moved: the repository was renamed or transferred" if moved else
+            "is gone: it was deleted, or its repository renamed") + \
+            f" (the source host answered {status}); the board no longer follows it"
+        _publish_task(update_pr_row(task_id, {"error": error}))
+        runtime.logs.append(task_id, "pr", error, is_error=True)
+        return
+    if status != 200 or not isinstance(pull, dict):
+        raise HostTrouble(_host_problem(status, pull))
+    if pull.get("merged") or pull.get("merged_at"):
+        return pr_ended(row, pr, "merged")
+    if pull.get("state") == "closed":
+        return pr_ended(row, pr, "closed")
+    sha = str(_dict(pull.get("head")).get("sha") or "")
+    answers = {}
+    for name, path in (("runs", f"/repos/{repo}/commits/{sha}/check-runs?per_page=100"),
+                       ("statuses", f"/repos/{repo}/commits/{sha}/status?per_page=100"),
+                       ("reviews", f"/repos/{repo}/pulls/{number}/reviews?per_page=100"),
+                       ("lines", f"/repos/{repo}/pulls/{number}/comments?per_page=100"),
+                       ("notes", f"/repos/{repo}/issues/{number}/comments?per_page=100")):
+        status, answers[name] = get(path)
+        if status != 200:
+            raise HostTrouble(_host_problem(status, answers[name]))
+    runs = _latest(_dict(answers["runs"]).get("check_runs"), "name")
+    statuses = _latest(_dict(answers["statuses"]).get("statuses"), "context")
+    reviews = [r for r in answers["reviews"] if isinstance(r, dict)] \
+        if isinstance(answers["reviews"], list) else []
+    checks = _checks_state(runs, statuses)
+    shown = {"checks": checks, "review": _review_state(reviews)}
+    if {k: pr[k] for k in shown} != shown:
+        _publish_task(update_pr_row(task_id, shown, {"head_sha": sha}))
+    elif row["head_sha"] != sha:
+        update_pr_row(task_id, {}, {"head_sha": sha})
+    sent, posted = set(json.loads(row["sent_json"])), set(json.loads(row["posted_json"]))
+    signals = pr_signals(row, pull, sha, runs if checks == "failing" else [],
+                         statuses if checks == "failing" else [], reviews,
+                         answers["lines"], answers["notes"], sent | posted_keys(posted))
+    if signals:
+        send_pr_back(row, {**pr, **shown}, signals)
+
+
+def _latest(items, key: str) -> list[dict]:
+    """The newest item (highest id) of each `key` (a check's name, a status's context)."""
+    newest = {}
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and (item.get(key) not in newest or (
+                item.get("id") or 0) > (newest[item.get(key)].get("id") or 0)):
+            newest[item.get(key)] = item
+    return list(newest.values())
+
+
+def _checks_state(runs: list[dict], statuses: list[dict]) -> str:
+    """pending while any check runs; failing when none runs and one failed; passing when
+    all passed; none without checks."""
+    states = {"pending" if r.get("status") != "completed" else "failing"
+              if r.get("conclusion") in FAILING else "passing" for r in runs}
+    states |= {"pending" if s.get("state") == "pending" else "failing"
+               if s.get("state") in FAILING else "passing" for s in statuses}
+    return next((state for state in ("pending", "failing", "passing") if state in states),
+                "none")
+
+
+def _review_state(reviews: list[dict]) -> str:
+    """changes_requested when a reviewer's latest verdict asks for changes, else approved
+    when one approved, else none."""
+    verdicts = {}
+    for review in sorted(reviews, key=lambda r: r.get("id") or 0):
+        if review.get("state") in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
+            verdicts[_dict(review.get("user")).get("login")] = review["state"]
+    return "changes_requested" if "CHANGES_REQUESTED" in verdicts.values() else \
+        "approved" if "APPROVED" in verdicts.values() else "none"
+
+
+def posted_keys(posted: set) -> set:
+    return {f"note:{comment_id}" for comment_id in posted}
+
+
+def pr_signals(row, pull, sha, failing_runs, failing_statuses, reviews, lines, notes,
+               done: set) -> list[tuple[str, str, str, str]]:
+    """What the PR asks of the agent that was not sent back before (done: those keys):
+    [(key, what, text, host time)]; a conversation comment only goes with another one."""
+    since = row["since"]
+    signals = []
+    if (failing_runs or failing_statuses) and f"checks:{sha}" not in done:
+        failed = [r for r in failing_runs if r.get("conclusion") in FAILING] + \
+            [s for s in failing_statuses if s.get("state") in FAILING]
+        names = [str(f.get("name") or f.get("context")) for f in failed]
+        parts = [f"Failing checks on the pull request's head {sha[:7]}:"]
+        for n, item in enumerate(failed, 1):
+            if "context" in item:
+                parts.append(f"{n}. `{item['context']}` (commit status): {item.get('state')}"
+                             + (f": {item['description']}" if item.get("description") else "")
+                             + (f" ({item['target_url']})" if item.get("target_url") else ""))
+                continue
+            output = _dict(item.get("output"))
+            detail = "\n".join(str(output[k]).strip() for k in ("title", "summary", "text")
+                               if output.get(k) and str(output[k]).strip())
+            parts.append(f"{n}. `{item.get('name')}`: {item.get('conclusion')}"
+                         + (f" ({item['html_url']})" if item.get("html_url") else "")
+                         + (f"\n{_cut(detail, PR_CHECK_OUTPUT_CHARS)}" if detail else ""))
+        what = ("the failing check " if len(names) == 1 else "the failing checks ") + \
+            ", ".join(f"`{name}`" for name in names)
+        signals.append((f"checks:{sha}", what, "\n".join(parts), since))
+    asked = [r for r in reviews if r.get("state") == "CHANGES_REQUESTED"
+             and f"review:{r.get('id')}" not in done and str(r.get("submitted_at")) >= since]
+    for review in asked:
+        who = _dict(review.get("user")).get("login") or "a reviewer"
+        signals.append((f"review:{review['id']}", f"the review by {who}",
+                        f"{who} requested changes" + (f": {review['body'].strip()}" if str(
+                            review.get("body") or "").strip() else "."),
+                        str(review.get("submitted_at"))))
+    new_lines = [c for c in (lines if isinstance(lines, list) else []) if isinstance(c, dict)
+                 and f"comment:{c.get('id')}" not in done and f"note:{c.get('id')}" not in done
+                 and str(c.get("created_at")) >= since and c.get("path")]
+    for n, c in enumerate(new_lines, 1):
+        quoted = str(c.get("diff_hunk") or "").splitlines()[-1:] or [""]
+        signals.append((f"comment:{c['id']}", "a review comment", review_comment_text(
+            n, c["path"], c.get("line") or c.get("original_line"),
+            "old" if c.get("side") == "LEFT" else "new", quoted[0][1:],
+            f"{_dict(c.get('user')).get('login') or 'a reviewer'}: {c.get('body') or ''}"),
+            str(c.get("created_at"))))
+    if pull.get("mergeable") is False:
+        base = _dict(pull.get("base"))
+        key = f"conflict:{sha}:{base.get('sha')}"
+        if key not in done:
+            branch = base.get("ref") or row["pr_base_branch"]
+            signals.append((key, f"the conflict with `{branch}`", (
+                f"The pull request can no longer be merged: it conflicts with `{branch}`. "
+                f"Merge the base branch in (`git fetch origin {branch}` then `git merge "
+                f"origin/{branch}`), resolve the conflicts, check that the tests pass and "
+                "commit the merge."), since))
+    if signals:
+        for c in notes if isinstance(notes, list) else []:
+            if isinstance(c, dict) and f"note:{c.get('id')}" not in done and \
+                    str(c.get("created_at")) >= since and str(c.get("body") or "").strip():
+                who = _dict(c.get("user")).get("login") or "someone"
+                signals.append((f"note:{c['id']}", "", f"{who} wrote on the pull request: "
+                                f"{c['body'].strip()}", str(c.get("created_at"))))
+    return signals
+
+
+def send_pr_back(row: dict, pr: dict, signals: list) -> None:
+    """Send the signals back to the agent as one revision (the task must be done: a task
+    being worked on or reviewed waits), and say so on the PR; past prFixMaxAttempts, put
+    the task in the "Needs you" inbox instead (once per reason) and tell the phones."""
+    task_id, limit = row["task_id"], row["pr_fix_max_attempts"]
+    if row["status"] != "done":
+        return
+    names = [what for _, what, _, _ in signals if what]
+    comments = names.count("a review comment")
+    names = [name for name in names if name != "a review comment"] + (
+        [f"{comments} review comments" if comments > 1 else "a review comment"]
+        if comments else [])
+    what = ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]
+    if pr["fixAttempts"] >= limit:
+        why = f"{what} waits for you: {pr['fixAttempts']} of {limit} automatic fixes of " \
+            f"pull request #{pr['number']} were used"
+        if pr.get("needsYou") != why:
+            task = update_pr_row(task_id, {"needsYou": why})
+            _publish_task(task)
+            runtime.logs.append(task_id, "pr", why, is_error=True)
+            push_task("failed", task, error=why)
+        return
+    text = "\n\n".join([f"The pull request #{pr['number']} ({pr['url']}) needs changes."]
+                        + [text for _, _, text, _ in signals] + [
+        "Work on this branch. When the task is approved, the board pushes your commits to the "
+        "same pull request: do not open another one, and do not force-push."])
+    attempt = pr["fixAttempts"] + 1
+    try:
+        request_changes(task_id, _cut(text, PR_FEEDBACK_CHARS), sent={
+            "keys": [key for key, _, _, _ in signals],
+            "since": max([row["since"]] + [at for _, _, _, at in signals])})
+    except (Conflict, NotFound) as exc:  # no free slot, or moved meanwhile: next look
+        log.info("task %s: its pull request's changes wait: %s", task_id, exc)
+        return
+    said = f"sent {what} back to the agent (attempt {attempt} of {limit})"
+    runtime.logs.append(task_id, "pr", said)
+    status, answer = git_host_call("POST", f"/repos/{row['repo']}/issues/{pr['number']}/"
+                                   "comments", {"body": f"Taskboard {said}."})
+    if status == 201 and isinstance(_dict(answer).get("id"), int):
+        add_posted_pr_row(task_id, answer["id"])
+    else:
+        runtime.logs.append(task_id, "pr", "the note on the pull request was not posted: "
+                            f"{_host_problem(status, answer)}", is_error=True)
+
+
+def pr_ended(row: dict, pr: dict, state: str) -> None:
+    """Merged: remove the task's worktree and branch (when it is done, no agent working)
+    and tell the webhooks (task:merged); closed: record it, nothing else."""
+    task_id = row["task_id"]
+    notice = Notice("task:merged", pullRequest=pr["url"]) if state == "merged" else None
+    task = update_pr_row(task_id, {"state": state, "needsYou": None}, event=f"pr_{state}",
+                         notice=notice)
+    _publish_task(task)
+    announce(notice)
+    runtime.logs.append(task_id, "pr", f"pull request #{pr['number']} was {state}"
+                        + ("" if state == "merged" else " without being merged"))
+    project = project_row(row["project_id"])
+    if state == "merged" and task is not None and project is not None:
+        try:
+            remove_worktree(task, project, only_if_done=True, merged=True)
+        except GitError as exc:
+            runtime.logs.append(task_id, "system", f"the worktree was not removed: {exc}",
+                                is_error=True)
+
+
+def git_host_event(raw: bytes, signature: str | None) -> dict:
+    """The source host's webhook: with a valid X-Hub-Signature-256, look now at the
+    followed PRs the event names (by number or head commit); the payload is never
+    trusted beyond that: the look reads the host's API."""
+    secret = runtime.settings.get("gitHostWebhookSecret")
+    expected = "sha256=" + hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest() \
+        if secret else None
+    if expected is None or not hmac.compare_digest(expected.encode(),
+                                                   (signature or "").encode()):
+        client = client_address(bottle.request.environ)
+        raise runtime.failures.refused(client) or Unauthorized(
+            "the webhook's X-Hub-Signature-256 is missing or wrong" if secret else
+            "set gitHostWebhookSecret in the settings to receive the source host's webhooks")
+    try:
+        event = json.loads(raw) if raw else {}
+    except (ValueError, RecursionError, UnicodeError) as exc:
+        raise InvalidJson(f"invalid json: {str(exc)[:200].lower()}") from None
+    event = _dict(event)
+    repo = str(_dict(event.get("repository")).get("full_name") or "").lower()
+    numbers = {_dict(event.get(key)).get("number") for key in ("pull_request", "issue")}
+    shas = {event.get("sha")}
+    for key in ("check_run", "check_suite"):
+        part = _dict(event.get(key))
+        shas.add(part.get("head_sha"))
+        numbers |= {_dict(p).get("number") for p in part.get("pull_requests") or []
+                    if isinstance(part.get("pull_requests"), list)}
+    woken = 0
+    for row in followed_pr_rows():
+        if row["repo"].lower() == repo and (json.loads(row["pr_json"])["number"] in numbers
+                                            or row["head_sha"] in shas - {None}):
+            runtime.prs.wake(row["task_id"])
+            woken += 1
+    return {"ok": True, "pullRequests": woken}
+
+
 # --- desktop commands --------------------------------------------------------------
 # The spec's desktop-only commands; routes in DESKTOP ROUTES answer only local callers.
 
@@ -4983,9 +5530,11 @@ def restart_task(task_id: int, mcp_port: int | None = None) -> dict:
     return get_task(task_id)
 
 
-def request_changes(task_id: int, feedback, mcp_port: int | None = None) -> dict:
+def request_changes(task_id: int, feedback, mcp_port: int | None = None,
+                    sent: dict | None = None) -> dict:
     """Record a revision and have the agent work on the feedback: its own session resumed
-    with the feedback as the prompt, else a fresh one with every revision in the prompt."""
+    with the feedback as the prompt, else a fresh one with every revision in the prompt.
+    `sent`: the signals of its pull request that this sends back (see send_pr_back)."""
     if not isinstance(feedback, str) or not feedback.strip():
         raise Invalid("feedback must be a non-empty string", "feedback")
     task = get_task(task_id)
@@ -4996,14 +5545,17 @@ def request_changes(task_id: int, feedback, mcp_port: int | None = None) -> dict
         runtime.agents.check_free(slot["project_id"], slot["max_concurrent"], slot["slug"])
     runtime.agents.stop(task_id)
     notice = Notice("task:changes_requested", feedback=feedback.strip())
-    task = found(insert_revision_row(task_id, feedback.strip(), notice),
-                 f"task {task_id} not found")
+    task = insert_revision_row(task_id, feedback.strip(), notice, sent)
+    if task is None and sent and task_row(task_id):
+        raise Conflict(f"task {task_id} is no longer done")
+    task = found(task, f"task {task_id} not found")
     _publish_task(task)
     announce(notice)
     options = {"resume": True, "prompt": feedback.strip(), "mcp_port": mcp_port}
     if task["status"] != "in_progress":
-        return move_task(task_id, "in_progress", reason="changes requested",
-                         run_options=options, event=None)
+        return move_task(task_id, "in_progress", reason="the pull request needs changes"
+                         if sent else "changes requested", run_options=options, event=None,
+                         only_from="done" if sent else None)
     if runtime.agents.reserve(task_id, task["project_id"], None):
         start_run(task_id, **options)
     return get_task(task_id)
@@ -5195,10 +5747,10 @@ def push(event: str, moment: dict) -> None:
         runtime.push.wake(device)
 
 
-def push_task(event: str, task: dict) -> None:
+def push_task(event: str, task: dict, error: str | None = None) -> None:
     push(event, {"taskId": task["id"], "projectId": task["project_id"],
                  "taskKey": task["task_key"], "taskTitle": task["title"],
-                 "error": task["last_error"] if event == "failed" else None})
+                 "error": error or (task["last_error"] if event == "failed" else None)})
 
 
 def push_request(approval: dict, task: dict) -> None:
@@ -5288,17 +5840,19 @@ def act_on_approval(approval_id: int, body) -> dict:
 
 
 def inbox() -> dict:
-    """The "Needs you" inbox: every pending approval and question and every task waiting
-    for review, in every project, newest first."""
+    """The "Needs you" inbox: every pending approval and question, every task waiting
+    for review and every pull request waiting for a person, in every project, newest
+    first."""
     approvals, reviews = inbox_rows()
     items = [{"kind": "approval" if row["kind"] == "tool" else "question",
               "at": row["created_at"], "projectId": row["project_id"],
               "projectName": row["project_name"], "taskId": row["task_id"],
               "taskKey": row["task_key"], "taskTitle": row["task_title"],
-              "approval": approval_view(row)} for row in approvals]
-    items += [{"kind": "review", "at": row["at"], "projectId": row["project_id"],
-               "projectName": row["project_name"], "taskId": row["id"],
-               "taskKey": row["task_key"], "taskTitle": row["title"], "approval": None}
+              "approval": approval_view(row), "pr": None} for row in approvals]
+    items += [{"kind": "pull_request" if row.get("pr") else "review", "at": row["at"],
+               "projectId": row["project_id"], "projectName": row["project_name"],
+               "taskId": row["id"], "taskKey": row["task_key"], "taskTitle": row["title"],
+               "approval": None, "pr": json.loads(row["pr"]) if row.get("pr") else None}
               for row in reviews]
     items.sort(key=lambda item: item["at"], reverse=True)
     return {"count": len(items), "items": items}
@@ -5406,15 +5960,22 @@ def post_review(task_id: int, body) -> dict:
     if values.get("summary", "").strip():
         parts.append(values["summary"].strip())
     for n, c in enumerate(rows, 1):
-        quoted = lines.get((c["path"], c["side"], c["line"]))
-        parts.append(f"{n}. {c['path']}, line {c['line']} ({c['side']})"
-                     + (f": `{quoted.strip()}`" if quoted and quoted.strip() else "")
-                     + f"\n{c['body'].strip()}")
+        parts.append(review_comment_text(n, c["path"], c["line"], c["side"],
+                                         lines.get((c["path"], c["side"], c["line"])),
+                                         c["body"]))
     text = "\n\n".join(parts)
     if len(text) > MESSAGE_MAX:
         raise Invalid(f"comments make a message of {len(text):,} characters, more than "
                       f"{MESSAGE_MAX:,}", "comments")
     return post_message(task_id, {"text": text}, rows)
+
+
+def review_comment_text(n: int, path: str, line, side: str, quoted: str | None,
+                        body: str) -> str:
+    """One review comment as the agent is sent it (design §12): number, file, line, side,
+    the line it is on, and the comment."""
+    return f"{n}. {path}, line {line} ({side})" + (
+        f": `{quoted.strip()}`" if quoted and quoted.strip() else "") + f"\n{body.strip()}"
 
 
 def diff_lines(diff: str) -> dict:
@@ -6478,7 +7039,10 @@ def agent_usage() -> dict:
 
 def get_settings() -> dict:
     """The settings object: stored values over the defaults of SETTINGS_FIELDS."""
-    return {f.name: f.render(runtime.settings.get(f.name, f.default)) for f in SETTINGS_FIELDS}
+    stored = {**runtime.settings,
+              "hasGitHostWebhookSecret": bool(runtime.settings.get("gitHostWebhookSecret"))}
+    return render(SETTINGS_FIELDS, {f.column: stored.get(f.name, f.default)
+                                    for f in SETTINGS_FIELDS})
 
 
 def update_settings(body) -> dict:
@@ -8945,8 +9509,9 @@ UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
 #: Headers a reverse proxy adds; refused with --no-auth.
 PROXY_HEADERS = ("HTTP_FORWARDED", "HTTP_X_FORWARDED_FOR", "HTTP_X_REAL_IP")
-#: The only /api paths open without a credential (a notification's button brings its own).
-OPEN_PATHS = re.compile(r"/api/(health|login|approvals/[0-9]+/act)")
+#: The only /api paths open without a credential (a notification's button and the source
+#: host's webhook bring their own).
+OPEN_PATHS = re.compile(r"/api/(health|login|approvals/[0-9]+/act|git-host/webhook)")
 #: Methods are compared exactly (RFC 9110: case-sensitive); any other gets 405.
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 SESSION_COOKIE = "taskboard_session"
@@ -9519,6 +10084,14 @@ def log_in(given: str) -> None:
     bottle.response.set_cookie(SESSION_COOKIE, start_session(), path="/", httponly=True,
                                samesite="strict", secure=secure,
                                max_age=SESSION_DAYS * 86_400)
+
+
+@app.post("/api/git-host/webhook", body="GitHostEvent", returns="GitHostEventResult")
+def api_git_host_webhook():
+    raw = bottle.request.body.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        raise PayloadTooLarge("request body is larger than 1 mib")
+    return git_host_event(raw, bottle.request.get_header("X-Hub-Signature-256"))
 
 
 @app.post("/api/logout", returns="Ok")
@@ -10304,8 +10877,10 @@ _SCHEMAS = {
     "Inbox": _shape("count:integer", "count items", items={"type": "array", "items": _shape(
         "at:string projectId:integer projectName:string taskId:integer taskKey:string "
         "taskTitle:string", "kind at projectId taskId",
-        kind={"type": "string", "enum": ["approval", "question", "review"]},
-        approval={"anyOf": [{"$ref": "#/components/schemas/Approval"}, {"type": "null"}]})}),
+        kind={"type": "string", "enum": ["approval", "question", "review", "pull_request"]},
+        approval={"anyOf": [{"$ref": "#/components/schemas/Approval"}, {"type": "null"}]},
+        pr={"anyOf": [{"type": "object"}, {"type": "null"}],
+            "description": "for pull_request: the task's pr (its needsYou says why)"})}),
     "PlanStarted": _shape("planId:string", "planId status",
                           status={"type": "string", "enum": ["started"]}),
     "PlanCancelled": _shape("", "status", status={"type": "string", "enum": ["cancelled"]}),
@@ -10322,6 +10897,9 @@ _SCHEMAS = {
                        "openTasks:integer", "name found version checking package twoWay "
                        "waitingUntil projects openTasks"),
     "Login": _shape("token:string", "token"),
+    "GitHostEvent": {"type": "object", "description": "the source host's webhook payload "
+                     "(GitHub's shapes), signed in X-Hub-Signature-256"},
+    "GitHostEventResult": _shape("ok:boolean pullRequests:integer", "ok pullRequests"),
     "ActResult": _shape("id:integer status:string decidedBy:string", "id status decidedBy"),
     "Desktop": {"type": "object", "description": "the spec's arguments and result of the "
                 "desktop command (design.md §11)"},
@@ -10993,7 +11571,11 @@ class Runtime:
         #: connection was lost left there, to kill when it is reachable again
         self.links = {}
         self.leftovers = {}
+        #: the open pull requests the board follows (design §16)
+        self.prs = PullRequests()
+        #: the background workers; the chores of one change each (after_done, a queue run)
         self.greenlets = []
+        self.chores = gevent.pool.Group()
 
 
 def board_url(host: str, port: int) -> str:
@@ -11118,6 +11700,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     runtime.greenlets += [gevent.spawn(work) for work in (
         check_agent_command, prune_worktrees, sync_all_issues, compact_logs_forever,
         checkpoint_forever, check_hosts_forever)]
+    runtime.prs.start()
     if resume_runs:
         resume_interrupted_runs()
     return runtime
@@ -11130,10 +11713,14 @@ def shutdown() -> None:
         return
     for greenlet in runtime.greenlets:
         greenlet.kill()
+    runtime.prs.stop()
+    runtime.chores.join(timeout=5)
+    runtime.chores.kill()
     runtime.webhooks.stop()
     runtime.push.stop()
     stop_plans()
     runtime.agents.shutdown()
+    runtime.chores.kill()  # what the runs' ends asked for
     for link in runtime.links.values():
         link.close()
     runtime.logs.stop()

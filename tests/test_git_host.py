@@ -1,65 +1,20 @@
 """The source host: pull requests (autoPr) and issue sync (gitHostSyncEnabled), design.md §10.
 
-The host is faked by a small WSGI server on 127.0.0.1 (FakeHost) that records every request
-(method, path, query, headers, JSON body) and answers each route with scripted statuses and
-bodies; the board is pointed at it through tb.config["git_host_api"] / ["git_host_token"].
+The host is faked by tests/git_host_helpers.py's FakeHost, which records every request and
+answers scripted routes; the board is pointed at it through tb.config["git_host_api"] /
+["git_host_token"].
 Pushes go to a bare repository made by the test as `origin`.  Runs use tests/fake_agent.py.
 """
-import json
 import os
-import urllib.parse
-from http import HTTPStatus
 
 import pytest
-from gevent.pywsgi import WSGIServer
+from git_host_helpers import REPO, TOKEN, FakeHost, add_origin
 
 import taskboard
 from agent_helpers import RUN, get_task, logs, task_calls, wait_running, wait_status
 from conftest import assert_error, git, tasks_of, wait_for, worktree_of
 
 pytestmark = pytest.mark.usefixtures("fast_retries")
-
-TOKEN = "host-token-123"
-REPO = "acme/shop"
-PREFIX = "/api/v3"  # the host's API lives below a path, as on a self-hosted server
-
-
-class FakeHost:
-    """A scripted source-host REST API that records what it is asked."""
-
-    def __init__(self):
-        self.requests = []
-        self.routes = {}
-        self.server = WSGIServer(("127.0.0.1", 0), self.app, log=None, error_log=None)
-        self.server.start()
-        self.url = f"http://127.0.0.1:{self.server.server_port}{PREFIX}"
-
-    def route(self, method, path, *answers):
-        """Answer `method path` (query aside) with these (status, body) in turn; the last
-        one again from then on.  Unscripted routes answer 404."""
-        self.routes[(method, path)] = list(answers)
-
-    def app(self, environ, start_response):
-        method, path = environ["REQUEST_METHOD"], environ["PATH_INFO"]
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-        raw = environ["wsgi.input"].read(length) if length else b""
-        self.requests.append({
-            "method": method, "path": path.removeprefix(PREFIX),
-            "query": urllib.parse.parse_qs(environ.get("QUERY_STRING", "")),
-            "headers": {k[5:].replace("_", "-").title(): v for k, v in environ.items()
-                        if k.startswith("HTTP_")},
-            "json": json.loads(raw) if raw else None})
-        answers = self.routes.get((method, path.removeprefix(PREFIX)))
-        status, body = (answers.pop(0) if len(answers) > 1 else answers[0]) if answers \
-            else (404, {"message": "Not Found"})
-        data = json.dumps(body).encode()
-        start_response(f"{status} {HTTPStatus(status).phrase}",
-                       [("Content-Type", "application/json"),
-                        ("Content-Length", str(len(data)))])
-        return [data]
-
-    def calls(self, method=None):
-        return [r for r in self.requests if method in (None, r["method"])]
 
 
 @pytest.fixture
@@ -68,15 +23,7 @@ def host(tb):
     tb.config["git_host_api"] = fake.url
     tb.config["git_host_token"] = TOKEN
     yield fake
-    fake.server.stop(timeout=1)
-
-
-def add_origin(repo, bare):
-    """A bare repository as the checkout's `origin`, holding main."""
-    git(bare.parent, "init", "-q", "--bare", "-b", "main", str(bare))
-    git(repo, "remote", "add", "origin", str(bare))
-    git(repo, "push", "-q", "origin", "main")
-    return bare
+    fake.stop()
 
 
 def logged(client, task_id, text, error):
@@ -122,8 +69,8 @@ def test_auto_pr_pushes_the_branch_and_opens_a_pull_request(tb, client, api, rep
     wait_for(lambda: get_task(client, task["id"])["pr_url"] == url, RUN, message="pr_url")
     branch = task["branch_name"]
     assert git(origin, "rev-parse", branch) == git(repo, "rev-parse", branch)
-    [call] = host.calls()
-    assert (call["method"], call["path"]) == ("POST", f"/repos/{REPO}/pulls")
+    [call] = host.calls("POST")
+    assert call["path"] == f"/repos/{REPO}/pulls"
     assert call["headers"]["Authorization"] == f"Bearer {TOKEN}"
     body = call["json"]
     assert body["title"] == f"{task['task_key']}: Add a greeting"

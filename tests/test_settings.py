@@ -7,7 +7,15 @@ from conftest import assert_error
 DEFAULTS = {"confirmBeforeDelete": True, "defaultModel": "model_medium",
             "defaultEffort": "medium", "language": "en", "autoOpenTerminal": False,
             "soundEnabled": True, "dailyCostLimit": None, "agentIdleTimeoutMinutes": 60,
-            "logRetentionDays": None, "agentModels": None}
+            "logRetentionDays": None, "agentModels": None, "hasGitHostWebhookSecret": False}
+
+
+def test_settings_webhook_secret_is_write_only(client):
+    body = client.put_json("/api/settings", {"gitHostWebhookSecret": "s3cret-value"}).json
+    assert body == DEFAULTS | {"hasGitHostWebhookSecret": True}
+    assert "s3cret-value" not in client.get("/api/settings").text
+    cleared = client.put_json("/api/settings", {"gitHostWebhookSecret": None}).json
+    assert cleared == DEFAULTS
 
 
 def test_settings_fresh_board_answers_the_defaults(client):
