@@ -222,8 +222,9 @@ export async function loadAll() {
 }
 
 /**
- * Project id -> {agent, host}: the project list does not carry them (see projectAgent,
- * projectHost); project:created and project:updated do, learnProjects() asks for the others.
+ * Project id -> {agent, host, prFixMaxAttempts}: the project list does not carry them (see
+ * projectAgent, projectHost, projectPrFixMax); project:created and project:updated do,
+ * learnProjects() asks for the others.
  */
 const projectExtras = new Map();
 
@@ -235,7 +236,10 @@ function projectExtra(projectId, name) {
 
 /** Remember the fields of a full project (an answer or an event) the list does not carry. */
 function keepExtras(project) {
-  if (project && "agent" in project) projectExtras.set(project.id, { agent: project.agent, host: project.host ?? null });
+  if (project && "agent" in project) {
+    projectExtras.set(project.id, { agent: project.agent, host: project.host ?? null,
+      prFixMaxAttempts: project.prFixMaxAttempts });
+  }
 }
 
 /** The agent CLI of a project ("claude", "codex", ...), or undefined until it is known. */
@@ -243,6 +247,9 @@ export const projectAgent = (projectId) => projectExtra(projectId, "agent");
 
 /** The host id a project's tasks run on, null for this machine, undefined until it is known. */
 export const projectHost = (projectId) => projectExtra(projectId, "host");
+
+/** How many automatic fixes one pull request of a project gets (undefined until known). */
+export const projectPrFixMax = (projectId) => projectExtra(projectId, "prFixMaxAttempts");
 
 /**
  * Ask the server for the agent and host of these projects (default: all) where they are not

@@ -1,12 +1,13 @@
 // A task card of the board: key, priority, title, chips (the host its project runs on among
-// them), flags, the running agent's latest step, cost, a "Log" button and a "Move to" select
-// (the keyboard's way to move it).
+// them), flags, the running agent's latest step, its pull request's badge, cost, a "Log"
+// button and a "Move to" select (the keyboard's way to move it).
 
 import { h } from "../dom.js";
 import * as format from "../format.js";
 import { register, t } from "../i18n.js";
 import { agentBadge, waitingText } from "./agent_parts.js";
 import { hostBadge, hostWaitingText } from "./host_parts.js";
+import { prBadge } from "./pr_parts.js";
 
 register({  // key: [English, Turkish]
   "board.running": ["running", "çalışıyor"],
@@ -104,8 +105,8 @@ export function taskCard(task, status, { statuses, moving, activity, cost }) {
   status === "failed" && task.last_error ? h("p", { class: "card-error", title: task.last_error }, task.last_error) : null,
   h("p", { class: "card-activity", hidden: !(running && activity) }, running && activity ? activity : ""),
   h("div", { class: "card-foot" },
-    task.pr_url ? h("a", { class: "card-pr", href: task.pr_url, target: "_blank", rel: "noopener noreferrer" },
-      `↗ ${t("board.pr")}`) : null,
+    task.pr ? prBadge(task) : task.pr_url ? h("a", { class: "card-pr", href: task.pr_url, target: "_blank",
+      rel: "noopener noreferrer" }, `↗ ${t("board.pr")}`) : null,
     running ? h("button", { type: "button", class: "small", "data-action": "log",
       "aria-label": t("board.openLogLabel", { key: task.task_key }) }, t("board.openLog")) : null,
     h("span", { class: "card-cost", "data-testid": "card-cost", title: [t("board.tokens",

@@ -1,6 +1,6 @@
-// One task (#/tasks/:taskId): its fields (task_fields.js), usage and actions, and its tabs
-// (task_tabs.js) — the live log, the raw event replay, revisions, diff, commits, attachments,
-// dependencies.
+// One task (#/tasks/:taskId): its fields (task_fields.js), usage and actions, its pull request
+// (pr_parts.js), and its tabs (task_tabs.js) — the live log, the raw event replay, revisions,
+// diff, commits, attachments, dependencies.
 
 import { api } from "../api.js";
 import { confirmDialog, h, openDialog, toast } from "../dom.js";
@@ -13,6 +13,7 @@ import { waitingText } from "./agent_parts.js";
 import { projectName, select } from "./common.js";
 import { hostWaitingText, runsOnText } from "./host_parts.js";
 import { LOG_PAGE, createLogView } from "./log_view.js";
+import { loadPrLog, prSection } from "./pr_parts.js";
 import { createChannel } from "./task_channel.js";
 import { openTaskDialog } from "./task_dialog.js";
 import { taskFields } from "./task_fields.js";
@@ -157,7 +158,10 @@ export function mount(root, { taskId }) {
   // requests waiting for a person (the one of #/tasks/7?approval=12 shown), the conversation
   const channel = createChannel(taskId, queryId(location.hash, "approval"));
   const textBody = h("div", {});
-  const texts = h("div", { class: "detail-texts" }, textBody, channel.talk);
+  const prBody = h("div", {});
+  // its log entries of kind "pr" (id -> entry): read once it has a pull request, then live
+  const pr = { entries: new Map(), loaded: false, loading: false, error: null };
+  const texts = h("div", { class: "detail-texts" }, prBody, textBody, channel.talk);
   const tabs = taskTabs({ taskId, task: () => task, log: () => log, desktop, act });
   root.replaceChildren(h("div", { class: "task-detail" }, top, channel.approvals,
     h("div", { class: "detail-layout" }, texts, side,
@@ -199,10 +203,36 @@ export function mount(root, { taskId }) {
     if (!frame) frame = requestAnimationFrame(() => { frame = 0; renderTop(); });
   }
 
+  /** Read what the board did with the pull request (entries that came live stay). */
+  function loadPr() {
+    pr.loading = true;
+    loadPrLog(taskId).then((list) => {
+      for (const entry of list) pr.entries.set(entry.id, entry);
+      pr.error = null;
+    }).catch((error) => {
+      pr.error = error.message;
+    }).finally(() => {
+      pr.loaded = true;
+      pr.loading = false;
+      schedule();
+    });
+  }
+
+  function renderPr() {
+    if (!task.pr) {
+      put(prBody);
+      return;
+    }
+    if (!pr.loaded && !pr.loading) loadPr();
+    const entries = pr.loaded ? [...pr.entries.values()].sort((a, b) => a.id - b.id) : null;
+    put(prBody, prSection(task, entries, pr.error));
+  }
+
   function renderTop() {
     if (gone || !task) return;
     const focusKey = top.contains(document.activeElement) ? document.activeElement.dataset.key : null;
     put(top, taskHeader(task), taskActions(task, { act, desktop, setTask }));
+    renderPr();
     put(textBody, taskTexts(task));
     put(side, taskFields(task, live));
     tabs.renderBar();
@@ -223,7 +253,12 @@ export function mount(root, { taskId }) {
   const offs = [
     onEvent(({ event, data }) => {
       if (!data) return;
-      if (event === "task:log" && data.taskId === taskId && Array.isArray(data.entries)) log.append(data.entries);
+      if (event === "task:log" && data.taskId === taskId && Array.isArray(data.entries)) {
+        log.append(data.entries);
+        const prEntries = data.entries.filter((entry) => entry.kind === "pr");
+        for (const entry of prEntries) pr.entries.set(entry.id, entry);
+        if (prEntries.length) schedule();
+      }
       else if (event === "task:updated" && data.id === taskId) setTask(data);
       else if (event === "task:usage" && data.taskId === taskId) { live = data; if (!gone && task) put(side, taskFields(task, live)); }
       else if (event === "task:deleted" && data.id === taskId) showGone(t("detail.deleted"));
@@ -233,6 +268,7 @@ export function mount(root, { taskId }) {
       }
     }),
     subscribe((s, event) => {
+      if (event === "resync") pr.loaded = false;  // entries may have been missed meanwhile
       if (["tasks:loaded", "resync", "project:updated", "projects:learned", "hosts:loaded", "host:updated"].includes(event)) {
         schedule();
       }

@@ -1,6 +1,7 @@
 // The field list of a task page (task_detail.js): status, type, priority, model, effort,
 // agent, tags, parent and sub-tasks, times, retries, queue position, tokens, cost (live while
-// it runs), branch, pull request, session and refused tool calls.
+// it runs), branch, pull request (one the board does not follow: pr_parts.js shows the others),
+// session and refused tool calls.
 
 import { h } from "../dom.js";
 import * as format from "../format.js";
@@ -76,7 +77,7 @@ export function taskFields(task, live) {
   }
   add(t("detail.cost"), h("span", { "data-testid": "task-cost" }, cost));
   if (task.branch_name) add(t("detail.branch"), h("code", {}, task.branch_name));
-  if (task.pr_url) add(t("detail.pr"), h("a", { href: task.pr_url, target: "_blank", rel: "noopener noreferrer" }, task.pr_url));
+  if (task.pr_url && !task.pr) add(t("detail.pr"), h("a", { href: task.pr_url, target: "_blank", rel: "noopener noreferrer" }, task.pr_url));
   if (task.session_id) add(t("detail.session"), h("code", { class: "wrap" }, task.session_id));
   if (task.permission_denials) add(t("detail.denialsField"), h("strong", { class: "error" }, String(task.permission_denials)));
   return h("dl", { class: "field-list" }, rows);
