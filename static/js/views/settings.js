@@ -1,7 +1,8 @@
 // Application settings (#/settings): every field GET /api/settings returns, with the right
 // control (unknown ones by their JSON type), saved with a PUT of what changed; changes made
-// elsewhere (settings:updated) flow into the fields not being edited. Also: links to the
-// notifications of this device (notifications.js) and to the hosts (hosts.js), and log out.
+// elsewhere (settings:updated) flow into the fields not being edited; the write-only webhook
+// secret of the source host is webhook_secret.js. Also: links to the notifications of this
+// device (notifications.js) and to the hosts (hosts.js), and log out.
 
 import { api } from "../api.js";
 import { h, toast } from "../dom.js";
@@ -10,6 +11,7 @@ import { rangeOf } from "../schema.js";
 import { state, subscribe } from "../store.js";
 import { agentModelsField } from "./agent_models.js";
 import { formKit, liveForm, schemaSpecs } from "./form_kit.js";
+import { webhookSecretField } from "./webhook_secret.js";
 
 register({  // key: [English, Turkish]
   "settings.title": ["Settings", "Ayarlar"],
@@ -17,6 +19,7 @@ register({  // key: [English, Turkish]
   "settings.group.board": ["Board", "Pano"],
   "settings.group.tasks": ["New tasks", "Yeni görevler"],
   "settings.group.agents": ["Agents and cost", "Ajanlar ve maliyet"],
+  "settings.group.sourceHost": ["Source host", "Kaynak barındırma"],
   "settings.group.other": ["Other", "Diğer"],
   "settings.language": ["Language", "Dil"],
   "settings.confirmBeforeDelete": ["Ask before deleting", "Silmeden önce sor"],
@@ -51,9 +54,9 @@ const lbl = (key) => () => t(key);
 
 /**
  * The settings the board knows, in display order with their group; their values and limits
- * come from the server's Settings schema.
+ * come from the server's Settings schema (a write-only one's from its PUT body's).
  */
-const knownSpecs = () => schemaSpecs("Settings", [
+const knownSpecs = () => [...schemaSpecs("Settings", [
   { key: "language", group: "board", kind: "select", optionLabel: (v) => LANGUAGE_NAMES[v] || v,
     label: lbl("settings.language") },
   { key: "confirmBeforeDelete", group: "board", kind: "bool", label: lbl("settings.confirmBeforeDelete") },
@@ -71,13 +74,20 @@ const knownSpecs = () => schemaSpecs("Settings", [
     label: lbl("settings.logRetentionDays"), help: lbl("settings.logRetentionDays.help") },
   { key: "agentModels", group: "agents", ...agentModelsField, label: lbl("settings.agentModels"),
     help: lbl("settings.agentModels.help") },
-]);
-const GROUPS = ["board", "tasks", "agents", "other"];
+]), { key: "gitHostWebhookSecret", group: "sourceHost", ...webhookSecretField, label: lbl("whsecret.label") }];
+const GROUPS = ["board", "tasks", "agents", "sourceHost", "other"];
 
-/** Specs for every field of settings: the known ones, then the others by JSON type. */
+/** The write-only settings: never in the server's answer, their fields start empty again. */
+const blankSecrets = (settings) => ({ ...settings, gitHostWebhookSecret: null });
+
+/**
+ * Specs for every field of settings: the known ones (a write-only one when the server
+ * answers the read-only field it covers), then the others by JSON type.
+ */
 function specsFor(settings) {
-  const known = knownSpecs().filter((spec) => spec.key in settings);
-  const others = Object.keys(settings).filter((key) => !known.some((spec) => spec.key === key)).map((key) => {
+  const known = knownSpecs().filter((spec) => spec.key in settings || spec.covers?.some((key) => key in settings));
+  const shown = (key) => known.some((spec) => spec.key === key || spec.covers?.includes(key));
+  const others = Object.keys(settings).filter((key) => !shown(key)).map((key) => {
     const value = settings[key];
     const kind = typeof value === "boolean" ? "bool" : typeof value === "number" ? "number" : "text";
     return { key, group: "other", kind, nullable: value === null, label: () => key };
@@ -90,6 +100,7 @@ export function mount(root) {
   let kit = null;
   let form = null;
   let keys = "";
+  let hasSecret;  // whether the webhook secret was set when its field was drawn
   const intro = h("div", { class: "page-head" });
   const body = h("div", { class: "settings-form" });
   const notifications = h("section", { class: "card-panel account", "data-testid": "settings-notifications" });
@@ -112,6 +123,7 @@ export function mount(root) {
       return;
     }
     if (form) form.destroy();
+    hasSecret = settings.hasGitHostWebhookSecret;
     kit = formKit(specsFor(settings), settings);
     keys = Object.keys(settings).sort().join();
     form = liveForm({
@@ -124,7 +136,11 @@ export function mount(root) {
         }
         const saved = await api.updateSettings(changes);
         state.settings = saved;
-        kit.reset(saved);
+        kit.reset(blankSecrets(saved));
+        if (saved.hasGitHostWebhookSecret !== hasSecret || "gitHostWebhookSecret" in changes) {
+          hasSecret = saved.hasGitHostWebhookSecret;
+          form.rerender();  // "set" or "not set" now, and the field empty
+        }
         setLanguage(saved.language || "en");
         toast(t("common.saved"));
       },
@@ -153,8 +169,15 @@ export function mount(root) {
 
   const offStore = subscribe((s, event) => {
     if (event !== "settings:updated" && event !== "resync") return;
-    if (!kit || Object.keys(s.settings || {}).sort().join() !== keys) renderForm();
-    else kit.set(s.settings);
+    if (!kit || Object.keys(s.settings || {}).sort().join() !== keys) {
+      renderForm();
+      return;
+    }
+    kit.set(s.settings);
+    if (s.settings.hasGitHostWebhookSecret !== hasSecret) {  // set or cleared elsewhere
+      hasSecret = s.settings.hasGitHostWebhookSecret;
+      form.rerender();
+    }
   });
   const offLanguage = onLanguageChange(renderChrome);
 
