@@ -158,7 +158,8 @@ export const needsYouCount = () => (state.inbox ? state.inbox.items.length : 0);
 
 /**
  * Whether a /ws message may change the inbox: an approval asked or answered, a task reaching or
- * leaving testing (or renamed, deleted), a project of an entry renamed or deleted. Pure.
+ * leaving testing (or renamed, deleted), a task whose pull request starts waiting for a person,
+ * a project of an entry renamed or deleted. Pure.
  * @param {State} s
  * @param {{event: string, data: Object}} message
  */
@@ -167,7 +168,7 @@ export function touchesInbox(s, { event, data }) {
   if (event.startsWith("approval:")) return true;
   if (!data) return false;
   if (event === "task:created" || event === "task:updated") {
-    return data.status === "testing" || items.some((item) => item.taskId === data.id);
+    return data.status === "testing" || Boolean(data.pr?.needsYou) || items.some((item) => item.taskId === data.id);
   }
   if (event === "task:deleted") return items.some((item) => item.taskId === data.id);
   if (event === "project:updated" || event === "project:deleted") {

@@ -1,5 +1,6 @@
 // "Needs you": the header's count of what waits for a person across every project — tool
-// approvals and questions of running agents, tasks waiting for review (in testing) — and the
+// approvals and questions of running agents, tasks waiting for review (in testing), pull
+// requests whose automatic fixes are used up (design §16) — and the
 // inbox it opens (GET /api/inbox, newest first, kept in store.state.inbox and read again
 // after the /ws events that change it). Each entry names the project, the task and the
 // request, and opens the task (an approval or question at its card: #/tasks/7?approval=12).
@@ -9,18 +10,20 @@ import * as format from "../format.js";
 import { register, t } from "../i18n.js";
 import { needsYouCount, state, subscribe } from "../store.js";
 import { requestSummary } from "./approval_card.js";
+import { prLabel } from "./pr_parts.js";
 
 register({  // key: [English, Turkish]
   "needs.button": ["Needs you", "Sizi bekliyor"],
   "needs.label": ["Needs you: {n} waiting for your answer or review", "Sizi bekliyor: cevabınızı ya da incelemenizi bekleyen {n} iş"],
   "needs.title": ["Needs you", "Sizi bekliyor"],
-  "needs.intro": ["Agents wait for your answer, and finished tasks for your review.", "Ajanlar cevabınızı, biten görevler incelemenizi bekliyor."],
+  "needs.intro": ["Agents wait for your answer, finished tasks for your review, and pull requests the board stopped fixing for your decision.", "Ajanlar cevabınızı, biten görevler incelemenizi, panonun düzeltmeyi bıraktığı çekme istekleri kararınızı bekliyor."],
   "needs.none": ["Nothing waits for you.", "Sizi bekleyen bir şey yok."],
   "needs.open": ["Open the task", "Görevi aç"],
   "needs.question": ["Question", "Soru"],
   "needs.tool": ["Tool", "Araç"],
   "needs.review": ["Review", "İnceleme"],
   "needs.reviewText": ["Finished: waiting for your review", "Bitti: incelemenizi bekliyor"],
+  "needs.pull_request": ["Pull request", "Çekme isteği"],
 });
 
 /** Where an entry goes: the task, at the request for an approval or question. */
@@ -29,15 +32,25 @@ export function entryHref(item) {
   return item.approval ? `${task}?approval=${Number(item.approval.id)}` : task;
 }
 
+/** What an entry asks for: the approval's request, the review, or why the pull request waits. */
+function requestText(item) {
+  if (item.approval) return requestSummary(item.approval, { short: true });
+  if (item.kind === "pull_request") {
+    const pr = item.pr;
+    return pr ? [h("a", { href: pr.url, target: "_blank", rel: "noopener noreferrer", "aria-label": prLabel(pr) },
+      `#${pr.number}`), " ", pr.needsYou || t("pr.needsYou")] : t("pr.needsYou");
+  }
+  return t("needs.reviewText");
+}
+
 /** One entry of the inbox. */
 function entry(item, close) {
-  const kind = item.kind === "review" || item.kind === "question" ? item.kind : "tool";
+  const kind = ["review", "question", "pull_request"].includes(item.kind) ? item.kind : "tool";
   return h("li", { class: `needs-item needs-${kind}`, "data-testid": "needs-entry", "data-kind": item.kind },
     h("div", { class: "needs-where muted" }, item.projectName || `#${item.projectId}`, " › ",
       h("span", { class: "card-key" }, item.taskKey || `#${item.taskId}`)),
     h("a", { href: entryHref(item), class: "needs-link", onclick: close }, h("strong", {}, item.taskTitle || t("needs.open"))),
-    h("p", { class: "needs-request" }, h("span", { class: "bchip" }, t(`needs.${kind}`)), " ",
-      item.approval ? requestSummary(item.approval, { short: true }) : t("needs.reviewText")),
+    h("p", { class: "needs-request" }, h("span", { class: "bchip" }, t(`needs.${kind}`)), " ", requestText(item)),
     item.at ? h("time", { class: "muted ins-small", datetime: item.at }, format.dateTime(item.at)) : null);
 }
 
