@@ -57,6 +57,7 @@ register({  // key: [English, Turkish]
   "webhooks.event.task:approved": ["Task approved (done)", "Görev onaylandı (tamamlandı)"],
   "webhooks.event.task:changes_requested": ["Changes requested", "Değişiklik istendi"],
   "webhooks.event.task:failed": ["Task failed", "Görev başarısız oldu"],
+  "webhooks.event.task:merged": ["Pull request merged", "Çekme isteği birleştirildi"],
   "webhooks.event.webhook:test": ["Test", "Deneme"],
   "webhooks.platform.custom": ["Custom (JSON)", "Özel (JSON)"],
 });
