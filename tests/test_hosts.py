@@ -336,13 +336,12 @@ def test_commits_diff_verifier_and_pull_request_act_on_the_hosts_worktree(
         tb, client, api, sshd, tmp_path, agent_dir, fast_retries):
     make_repo(api.workdir)
     origin = add_origin(api.workdir, tmp_path / "origin.git")
-    forge = FakeHost()
+    forge = FakeHost(origin)
     tb.config.update(git_host_api=forge.url, git_host_token=TOKEN)
-    url = f"https://git.example/{REPO}/pull/9"
-    forge.route("POST", f"/repos/{REPO}/pulls", (201, {"number": 9, "html_url": url}))
+    url = f"https://git.example/{REPO}/pull/7"
     try:
         host = trusted_host(client, sshd, tmp_path)
-        project = api.project(host=host["id"], autoPr=1, gitHostRepo=REPO)
+        project = api.project(host=host["id"], autoPr=1, gitHostRepo=REPO, prPollSeconds=1)
         task = api.task(project["id"], title="Greet", description="fake:ok fake:write=hello.txt")
         api.move(task["id"], "in_progress")
         testing = wait_status(client, task["id"], "testing")
@@ -366,8 +365,13 @@ def test_commits_diff_verifier_and_pull_request_act_on_the_hosts_worktree(
         assert git(origin, "rev-parse", branch) == git(clone, "rev-parse", branch)
         assert forge.calls("POST")[0]["json"]["head"] == branch
         wait_for(lambda: not os.path.exists(worktree), RUN, message="the worktree to go")
+        assert git(clone, "branch", "--list", branch)
+        forge.pull().merged, forge.pull().state = True, "closed"  # merged: the branch goes
+        wait_for(lambda: not git(clone, "branch", "--list", branch), RUN,
+                 message="the merged branch to be removed from the host's clone")
+        assert client.get(f"/api/tasks/{task['id']}").json["pr"]["state"] == "merged"
     finally:
-        forge.server.stop(timeout=1)
+        forge.stop()
 
 
 def mcp(url, token, method, params=None, id_=1):
