@@ -4952,8 +4952,6 @@ def open_pull_request(task: dict, project: dict) -> None:
             else answer
         status = 201 if isinstance(answer, dict) and answer.get("html_url") else status
     if status == 201 and isinstance(answer, dict) and answer.get("html_url"):
-        _publish_task(update_task_row(task["id"], {"pr_url": str(answer["html_url"])}))
-        say(f"pull request: {answer['html_url']}")
         follow_pull_request(task, repo, answer)
     else:
         say(f"the pull request was not opened: {_host_problem(status, answer)}",
@@ -5230,9 +5228,12 @@ def _wait_asked(response) -> float | None:
 
 
 def follow_pull_request(task: dict, repo: str, answer: dict) -> None:
-    """autoPr opened (or found) the task's pull request: follow it from now on."""
+    """autoPr opened (or found) the task's pull request: follow it from now on (one the
+    host gives no number for is only linked)."""
     number = answer.get("number")
     if not isinstance(number, int):
+        _publish_task(update_task_row(task["id"], {"pr_url": str(answer["html_url"])}))
+        runtime.logs.append(task["id"], "system", f"pull request: {answer['html_url']}")
         return
     _publish_task(update_pr_row(task["id"], {
         "number": number, "url": str(answer["html_url"]), "state": "open", "checks": "none",
