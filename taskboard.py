@@ -629,6 +629,7 @@ SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/(?!\.\.?$)[A-Za-z0-9_.-]+$")
 BRANCH_RE = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/-]{1,200}(?<![/.])$")
 URL_RE = re.compile(r"^https?://[^\s/?#]+[^\s]*$", re.IGNORECASE)
+LOG_KIND_RE = re.compile(r"^[a-z_]{1,40}$")
 
 
 class Field:
@@ -2365,17 +2366,19 @@ def delete_task_row(task_id: int) -> tuple[dict, list[str], list[dict]] | None:
         return task, paths, orphans
 
 
-def log_rows_json(task_id: int, limit: int, before: int | None, object_sql: str) \
-        -> str | None:
-    """The newest `limit` log entries below `before`, oldest first, as SQLite-built JSON."""
+def log_rows_json(task_id: int, limit: int, before: int | None, object_sql: str,
+                  kind: str | None = None) -> str | None:
+    """The newest `limit` log entries (of `kind`) below `before`, oldest first, as
+    SQLite-built JSON."""
     with read() as t:
         if not t.exists("tasks", task_id):
             return None
         return t.value(
             f"SELECT '[' || coalesce(group_concat(j, ','), '') || ']' FROM (SELECT j FROM "
             f"(SELECT {object_sql} AS j, id FROM logs WHERE task_id = ? AND id < ? "
-            "ORDER BY id DESC LIMIT ?) ORDER BY id)",
-            (task_id, 2**63 - 1 if before is None else before, limit))
+            + ("AND kind = ? " if kind else "") + "ORDER BY id DESC LIMIT ?) ORDER BY id)",
+            (task_id, 2**63 - 1 if before is None else before, *([kind] if kind else []),
+             limit))
 
 
 def delete_old_log_rows(table: str, cutoff: str, chunk: int) -> int:
@@ -3822,9 +3825,11 @@ def delete_task(task_id: int) -> dict:
     return {"ok": True}
 
 
-def task_logs(task_id: int, limit: int, before: int | None = None) -> RawJson:
-    """A page of the task's log as JSON text made by SQLite (up to 10,000 entries)."""
-    text = found(log_rows_json(task_id, limit, before, json_object_sql(LOG_FIELDS)),
+def task_logs(task_id: int, limit: int, before: int | None = None,
+              kind: str | None = None) -> RawJson:
+    """A page of the task's log (of one kind) as JSON text made by SQLite (up to 10,000
+    entries)."""
+    text = found(log_rows_json(task_id, limit, before, json_object_sql(LOG_FIELDS), kind),
                  f"task {task_id} not found")
     return RawJson(text)
 
@@ -10138,11 +10143,16 @@ def api_list_approvals():
     return list_approvals(bottle.request.query.get("status") or None)
 
 
-@app.get("/api/tasks/<task_id:int>/logs", returns="LogEntry[]", revalidate=True)
+@app.get("/api/tasks/<task_id:int>/logs", returns="LogEntry[]", revalidate=True,
+         query={"kind": {"type": "string", "pattern": LOG_KIND_RE.pattern,
+                         "description": "only the entries of this kind (e.g. pr)"}})
 def api_task_logs(task_id):
     before = query_int("before", 0, 1, 2**63 - 1) if "before" in bottle.request.query \
         else None
-    return task_logs(task_id, query_int("limit", 500, 1, 10_000), before)
+    kind = bottle.request.query.get("kind")
+    if kind is not None and not LOG_KIND_RE.fullmatch(kind):
+        raise Invalid(f"kind {kind[:40]!r} is not a log entry kind", "kind")
+    return task_logs(task_id, query_int("limit", 500, 1, 10_000), before, kind)
 
 
 # --- attachments ---------------------------------------------------------------

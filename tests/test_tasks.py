@@ -290,6 +290,25 @@ def test_task_detail_keeps_its_log_and_follows_what_is_added_or_deleted(client, 
     assert detail_log() == whole_log() and len(whole_log()) == 3
 
 
+def test_task_logs_of_one_kind_page_back_among_that_kind_only(client, api, project, tb):
+    tid = api.task(project["id"])["id"]
+    for n in range(6):
+        tb.logs.append(tid, "pr" if n % 2 else "text", f"line {n}")
+    tb.logs.flush()
+    newest = client.get(f"/api/tasks/{tid}/logs?kind=pr&limit=2").json
+    assert [e["message"] for e in newest] == ["line 3", "line 5"]
+    older = client.get(f"/api/tasks/{tid}/logs?kind=pr&before={newest[0]['id']}").json
+    assert [e["message"] for e in older] == ["line 1"]
+    assert client.get(f"/api/tasks/{tid}/logs?kind=message").json == []
+
+
+@pytest.mark.parametrize("kind", ["", "PR", "pr;drop", "x" * 41])
+def test_task_logs_bad_kind_is_refused(client, api, project, kind):
+    tid = api.task(project["id"])["id"]
+    resp = client.get(f"/api/tasks/{tid}/logs?kind={kind}", expect_errors=True)
+    assert_error(resp, 400, "validation_error", "kind")
+
+
 @pytest.mark.parametrize("limit", ["0", "-1", "x", "1.5", "99999999999999999999999"])
 def test_task_logs_bad_limit_is_refused(client, api, project, limit):
     tid = api.task(project["id"])["id"]

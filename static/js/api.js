@@ -100,9 +100,10 @@ export const api = {
   updateTask: (id, body) => request("PUT", path`/api/tasks/${id}`, body),
   moveTask: (id, status) => request("PATCH", path`/api/tasks/${id}/status`, { status }),
   deleteTask: (id) => request("DELETE", path`/api/tasks/${id}`),
-  taskLogs: (id, limit = 500, before = null) =>
+  taskLogs: (id, limit = 500, before = null, kind = null) =>
     request("GET", path`/api/tasks/${id}/logs` + `?limit=${Number(limit)}`
-      + (before == null ? "" : `&before=${Number(before)}`)),
+      + (before == null ? "" : `&before=${Number(before)}`)
+      + (kind == null ? "" : `&kind=${encodeURIComponent(kind)}`)),
   revisions: (id) => request("GET", path`/api/tasks/${id}/revisions`),
   uploadAttachment: (taskId, file) => {
     const form = new FormData();

@@ -73,8 +73,8 @@ export function prBadge(task) {
 }
 
 /**
- * The log entries of kind "pr" of a task, oldest first: every page of its log (the largest the
- * server allows), newest first, until the first entry.
+ * The log entries of kind "pr" of a task, oldest first: the server filters them, in pages as
+ * large as it allows, newest first, until the first one.
  * @returns {Promise<Object[]>}
  */
 export async function loadPrLog(taskId) {
@@ -82,12 +82,12 @@ export async function loadPrLog(taskId) {
   const found = [];
   let before = null;
   for (;;) {
-    const page = await api.taskLogs(taskId, max, before);
-    found.push(...page.filter((entry) => entry.kind === "pr"));
+    const page = await api.taskLogs(taskId, max, before, "pr");
+    found.unshift(...page);
     if (page.length < max) break;
     before = page[0].id;
   }
-  return found.sort((a, b) => a.id - b.id);
+  return found;
 }
 
 /**
