@@ -15,7 +15,7 @@ import os
 import pytest
 from git_host_helpers import ACCOUNT, REPO, TOKEN, FakeHost, add_origin
 from test_push import add_device, messages, quick_push  # noqa: F401  (a fixture)
-from test_webhooks import receiver  # noqa: F401  (a fixture)
+from test_webhooks import receiver, unused_port  # noqa: F401  (a fixture)
 
 import taskboard
 from agent_helpers import RUN, get_task, logs, task_calls, wait_status
@@ -347,6 +347,25 @@ def test_a_failing_host_is_backed_off_logged_once_and_nothing_is_sent_twice(
     assert said.index(failures[0]) < said.index("the source host answers again")
     pr_is(client, tid, fixAttempts=1)
     assert len(forge.pull().comments) == 1
+
+
+def test_a_host_that_does_not_answer_is_logged_once_and_looked_at_again(
+        tb, client, api, forge, agent_dir, signed):
+    _, task = opened(client, api, forge, prPollSeconds=3600)
+    tid = task["id"]
+    looked(client, tid)
+    forge.pull().fail("unit-tests", "1 failed")
+    tb.config["git_host_api"] = f"http://127.0.0.1:{unused_port()}/api/v3"  # nobody there
+    looked(client, tid)
+    looked(client, tid)
+    assert len(task_calls(agent_dir, tid)) == 1
+    tb.config["git_host_api"] = forge.url
+    looked(client, tid)
+    sent_back(client, agent_dir, tid, runs=2)
+    said = pr_log(client, tid)
+    [failure] = [m for m in said if "did not answer" in m]
+    assert "cannot reach 127.0.0.1" in failure and "looking again in" in failure
+    assert said.index(failure) < said.index("the source host answers again")
 
 
 @pytest.mark.parametrize("status, words", [(404, "is gone"), (301, "moved")])
