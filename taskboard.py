@@ -5272,12 +5272,13 @@ def look_at_pull_request(row: dict, get) -> None:
     if pull.get("state") == "closed":
         return pr_ended(row, pr, "closed")
     sha = str(_dict(pull.get("head")).get("sha") or "")
+    since = f"per_page=100&since={urllib.parse.quote(row['since'])}"  # after the last revision
     answers = {}
     for name, path in (("runs", f"/repos/{repo}/commits/{sha}/check-runs?per_page=100"),
                        ("statuses", f"/repos/{repo}/commits/{sha}/status?per_page=100"),
                        ("reviews", f"/repos/{repo}/pulls/{number}/reviews?per_page=100"),
-                       ("lines", f"/repos/{repo}/pulls/{number}/comments?per_page=100"),
-                       ("notes", f"/repos/{repo}/issues/{number}/comments?per_page=100")):
+                       ("lines", f"/repos/{repo}/pulls/{number}/comments?{since}"),
+                       ("notes", f"/repos/{repo}/issues/{number}/comments?{since}")):
         status, answers[name] = get(path)
         if status != 200:
             raise HostTrouble(_host_problem(status, answers[name]))

@@ -166,7 +166,8 @@ class FakeHost:
             answers = self.routes[(method, path)]
             status, body = answers.pop(0) if len(answers) > 1 else answers[0]
         else:
-            status, body = self.github(method, path, record["json"]) or \
+            status, body = self.github(method, path, record["json"],
+                                       record["query"].get("since", [""])[0]) or \
                 (404, {"message": "Not Found"})
         data = json.dumps(body).encode()
         if method == "GET" and status == 200:
@@ -179,8 +180,8 @@ class FakeHost:
                         ("Content-Length", str(len(data))), *headers.items()])
         return [data]
 
-    def github(self, method, path, body):
-        """The pull requests' routes, or None."""
+    def github(self, method, path, body, since=""):
+        """The pull requests' routes, or None; comments only from `since` on."""
         if method == "POST" and path == f"/repos/{REPO}/pulls":
             number = len(self.pulls) + 7
             pull = self.pulls[number] = FakePull(self, number, body["head"], body["base"],
@@ -211,9 +212,9 @@ class FakeHost:
         if kind == "pulls" and rest == "/reviews" and method == "GET":
             return 200, pull.reviews
         if kind == "pulls" and rest == "/comments" and method == "GET":
-            return 200, pull.line_comments
+            return 200, [c for c in pull.line_comments if c["created_at"] >= since]
         if kind == "issues" and rest == "/comments" and method == "GET":
-            return 200, pull.comments
+            return 200, [c for c in pull.comments if c["created_at"] >= since]
         if kind == "issues" and rest == "/comments" and method == "POST":
             return 201, pull.comment(body["body"])
         return None

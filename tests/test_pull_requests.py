@@ -184,6 +184,11 @@ def test_review_changes_and_line_comments_go_back_in_the_review_comment_shape(
     pull.line_comment("hello.txt", 1, "And end it with a newline.")
     looked(client, tid)
     prompt = sent_back(client, agent_dir, tid, runs=3)
+    newest = max([c["created_at"] for c in pull.line_comments[:1] + pull.comments[:1]]
+                 + [r["submitted_at"] for r in pull.reviews])
+    sinces = [c["query"]["since"][0]
+              for c in forge.calls("GET", f"/repos/{REPO}/pulls/7/comments")]
+    assert sinces == sorted(sinces) and newest in sinces, "only what is newer is read"
     assert "And end it with a newline." in prompt
     for old in ("Nearly there", "Say hello to the world", "Also mention the README",
                 "Taskboard sent"):
