@@ -212,8 +212,8 @@ def test_the_project_form_has_the_two_settings_with_the_servers_limits(pr_board,
     page.goto(f"{board.url}/#/projects/{project['id']}/webhooks")
     live(page)
     page.get_by_role("button", name="New webhook").click()
-    expect(dialog(page, "New webhook").get_by_role("checkbox", name="Pull request merged")) \
-        .to_be_visible()
+    for label in ("Pull request merged", "The agent needs you"):
+        expect(dialog(page, "New webhook").get_by_role("checkbox", name=label)).to_be_visible()
 
 
 def signed(secret, body: bytes) -> str:

@@ -58,6 +58,7 @@ register({  // key: [English, Turkish]
   "webhooks.event.task:changes_requested": ["Changes requested", "Değişiklik istendi"],
   "webhooks.event.task:failed": ["Task failed", "Görev başarısız oldu"],
   "webhooks.event.task:merged": ["Pull request merged", "Çekme isteği birleştirildi"],
+  "webhooks.event.task:needs_input": ["The agent needs you", "Ajan sizi bekliyor"],
   "webhooks.event.webhook:test": ["Test", "Deneme"],
   "webhooks.platform.custom": ["Custom (JSON)", "Özel (JSON)"],
 });
