@@ -196,6 +196,16 @@ def test_review_changes_and_line_comments_go_back_in_the_review_comment_shape(
     pr_is(client, tid, fixAttempts=2)
 
 
+def test_a_host_without_checks_still_sends_reviews_back(client, api, forge, agent_dir):
+    _, task = opened(client, api, forge)
+    sha = forge.pull().head_sha()
+    for kind in ("check-runs", "status"):
+        forge.route("GET", f"/repos/{REPO}/commits/{sha}/{kind}", (404, {"message": "Not Found"}))
+    forge.pull().review("CHANGES_REQUESTED", "Rename it.")
+    assert "alice requested changes: Rename it." in sent_back(client, agent_dir, task["id"], 2)
+    assert get_task(client, task["id"])["pr"]["checks"] == "none"
+
+
 def test_a_conflict_with_the_base_asks_the_agent_to_merge_it_in(client, api, forge,
                                                                  agent_dir):
     _, task = opened(client, api, forge)
