@@ -1695,6 +1695,7 @@ CREATE TABLE pull_requests (
   sent_json TEXT NOT NULL DEFAULT '[]',
   posted_json TEXT NOT NULL DEFAULT '[]'
 );
+CREATE INDEX tasks_with_pr ON tasks(id) WHERE pr_json IS NOT NULL;
 UPDATE tasks SET pr_json = json_object('number', CAST(substr(pr_url, instr(pr_url, '/pull/')
   + 6) AS INTEGER), 'url', pr_url, 'state', 'open', 'checks', 'none', 'review', 'none',
   'fixAttempts', 0, 'error', NULL, 'needsYou', NULL)
@@ -3023,8 +3024,8 @@ def spend_action_row(token_hash: str, approval_id: int) -> bool | None:
 
 
 #: Tasks whose pull request waits for a person (design §16).
-PR_NEEDS_YOU = "json_extract(pr_json, '$.needsYou') IS NOT NULL AND " \
-    "json_extract(pr_json, '$.state') = 'open'"
+PR_NEEDS_YOU = "pr_json IS NOT NULL AND json_extract(pr_json, '$.needsYou') IS NOT NULL " \
+    "AND json_extract(pr_json, '$.state') = 'open'"
 
 
 def inbox_count() -> int:

@@ -13,13 +13,13 @@ import json
 import os
 
 import pytest
-from git_host_helpers import ACCOUNT, REPO, TOKEN, FakeHost, add_origin
+from git_host_helpers import ACCOUNT, REPO, TOKEN, FakeHost, FakePull, add_origin
 from test_push import add_device, messages, quick_push  # noqa: F401  (a fixture)
 from test_webhooks import receiver, unused_port  # noqa: F401  (a fixture)
 
 import taskboard
 from agent_helpers import RUN, get_task, logs, task_calls, wait_status
-from conftest import assert_error, git, wait_for, worktree_of
+from conftest import assert_error, git, sql, wait_for, worktree_of
 
 pytestmark = pytest.mark.usefixtures("fast_retries")
 
@@ -334,6 +334,30 @@ def test_a_restart_sends_nothing_twice(tb, client, api, forge, agent_dir, config
     looked(client, tid)
     pr_is(client, tid, review="changes_requested", fixAttempts=1)
     assert len(task_calls(agent_dir, tid)) == 2 and len(forge.pull().comments) == 1
+
+
+def test_a_pr_opened_before_the_upgrade_is_followed_after_it(tb, client, api, forge,
+                                                              config):
+    project = api.project(autoBranch=True, autoPr=True, gitHostRepo=REPO, prPollSeconds=1)
+    task = api.task(project["id"], title="Old work")
+    old = api.task(project["id"], title="Old work elsewhere")  # its PR is on another host
+    taskboard.shutdown()
+    sql(tb, f"UPDATE tasks SET pr_url = 'https://git.example/{REPO}/pull/12', status = 'done'"
+        " WHERE id = ?", (task["id"],))
+    sql(tb, "UPDATE tasks SET pr_url = 'https://elsewhere.example/merge_requests/3' "
+        "WHERE id = ?", (old["id"],))
+    for statement in ("DELETE FROM _migrations WHERE name = '0014_pull_requests'",
+                      "DROP TABLE pull_requests", "DROP INDEX tasks_with_pr",
+                      "ALTER TABLE tasks DROP COLUMN pr_json",
+                      "ALTER TABLE projects DROP COLUMN pr_poll_seconds",
+                      "ALTER TABLE projects DROP COLUMN pr_fix_max_attempts"):
+        sql(tb, statement)  # the database as the board before this issue left it
+    forge.pulls[12] = FakePull(forge, 12, "main", "main", "Old work")
+    forge.pulls[12].merged, forge.pulls[12].state = True, "closed"
+    taskboard.init(config, resume_runs=False)
+    merged = pr_is(client, task["id"], state="merged")
+    assert merged["pr"]["number"] == 12 and merged["pr_url"].endswith("/pull/12")
+    assert get_task(client, old["id"])["pr"] is None
 
 
 # --- faults -----------------------------------------------------------------------------
