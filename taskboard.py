@@ -2312,11 +2312,18 @@ def _insert_task(t: Tx, project_id: int, values: dict, defaults: dict, notice: N
     task = t.insert_row("tasks", values)
     if parent_id is not None:
         t.execute("UPDATE tasks SET awaiting_subtasks = 1 WHERE id = ?", (parent_id,))
-    t.insert("activity", {"project_id": project_id, "task_id": task["id"],
-                          "task_title": values["title"], "event": "created",
-                          "from_status": None, "to_status": "backlog", "created_at": now})
+    add_activity(t, task, "created", now, (None, "backlog"))
     notice.queue(t, task)
     return task, project["auto_queue"]
+
+
+def add_activity(t: Tx, task: dict, event: str, now: str,
+                 statuses: tuple[str | None, str] | None = None) -> None:
+    """An activity entry of the task: statuses (from, to), by default the status it has."""
+    start, end = statuses or (task["status"], task["status"])
+    t.insert("activity", {"project_id": task["project_id"], "task_id": task["id"],
+                          "task_title": task["title"], "event": event, "from_status": start,
+                          "to_status": end, "created_at": now})
 
 
 def update_task_row(task_id: int, changes: dict) -> dict | None:
@@ -2337,10 +2344,7 @@ def move_task_row(task_id: int, to: str, changes_for, only_from=None,
         now = now_iso()
         after = t.update("tasks", task_id, {**changes_for(before, now), "status": to,
                                             "updated_at": now})
-        t.insert("activity", {"project_id": before["project_id"], "task_id": task_id,
-                              "task_title": before["title"], "event": "status_change",
-                              "from_status": before["status"], "to_status": to,
-                              "created_at": now})
+        add_activity(t, before, "status_change", now, (before["status"], to))
         if notice is not None:
             notice.queue(t, after)
         return before, after
@@ -2674,20 +2678,17 @@ def insert_revision_row(task_id: int, feedback: str, notice: Notice,
         if task is None or (sent and task["status"] != "done"):
             return None
         now = now_iso()
+        changes = {"revision_count": task["revision_count"] + 1, "updated_at": now}
         if sent:
             follow = t.one("SELECT sent_json FROM pull_requests WHERE task_id = ?", (task_id,))
             t.update("pull_requests", task_id, {"since": sent["since"], "sent_json": json_dumps(
                 json.loads(follow["sent_json"]) + sent["keys"])}, key="task_id")
             pr = json.loads(task["pr_json"])
-            t.update("tasks", task_id, {"pr_json": json_dumps(
-                {**pr, "fixAttempts": pr["fixAttempts"] + 1, "needsYou": None})})
+            changes["pr_json"] = json_dumps({**pr, "fixAttempts": pr["fixAttempts"] + 1,
+                                             "needsYou": None})
         t.insert("revisions", {"task_id": task_id, "feedback": feedback, "created_at": now})
-        t.insert("activity", {"project_id": task["project_id"], "task_id": task_id,
-                              "task_title": task["title"], "event": "revision",
-                              "from_status": task["status"], "to_status": task["status"],
-                              "created_at": now})
-        task = t.update("tasks", task_id, {"revision_count": task["revision_count"] + 1,
-                                           "updated_at": now})
+        add_activity(t, task, "revision", now)
+        task = t.update("tasks", task_id, changes)
         notice.queue(t, task)
         return task
 
@@ -3118,10 +3119,7 @@ def update_pr_row(task_id: int, shown: dict, kept: dict | None = None,
         if kept and not t.update("pull_requests", task_id, kept, key="task_id"):
             t.insert("pull_requests", {"task_id": task_id, **kept})
         if event:
-            t.insert("activity", {"project_id": task["project_id"], "task_id": task_id,
-                                  "task_title": task["title"], "event": event,
-                                  "from_status": task["status"], "to_status": task["status"],
-                                  "created_at": now})
+            add_activity(t, task, event, now)
         if notice is not None:
             notice.queue(t, task)
         return task
