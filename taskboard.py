@@ -3080,17 +3080,15 @@ def insert_issue_tasks(project_id: int, issues: list[dict], defaults: dict,
         return rows
 
 
-def followed_pr_rows(task_id: int | None = None) -> list[dict]:
-    """The pull requests the board follows (open, not given up on), or task_id's: each with
-    its task's status and key, and its project's poll interval and attempt limit."""
+def followed_pr_rows() -> list[dict]:
+    """The pull requests the board follows (open, not given up on), each with its task's
+    status and key, and its project's poll interval, attempt limit and base branch."""
     with read() as t:
         return t.all("SELECT r.*, k.pr_json, k.status, k.task_key, k.title, k.project_id, "
                      "p.pr_poll_seconds, p.pr_fix_max_attempts, p.pr_base_branch FROM "
                      "pull_requests r JOIN tasks k ON k.id = r.task_id JOIN projects p ON "
                      "p.id = k.project_id WHERE json_extract(k.pr_json, '$.state') = 'open' "
-                     "AND json_extract(k.pr_json, '$.error') IS NULL"
-                     + (" AND r.task_id = ?" if task_id else "") + " ORDER BY r.task_id",
-                     (task_id,) if task_id else ())
+                     "AND json_extract(k.pr_json, '$.error') IS NULL ORDER BY r.task_id")
 
 
 def add_posted_pr_row(task_id: int, comment_id: int) -> None:
