@@ -3082,9 +3082,9 @@ def insert_issue_tasks(project_id: int, issues: list[dict], defaults: dict,
 
 def followed_pr_rows() -> list[dict]:
     """The pull requests the board follows (open, not given up on), each with its task's
-    status and key, and its project's poll interval, attempt limit and base branch."""
+    status and project, and the project's poll interval, attempt limit and base branch."""
     with read() as t:
-        return t.all("SELECT r.*, k.pr_json, k.status, k.task_key, k.title, k.project_id, "
+        return t.all("SELECT r.*, k.pr_json, k.status, k.project_id, "
                      "p.pr_poll_seconds, p.pr_fix_max_attempts, p.pr_base_branch FROM "
                      "pull_requests r JOIN tasks k ON k.id = r.task_id JOIN projects p ON "
                      "p.id = k.project_id WHERE json_extract(k.pr_json, '$.state') = 'open' "
