@@ -5291,10 +5291,11 @@ def look_at_pull_request(row: dict, get) -> None:
         _publish_task(update_pr_row(task_id, shown, {"head_sha": sha}))
     elif row["head_sha"] != sha:
         update_pr_row(task_id, {}, {"head_sha": sha})
-    sent, posted = set(json.loads(row["sent_json"])), set(json.loads(row["posted_json"]))
+    done = set(json.loads(row["sent_json"])) | {  # the board's own comments count as sent
+        f"note:{comment_id}" for comment_id in json.loads(row["posted_json"])}
     signals = pr_signals(row, pull, sha, runs if checks == "failing" else [],
                          statuses if checks == "failing" else [], reviews,
-                         answers["lines"], answers["notes"], sent | posted_keys(posted))
+                         answers["lines"], answers["notes"], done)
     if signals:
         send_pr_back(row, {**pr, **shown}, signals)
 
@@ -5329,10 +5330,6 @@ def _review_state(reviews: list[dict]) -> str:
             verdicts[_dict(review.get("user")).get("login")] = review["state"]
     return "changes_requested" if "CHANGES_REQUESTED" in verdicts.values() else \
         "approved" if "APPROVED" in verdicts.values() else "none"
-
-
-def posted_keys(posted: set) -> set:
-    return {f"note:{comment_id}" for comment_id in posted}
 
 
 def pr_signals(row, pull, sha, failing_runs, failing_statuses, reviews, lines, notes,
