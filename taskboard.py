@@ -5163,9 +5163,10 @@ class PullRequests:
                         self.due.setdefault(task_id, 0.0) <= time.monotonic():
                     self.asked.discard(task_id)
                     self.look(row)
-            pause = 0.0 if self.asked else \
-                min(self.due.values(), default=60.0) - time.monotonic()
-            self.woken.wait(min(max(pause, 0.0), 60.0))
+            if self.asked:
+                continue
+            due = min(self.due.values(), default=None)  # None: nothing to wait for
+            self.woken.wait(None if due is None else max(due - time.monotonic(), 0.0))
 
     def look(self, row: dict) -> None:
         self.looking = row["task_id"]
