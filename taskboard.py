@@ -536,6 +536,71 @@ class Kept:
         return value
 
 
+class Worker:
+    """A background loop, written once: step() does one round of work and returns the
+    seconds until the next round is due, or None to wait for a wake().  A round that
+    raises is logged and tried again after `retry` seconds.
+    Between rounds it waits on one event, so an idle worker does no work at all; stop()
+    lets a round under way end for `grace` seconds, then kills it."""
+
+    def __init__(self, name: str, step=None, first: float | None = 0.0,
+                 retry: float = 1.0, grace: float = 0.0):
+        self.name, self.first, self.retry, self.grace = name, first, retry, grace
+        if step is not None:
+            self.step = step
+        self.due = None  # time.monotonic() of the next round; None: when woken
+        self.woken = gevent.event.Event()
+        self.greenlet, self.stepping, self.stopping = None, False, False
+
+    def step(self) -> float | None:
+        raise NotImplementedError
+
+    @property
+    def idle(self) -> bool:
+        """Nothing under way and nothing due: only a wake() starts the next round."""
+        return not self.stepping and self.due is None
+
+    def start(self) -> None:
+        if self.first is not None:
+            self._due_in(self.first)
+        self.greenlet = gevent.spawn(self._run)
+
+    def wake(self, after: float = 0.0) -> None:
+        """Have the next round start within `after` seconds (at once by default)."""
+        self._due_in(after)
+
+    def _due_in(self, seconds: float) -> None:
+        due = time.monotonic() + seconds
+        if self.due is None or due < self.due:
+            self.due = due
+            self.woken.set()
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.woken.set()
+        if self.greenlet is not None:
+            self.greenlet.join(timeout=self.grace)
+            self.greenlet.kill()
+
+    def _run(self) -> None:
+        while not self.stopping:
+            self.woken.clear()  # before reading `due`: a wake from now on ends the wait
+            left = None if self.due is None else self.due - time.monotonic()
+            if left is None or left > 0:
+                self.woken.wait(left)
+                continue
+            self.due, self.stepping = None, True
+            try:
+                pause = self.step()
+            except Exception:  # a background loop: log and carry on
+                log.exception("%s failed", self.name)
+                pause = self.retry
+            finally:
+                self.stepping = False
+            if pause is not None:
+                self._due_in(max(pause, 0.0))
+
+
 def slugify(text: str, limit: int = 40) -> str:
     text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
@@ -1804,6 +1869,7 @@ def tx():
     with WRITE_LOCK, _transaction(runtime.db) as t:
         _begin_immediate(t.connection)
         yield t
+    runtime.checkpoints.wake(CHECKPOINT_SECONDS)
 
 
 @contextlib.contextmanager
@@ -3447,7 +3513,7 @@ class EventBus:
             gevent.spawn_later(WS_DROP_GRACE_SECONDS, sub.abort)
 
 
-class LogWriter:
+class LogWriter(Worker):
     """Buffers agent log lines and writes them in batches, at most every `interval` per
     task, publishing one task:log per batch; big batches go in chunks, in order."""
 
@@ -3458,17 +3524,12 @@ class LogWriter:
     MAX_PENDING_ROWS = 100_000
 
     def __init__(self, interval=LOG_FLUSH_SECONDS):
+        super().__init__("log writer", first=None, grace=5.0)
         self.interval = interval
         self.pending = collections.defaultdict(list)
         self.events = collections.defaultdict(list)
         self.last_flush = {}
-        self.wakeup = gevent.event.Event()
-        self.greenlet = None
-        self.stopping = False
         self._flushing = threading.Lock()  # one flush at a time keeps ids in line order
-
-    def start(self):
-        self.greenlet = gevent.spawn(self._loop)
 
     def append(self, task_id: int, kind: str, message: str, run_id=None, tool=None,
                is_error=None, duration_ms=None, at=None, author=None) -> None:
@@ -3545,37 +3606,29 @@ class LogWriter:
             self.events[task_id] = events
 
     def stop(self) -> None:
-        self.stopping = True
-        self.wakeup.set()
-        if self.greenlet is not None:
-            self.greenlet.join(timeout=5)
-            self.greenlet.kill()
+        super().stop()
         self.flush()
 
     def _nudge(self, task_id):
-        """Wake the flusher for a task's first buffered line: it then knows when it is due."""
+        """A task's first buffered line: the writer's next round is due when the task's is."""
         if task_id not in self.pending and task_id not in self.events:
-            self.wakeup.set()
+            self.wake(self.last_flush.get(task_id, 0) + self.interval - time.monotonic())
 
-    def _loop(self):
-        while not self.stopping:
-            buffered = set(self.pending) | set(self.events)
-            now = time.monotonic()
-            wait = min((self.last_flush.get(t, 0) + self.interval - now for t in buffered),
-                       default=None)
-            if wait is None or wait > 0:
-                self.wakeup.wait(wait)
-            self.wakeup.clear()
-            now = time.monotonic()
-            due = [t for t in set(self.pending) | set(self.events)
-                   if now - self.last_flush.get(t, 0) >= self.interval]
-            try:
-                self.flush(due)
-            except Exception:  # the writer must outlive one bad batch
-                log.exception("log writer: flush failed")
-            if len(self.last_flush) > 1000:  # forget tasks that went quiet
-                self.last_flush = {t: at for t, at in self.last_flush.items()
-                                   if now - at < self.interval}
+    def step(self) -> float | None:
+        """Write the tasks whose batch is due; the seconds until the next one is."""
+        now = time.monotonic()
+        due = [t for t in set(self.pending) | set(self.events)
+               if now - self.last_flush.get(t, 0) >= self.interval]
+        try:
+            self.flush(due)
+        except Exception:  # the writer must outlive one bad batch
+            log.exception("log writer: flush failed")
+        if len(self.last_flush) > 1000:  # forget tasks that went quiet
+            self.last_flush = {t: at for t, at in self.last_flush.items()
+                               if now - at < self.interval}
+        now = time.monotonic()
+        return min((self.last_flush.get(t, 0) + self.interval - now
+                    for t in set(self.pending) | set(self.events)), default=None)
 
 
 # =============================================================================
@@ -3856,29 +3909,31 @@ def compact_logs(now: dt.datetime | None = None) -> int:
     return removed
 
 
-def compact_logs_forever() -> None:
-    """The background retention: shortly after start, then every LOG_COMPACT_SECONDS."""
-    gevent.sleep(30)
-    while True:
-        try:
-            compact_logs()
-        except Exception:
-            log.exception("log retention failed")
-        gevent.sleep(LOG_COMPACT_SECONDS)
+def retain_logs() -> float:
+    """A round of the background retention (shortly after start, then every
+    LOG_COMPACT_SECONDS)."""
+    compact_logs()
+    return LOG_COMPACT_SECONDS
 
 
-def checkpoint_forever() -> None:
-    """Keep the write-ahead log short, in a worker thread (see checkpoint)."""
-    failing = None
-    while True:
-        gevent.sleep(CHECKPOINT_SECONDS)
+class Checkpoints(Worker):
+    """Keeps the write-ahead log short: a round (see checkpoint) CHECKPOINT_SECONDS after
+    the first commit since the last round (tx() wakes it), so none while nothing is written."""
+
+    def __init__(self):
+        super().__init__("checkpoint", first=None)
+        self.failing = None
+
+    def step(self) -> float | None:
         try:
             checkpoint(runtime.config["db_path"])
-            failing = None
-        except sqlite3.Error as exc:  # a full disk, a lock another program holds: next time
-            if str(exc) != failing:  # said once, not every second
+        except sqlite3.Error as exc:  # a full disk, a lock another program holds: again
+            if str(exc) != self.failing:  # said once, not every round
                 log.warning("checkpoint: %s", exc)
-            failing = str(exc)
+            self.failing = str(exc)
+            return CHECKPOINT_SECONDS
+        self.failing = None
+        return None
 
 
 def task_revisions(task_id: int) -> list[dict]:
@@ -5010,16 +5065,15 @@ def sync_issues(project_id: int) -> dict:
     return {"imported": len(rows)}
 
 
-def sync_all_issues() -> None:
-    """The background sync: every synced project, every SYNC_INTERVAL_SECONDS."""
-    while True:
-        for project in find_rows("projects", git_host_sync_enabled=1,
-                                 git_host_repo={"!=": ""}):
-            try:
-                sync_issues(project["id"])
-            except Exception:
-                log.exception("project %s: issue sync failed", project["id"])
-        gevent.sleep(SYNC_INTERVAL_SECONDS)
+def sync_all_issues() -> float:
+    """A round of the background sync: every synced project (at start, then every
+    SYNC_INTERVAL_SECONDS)."""
+    for project in find_rows("projects", git_host_sync_enabled=1, git_host_repo={"!=": ""}):
+        try:
+            sync_issues(project["id"])
+        except Exception:
+            log.exception("project %s: issue sync failed", project["id"])
+    return SYNC_INTERVAL_SECONDS
 
 
 def git_host_call(method: str, path: str, body: dict | None = None) -> tuple[int | None, object]:
@@ -5116,57 +5170,45 @@ class HostTrouble(Exception):
         self.wait = wait
 
 
-class PullRequests:
+class PullRequests(Worker):
     """The follower: each followed PR is looked at every prPollSeconds, at once when
     woken (the host's webhook, a push), later and later while its host fails (logged
-    once).  Conditional GETs with the ETags of the last look cost no rate limit."""
+    once).  Conditional GETs with the ETags of the last look cost no rate limit.  A look
+    under way when the board stops may end (a killed one would leave its socket open)."""
 
     def __init__(self):
-        self.due = {}  # task id -> time.monotonic() of its next look
+        super().__init__("pull requests", grace=5.0)
+        self.next_look = {}  # task id -> time.monotonic() of its next look
         self.failures = {}  # task id -> failed looks in a row
         self.etags = {}  # task id -> {path: (ETag, decoded answer)} of its last look
         self.asked = set()  # task ids to look at now, even during a look at them
         self.looking, self.looks = None, 0  # the task id looked at now; looks ended
-        self.woken = gevent.event.Event()
-        self.greenlet, self.stopping = None, False
-
-    def start(self) -> None:
-        self.greenlet = gevent.spawn(self.forever)
-
-    def stop(self) -> None:
-        """Let a look that is under way end (a killed one would leave its socket open),
-        for a few seconds at most."""
-        self.stopping = True
-        self.woken.set()
-        if self.greenlet is not None:
-            self.greenlet.join(timeout=5)
-            self.greenlet.kill()
 
     def wake(self, task_id: int | None = None) -> None:
-        self.asked |= {task_id} if task_id else set(self.due)
-        self.woken.set()
+        self.asked |= {task_id} if task_id else set(self.next_look)
+        super().wake()
 
-    def forever(self) -> None:
-        while not self.stopping:
-            self.woken.clear()
-            rows = followed_pr_rows()
-            followed = {row["task_id"] for row in rows}
-            self.asked &= followed
-            for gone in set(self.due) - followed:
-                for kept in (self.due, self.failures, self.etags):
-                    kept.pop(gone, None)
-            for row in rows:
-                task_id = row["task_id"]
-                if self.stopping:
-                    return
-                if task_id in self.asked or \
-                        self.due.setdefault(task_id, 0.0) <= time.monotonic():
-                    self.asked.discard(task_id)
-                    self.look(row)
-            if self.asked:
-                continue
-            due = min(self.due.values(), default=None)  # None: nothing to wait for
-            self.woken.wait(None if due is None else max(due - time.monotonic(), 0.0))
+    def step(self) -> float | None:
+        """Look at the PRs due or asked for; the seconds until the next is due (None:
+        nothing is followed, so only a wake can give it something to do)."""
+        rows = followed_pr_rows()
+        followed = {row["task_id"] for row in rows}
+        self.asked &= followed
+        for gone in set(self.next_look) - followed:
+            for kept in (self.next_look, self.failures, self.etags):
+                kept.pop(gone, None)
+        for row in rows:
+            task_id = row["task_id"]
+            if self.stopping:
+                return None
+            if task_id in self.asked or \
+                    self.next_look.setdefault(task_id, 0.0) <= time.monotonic():
+                self.asked.discard(task_id)
+                self.look(row)
+        if self.asked:
+            return 0.0
+        due = min(self.next_look.values(), default=None)
+        return None if due is None else due - time.monotonic()
 
     def look(self, row: dict) -> None:
         self.looking = row["task_id"]
@@ -5187,7 +5229,7 @@ class PullRequests:
             if failed == 1:
                 runtime.logs.append(task_id, "pr", f"{exc}; looking again in {wait:.0f} s, "
                                     "then less often until it answers", is_error=True)
-            self.due[task_id] = time.monotonic() + wait
+            self.next_look[task_id] = time.monotonic() + wait
             return
         except Exception:
             log.exception("task %s: looking at its pull request failed", task_id)
@@ -5195,7 +5237,7 @@ class PullRequests:
             self.etags[task_id] = etags
             if self.failures.pop(task_id, 0):
                 runtime.logs.append(task_id, "pr", "the source host answers again")
-        self.due[task_id] = time.monotonic() + row["pr_poll_seconds"]
+        self.next_look[task_id] = time.monotonic() + row["pr_poll_seconds"]
 
     def get(self, task_id: int, etags: dict, path: str) -> tuple[int, object]:
         """GET path of the host, conditionally: (status, answer); a 304 gives the answer
@@ -7308,16 +7350,16 @@ def host_came_back(host: dict) -> None:
         schedule_queue(project_id)
 
 
-def check_hosts_forever() -> None:
-    """Check every enabled, trusted host a project names, every HOST_CHECK_SECONDS."""
-    while True:
-        gevent.sleep(HOST_CHECK_SECONDS)
-        for host in host_rows():
-            if host["enabled"] and host["host_key"] and host_project_rows(host["id"]):
-                try:
-                    check_host(host["id"])
-                except Exception:  # a background loop: log and carry on
-                    log.exception("checking host %s failed", host["id"])
+def check_hosts() -> float:
+    """A round of the background checks: every enabled, trusted host a project names
+    (every HOST_CHECK_SECONDS)."""
+    for host in host_rows():
+        if host["enabled"] and host["host_key"] and host_project_rows(host["id"]):
+            try:
+                check_host(host["id"])
+            except Exception:  # a background loop: log and carry on
+                log.exception("checking host %s failed", host["id"])
+    return HOST_CHECK_SECONDS
 
 
 def wait_for_host(task: dict, host: dict, error: str) -> None:
@@ -7511,36 +7553,40 @@ class Outbox:
 
     def __init__(self, table: str, column: str, take, send):
         self.table, self.column, self.take, self.send = table, column, take, send
-        self.workers = {}  # target id -> its worker greenlet
+        self.workers = {}  # target id -> its Worker
+        self.done = {}  # NOTE: target id -> the outbox id sent last: a failed delete or
+        #                 a send that raises does not loop
+
+    @property
+    def idle(self) -> bool:
+        return all(worker.idle for worker in self.workers.values())
 
     def start(self) -> None:
         for target in outbox_owners(self.table, self.column):  # left by the last stop
             self.wake(target)
 
     def wake(self, target: int) -> None:
-        """A message was queued for the target: make sure a worker delivers it."""
+        """A message was queued for the target: have its worker deliver it."""
         if target not in self.workers:
-            self.workers[target] = gevent.spawn(self._work, target)
+            self.workers[target] = Worker(f"{self.table} {target}", functools.partial(
+                self.deliver_next, target), first=None)
+            self.workers[target].start()
+        self.workers[target].wake()
 
     def stop(self) -> None:
-        gevent.killall(list(self.workers.values()))
+        for worker in self.workers.values():
+            worker.stop()
 
-    def _work(self, target: int):
-        done = 0  # NOTE: the outbox id delivered last: a failed delete does not loop
-        try:
-            while True:
-                try:
-                    queued = self.take(target, done)
-                    if queued is None:
-                        return  # nothing yields from here on: a wake() now spawns anew
-                    done, arguments = queued
-                    self.send(*arguments)
-                    delete_outbox_row(self.table, done)
-                except Exception:  # a background loop: log and carry on
-                    log.exception("%s %s: delivery failed", self.table, target)
-                    gevent.sleep(1)
-        finally:
-            del self.workers[target]
+    def deliver_next(self, target: int) -> float | None:
+        """Send the target's next message: 0 (look for another at once), or None when
+        none is left."""
+        queued = self.take(target, self.done.get(target, 0))
+        if queued is None:
+            return None
+        self.done[target], arguments = queued
+        self.send(*arguments)
+        delete_outbox_row(self.table, self.done[target])
+        return 0.0
 
 
 def deliver_notice(hook: dict, project: dict, notice: dict) -> None:
@@ -11582,8 +11628,10 @@ class Runtime:
         self.leftovers = {}
         #: the open pull requests the board follows (design §16)
         self.prs = PullRequests()
-        #: the background workers; the chores of one change each (after_done, a queue run)
-        self.greenlets = []
+        #: the background clocks (Worker) and one-off greenlets; the chores of one change
+        #: each (after_done, a queue run)
+        self.workers, self.greenlets = [], []
+        self.checkpoints = Checkpoints()
         self.chores = gevent.pool.Group()
 
 
@@ -11699,6 +11747,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     runtime.settings = settings_rows()
     interrupt_stale_plans()
     runtime.logs.start()
+    runtime.checkpoints.start()
     runtime.webhooks.start()
     runtime.push.start()
     expire_requests()  # nobody can answer what the agents of a stopped server asked
@@ -11706,9 +11755,14 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     verify_waiting_tasks()
     if config["demo"]:
         create_demo_project()
-    runtime.greenlets += [gevent.spawn(work) for work in (
-        check_agent_command, prune_worktrees, sync_all_issues, compact_logs_forever,
-        checkpoint_forever, check_hosts_forever)]
+    runtime.greenlets += [gevent.spawn(check_agent_command), gevent.spawn(prune_worktrees)]
+    runtime.workers = [
+        Worker("issue sync", sync_all_issues, retry=SYNC_INTERVAL_SECONDS),
+        Worker("log retention", retain_logs, first=30.0, retry=LOG_COMPACT_SECONDS),
+        Worker("host checks", check_hosts, first=HOST_CHECK_SECONDS,
+               retry=HOST_CHECK_SECONDS)]
+    for worker in runtime.workers:
+        worker.start()
     runtime.prs.start()
     if resume_runs:
         resume_interrupted_runs()
@@ -11722,6 +11776,8 @@ def shutdown() -> None:
         return
     for greenlet in runtime.greenlets:
         greenlet.kill()
+    for worker in (*runtime.workers, runtime.checkpoints):
+        worker.stop()
     runtime.prs.stop()
     runtime.chores.join(timeout=5)
     runtime.chores.kill()

@@ -473,10 +473,10 @@ def test_shutdown_returns_while_a_webhook_delivery_hangs(tb, api, target):
     api.task(project["id"])
     wait_for(lambda: target.received, message="the delivery to reach the target")
     sender = taskboard.runtime.webhooks
-    assert sender.workers, "the delivery is in flight"
+    assert not sender.idle, "the delivery is in flight"
     taskboard.shutdown()
     assert_delivery_cut_short(tb.config["db_path"], target)
-    assert not sender.workers
+    assert all(worker.greenlet.dead for worker in sender.workers.values())
     assert taskboard.runtime is None
 
 
@@ -506,7 +506,7 @@ def test_moments_waiting_for_a_target_survive_a_stop_and_go_out_after_the_restar
     taskboard.init(tb.config)
     wait_for(lambda: len(target.received) == 4, message="the queued moments after the restart")
     assert [body["task"]["id"] for body in target.received] == [ids[0], *ids]
-    wait_for(lambda: not taskboard.runtime.webhooks.workers, message="the worker to end")
+    wait_for(lambda: taskboard.runtime.webhooks.idle, message="the worker to end")
     assert sql(tb, "SELECT COUNT(*) FROM webhook_outbox") == [(0,)]
     records = api.client.get(f"/api/projects/{project['id']}/webhooks/{hook['id']}"
                              "/deliveries").json
@@ -531,7 +531,7 @@ def test_moments_of_a_webhook_another_program_deleted_are_dropped_at_the_restart
     sql(tb, "DELETE FROM webhooks WHERE id = ?", (hook["id"],))
     assert sql(tb, "SELECT COUNT(*) FROM webhook_outbox") == [(2,)]
     taskboard.init(tb.config)
-    wait_for(lambda: not taskboard.runtime.webhooks.workers, message="the worker to end")
+    wait_for(lambda: taskboard.runtime.webhooks.idle, message="the worker to end")
     assert sql(tb, "SELECT COUNT(*) FROM webhook_outbox") == [(0,)]
     assert len(target.received) == 1
 
@@ -549,7 +549,7 @@ def test_a_change_and_its_webhook_moment_are_stored_together_or_not_at_all(
     task = api.task(project["id"], status="testing")
     wait_for(lambda: target.received, message="the task's own creation to be delivered")
     target.release()
-    wait_for(lambda: not taskboard.runtime.webhooks.workers, message="the sender to be idle")
+    wait_for(lambda: taskboard.runtime.webhooks.idle, message="the sender to be idle")
     before = snapshot()
     queue = taskboard.Notice.queue
 
@@ -574,7 +574,7 @@ def test_a_change_and_its_webhook_moment_are_stored_together_or_not_at_all(
              "request changes": "task:changes_requested"}[change]
     wait_for(lambda: len(target.received) == 2, message=f"the {event} moment")
     assert target.received[1]["event"] == event
-    wait_for(lambda: not taskboard.runtime.webhooks.workers, message="the sender to be idle")
+    wait_for(lambda: taskboard.runtime.webhooks.idle, message="the sender to be idle")
     assert sql(tb, "SELECT COUNT(*) FROM webhook_outbox") == [(0,)]
 
 

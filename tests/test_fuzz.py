@@ -238,7 +238,7 @@ def board(tb, api, client, tmp_path, network_guard, monkeypatch):
     yield tb
     webhooks = taskboard.runtime.webhooks
     deadline = time.monotonic() + 5
-    while webhooks.workers and time.monotonic() < deadline:
+    while not webhooks.idle and time.monotonic() < deadline:
         time.sleep(0.01)
 
 

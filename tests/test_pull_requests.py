@@ -264,7 +264,7 @@ def test_a_pr_closed_unmerged_is_recorded_and_nothing_else(tb, client, api, forg
 
 
 def no_longer_followed(task):
-    wait_for(lambda: task["id"] not in taskboard.runtime.prs.due, RUN,
+    wait_for(lambda: task["id"] not in taskboard.runtime.prs.next_look, RUN,
              message="the follower to let go of the pull request")
 
 

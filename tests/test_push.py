@@ -37,7 +37,7 @@ def add_device(client, sub, events=("approval", "question"), name="Phone", statu
 
 def settled():
     """Wait until the board has sent everything it queued."""
-    wait_for(lambda: not taskboard.runtime.push.workers, RUN,
+    wait_for(lambda: taskboard.runtime.push.idle, RUN,
              message="the board to send what it queued")
 
 

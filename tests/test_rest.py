@@ -6,10 +6,13 @@ import sys
 import time
 
 import gevent
+import pytest
+from fault_helpers import ServerProcess, clean_env
+from test_pull_requests import forge, opened  # noqa: F401  (a fixture)
 
 import taskboard
+from agent_helpers import RUN
 from conftest import wait_for
-from fault_helpers import ServerProcess, clean_env
 
 
 def cpu_seconds(pid):
@@ -68,3 +71,75 @@ def test_the_pull_request_follower_with_nothing_to_follow_waits_for_a_wake(
         assert rows.calls == 2
     finally:
         taskboard.shutdown()
+
+
+@pytest.mark.usefixtures("fast_retries")
+def test_a_followed_pull_request_is_looked_at_once_per_poll_and_not_in_between(
+        client, api, forge, monkeypatch):  # noqa: F811
+    """Between two looks at a PR the follower waits for the next one's time: no query of
+    what to follow and no request to the source host."""
+    rows = Counted(taskboard.followed_pr_rows)
+    monkeypatch.setattr(taskboard, "followed_pr_rows", rows)
+    _, task = opened(client, api, forge, prPollSeconds=60)
+    prs = taskboard.runtime.prs
+    wait_for(lambda: prs.looks and not prs.stepping, RUN, message="the first look to end")
+    queried, asked = rows.calls, len(forge.calls("GET"))
+    gevent.sleep(0.3)  # the measurement: a third of a second of rest
+    assert (rows.calls, len(forge.calls("GET"))) == (queried, asked)
+    assert prs.due is not None, "the next look is on the clock"
+
+
+# --- the one shape of every background loop ---------------------------------------------
+
+def test_a_worker_with_nothing_due_waits_for_a_wake_or_its_next_time():
+    rounds = []
+
+    def step():
+        rounds.append(len(rounds))
+        return None if len(rounds) < 3 else 0.01
+    worker = taskboard.Worker("test", step)
+    worker.start()
+    try:
+        wait_for(lambda: rounds == [0], message="the first round, at start")
+        gevent.sleep(0.2)
+        assert rounds == [0] and worker.idle, "nothing due: no round until a wake"
+        worker.wake()
+        wait_for(lambda: rounds == [0, 1], message="the round a wake asks for")
+        worker.wake(after=0.05)
+        worker.wake(after=60)  # a later wake does not put off an earlier one
+        wait_for(lambda: len(rounds) >= 3, message="the round due in 0.05 s")
+        wait_for(lambda: len(rounds) >= 6, message="the rounds every 0.01 s it asks for")
+    finally:
+        worker.stop()
+    assert worker.greenlet.dead
+
+
+def test_a_worker_whose_round_fails_logs_it_and_tries_again_after_retry(caplog):
+    rounds = []
+
+    def step():
+        rounds.append(1)
+        raise RuntimeError("the disk is gone")
+    worker = taskboard.Worker("flaky", step, retry=0.01)
+    worker.start()
+    try:
+        wait_for(lambda: len(rounds) >= 3, message="the rounds after failures")
+    finally:
+        worker.stop()
+    assert "flaky failed" in caplog.text and "the disk is gone" in caplog.text
+
+
+@pytest.mark.parametrize("grace", [0.0, 5.0])
+def test_stopping_a_worker_lets_a_round_under_way_end_within_its_grace(grace):
+    release, ended = gevent.event.Event(), []
+
+    def step():
+        release.wait()
+        ended.append(True)
+    worker = taskboard.Worker("slow", step, grace=grace)
+    worker.start()
+    wait_for(lambda: worker.stepping, message="the round to start")
+    gevent.spawn_later(0.05, release.set)
+    worker.stop()
+    assert worker.greenlet.dead
+    assert ended == ([True] if grace else []), "ended within its grace, else killed"
