@@ -7,14 +7,18 @@ Run it by hand, from any directory, with the Python that has Taskboard's dev dep
     python bench/ui.py --quick                  # fewer requests, a smaller log
     python bench/ui.py --baseline-rev <commit>  # against another commit of this repository
 
-The database. Taskboard creates the schema (this checkout, --no-auth, until it answers),
-the API creates three projects and a task, then SQLite is written directly: "Board" with
-2,500 tasks (20 % backlog, 8 % testing, 65 % done, 7 % failed), "Phone" with 500, "List"
-with 10,000, and one task of "Board" with 50,000 log entries shaped like an agent's. Both
-servers run on copies of that file (no migration differs between them, checked first).
+The database, one for each server, made the same way by that server's own code: its
+taskboard.py creates the schema (--no-auth, until it answers), its API creates three
+projects and a task, then SQLite is written directly, with the same seeded data: "Board"
+with 2,500 tasks (20 % backlog, 8 % testing, 65 % done, 7 % failed), "Phone" with 500,
+"List" with 10,000, and one task of "Board" with 50,000 log entries shaped like an agent's.
+The task rows copy every column of the task the API made, so each schema gets its own
+defaults. (One file for both would not do: a server refuses a database that a newer
+checkout migrated, and an older one has other migrations.) Both get the same ids, checked.
 
-The baseline is `git archive <rev> taskboard.py static` in a temp dir, started the same way,
-measured in the same run; the ratio is baseline / value (higher is better). Each server
+The baseline is `git archive <rev> taskboard.py static` in a temp dir, its database built
+by it, started the same way, measured in the same run; the ratio is baseline / value
+(higher is better). Each server
 gets fresh browser contexts (an empty cache, no service worker) at 1440 x 900, signed in
 with the run's token through its session cookie:
 
@@ -48,7 +52,6 @@ import http.client
 import json
 import os
 import random
-import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -128,19 +131,20 @@ def call(port, method, path, body=None, headers=None):
     return resp.status, dict(resp.getheaders()), data
 
 
-def build(folder, log_entries):
-    """ The database (see the module's text); returns its path and the ids measured. """
-    db = os.path.join(folder, "ui.db")
+def build(name, root, folder, log_entries):
+    """ The database of the server `name` (see the module's text), its schema and first rows
+    made by root's taskboard.py; returns its path and the ids measured. """
+    db = os.path.join(folder, f"{name}.db")
     work = os.path.join(folder, "work")
     os.makedirs(work, exist_ok=True)
     port = free_port()
     ids = {}
-    with serve("schema", REPO_ROOT, db, port, folder):
-        for name in SIZES:
+    with serve(f"{name}-schema", root, db, port, folder, auth=False):
+        for project in SIZES:
             status, _, data = call(port, "POST", "/api/projects", {
-                "name": name, "slug": name.lower(), "workingDir": work})
+                "name": project, "slug": project.lower(), "workingDir": work})
             assert status == 201, data
-            ids[name] = json.loads(data)["id"]
+            ids[project] = json.loads(data)["id"]
         status, _, data = call(port, "POST", f"/api/projects/{ids['Board']}/tasks",
                                {"title": "The long log", "description": "50,000 entries"})
         template = json.loads(data)
@@ -149,14 +153,15 @@ def build(folder, log_entries):
         conn.row_factory = sqlite3.Row
         base = dict(conn.execute("SELECT * FROM tasks WHERE id = ?", (template["id"],)).fetchone())
         ids["heavy"] = base.pop("id")
-        for name, size in SIZES.items():
-            key = conn.execute("SELECT key FROM projects WHERE id = ?", (ids[name],)).fetchone()[0]
-            first = 2 if name == "Board" else 1
+        for project, size in SIZES.items():
+            key = conn.execute("SELECT key FROM projects WHERE id = ?",
+                               (ids[project],)).fetchone()[0]
+            first = 2 if project == "Board" else 1
             rows = []
             for n in range(first, size + 1):
                 status = rnd.choices(*zip(*STATUS_SHARES))[0]
                 stamp = f"2026-{1 + n % 11:02d}-{1 + n % 27:02d}T10:{n % 60:02d}:00.000Z"
-                rows.append({**base, "project_id": ids[name], "task_key": f"{key}-{n}",
+                rows.append({**base, "project_id": ids[project], "task_key": f"{key}-{n}",
                              "title": f"{rnd.choice(WORDS).title()} the {rnd.choice(WORDS)} "
                                       f"{rnd.choice(WORDS)} #{n}",
                              "description": " ".join(rnd.choices(WORDS, k=rnd.randint(10, 40))),
@@ -168,7 +173,7 @@ def build(folder, log_entries):
             conn.executemany(f"INSERT INTO tasks ({','.join(columns)}) VALUES "
                              f"({','.join('?' * len(columns))})",
                              [tuple(r[c] for c in columns) for r in rows])
-            conn.execute("UPDATE projects SET task_counter = ? WHERE id = ?", (size, ids[name]))
+            conn.execute("UPDATE projects SET task_counter = ? WHERE id = ?", (size, ids[project]))
         logs = []
         for n in range(log_entries):
             kind = LOG_KINDS[n % len(LOG_KINDS)]
@@ -192,27 +197,16 @@ def baseline_checkout(rev, folder):
         subprocess.run(["tar", "-x", "-C", target], input=archive, check=True)
     except (OSError, subprocess.CalledProcessError) as exc:
         return None, f"git archive {rev} failed: {exc}"
-    ours = migrations(os.path.join(REPO_ROOT, "taskboard.py"))
-    theirs = migrations(os.path.join(target, "taskboard.py"))
-    if ours != theirs:
-        return None, f"{rev} has other migrations than this checkout"
     return target, None
 
 
-def migrations(path):
-    with open(path, encoding="utf-8") as f:
-        source = f.read()
-    block = source[source.index("MIGRATIONS = ("):]
-    return block[:block.index("\n)\n")]
-
-
-def serve(name, root, db, port, folder):
+def serve(name, root, db, port, folder, auth=True):
     argv = [sys.executable, os.path.join(root, "taskboard.py"), "--port", str(port), "--db", db,
             "--agent-command", MISSING_AGENT]
-    if name == "schema":
+    if not auth:
         argv.append("--no-auth")
     return Server(name, argv, os.path.join(folder, f"{name}.log"), "/api/health", port,
-                  env=taskboard_env(auth=name != "schema"))
+                  env=taskboard_env(auth=auth))
 
 
 # The measurements ##########################################################################
@@ -429,13 +423,16 @@ def main():
         print(f"bench/ui.py: boards of {', '.join(f'{n:,}' for n in SIZES.values())} tasks, "
               f"a log of {args.log_entries:,} entries; baseline {args.baseline_rev or 'none'}; "
               f"{os.cpu_count()} CPUs", flush=True)
-        db, ids = build(tmp, args.log_entries)
+        db, ids = build("taskboard", REPO_ROOT, tmp, args.log_entries)
         base_root, why = baseline_checkout(args.baseline_rev, tmp)
         if why:
             print(f"no baseline: {why}", flush=True)
-        copy = os.path.join(tmp, "base.db")
-        shutil.copy(db, copy)
-        base = measure("baseline", base_root, copy, tmp, ids, args) if base_root else None
+        base = None
+        if base_root:
+            base_db, base_ids = build("baseline", base_root, tmp, args.log_entries)
+            if base_ids != ids:
+                sys.exit(f"the baseline's database got other ids: {base_ids}, not {ids}")
+            base = measure("baseline", base_root, base_db, tmp, ids, args)
         ours = measure("taskboard", REPO_ROOT, db, tmp, ids, args)
     rows = rows_of(ours, base)
     print_table(rows, value="this checkout", baseline=args.baseline_rev or "baseline")
