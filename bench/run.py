@@ -10,11 +10,12 @@ not a test:
     TASKBOARD_BENCH_CACHE=<dir> python bench/run.py   # keep scale.py's database between runs
 
 It runs bench/api.py, bench/agents.py, bench/scale.py, bench/load.py, bench/approvals.py,
-bench/push.py, bench/ui.py (the board in Chromium, issue 33) and bench/rest.py (start-up and
-memory at rest, issue 34) one after the other
+bench/push.py, bench/ui.py (the board in Chromium, issue 33), bench/rest.py (start-up,
+memory and CPU at rest, issues 34 and 42) and bench/hosts.py one after the other
 (their output goes by, prefixed with their name), reads the `BENCH_RESULT {...}` line each
 prints last, and prints one table: bench, figure, value, same-run baseline, ratio, goal and
-whether it is met. The headline goals (issues 9 and 34) come first:
+whether it is met; every row of every bench is shown. The headline goals (issues 9, 34, 35
+and 42) come first:
 
   API >= 0.5x bare bottle + gevent      api.py (every req/s, p50 and p99 ratio; for a
                                         create, bare bottle + gevent making the same
@@ -26,7 +27,7 @@ whether it is met. The headline goals (issues 9 and 34) come first:
                                         fan-out floor's own p99 is < 50 ms; the latency
                                         goals below are judged there
   fan-out p99 < 100 ms at the rung      load.py (200 /ws clients, 50 req/s; baseline:
-                                        bench/_bare_fanout.py, the fan-out alone)
+                                        bench/_bare_fanout.py, storing and fanning out)
   stdout -> /ws p99 < 200 ms            load.py (end_to_end_p99: 100 ms of it is the
                                         batching, by design)
   server RSS < 300 MB, < 20 MB growth   load.py (the growth: over the run's second half)
@@ -37,6 +38,14 @@ whether it is met. The headline goals (issues 9 and 34) come first:
   approval request -> push p99 < 200 ms push.py (the agent's request line to the phones'
                                         push service, at load.py's load and rung;
                                         --quick: 50 clients, no slow ones)
+  start-up <= 2x bare, idle < 70 MB,    rest.py (`python -m taskboard`, as the systemd unit
+  < 100 MB after 10,000 tasks           starts it)
+  idle < 62 MB, < 82 MB after 10,000    rest.py: rss_idle_script, rss_tasks_10k_script
+  tasks on `python taskboard.py`        (the README's command)
+  CPU at rest < 0.5 % of a core bare,   rest.py: cpu_rest_bare, cpu_rest_furnished (a
+  < 1 % furnished                       project with a followed PR, a host, a push device)
+  agents on a host: p99 <= 1.5x local,  hosts.py (end to end and fan-out)
+  one TCP connection to the host
 
 The other checks follow: among them load.py's stress run (the top rung, 200 slow clients;
 rows stress_*: nothing lost, no client of ours dropped, every slow client dropped and
@@ -72,6 +81,8 @@ HEADLINE = (("scale", "task_list_p99"), ("scale", "startup_to_health"),
             ("approvals", "request_to_ws_p99"), ("approvals", "click_to_stdin_p99"),
             ("push", "request_to_push_p99"), ("rest", "startup"), ("rest", "rss_idle"),
             ("rest", "rss_tasks_10k"), ("rest", "list_10k_p50"),
+            ("rest", "rss_idle_script"), ("rest", "rss_tasks_10k_script"),
+            ("rest", "cpu_rest_bare"), ("rest", "cpu_rest_furnished"),
             ("hosts", "remote_end_to_end_p99"), ("hosts", "remote_fanout_p99"),
             ("hosts", "tcp_connections_to_host"))
 
