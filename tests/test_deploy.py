@@ -52,7 +52,8 @@ def test_unit_keeps_the_bytecode_where_the_service_can_write_it(tmp_path):
     """Started as the unit starts it (python -m taskboard, in its working directory, with
     the unit's PYTHONPYCACHEPREFIX), Taskboard's bytecode is written to the cache directory
     and not to the checkout, so a checkout the service cannot write is compiled only once
-    (a script, `python taskboard.py`, is compiled again at every start)."""
+    (a script, `python taskboard.py`, is compiled at every start before it goes on as an
+    import)."""
     unit = service()
     assert unit["CacheDirectory"] == "taskboard"
     assert "Environment=PYTHONPYCACHEPREFIX=%C/taskboard" in unit_text().splitlines()

@@ -1,6 +1,8 @@
 """A board at rest does no work: every background loop waits for its next timer or a wake
 (issue 42: the pull-request follower with nothing to follow once spun a whole core)."""
 
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -12,7 +14,7 @@ from test_pull_requests import forge, opened  # noqa: F401  (a fixture)
 
 import taskboard
 from agent_helpers import RUN
-from conftest import wait_for
+from conftest import ROOT, wait_for
 
 
 def cpu_seconds(pid):
@@ -143,3 +145,20 @@ def test_stopping_a_worker_lets_a_round_under_way_end_within_its_grace(grace):
     worker.stop()
     assert worker.greenlet.dead
     assert ended == ([True] if grace else []), "ended within its grace, else killed"
+
+
+# --- memory: the README's `python taskboard.py` -------------------------------------------
+
+def test_the_readme_command_goes_on_as_an_import_of_the_cached_module(tmp_path):
+    """A script's compile is done at every start and what the compiler used would stay in
+    the server (28 MB); `python taskboard.py` goes on as an import instead, whose bytecode
+    is cached, with the interpreter's options and the arguments it was given."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    shutil.copy(os.path.join(ROOT, "taskboard.py"), checkout)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run([sys.executable, "-O", "taskboard.py", "--help"], cwd=checkout,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "usage: taskboard.py" in done.stdout, done.stderr
+    assert list((checkout / "__pycache__").glob("taskboard.*.opt-1.pyc")), \
+        "imported, with -O, and its bytecode cached"
