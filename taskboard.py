@@ -11267,11 +11267,13 @@ def mcp_serve(argv: list[str]) -> int:
             continue
         if not isinstance(message, dict) or "id" not in message:
             continue  # a notification (e.g. notifications/initialized)
+        params = message.get("params")
         try:
-            result = _mcp_answer(message.get("method"), message.get("params") or {}, board)
+            result = _mcp_answer(message.get("method"),
+                                 params if isinstance(params, dict) else {}, board)
             _mcp_send(message["id"], result=result)
-        except LookupError as exc:
-            _mcp_send(message["id"], error={"code": -32601, "message": str(exc)})
+        except (LookupError, InvalidParams) as exc:
+            _mcp_send(message["id"], error=_mcp_error(exc))
     return 0
 
 
@@ -11293,9 +11295,9 @@ def mcp_http(body, token: str | None):
                                                              dict) else {}
                 answers.append({"jsonrpc": "2.0", "id": message["id"], "result":
                                 _mcp_answer(message["method"], params, board)})
-            except LookupError as exc:
-                answers.append({"jsonrpc": "2.0", "id": message["id"], "error": {
-                    "code": -32601, "message": str(exc)}})
+            except (LookupError, InvalidParams) as exc:
+                answers.append({"jsonrpc": "2.0", "id": message["id"],
+                                "error": _mcp_error(exc)})
     if not answers:
         return None
     return answers if isinstance(body, list) else answers[0]
@@ -11321,6 +11323,15 @@ def remote_board_tools(link: "HostLink", agent: str, run_id: int, task_id: int,
     return token
 
 
+class InvalidParams(ValueError):
+    """JSON-RPC's -32602: a method's params are not what it takes."""
+
+
+def _mcp_error(exc: Exception) -> dict:
+    """The JSON-RPC error of a refused call: bad params, else an unknown method or tool."""
+    return {"code": -32602 if isinstance(exc, InvalidParams) else -32601, "message": str(exc)}
+
+
 def _mcp_answer(method, params, board: "BoardApi"):
     tools = {name: c for name, c in COMMANDS.items() if c.kind == "tool"}
     if method == "initialize":
@@ -11335,8 +11346,11 @@ def _mcp_answer(method, params, board: "BoardApi"):
             for name, c in tools.items()]}
     if method == "tools/call":
         name, args = params.get("name"), params.get("arguments") or {}
+        if not isinstance(name, str) or not isinstance(args, dict):
+            raise InvalidParams("tools/call takes a tool's name (a string) and its "
+                                "arguments (an object)")
         if name not in tools:
-            raise LookupError(f"unknown tool {name!r}")
+            raise LookupError(f"unknown tool {name[:100]!r}")
         try:
             value, failed = tools[name].run(args, board), False
         except (ValueError, TypeError, KeyError, requests.RequestException) as exc:

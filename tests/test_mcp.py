@@ -156,3 +156,16 @@ def test_a_run_token_creates_tasks_only_inside_its_own_subtree(running, api, liv
         assert response.json()["parent_task_id"] == task["id"], body
     tasks = api.client.get(f"/api/projects/{project['id']}/tasks").json
     assert [t["title"] for t in tasks if t["parent_task_id"] is None] == ["Parent"]
+
+
+@pytest.mark.parametrize("params", [
+    {"name": {"a": 1}, "arguments": {}}, {"name": ["list_tasks"], "arguments": {}},
+    {"name": 7}, {"name": "list_tasks", "arguments": ["a"]},
+    {"name": "list_tasks", "arguments": "everything"}])
+def test_a_malformed_tool_call_is_a_json_rpc_error_never_a_500(client, params):
+    """Security probe v4 (issue 43): a name that is an object or a list, or arguments that
+    are a list or a string, made POST /mcp answer 500 (unhashable, no attribute 'get')."""
+    answer = client.post_json("/mcp", {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                                       "params": params}, status=200).json
+    assert answer["id"] == 4 and answer["error"]["code"] == -32602, answer
+    assert "name" in answer["error"]["message"] and "Traceback" not in str(answer)
