@@ -7199,6 +7199,18 @@ def end_session(secret: str) -> None:
         delete_session_row(_digest(secret))
 
 
+def asked_by_owner(environ) -> bool:
+    """Whether the request carries the board's token or a live session (or the board has
+    no token): what an open route may show only to the owner."""
+    if runtime.config["no_auth"]:
+        return True
+    scheme, _, value = (environ.get("HTTP_AUTHORIZATION") or "").partition(" ")
+    if scheme.lower() == "bearer":
+        return hmac.compare_digest(value.strip().encode(), runtime.config["token"].encode())
+    cookie = bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE)
+    return bool(cookie) and session_alive(cookie)
+
+
 def session_alive(secret: str) -> bool:
     expires = runtime.sessions.get(_digest(secret))
     return expires is not None and expires > now_iso()
@@ -7534,11 +7546,18 @@ def copy_attachments(task: dict, attachments: list[dict], link: "HostLink") -> s
 # --- health ------------------------------------------------------------------------
 
 def health() -> dict:
+    """Open to all: the agent CLIs' found and version (never a path or arguments), and of
+    the hosts in use only how many there are and are reachable; their names and states
+    need the owner's credential (design §11)."""
     db_state = db_check()
-    # the agent CLI's found and version, never its path or arguments: health is open to all
-    return {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
-            "agents": {name: agent_state(name) for name in AGENTS}, "db": db_state,
-            "hosts": hosts_in_use() if db_state == "ok" else []}
+    hosts = hosts_in_use() if db_state == "ok" else []
+    answer = {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
+              "agents": {name: agent_state(name) for name in AGENTS}, "db": db_state,
+              "hostsInUse": {"count": len(hosts),
+                             "reachable": sum(host["reachable"] is True for host in hosts)}}
+    if asked_by_owner(bottle.request.environ):
+        answer["hosts"] = hosts
+    return answer
 
 
 def hosts_in_use() -> list[dict]:

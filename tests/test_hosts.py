@@ -521,6 +521,16 @@ def test_a_host_that_refuses_the_key_holds_the_task_until_a_check_lets_it_start(
     assert client.get("/api/health").json["hosts"][0]["reachable"] is True
 
 
+def test_health_tells_a_stranger_only_how_many_hosts_are_in_use_and_reachable(
+        client, anonymous, remote_project):
+    """Security probe v4 (issue 43): without a credential, health listed the hosts' names
+    and whether each was reachable; now only how many (design §11, v5)."""
+    assert client.get("/api/health").json["hosts"][0]["name"] == "build box"
+    answer = anonymous.get("/api/health")
+    assert "hosts" not in answer.json and "build box" not in answer.text
+    assert answer.json["hostsInUse"] == {"count": 1, "reachable": 1}
+
+
 def test_a_hosts_slots_are_shared_by_its_projects_and_the_queue_fills_them(
         client, api, remote_project, agent_dir):
     project, host = remote_project

@@ -86,6 +86,7 @@ def test_main_health_reports_missing_agent(start, tmp_path):
                     message="the agent check")
     agents = body.pop("agents")
     assert body == {"ok": True, "version": taskboard.__version__, "db": "ok", "hosts": [],
+                    "hostsInUse": {"count": 0, "reachable": 0},
                     "agent": {"found": False, "version": None, "checking": False}}
     assert set(agents) == set(taskboard.AGENTS)
     assert agents["claude"] == {**body["agent"], "package": "@anthropic-ai/claude-code",
