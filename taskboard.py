@@ -410,6 +410,11 @@ class PayloadTooLarge(ApiError):
     code = "payload_too_large"
 
 
+class RequestTimeout(ApiError):
+    status = 408
+    code = "request_timeout"
+
+
 class UnsupportedMediaType(ApiError):
     status = 415
     code = "unsupported_media_type"
@@ -9619,6 +9624,8 @@ UPLOAD_SLACK_BYTES = 64 * 1024
 #: A client has this long, from connecting or from the first byte after an idle keep-alive
 #: wait, to send a request's line and headers: a slow client cannot hold a connection.
 HEADER_TIMEOUT_SECONDS = 10.0
+#: ... and its body within this many seconds of them (design §11, v5), else 408.
+BODY_TIMEOUT_SECONDS = 30.0
 #: A kept-alive connection waits this long for its next request, then closes.
 IDLE_TIMEOUT_SECONDS = 60.0
 #: Descriptors never given to client connections: the database, agents' pipes, logs, git.
@@ -9909,12 +9916,29 @@ class BoundedInput:
     def __init__(self, raw, cap: int, length: int | None):
         self.raw, self.cap, self.length = raw, cap, length  # length None: chunked
         self.used, self.ended, self.broken = 0, length == 0, False
+        self.deadline = time.monotonic() + BODY_TIMEOUT_SECONDS
 
     def read(self, size=-1):
         return self._take(self.raw.read, size)
 
     def readline(self, size=-1):
         return self._take(self.raw.readline, size)
+
+    def _in_time(self, reader, *args):
+        """reader(*args), unless the body's deadline passes first: then RequestTimeout, and
+        the connection closes after the answer."""
+        timer = gevent.Timeout(max(self.deadline - time.monotonic(), 0.001))
+        timer.start()
+        try:
+            return reader(*args)
+        except gevent.Timeout as exc:
+            if exc is not timer:
+                raise
+            self.broken = True
+            raise RequestTimeout(f"the request body did not arrive within "
+                                 f"{BODY_TIMEOUT_SECONDS:g} s of its headers") from None
+        finally:
+            timer.close()
 
     def __iter__(self):
         return iter(self.readline, b"")
@@ -9925,7 +9949,7 @@ class BoundedInput:
         if self.ended or not size:
             return b""
         try:
-            data = reader(size)
+            data = self._in_time(reader, size)
         except OSError as exc:  # a malformed chunk, or the client gone mid-body
             self.broken = True
             raise Invalid(f"the request body cannot be read: {exc}"[:200].lower()) from None
@@ -9949,7 +9973,8 @@ class BoundedInput:
     def _discard(self):
         # gevent skips the rest of a body to reach the next request: only a bounded rest
         if not self.ended and self.skippable():
-            self.raw._discard()
+            with contextlib.suppress(RequestTimeout):  # broken: the connection closes
+                self._in_time(self.raw._discard)
 
 
 def query_int(name: str, default: int, lo: int, hi: int) -> int:

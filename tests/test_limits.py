@@ -297,6 +297,55 @@ def test_headers_must_arrive_within_the_header_deadline(live, raw, monkeypatch):
     assert conn.response()[0] == 200
 
 
+@pytest.mark.parametrize("signed_in", [True, False])
+def test_a_body_must_arrive_within_its_deadline_else_408_and_closed(live, raw, tb, tmp_path,
+                                                                     monkeypatch, signed_in):
+    """Security probe v4 (issue 43): headers, then one body byte every few seconds, held a
+    connection forever, before any credential. Now the body has BODY_TIMEOUT_SECONDS: a
+    request the board reads gets 408; one refused unread (no credential) gets its 401, and
+    the connection closes at the deadline instead of waiting for the rest."""
+    monkeypatch.setattr(taskboard, "BODY_TIMEOUT_SECONDS", 0.5)
+    tb.config["token"] = TOKEN
+    body = project_body(tmp_path)
+    auth = f"Authorization: Bearer {TOKEN}\r\n" if signed_in else ""
+    slow = raw()
+    slow.send(head("POST", "/api/projects", f"{auth}Content-Length: {len(body)}\r\n"))
+    sender = gevent.spawn(trickle, slow.sock, body, 0.05)
+    try:
+        status, headers, error = slow.response()
+        assert (status, error["code"]) == ((408, "request_timeout") if signed_in else
+                                           (401, "unauthorized")), error
+        assert slow.rest() == b"", "the connection closes"
+    finally:
+        sender.kill()
+    conn = raw()  # a body sent in time is read as ever
+    conn.send(head("POST", "/api/projects", f"Authorization: Bearer {TOKEN}\r\n"
+                   f"Content-Length: {len(body)}\r\n"), body)
+    assert conn.response()[0] == 201
+
+
+def test_slow_bodies_do_not_keep_health_from_answering(live, raw, tb, monkeypatch):
+    """200 connections trickling bodies (before any credential) while health answers, and
+    each is closed by the body deadline."""
+    monkeypatch.setattr(taskboard, "BODY_TIMEOUT_SECONDS", 1.0)
+    closed = []
+
+    def slow_body(i):
+        conn = raw()
+        conn.send(head("POST", "/api/projects", "Content-Length: 1000\r\n"))
+        if trickle(conn.sock, b"x" * 1000, 0.2):
+            closed.append(i)
+    clients = [gevent.spawn(slow_body, i) for i in range(200)]
+    try:
+        health = http.client.HTTPConnection("127.0.0.1", live.port, timeout=30)
+        health.request("GET", "/api/health")
+        assert health.getresponse().status == 200
+        health.close()
+        wait_for(lambda: len(closed) == 200, 30, message="every slow body to be cut off")
+    finally:
+        gevent.killall(clients)
+
+
 def test_idle_keep_alive_closes_but_websocket_stays(live, raw, api, monkeypatch):
     monkeypatch.setattr(taskboard, "HEADER_TIMEOUT_SECONDS", 0.3)
     monkeypatch.setattr(taskboard, "IDLE_TIMEOUT_SECONDS", 0.3)
