@@ -9327,10 +9327,8 @@ class HostLink:
                                "its fingerprint and trust it")
             with contextlib.suppress(FileNotFoundError):  # a dead master's (a killed board)
                 os.remove(self.control)
-            board = runtime.config["host"]  # where a remote run's requests come in
-            board = "127.0.0.1" if board in ("", "0.0.0.0", "::") else \
-                f"[{board}]" if ":" in board else board
-            forward = f"127.0.0.1:0:{board}:{runtime.url.rsplit(':', 1)[1]}"
+            # a remote run's requests come in on a listener of their own (forwarded())
+            forward = f"127.0.0.1:0:127.0.0.1:{forward_port()}"
             master = self.master = subprocess.Popen(
                 ["ssh", "-M", "-N", *ssh_options(self.host), "-o", f"ControlPath={self.control}",
                  "-o", "ControlPersist=no", "-R", forward, self.host["address"]],
@@ -10038,6 +10036,13 @@ def credential_refusal(environ, path: str, proxied: bool) -> ApiError | None:
     needs_auth = path in ("/ws", "/mcp") or \
         (path.startswith("/api/") and not OPEN_PATHS.fullmatch(path))
     bearer = environ.get("HTTP_AUTHORIZATION")
+    if environ.get("taskboard.forwarded"):
+        # SECURITY: through a host's forward comes another machine, whatever the address:
+        # a run token always, --no-auth or not (design §15, v5)
+        scheme, _, value = (bearer or "").partition(" ")
+        if scheme.lower() != "bearer" or value.strip() not in runtime.run_tokens:
+            return runtime.failures.refused(client_address(environ)) or Unauthorized(
+                "what comes through a host's forward needs a run's token")
     cookie = None if bearer is not None or runtime.config["no_auth"] or not needs_auth else \
         bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE)
     if bearer is None and not cookie:
@@ -10787,8 +10792,10 @@ def _ws_abort(sock) -> None:
 def local_refusal(environ) -> ApiError | None:
     peer = environ.get("REMOTE_ADDR") or ""
     name = host_name(environ)
-    # SECURITY: the socket's peer, never X-Forwarded-For, which anyone can send.
+    # SECURITY: the socket's peer, never X-Forwarded-For, which anyone can send; never
+    # what a host's forward brings from another machine
     if not _is_loopback(peer) or any(h in environ for h in PROXY_HEADERS) \
+            or environ.get("taskboard.forwarded") \
             or name not in LOOPBACK_NAMES or not own_origin(environ):
         return LocalOnly("desktop commands answer only requests made on this machine "
                          "(loopback address and host, no proxy, no other origin)")
@@ -11714,6 +11721,8 @@ class Runtime:
         #: connection was lost left there, to kill when it is reachable again
         self.links = {}
         self.leftovers = {}
+        #: the listener hosts' remote forwards reach (forward_port()), once one is needed
+        self.forward = None
         #: the open pull requests the board follows (design §16)
         self.prs = PullRequests()
         #: the background clocks (Worker) and one-off greenlets; the chores of one change
@@ -11877,6 +11886,8 @@ def shutdown() -> None:
     runtime.chores.kill()  # what the runs' ends asked for
     for link in runtime.links.values():
         link.close()
+    if runtime.forward is not None:
+        runtime.forward.stop(timeout=1)
     runtime.logs.stop()
     for sub in list(runtime.events.subscribers):
         sub.close()
@@ -11915,6 +11926,43 @@ def cli_version(out: str) -> str | None:
     "codex-cli 0.169.0"); None (unknown) when none does."""
     return next((line.strip() for line in out.splitlines() if VERSION_LINE.match(line.strip())),
                 None)
+
+
+class ForwardedHandler(Handler):
+    """The handler of what a host's remote forward brings: marked as such, and no /ws."""
+
+    def get_environ(self):
+        environ = super().get_environ()
+        environ["taskboard.forwarded"] = True
+        return environ
+
+    def upgrade_websocket(self):
+        return None
+
+
+def forwarded(environ, start_response):
+    """What a host's remote forward reaches (design §15, v5): the board tools (/mcp) alone,
+    for a run token only (see credential_refusal), never as a local request."""
+    if environ.get("PATH_INFO") == "/mcp":
+        return app(environ, start_response)
+    body = json_dumps(NotFound("a host's forward reaches the board tools (/mcp) alone")
+                      .body()).encode()
+    start_response("404 Not Found", [("Content-Type", "application/json"),
+                                     ("Content-Length", str(len(body))),
+                                     ("X-Content-Type-Options", "nosniff")])
+    return [body]
+
+
+def forward_port() -> int:
+    """The port of the listener that hosts' remote forwards reach: a loopback port of its
+    own, serving forwarded(), started when a host's connection first needs it."""
+    if runtime.forward is None:
+        runtime.forward = Server(("127.0.0.1", 0), forwarded, handler_class=ForwardedHandler,
+                                 log=None,
+                                 error_log=logging.getLogger("taskboard.http"),
+                                 environ={"SERVER_NAME": "127.0.0.1"})
+        runtime.forward.start()
+    return runtime.forward.server_port
 
 
 def make_server(host: str, port: int, access_log=None) -> Server:

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import requests
+import websocket
 from fault_helpers import ServerProcess, clean_env, group_members
 from git_host_helpers import REPO, TOKEN, FakeHost, add_origin
 from ssh_helpers import SshServer, host_body, sshd_missing, trusted_host
@@ -432,6 +433,43 @@ def test_a_remote_claude_run_reaches_the_board_tools_through_its_connection(
     assert child["parent_task_id"] == task["id"]
     api.move(task["id"], "backlog")
     wait_for(lambda: not os.path.exists(path), RUN, message="the settings file to go")
+
+
+@pytest.mark.parametrize("no_auth", [False, True])
+def test_a_hosts_forward_reaches_only_the_board_tools_with_a_run_token(
+        tb, client, api, live, sshd, tmp_path, agent_dir, no_auth):
+    """Security probe v4 (issue 43): the run's remote forward put the whole API on the
+    host's loopback, counted as local, so anyone on the host (under --no-auth, without a
+    token) read settings, called desktop commands and started agents on the board's
+    machine. Now it lands on a listener of its own: /mcp alone, a run token always."""
+    taskboard.runtime.url = live.url
+    make_repo(api.workdir)
+    host = trusted_host(client, sshd, tmp_path)
+    project = api.project(host=host["id"], repoUrl=str(api.workdir))
+    task = api.task(project["id"], title="Parent", description="fake:hang")
+    api.move(task["id"], "in_progress")
+    [call] = wait_for(lambda: task_calls(agent_dir, task["id"]), RUN, message="the agent")
+    with open(call["argv"][call["argv"].index("--mcp-config") + 1]) as f:
+        server = json.load(f)["mcpServers"]["taskboard"]
+    run_token = server["headers"]["Authorization"].split()[1]
+    forward = server["url"].rsplit("/", 1)[0]  # the forward's port on the host's loopback
+    if no_auth:
+        tb.config["no_auth"] = True
+    board = {"Authorization": f"Bearer {tb.config['token']}"}
+    for method, path in (("GET", "/api/settings"), ("GET", "/api/projects"),
+                         ("POST", "/api/desktop/stop_task"), ("GET", "/"), ("GET", "/ws")):
+        answer = requests.request(method, forward + path, json={"id": task["id"]},
+                                  headers=board, timeout=30)
+        assert answer.status_code == 404, (path, answer.status_code, answer.text[:200])
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    for headers in ({}, board, {"Authorization": "Bearer not-a-run-token"}):
+        refused = requests.post(forward + "/mcp", json=ping, headers=headers, timeout=30)
+        assert refused.status_code == 401, (headers, refused.text)
+    assert mcp(forward + "/mcp", run_token, "ping")["result"] == {}
+    with pytest.raises(websocket.WebSocketBadStatusException):  # no event stream there
+        websocket.create_connection(forward.replace("http", "ws") + "/ws", timeout=10,
+                                    header=[f"Authorization: Bearer {tb.config['token']}"])
+    assert client.get(f"/api/tasks/{task['id']}").json["status"] == "in_progress"
 
 
 def test_approvals_messages_and_attachments_work_for_a_run_on_a_host(
