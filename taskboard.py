@@ -6090,19 +6090,26 @@ def stop_check(run: "AgentRun", request_id) -> None:
     (at most stopCheckMaxBlocks times) send the agent back with the failure."""
     command, limit = run.channel["stop_check"]
     argv = shlex.split(command)
-    if shutil.which(argv[0], path=run.env.get("PATH")) is None and \
-            not os.access(os.path.join(run.cwd, argv[0]), os.X_OK):
+    link = getattr(run, "link", None)  # a run on a host: the check runs there (§15, v5)
+    missing = link is None and shutil.which(argv[0], path=run.env.get("PATH")) is None \
+        and not os.access(os.path.join(run.cwd, argv[0]), os.X_OK)
+    if not missing:
+        run.waiting.add("stop_check")
+        try:  # the agent's environment: the check runs what the agent wrote, no secrets
+            code, out = run_command(argv, run.cwd, STOP_CHECK_TIMEOUT_SECONDS, env=run.env,
+                                    stderr=subprocess.STDOUT, session=True,
+                                    keep=STOP_CHECK_TAIL) if link is None else \
+                stop_check_on_host(link, run.cwd, argv)
+        finally:
+            run.waiting.discard("stop_check")
+        missing = link is not None and code == 127  # the shell there did not find it
+    if missing:
+        where = "" if link is None else f" on host {link.host['name']!r}"
         runtime.logs.append(run.task_id, "stop_check", f"stop check `{command}` cannot run: "
-                            f"{argv[0]!r} is not found; the agent may stop", run.run_id,
+                            f"{argv[0]!r} is not found{where}; the agent may stop", run.run_id,
                             is_error=True)
         run.respond(request_id, {})
         return
-    run.waiting.add("stop_check")
-    try:  # the agent's environment: the check runs what the agent wrote, without secrets
-        code, out = run_command(argv, run.cwd, STOP_CHECK_TIMEOUT_SECONDS, env=run.env,
-                                stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL)
-    finally:
-        run.waiting.discard("stop_check")
     if code != 0 and run.stop_blocks < limit:
         run.stop_blocks += 1
         why = f"exit {code}" if code is not None else \
@@ -6117,6 +6124,19 @@ def stop_check(run: "AgentRun", request_id) -> None:
     runtime.logs.append(run.task_id, "stop_check", f"stop check `{command}` {verdict}",
                         run.run_id, is_error=code != 0)
     run.respond(request_id, response)
+
+
+def stop_check_on_host(link: "HostLink", cwd: str, argv: list[str]) -> tuple[int | None, str]:
+    """The stop check of a run on a host, there: in its worktree, with the host's login
+    environment, nothing of the board's; (exit code or None when it ran out of time or the
+    host could not be reached, the end of its output)."""
+    try:
+        code, out = link.run(f"cd {shlex.quote(cwd)} && {shlex.join(argv)} 2>&1",
+                             timeout=STOP_CHECK_TIMEOUT_SECONDS)
+    except HostDown as exc:
+        return None, str(exc)
+    return (None if code == 124 and out.startswith("timed out") else code), \
+        out[-STOP_CHECK_TAIL:]
 
 
 def task_diff(task_id: int) -> dict:

@@ -196,6 +196,28 @@ def test_shell_words_from_a_task_never_reach_the_remote_shell_unquoted(
         assert found == "", found
 
 
+def test_the_stop_check_of_a_run_on_a_host_runs_there(client, api, remote_project, agent_dir,
+                                                      tmp_path, monkeypatch):
+    """Security probe v4 (issue 43): a remote run's stop check ran on the board's machine,
+    with the board's environment, in the host's worktree path. It runs on the host, in the
+    worktree there, with the host's login environment: nothing of the board's."""
+    project, _ = remote_project
+    monkeypatch.setenv("ONLY_ON_THE_BOARD", "board-env")
+    check = "sh -c 'echo \"where=$(pwd -P) env=[$ONLY_ON_THE_BOARD]\"; exit 1'"
+    client.put_json(f"/api/projects/{project['id']}",
+                    {"stopCheckCommand": check, "stopCheckMaxBlocks": 1})
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    done = wait_status(client, task["id"], "testing")
+    with open(os.path.join(agent_dir, "stop_reasons.txt"), encoding="utf-8") as f:
+        [reason] = [json.loads(line) for line in f]
+    worktree = os.path.join(tmp_path, "host", "worktrees", str(project["id"]),
+                            done["task_key"])
+    assert f"where={os.path.realpath(worktree)} env=[]" in reason, reason
+    checks = [e for e in logs(client, task["id"]) if e["kind"] == "stop_check"]
+    assert [e["isError"] for e in checks] == [True, True]
+
+
 def test_the_boards_token_never_reaches_the_host(client, api, remote_project, agent_dir,
                                                  tmp_path):
     project, host = remote_project
