@@ -802,6 +802,8 @@ class Field:
             value = json_dumps(list(dict.fromkeys(value)))
         if self.check:
             self.check(value, name)
+        if kind == "json" and self.column.endswith("_json"):  # kept as JSON text
+            value = json_dumps(value)
         return value
 
     def render(self, value):
@@ -7259,14 +7261,8 @@ def get_host(host_id: int) -> dict:
     return host_view(found(host_row(host_id), f"host {host_id} not found"))
 
 
-def _host_values(values: dict) -> dict:
-    if values.get("agent_commands_json") is not None:
-        values["agent_commands_json"] = json_dumps(values["agent_commands_json"])
-    return values
-
-
 def create_host(body) -> dict:
-    values = _host_values(validate(HOST_FIELDS, body))
+    values = validate(HOST_FIELDS, body)
     if values.get("host_key"):
         raise Invalid("hostKey is set by trusting the key a check shows: add the host, check "
                       "it, compare the fingerprint, then trust it", "hostKey")
@@ -7278,8 +7274,7 @@ def create_host(body) -> dict:
 def update_host(host_id: int, body) -> dict:
     """Change a host.  hostKey set to the fingerprint its last check showed pins that key
     (design §15); null forgets it, as does a new address or port."""
-    changes = _host_values(validate_known(lambda: get_host(host_id), HOST_FIELDS, body,
-                                          partial=True))
+    changes = validate_known(lambda: get_host(host_id), HOST_FIELDS, body, partial=True)
     before = found(host_row(host_id), f"host {host_id} not found")
     moved = [k for k in ("address", "port", "identity_file", "host_key")
              if k in changes and changes[k] != before[k]]
