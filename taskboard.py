@@ -925,6 +925,19 @@ def _created(column="created_at"):
     return _ro("createdAt", "time", column=column)
 
 
+#: A source host's login (GitHub's: letters, digits, single dashes; an app's ends in [bot]).
+LOGIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}(?:\[bot\])?$")
+
+
+def _check_logins(value, name):
+    """At most 100 logins, each as the source host spells them."""
+    if not isinstance(value, list) or len(value) > 100:
+        raise Invalid(f"{name} must be an array of at most 100 logins", name)
+    for login in value:
+        if not isinstance(login, str) or not LOGIN_RE.fullmatch(login):
+            raise Invalid(f"{name}: {json_dumps(login)[:60]} is not a login", name)
+
+
 PROJECT_FIELDS = (
     _ro("id"),
     Field("name", "str", required=True, maxlen=200, doc="display name"),
@@ -952,6 +965,11 @@ PROJECT_FIELDS = (
     Field("prFixMaxAttempts", "int", column="pr_fix_max_attempts", lo=0, hi=20, default=3,
           doc="failing checks, reviews and conflicts of one pull request sent back to the "
           "agent at most this many times; then it waits for you"),
+    Field("prTrustedAuthors", "json", column="pr_trusted_authors_json", nullable=True,
+          check=_check_logins, shape={"type": "array", "maxItems": 100, "items": {
+              "type": "string", "pattern": LOGIN_RE.pattern}},
+          doc="source-host logins whose reviews and comments go back to the agent by "
+          "themselves, beside the repository's owners, members and collaborators"),
     Field("autoTest", "flag", column="auto_test", default=0),
     Field("testPrompt", "str", column="test_prompt", default="", maxlen=100_000),
     Field("taskTimeoutMinutes", "int", column="task_timeout_minutes", nullable=True, lo=0,
@@ -1023,10 +1041,14 @@ TASK_FIELDS = (
         "checks": {"type": "string", "enum": list(PR_CHECKS)},
         "review": {"type": "string", "enum": list(PR_REVIEWS)},
         "fixAttempts": {"type": "integer"}, "error": {"type": ["string", "null"]},
-        "needsYou": {"type": ["string", "null"]}}},
+        "needsYou": {"type": ["string", "null"]}, "held": {"type": "array", "items": {
+            "type": "object", "properties": {
+                "key": {"type": "string"}, "author": {"type": ["string", "null"]},
+                "what": {"type": "string"}, "text": {"type": "string"}}}}}},
         doc="the task's pull request as the board follows it (autoPr): fixAttempts = "
         "revisions it sent back; error = why it stopped following; needsYou = why it "
-        "waits for you; null = no pull request"),
+        "waits for you; held = reviews and comments of people the repository does not "
+        "trust, which go back only when a person sends them; null = no pull request"),
 )
 
 TEMPLATE_FIELDS = (
@@ -1146,6 +1168,11 @@ MESSAGE_FIELDS = (
         doc="queued until the agent's turn ends, then sent"),
     _created(),
 )
+PR_RELEASE_FIELDS = (
+    Field("key", "str", required=True, maxlen=100, pattern=re.compile(
+        r"^(review|comment|note):[0-9]{1,19}$"), doc="a held item's key (pr.held[].key)"),
+)
+
 REVIEW_FIELDS = (
     Field("comments", "json", required=True, doc="the comments, sent as one message",
           shape={"type": "array", "minItems": 1, "maxItems": 100, "items": {
@@ -1804,6 +1831,11 @@ UPDATE tasks SET pr_json = json_object('number', CAST(substr(pr_url, instr(pr_ur
 INSERT INTO pull_requests (task_id, repo, since) SELECT t.id, p.git_host_repo,
   strftime('%Y-%m-%dT%H:%M:%SZ', 'now') FROM tasks t JOIN projects p ON p.id = t.project_id
   WHERE t.pr_json IS NOT NULL;
+"""),
+    ("0015_pr_trust", """
+ALTER TABLE projects ADD COLUMN pr_trusted_authors_json TEXT;
+ALTER TABLE pull_requests ADD COLUMN released_json TEXT NOT NULL DEFAULT '[]';
+UPDATE tasks SET pr_json = json_set(pr_json, '$.held', json('[]')) WHERE pr_json IS NOT NULL;
 """),
 )
 
@@ -3186,7 +3218,8 @@ def followed_pr_rows() -> list[dict]:
     status and project, and the project's poll interval, attempt limit and base branch."""
     with read() as t:
         return t.all("SELECT r.*, k.pr_json, k.status, k.project_id, "
-                     "p.pr_poll_seconds, p.pr_fix_max_attempts, p.pr_base_branch FROM "
+                     "p.pr_poll_seconds, p.pr_fix_max_attempts, p.pr_base_branch, "
+                     "p.pr_trusted_authors_json FROM "
                      "pull_requests r JOIN tasks k ON k.id = r.task_id JOIN projects p ON "
                      "p.id = k.project_id WHERE json_extract(k.pr_json, '$.state') = 'open' "
                      "AND json_extract(k.pr_json, '$.error') IS NULL ORDER BY r.task_id")
@@ -3198,6 +3231,13 @@ def add_posted_pr_row(task_id: int, comment_id: int) -> None:
     with tx() as t:
         t.execute("UPDATE pull_requests SET posted_json = json_insert(posted_json, '$[#]', ?) "
                   "WHERE task_id = ?", (comment_id, task_id))
+
+
+def release_pr_row(task_id: int, key: str) -> None:
+    """A person sent a held review or comment of the task's PR back: it counts as trusted."""
+    with tx() as t:
+        t.execute("UPDATE pull_requests SET released_json = json_insert(released_json, "
+                  "'$[#]', ?) WHERE task_id = ?", (key, task_id))
 
 
 def update_pr_row(task_id: int, shown: dict, kept: dict | None = None,
@@ -5317,7 +5357,7 @@ def follow_pull_request(task: dict, repo: str, answer: dict) -> None:
         return
     _publish_task(update_pr_row(task["id"], {
         "number": number, "url": str(answer["html_url"]), "state": "open", "checks": "none",
-        "review": "none", "fixAttempts": 0, "error": None, "needsYou": None}, {
+        "review": "none", "fixAttempts": 0, "error": None, "needsYou": None, "held": []}, {
         "repo": repo, "head_sha": None, "sent_json": "[]", "posted_json": "[]",
         "since": str(answer.get("created_at") or now_iso())}))
     runtime.logs.append(task["id"], "pr", f"opened pull request #{number}: "
@@ -5371,9 +5411,11 @@ def look_at_pull_request(row: dict, get) -> None:
         update_pr_row(task_id, {}, {"head_sha": sha})
     done = set(json.loads(row["sent_json"])) | {  # the board's own comments count as sent
         f"note:{comment_id}" for comment_id in json.loads(row["posted_json"])}
-    signals = pr_signals(row, pull, sha, runs if checks == "failing" else [],
-                         statuses if checks == "failing" else [], reviews,
-                         answers["lines"], answers["notes"], done)
+    signals, held = pr_signals(row, pull, sha, runs if checks == "failing" else [],
+                               statuses if checks == "failing" else [], reviews,
+                               answers["lines"], answers["notes"], done)
+    if held != pr.get("held", []):
+        _publish_task(update_pr_row(task_id, {"held": held}))
     if signals:
         send_pr_back(row, {**pr, **shown}, signals)
 
@@ -5410,12 +5452,33 @@ def _review_state(reviews: list[dict]) -> str:
         "approved" if "APPROVED" in verdicts.values() else "none"
 
 
+#: Whom the source host says its repository trusts (a comment's author_association).
+TRUSTED_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
+#: Characters of a held comment the task's PR section shows.
+PR_HELD_CHARS = 500
+
+
 def pr_signals(row, pull, sha, failing_runs, failing_statuses, reviews, lines, notes,
-               done: set) -> list[tuple[str, str, str, str]]:
+               done: set) -> tuple[list[tuple[str, str, str, str]], list[dict]]:
     """What the PR asks of the agent that was not sent back before (done: those keys):
-    [(key, what, text, host time)]; a conversation comment only goes with another one."""
+    ([(key, what, text, host time)], held).  A conversation comment only goes with another
+    one.  Reviews and comments go back by themselves only from people the repository
+    trusts, the project's prTrustedAuthors, or once a person released them; the others
+    are held ({key, author, what, text}) for a person to decide (design §16, v5)."""
     since = row["since"]
-    signals = []
+    signals, held = [], []
+    logins = set(json.loads(row["pr_trusted_authors_json"] or "[]"))
+    released = set(json.loads(row["released_json"]))
+
+    def trusted(item: dict, key: str, what: str, text: str) -> bool:
+        login = str(_dict(item.get("user")).get("login") or "")
+        if item.get("author_association") in TRUSTED_ASSOCIATIONS or login in logins \
+                or key in released:
+            return True
+        held.append({"key": key, "author": login or None, "what": what,
+                     "text": _cut(text, PR_HELD_CHARS)})
+        return False
+
     if (failing_runs or failing_statuses) and f"checks:{sha}" not in done:
         failed = [r for r in failing_runs if r.get("conclusion") in FAILING] + \
             [s for s in failing_statuses if s.get("state") in FAILING]
@@ -5440,13 +5503,17 @@ def pr_signals(row, pull, sha, failing_runs, failing_statuses, reviews, lines, n
              and f"review:{r.get('id')}" not in done and str(r.get("submitted_at")) >= since]
     for review in asked:
         who = _dict(review.get("user")).get("login") or "a reviewer"
-        signals.append((f"review:{review['id']}", f"the review by {who}",
-                        f"{who} requested changes" + (f": {review['body'].strip()}" if str(
-                            review.get("body") or "").strip() else "."),
-                        str(review.get("submitted_at"))))
+        text = f"{who} requested changes" + (f": {review['body'].strip()}" if str(
+            review.get("body") or "").strip() else ".")
+        if trusted(review, f"review:{review['id']}", f"the review by {who}", text):
+            signals.append((f"review:{review['id']}", f"the review by {who}", text,
+                            str(review.get("submitted_at"))))
     new_lines = [c for c in (lines if isinstance(lines, list) else []) if isinstance(c, dict)
                  and f"comment:{c.get('id')}" not in done and f"note:{c.get('id')}" not in done
                  and str(c.get("created_at")) >= since and c.get("path")]
+    new_lines = [c for c in new_lines if trusted(
+        c, f"comment:{c['id']}", "a review comment", f"{c['path']}, line "
+        f"{c.get('line') or c.get('original_line')}: {c.get('body') or ''}")]
     for n, c in enumerate(new_lines, 1):
         quoted = str(c.get("diff_hunk") or "").splitlines()[-1:] or [""]
         signals.append((f"comment:{c['id']}", "a review comment", review_comment_text(
@@ -5464,14 +5531,34 @@ def pr_signals(row, pull, sha, failing_runs, failing_statuses, reviews, lines, n
                 f"Merge the base branch in (`git fetch origin {branch}` then `git merge "
                 f"origin/{branch}`), resolve the conflicts, check that the tests pass and "
                 "commit the merge."), since))
-    if signals:
-        for c in notes if isinstance(notes, list) else []:
-            if isinstance(c, dict) and f"note:{c.get('id')}" not in done and \
-                    str(c.get("created_at")) >= since and str(c.get("body") or "").strip():
-                who = _dict(c.get("user")).get("login") or "someone"
-                signals.append((f"note:{c['id']}", "", f"{who} wrote on the pull request: "
-                                f"{c['body'].strip()}", str(c.get("created_at"))))
-    return signals
+    said = []
+    for c in notes if isinstance(notes, list) else []:
+        if isinstance(c, dict) and f"note:{c.get('id')}" not in done and \
+                str(c.get("created_at")) >= since and str(c.get("body") or "").strip():
+            who = _dict(c.get("user")).get("login") or "someone"
+            text = f"{who} wrote on the pull request: {c['body'].strip()}"
+            if trusted(c, f"note:{c['id']}", "a comment", text):
+                said.append((f"note:{c['id']}", "", text, str(c.get("created_at"))))
+    if signals or released & {key for key, _, _, _ in said}:  # a person sent one: it goes
+        signals += [(key, what or "a comment" if key in released else what, text, at)
+                    for key, what, text, at in said]
+    return signals, held
+
+
+def release_pr_comment(task_id: int, body) -> dict:
+    """A person sends a held review or comment of the task's pull request back to the
+    agent (design §16, v5): from now on it counts as trusted, and the follower looks at
+    once (the revision goes when the task is done, as any other)."""
+    key = validate_known(lambda: get_task(task_id), PR_RELEASE_FIELDS, body)["key"]
+    task = get_task(task_id)
+    item = next((h for h in (task["pr"] or {}).get("held", []) if h["key"] == key), None)
+    if item is None:
+        raise Invalid(f"key {key!r} is not held on this task's pull request", "key")
+    release_pr_row(task_id, key)
+    runtime.logs.append(task_id, "pr", f"{item['what']} by {item['author'] or 'someone'} "
+                        "(not a collaborator) is sent back by a person")
+    runtime.prs.wake(task_id)
+    return task
 
 
 def send_pr_back(row: dict, pr: dict, signals: list) -> None:
@@ -10397,6 +10484,8 @@ SERVICE_ROUTES = (
     ("POST", "/api/hosts/<host_id:int>/check", check_host, "Host"),
     ("POST", "/api/tasks/<task_id:int>/review", post_review, "Message",
      {"body": REVIEW_FIELDS, "status": 201}),
+    ("POST", "/api/tasks/<task_id:int>/pr/release", release_pr_comment, "Task",
+     {"body": PR_RELEASE_FIELDS}),
 )
 for _method, _rule, _service, _returns, *_config in SERVICE_ROUTES:
     _service_route(_method, _rule, _service, _returns, **(_config[0] if _config else {}))

@@ -82,22 +82,28 @@ class FakePull:
                               "description": description, "sha": sha or self.head_sha(),
                               "target_url": f"https://ci.example/{context}"})
 
-    def review(self, state, body="", user="alice"):
+    # `association`: the author's author_association with the repository, as GitHub says it
+    # (OWNER, MEMBER, COLLABORATOR: trusted; CONTRIBUTOR, NONE, ...: a stranger's)
+
+    def review(self, state, body="", user="alice", association="COLLABORATOR"):
         self.reviews.append({"id": next(self.host.ids), "user": {"login": user},
                              "state": state, "body": body, "commit_id": self.head_sha(),
-                             "submitted_at": self.host.clock()})
+                             "submitted_at": self.host.clock(),
+                             "author_association": association})
 
-    def line_comment(self, path, line, body, side="RIGHT", user="alice", hunk=None):
+    def line_comment(self, path, line, body, side="RIGHT", user="alice", hunk=None,
+                     association="COLLABORATOR"):
         self.line_comments.append({
             "id": next(self.host.ids), "user": {"login": user}, "path": path, "line": line,
             "original_line": line, "side": side, "body": body,
             "diff_hunk": hunk or f"@@ -0,0 +1,{line} @@\n+line {line}",
-            "created_at": self.host.clock()})
+            "created_at": self.host.clock(), "author_association": association})
 
-    def comment(self, body, user=ACCOUNT):
+    def comment(self, body, user=ACCOUNT, association="OWNER"):
         """A conversation comment (the board's own ones come from the same account)."""
         self.comments.append({"id": next(self.host.ids), "user": {"login": user},
-                              "body": body, "created_at": self.host.clock()})
+                              "body": body, "created_at": self.host.clock(),
+                              "author_association": association})
         return self.comments[-1]
 
     def json(self):

@@ -130,7 +130,10 @@ def test_project_unknown_field_is_refused_naming_it(client, api, snapshot, metho
     ("maxRetries", 2**70), ("permissionMode", "yolo"), ("name", ""), ("name", None),
     ("gitHostRepo", "not a repo"), ("allowedTools", 5), ("prBaseBranch", None),
     ("prPollSeconds", 0), ("prPollSeconds", 3601), ("prPollSeconds", "60"),
-    ("prFixMaxAttempts", -1), ("prFixMaxAttempts", 21),
+    ("prFixMaxAttempts", -1), ("prFixMaxAttempts", 21), ("prTrustedAuthors", "alice"),
+    ("prTrustedAuthors", ["ok", "not a login"]), ("prTrustedAuthors", [5]),
+    ("prTrustedAuthors", ["-dash"]), ("prTrustedAuthors", {"a": 1}),
+    ("prTrustedAuthors", ["x"] * 101),
 ])
 def test_project_update_with_bad_value_is_refused(client, api, snapshot, field, value):
     project = api.project()

@@ -121,6 +121,7 @@ export const api = {
   sendMessage: (taskId, body) => request("POST", path`/api/tasks/${taskId}/messages`, body),
   review: (taskId) => request("GET", path`/api/tasks/${taskId}/review`),
   sendReview: (taskId, body) => request("POST", path`/api/tasks/${taskId}/review`, body),
+  releasePr: (taskId, key) => request("POST", path`/api/tasks/${taskId}/pr/release`, { key }),
   // templates, snippets, webhooks: kind is "templates" | "snippets" | "webhooks"
   list: (projectId, kind) => request("GET", listPath(projectId, kind)),
   create: (projectId, kind, body) => request("POST", listPath(projectId, kind), body),

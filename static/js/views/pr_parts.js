@@ -36,6 +36,13 @@ register({  // key: [English, Turkish]
   "pr.error": ["The board stopped following this pull request", "Pano bu çekme isteğini izlemeyi bıraktı"],
   "pr.did": ["What the board did", "Panonun yaptıkları"],
   "pr.didNothing": ["Nothing yet.", "Henüz bir şey yok."],
+  "pr.held": ["Held: not a collaborator", "Bekletiliyor: katkıcı değil"],
+  "pr.heldHelp": ["Only reviews and comments of people the repository trusts (its owners, members and collaborators, and the project's trusted authors) go back to the agent by themselves. Read these first: send one only if you want the agent to act on it.",
+    "Yalnızca deponun güvendiği kişilerin (sahipleri, üyeleri, katkıcıları ve projenin güvenilen yazarları) incelemeleri ve yorumları ajana kendiliğinden gider. Önce bunları okuyun: yalnızca ajanın üzerinde çalışmasını istediğinizi gönderin."],
+  "pr.heldBy": ["{what} by {author}", "{author}: {what}"],
+  "pr.someone": ["someone", "biri"],
+  "pr.send": ["Send to the agent", "Ajana gönder"],
+  "pr.sent": ["Sent: it goes back with the next look at the pull request.", "Gönderildi: çekme isteğine bir sonraki bakışta ajana gider."],
 });
 
 /** The icon of each checks state and of a merged or closed pull request (colour is CSS). */
@@ -117,6 +124,7 @@ export function prSection(task, entries, failed = null) {
     pr.needsYou ? h("div", { class: "alert alert-warn", role: "status", "data-testid": "pr-needs-you" },
       h("strong", {}, `✋ ${t("pr.needsYou")}`), h("p", {}, pr.needsYou)) : null,
     h("dl", { class: "field-list pr-fields" }, rows.map(([label, value]) => [h("dt", {}, label), h("dd", {}, value)])),
+    pr.held?.length ? heldList(task) : null,
     h("h3", { class: "pr-did-head" }, t("pr.did")),
     failed ? h("p", { class: "error" }, failed) : null,
     entries === null ? h("p", { class: "muted" }, t("common.loading"))
@@ -124,4 +132,30 @@ export function prSection(task, entries, failed = null) {
         h("li", { class: entry.isError ? "is-error" : "" },
           h("time", { datetime: entry.createdAt }, format.dateTime(entry.createdAt)), " ", entry.message)))
         : failed ? null : h("p", { class: "muted" }, t("pr.didNothing")));
+}
+
+/**
+ * The reviews and comments of people the repository does not trust: each with who wrote it,
+ * what it says, and a button that sends it back to the agent (a person's decision).
+ */
+function heldList(task) {
+  return h("div", { class: "pr-held", "data-testid": "pr-held" },
+    h("h3", {}, t("pr.held")),
+    h("p", { class: "muted" }, t("pr.heldHelp")),
+    h("ul", {}, task.pr.held.map((item) => {
+      const said = h("p", { class: "pr-held-sent", role: "status" });
+      const send = h("button", { type: "button", "data-testid": "pr-held-send", onclick: async () => {
+        send.disabled = true;
+        try {
+          await api.releasePr(task.id, item.key);
+          said.textContent = t("pr.sent");
+        } catch (err) {
+          send.disabled = false;
+          said.textContent = err.message;
+        }
+      } }, t("pr.send"));
+      return h("li", { "data-key": item.key },
+        h("strong", {}, t("pr.heldBy", { what: item.what, author: item.author || t("pr.someone") })),
+        h("blockquote", {}, item.text), send, said);
+    })));
 }

@@ -58,6 +58,8 @@ register({  // key: [English, Turkish]
   "pform.prPollSeconds": ["Look at open pull requests every (seconds)", "Açık çekme isteklerine bakma aralığı (saniye)"],
   "pform.prPollSeconds.help": ["{min} to {max}. A webhook from the source host (Settings) makes it immediate.", "{min} ile {max} arası. Kaynak barındırmadan gelen bir web kancası (Ayarlar) bunu anında yapar."],
   "pform.prFixMaxAttempts": ["Automatic fixes per pull request", "Çekme isteği başına otomatik düzeltme"],
+  "pform.prTrustedAuthors": ["Trusted authors", "Güvenilen yazarlar"],
+  "pform.prTrustedAuthors.help": ["Source-host logins, separated by commas or spaces, whose reviews and comments go back to the agent by themselves, besides the repository's owners, members and collaborators. Everyone else's wait on the task page for you.", "Deponun sahipleri, üyeleri ve katkıcıları dışında, incelemeleri ve yorumları ajana kendiliğinden giden kaynak sunucu kullanıcı adları (virgül ya da boşlukla ayrılmış). Diğer herkesinkiler görev sayfasında sizi bekler."],
   "pform.prFixMaxAttempts.help": ["{min} to {max}. Failing checks, requested changes and conflicts are sent back to the agent at most this many times; then the task waits for you.", "{min} ile {max} arası. Başarısız denetimler, istenen değişiklikler ve çakışmalar ajana en fazla bu kadar kez geri gönderilir; sonra görev sizi bekler."],
   "pform.prBaseBranch": ["Base branch", "Temel dal"],
   "pform.prBaseBranch.bad": ["Not a valid git branch name.", "Geçerli bir git dal adı değil."],
@@ -120,6 +122,24 @@ const hostField = {
   show(parts, value) { fillHostSelect(parts.controls[0], value); },
 };
 
+/** The trusted authors: one text input of logins, an array (null when empty) for the server. */
+const loginsField = {
+  toRaw: (value) => (value || []).join(", "),
+  fromRaw: (raw) => {
+    const logins = raw.split(/[\s,]+/).filter(Boolean);
+    return { value: logins.length ? logins : null };
+  },
+  render(spec, raw, ids, changed) {
+    const control = h("input", { id: ids.id, type: "text", class: "mono", spellcheck: "false", autocapitalize: "none",
+      "data-key": spec.key, "aria-describedby": ids.described, value: raw[spec.key] });
+    control.addEventListener("input", () => { raw[spec.key] = control.value; changed(); });
+    const element = h("div", { class: "field", "data-field": spec.key },
+      h("label", { for: ids.id }, spec.label()), control, ids.help, ids.error);
+    return { element, controls: [control] };
+  },
+  show(parts, raw) { parts.controls[0].value = raw; },
+};
+
 /**
  * Every project field in its group, completed from the server's schema (values, limits,
  * patterns, lengths). Built when a form opens: the API description is loaded by then.
@@ -157,6 +177,8 @@ export function projectSpecs() {
       help: limitsHelp("pform.prPollSeconds.help", "prPollSeconds") },
     { key: "prFixMaxAttempts", group: "git", kind: "int", label: lbl("pform.prFixMaxAttempts"),
       help: limitsHelp("pform.prFixMaxAttempts.help", "prFixMaxAttempts") },
+    { key: "prTrustedAuthors", group: "git", kind: "custom", custom: loginsField, label: lbl("pform.prTrustedAuthors"),
+      help: lbl("pform.prTrustedAuthors.help") },
     { key: "autoTest", group: "autoTest", kind: "bool", label: lbl("pform.autoTest"), help: lbl("pform.autoTest.help") },
     { key: "testPrompt", group: "autoTest", kind: "textarea", label: lbl("pform.testPrompt") },
     { key: "maxRetries", group: "retry", kind: "int", label: lbl("pform.maxRetries"),
