@@ -431,8 +431,9 @@ def test_the_board_tools_answer_over_http_with_the_run_tokens_bounds(
     assert gone.status_code == 401
 
 
-def test_a_remote_claude_run_reaches_the_board_tools_through_its_connection(
-        tb, client, api, live, sshd, tmp_path, agent_dir):
+def hanging_remote_claude(client, api, live, sshd, tmp_path, agent_dir):
+    """A task whose Claude run hangs on the sshd host: (the task, the path of its board
+    tools' settings there)."""
     taskboard.runtime.url = live.url  # before the connection opens: its forward goes there
     make_repo(api.workdir)
     host = trusted_host(client, sshd, tmp_path)
@@ -440,7 +441,12 @@ def test_a_remote_claude_run_reaches_the_board_tools_through_its_connection(
     task = api.task(project["id"], title="Parent", description="fake:hang")
     api.move(task["id"], "in_progress")
     [call] = wait_for(lambda: task_calls(agent_dir, task["id"]), RUN, message="the agent")
-    path = call["argv"][call["argv"].index("--mcp-config") + 1]
+    return task, call["argv"][call["argv"].index("--mcp-config") + 1]
+
+
+def test_a_remote_claude_run_reaches_the_board_tools_through_its_connection(
+        tb, client, api, live, sshd, tmp_path, agent_dir):
+    task, path = hanging_remote_claude(client, api, live, sshd, tmp_path, agent_dir)
     assert path.startswith(str(tmp_path / "host" / "runs"))
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
     with open(path) as f:
@@ -464,14 +470,8 @@ def test_a_hosts_forward_reaches_only_the_board_tools_with_a_run_token(
     host's loopback, counted as local, so anyone on the host (under --no-auth, without a
     token) read settings, called desktop commands and started agents on the board's
     machine. Now it lands on a listener of its own: /mcp alone, a run token always."""
-    taskboard.runtime.url = live.url
-    make_repo(api.workdir)
-    host = trusted_host(client, sshd, tmp_path)
-    project = api.project(host=host["id"], repoUrl=str(api.workdir))
-    task = api.task(project["id"], title="Parent", description="fake:hang")
-    api.move(task["id"], "in_progress")
-    [call] = wait_for(lambda: task_calls(agent_dir, task["id"]), RUN, message="the agent")
-    with open(call["argv"][call["argv"].index("--mcp-config") + 1]) as f:
+    task, path = hanging_remote_claude(client, api, live, sshd, tmp_path, agent_dir)
+    with open(path) as f:
         server = json.load(f)["mcpServers"]["taskboard"]
     run_token = server["headers"]["Authorization"].split()[1]
     forward = server["url"].rsplit("/", 1)[0]  # the forward's port on the host's loopback
