@@ -404,7 +404,8 @@ def test_a_hung_push_service_delays_only_its_own_device(client, push_service):
     hung.hang()
     taskboard.push("testing", {"taskId": 1, "taskKey": "X-1", "taskTitle": "t"})
     fine.wait_deliveries(1)
-    assert hung.deliveries and hung.deliveries[0].status is None  # still waiting
+    wait_for(lambda: hung.deliveries, message="the hung service to have the request")
+    assert hung.deliveries[0].status is None, "still waiting after the other device's came"
     assert client.get("/api/inbox").json["count"] == 0  # the board answers meanwhile
     hung.answer(201)
     wait_for(lambda: [d for d in client.get("/api/push/subscriptions").json
