@@ -63,6 +63,15 @@ def get_task(client, task_id):
     return client.get(f"/api/tasks/{task_id}").json
 
 
+def wait_quiet(client, task_id):
+    """A hanging run has stored its session and the echo of its prompt, which the CLI prints
+    after its init line: nothing more will change."""
+    wait_for(lambda: get_task(client, task_id)["session_id"]
+             and query("SELECT COUNT(*) FROM task_events WHERE task_id = ? AND kind = 'user'",
+                       (task_id,))[0][0] >= 1,
+             RUN, message=f"task {task_id}'s session and prompt echo to be stored")
+
+
 def logs(client, task_id):
     return client.get(f"/api/tasks/{task_id}/logs?limit=10000").json
 

@@ -22,6 +22,7 @@ from agent_helpers import (
     start,
     task_calls,
     transcript,
+    wait_quiet,
     wait_running,
     wait_status,
 )
@@ -39,15 +40,6 @@ COMMANDS = ("stop_task", "restart_task", "request_changes", "get_task_diff",
 
 
 # --- helpers (small copies of the run-test helpers) ---------------------------------------
-
-
-def wait_quiet(client, task_id):
-    """A hanging run has stored its session and the echo of its prompt, which the CLI prints
-    after its init line: nothing more will change."""
-    wait_for(lambda: get_task(client, task_id)["session_id"]
-             and query("SELECT COUNT(*) FROM task_events WHERE task_id = ? AND kind = 'user'",
-                       (task_id,))[0][0] >= 1,
-             RUN, message=f"task {task_id}'s session and prompt echo to be stored")
 
 
 def ids(tasks):

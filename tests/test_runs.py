@@ -23,6 +23,7 @@ from agent_helpers import (
     read_calls,
     start,
     transcript,
+    wait_quiet,
     wait_running,
     wait_status,
 )
@@ -613,8 +614,7 @@ def test_run_create_or_put_into_in_progress_at_the_cap_changes_nothing(client, a
                                                                         snapshot):
     project = api.project(maxConcurrent=1)
     running = start(api, project, "fake:hang")
-    wait_for(lambda: get_task(client, running)["session_id"], RUN,
-             message="the running agent's session to be stored")  # its last own write
+    wait_quiet(client, running)  # the running agent's last own write
     waiting = api.task(project["id"], title="Waiting")
     before = snapshot()
     response = client.post_json(f"/api/projects/{project['id']}/tasks",
