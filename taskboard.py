@@ -1124,6 +1124,9 @@ SETTINGS_FIELDS = (
           doc="write-only; what the source host signs its webhook calls with "
           "(X-Hub-Signature-256); null = the webhook route refuses every call"),
     _ro("hasGitHostWebhookSecret", "bool", default=0, doc="whether gitHostWebhookSecret is set"),
+    _ro("hasGitHostToken", "bool", default=0, doc="whether the board has a source-host token "
+        "(TASKBOARD_GIT_HOST_TOKEN or GITHUB_TOKEN in its environment): pull requests and "
+        "issue sync need one"),
 )
 
 #: Log entry and revision shapes (read-only), for the OpenAPI document.
@@ -7228,7 +7231,8 @@ def agent_usage() -> dict:
 def get_settings() -> dict:
     """The settings object: stored values over the defaults of SETTINGS_FIELDS."""
     stored = {**runtime.settings,
-              "hasGitHostWebhookSecret": bool(runtime.settings.get("gitHostWebhookSecret"))}
+              "hasGitHostWebhookSecret": bool(runtime.settings.get("gitHostWebhookSecret")),
+              "hasGitHostToken": bool(runtime.config.get("git_host_token"))}
     return render(SETTINGS_FIELDS, {f.column: stored.get(f.name, f.default)
                                     for f in SETTINGS_FIELDS})
 

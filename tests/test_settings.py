@@ -1,4 +1,6 @@
 """Application settings: defaults, partial updates, refusals, effect on new tasks."""
+import json
+
 import pytest
 
 import taskboard
@@ -7,7 +9,8 @@ from conftest import assert_error
 DEFAULTS = {"confirmBeforeDelete": True, "defaultModel": "model_medium",
             "defaultEffort": "medium", "language": "en", "autoOpenTerminal": False,
             "soundEnabled": True, "dailyCostLimit": None, "agentIdleTimeoutMinutes": 60,
-            "logRetentionDays": None, "agentModels": None, "hasGitHostWebhookSecret": False}
+            "logRetentionDays": None, "agentModels": None, "hasGitHostWebhookSecret": False,
+            "hasGitHostToken": False}
 
 
 def test_settings_webhook_secret_is_write_only(client):
@@ -133,3 +136,11 @@ def test_settings_survive_a_restart(client, config):
     taskboard.init(config)
     assert client.get("/api/settings").json == DEFAULTS | {"language": "tr",
                                                            "agentIdleTimeoutMinutes": 15}
+
+
+def test_settings_say_whether_the_board_has_a_source_host_token(client, tb):
+    """Issue 44: following a PR needs a token in the board's environment; the settings
+    say whether there is one, never the token."""
+    tb.config["git_host_token"] = "ghp_secret-token-value"
+    body = client.get("/api/settings").json
+    assert body["hasGitHostToken"] is True and "ghp_secret" not in json.dumps(body)
