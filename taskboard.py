@@ -1840,6 +1840,11 @@ ALTER TABLE projects ADD COLUMN pr_trusted_authors_json TEXT;
 ALTER TABLE pull_requests ADD COLUMN released_json TEXT NOT NULL DEFAULT '[]';
 UPDATE tasks SET pr_json = json_set(pr_json, '$.held', json('[]')) WHERE pr_json IS NOT NULL;
 """),
+    ("0016_demo_and_host_branches", """
+ALTER TABLE runs ADD COLUMN simulated INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE plans ADD COLUMN simulated INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN branch_at TEXT;
+"""),
 )
 
 
@@ -2656,14 +2661,26 @@ def delete_agent_limit_row(agent: str) -> None:
         t.execute("DELETE FROM agent_limits WHERE agent = ?", (agent,))
 
 
-def agent_use_rows() -> tuple[dict, dict]:
-    """{agent: projects running it}, {agent: tasks not done that chose it themselves}."""
+def agent_use_rows(simulated_dir: str | None) -> tuple[dict, dict, list]:
+    """Of the projects on this machine (not the one whose runs are simulated, in
+    `simulated_dir`): {agent: projects running it}, {agent: tasks not done that chose it
+    themselves}; and of those on hosts, [{host_id, agent, projects}], a task's own choice
+    counting as a use with no project."""
+    local = "p.host_id IS NULL AND p.working_dir IS NOT ?"
     with read() as t:
         return ({r["agent"]: r["n"] for r in t.all(
-                    "SELECT agent, COUNT(*) AS n FROM projects GROUP BY agent")},
+                    f"SELECT agent, COUNT(*) AS n FROM projects p WHERE {local} "
+                    "GROUP BY agent", (simulated_dir,))},
                 {r["agent"]: r["n"] for r in t.all(
-                    "SELECT agent, COUNT(*) AS n FROM tasks WHERE agent IS NOT NULL AND "
-                    "status != 'done' GROUP BY agent")})
+                    "SELECT k.agent, COUNT(*) AS n FROM tasks k JOIN projects p ON p.id = "
+                    f"k.project_id WHERE k.agent IS NOT NULL AND k.status != 'done' AND {local} "
+                    "GROUP BY k.agent", (simulated_dir,))},
+                t.all("SELECT host_id, agent, SUM(own) AS projects FROM (SELECT host_id, "
+                      "agent, 1 AS own FROM projects WHERE host_id IS NOT NULL UNION ALL "
+                      "SELECT DISTINCT p.host_id, k.agent, 0 FROM tasks k JOIN projects p ON "
+                      "p.id = k.project_id WHERE p.host_id IS NOT NULL AND k.agent IS NOT "
+                      "NULL AND k.status != 'done') GROUP BY host_id, agent "
+                      "ORDER BY host_id"))
 
 
 def project_ids_of_agent(agent: str) -> list[int]:
@@ -3397,8 +3414,8 @@ def activity_rows(project_id: int, limit: int, offset: int) -> list[dict] | None
 USAGE_SOURCE = (
     "(SELECT task_id, agent, model, started_at, input_tokens, output_tokens, "
     "cache_read_tokens, cache_creation_tokens, cost, cost_estimated FROM runs WHERE status != "
-    f"'running' UNION ALL SELECT NULL, agent, {PLAN_TOKENS}, 0, 0, cost, cost_estimated "
-    "FROM plans WHERE status != 'running')")
+    f"'running' AND NOT simulated UNION ALL SELECT NULL, agent, {PLAN_TOKENS}, 0, 0, cost, "
+    "cost_estimated FROM plans WHERE status != 'running' AND NOT simulated)")
 
 
 def cost_since_row(since: str) -> float:
@@ -4110,9 +4127,7 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         runtime.agents.release(task_id)
         return
     task, project, host = context["task"], context["project"], context["host"]
-    agent = task["agent"] or project["agent"]
-    missing = not_on_host(agent, host) if host is not None else \
-        None if agent_found(agent) else not_installed(agent)
+    agent, command, missing = run_agent(project, task["agent"], host)
     if missing:
         runtime.agents.release(task_id)
         _fail_task(task_id, missing)
@@ -4142,7 +4157,6 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         prompt = None  # a fresh session needs the whole story, revisions included
     tools = adapter.BOARD_TOOLS and (link is None or bool(link.port))
     text = prompt if prompt is not None else build_prompt(context, note=note, tools=tools)
-    command = host_command(host, agent)
     if link is None:
         cwd = task_checkout(task, project)
         attachment_dir = os.path.join(runtime.data_dir, "attachments", str(task_id)) \
@@ -4156,10 +4170,11 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
     invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
                                 text, task_run_flags(project, session_id, attachment_dir),
                                 session_id=session_id, task_id=task_id, command=command)
+    simulated = command is SIMULATED_AGENT
     run_id = insert_run_row({
         "task_id": task_id, "project_id": project["id"], "kind": "task", "agent": agent,
         "model": task["model"], "cwd": cwd, "resumed": int(bool(session_id)),
-        "session_id": session_id, "head_start": head,
+        "session_id": session_id, "head_start": head, "simulated": simulated,
         "host_id": host["id"] if host is not None else None})
     two_way = AGENTS[agent].two_way
     channel = run_channel(project) if two_way else None
@@ -4181,7 +4196,7 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         run = RemoteRun(task_id, project["id"], run_id, text, model=task["model"],
                         channel=channel, link=link, **remote)
         run.board_token = token
-    model_name = adapt_run(run, agent, task["model"], session_id)
+    model_name = adapt_run(run, agent, task["model"], session_id, simulated)
     if agent == "claude":
         run.queued.extend(queued_message_rows(task_id))  # sent while no agent ran
     if tools and link is None:
@@ -4495,6 +4510,20 @@ def agent_model(agent: str, tier: str) -> str | None:
     return _dict(chosen.get(agent)).get(tier, AGENT_MODELS[agent][tier])
 
 
+def run_agent(project: dict, chosen: str | None, host: dict | None) \
+        -> tuple[str, list | None, str | None]:
+    """The CLI a run of the project uses (`chosen` by its task or planner, else the
+    project's), its command line (None: the one configured here), and why it cannot start
+    (None: it can).  Under --demo the Demo project's runs use the simulated agent, which
+    speaks Claude Code's contract (design §2)."""
+    if host is None and simulated_dir() == project["working_dir"]:
+        return "claude", SIMULATED_AGENT, None
+    agent = chosen or project["agent"]
+    if host is not None:
+        return agent, host_command(host, agent), not_on_host(agent, host)
+    return agent, None, None if agent_found(agent) else not_installed(agent)
+
+
 def not_installed(agent: str) -> str:
     """Why a run of an agent whose command is not found cannot start, and what to do."""
     cli = AGENTS[agent]
@@ -4525,9 +4554,14 @@ def run_invocation(agent: str, project: dict, cwd: str, tier: str, effort: str, 
     return {"argv": argv, **setting}
 
 
-def adapt_run(run: "AgentRun", agent: str, tier: str, session_id: str | None = None) -> str:
+def adapt_run(run: "AgentRun", agent: str, tier: str, session_id: str | None = None,
+              simulated: bool = False) -> str:
     """Give a run of a CLI other than Claude its adapter (the parser then reads that CLI's
-    lines) and its model's prices; return the model's name for the log."""
+    lines) and its model's prices; return the model's name for the log.  The simulated
+    agent's run spends nothing."""
+    if simulated:
+        run.parser.simulated = True
+        return "the simulated agent of --demo: nothing is spent"
     model = agent_model(agent, tier)
     if agent != "claude":
         adapter = ADAPTERS[agent]
@@ -5860,9 +5894,15 @@ def decide_approval(approval_id: int, body, decided_by: str = "person") -> dict:
         run.respond(approval["request_id"], response)
     if remember == "project" and approval["kind"] == "tool":
         _remember_for_project(approval)
-    runtime.logs.append(approval["task_id"], "system", f"{status} by {decided_by}: "
-                        f"{approval['tool_name']}" + (f" — {message}" if message else ""),
-                        approval["run_id"])
+    if approval["kind"] == "question" and status == "allowed":  # as the agent got it
+        what = f"answered by {decided_by}: " + "; ".join(
+            f"{q} → {a}" for q, a in _dict(tool_input.get("answers")).items())
+    elif approval["kind"] == "question":
+        what = f"question left unanswered by {decided_by}"
+    else:
+        what = f"{status} by {decided_by}: {approval['tool_name']}"
+    runtime.logs.append(approval["task_id"], "system", what + (
+        f" — {message}" if message else ""), approval["run_id"])
     runtime.events.publish("approval:resolved", approval_view(approval),
                            approval["project_id"])
     _publish_task(task)
@@ -6455,9 +6495,7 @@ def start_verifier(task_id: int) -> None:
     task, project, host = context["task"], context["project"], context["host"]
     if not project["auto_test"] or runtime.agents.verifiers.get(task_id):
         return
-    agent = task["agent"] or project["agent"]
-    missing = not_on_host(agent, host) if host is not None else \
-        None if agent_found(agent) else not_installed(agent)
+    agent, command, missing = run_agent(project, task["agent"], host)
     link = host_link(host) if host is not None else None
     try:
         if link is not None:
@@ -6484,11 +6522,13 @@ def start_verifier(task_id: int) -> None:
     invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
                                 prompt, ["--tools", "Read,Grep,Glob,Bash", "--allowedTools",
                                          *VERIFIER_TOOLS], mode="read-only", task_id=task_id,
-                                command=host_command(host, agent))
+                                command=command)
+    simulated = command is SIMULATED_AGENT
     run_id = insert_run_row({"task_id": task_id, "project_id": project["id"],
                              "kind": "verifier", "agent": agent, "model": task["model"],
                              "cwd": cwd, "head_start": None if link else git_head(cwd),
-                             "host_id": host["id"] if host else None})
+                             "host_id": host["id"] if host else None,
+                             "simulated": simulated})
     if link is None:
         run = AgentRun(task_id, project["id"], run_id, prompt, model=task["model"],
                        root=repo_root(cwd), on_finish=finish_verifier, **invocation)
@@ -6496,7 +6536,7 @@ def start_verifier(task_id: int) -> None:
         run = RemoteRun(task_id, project["id"], run_id, prompt, model=task["model"],
                         on_finish=finish_verifier, link=link,
                         **remote_invocation(link, run_id, invocation))
-    model = adapt_run(run, agent, task["model"])
+    model = adapt_run(run, agent, task["model"], simulated=simulated)
     run.moves_before = last_move_row(task_id)
     runtime.logs.append(task_id, "system", f"the verifier checks the work (autoTest; {agent}, "
                         f"{model}, read-only)", run_id)
@@ -6854,9 +6894,9 @@ def start_plan(project_id: int, body) -> dict:
     stamp = max(int(time.time() * 1000), runtime.last_plan_ms + 1)
     runtime.last_plan_ms = stamp
     plan_id = f"plan-{project_id}-{stamp}"
-    agent = values.get("agent") or project["agent"]
-    if not agent_found(agent):
-        raise Conflict(f"the planner cannot run: {not_installed(agent)}")
+    agent, command, missing = run_agent(project, values.get("agent"), None)
+    if missing:
+        raise Conflict(f"the planner cannot run: {missing}")
     until = agent_limited_until(agent)
     if until is not None:
         raise Conflict(f"the {agent} agent is at its usage limit until {iso_at(until)}; plan "
@@ -6864,14 +6904,17 @@ def start_plan(project_id: int, body) -> dict:
     prompt = planner_prompt(project, values)
     run = PlanRun(plan_id, project_id, values, prompt, agent, **run_invocation(
         agent, project, project["working_dir"], values["model"], values["effort"], prompt,
-        ["--tools", "Read,Bash", "--allowedTools", *PLANNER_TOOLS], mode="read-only"))
-    adapt_run(run, agent, values["model"])
+        ["--tools", "Read,Bash", "--allowedTools", *PLANNER_TOOLS], mode="read-only",
+        command=command))
+    simulated = command is SIMULATED_AGENT
+    adapt_run(run, agent, values["model"], simulated=simulated)
     runtime.plans[project_id] = run  # before any yield: a second start must see it
     try:
         insert_plan_row({"plan_id": plan_id, "project_id": project_id, "status": "running",
                          "topic": values["topic"], "context": values["context"],
                          "agent": agent, "model": values["model"], "effort": values["effort"],
-                         "granularity": values["granularity"], "started_at": now_iso()})
+                         "granularity": values["granularity"], "started_at": now_iso(),
+                         "simulated": simulated})
     except BaseException:
         runtime.plans.pop(project_id, None)
         raise
@@ -6883,7 +6926,7 @@ def start_plan(project_id: int, body) -> dict:
                                     "does not exist")
         run.start()
     except OSError as exc:
-        why = f"the planner could not start {runtime.config['agent_argv'][0]!r} in " \
+        why = f"the planner could not start {run.argv[0]!r} in " \
               f"{project['working_dir']}: {exc.strerror or exc}"
         _end_plan(run, "failed", error=why)
         run.finished.set()
@@ -7261,6 +7304,12 @@ DEMO_TASKS = (
 )
 
 
+def simulated_dir() -> str | None:
+    """Under --demo, the Demo project's scratch repository (its workingDir): that
+    project's runs use the simulated agent; None without --demo."""
+    return os.path.join(runtime.data_dir, "demo-repo") if runtime.config["demo"] else None
+
+
 def create_demo_project() -> dict | None:
     """Once per data dir: a Demo project on a scratch git repository with a few tasks.
 
@@ -7268,7 +7317,7 @@ def create_demo_project() -> dict | None:
     """
     if runtime.settings.get("_demoCreated"):
         return None
-    repo = os.path.join(runtime.data_dir, "demo-repo")
+    repo = simulated_dir()
     os.makedirs(repo, exist_ok=True)
     with open(os.path.join(repo, "app.py"), "w", encoding="utf-8") as f:
         f.write("def count_to(n):\n    return list(range(1, n))\n")
@@ -7689,11 +7738,23 @@ def agent_state(name: str) -> dict:
 
 
 def list_agents() -> list[dict]:
-    """Every agent CLI with how many projects run it and how many open tasks chose it
-    (the banner names a missing CLI only when something uses it)."""
-    projects, tasks = agent_use_rows()
+    """Every agent CLI with how many projects on this machine run it and how many of
+    their open tasks chose it (the banner names a missing CLI only when something uses
+    it), and each host a project runs it on with what the host's last check found."""
+    projects, tasks, remote = agent_use_rows(simulated_dir())
+    hosts = {row["id"]: row for row in hosts_in_use_rows()}
+    on_hosts = collections.defaultdict(list)
+    for use in remote:
+        host = hosts.get(use["host_id"])
+        if host is None:  # deleted between the two reads
+            continue
+        check = _dict(json.loads(host["last_check_json"] or "null"))
+        cli = _dict(_dict(check.get("agents")).get(use["agent"]))
+        on_hosts[use["agent"]].append({
+            "id": host["id"], "name": host["name"], "found": cli.get("found"),
+            "version": cli.get("version"), "projects": use["projects"]})
     return [{"name": name, **agent_state(name), "projects": projects.get(name, 0),
-             "openTasks": tasks.get(name, 0)} for name in AGENTS]
+             "openTasks": tasks.get(name, 0), "hosts": on_hosts[name]} for name in AGENTS]
 
 
 # =============================================================================
@@ -8063,6 +8124,8 @@ class StreamParser:
         self.prices = None
         #: The cost the CLI reported before its result (OpenCode's steps), if any.
         self.cost_so_far = None
+        #: The simulated agent's run (design §2): it spends nothing, whatever it reports.
+        self.simulated = False
         self.session_id = None
         self.last_type = "raw"
         self.tool_calls = 0
@@ -8261,11 +8324,14 @@ class StreamParser:
     @property
     def cost_estimated(self) -> bool:
         """True when cost() is an estimate: no result reported a cost."""
-        return not (self.result and isinstance(self.result.get("total_cost_usd"), (int, float)))
+        return not self.simulated and not (
+            self.result and isinstance(self.result.get("total_cost_usd"), (int, float)))
 
     def cost(self, model: str) -> float:
         """The CLI's cost when it reported one (so far, before its result), else an estimate
         from the run's prices (PRICES of the tier unless the model has its own)."""
+        if self.simulated:
+            return 0.0
         if not self.cost_estimated:
             return float(self.result["total_cost_usd"])
         if self.cost_so_far is not None and self.result is None:
@@ -11139,7 +11205,11 @@ _SCHEMAS = {
     "AgentCli": _shape("name:string found:boolean? version:string? checking:boolean "
                        "package:string twoWay:boolean waitingUntil:string? projects:integer "
                        "openTasks:integer", "name found version checking package twoWay "
-                       "waitingUntil projects openTasks"),
+                       "waitingUntil projects openTasks hosts", hosts={
+                           "type": "array", "description": "each host a project runs this "
+                           "CLI on, with what its last check found", "items": _shape(
+                               "id:integer name:string found:boolean? version:string? "
+                               "projects:integer", "id name found version projects")}),
     "Login": _shape("token:string", "token"),
     "GitHostEvent": {"type": "object", "description": "the source host's webhook payload "
                      "(GitHub's shapes), signed in X-Hub-Signature-256"},
@@ -11571,6 +11641,8 @@ def _mcp_send(message_id, **answer) -> None:
 
 #: The file marking a scratch repository made by --demo.
 DEMO_MARKER = ".taskboard-demo"
+#: How the Demo project's runs start the simulated agent.
+SIMULATED_AGENT = [sys.executable, os.path.abspath(__file__), "--simulate-agent"]
 
 
 def simulate_agent(argv: list[str]) -> int:
@@ -11655,12 +11727,14 @@ def simulate_agent(argv: list[str]) -> int:
             '"the simulated verifier approves"}\n```'
         say({"type": "text", "text": summary})
     else:
+        answer = None
         if talk is not None and "ask me" in prompt.lower():
-            answers = _dict(talk.ask({"subtype": "can_use_tool", "tool_name": "AskUserQuestion",
-                                      "input": _SIMULATED_QUESTION}).get("updatedInput")) \
-                .get("answers")
+            answers = _dict(_dict(talk.ask({
+                "subtype": "can_use_tool", "tool_name": "AskUserQuestion",
+                "input": _SIMULATED_QUESTION}).get("updatedInput")).get("answers"))
+            answer = next(iter(answers.values()), None)
             say({"type": "text", "text": f"Thanks, I'll go with: {json_dumps(answers)}."})
-        summary = _simulated_work(cwd, title, demo, tool, shell, say)
+        summary = _simulated_work(cwd, title, demo, answer, tool, shell, say)
 
     def finish(text):
         for again in range(3):  # the board's stop check may send it back to work
@@ -11683,9 +11757,9 @@ def simulate_agent(argv: list[str]) -> int:
 
 
 _SIMULATED_QUESTION = {"questions": [{
-    "question": "How should the note read?", "header": "Style", "multiSelect": False,
-    "options": [{"label": "Short", "description": "one line"},
-                {"label": "Friendly", "description": "a warm sentence"}]}]}
+    "question": "How should the README read?", "header": "Style", "multiSelect": False,
+    "options": [{"label": "Short", "description": "what it has and how to run it"},
+                {"label": "Friendly", "description": "a warm welcome and a first try"}]}]}
 
 
 class _SimulatedChannel:
@@ -11749,29 +11823,67 @@ def _simulated_plan(topic: str) -> dict:
             "dependencies": [[0, 1], [1, 2], [1, 3]]}
 
 
-def _simulated_work(cwd, title, demo, tool, shell, say) -> str:
-    notes = os.path.join(cwd, "NOTES.md")
-    if demo:
-        def edit():
-            with open(notes, "a", encoding="utf-8") as f:
-                f.write(f"- {title}\n")
-            return f"The file {notes} has been updated.", False
-        tool("Edit", {"file_path": notes, "new_string": f"- {title}"}, edit)
-        def commit():
-            output, failed = shell(["git", "add", "-A"])
-            if failed:
-                return output, True
-            return shell(["git", "-c", "user.name=Simulated Agent", "-c",
-                          "user.email=agent@taskboard.invalid", "commit", "-qm",
-                          f"Simulated work: {title}"])
-        tool("Bash", {"command": f"git add -A && git commit -m 'Simulated work: {title}'",
-                      "description": "Commit the change"}, commit)
-        summary = f"Added a note for “{title}” to NOTES.md and committed it."
-    else:
+def _simulated_work(cwd, title, demo, answer, tool, shell, say) -> str:
+    if not demo:
         say({"type": "text", "text": "This is not a demo repository, so I change nothing."})
         summary = "Looked around; nothing was changed (simulated agent outside the demo)."
+        say({"type": "text", "text": summary})
+        return summary
+    path, old, new, summary = _demo_change(cwd, title, answer)
+
+    def edit():
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            text = ""
+        if old not in text:
+            return f"String to replace not found in file.\nString: {old}", True
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text.replace(old, new, 1) if old else text + new)
+        return f"The file {path} has been updated.", False
+
+    def commit():
+        output, failed = shell(["git", "add", "-A"])
+        if failed:
+            return output, True
+        return shell(["git", "-c", "user.name=Simulated Agent", "-c",
+                      "user.email=agent@taskboard.invalid", "commit", "-qm",
+                      f"Simulated work: {title}"])
+    tool("Edit", {"file_path": path, "old_string": old, "new_string": new}, edit)
+    tool("Bash", {"command": f"git add -A && git commit -m 'Simulated work: {title}'",
+                  "description": "Commit the change"}, commit)
     say({"type": "text", "text": summary})
     return summary
+
+
+#: What the README of the demo reads like, by the answer to the demo's question.
+_DEMO_README = {
+    "Short": "\n`app.py` has `count_to(n)`, the numbers 1 to n, and `greet(name)`. Run "
+             "`python3 -c 'import app; print(app.count_to(3))'`.\n",
+    "Friendly": "\nWelcome! This little app counts with you: `count_to(3)` gives `[1, 2, 3]`, "
+                "and `greet('Ada')` says hello. Try it with `python3 -c 'import app; "
+                "print(app.greet(\"you\"))'`.\n"}
+
+
+def _demo_change(cwd, title, answer) -> tuple[str, str, str, str]:
+    """The edit a Demo task asks for, by its title: (file, text to replace, "" to append;
+    its replacement; the summary).  A task a person added gets a line in NOTES.md."""
+    words = title.lower()
+    app = os.path.join(cwd, "app.py")
+    if "greeting" in words:
+        return (app, "", '\n\ndef greet(name):\n    return f"Hello, {name}!"\n',
+                "Added greet(name) to app.py: greet('Ada') returns 'Hello, Ada!'.")
+    if "off-by-one" in words:
+        return (app, "range(1, n)", "range(1, n + 1)",
+                "Fixed count_to in app.py: count_to(3) now returns [1, 2, 3].")
+    if "readme" in words:
+        style = answer if answer in _DEMO_README else "Short"
+        return (os.path.join(cwd, "README.md"), "# Demo app\n",
+                "# Demo app\n" + _DEMO_README[style],
+                f"Documented the app in README.md, {style.lower()} as you asked.")
+    return (os.path.join(cwd, "NOTES.md"), "", f"- {title}\n",
+            f"Added a note for “{title}” to NOTES.md and committed it.")
 
 
 # =============================================================================
@@ -11858,8 +11970,8 @@ def parse_args(argv=None, environ=None) -> dict:
                              "copy in) with SQLite's online backup, safe while the board "
                              "runs, then exit")
     parser.add_argument("--demo", action="store_true",
-                        help="run every task with the built-in simulated agent and create a "
-                             "Demo project on a scratch repository")
+                        help="create a Demo project on a scratch repository, whose tasks the "
+                             "built-in simulated agent runs (other projects keep their CLI)")
     parser.add_argument("--no-auth", action="store_true",
                         default=environ.get("TASKBOARD_NO_AUTH", "") in ("1", "true", "yes"),
                         help="no token at all (env TASKBOARD_NO_AUTH=1); only on a loopback "
@@ -11897,8 +12009,6 @@ def parse_args(argv=None, environ=None) -> dict:
         parser.error(f"agent command {args.agent_command!r} cannot be parsed: {exc}")
     if not agent_argv:
         parser.error("agent command must not be empty")
-    if args.demo:
-        agent_argv = [sys.executable, os.path.abspath(__file__), "--simulate-agent"]
     agents = {"claude": agent_argv}
     for name, cli in AGENTS.items():
         if name == "claude":
@@ -11923,7 +12033,7 @@ def parse_args(argv=None, environ=None) -> dict:
         parser.error("TASKBOARD_RETRY_BASE_SECONDS must be a number of seconds from 0 to "
                      f"86400, not {retry_base!r}")
     return {"host": args.host, "port": port, "db_path": db_path, "data_dir": data_dir,
-            "agent_command": shlex.join(agent_argv) if args.demo else args.agent_command,
+            "agent_command": args.agent_command,
             "agent_argv": agent_argv, "agents": agents,
             "token": (args.token or "").strip() or None, "token_file": args.token_file,
             "no_auth": args.no_auth, "trusted_proxies": trusted,
@@ -12099,8 +12209,10 @@ def serve(config: dict) -> None:
     runtime.url = board_url(config["host"], server.server_port)
     sign_in = f"\nOpen {runtime.url}/login?token={config['token']} to sign in" \
         if config["token"] else ""
-    print(f"Taskboard {__version__} on {runtime.url}/ (data in {runtime.data_dir}){sign_in}",
-          flush=True)
+    demo = "\nDemo mode: the Demo project's tasks run the built-in simulated agent, which " \
+        "spends nothing; every other project runs its own agent CLI" if config["demo"] else ""
+    print(f"Taskboard {__version__} on {runtime.url}/ (data in {runtime.data_dir})"
+          f"{sign_in}{demo}", flush=True)
     resume_interrupted_runs()  # now that agents can reach TASKBOARD_URL
     # objects made so far live as long as the server: frozen, the cyclic collector no
     # longer walks them (its full passes under load: 55-90 ms, nothing served, to < 20 ms)

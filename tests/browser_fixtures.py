@@ -6,6 +6,7 @@ against a real `python taskboard.py` subprocess: the board as a person would run
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -66,6 +67,9 @@ class Board:
             argv.append("--no-auth")
         elif token != "generate":
             argv += ["--token", token]
+        if demo and agent_command is None:  # other projects than the Demo: simulated too
+            agent_command = shlex.join([sys.executable, os.path.join(ROOT, "taskboard.py"),
+                                        "--simulate-agent"])
         if agent_command:
             argv += ["--agent-command", agent_command]
         argv += list(args)

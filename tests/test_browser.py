@@ -225,7 +225,7 @@ def test_connection_stays_live_while_following_a_log(board, page):
     live(page)
     board.api("PATCH", f"/api/tasks/{task['id']}/status", {"status": "in_progress"})
     page.get_by_role("article", name=f"{task['task_key']} {task['title']}").click()
-    expect(page.get_by_role("log", name="Agent log")).to_contain_text("committed it")
+    expect(page.get_by_role("log", name="Agent log")).to_contain_text("Simulated work: ")
     board.wait_status(task["id"], "testing")
     history = page.evaluate("window.connectionHistory")
     assert "Offline — reconnecting" not in history["texts"], history

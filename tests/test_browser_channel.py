@@ -1,6 +1,6 @@
 """Talking with a running agent in a real browser (design §12), against `python taskboard.py
 --demo`: its simulated agent asks before its Edit (the Demo project's permissionMode is
-`default`), asks "How should the note read?" when a task's description says "ask me", and
+`default`), asks "How should the README read?" when a task's description says "ask me", and
 answers each message with "You said: <text>". What is checked is what a person notices:
 the card's "Needs you", the inbox, the request on the task page and the agent going on,
 the message box, review comments on the diff, and the Turkish labels.
@@ -27,11 +27,11 @@ from browser_helpers import (
 
 pytestmark = pytest.mark.usefixtures("console_errors")
 
-QUESTION = "How should the note read?"
+QUESTION = "How should the README read?"
 
 
 def approval(page, name):
-    """A request on the task page, named by what it asks ("Edit: …/NOTES.md", the question)."""
+    """A request on the task page, named by what it asks ("Edit: …/app.py", the question)."""
     return page.get_by_test_id("approval").filter(has_text=name)
 
 
@@ -89,10 +89,10 @@ def test_an_edit_is_shown_with_its_file_and_allowed(board, page, screenshot):
     task = demo_task(board, "Add a greeting function")
     open_task(page, board, task)
     start(board, task)
-    edit = approval(page, "NOTES.md")
+    edit = approval(page, "app.py")
     expect(edit).to_contain_text("The agent asks to use Edit")
-    expect(edit.locator(".approval-path code")).to_have_text(re.compile(r"/NOTES\.md$"))
-    expect(edit).to_contain_text("- Add a greeting function")  # what it writes
+    expect(edit.locator(".approval-path code")).to_have_text(re.compile(r"/app\.py$"))
+    expect(edit).to_contain_text("def greet(name):")  # what it writes
     expect(edit).to_contain_text("Suggested rule")
     expect(edit.get_by_role("button", name="Allow for this session")).to_be_visible()
     expect(edit.get_by_role("button", name="Allow always for this project")).to_be_visible()
@@ -111,7 +111,7 @@ def test_allow_always_for_the_project_remembers_the_rule_and_the_stop_check_is_s
     task = demo_task(board, "Fix the off-by-one in count_to")
     open_task(page, board, task)
     start(board, task)
-    edit = approval(page, "NOTES.md")
+    edit = approval(page, "app.py")
     edit.get_by_role("button", name="Allow always for this project").click()
     expect(edit).to_have_count(0)
     expect(status_badge(page)).to_have_text("Testing")
@@ -124,7 +124,7 @@ def test_an_edit_denied_with_a_message_tells_the_agent_why(board, page):
     task = demo_task(board, "Add a greeting function")
     open_task(page, board, task)
     start(board, task)
-    edit = approval(page, "NOTES.md")
+    edit = approval(page, "app.py")
     edit.get_by_label("Message to the agent (optional)").fill("Not in NOTES.md, please")
     edit.get_by_role("button", name="Deny").click()
     expect(edit).to_have_count(0)
@@ -138,7 +138,7 @@ def test_a_message_to_a_working_agent_is_queued_then_sent_and_answered(board, pa
     task = demo_task(board, "Add a greeting function")
     open_task(page, board, task)
     start(board, task)
-    edit = approval(page, "NOTES.md")
+    edit = approval(page, "app.py")
     expect(edit).to_be_visible()
     talk = page.get_by_test_id("talk")
     expect(talk.get_by_role("button", name="Send now")).to_be_visible()
@@ -176,29 +176,29 @@ def test_review_comments_on_the_diff_send_the_agent_back_to_work(board, page, sc
     open_task(page, board, task)
     page.get_by_role("tab", name="Diff").click()
     panel = page.get_by_role("tabpanel")
-    line = panel.locator(".d-line", has_text=re.compile(r"^\+- Add a greeting function$"))
+    line = panel.locator(".d-line", has_text=re.compile(r"^\+def greet\(name\):$"))
     line.click()
     editor = panel.get_by_test_id("review-editor")
-    editor.get_by_label("Comment on NOTES.md, line 1").fill("Say what the function returns")
+    editor.get_by_label("Comment on app.py, line 5").fill("Say what the function returns")
     editor.get_by_role("button", name="Add comment").click()
     expect(editor).to_have_count(0)
     review = panel.get_by_test_id("review")
     expect(review.get_by_test_id("review-comment")).to_have_text(
-        re.compile(r"NOTES\.md, line 1 \(new\)\s*Say what the function returns"))
+        re.compile(r"app\.py, line 5 \(new\)\s*Say what the function returns"))
     expect(panel.get_by_test_id("review-note")).to_have_text("Say what the function returns")
     # a second comment, removed again
     line.click()
     panel.get_by_test_id("review-editor").get_by_role("textbox").fill("Never mind")
     panel.get_by_test_id("review-editor").get_by_role("button", name="Add comment").click()
     expect(review.get_by_test_id("review-comment")).to_have_count(2)
-    review.get_by_role("button", name="Remove the comment on NOTES.md, line 1").last.click()
+    review.get_by_role("button", name="Remove the comment on app.py, line 5").last.click()
     expect(review.get_by_test_id("review-comment")).to_have_count(1)
     review.get_by_label("Summary (optional)").fill("Nearly there")
     screenshot(page, "task-diff-review", full_page=True)
     review.get_by_role("button", name="Send review").click()
     expect(page.get_by_text("Review sent; the agent goes back to work.")).to_be_visible()
     expect(status_badge(page)).to_have_text("In progress")
-    sent = page.get_by_test_id("talk").get_by_test_id("message").filter(has_text="NOTES.md, line 1")
+    sent = page.get_by_test_id("talk").get_by_test_id("message").filter(has_text="app.py, line 5")
     expect(sent).to_contain_text("Say what the function returns")
     expect(sent).to_contain_text("Nearly there")
     screenshot(page, "task-conversation", full_page=True)
@@ -206,7 +206,7 @@ def test_review_comments_on_the_diff_send_the_agent_back_to_work(board, page, sc
         re.compile("Say what the function returns"))
     kept = board.api("GET", f"/api/tasks/{task['id']}/review")
     assert [(c["path"], c["line"], c["side"], c["body"]) for c in kept] == [
-        ("NOTES.md", 1, "new", "Say what the function returns")]
+        ("app.py", 5, "new", "Say what the function returns")]
 
 
 def test_the_new_controls_speak_turkish(board, page):

@@ -109,7 +109,7 @@ def test_drag_a_card_to_in_progress_and_watch_the_agent(start_board, page, scree
     expect(edit).to_contain_text("The agent asks to use Edit", timeout=15_000)
     edit.get_by_role("button", name="Allow", exact=True).click()
     expect(log).to_contain_text("git commit", timeout=15_000)
-    expect(log).to_contain_text("committed it", timeout=15_000)
+    expect(log).to_contain_text("Documented the app in README.md", timeout=15_000)
     expect(status_badge(page)).to_have_text("Testing", timeout=15_000)
     expect(page.get_by_role("button", name="Approve")).to_be_visible()
     assert board.task(task["id"])["status"] == "testing"

@@ -7,13 +7,14 @@ import sys
 import pytest
 
 import taskboard
-from conftest import wait_for
+from agent_helpers import read_calls
+from conftest import FAKE_AGENT, wait_for
 
 
 def test_demo_creates_a_scratch_repo_project_with_tasks_once(tmp_path):
     config = taskboard.parse_args(["--demo", "--db", str(tmp_path / "data" / "tb.db")],
                                   environ={})
-    assert "--simulate-agent" in config["agent_argv"]
+    assert config["agent_argv"] == ["claude"]  # other projects keep their CLI
     taskboard.init(config)
     try:
         projects = taskboard.list_projects()
@@ -67,12 +68,77 @@ def test_demo_task_asks_before_its_edit_then_reaches_testing_with_a_commit(demo)
     done = wait_for(lambda: taskboard.get_task(task["id"])["status"] == "testing"
                     and taskboard.get_task(task["id"]), timeout=20,
                     message="the simulated agent to finish")
-    assert done["session_id"] and done["total_cost"] > 0 and not done["is_running"]
+    assert done["session_id"] and done["input_tokens"] > 0 and not done["is_running"]
     kinds = [e["kind"] for e in json.loads(taskboard.task_logs(task["id"], 500))]
     assert {"thinking", "text", "tool_call", "tool_result"} <= set(kinds)
     log = subprocess.run(["git", "log", "--format=%s"], cwd=project["workingDir"],
                          capture_output=True, text=True, check=True).stdout
     assert f"Simulated work: {task['title']}" in log
+
+
+def test_demo_work_matches_each_task_and_the_answer_to_its_question(demo):
+    """Issue 44: each Demo task's edit is what its title asks for, and the README reads as
+    the person answered."""
+    tasks = {t["title"]: t for t in json.loads(taskboard.list_tasks(demo["id"]))}
+    repo = demo["workingDir"]
+    taskboard.update_project(demo["id"], {"permissionMode": "auto-accept"})
+    for title in ("Add a greeting function", "Fix the off-by-one in count_to"):
+        taskboard.move_task(tasks[title]["id"], "in_progress")
+        wait_for(lambda: taskboard.get_task(tasks[title]["id"])["status"] == "testing",
+                 timeout=20, message=f"{title!r} to finish")
+    app = subprocess.run([sys.executable, "-c", "import app; print(app.count_to(3), "
+                          "app.greet('Ada'))"], cwd=repo, capture_output=True, text=True)
+    assert app.stdout == "[1, 2, 3] Hello, Ada!\n", app.stderr
+    readme = tasks["Document the app in the README"]
+    taskboard.move_task(readme["id"], "in_progress")
+    question = next_request()
+    asked = question["input"]["questions"][0]["question"]
+    taskboard.decide_approval(question["id"], {"decision": "allow",
+                                               "answers": {asked: "Friendly"}})
+    wait_for(lambda: taskboard.get_task(readme["id"])["status"] == "testing", timeout=20,
+             message="the README task to finish")
+    with open(os.path.join(repo, "README.md"), encoding="utf-8") as f:
+        assert f.read().startswith("# Demo app\n\nWelcome!")
+    assert not os.path.exists(os.path.join(repo, "NOTES.md"))
+
+
+def test_demo_runs_only_the_demo_project_simulated_and_never_as_a_clis_spend(
+        tmp_path, agent_dir, capfd):
+    """Issue 44: under --demo a project beside the Demo runs its configured CLI; the
+    Demo's runs are marked simulated, cost nothing and count in no CLI's usage."""
+    config = taskboard.parse_args(
+        ["--demo", "--db", str(tmp_path / "data" / "tb.db"), "--agent-command",
+         f"{sys.executable} {FAKE_AGENT}"], environ={})
+    taskboard.init(config)
+    try:
+        demo_project = taskboard.list_projects()[0]
+        taskboard.update_project(demo_project["id"], {"permissionMode": "auto-accept"})
+        code = tmp_path / "code"
+        code.mkdir()
+        real = taskboard.create_project({"name": "Real", "slug": "real",
+                                         "workingDir": str(code)})
+        task = taskboard.create_task(real["id"], {"title": "Real work",
+                                                  "description": "fake:ok"})
+        demo_task = json.loads(taskboard.list_tasks(demo_project["id"]))[0]
+        for moved in (task, demo_task):
+            taskboard.move_task(moved["id"], "in_progress")
+        for moved in (task, demo_task):
+            wait_for(lambda: taskboard.get_task(moved["id"])["status"] == "testing",
+                     timeout=20, message=f"{moved['title']!r} to finish")
+        [call] = read_calls(agent_dir)  # the fake CLI ran the real project's task only
+        assert call["cwd"] == str(code)
+        assert taskboard.get_task(task["id"])["total_cost"] == pytest.approx(0.03765)
+        simulated = taskboard.get_task(demo_task["id"])
+        assert simulated["total_cost"] == 0 and simulated["input_tokens"] > 0
+        logs = [e["message"] for e in json.loads(taskboard.task_logs(demo_task["id"], 500))]
+        assert any("simulated agent" in m for m in logs)
+        usage = taskboard.agent_usage()
+        assert usage["agents"]["claude"]["cost"] == pytest.approx(0.03765)
+        assert usage["agents"]["claude"]["tasks"] == 1
+        assert usage["usage"]["totalInputTokens"] == taskboard.get_task(task["id"])[
+            "input_tokens"]
+    finally:
+        taskboard.shutdown()
 
 
 def test_simulated_agent_outside_a_demo_repository_changes_nothing(tmp_path):
@@ -106,3 +172,4 @@ def test_a_demo_task_asks_a_question_then_before_its_edit(demo):
              message="the simulated agent to finish")
     texts = [e["message"] for e in json.loads(taskboard.task_logs(task["id"], 500))]
     assert any('"Short"' in text for text in texts)
+    assert f"answered by person: {asked} → Short" in texts  # not "allowed by person"

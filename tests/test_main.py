@@ -157,6 +157,15 @@ def test_main_prints_a_login_url_that_signs_a_browser_in(start, tmp_path):
     assert "process list" not in server.errors()
 
 
+def test_main_says_demo_mode_is_on_and_what_it_simulates(start, tmp_path):
+    server = start("--port", 0, "--db", tmp_path / "x.db", "--agent-command", MISSING_AGENT,
+                   "--demo").wait_ready()
+    assert "Demo mode: the Demo project's tasks run the built-in simulated agent" in \
+        server.output()
+    assert "Demo mode" not in start("--port", 0, "--db", tmp_path / "y.db", "--agent-command",
+                                     MISSING_AGENT).wait_ready().output()
+
+
 def test_main_warns_about_a_token_in_the_process_list(start, tmp_path):
     server = start("--port", 0, "--db", tmp_path / "x.db", "--agent-command", MISSING_AGENT,
                    "--token", ENV_TOKEN).wait_ready()
