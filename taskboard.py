@@ -1019,7 +1019,12 @@ TASK_FIELDS = (
     _ro("task_key", "str"),
     _ro("created_at", "time"), _ro("updated_at", "time"), _ro("started_at", "time"),
     _ro("completed_at", "time"), _ro("retry_count"), _ro("is_running", "bool"),
-    _ro("awaiting_subtasks", "bool"), _ro("branch_name", "str"), _ro("pr_url", "str"),
+    _ro("awaiting_subtasks", "bool"), _ro("branch_name", "str"),
+    _ro("branchAt", "str", column="branch_at", nullable=True, doc="where branch_name is, "
+        "for a task of a project on a host: `<host name>:<path of its clone>` until the "
+        "approved task's branch is fetched into the repository of workingDir, then that "
+        "repository's path; null otherwise"),
+    _ro("pr_url", "str"),
     _ro("session_id", "str"), _ro("input_tokens"), _ro("output_tokens"),
     _ro("cache_read_tokens"), _ro("cache_creation_tokens"), _ro("total_cost", "number"),
     _ro("cost_estimated", "bool", doc="some of total_cost is estimated from token counts "
@@ -3761,7 +3766,9 @@ def get_project(project_id: int) -> dict:
 
 
 def create_project(body) -> dict:
-    row = insert_project_row(validate(PROJECT_FIELDS, body))
+    values = validate(PROJECT_FIELDS, body)
+    _check_clone_source(values)
+    row = insert_project_row(values)
     project = project_view(row)
     runtime.events.publish("project:created", project, project["id"])
     if row["git_host_sync_enabled"] and row["git_host_repo"]:
@@ -3772,6 +3779,9 @@ def create_project(body) -> dict:
 def update_project(project_id: int, body) -> dict:
     changes = validate_known(lambda: get_project(project_id), PROJECT_FIELDS, body,
                              partial=True)
+    if {"host_id", "repo_url", "working_dir"} & changes.keys():
+        before = found(project_row(project_id), f"project {project_id} not found")
+        _check_clone_source({**before, **changes})
     row = found(update_project_row(project_id, changes), f"project {project_id} not found")
     project = project_view(row)
     runtime.events.publish("project:updated", project, project_id)
@@ -3780,6 +3790,17 @@ def update_project(project_id: int, body) -> dict:
             "git_host_sync_enabled" in changes or "git_host_repo" in changes):
         gevent.spawn(sync_issues, project_id)  # import the issues now, in the background
     return project
+
+
+def _check_clone_source(values: dict) -> None:
+    """A project on a host needs something the host can clone (design §15): its repoUrl,
+    else the origin of its workingDir."""
+    if values.get("host_id") is not None and not values.get("repo_url") \
+            and host_row(values["host_id"]) is not None \
+            and not _origin_url(values["working_dir"]):  # (a missing host: the store's 400)
+        raise Invalid(f"repoUrl must be set: the project runs on a host, which clones it, and "
+                      f"workingDir {values['working_dir'][:200]!r} has no origin remote",
+                      "repoUrl")
 
 
 def delete_project(project_id: int) -> dict:
@@ -5046,7 +5067,7 @@ def after_done(task_id: int) -> None:
     if context is None:
         return
     task, project = context["task"], context["project"]
-    for step in (open_pull_request, close_issue):
+    for step in (bring_branch_home, open_pull_request, close_issue):
         try:
             step(task, project)
         except Exception as exc:  # the move to done is never undone by these
@@ -7670,7 +7691,8 @@ cd "$wt" && pwd -P && git rev-parse HEAD"""
                        f"{_cut(lines[-1] if lines else f'exit code {code}', 300)}")
     what, path, head = lines[-3:]
     if what != "kept":
-        changes = {"branch_name": branch}
+        changes = {"branch_name": branch, "branch_at": f"{host['name']}:"
+                   f"{link.path('repos', project['slug'])}"}
         if what.startswith("new"):
             changes["base_commit"] = head
         runtime.logs.append(task["id"], "system", f"worktree {path} on host {host['name']!r}"
@@ -7678,6 +7700,37 @@ cd "$wt" && pwd -P && git rev-parse HEAD"""
                             + (f" from {what[4:]}" if what.startswith("new") else ""), run_id)
         _publish_task(update_task_row(task["id"], changes))
     return path
+
+
+def bring_branch_home(task: dict, project: dict) -> None:
+    """An approved task of a project on a host: its branch is fetched from the host's clone
+    into workingDir's repository over the host's connection, PR or not (design §15), and
+    the task says where the branch is."""
+    host = host_row(project["host_id"]) if project["host_id"] is not None else None
+    if host is None or not task["branch_name"]:
+        return
+    link, branch = host_link(host), task["branch_name"]
+    root = repo_root(project["working_dir"])
+    try:
+        clone = link.path("repos", project["slug"])
+        with host_lock(host, project["slug"]), git_lock(root):
+            code, out = run_command(
+                ["git", "fetch", "--no-tags", "--upload-pack",
+                 f"{REMOTE_PROFILE}; git-upload-pack", f"{host['address']}:{clone}",
+                 f"refs/heads/{branch}:refs/heads/{branch}"], root, 300,
+                stderr=subprocess.STDOUT, env={**os.environ, **GIT_ENV, "GIT_SSH_COMMAND":
+                                              shlex.join(link.argv("")[:-2])})
+    except HostDown as exc:
+        code, out = 255, str(exc)
+    if code != 0:
+        runtime.logs.append(task["id"], "system", f"branch {branch} stays on host "
+                            f"{host['name']!r}, in {task['branch_at'] or 'its clone'}: it "
+                            f"could not be fetched into {root}: {_cut(out.strip(), 500)}",
+                            is_error=True)
+        return
+    runtime.logs.append(task["id"], "system", f"branch {branch} fetched from host "
+                        f"{host['name']!r} into {root}")
+    _publish_task(update_task_row(task["id"], {"branch_at": root}))
 
 
 def _origin_url(folder: str) -> str | None:

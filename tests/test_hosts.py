@@ -87,7 +87,7 @@ def test_a_host_is_added_listed_changed_and_deleted(client, tmp_path):
 def test_a_host_a_project_names_cannot_be_deleted(client, api):
     host = client.post_json("/api/hosts", {"name": "box", "address": "me@box.example"},
                             status=201).json
-    api.project(name="Shop", host=host["id"])
+    api.project(name="Shop", host=host["id"], repoUrl="https://git.example/shop.git")
     error = assert_error(client.delete(f"/api/hosts/{host['id']}", expect_errors=True), 409)
     assert "'Shop'" in error["error"]
     assert client.get(f"/api/hosts/{host['id']}").json["name"] == "box"
@@ -97,6 +97,45 @@ def test_a_project_cannot_name_a_host_that_is_not_there(api, client, snapshot):
     assert_refused(snapshot, client.post_json, "/api/projects",
                    {"name": "P", "slug": "p", "workingDir": str(api.workdir), "host": 99},
                    field="host")
+
+
+def test_a_project_on_a_host_needs_something_the_host_can_clone(api, client, snapshot,
+                                                                tmp_path):
+    """Issue 44: no repoUrl and a workingDir without origin → 400 naming repoUrl, on create
+    and on update; an origin or a repoUrl will do."""
+    host = client.post_json("/api/hosts", {"name": "vm", "address": "me@vm.example"},
+                            status=201).json
+    make_repo(api.workdir)
+    body = {"name": "P", "slug": "p", "workingDir": str(api.workdir), "host": host["id"]}
+    error = assert_refused(snapshot, client.post_json, "/api/projects", body, field="repoUrl")
+    assert str(api.workdir) in error["error"]
+    here = api.project()
+    assert_refused(snapshot, client.put_json, f"/api/projects/{here['id']}",
+                   {"host": host["id"]}, field="repoUrl")
+    assert api.project(slug="with-url", host=host["id"], repoUrl="https://git.example/a/b")
+    add_origin(api.workdir, tmp_path / "origin.git")
+    client.put_json(f"/api/projects/{here['id']}", {"host": host["id"]})
+
+
+def test_an_approved_host_tasks_branch_comes_home_to_the_working_dir(
+        client, api, remote_project, agent_dir, tmp_path):
+    """Issue 44: with no pull request, the work done on a host is fetched into workingDir's
+    repository when the task is approved, and the task says where its branch is."""
+    project, host = remote_project
+    task = api.task(project["id"], title="Greet", description="fake:ok fake:write=hello.txt")
+    api.move(task["id"], "in_progress")
+    testing = wait_status(client, task["id"], "testing")
+    branch, clone = testing["branch_name"], os.path.join(tmp_path, "host", "repos",
+                                                         project["slug"])
+    assert testing["branchAt"] == f"{host['name']}:{clone}"
+    assert not git(api.workdir, "branch", "--list", branch)
+    api.move(task["id"], "done")
+    done = wait_for(lambda: (t := client.get(f"/api/tasks/{task['id']}").json)["branchAt"]
+                    == str(api.workdir) and t, RUN, message="the branch to come home")
+    assert git(api.workdir, "rev-parse", branch) == git(clone, "rev-parse", branch)
+    assert git(api.workdir, "show", f"{branch}:hello.txt")
+    assert f"branch {branch} fetched from host {host['name']!r} into {api.workdir}" in [
+        e["message"] for e in logs(client, done["id"])]
 
 
 def test_the_first_check_shows_the_key_and_trusting_it_pins_it(client, sshd, tmp_path):
