@@ -875,7 +875,9 @@ def _parse_tools(value, name):
 
 def _check_working_dir(value, name):
     if not os.path.isabs(value):
-        raise Invalid(f"{name} {value!r} must be an absolute path", name)
+        home = os.path.expanduser(value) if value.startswith("~") else None
+        raise Invalid(f"{name} {value!r} must be an absolute path" + (
+            f": write {home}" if home and os.path.isabs(home) else ""), name)
     if not os.path.isdir(value):
         raise Invalid(f"{name} {value!r} is not an existing directory", name)
 
@@ -1216,7 +1218,8 @@ def _check_identity_file(value, name):
         raise Invalid(f"{name} {value[:80]!r} must be an absolute path (or ~/...) on the "
                       "board's machine", name)
     if not os.path.isfile(path) or not os.access(path, os.R_OK):
-        raise Invalid(f"{name} {value[:80]!r} is not a readable file", name)
+        shown = f"{value[:80]!r}" + (f" ({path[:200]})" if path != value else "")
+        raise Invalid(f"{name} {shown} is not a readable file on the board's machine", name)
 
 
 def _check_agent_commands(value, name):
@@ -5125,7 +5128,8 @@ def open_pull_request(task: dict, project: dict) -> None:
         return
     say(f"pushed {task['branch_name']} to origin")
     if not repo:
-        say("no pull request: set the project's gitHostRepo (owner/repo)", is_error=True)
+        say("no pull request: set the project's Repository (gitHostRepo, owner/repo) in its "
+            "Source host settings", is_error=True)
         return
     body = "\n\n".join(filter(None, [
         f"Task **{task['task_key']}**: {task['title']}", task["description"].strip(),
@@ -5258,7 +5262,8 @@ def _host_problem(status: int | None, answer) -> str:
         return str(answer)
     message = answer.get("message") if isinstance(answer, dict) else None
     hint = {401: " (check TASKBOARD_GIT_HOST_TOKEN)", 403: " (the token may lack access)",
-            404: " (check gitHostRepo and the token's access)"}.get(status, "")
+            404: " (check the project's Repository, gitHostRepo, and the token's "
+                 "access)"}.get(status, "")
     return f"the source host answered {status}{': ' + str(message)[:200] if message else ''}" \
         + hint
 
@@ -9507,10 +9512,17 @@ def ssh_options(host: dict, known_hosts: str | None = None) -> list[str]:
     return options
 
 
-def _ssh_error(stderr: str, fallback: str) -> str:
+def _ssh_error(stderr: str, fallback: str, host: dict | None = None) -> str:
+    """ssh's last word on why it failed, with what to do when the host refused the key."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()
              and not line.startswith(("Warning: Permanently added", "Allocated port"))]
-    return _cut(lines[-1], 500) if lines else fallback
+    error = _cut(lines[-1], 500) if lines else fallback
+    if host is not None and "Permission denied (publickey" in error:
+        key = os.path.expanduser(host["identity_file"]) if host["identity_file"] else \
+            "ssh's own choice of key (no key file is set)"
+        error += f": the host refused the key {key}; check the key file, and that its " \
+            "public key (.pub) is in ~/.ssh/authorized_keys of the login on the host"
+    return error
 
 
 class HostLink:
@@ -9598,7 +9610,7 @@ class HostLink:
             return HostDown(f"the host key changed: {self.host['host_key']} is pinned, the "
                             f"host shows {shown or 'another key'}; the host is disabled until "
                             "a person checks and trusts the new key", shown)
-        return HostDown(_ssh_error(stderr, "the connection could not be opened"))
+        return HostDown(_ssh_error(stderr, "the connection could not be opened", self.host))
 
     def run(self, command: str, stdin: bytes | None = None, timeout: float = 120,
             reopen: bool = True) -> tuple[int, str]:

@@ -68,6 +68,18 @@ def test_a_bad_host_field_is_refused_naming_it(client, snapshot, tmp_path, field
     assert_refused(snapshot, client.post_json, "/api/hosts", body, field=field)
 
 
+def test_paths_under_home_are_shown_expanded_in_their_errors(client, api, snapshot):
+    """Issue 44: `~` means the board's user's home, and the error says which path that is."""
+    home = os.path.expanduser("~")
+    error = assert_refused(snapshot, client.post_json, "/api/hosts", {
+        "name": "box", "address": "me@box.example", "identityFile": "~/no-such-key"},
+        field="identityFile")
+    assert f"'~/no-such-key' ({home}/no-such-key) is not a readable file" in error["error"]
+    error = assert_refused(snapshot, client.post_json, "/api/projects", {
+        "name": "P", "slug": "p", "workingDir": "~/code"}, field="workingDir")
+    assert error["error"] == f"workingDir '~/code' must be an absolute path: write {home}/code"
+
+
 def test_a_host_is_added_listed_changed_and_deleted(client, tmp_path):
     host = client.post_json("/api/hosts", {"name": "box", "address": "me@box.example"},
                             status=201).json
@@ -609,6 +621,7 @@ def test_a_host_that_refuses_the_key_holds_the_task_until_a_check_lets_it_start(
     waiting = wait_for(lambda: client.get(f"/api/tasks/{task['id']}").json["waitingFor"],
                        RUN, message="the task to wait for its host")
     assert "Permission denied" in waiting["error"]
+    assert f"the host refused the key {stranger}; check the key file" in waiting["error"]
     assert task_calls(agent_dir, task["id"]) == []
     health = client.get("/api/health").json["hosts"]
     wait_for(lambda: client.get("/api/health").json["hosts"][0]["reachable"] is False, RUN,
