@@ -994,6 +994,8 @@ PROJECT_FIELDS = (
     Field("repoUrl", "str", column="repo_url", default="", maxlen=2000,
           pattern=re.compile(r"^[^\s-]\S*$"), doc="what a host clones (git URL); empty = "
           "the origin of workingDir"),
+    _ro("simulated", "bool", doc="its runs use the built-in simulated agent, which spends "
+        "nothing: the Demo project under --demo"),
     _created(),
     _ro("updatedAt", "time", column="updated_at"),
 )
@@ -3742,12 +3744,12 @@ class LogWriter(Worker):
 
 # --- projects ----------------------------------------------------------------
 
-def project_view(row: dict) -> dict:
-    return render(PROJECT_FIELDS, row)
+def project_view(row: dict, only=None) -> dict:
+    return render(PROJECT_FIELDS, {**row, "simulated": runs_simulated(row)}, only)
 
 
 def list_projects() -> list[dict]:
-    return [render(PROJECT_FIELDS, r, PROJECT_LIST_FIELDS) for r in find_rows("projects")]
+    return [project_view(r, PROJECT_LIST_FIELDS) for r in find_rows("projects")]
 
 
 def project_summaries() -> list[dict]:
@@ -4540,7 +4542,7 @@ def run_agent(project: dict, chosen: str | None, host: dict | None) \
     project's), its command line (None: the one configured here), and why it cannot start
     (None: it can).  Under --demo the Demo project's runs use the simulated agent, which
     speaks Claude Code's contract (design §2)."""
-    if host is None and simulated_dir() == project["working_dir"]:
+    if runs_simulated(project):
         return "claude", SIMULATED_AGENT, None
     agent = chosen or project["agent"]
     if host is not None:
@@ -7334,6 +7336,11 @@ def simulated_dir() -> str | None:
     """Under --demo, the Demo project's scratch repository (its workingDir): that
     project's runs use the simulated agent; None without --demo."""
     return os.path.join(runtime.data_dir, "demo-repo") if runtime.config["demo"] else None
+
+
+def runs_simulated(project: dict) -> bool:
+    """Whether a project's runs use the simulated agent: the Demo project under --demo."""
+    return project["host_id"] is None and project["working_dir"] == simulated_dir()
 
 
 def create_demo_project() -> dict | None:

@@ -125,6 +125,8 @@ def test_demo_runs_only_the_demo_project_simulated_and_never_as_a_clis_spend(
         for moved in (task, demo_task):
             wait_for(lambda: taskboard.get_task(moved["id"])["status"] == "testing",
                      timeout=20, message=f"{moved['title']!r} to finish")
+        assert [taskboard.get_project(p["id"])["simulated"] for p in (demo_project, real)] \
+            == [True, False]
         [call] = read_calls(agent_dir)  # the fake CLI ran the real project's task only
         assert call["cwd"] == str(code)
         assert taskboard.get_task(task["id"])["total_cost"] == pytest.approx(0.03765)
