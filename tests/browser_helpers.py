@@ -1,6 +1,8 @@
 """Locators and waits the browser tests share (the board's own roles, labels and texts)."""
 
+import os
 import re
+import sqlite3
 
 from playwright.sync_api import expect
 
@@ -81,3 +83,15 @@ def auto_accept(board) -> dict:
 
 def start(board, task) -> None:
     board.api("PATCH", f"/api/tasks/{task['id']}/status", {"status": "in_progress"})
+
+
+def sql(board, statement, params=()):
+    """One committed statement on the running board's database, for state the API does not
+    write (read-only fields such as cost_estimated). The page is opened, or the task touched
+    through the API, afterwards: no event tells the board about this write."""
+    con = sqlite3.connect(os.path.join(board.folder, "data", "tb.db"), timeout=10)
+    try:
+        with con:
+            return con.execute(statement, params).fetchall()
+    finally:
+        con.close()

@@ -7,31 +7,27 @@ Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
 """
 
 import datetime
-import os
 import re
-import sqlite3
 import time
 
 import pytest
 from playwright.sync_api import expect
 
-from browser_helpers import card, column, demo_task, dialog, live, open_board, open_task
+from browser_helpers import (
+    card,
+    code_project,
+    column,
+    demo_task,
+    dialog,
+    live,
+    open_board,
+    open_task,
+    sql,
+)
 
 pytestmark = pytest.mark.usefixtures("console_errors")
 
 TITLE = "Add a greeting function"
-
-
-def sql(board, statement, params=()):
-    """One committed statement on the running board's database, for state the API does not
-    write (read-only fields such as cost_estimated). The page is opened, or the task touched
-    through the API, afterwards: no event tells the board about this write."""
-    con = sqlite3.connect(os.path.join(board.folder, "data", "tb.db"), timeout=10)
-    try:
-        with con:
-            return con.execute(statement, params).fetchall()
-    finally:
-        con.close()
 
 
 def wait_for_health(board, check, timeout=15.0) -> dict:
@@ -175,10 +171,10 @@ def test_a_task_waiting_for_a_usage_limit_says_until_when(board, page):
     expect(page.get_by_test_id("task-waiting")).to_contain_text(shown)
 
 
-def test_the_banner_names_a_missing_cli_a_project_uses(start_board, page):
+def test_the_banner_names_a_missing_cli_a_project_uses(start_board, page, tmp_path):
     board = start_board(env={"TASKBOARD_CODEX_COMMAND": "/nonexistent/codex"})
     wait_for_health(board, lambda health: health["agents"]["codex"]["found"] is False)
-    project = board.demo_project()
+    project = code_project(board, tmp_path, "Shop")  # the Demo's runs are simulated
     page.goto(board.url)
     live(page)
     banner = page.locator("#health-banner")
@@ -194,12 +190,13 @@ def test_the_banner_names_a_missing_cli_a_project_uses(start_board, page):
         "data-agent", "codex")
 
 
-def test_the_planner_runs_the_agent_chosen_in_the_form(start_board, page, console_errors):
+def test_the_planner_runs_the_agent_chosen_in_the_form(start_board, page, console_errors,
+                                                       tmp_path):
     """The plan form's agent reaches the server: Codex, not installed here, is refused with
-    how to install it; the project's (simulated Claude) plans."""
+    how to install it; the project's (Claude: the simulated agent as its command) plans."""
     console_errors.allow(r"status of 409 \(Conflict\)")  # the refusal, shown in the form
     board = start_board(env={"TASKBOARD_CODEX_COMMAND": "/nonexistent/codex"})
-    project = board.demo_project()
+    project = code_project(board, tmp_path, "Shop")  # the Demo's runs are simulated
     page.goto(f"{board.url}/#/projects/{project['id']}/plan")
     live(page)
     agent = page.get_by_test_id("plan-agent")

@@ -68,8 +68,9 @@ def test_a_question_shows_on_the_card_and_in_the_inbox_and_its_option_answers_it
     question = approval(page, QUESTION)
     expect(question.get_by_role("button", name=re.compile("^Friendly"))).to_be_visible()
     screenshot(page, "task-question")
-    # a single choice: the click answers
+    # an option is chosen, then sent
     question.get_by_role("button", name=re.compile("^Short")).click()
+    question.get_by_role("button", name="Send the answer").click()
     expect(question).to_have_count(0)
     log = agent_log(page)
     expect(log).to_contain_text("Thanks, I'll go with")

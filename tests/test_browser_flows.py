@@ -103,9 +103,10 @@ def test_drag_a_card_to_in_progress_and_watch_the_agent(start_board, page, scree
     # that are not yet all there
     expect(status_badge(page)).to_have_text("In progress")
     screenshot(page, "task-detail-log")
-    question = page.get_by_test_id("approval").filter(has_text="How should the note read?")
+    question = page.get_by_test_id("approval").filter(has_text="How should the README read?")
     question.get_by_role("button", name=re.compile("^Short")).click(timeout=15_000)
-    edit = page.get_by_test_id("approval").filter(has_text="NOTES.md")
+    question.get_by_role("button", name="Send the answer").click()
+    edit = page.get_by_test_id("approval").filter(has_text="README.md")
     expect(edit).to_contain_text("The agent asks to use Edit", timeout=15_000)
     edit.get_by_role("button", name="Allow", exact=True).click()
     expect(log).to_contain_text("git commit", timeout=15_000)

@@ -53,7 +53,8 @@ def trusted_host(board, sshd, tmp_path) -> dict:
 def remote_project(board, sshd, tmp_path) -> tuple[dict, dict]:
     host = trusted_host(board, sshd, tmp_path)
     project = code_project(board, tmp_path, "Remote")
-    board.api("PUT", f"/api/projects/{project['id']}", {"host": host["id"]})
+    board.api("PUT", f"/api/projects/{project['id']}", {
+        "host": host["id"], "repoUrl": "https://git.example/me/remote.git"})
     return project, host
 
 
@@ -181,7 +182,9 @@ def test_a_host_in_use_stays_and_an_unreachable_one_is_named(quiet_board, page, 
     assert [h["name"] for h in board.api("GET", "/api/hosts")] == ["build box"]
 
     banner = page.locator("#health-banner")
-    expect(banner).to_be_hidden()
+    expect(banner.get_by_test_id("cli-missing-host")).to_have_text(  # the host has no claude
+        "The Claude Code CLI is not found on build box: tasks of projects there cannot run.")
+    expect(banner.get_by_test_id("host-unreachable")).to_have_count(0)
     sshd.drop()
     item.get_by_role("button", name="Check").click()
     expect(item.get_by_test_id("host-status")).to_contain_text("Unreachable")

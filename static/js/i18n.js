@@ -64,7 +64,7 @@ register({  // key: [English, Turkish]
   "conn.open": ["Live", "Canlı"],
   "conn.connecting": ["Connecting…", "Bağlanıyor…"],
   "conn.closed": ["Offline — reconnecting", "Çevrimdışı — yeniden bağlanıyor"],
-  "health.agentMissing": ["The agent CLI is not found: tasks cannot run. Install it, or set --agent-command or TASKBOARD_AGENT_COMMAND (the server's log names the command).", "Ajan CLI bulunamadı: görevler çalışamaz. Kurun ya da --agent-command veya TASKBOARD_AGENT_COMMAND ayarlayın (sunucu günlüğü komutu gösterir)."],
+  "health.agentMissing": ["The agent CLI is not found: tasks cannot run. Install it, or set --agent-command or TASKBOARD_AGENT_COMMAND (the server's log names the command). To try the board first, start it with --demo: its Demo project's tasks run a simulated agent.", "Ajan CLI bulunamadı: görevler çalışamaz. Kurun ya da --agent-command veya TASKBOARD_AGENT_COMMAND ayarlayın (sunucu günlüğü komutu gösterir). Panoyu önce denemek için --demo ile başlatın: Demo projesinin görevlerini benzetilmiş bir ajan çalıştırır."],
   "health.unreachable": ["The server cannot be reached.", "Sunucuya ulaşılamıyor."],
   "common.save": ["Save", "Kaydet"],
   "common.cancel": ["Cancel", "Vazgeç"],

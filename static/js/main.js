@@ -47,6 +47,7 @@ register({  // key: [English, Turkish]
   "update.reload": ["Reload", "Yeniden yükle"],
   "health.cliMissing": ["The {name} CLI is not found: tasks that use it cannot run. Install it or set its command (see “Agents” in the README).", "{name} CLI'si bulunamadı: onu kullanan görevler çalışamaz. Kurun ya da komutunu ayarlayın (README'de “Agents” bölümüne bakın)."],
   "health.install": ["Install it with: npm install -g {package}", "Kurmak için: npm install -g {package}"],
+  "health.cliMissingOnHost": ["The {name} CLI is not found on {host}: tasks of projects there cannot run.", "{name} CLI'si {host} makinesinde bulunamadı: oradaki projelerin görevleri çalışamaz."],
   "health.hostUnreachable": ["Host {name} cannot be reached: the tasks of its projects wait for it.", "{name} makinesine ulaşılamıyor: projelerinin görevleri onu bekliyor."],
   "health.hostDisabled": ["Host {name} is disabled: the tasks of its projects wait until it is turned on.", "{name} makinesi devre dışı: projelerinin görevleri o açılana dek bekliyor."],
   "health.hostsLink": ["Settings → Hosts", "Ayarlar → Makineler"],
@@ -107,15 +108,28 @@ function appBadge(n) {
   (n ? navigator.setAppBadge(n) : navigator.clearAppBadge()).catch(() => {});
 }
 
-/** The agent CLIs in use (a project runs it, or an open task chose it), from /api/agents. */
+/** The agent CLIs in use on this machine (a project here runs it, or an open task chose it). */
 let agentsInUse = new Set();
+/** Each CLI a project on a host uses that the host's last check did not find: [{name, host}]. */
+let missingOnHosts = [];
 let useTimer = null;
 
-/** Ask which CLIs are in use, when one is missing (the banner names it only then). */
+/**
+ * Ask which CLIs are in use, here and on the hosts, when one is missing here or projects run
+ * on hosts (the banner names a missing CLI only when something uses it).
+ */
 async function learnUse() {
-  if (!Object.values(state.health?.agents || {}).some((cli) => cli.found === false)) return;
+  const missingHere = Object.values(state.health?.agents || {}).some((cli) => cli.found === false);
+  if (!missingHere && !(state.health?.hostsInUse?.count > 0)) {
+    missingOnHosts = [];
+    renderBanner();
+    return;
+  }
   try {
-    agentsInUse = new Set((await api.agents()).filter((a) => a.projects || a.openTasks).map((a) => a.name));
+    const agents = await api.agents();
+    agentsInUse = new Set(agents.filter((a) => a.projects || a.openTasks).map((a) => a.name));
+    missingOnHosts = agents.flatMap((a) => (a.hosts || []).filter((host) => host.found === false)
+      .map((host) => ({ name: a.name, host: host.name })));
   } catch { /* the next health check asks again */ }
   renderBanner();
 }
@@ -136,8 +150,9 @@ function usedAgents() {
 }
 
 /**
- * What the health answer says about the agent CLIs: each one in use that is not found (how
- * to install it, when the server names its package), and each one waiting for a usage limit.
+ * What the health answer says about the agent CLIs: each one in use here that is not found
+ * (how to install it, when the server names its package), each one a host's projects use that
+ * the host lacks, and each one waiting for a usage limit.
  */
 function agentMessages(health) {
   if (!health?.agents) return health?.agent?.found === false ? [t("health.agentMissing")] : [];
@@ -149,6 +164,10 @@ function agentMessages(health) {
       const install = cli.package ? ` ${t("health.install", { package: cli.package })}` : "";
       messages.push(h("span", { "data-testid": "cli-missing", "data-agent": name },
         (name === "claude" ? t("health.agentMissing") : t("health.cliMissing", { name: label })) + install));
+    }
+    for (const missing of missingOnHosts.filter((m) => m.name === name)) {
+      messages.push(h("span", { "data-testid": "cli-missing-host", "data-agent": name },
+        t("health.cliMissingOnHost", { name: label, host: missing.host })));
     }
     if (cli.waitingUntil) {
       messages.push(h("span", { "data-testid": "cli-waiting", "data-agent": name },

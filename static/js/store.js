@@ -18,6 +18,8 @@ import { api } from "./api.js";
  *   pending approvals and questions, tasks waiting for review, newest first; null until read
  * @property {Map<number, Object>} hosts  host id -> host: the machines agents run on besides this one
  * @property {boolean} hostsLoaded  the hosts were read at least once
+ * @property {Map<number, Object>} live  task id -> the latest task:usage of its running run
+ *   (its tokens and cost so far; the task's own totals do not count the run until it ends)
  */
 
 /** @type {State} */
@@ -34,6 +36,7 @@ export const state = {
   inbox: null,
   hosts: new Map(),
   hostsLoaded: false,
+  live: new Map(),
 };
 
 const subscribers = new Set();
@@ -73,6 +76,15 @@ export function tasksOf(projectId) {
     .filter((task) => task.project_id === projectId)
     .sort((a, b) => b.priority - a.priority || (a.queue_position ?? 0) - (b.queue_position ?? 0)
       || a.created_at.localeCompare(b.created_at) || a.id - b.id);
+}
+
+/**
+ * What a task's running run has used so far (its latest task:usage: inputTokens,
+ * outputTokens, cost), or null when it runs not or has reported nothing yet. The board's
+ * card and the task page add it to the task's totals.
+ */
+export function liveUsage(task) {
+  return (task.is_running && state.live.get(task.id)) || null;
 }
 
 /** Task events received per project: a list read meanwhile may be older than one of them. */
@@ -223,8 +235,9 @@ export async function loadAll() {
 }
 
 /**
- * Project id -> {agent, host, prFixMaxAttempts}: the project list does not carry them (see
- * projectAgent, projectHost, projectPrFixMax); project:created and project:updated do,
+ * Project id -> {agent, host, prFixMaxAttempts, simulated}: the project list does not carry
+ * them (see projectAgent, projectHost, projectPrFixMax, projectSimulated); project:created and
+ * project:updated do,
  * learnProjects() asks for the others.
  */
 const projectExtras = new Map();
@@ -239,7 +252,7 @@ function projectExtra(projectId, name) {
 function keepExtras(project) {
   if (project && "agent" in project) {
     projectExtras.set(project.id, { agent: project.agent, host: project.host ?? null,
-      prFixMaxAttempts: project.prFixMaxAttempts });
+      prFixMaxAttempts: project.prFixMaxAttempts, simulated: project.simulated });
   }
 }
 
@@ -248,6 +261,9 @@ export const projectAgent = (projectId) => projectExtra(projectId, "agent");
 
 /** The host id a project's tasks run on, null for this machine, undefined until it is known. */
 export const projectHost = (projectId) => projectExtra(projectId, "host");
+
+/** Whether a project's runs use the simulated agent (the Demo of --demo); undefined until known. */
+export const projectSimulated = (projectId) => projectExtra(projectId, "simulated");
 
 /** How many automatic fixes one pull request of a project gets (undefined until known). */
 export const projectPrFixMax = (projectId) => projectExtra(projectId, "prFixMaxAttempts");
@@ -275,9 +291,14 @@ export function applyEvent(s, message) {
     case "task:created":
     case "task:updated":
       if (s.loadedProjects.has(data.project_id)) s.tasks.set(data.id, data);
+      if (!data.is_running) s.live.delete(data.id);  // a finished run is in the totals now
+      break;
+    case "task:usage":
+      s.live.set(data.taskId, data);
       break;
     case "task:deleted":
       s.tasks.delete(data.id);
+      s.live.delete(data.id);
       break;
     case "project:created":
       if (!s.projects.some((p) => p.id === data.id)) s.projects.push(data);

@@ -1,8 +1,10 @@
-// The agentModels setting as a grid: one row per agent CLI, one input per model tier, the
-// model name that agent is given for that tier. An empty input leaves the built-in model of
-// that agent and tier (the tier is not sent); a grid left all empty saves null (every
-// built-in). Agents and tiers come from the server's API description; it checks the names.
+// The agentModels setting as a grid: one row per agent CLI (with its state here, and the hosts
+// that have it when it is not installed here), one input per model tier, the model name that
+// agent is given for that tier. An empty input leaves the built-in model of that agent and
+// tier (the tier is not sent); a grid left all empty saves null (every built-in). Agents and
+// tiers come from the server's API description; it checks the names.
 
+import { api } from "../api.js";
 import { h } from "../dom.js";
 import { register, t } from "../i18n.js";
 import { enumOf, propertyOf } from "../schema.js";
@@ -15,7 +17,12 @@ register({  // key: [English, Turkish]
   "models.cell": ["{agent}: {tier} model", "{agent}: {tier} model"],
   "models.cliDefault": ["The CLI's own default", "CLI'nin kendi varsayılanı"],
   "models.notFound": ["not installed", "kurulu değil"],
+  "models.notFoundHere": ["not installed here", "burada kurulu değil"],
+  "models.found": ["found", "bulundu"],
 });
+
+/** Agent -> the hosts whose last check found it ({name, version}), from /api/agents. */
+let onHosts = new Map();
 
 /** The model an agent gets for a tier when the setting names none (the server's table). */
 const builtIn = (agent, tier) => {
@@ -24,17 +31,30 @@ const builtIn = (agent, tier) => {
   return name === undefined ? t("models.placeholder") : name || t("models.cliDefault");
 };
 
-/** "codex-cli 0.169.0", "not installed", or nothing while the server has not looked. */
+/**
+ * "codex-cli 0.169.0", "not installed" (with each host that has it: "not installed here ·
+ * vm: 2.1.197"), or nothing while the server has not looked.
+ */
 function cliState(agent) {
   const cli = state.health?.agents?.[agent];
   if (!cli || cli.found === null || cli.found === undefined) return null;
+  const hosts = cli.found ? [] : onHosts.get(agent) || [];
+  const here = cli.found ? cli.version || "" : t(hosts.length ? "models.notFoundHere" : "models.notFound");
   return h("div", { class: "muted ins-small", "data-testid": `cli-${agent}` },
-    cli.found ? cli.version || "" : t("models.notFound"));
+    [here, ...hosts.map((host) => `${host.name}: ${host.version || t("models.found")}`)].join(" · "));
 }
 
-/** Each agent's CLI state in a slot that follows /api/health (it may come after the grid). */
+/**
+ * Each agent's CLI state in a slot that follows /api/health (it may come after the grid),
+ * and names the hosts that have it once /api/agents answers.
+ */
 function cliSlots() {
   const slots = new Map(agents().map((agent) => [agent, h("span", {}, cliState(agent))]));
+  const paint = () => { for (const [agent, slot] of slots) slot.replaceChildren(cliState(agent) || ""); };
+  api.agents().then((list) => {
+    onHosts = new Map(list.map((a) => [a.name, (a.hosts || []).filter((host) => host.found)]));
+    paint();
+  }).catch(() => { /* the hosts are not named */ });
   let shown = false;
   const off = subscribe((s, event) => {
     if (event !== "health") return;
@@ -43,7 +63,7 @@ function cliSlots() {
       return;
     }
     shown = true;
-    for (const [agent, slot] of slots) slot.replaceChildren(cliState(agent) || "");
+    paint();
   });
   return slots;
 }

@@ -169,8 +169,11 @@ function toolCard(approval) {
     error];
 }
 
-/** One question: its options as buttons (toggles when several answers are allowed). */
-function questionBlock(question, index, approvalId, onPick, onEnter) {
+/**
+ * One question: its options as toggle buttons. A click selects one (another click another
+ * instead), or adds and removes one where several answers are allowed; nothing is sent.
+ */
+function questionBlock(question, index, approvalId, onEnter) {
   const chosen = new Set();
   const own = h("input", { type: "text", id: `own-answer-${approvalId}-${index}`, class: "approval-own" });
   own.addEventListener("keydown", (event) => { if (event.key === "Enter") { event.preventDefault(); onEnter(); } });
@@ -187,7 +190,6 @@ function questionBlock(question, index, approvalId, onPick, onEnter) {
         chosen.add(label);
       }
       for (const other of el.parentElement.children) other.setAttribute("aria-pressed", String(chosen.has(other.dataset.label)));
-      onPick(question);
     });
     return el;
   });
@@ -204,7 +206,7 @@ function questionBlock(question, index, approvalId, onPick, onEnter) {
   return { el, answer };
 }
 
-/** The card of a question: one click answers a single choice; otherwise toggles and Send. */
+/** The card of a question: its options are chosen, then "Send the answer" sends them. */
 function questionCard(approval) {
   const c = choices();
   const questions = (Array.isArray(approval.input?.questions) ? approval.input.questions : []).filter((q) => q && typeof q === "object");
@@ -223,10 +225,7 @@ function questionCard(approval) {
     }
     decide(approval, { decision: c.allow, answers }, error, buttons);
   };
-  const onPick = (question) => {
-    if (questions.length === 1 && !question.multiSelect) send();  // a single choice: the click answers
-  };
-  const blocks = questions.map((q, i) => questionBlock(q, i, approval.id, onPick, send));
+  const blocks = questions.map((q, i) => questionBlock(q, i, approval.id, send));
   const sendButton = h("button", { type: "button", class: "primary", onclick: send }, t("approval.sendAnswer"));
   const skip = h("button", { type: "button", onclick: () => decide(approval, { decision: c.deny }, error, buttons) }, t("approval.skip"));
   buttons.push(sendButton, skip, ...blocks.flatMap((b) => [...b.el.querySelectorAll("button")]));

@@ -13,7 +13,8 @@ import * as format from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
 import { followLogs } from "../socket.js";
-import { learnProjects, loadTasks, notify, onEvent, state, subscribe, tasksOf } from "../store.js";
+import { learnProjects, liveUsage, loadTasks, notify, onEvent, projectSimulated, state, subscribe, tasksOf }
+  from "../store.js";
 import { activityOf, matches, taskCard } from "./board_card.js";
 import { dockedLog } from "./board_dock.js";
 import { bindCards, bindDragAndDrop } from "./board_moves.js";
@@ -36,6 +37,8 @@ register({  // key: [English, Turkish]
   "board.moveFailed": ["Could not move {key}: {error}", "{key} taşınamadı: {error}"],
   "board.loadFailed": ["Could not load the tasks: {error}", "Görevler yüklenemedi: {error}"],
   "board.cardHelp": ["Enter opens the task; Alt+Left/Right moves it to the previous/next column.", "Enter görevi açar; Alt+Sol/Sağ onu önceki/sonraki sütuna taşır."],
+  "board.hintStart": ["Drag a card to {column} to start its agent (or choose {column} in its “{move}” list).", "Ajanını başlatmak için bir kartı {column} sütununa sürükleyin (ya da kartın “{move}” listesinde {column} seçin)."],
+  "board.hintEmpty": ["No tasks yet: add one with “{add}”, then drag its card to {column} to start its agent.", "Henüz görev yok: “{add}” ile bir tane ekleyin, sonra ajanını başlatmak için kartını {column} sütununa sürükleyin."],
   "board.showMore": ["Show {n} more ({hidden} not shown)", "{n} tane daha göster ({hidden} gösterilmiyor)"],
 });
 
@@ -113,6 +116,17 @@ function emptyLine(view, filtered) {
     : t(filtered ? "board.emptyFiltered" : "board.empty"));
 }
 
+/**
+ * How to start an agent, for a newcomer: on a board with no task in progress that is empty
+ * (then also how to add one) or is the Demo of --demo (its runs are simulated). Null otherwise.
+ */
+function startHint(projectId, all) {
+  if (all.some((task) => task.status === "in_progress")) return null;
+  const names = { column: t("status.in_progress"), move: t("board.moveTo"), add: t("board.newTask") };
+  if (!all.length) return t("board.hintEmpty", names);
+  return projectSimulated(projectId) ? t("board.hintStart", names) : null;
+}
+
 /** Render every column: its first pages of matching cards (and the cards kept in view),
  * rebuilt only when their task changed, at most BUILD_STEP new ones a column at a time.
  * Returns whether some column is not whole yet (render again in the next frame). */
@@ -162,7 +176,7 @@ function renderColumns(view, all, active) {
   return partial;
 }
 
-/** Follow /ws messages the store does not keep: log lines and live usage of running tasks. */
+/** Follow /ws messages of running tasks: log lines (the store does not keep them) and live usage. */
 function followRuns(view, dock) {
   return onEvent(({ event, data }) => {
     if (event === "task:log" && data && Array.isArray(data.entries)) {
@@ -176,12 +190,9 @@ function followRuns(view, dock) {
         el.hidden = false;
       }
     } else if (event === "task:usage" && data) {
-      view.live.set(data.taskId, data);
       const task = state.tasks.get(data.taskId);
       const el = view.cards.get(data.taskId)?.el.querySelector(".card-cost");
       if (task && el) el.textContent = format.costMark(view.costOf(task), task.cost_estimated);
-    } else if (event === "task:updated" && data && !data.is_running) {
-      view.live.delete(data.id);
     }
   });
 }
@@ -195,7 +206,6 @@ export function mount(root, { projectId }) {
     filters,
     moves: new Map(),     // task id -> status while a move is on its way
     activity: new Map(),  // task id -> activity line
-    live: new Map(),      // task id -> the latest task:usage data
     cards: new Map(),     // task id -> {el, sig}
     columns: new Map(),   // status -> {el, body, count, more}
     limits: new Map(),    // status -> how many matching cards the column renders
@@ -203,7 +213,7 @@ export function mount(root, { projectId }) {
     loaded: false,
     loadError: null,
     statusOf: (task) => view.moves.get(task.id) ?? task.status,
-    costOf: (task) => task.total_cost + (task.is_running && view.live.has(task.id) ? view.live.get(task.id).cost || 0 : 0),
+    costOf: (task) => task.total_cost + (liveUsage(task)?.cost || 0),
   };
   let lastStatus = null;  // task id -> status, to notice a start (autoOpenTerminal)
   let frame = 0;
@@ -211,6 +221,7 @@ export function mount(root, { projectId }) {
   let head, bar;
   const board = h("div", { class: "board", "aria-describedby": "board-help" });
   const help = h("p", { id: "board-help", class: "board-sr-only" });
+  const hint = h("p", { class: "board-hint", role: "note", "data-testid": "board-hint", hidden: true });
   const schedule = () => { if (!frame) frame = requestAnimationFrame(render); };
   const dock = dockedLog(root, schedule);
 
@@ -226,7 +237,7 @@ export function mount(root, { projectId }) {
     });
     board.replaceChildren(...[...view.columns.values()].map((c) => c.el));
     help.textContent = t("board.cardHelp");
-    root.replaceChildren(head, bar.el, help, board, dock.el || "");
+    root.replaceChildren(head, bar.el, help, hint, board, dock.el || "");
     if (dock.taskId !== null) dock.open(dock.taskId, true);
     schedule();
   }
@@ -240,6 +251,9 @@ export function mount(root, { projectId }) {
     bar.clearButton.hidden = !active;
     tagKey = fillTags(bar.tagSelect, all, filters, tagKey);
     noticeStarts(all);
+    const hintText = view.loaded ? startHint(projectId, all) : null;
+    hint.textContent = hintText || "";
+    hint.hidden = !hintText;
     if (renderColumns(view, all, active)) schedule();
     const running = all.filter((task) => task.is_running).map((task) => task.id);
     if (dock.taskId !== null && !running.includes(dock.taskId)) running.push(dock.taskId);

@@ -6,6 +6,7 @@ import { h } from "../dom.js";
 import * as format from "../format.js";
 import { register, t } from "../i18n.js";
 import { agentBadge, waitingText } from "./agent_parts.js";
+import { handIcon } from "./common.js";
 import { hostBadge, hostWaitingText } from "./host_parts.js";
 import { prBadge } from "./pr_parts.js";
 
@@ -56,7 +57,7 @@ function flags(task) {
   const hostWaiting = hostWaitingText(task);
   return [
     task.pending_approvals > 0 ? h("span", { class: "flag flag-needs", "data-testid": "card-needs-you",
-      title: t("board.needsYouTitle") }, `✋ ${t("board.needsYou", { n: task.pending_approvals })}`) : null,
+      title: t("board.needsYouTitle") }, handIcon(), " ", t("board.needsYou", { n: task.pending_approvals })) : null,
     waiting ? h("span", { class: "flag flag-waiting", "data-testid": "card-waiting", title: t("agentpart.waitingHelp") },
       `⏸ ${waiting}`) : null,
     hostWaiting ? h("span", { class: "flag flag-waiting flag-host", "data-testid": "card-host-waiting",
@@ -90,7 +91,7 @@ export function taskCard(task, status, { statuses, moving, activity, cost }) {
   h("option", { value: "" }, t("board.moveTo")),
   statuses.filter((s) => s !== status).map((s) => h("option", { value: s }, t(`status.${s}`))));
   const classes = ["task-card", `prio-${task.priority}`, running && "running", moving && "moving",
-    task.pending_approvals > 0 && "needs-you"];
+    task.pending_approvals > 0 && "asks-you"];
   return h("article", {
     class: classes.filter(Boolean).join(" "),
     tabindex: "0", draggable: "true", "data-id": String(task.id),

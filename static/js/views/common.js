@@ -1,6 +1,7 @@
-// Pieces several views share: the project tab bar, a page header, field rows, avatars.
+// Pieces several views share: the project tab bar, a page header, field rows, avatars, the
+// raised hand of "needs you".
 
-import { h } from "../dom.js";
+import { h, svg } from "../dom.js";
 import { register, t } from "../i18n.js";
 import { state } from "../store.js";
 
@@ -21,6 +22,21 @@ const TABS = [["", "tabs.board"], ["/plan", "tabs.plan"], ["/stats", "tabs.stats
   ["/pipeline", "tabs.pipeline"], ["/agents", "tabs.agents"], ["/templates", "tabs.templates"],
   ["/snippets", "tabs.snippets"], ["/webhooks", "tabs.webhooks"],
   ["/instructions", "tabs.instructions"], ["/settings", "tabs.settings"]];
+
+/**
+ * A raised hand (what waits for a person), drawn: the ✋ character is a box in fonts that
+ * lack it. It takes the colour of its text.
+ */
+export function handIcon() {
+  return svg("svg", { class: "icon-hand", viewBox: "0 0 16 16", width: "1em", height: "1em", fill: "currentColor",
+    "aria-hidden": "true", focusable: "false" },
+  svg("rect", { x: 4.5, y: 3, width: 2, height: 7, rx: 1 }),
+  svg("rect", { x: 7, y: 1.5, width: 2, height: 8, rx: 1 }),
+  svg("rect", { x: 9.5, y: 2.5, width: 2, height: 7, rx: 1 }),
+  svg("rect", { x: 12, y: 4.5, width: 2, height: 5.5, rx: 1 }),
+  svg("rect", { x: 1.6, y: 6.5, width: 2, height: 5, rx: 1, transform: "rotate(-30 2.6 9)" }),
+  svg("path", { d: "M4.5 8H14v3a4 4 0 0 1-4 4H8.5a4 4 0 0 1-3.6-2.3L3 9.5z" }));
+}
 
 /** The project's name (from the store) or "#id". */
 export function projectName(projectId) {

@@ -148,10 +148,20 @@ export function formKit(specs, source = {}) {
       const key = specs.map((s) => s.key).find((k) => errors[k] && rows.has(k));
       if (key) rows.get(key).controls[0].focus();
     },
+    /**
+     * A server message as the form speaks: each API field name of its specs (a camelCase
+     * one such as workingDir; a plain word such as name reads as itself) is written as the
+     * field's label ("workingDir '/x' ..." → "Working directory '/x' ...").
+     */
+    labelled(message) {
+      const names = specs.filter((spec) => /[A-Z0-9]/.test(spec.key)).map((spec) => spec.key);
+      if (!names.length) return message;
+      return message.replace(new RegExp(`\\b(${names.join("|")})\\b`, "g"), (key) => byKey.get(key).label());
+    },
     /** Show an ApiError next to its field when the form has it; answers whether it did. */
     apiError(error) {
       if (error instanceof ApiError && error.field && rows.has(error.field)) {
-        this.showErrors({ [error.field]: { text: error.message } });
+        this.showErrors({ [error.field]: { text: this.labelled(error.message) } });
         this.focusFirstError();
         return true;
       }
@@ -162,7 +172,8 @@ export function formKit(specs, source = {}) {
 
 /**
  * A <form> around a kit: build() gives its fields; it is rebuilt on a language switch.
- * onSubmit(body) may throw ApiError: shown next to the field, else above the buttons.
+ * onSubmit(body) may throw ApiError: shown next to the field, else above the buttons (with
+ * the fields' labels for their API names).
  * @param {{kit: Object, build: () => any, submitLabel: () => string, onSubmit: (body: Object) => Promise<any>,
  *   onCancel?: () => void, onlyDirty?: boolean, className?: string}} options
  * @returns {{element: HTMLFormElement, rerender: () => void, destroy: () => void}}
@@ -204,7 +215,7 @@ export function liveForm({ kit, build, submitLabel, onSubmit, onCancel, onlyDirt
     try {
       await onSubmit(body);
     } catch (error) {
-      if (!kit.apiError(error)) setGeneral(error.message || String(error));
+      if (!kit.apiError(error)) setGeneral(kit.labelled(error.message || String(error)));
     } finally {
       busy = false;
       const submit = form.querySelector("button[type=submit]");

@@ -17,7 +17,7 @@ register({  // key: [English, Turkish]
   "hostform.name.help": ["What the board calls it; unique.", "Panonun ona verdiği ad; benzersiz."],
   "hostform.address": ["Address", "Adres"],
   "hostform.address.help": ["user@host, or a Host alias of your ~/.ssh/config.", "kullanıcı@makine ya da ~/.ssh/config dosyanızdaki bir Host takma adı."],
-  "hostform.address.bad": ["Write user@host or an alias of ~/.ssh/config: letters, digits and . _ - only.", "kullanıcı@makine ya da ~/.ssh/config'deki bir takma ad yazın: yalnızca harf, rakam ve . _ -."],
+  "hostform.address.bad": ["Write user@host or an alias of ~/.ssh/config: a user name, @, then a host name or IP address (an IPv6 one in [ ]), without spaces.", "kullanıcı@makine ya da ~/.ssh/config'deki bir takma ad yazın: bir kullanıcı adı, @, ardından bir makine adı ya da IP adresi (IPv6 ise [ ] içinde), boşluksuz."],
   "hostform.port": ["SSH port", "SSH portu"],
   "hostform.port.help": ["{min} to {max}; 22 leaves it to ~/.ssh/config.", "{min} ile {max} arası; 22, portu ~/.ssh/config'e bırakır."],
   "hostform.identityFile": ["Key file", "Anahtar dosyası"],

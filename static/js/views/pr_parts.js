@@ -10,6 +10,7 @@ import * as format from "../format.js";
 import { register, t } from "../i18n.js";
 import { parameterRangeOf } from "../schema.js";
 import { projectPrFixMax } from "../store.js";
+import { handIcon } from "./common.js";
 
 register({  // key: [English, Turkish]
   "pr.title": ["Pull request", "Çekme isteği"],
@@ -122,7 +123,7 @@ export function prSection(task, entries, failed = null) {
     pr.error ? h("div", { class: "alert alert-error", role: "alert", "data-testid": "pr-error" },
       h("strong", {}, t("pr.error")), h("p", {}, pr.error)) : null,
     pr.needsYou ? h("div", { class: "alert alert-warn", role: "status", "data-testid": "pr-needs-you" },
-      h("strong", {}, `✋ ${t("pr.needsYou")}`), h("p", {}, pr.needsYou)) : null,
+      h("strong", {}, handIcon(), " ", t("pr.needsYou")), h("p", {}, pr.needsYou)) : null,
     h("dl", { class: "field-list pr-fields" }, rows.map(([label, value]) => [h("dt", {}, label), h("dd", {}, value)])),
     pr.held?.length ? heldList(task) : null,
     h("h3", { class: "pr-did-head" }, t("pr.did")),

@@ -17,7 +17,6 @@ register({  // key: [English, Turkish]
   "pform.group.git": ["Git", "Git"],
   "pform.group.autoTest": ["Automatic testing", "Otomatik test"],
   "pform.group.retry": ["Retries and limits", "Yeniden denemeler ve sınırlar"],
-  "pform.group.host": ["Source host", "Kaynak barındırma"],
   "pform.group.runsOn": ["Where tasks run", "Görevlerin çalıştığı yer"],
   "pform.host": ["Runs on", "Çalıştığı yer"],
   "pform.host.help": ["This machine, or another one the board reaches over SSH: its tasks and their git work run there.", "Bu makine ya da panonun SSH ile ulaştığı başka bir makine: görevleri ve git işleri orada çalışır."],
@@ -40,7 +39,7 @@ register({  // key: [English, Turkish]
   "pform.agent": ["Agent", "Ajan"],
   "pform.agent.help": ["The agent CLI its tasks run; a task can choose another one.", "Görevlerinin çalıştırdığı ajan CLI'si; bir görev başka birini seçebilir."],
   "pform.permissionMode": ["Permission mode", "İzin kipi"],
-  "pform.permissionMode.help": ["Allow-tools passes the list below; default may leave a headless run refused tools.", "Araçlara izin ver kipi aşağıdaki listeyi iletir; varsayılan kipte arka planda çalışan bir ajan araç kullanamayabilir."],
+  "pform.permissionMode.help": ["Auto-accept: every tool runs without asking. Allow listed tools: the tools of the list below run without asking; for any other the agent asks you. Default: the agent asks you before each edit or command its own rules do not allow. It asks on the task page (also shown on its card and in “Needs you”). Agents other than Claude Code cannot ask: what would need your answer is refused.", "Otomatik kabul: her araç sormadan çalışır. Listelenen araçlara izin ver: aşağıdaki listedeki araçlar sormadan çalışır; diğerleri için ajan size sorar. Varsayılan: ajan, kendi kurallarının izin vermediği her düzenlemeden ya da komuttan önce size sorar. Görev sayfasında sorar (kartında ve “Sizi bekliyor”da da görünür). Claude Code dışındaki ajanlar soramaz: cevabınızı gerektirecek olan reddedilir."],
   "pform.perm.auto-accept": ["Auto-accept (skip permission prompts)", "Otomatik kabul (izin sorma)"],
   "pform.perm.allow-tools": ["Allow listed tools", "Listelenen araçlara izin ver"],
   "pform.perm.default": ["Default (the agent's own rules)", "Varsayılan (ajanın kendi kuralları)"],
@@ -53,8 +52,10 @@ register({  // key: [English, Turkish]
   "pform.shareWarning": ["Agents share one checkout: with more than one agent at once and no branch per task, they edit the same files. Turn on “Branch and worktree per task”.", "Ajanlar tek bir çalışma kopyasını paylaşıyor: birden fazla ajan aynı anda çalışırken görev başına dal yoksa aynı dosyaları düzenlerler. “Görev başına dal ve çalışma ağacı” seçeneğini açın."],
   "pform.autoBranch": ["Branch and worktree per task", "Görev başına dal ve çalışma ağacı"],
   "pform.autoBranch.help": ["Each task works in its own git worktree on its own branch; your checkout is never touched.", "Her görev kendi dalında, kendi git çalışma ağacında çalışır; sizin kopyanıza dokunulmaz."],
+  "pform.autoBranch.onHost": ["Always on for a project on another machine.", "Başka bir makinedeki projede her zaman açık."],
   "pform.autoPr": ["Open a pull request when a task is done", "Görev bitince çekme isteği aç"],
-  "pform.autoPr.help": ["The branch is pushed and a pull request opened on the repository below (Source host); the board follows it until it is merged: failing checks, requested changes and conflicts go back to the agent.", "Dal gönderilir ve aşağıdaki depoda (Kaynak barındırma) bir çekme isteği açılır; pano onu birleştirilene dek izler: başarısız denetimler, istenen değişiklikler ve çakışmalar ajana geri gönderilir."],
+  "pform.autoPr.help": ["The branch is pushed and a pull request opened on the repository below; the board follows it until it is merged: failing checks, requested changes and conflicts go back to the agent.", "Dal gönderilir ve aşağıdaki depoda bir çekme isteği açılır; pano onu birleştirilene dek izler: başarısız denetimler, istenen değişiklikler ve çakışmalar ajana geri gönderilir."],
+  "pform.tokenMissing": ["The board has no source-host token: pull requests and issue sync need TASKBOARD_GIT_HOST_TOKEN (or GITHUB_TOKEN) in its environment.", "Panonun kaynak barındırma belirteci yok: çekme istekleri ve konu eşitleme, ortamında TASKBOARD_GIT_HOST_TOKEN (ya da GITHUB_TOKEN) ister."],
   "pform.prPollSeconds": ["Look at open pull requests every (seconds)", "Açık çekme isteklerine bakma aralığı (saniye)"],
   "pform.prPollSeconds.help": ["{min} to {max}. A webhook from the source host (Settings) makes it immediate.", "{min} ile {max} arası. Kaynak barındırmadan gelen bir web kancası (Ayarlar) bunu anında yapar."],
   "pform.prFixMaxAttempts": ["Automatic fixes per pull request", "Çekme isteği başına otomatik düzeltme"],
@@ -73,7 +74,7 @@ register({  // key: [English, Turkish]
   "pform.taskBudgetUsd": ["Budget per task (USD)", "Görev başına bütçe (USD)"],
   "pform.taskBudgetUsd.help": ["Empty = no budget.", "Boş = bütçe yok."],
   "pform.gitHostRepo": ["Repository", "Depo"],
-  "pform.gitHostRepo.help": ["owner/repo; used for pull requests and issue sync.", "sahip/depo; çekme istekleri ve konu eşitleme için."],
+  "pform.gitHostRepo.help": ["owner/repo on the source host; used for pull requests and issue sync.", "Kaynak barındırmadaki sahip/depo; çekme istekleri ve konu eşitleme için."],
   "pform.gitHostRepo.bad": ["Write it as owner/repo.", "sahip/depo biçiminde yazın."],
   "pform.gitHostSyncEnabled": ["Import open issues as backlog tasks", "Açık konuları bekleyen görev olarak içe aktar"],
   "pform.gitHostSyncEnabled.help": ["Every 5 minutes. An imported task never starts until a person moves or edits it.", "5 dakikada bir. İçe aktarılan görev, biri onu taşıyana ya da düzenleyene dek başlamaz."],
@@ -85,9 +86,13 @@ const lbl = (key) => () => t(key);
 const limitsHelp = (key, field) => () => t(key, rangeOf("Project", field));
 
 /** The groups of the edit form, in order. */
-export const GROUPS = ["basic", "queue", "runsOn", "git", "autoTest", "retry", "host"];
+export const GROUPS = ["basic", "queue", "runsOn", "git", "autoTest", "retry"];
 /** The fields asked for when a project is created. */
 export const CREATE_KEYS = ["name", "slug", "workingDir", "agent", "permissionMode", "allowedTools", "icon", "iconSeed"];
+
+/** The pull request's help, and what it lacks while the board has no source-host token. */
+const autoPrHelp = () => [t("pform.autoPr.help"), state.settings?.hasGitHostToken === false
+  ? [" ", h("span", { class: "warn-text", "data-testid": "token-missing" }, t("pform.tokenMissing"))] : ""];
 
 /**
  * Fill a "Runs on" select: this machine, then every host (the current one also while the
@@ -170,7 +175,11 @@ export function projectSpecs() {
       help: lbl("pform.repoUrl.help"), skip: (raw) => raw.host === "",
       attrs: { class: "mono", placeholder: "git@github.com:me/project.git", spellcheck: "false" } },
     { key: "autoBranch", group: "git", kind: "bool", label: lbl("pform.autoBranch"), help: lbl("pform.autoBranch.help") },
-    { key: "autoPr", group: "git", kind: "bool", label: lbl("pform.autoPr"), help: lbl("pform.autoPr.help") },
+    { key: "autoPr", group: "git", kind: "bool", label: lbl("pform.autoPr"), help: autoPrHelp },
+    { key: "gitHostRepo", group: "git", kind: "text", label: lbl("pform.gitHostRepo"), help: lbl("pform.gitHostRepo.help"),
+      patternKey: "pform.gitHostRepo.bad", attrs: { class: "mono", placeholder: "owner/repo", spellcheck: "false" } },
+    { key: "gitHostSyncEnabled", group: "git", kind: "flag01", label: lbl("pform.gitHostSyncEnabled"),
+      help: lbl("pform.gitHostSyncEnabled.help") },
     { key: "prBaseBranch", group: "git", kind: "text", required: true, label: lbl("pform.prBaseBranch"),
       patternKey: "pform.prBaseBranch.bad", attrs: { class: "mono", spellcheck: "false" } },
     { key: "prPollSeconds", group: "git", kind: "int", label: lbl("pform.prPollSeconds"),
@@ -187,10 +196,6 @@ export function projectSpecs() {
       label: lbl("pform.taskTimeoutMinutes"), help: limitsHelp("pform.taskTimeoutMinutes.help", "taskTimeoutMinutes") },
     { key: "taskBudgetUsd", group: "retry", kind: "number", nullable: true,
       label: lbl("pform.taskBudgetUsd"), help: lbl("pform.taskBudgetUsd.help"), attrs: { step: "0.01" } },
-    { key: "gitHostRepo", group: "host", kind: "text", label: lbl("pform.gitHostRepo"), help: lbl("pform.gitHostRepo.help"),
-      patternKey: "pform.gitHostRepo.bad", attrs: { class: "mono", placeholder: "owner/repo", spellcheck: "false" } },
-    { key: "gitHostSyncEnabled", group: "host", kind: "flag01", label: lbl("pform.gitHostSyncEnabled"),
-      help: lbl("pform.gitHostSyncEnabled.help") },
   ]);
 }
 

@@ -31,8 +31,28 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
 
   const preview = () => avatar({ ...current, name: kit.raw.name, slug: kit.raw.slug,
     icon: kit.raw.icon, iconSeed: kit.raw.iconSeed });
+  const onHost = () => kit.raw.host !== undefined && kit.raw.host !== "";
+  const sharing = () => Number(kit.raw.maxConcurrent) > 1 && !kit.raw.autoBranch && !onHost();
   const shareWarning = () => h("p", { class: "warning", role: "status", "data-warning": "share",
-    hidden: !(Number(kit.raw.maxConcurrent) > 1 && !kit.raw.autoBranch) }, t("pform.shareWarning"));
+    hidden: !sharing() }, t("pform.shareWarning"));
+
+  /**
+   * On another machine every task has its branch and worktree (design §15): the checkbox
+   * shows it on, and cannot be changed, with a note; on this machine its own value.
+   */
+  const branchOnHost = () => {
+    const row = kit.rows.get("autoBranch");
+    if (!row) return;
+    const [box] = row.controls;
+    box.checked = onHost() || kit.raw.autoBranch;
+    box.disabled = onHost();
+    let note = row.element.querySelector("[data-note=onHost]");
+    if (!note) {
+      note = h("small", { class: "help", "data-note": "onHost" }, t("pform.autoBranch.onHost"));
+      row.element.querySelector("label").after(note);
+    }
+    note.hidden = !onHost();
+  };
 
   const build = () => {
     const rows = (group) => specs.filter((spec) => spec.group === group).map((spec) => {
@@ -40,6 +60,7 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
       if (spec.key === "allowedTools") row.hidden = kit.raw.permissionMode !== "allow-tools";
       if (spec.key === "repoUrl") row.hidden = kit.raw.host === "";
       if (spec.key === "icon") row.querySelector("label").append(h("span", { class: "icon-preview" }, preview()));
+      if (spec.key === "autoBranch") branchOnHost();
       return row;
     });
     if (create) return h("div", { class: "form-grid" }, rows("basic"));
@@ -59,6 +80,7 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
       const saved = create ? await api.createProject(body) : await api.updateProject(project.id, body);
       current = saved;
       kit.reset(saved);
+      derived();
       onSaved(saved);
     },
   });
@@ -73,7 +95,8 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
     const slot = el.querySelector(".icon-preview");
     if (slot) slot.replaceChildren(preview());
     const warning = el.querySelector("[data-warning=share]");
-    if (warning) warning.hidden = !(Number(kit.raw.maxConcurrent) > 1 && !kit.raw.autoBranch);
+    if (warning) warning.hidden = !sharing();
+    branchOnHost();
   };
   kit.onInput((key, value) => {
     if (key === "name" && !slugTouched) {

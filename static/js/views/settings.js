@@ -1,8 +1,9 @@
 // Application settings (#/settings): every field GET /api/settings returns, with the right
 // control (unknown ones by their JSON type), saved with a PUT of what changed; changes made
-// elsewhere (settings:updated) flow into the fields not being edited; the write-only webhook
-// secret of the source host is webhook_secret.js. Also: links to the notifications of this
-// device (notifications.js) and to the hosts (hosts.js), and log out.
+// elsewhere (settings:updated) flow into the fields not being edited; whether the board has a
+// source-host token is shown (read-only); the write-only webhook secret of the source host is
+// webhook_secret.js. Also: links to the notifications of this device (notifications.js) and
+// to the hosts (hosts.js), and log out.
 
 import { api } from "../api.js";
 import { h, toast } from "../dom.js";
@@ -21,6 +22,9 @@ register({  // key: [English, Turkish]
   "settings.group.agents": ["Agents and cost", "Ajanlar ve maliyet"],
   "settings.group.sourceHost": ["Source host", "Kaynak barındırma"],
   "settings.group.other": ["Other", "Diğer"],
+  "settings.gitHostToken": ["Source-host token", "Kaynak barındırma belirteci"],
+  "settings.gitHostToken.set": ["Source-host token: set", "Kaynak barındırma belirteci: ayarlı"],
+  "settings.gitHostToken.notSet": ["Source-host token: not set — pull requests and issue sync need TASKBOARD_GIT_HOST_TOKEN (or GITHUB_TOKEN) in the board's environment.", "Kaynak barındırma belirteci: ayarlı değil — çekme istekleri ve konu eşitleme, panonun ortamında TASKBOARD_GIT_HOST_TOKEN (ya da GITHUB_TOKEN) ister."],
   "settings.language": ["Language", "Dil"],
   "settings.confirmBeforeDelete": ["Ask before deleting", "Silmeden önce sor"],
   "settings.soundEnabled": ["Play a sound when a task completes", "Bir görev bitince ses çal"],
@@ -48,6 +52,27 @@ register({  // key: [English, Turkish]
   "settings.loadFailed": ["The settings could not be loaded: {error}", "Ayarlar yüklenemedi: {error}"],
 });
 
+/** "Source-host token: set" or "not set — ..." in the paragraph p. */
+function paintToken(p, set) {
+  p.className = set ? "secret-state" : "secret-state warn-text";
+  p.textContent = t(set ? "settings.gitHostToken.set" : "settings.gitHostToken.notSet");
+}
+
+/** hasGitHostToken: read-only (the board's environment sets it), said in words, never sent. */
+const gitHostTokenField = {
+  kind: "custom",
+  custom: {
+    toRaw: (value) => Boolean(value),
+    fromRaw: () => ({ omit: true }),
+    render(spec, raw) {
+      const text = h("p", { "data-testid": "git-host-token" });
+      paintToken(text, raw[spec.key]);
+      return { element: h("div", { class: "field", "data-field": spec.key }, text), controls: [] };
+    },
+    show: (parts, set) => paintToken(parts.element.firstChild, set),
+  },
+};
+
 /** Language names are written in their own language. */
 const LANGUAGE_NAMES = { en: "English", tr: "Türkçe" };
 const lbl = (key) => () => t(key);
@@ -74,7 +99,8 @@ const knownSpecs = () => [...schemaSpecs("Settings", [
     label: lbl("settings.logRetentionDays"), help: lbl("settings.logRetentionDays.help") },
   { key: "agentModels", group: "agents", ...agentModelsField, label: lbl("settings.agentModels"),
     help: lbl("settings.agentModels.help") },
-]), { key: "gitHostWebhookSecret", group: "sourceHost", ...webhookSecretField, label: lbl("whsecret.label") }];
+]), { key: "hasGitHostToken", group: "sourceHost", ...gitHostTokenField, label: lbl("settings.gitHostToken") },
+{ key: "gitHostWebhookSecret", group: "sourceHost", ...webhookSecretField, label: lbl("whsecret.label") }];
 const GROUPS = ["board", "tasks", "agents", "sourceHost", "other"];
 
 /** The write-only settings: never in the server's answer, their fields start empty again. */

@@ -8,7 +8,8 @@ import { onLanguageChange, register, t } from "../i18n.js";
 import { go, queryId } from "../router.js";
 import { enumOf } from "../schema.js";
 import { followLogs } from "../socket.js";
-import { learnProjects, loadTasks, onEvent, projectAgent, projectHost, refusedLocally, state, subscribe } from "../store.js";
+import { learnProjects, liveUsage, loadTasks, onEvent, projectAgent, projectHost, refusedLocally, state, subscribe }
+  from "../store.js";
 import { waitingText } from "./agent_parts.js";
 import { projectName, select } from "./common.js";
 import { hostWaitingText, runsOnText } from "./host_parts.js";
@@ -149,7 +150,6 @@ function taskTexts(task) {
 export function mount(root, { taskId }) {
   let task = null;
   let gone = false;
-  let live = null;           // the latest task:usage of the current run
   let frame = 0;
   const older = (before, limit) => api.taskLogs(taskId, limit, before);
   let log = createLogView({ older });
@@ -193,7 +193,6 @@ export function mount(root, { taskId }) {
   function setTask(next) {
     const revisions = task?.revision_count;
     task = { ...task, ...next };
-    if (!task.is_running) live = null;
     channel.setTask(task);
     if (revisions !== undefined && revisions !== task.revision_count) tabs.stale("revisions");
     schedule();
@@ -234,7 +233,7 @@ export function mount(root, { taskId }) {
     put(top, taskHeader(task), taskActions(task, { act, desktop, setTask }));
     renderPr();
     put(textBody, taskTexts(task));
-    put(side, taskFields(task, live));
+    put(side, taskFields(task, liveUsage(task)));
     tabs.renderBar();
     if (focusKey) [...top.querySelectorAll("[data-key]")].find((el) => el.dataset.key === focusKey)?.focus();
   }
@@ -260,7 +259,7 @@ export function mount(root, { taskId }) {
         if (prEntries.length) schedule();
       }
       else if (event === "task:updated" && data.id === taskId) setTask(data);
-      else if (event === "task:usage" && data.taskId === taskId) { live = data; if (!gone && task) put(side, taskFields(task, live)); }
+      else if (event === "task:usage" && data.taskId === taskId) { if (!gone && task) put(side, taskFields(task, liveUsage(task))); }
       else if (event === "task:deleted" && data.id === taskId) showGone(t("detail.deleted"));
       else if (event === "dependencies:updated" && task && data.projectId === task.project_id) tabs.stale("deps");
       else if (event.startsWith("task:") && task && (data.parent_task_id === taskId || data.id === task.parent_task_id)) {

@@ -33,6 +33,7 @@ register({  // key: [English, Turkish]
   "detail.cost": ["Cost", "Maliyet"],
   "detail.liveCost": ["{cost} (live)", "{cost} (canlı)"],
   "detail.branch": ["Branch", "Dal"],
+  "detail.branchAt": ["in {where}", "yeri: {where}"],
   "detail.pr": ["Pull request", "Çekme isteği"],
   "detail.session": ["Session", "Oturum"],
   "detail.denialsField": ["Refused tool calls", "Reddedilen araç çağrıları"],
@@ -76,7 +77,11 @@ export function taskFields(task, live) {
     add(t("detail.cache"), `${format.tokens(task.cache_read_tokens)} / ${format.tokens(task.cache_creation_tokens)}`);
   }
   add(t("detail.cost"), h("span", { "data-testid": "task-cost" }, cost));
-  if (task.branch_name) add(t("detail.branch"), h("code", {}, task.branch_name));
+  if (task.branch_name) {
+    add(t("detail.branch"), h("code", {}, task.branch_name), task.branchAt
+      ? h("div", { class: "muted", "data-testid": "branch-at" }, t("detail.branchAt", { where: task.branchAt }))
+      : "");
+  }
   if (task.pr_url && !task.pr) add(t("detail.pr"), h("a", { href: task.pr_url, target: "_blank", rel: "noopener noreferrer" }, task.pr_url));
   if (task.session_id) add(t("detail.session"), h("code", { class: "wrap" }, task.session_id));
   if (task.permission_denials) add(t("detail.denialsField"), h("strong", { class: "error" }, String(task.permission_denials)));

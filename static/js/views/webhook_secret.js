@@ -2,7 +2,7 @@
 // form. The server never returns the secret, only whether one is set
 // (hasGitHostWebhookSecret); the form says which, takes a new one or clears it, and tells
 // what to configure on the source host (the URL of this board's webhook route, its content
-// type and events).
+// type and events; that a board opened at a loopback address needs a public one first).
 
 import { h } from "../dom.js";
 import { register, t } from "../i18n.js";
@@ -16,11 +16,15 @@ register({  // key: [English, Turkish]
   "whsecret.notSet": ["Webhook secret: not set — the board refuses every webhook call and looks at open pull requests on its own schedule.", "Web kancası gizli anahtarı: ayarlı değil — pano her web kancası çağrısını reddeder ve açık çekme isteklerine kendi aralığında bakar."],
   "whsecret.remove": ["Remove the secret", "Gizli anahtarı kaldır"],
   "whsecret.help": ["So that the source host tells the board at once when a pull request changes, add a webhook there with the payload URL {url}, content type {type}, this secret, and the events “Pull requests”, “Check runs”, “Statuses”, “Pull request reviews”, “Pull request review comments” and “Issue comments”. Write-only: it is never shown again.", "Bir çekme isteği değişince kaynak barındırmanın panoya hemen haber vermesi için orada şu ayarlarla bir web kancası ekleyin: yük URL'si {url}, içerik türü {type}, bu gizli anahtar ve “Pull requests”, “Check runs”, “Statuses”, “Pull request reviews”, “Pull request review comments” ve “Issue comments” olayları (kaynak barındırmadaki adlarıyla). Yalnızca yazılır: bir daha gösterilmez."],
+  "whsecret.loopback": ["This page is opened at a loopback address, which the source host cannot reach: give the board a public address (e.g. through a reverse proxy or a tunnel), use it in the payload URL, and add its host name to TASKBOARD_ALLOWED_HOSTS.", "Bu sayfa, kaynak barındırmanın ulaşamadığı bir geri döngü adresinden açıldı: panoya herkese açık bir adres verin (ör. bir ters vekil sunucu ya da tünel ile), yük URL'sinde onu kullanın ve makine adını TASKBOARD_ALLOWED_HOSTS'a ekleyin."],
   "whsecret.keep": ["Leave it empty to keep the current one.", "Mevcut anahtarı korumak için boş bırakın."],
 });
 
 /** The board's webhook route for the source host, at the address this page was opened from. */
 export const webhookUrl = () => `${location.origin}/api/git-host/webhook`;
+
+/** Whether this page is opened at a loopback address (which no source host reaches). */
+const onLoopback = () => /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/.test(location.hostname);
 
 /** A text with {name} placeholders filled with nodes (or strings). */
 function fill(text, values) {
@@ -42,7 +46,8 @@ export const webhookSecretField = {
   kind: "custom",
   covers: ["hasGitHostWebhookSecret"],
   help: () => [...fill(t("whsecret.help"), { url: h("code", { "data-testid": "webhook-url" }, webhookUrl()),
-    type: h("code", {}, "application/json") }), isSet() ? ` ${t("whsecret.keep")}` : ""],
+    type: h("code", {}, "application/json") }), isSet() ? ` ${t("whsecret.keep")}` : "",
+  onLoopback() ? [" ", h("span", { class: "warn-text", "data-testid": "webhook-loopback" }, t("whsecret.loopback"))] : ""],
   custom: {
     toRaw: () => ({ text: "", remove: false }),
     fromRaw: (raw) => (raw.remove ? { value: null } : raw.text ? { value: raw.text } : { omit: true }),
