@@ -87,21 +87,26 @@ export function liveUsage(task) {
   return (task.is_running && state.live.get(task.id)) || null;
 }
 
-/** Task events received per project: a list read meanwhile may be older than one of them. */
-const taskEvents = new Map();
+/** Events heard per list ("tasks:<project id>", "approvals", "inbox", "hosts"). */
+const heard = new Map();
+const hear = (list) => heard.set(list, (heard.get(list) || 0) + 1);
 
 /**
- * Load (or reload) a project's tasks into the store. A list answered before a change whose
- * event arrived while it was on its way would undo that change (or miss it, when the project
- * was not loaded yet and the event was ignored): then it is read again, a few times at most.
+ * read() a list, and again (a few times at most) while an event of that list arrived during
+ * the read: an answer that left before a change whose event came meanwhile would undo that
+ * change (or miss it, when the list was not loaded yet and the event was ignored).
  */
-export async function loadTasks(projectId) {
-  let tasks;
+async function settledRead(list, read) {
   for (let attempt = 1; ; attempt++) {
-    const seen = taskEvents.get(projectId) || 0;
-    tasks = await api.tasks(projectId);
-    if ((taskEvents.get(projectId) || 0) === seen || attempt === 5) break;
+    const seen = heard.get(list) || 0;
+    const answer = await read();
+    if ((heard.get(list) || 0) === seen || attempt === 5) return answer;
   }
+}
+
+/** Load (or reload) a project's tasks into the store (see settledRead). */
+export async function loadTasks(projectId) {
+  const tasks = await settledRead(`tasks:${projectId}`, () => api.tasks(projectId));
   for (const [id, task] of state.tasks) if (task.project_id === projectId) state.tasks.delete(id);
   for (const task of tasks) state.tasks.set(task.id, task);
   state.loadedProjects.add(projectId);
@@ -109,20 +114,9 @@ export async function loadTasks(projectId) {
   return tasks;
 }
 
-/** Approval events received: a list read meanwhile may miss one of them. */
-let approvalEvents = 0;
-
-/**
- * Load every project's pending approvals (the "Needs you" inbox) into the store; read again
- * (a few times at most) when an approval event arrived while the list was on its way.
- */
+/** Load every project's pending approvals into the store (see settledRead). */
 export async function loadApprovals() {
-  let list;
-  for (let attempt = 1; ; attempt++) {
-    const seen = approvalEvents;
-    list = await api.approvals("pending");
-    if (approvalEvents === seen || attempt === 5) break;
-  }
+  const list = await settledRead("approvals", () => api.approvals("pending"));
   state.approvals = new Map(list.map((approval) => [approval.id, approval]));
   state.approvalsLoaded = true;
   notify("approvals:loaded");
@@ -135,24 +129,14 @@ export function pendingApprovals(taskId = null) {
     .sort((a, b) => a.id - b.id);
 }
 
-/** Events that may change the inbox, received so far: a list read meanwhile may miss one. */
-let inboxEvents = 0;
 /** Inbox reads started so far: only the latest one's answer is kept. */
 let inboxReads = 0;
 let inboxTimer = null;
 
-/**
- * Read the "Needs you" inbox into the store; again (a few times at most) when an event that
- * may change it arrived while the list was on its way.
- */
+/** Read the "Needs you" inbox into the store (see settledRead and touchesInbox). */
 export async function loadInbox() {
   const mine = ++inboxReads;
-  let answer;
-  for (let attempt = 1; ; attempt++) {
-    const seen = inboxEvents;
-    answer = await api.inbox();
-    if (inboxEvents === seen || attempt === 5) break;
-  }
+  const answer = await settledRead("inbox", () => api.inbox());
   if (mine !== inboxReads) return state.inbox;  // a later read is on its way
   state.inbox = { count: answer.items.length, items: answer.items };
   notify("inbox:loaded");
@@ -189,20 +173,9 @@ export function touchesInbox(s, { event, data }) {
   return false;
 }
 
-/** Host events received: a list read meanwhile may miss one of them. */
-let hostEvents = 0;
-
-/**
- * Load the hosts into the store; read again (a few times at most) when a host event arrived
- * while the list was on its way.
- */
+/** Load the hosts into the store (see settledRead). */
 export async function loadHosts() {
-  let list;
-  for (let attempt = 1; ; attempt++) {
-    const seen = hostEvents;
-    list = await api.hosts();
-    if (hostEvents === seen || attempt === 5) break;
-  }
+  const list = await settledRead("hosts", () => api.hosts());
   state.hosts = new Map(list.map((host) => [host.id, host]));
   state.hostsLoaded = true;
   notify("hosts:loaded");
@@ -340,16 +313,15 @@ export function receive(message) {
   } else {
     applyEvent(state, message);
     const { event, data } = message;
-    if (event.startsWith("approval:")) approvalEvents += 1;
-    if (event.startsWith("host:")) hostEvents += 1;
+    if (event.startsWith("approval:")) hear("approvals");
+    if (event.startsWith("host:")) hear("hosts");
     if (event === "project:created" || event === "project:updated") keepExtras(data);
     if (touchesInbox(state, message)) {
-      inboxEvents += 1;
+      hear("inbox");
       refreshInbox();
     }
     if (event === "task:created" || event === "task:updated" || event === "task:deleted") {
-      const projectId = data.project_id ?? data.projectId;
-      taskEvents.set(projectId, (taskEvents.get(projectId) || 0) + 1);
+      hear(`tasks:${data.project_id ?? data.projectId}`);
     }
   }
   for (const fn of eventListeners) fn(message);
