@@ -652,12 +652,6 @@ def safe_file_name(name: str) -> str:
     return (stem.rstrip(" .") or "file") + ext
 
 
-def local_shell(cwd: str):
-    """run(argv, timeout) -> (exit code, stdout) in cwd here, as HostLink.shell() on a
-    host: the git of a task, wherever its worktree is."""
-    return lambda argv, timeout=30: run_command(argv, cwd, timeout)
-
-
 def run_command(argv: list[str], cwd: str | None = None, timeout: float = 30,
                 stderr=subprocess.DEVNULL, env: dict | None = None,
                 session: bool = False, keep: int = 0) -> tuple[int | None, str]:
@@ -4280,10 +4274,9 @@ def finish_run(run: "AgentRun") -> None:
     """
     revoke_run_token(run)
     task = task_row(run.task_id)
-    link = getattr(run, "link", None)
     if task is not None:
         try:
-            commit_leftovers(task, run.cwd, run.run_id, link)
+            commit_leftovers(task, run.cwd, run.run_id, run.machine)
         except (GitError, HostDown) as exc:
             runtime.logs.append(run.task_id, "system", f"the agent's changes were not "
                                 f"committed: {exc}", run.run_id, is_error=True)
@@ -4303,16 +4296,14 @@ def finish_run(run: "AgentRun") -> None:
     denials = len(run.parser.denials)
     task = finish_run_rows(run.run_id, {
         "status": status, "exit_code": run.exit_code, "error": reason, **run.usage_columns(),
-        "permission_denials": denials, "head_end": run_head(run)}, {
+        "permission_denials": denials, "head_end": run.machine.head(run.cwd)}, {
         "is_running": 0, "permission_denials": denials,
         **({"session_id": run.parser.session_id} if run.parser.session_id else {}),
         **({"last_error": reason} if outcome in ("retry", "fail") else {})})
     runtime.agents.forget(run, keep_slot=outcome in ("retry", "wait") and task is not None)
     publish_host_runs(run)
-    if link is not None:  # a slot on the host is free: its other projects may use it
-        for project_id in host_project_rows(link.host["id"]):
-            if project_id != run.project_id:
-                schedule_queue(project_id)
+    for project_id in run.machine.neighbours(run.project_id):  # a slot is free
+        schedule_queue(project_id)
     check_budget()
     if task is None:
         return
@@ -4647,17 +4638,6 @@ def repo_root(cwd: str) -> str:
     return out.strip() if code == 0 and out.strip() else cwd
 
 
-def run_head(run: "AgentRun") -> str | None:
-    """The commit checked out where the run worked (on its host, for a remote run)."""
-    if getattr(run, "link", None) is None:
-        return git_head(run.cwd)
-    try:
-        return remote_git(run.link, run.cwd, "rev-parse", "--verify", "-q", "HEAD",
-                          timeout=30).strip() or None
-    except (GitError, HostDown):
-        return None
-
-
 def git_head(cwd: str) -> str | None:
     """The commit checked out in cwd, or None when it is not a git repository."""
     code, out = run_command(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd, timeout=10)
@@ -4960,17 +4940,15 @@ def task_checkout(task: dict, project: dict, run_id: int | None = None) -> str:
     return path
 
 
-def commit_leftovers(task: dict, cwd: str, run_id: int | None, link=None) -> None:
-    """Commit what the agent left uncommitted in the task's worktree (on its host when
-    link is that host's connection)."""
-    if link is None:
-        if not cwd.startswith(os.path.join(runtime.data_dir, "worktrees") + os.sep) \
-                or not os.path.isdir(cwd):
-            return
-        lock, run_git = git_lock(cwd), functools.partial(git, cwd)
-    else:
-        lock, run_git = host_lock(link.host, cwd), functools.partial(remote_git, link, cwd)
-    with lock:
+def commit_leftovers(task: dict, cwd: str, run_id: int | None,
+                     machine: "ThisMachine | HostLink") -> None:
+    """Commit what the agent left uncommitted in the task's worktree, on the machine the
+    run used (here: only in a worktree of the board's)."""
+    if machine is THIS_MACHINE and (not os.path.isdir(cwd) or not cwd.startswith(
+            os.path.join(runtime.data_dir, "worktrees") + os.sep)):
+        return
+    run_git = functools.partial(machine.git, cwd)
+    with machine.repo_lock(cwd):
         if not run_git("status", "--porcelain").strip():
             return
         run_git("add", "-A")
@@ -6250,26 +6228,18 @@ def stop_check(run: "AgentRun", request_id) -> None:
     (at most stopCheckMaxBlocks times) send the agent back with the failure."""
     command, limit = run.channel["stop_check"]
     argv = shlex.split(command)
-    link = getattr(run, "link", None)  # a run on a host: the check runs there (§15, v5)
-    missing = link is None and shutil.which(argv[0], path=run.env.get("PATH")) is None \
-        and not os.access(os.path.join(run.cwd, argv[0]), os.X_OK)
-    if not missing:
-        run.waiting.add("stop_check")
-        try:  # the agent's environment: the check runs what the agent wrote, no secrets
-            code, out = run_command(argv, run.cwd, STOP_CHECK_TIMEOUT_SECONDS, env=run.env,
-                                    stderr=subprocess.STDOUT, session=True,
-                                    keep=STOP_CHECK_TAIL) if link is None else \
-                stop_check_on_host(link, run.cwd, argv)
-        finally:
-            run.waiting.discard("stop_check")
-        missing = link is not None and code == 127  # the shell there did not find it
-    if missing:
-        where = "" if link is None else f" on host {link.host['name']!r}"
+    run.waiting.add("stop_check")
+    try:  # where the run is, in its environment: it runs what the agent wrote, no secrets
+        checked = run.machine.check(run.cwd, argv, run.env)
+    finally:
+        run.waiting.discard("stop_check")
+    if checked is None:
         runtime.logs.append(run.task_id, "stop_check", f"stop check `{command}` cannot run: "
-                            f"{argv[0]!r} is not found{where}; the agent may stop", run.run_id,
-                            is_error=True)
+                            f"{argv[0]!r} is not found{run.machine.where}; the agent may "
+                            "stop", run.run_id, is_error=True)
         run.respond(request_id, {})
         return
+    code, out = checked
     if code != 0 and run.stop_blocks < limit:
         run.stop_blocks += 1
         why = f"exit {code}" if code is not None else \
@@ -6284,19 +6254,6 @@ def stop_check(run: "AgentRun", request_id) -> None:
     runtime.logs.append(run.task_id, "stop_check", f"stop check `{command}` {verdict}",
                         run.run_id, is_error=code != 0)
     run.respond(request_id, response)
-
-
-def stop_check_on_host(link: "HostLink", cwd: str, argv: list[str]) -> tuple[int | None, str]:
-    """The stop check of a run on a host, there: in its worktree, with the host's login
-    environment, nothing of the board's; (exit code or None when it ran out of time or the
-    host could not be reached, the end of its output)."""
-    try:
-        code, out = link.run(f"cd {shlex.quote(cwd)} && {shlex.join(argv)} 2>&1",
-                             timeout=STOP_CHECK_TIMEOUT_SECONDS)
-    except HostDown as exc:
-        return None, str(exc)
-    return (None if code == 124 and out.startswith("timed out") else code), \
-        out[-STOP_CHECK_TAIL:]
 
 
 def task_diff(task_id: int) -> dict:
@@ -6323,20 +6280,20 @@ def task_diff(task_id: int) -> dict:
     cwd = runs[-1]["cwd"] if runs and runs[-1]["cwd"] else project["working_dir"]
     base = next((r["head_start"] for r in runs if r["head_start"]), None)
     code, branch = run_command(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd, 10)
-    return _diff(local_shell(cwd) if base else None, [base],
+    return _diff(THIS_MACHINE.shell(cwd) if base else None, [base],
                  branch.strip() if code == 0 else "")
 
 
 def task_git(task: dict, project: dict) -> tuple:
     """Where the git commands of a task on a branch run: (its repository, its worktree or
-    None), each a run(argv, timeout) as local_shell() gives; (None, None) outside git, or
-    on a host whose connection is not open (a read never waits for one)."""
+    None), each a run(argv, timeout) as a machine's shell() gives; (None, None) outside git
+    or on a host whose connection is not open (a read never waits for one)."""
     if project["host_id"] is None:
         if not git_head(project["working_dir"]):
             return None, None
         path = worktree_path(task)
-        return (local_shell(repo_root(project["working_dir"])),
-                local_shell(path) if os.path.isdir(path) else None)
+        return (THIS_MACHINE.shell(repo_root(project["working_dir"])),
+                THIS_MACHINE.shell(path) if os.path.isdir(path) else None)
     link = runtime.links.get(project["host_id"])
     try:
         if link is None:
@@ -6366,7 +6323,7 @@ def task_commits(task: dict) -> list[dict]:
         end = next((r["head_end"] for r in reversed(runs) if r["head_end"]), None)
         if base is None or end is None or base == end:
             return []
-        commit_range, run = f"{base}..{end}", local_shell(runs[-1]["cwd"])
+        commit_range, run = f"{base}..{end}", THIS_MACHINE.shell(runs[-1]["cwd"])
     try:
         code, out = run(["git", "log", "--format=%H%x1f%s%x1f%an%x1f%aI", commit_range], 20)
     except HostDown:
@@ -6391,8 +6348,8 @@ def _task_base(root, task: dict, base_branch: str) -> str | None:
 
 
 def _diff(run, args: list[str], branch: str) -> dict:
-    """`git diff args` with numstat totals, cut at MAX_DIFF_BYTES with a marker; run (as
-    local_shell() gives) runs git where the diff is made; None: an empty diff."""
+    """`git diff args` with numstat totals, cut at MAX_DIFF_BYTES with a marker; run (as a
+    machine's shell() gives) runs git where the diff is made; None: an empty diff."""
     out = {"diff": "", "branch": branch, "stats": {"files": 0, "insertions": 0,
                                                    "deletions": 0}}
     try:
@@ -7567,8 +7524,8 @@ def _discovered(out: str) -> dict:
 
 def publish_host_runs(run: "AgentRun") -> None:
     """host:updated for the host of a run that started or ended: its `running` changed."""
-    link = getattr(run, "link", None)
-    row = host_row(link.host["id"]) if link is not None else None
+    host = run.machine.host
+    row = host_row(host["id"]) if host is not None else None
     if row is not None:
         runtime.events.publish("host:updated", host_view(row))
 
@@ -9060,6 +9017,7 @@ class AgentRun:
         self._stdin_lock = gevent.lock.Semaphore()  # one writer on stdin
         self._requests = itertools.count(1)
         self.on_finish = on_finish or finish_run
+        self.machine = THIS_MACHINE  # where it runs: ThisMachine or a HostLink
         self.argv, self.cwd, self.env, self.prompt, self.model = argv, cwd, env, prompt, model
         self.timeout_s, self.idle_s = timeout_s, idle_s
         self.parser = StreamParser()
@@ -9532,6 +9490,45 @@ def _ssh_error(stderr: str, fallback: str, host: dict | None = None) -> str:
     return error
 
 
+class ThisMachine:
+    """The board's own machine, as a run's code sees it: the seam between where a run
+    happens and what it does, whose other kind is HostLink (an SSH host).  Both give a
+    short command in a folder, git, the checked-out commit, the lock of a repository,
+    the stop check, and how the log says where."""
+    host = None
+    where = ""
+
+    def shell(self, cwd: str, reopen: bool = True):
+        """run(argv, timeout) -> (exit code, stdout) in cwd."""
+        return lambda argv, timeout=30: run_command(argv, cwd, timeout)
+
+    def git(self, cwd: str, *args: str, timeout: float = 60) -> str:
+        return git(cwd, *args, timeout=timeout)
+
+    def head(self, cwd: str) -> str | None:
+        return git_head(cwd)
+
+    def repo_lock(self, path: str) -> "gevent.lock.RLock":
+        return git_lock(path)
+
+    def neighbours(self, project_id: int) -> list[int]:
+        """The other projects a run's end frees a slot for: none here (slots are per
+        project)."""
+        return []
+
+    def check(self, cwd: str, argv: list[str], env: dict) -> tuple[int | None, str] | None:
+        """The stop check in cwd with the run's environment: (exit code, or None when it
+        ran out of time; the end of its output), None when its command is not found."""
+        if shutil.which(argv[0], path=env.get("PATH")) is None \
+                and not os.access(os.path.join(cwd, argv[0]), os.X_OK):
+            return None
+        return run_command(argv, cwd, STOP_CHECK_TIMEOUT_SECONDS, env=env,
+                           stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL)
+
+
+THIS_MACHINE = ThisMachine()
+
+
 class HostLink:
     """One host's connection: an OpenSSH master the board keeps as its own child (`ssh -M
     -N`), which every run, git command and copy on the host shares (ControlPath), and
@@ -9671,6 +9668,40 @@ class HostLink:
                             reopen=reopen)
         return run
 
+    @property
+    def where(self) -> str:
+        return f" on host {self.host['name']!r}"
+
+    def git(self, cwd: str, *args: str, timeout: float = 60) -> str:
+        return remote_git(self, cwd, *args, timeout=timeout)
+
+    def head(self, cwd: str) -> str | None:
+        try:
+            return self.git(cwd, "rev-parse", "--verify", "-q", "HEAD",
+                            timeout=30).strip() or None
+        except (GitError, HostDown):
+            return None
+
+    def repo_lock(self, name: str) -> "gevent.lock.RLock":
+        return host_lock(self.host, name)
+
+    def neighbours(self, project_id: int) -> list[int]:
+        """The other projects on this host: a run's end frees a slot they may use."""
+        return [p for p in host_project_rows(self.host["id"]) if p != project_id]
+
+    def check(self, cwd: str, argv: list[str], env: dict) -> tuple[int | None, str] | None:
+        """The stop check there: in its worktree, with the host's login environment,
+        nothing of the board's (design §15)."""
+        try:
+            code, out = self.run(f"cd {shlex.quote(cwd)} && {shlex.join(argv)} 2>&1",
+                                 timeout=STOP_CHECK_TIMEOUT_SECONDS)
+        except HostDown as exc:
+            return None, str(exc)
+        if code == 127:  # the shell there did not find it
+            return None
+        return (None if code == 124 and out.startswith("timed out") else code), \
+            out[-STOP_CHECK_TAIL:]
+
     def close(self) -> None:
         master, self.master, self.port = self.master, None, None
         if master is not None and master.poll() is None:
@@ -9738,7 +9769,7 @@ class RemoteRun(AgentRun):
 
     def __init__(self, *args, link: "HostLink", **kw):
         super().__init__(*args, **kw)
-        self.link = link
+        self.machine = link
         self.group = None  # the agent's process group on the host, once it said so
 
     def start(self) -> None:
@@ -9762,7 +9793,7 @@ class RemoteRun(AgentRun):
         if self.proc is None:
             return
         if self.group is not None and self.proc.poll() is None:
-            gevent.spawn(kill_remote_group, self.link, self.group, signum)
+            gevent.spawn(kill_remote_group, self.machine, self.group, signum)
         if signum == signal.SIGKILL or self.group is None:  # the channel closes: the
             with contextlib.suppress(ProcessLookupError, PermissionError):  # wrapper ends
                 os.killpg(self.proc.pid, signal.SIGKILL)                     # the group
@@ -9770,11 +9801,11 @@ class RemoteRun(AgentRun):
     def _on_exit(self):
         if self.exit_code == 255 and self.stop_reason is None:
             runtime.logs.append(self.task_id, "system", f"the connection to host "
-                                f"{self.link.host['name']!r} was lost: "
+                                f"{self.machine.host['name']!r} was lost: "
                                 f"{self.parser.stderr[-1] if self.parser.stderr else 'ssh 255'}",
                                 self.run_id, is_error=True)
             if self.group is not None:
-                runtime.leftovers.setdefault(self.link.host["id"], set()).add(self.group)
+                runtime.leftovers.setdefault(self.machine.host["id"], set()).add(self.group)
         super()._on_exit()
 
 
