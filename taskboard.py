@@ -4157,36 +4157,24 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         _wait_for_limit(task, agent, until, None, functools.partial(
             start_run, task_id, resume=resume, prompt=prompt, note=note, mcp_port=mcp_port))
         return
-    link = None
-    if host is not None:
-        link = host_link(host)
-        if not host["enabled"]:
-            wait_for_host(task, host, "the host is disabled")
-            return
-        try:
-            link.up()
-        except HostDown as exc:
-            wait_for_host(task, host, str(exc))
-            if exc.shown:  # its check disables it and shows the new key
-                gevent.spawn(check_host, host["id"])
-            return
+    machine = machine_of(host)
+    try:
+        machine.ready()
+    except HostDown as exc:
+        wait_for_host(task, host, str(exc))
+        if exc.shown:  # its check disables it and shows the new key
+            gevent.spawn(check_host, host["id"])
+        return
     adapter = ADAPTERS[agent]
     session_id = task["session_id"] if resume and adapter.resumes and \
         session_agent_row(task["session_id"]) == agent else None
     if session_id is None:
         prompt = None  # a fresh session needs the whole story, revisions included
-    tools = adapter.BOARD_TOOLS and (link is None or bool(link.port))
+    tools = adapter.BOARD_TOOLS and machine.reaches_board
     text = prompt if prompt is not None else build_prompt(context, note=note, tools=tools)
-    if link is None:
-        cwd = task_checkout(task, project)
-        attachment_dir = os.path.join(runtime.data_dir, "attachments", str(task_id)) \
-            if context["attachments"] else None
-        head = git_head(cwd)
-    else:
-        cwd = remote_checkout(task, project, host, link)
-        attachment_dir = copy_attachments(task, context["attachments"], link) \
-            if context["attachments"] else None
-        head = remote_git(link, cwd, "rev-parse", "HEAD").strip()
+    cwd = machine.checkout(task, project)
+    attachment_dir = machine.attachments(task, context["attachments"])
+    head = machine.head(cwd)
     invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
                                 text, task_run_flags(project, session_id, attachment_dir),
                                 session_id=session_id, task_id=task_id, command=command)
@@ -4198,33 +4186,24 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         "host_id": host["id"] if host is not None else None})
     two_way = AGENTS[agent].two_way
     channel = run_channel(project) if two_way else None
-    if link is None:
-        run = AgentRun(task_id, project["id"], run_id, text, model=task["model"],
-                       root=repo_root(cwd), channel=channel, **invocation)
-    else:
-        token = None
-        try:  # its settings go to the host before it starts
-            if tools:
-                token = remote_board_tools(link, agent, run_id, task_id, project["id"],
-                                           invocation)
-            remote = remote_invocation(link, run_id, invocation)
-        except (HostDown, OSError) as exc:  # the run never started: so says its row
-            runtime.run_tokens.pop(token, None)
-            update_run_row(run_id, {"status": "failed", "error": str(exc),
-                                    "ended_at": now_iso()})
-            raise
-        run = RemoteRun(task_id, project["id"], run_id, text, model=task["model"],
-                        channel=channel, link=link, **remote)
-        run.board_token = token
+    token = None
+    try:  # a host's run gets its settings there before it starts
+        if tools:
+            token = machine.board_tools(agent, run_id, task_id, project["id"], invocation,
+                                        mcp_port)
+        run = machine.agent_run(task_id, project["id"], run_id, text, invocation,
+                                model=task["model"], channel=channel)
+    except (HostDown, OSError) as exc:  # the run never started: so says its row
+        runtime.run_tokens.pop(token, None)
+        update_run_row(run_id, {"status": "failed", "error": str(exc), "ended_at": now_iso()})
+        raise
+    run.board_token = token
     model_name = adapt_run(run, agent, task["model"], session_id, simulated)
     if agent == "claude":
         run.queued.extend(queued_message_rows(task_id))  # sent while no agent ran
-    if tools and link is None:
-        ADAPTERS[agent].board_tools(run.argv, run.env, issue_run_token(run, mcp_port))
     what = f"resuming session {session_id}" if session_id else "starting the agent"
-    where = f"{cwd} on host {host['name']!r}" if host is not None else cwd
     runtime.logs.append(task_id, "system", f"{what} ({agent}, {model_name}"
-                        f", effort {task['thinking_effort']}) in {where}", run_id)
+                        f", effort {task['thinking_effort']}) in {cwd}{machine.where}", run_id)
     if not two_way and project["permission_mode"] != "auto-accept":
         runtime.logs.append(task_id, "system", f"approvals not available for this agent "
                             f"({agent}): what would need a person's approval is refused "
@@ -6481,10 +6460,9 @@ def start_verifier(task_id: int) -> None:
     if not project["auto_test"] or runtime.agents.verifiers.get(task_id):
         return
     agent, command, missing = run_agent(project, task["agent"], host)
-    link = host_link(host) if host is not None else None
+    machine = machine_of(host)
     try:
-        if link is not None:
-            link.up()
+        machine.ready()
     except HostDown as exc:
         missing = f"host {host['name']!r} cannot be reached ({exc})"
     if missing:
@@ -6498,11 +6476,7 @@ def start_verifier(task_id: int) -> None:
     if task["waiting_until"]:
         _publish_task(update_task_row(task_id, {"waiting_until": None}))
     diff = task_diff(task_id)
-    if link is not None:
-        cwd = remote_worktree(task, project, link)
-    else:
-        cwd = worktree_path(task) if project["auto_branch"] and os.path.isdir(
-            worktree_path(task)) else project["working_dir"]
+    cwd = machine.review_cwd(task, project)
     prompt = verifier_prompt(task, project, diff)
     invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
                                 prompt, ["--tools", "Read,Grep,Glob,Bash", "--allowedTools",
@@ -6511,16 +6485,11 @@ def start_verifier(task_id: int) -> None:
     simulated = command is SIMULATED_AGENT
     run_id = insert_run_row({"task_id": task_id, "project_id": project["id"],
                              "kind": "verifier", "agent": agent, "model": task["model"],
-                             "cwd": cwd, "head_start": None if link else git_head(cwd),
+                             "cwd": cwd, "head_start": machine.head(cwd),
                              "host_id": host["id"] if host else None,
                              "simulated": simulated})
-    if link is None:
-        run = AgentRun(task_id, project["id"], run_id, prompt, model=task["model"],
-                       root=repo_root(cwd), on_finish=finish_verifier, **invocation)
-    else:
-        run = RemoteRun(task_id, project["id"], run_id, prompt, model=task["model"],
-                        on_finish=finish_verifier, link=link,
-                        **remote_invocation(link, run_id, invocation))
+    run = machine.agent_run(task_id, project["id"], run_id, prompt, invocation,
+                            model=task["model"], on_finish=finish_verifier)
     model = adapt_run(run, agent, task["model"], simulated=simulated)
     run.moves_before = last_move_row(task_id)
     runtime.logs.append(task_id, "system", f"the verifier checks the work (autoTest; {agent}, "
@@ -8629,7 +8598,7 @@ class ClaudeAdapter:
     name = "claude"
     resumes = True
     #: Whether a task run of this CLI gets the board tools (the stdio MCP server of
-    #: issue_run_token), so its agent can create sub-tasks.
+    #: local_board_tools, remote_board_tools), so its agent can create sub-tasks.
     BOARD_TOOLS = True
 
     def __init__(self, model: str | None = None, base_usage: dict | None = None):
@@ -9516,6 +9485,36 @@ class ThisMachine:
         project)."""
         return []
 
+    def ready(self) -> None:
+        """Raise HostDown when runs cannot start there: never here."""
+
+    def checkout(self, task: dict, project: dict) -> str:
+        """Where a task's agent works (its worktree with autoBranch)."""
+        return task_checkout(task, project)
+
+    def review_cwd(self, task: dict, project: dict) -> str:
+        """Where the verifier looks at a task's work."""
+        path = worktree_path(task)
+        return path if project["auto_branch"] and os.path.isdir(path) \
+            else project["working_dir"]
+
+    def attachments(self, task: dict, attachments: list[dict]) -> str | None:
+        """The folder of a task's attachments for its run (None without any)."""
+        return os.path.join(runtime.data_dir, "attachments", str(task["id"])) \
+            if attachments else None
+
+    #: Whether a run there reaches the board's tools.
+    reaches_board = True
+
+    def board_tools(self, agent, run_id, task_id, project_id, invocation, mcp_port=None):
+        """Give the run (its invocation) the board tools; their token."""
+        return local_board_tools(agent, run_id, task_id, project_id, invocation, mcp_port)
+
+    def agent_run(self, task_id, project_id, run_id, prompt, invocation, **kw) -> "AgentRun":
+        """The run of an agent there (not started): its process, stdio and group."""
+        return AgentRun(task_id, project_id, run_id, prompt, root=repo_root(
+            invocation["cwd"]), **invocation, **kw)
+
     def check(self, cwd: str, argv: list[str], env: dict) -> tuple[int | None, str] | None:
         """The stop check in cwd with the run's environment: (exit code, or None when it
         ran out of time; the end of its output), None when its command is not found."""
@@ -9689,6 +9688,32 @@ class HostLink:
         """The other projects on this host: a run's end frees a slot they may use."""
         return [p for p in host_project_rows(self.host["id"]) if p != project_id]
 
+    def ready(self) -> None:
+        if not self.host["enabled"]:
+            raise HostDown("the host is disabled")
+        self.up()
+
+    def checkout(self, task: dict, project: dict) -> str:
+        return remote_checkout(task, project, self.host, self)
+
+    def review_cwd(self, task: dict, project: dict) -> str:
+        return remote_worktree(task, project, self)
+
+    def attachments(self, task: dict, attachments: list[dict]) -> str | None:
+        return copy_attachments(task, attachments, self) if attachments else None
+
+    @property
+    def reaches_board(self) -> bool:
+        return bool(self.port)  # the connection's remote forward
+
+    def board_tools(self, agent, run_id, task_id, project_id, invocation, mcp_port=None):
+        return remote_board_tools(self, agent, run_id, task_id, project_id, invocation)
+
+    def agent_run(self, task_id, project_id, run_id, prompt, invocation, **kw) -> "AgentRun":
+        """The run there: its settings go to the host first (OSError, HostDown)."""
+        return RemoteRun(task_id, project_id, run_id, prompt, link=self,
+                         **remote_invocation(self, run_id, invocation), **kw)
+
     def check(self, cwd: str, argv: list[str], env: dict) -> tuple[int | None, str] | None:
         """The stop check there: in its worktree, with the host's login environment,
         nothing of the board's (design §15)."""
@@ -9719,7 +9744,13 @@ def host_link(host: dict) -> HostLink:
         if link is not None:
             link.close()
         link = runtime.links[host["id"]] = HostLink(host)
+    link.host = dict(host)  # its name, folder, commands and state as they are now
     return link
+
+
+def machine_of(host: dict | None) -> "ThisMachine | HostLink":
+    """The machine a project's runs use: this one, or its host's connection."""
+    return THIS_MACHINE if host is None else host_link(host)
 
 
 def scan_host_key(host: dict) -> tuple[str | None, str]:
@@ -11490,32 +11521,37 @@ RUN_TOKEN_ROUTES = (
 )
 
 
-def issue_run_token(run: "AgentRun", mcp_port: int | None = None) -> dict:
-    """A token for the run's board tools, the 0600 config file that holds it (Claude's
-    --mcp-config), and the server's command: {command, args, config}.  The server reads the
-    token from the file (`--config`), so it is never on a command line."""
+def local_board_tools(agent: str, run_id: int, task_id: int, project_id: int,
+                      invocation: dict, mcp_port: int | None = None) -> str:
+    """The board tools of a run here: a token, the 0600 config file that holds it (Claude's
+    --mcp-config) and the server's command, given to the adapter as {command, args,
+    config}; the token.  The server reads it from the file (`--config`), so it is never on
+    a command line."""
     token = secrets.token_urlsafe(24)
-    runtime.run_tokens[token] = {"project_id": run.project_id, "task_id": run.task_id,
+    runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
                                  "created": set()}
     url = runtime.url if mcp_port is None else re.sub(r":\d+$", f":{mcp_port}", runtime.url)
-    folder = os.path.join(runtime.data_dir, "mcp")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    path = os.path.join(folder, f"run-{run.run_id}.json")
+    path = _mcp_config_path(run_id)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     server = {"command": sys.executable,
               "args": [os.path.abspath(__file__), "--mcp", "--url", url, "--config", path]}
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump({"mcpServers": {"taskboard": {**server, "env": {
-            "TASKBOARD_MCP_TOKEN": token, "TASKBOARD_TASK_ID": str(run.task_id)}}}}, f)
-    run.board_token, run.mcp_config = token, path
-    return {**server, "config": path}
+            "TASKBOARD_MCP_TOKEN": token, "TASKBOARD_TASK_ID": str(task_id)}}}}, f)
+    ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], {**server,
+                                                                        "config": path})
+    return token
+
+
+def _mcp_config_path(run_id: int) -> str:
+    return os.path.join(runtime.data_dir, "mcp", f"run-{int(run_id)}.json")
 
 
 def revoke_run_token(run: "AgentRun") -> None:
-    runtime.run_tokens.pop(getattr(run, "board_token", None), None)
-    if getattr(run, "mcp_config", None):
+    if runtime.run_tokens.pop(getattr(run, "board_token", None), None) is not None:
         with contextlib.suppress(OSError):
-            os.remove(run.mcp_config)
+            os.remove(_mcp_config_path(run.run_id))
 
 
 def run_token_refusal(environ, scope: dict) -> ApiError | None:
