@@ -4147,7 +4147,8 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         runtime.agents.release(task_id)
         return
     task, project, host = context["task"], context["project"], context["host"]
-    agent, command, missing = run_agent(project, task["agent"], host)
+    machine = machine_of(host)
+    agent, command, missing = run_agent(project, task["agent"], machine)
     if missing:
         runtime.agents.release(task_id)
         _fail_task(task_id, missing)
@@ -4157,7 +4158,6 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         _wait_for_limit(task, agent, until, None, functools.partial(
             start_run, task_id, resume=resume, prompt=prompt, note=note, mcp_port=mcp_port))
         return
-    machine = machine_of(host)
     try:
         machine.ready()
     except HostDown as exc:
@@ -4183,7 +4183,7 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         "task_id": task_id, "project_id": project["id"], "kind": "task", "agent": agent,
         "model": task["model"], "cwd": cwd, "resumed": int(bool(session_id)),
         "session_id": session_id, "head_start": head, "simulated": simulated,
-        "host_id": host["id"] if host is not None else None})
+        "host_id": (machine.host or {}).get("id")})
     two_way = AGENTS[agent].two_way
     channel = run_channel(project) if two_way else None
     token = None
@@ -4506,18 +4506,16 @@ def agent_model(agent: str, tier: str) -> str | None:
     return _dict(chosen.get(agent)).get(tier, AGENT_MODELS[agent][tier])
 
 
-def run_agent(project: dict, chosen: str | None, host: dict | None) \
+def run_agent(project: dict, chosen: str | None, machine: "ThisMachine | HostLink") \
         -> tuple[str, list | None, str | None]:
     """The CLI a run of the project uses (`chosen` by its task or planner, else the
-    project's), its command line (None: the one configured here), and why it cannot start
-    (None: it can).  Under --demo the Demo project's runs use the simulated agent, which
-    speaks Claude Code's contract (design §2)."""
+    project's), its command line on the machine (None: the one configured here), and why
+    it cannot start (None: it can).  Under --demo the Demo project's runs use the
+    simulated agent, which speaks Claude Code's contract (design §2)."""
     if runs_simulated(project):
         return "claude", SIMULATED_AGENT, None
     agent = chosen or project["agent"]
-    if host is not None:
-        return agent, host_command(host, agent), not_on_host(agent, host)
-    return agent, None, None if agent_found(agent) else not_installed(agent)
+    return agent, *machine.agent_command(agent)
 
 
 def not_installed(agent: str) -> str:
@@ -4948,57 +4946,16 @@ def remove_worktree(task: dict, project: dict, only_if_done: bool = False,
     """Remove the task's worktree; its branch stays unless it has no commits of its own
     or they were merged.  With only_if_done, nothing happens unless the task is still
     done and has no agent."""
-    if project["host_id"] is not None:  # in the background: the host may be slow to reach
-        gevent.spawn(_remove_remote_worktree, task, project, only_if_done, merged)
-        return
-    path = worktree_path(task)
-    branch = task["branch_name"]
-    if not (project["auto_branch"] or os.path.isdir(path)) or git_head(
-            project["working_dir"]) is None:
-        return
-    root = repo_root(project["working_dir"])
-    with git_lock(root):
-        if only_if_done:  # checked under the lock: task_checkout() takes it too
-            now = task_row(task["id"])
-            if now is None or now["status"] != "done" or runtime.agents.holds(task["id"]):
-                return
-        if os.path.isdir(path):
-            try:
-                git(root, "worktree", "remove", "--force", path)
-            except GitError:
-                shutil.rmtree(path, ignore_errors=True)
-                run_command(["git", "worktree", "prune"], root, 30)
-        if branch and (merged or task["base_commit"] and git(
-                root, "rev-list", "--count", f"{task['base_commit']}..{branch}").strip() == "0"):
-            run_command(["git", "branch", "-D", branch], root, 30)
+    machine = project_machine(project)
+    if machine is not None:
+        machine.remove_worktree(task, project, only_if_done, merged)
 
 
-def _remove_remote_worktree(task: dict, project: dict, only_if_done: bool,
-                            merged: bool = False) -> None:
-    """remove_worktree() on the project's host (nothing when it cannot be reached)."""
-    host = host_row(project["host_id"])
-    if host is None or not task["branch_name"]:
-        return
-    link = host_link(host)
-    try:
-        with host_lock(host, project["slug"]):
-            if only_if_done:
-                now = task_row(task["id"])
-                if now is None or now["status"] != "done" or runtime.agents.holds(task["id"]):
-                    return
-            repo = shlex.quote(link.path("repos", project["slug"]))
-            branch = shlex.quote(task["branch_name"])
-            empty = f" && git -C {repo} branch -D {branch}" if merged else \
-                f' && [ "$(git -C {repo} rev-list --count ' \
-                f'{shlex.quote(task["base_commit"])}..{branch})" = 0 ] && ' \
-                f'git -C {repo} branch -D {branch}' if task["base_commit"] else ""
-            link.run(f"git -C {repo} worktree remove --force "
-                     f"{shlex.quote(remote_worktree(task, project, link))}; "
-                     f"git -C {repo} worktree prune{empty}; true", timeout=60)
-    except HostDown as exc:
-        if task_row(task["id"]) is not None:
-            runtime.logs.append(task["id"], "system", f"the worktree on host "
-                                f"{host['name']!r} was not removed: {exc}", is_error=True)
+def _still_done(task: dict) -> bool:
+    """Whether a task is still done with no agent (checked under its repository's lock:
+    task_checkout() takes it too)."""
+    now = task_row(task["id"])
+    return now is not None and now["status"] == "done" and not runtime.agents.holds(task["id"])
 
 
 def prune_worktrees() -> None:
@@ -5060,16 +5017,11 @@ def open_pull_request(task: dict, project: dict) -> None:
     root = repo_root(project["working_dir"])
     repo = project["git_host_repo"] or _repo_of_origin(root)
     refs = f"refs/heads/{task['branch_name']}:refs/heads/{task['branch_name']}"
-    try:
-        if project["host_id"] is not None:  # from the host's clone, with its credentials
-            host = found(host_row(project["host_id"]), "the project's host is gone")
-            link = host_link(host)
-            with host_lock(host, project["slug"]):
-                remote_git(link, link.path("repos", project["slug"]), "push", "origin", refs,
-                           timeout=PUSH_TIMEOUT_SECONDS)
-        else:
-            with git_lock(root):
-                git(root, "push", "origin", refs, timeout=PUSH_TIMEOUT_SECONDS)
+    try:  # from the project's machine (a host's clone, with the host's credentials)
+        machine = found(project_machine(project), "the project's host is gone")
+        where = machine.repository(project)
+        with machine.repo_lock(where):
+            machine.git(where, "push", "origin", refs, timeout=PUSH_TIMEOUT_SECONDS)
     except (GitError, HostDown, NotFound) as exc:
         if pr:
             runtime.logs.append(task["id"], "pr", f"pull request #{pr['number']} was not "
@@ -6267,23 +6219,8 @@ def task_git(task: dict, project: dict) -> tuple:
     """Where the git commands of a task on a branch run: (its repository, its worktree or
     None), each a run(argv, timeout) as a machine's shell() gives; (None, None) outside git
     or on a host whose connection is not open (a read never waits for one)."""
-    if project["host_id"] is None:
-        if not git_head(project["working_dir"]):
-            return None, None
-        path = worktree_path(task)
-        return (THIS_MACHINE.shell(repo_root(project["working_dir"])),
-                THIS_MACHINE.shell(path) if os.path.isdir(path) else None)
-    link = runtime.links.get(project["host_id"])
-    try:
-        if link is None:
-            raise HostDown("not connected")
-        root = link.shell(link.path("repos", project["slug"], reopen=False), reopen=False)
-        path = link.path("worktrees", project["id"], task["task_key"], reopen=False)
-        checkout = link.shell(path, reopen=False) if root(["test", "-d", path])[0] == 0 \
-            else None
-    except HostDown:
-        return None, None
-    return root, checkout
+    machine = project_machine(project)
+    return machine.task_git(task, project) if machine is not None else (None, None)
 
 
 def task_commits(task: dict) -> list[dict]:
@@ -6459,8 +6396,8 @@ def start_verifier(task_id: int) -> None:
     task, project, host = context["task"], context["project"], context["host"]
     if not project["auto_test"] or runtime.agents.verifiers.get(task_id):
         return
-    agent, command, missing = run_agent(project, task["agent"], host)
     machine = machine_of(host)
+    agent, command, missing = run_agent(project, task["agent"], machine)
     try:
         machine.ready()
     except HostDown as exc:
@@ -6486,7 +6423,7 @@ def start_verifier(task_id: int) -> None:
     run_id = insert_run_row({"task_id": task_id, "project_id": project["id"],
                              "kind": "verifier", "agent": agent, "model": task["model"],
                              "cwd": cwd, "head_start": machine.head(cwd),
-                             "host_id": host["id"] if host else None,
+                             "host_id": (machine.host or {}).get("id"),
                              "simulated": simulated})
     run = machine.agent_run(task_id, project["id"], run_id, prompt, invocation,
                             model=task["model"], on_finish=finish_verifier)
@@ -6848,7 +6785,7 @@ def start_plan(project_id: int, body) -> dict:
     stamp = max(int(time.time() * 1000), runtime.last_plan_ms + 1)
     runtime.last_plan_ms = stamp
     plan_id = f"plan-{project_id}-{stamp}"
-    agent, command, missing = run_agent(project, values.get("agent"), None)
+    agent, command, missing = run_agent(project, values.get("agent"), THIS_MACHINE)
     if missing:
         raise Conflict(f"the planner cannot run: {missing}")
     until = agent_limited_until(agent)
@@ -7553,11 +7490,6 @@ def not_on_host(agent: str, host: dict) -> str | None:
         f"there (npm install -g {AGENTS[agent].package}) or set the host's agentCommands"
 
 
-def host_lock(host: dict, name: str) -> "gevent.lock.RLock":
-    """git_lock() of a repository on a host."""
-    return runtime.git_locks.setdefault(f"host:{host['id']}:{name}", gevent.lock.RLock())
-
-
 def remote_invocation(link: "HostLink", run_id: int, invocation: dict) -> dict:
     """A run's invocation sent to its host: the run's own variables (what it adds to the
     board's environment) go to a 0600 file there, never on a command line; the argv is the
@@ -7576,11 +7508,8 @@ def remote_invocation(link: "HostLink", run_id: int, invocation: dict) -> dict:
             "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
 
 
-def host_command(host: dict | None, agent: str) -> list[str] | None:
-    """An agent CLI's command on a host: its agentCommands entry, else its name (None:
-    this machine's, as configured)."""
-    if host is None:
-        return None
+def host_command(host: dict, agent: str) -> list[str]:
+    """An agent CLI's command on a host: its agentCommands entry, else its name."""
     return shlex.split(json.loads(host["agent_commands_json"] or "{}").get(agent) or agent)
 
 
@@ -7598,7 +7527,7 @@ def remote_checkout(task: dict, project: dict, host: dict, link: "HostLink",
     if not url:
         raise GitError(f"project {project['name']!r} runs on host {host['name']!r} but has "
                        "no repoUrl, and its workingDir has no origin to clone")
-    repo = shlex.quote(link.path("repos", project["slug"]))
+    repo = shlex.quote(link.repository(project))
     worktree = shlex.quote(remote_worktree(task, project, link))
     branch = task["branch_name"] or branch_name(task)
     pr_base = project["pr_base_branch"]
@@ -7621,7 +7550,7 @@ else
   fi
 fi
 cd "$wt" && pwd -P && git rev-parse HEAD"""
-    with host_lock(host, project["slug"]):
+    with link.repo_lock(link.repository(project)):
         code, out = link.run(script, timeout=600)
     lines = out.strip().splitlines()
     if code != 0 or len(lines) < 3:
@@ -7629,8 +7558,8 @@ cd "$wt" && pwd -P && git rev-parse HEAD"""
                        f"{_cut(lines[-1] if lines else f'exit code {code}', 300)}")
     what, path, head = lines[-3:]
     if what != "kept":
-        changes = {"branch_name": branch, "branch_at": f"{host['name']}:"
-                   f"{link.path('repos', project['slug'])}"}
+        changes = {"branch_name": branch,
+                   "branch_at": f"{host['name']}:{link.repository(project)}"}
         if what.startswith("new"):
             changes["base_commit"] = head
         runtime.logs.append(task["id"], "system", f"worktree {path} on host {host['name']!r}"
@@ -7650,8 +7579,8 @@ def bring_branch_home(task: dict, project: dict) -> None:
     link, branch = host_link(host), task["branch_name"]
     root = repo_root(project["working_dir"])
     try:
-        clone = link.path("repos", project["slug"])
-        with host_lock(host, project["slug"]), git_lock(root):
+        clone = link.repository(project)
+        with link.repo_lock(clone), git_lock(root):
             code, out = run_command(
                 ["git", "fetch", "--no-tags", "--upload-pack",
                  f"{REMOTE_PROFILE}; git-upload-pack", f"{host['address']}:{clone}",
@@ -9485,8 +9414,25 @@ class ThisMachine:
         project)."""
         return []
 
+    def agent_command(self, agent: str) -> tuple[list | None, str | None]:
+        """An agent CLI's command line there (None: as configured) and why it cannot
+        start (None: it can)."""
+        return None, None if agent_found(agent) else not_installed(agent)
+
     def ready(self) -> None:
         """Raise HostDown when runs cannot start there: never here."""
+
+    def repository(self, project: dict) -> str:
+        """The repository of the project's branches there."""
+        return repo_root(project["working_dir"])
+
+    def task_git(self, task: dict, project: dict) -> tuple:
+        """See task_git()."""
+        if not git_head(project["working_dir"]):
+            return None, None
+        path = worktree_path(task)
+        return (self.shell(self.repository(project)),
+                self.shell(path) if os.path.isdir(path) else None)
 
     def checkout(self, task: dict, project: dict) -> str:
         """Where a task's agent works (its worktree with autoBranch)."""
@@ -9497,6 +9443,28 @@ class ThisMachine:
         path = worktree_path(task)
         return path if project["auto_branch"] and os.path.isdir(path) \
             else project["working_dir"]
+
+    def remove_worktree(self, task: dict, project: dict, only_if_done: bool,
+                        merged: bool) -> None:
+        path = worktree_path(task)
+        branch = task["branch_name"]
+        if not (project["auto_branch"] or os.path.isdir(path)) or git_head(
+                project["working_dir"]) is None:
+            return
+        root = repo_root(project["working_dir"])
+        with git_lock(root):
+            if only_if_done and not _still_done(task):
+                return
+            if os.path.isdir(path):
+                try:
+                    git(root, "worktree", "remove", "--force", path)
+                except GitError:
+                    shutil.rmtree(path, ignore_errors=True)
+                    run_command(["git", "worktree", "prune"], root, 30)
+            if branch and (merged or task["base_commit"] and git(
+                    root, "rev-list", "--count", f"{task['base_commit']}..{branch}"
+            ).strip() == "0"):
+                run_command(["git", "branch", "-D", branch], root, 30)
 
     def attachments(self, task: dict, attachments: list[dict]) -> str | None:
         """The folder of a task's attachments for its run (None without any)."""
@@ -9681,17 +9649,34 @@ class HostLink:
         except (GitError, HostDown):
             return None
 
-    def repo_lock(self, name: str) -> "gevent.lock.RLock":
-        return host_lock(self.host, name)
+    def repo_lock(self, path: str) -> "gevent.lock.RLock":
+        return runtime.git_locks.setdefault(f"host:{self.host['id']}:{path}",
+                                            gevent.lock.RLock())
 
     def neighbours(self, project_id: int) -> list[int]:
         """The other projects on this host: a run's end frees a slot they may use."""
         return [p for p in host_project_rows(self.host["id"]) if p != project_id]
 
+    def agent_command(self, agent: str) -> tuple[list | None, str | None]:
+        return host_command(self.host, agent), not_on_host(agent, self.host)
+
     def ready(self) -> None:
         if not self.host["enabled"]:
             raise HostDown("the host is disabled")
         self.up()
+
+    def repository(self, project: dict, reopen: bool = True) -> str:
+        return self.path("repos", project["slug"], reopen=reopen)  # fetched before each run
+
+    def task_git(self, task: dict, project: dict) -> tuple:
+        try:  # only while connected: a read never waits for the connection
+            root = self.shell(self.repository(project, reopen=False), reopen=False)
+            path = self.path("worktrees", project["id"], task["task_key"], reopen=False)
+            checkout = self.shell(path, reopen=False) if root(["test", "-d", path])[0] == 0 \
+                else None
+        except HostDown:
+            return None, None
+        return root, checkout
 
     def checkout(self, task: dict, project: dict) -> str:
         return remote_checkout(task, project, self.host, self)
@@ -9701,6 +9686,31 @@ class HostLink:
 
     def attachments(self, task: dict, attachments: list[dict]) -> str | None:
         return copy_attachments(task, attachments, self) if attachments else None
+
+    def remove_worktree(self, task: dict, project: dict, only_if_done: bool,
+                        merged: bool) -> None:
+        """In the background: the host may be slow to reach (nothing when it cannot be)."""
+        if task["branch_name"]:
+            gevent.spawn(self._remove_worktree, task, project, only_if_done, merged)
+
+    def _remove_worktree(self, task, project, only_if_done, merged) -> None:
+        try:
+            with self.repo_lock(self.repository(project)):
+                if only_if_done and not _still_done(task):
+                    return
+                repo = shlex.quote(self.repository(project))
+                branch = shlex.quote(task["branch_name"])
+                empty = f" && git -C {repo} branch -D {branch}" if merged else \
+                    f' && [ "$(git -C {repo} rev-list --count ' \
+                    f'{shlex.quote(task["base_commit"])}..{branch})" = 0 ] && ' \
+                    f'git -C {repo} branch -D {branch}' if task["base_commit"] else ""
+                self.run(f"git -C {repo} worktree remove --force "
+                         f"{shlex.quote(remote_worktree(task, project, self))}; "
+                         f"git -C {repo} worktree prune{empty}; true", timeout=60)
+        except HostDown as exc:
+            if task_row(task["id"]) is not None:
+                runtime.logs.append(task["id"], "system", f"the worktree{self.where} was not "
+                                    f"removed: {exc}", is_error=True)
 
     @property
     def reaches_board(self) -> bool:
@@ -9751,6 +9761,14 @@ def host_link(host: dict) -> HostLink:
 def machine_of(host: dict | None) -> "ThisMachine | HostLink":
     """The machine a project's runs use: this one, or its host's connection."""
     return THIS_MACHINE if host is None else host_link(host)
+
+
+def project_machine(project: dict) -> "ThisMachine | HostLink | None":
+    """machine_of() the project's host (None when its host is gone)."""
+    if project["host_id"] is None:
+        return THIS_MACHINE
+    host = host_row(project["host_id"])
+    return host_link(host) if host is not None else None
 
 
 def scan_host_key(host: dict) -> tuple[str | None, str]:
