@@ -8930,10 +8930,8 @@ class AgentRun:
         self._kill_timer = None
 
     def start(self) -> None:
-        """Spawn the agent in its own process group; raises OSError if it cannot start."""
-        self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, start_new_session=True)
+        """Spawn the agent on its machine; raises OSError if it cannot start."""
+        self.proc = self.machine.spawn(self.argv, self.cwd, self.env)
         gevent.spawn(self._supervise)
 
     def kill(self, reason: str) -> None:
@@ -9478,6 +9476,13 @@ class ThisMachine:
         """Give the run (its invocation) the board tools; their token."""
         return local_board_tools(agent, run_id, task_id, project_id, invocation, mcp_port)
 
+    def spawn(self, argv: list[str], cwd: str, env: dict) -> subprocess.Popen:
+        """Start an agent's process, its stdio piped, in a process group of its own: the
+        one place every run's command starts (task, verifier, planner)."""
+        return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+
     def agent_run(self, task_id, project_id, run_id, prompt, invocation, **kw) -> "AgentRun":
         """The run of an agent there (not started): its process, stdio and group."""
         return AgentRun(task_id, project_id, run_id, prompt, root=repo_root(
@@ -9719,6 +9724,13 @@ class HostLink:
     def board_tools(self, agent, run_id, task_id, project_id, invocation, mcp_port=None):
         return remote_board_tools(self, agent, run_id, task_id, project_id, invocation)
 
+    def spawn(self, argv: list[str], cwd: str, env: dict) -> subprocess.Popen:
+        """The ssh client of a run's channel (argv: remote_invocation's), which dies with
+        the board; its other end (REMOTE_RUN) starts the agent in the worktree there."""
+        return subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True,
+                                preexec_fn=_die_with_board)
+
     def agent_run(self, task_id, project_id, run_id, prompt, invocation, **kw) -> "AgentRun":
         """The run there: its settings go to the host first (OSError, HostDown)."""
         return RemoteRun(task_id, project_id, run_id, prompt, link=self,
@@ -9820,12 +9832,6 @@ class RemoteRun(AgentRun):
         super().__init__(*args, **kw)
         self.machine = link
         self.group = None  # the agent's process group on the host, once it said so
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, env=self.env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     start_new_session=True, preexec_fn=_die_with_board)
-        gevent.spawn(self._supervise)
 
     def _started(self):
         publish_host_runs(self)  # the process to remember is its group there: see _stderr
