@@ -9589,10 +9589,11 @@ class HostLink:
         return HostDown(_ssh_error(stderr, "the connection could not be opened", self.host))
 
     def run(self, command: str, stdin: bytes | None = None, timeout: float = 120,
-            reopen: bool = True) -> tuple[int, str]:
+            reopen: bool = True) -> tuple[int | None, str]:
         """Run a shell command on the host (the login's PATH); its exit code and stdout
-        (then stderr, when it failed).  HostDown when the connection fails (ssh's 255),
-        at once without reopen when it is not open."""
+        (then stderr, when it failed), or (None, why) when it ran out of time, as
+        run_command() answers here.  HostDown when the connection fails (ssh's 255), at
+        once without reopen when it is not open."""
         master = self.master
         if reopen:
             self.up()
@@ -9602,8 +9603,8 @@ class HostLink:
             done = subprocess.run(self.argv(f"{REMOTE_PROFILE}; {command}"), input=stdin,
                                   capture_output=True, timeout=timeout,
                                   preexec_fn=_die_with_board)
-        except subprocess.TimeoutExpired:
-            return 124, f"timed out after {timeout:g} s"
+        except subprocess.TimeoutExpired:  # as run_command() answers
+            return None, f"the command on the host did not finish within {timeout:g}s"
         out = done.stdout.decode("utf-8", "replace")
         if done.returncode != 0:
             out += done.stderr.decode("utf-8", "replace")
@@ -9746,8 +9747,7 @@ class HostLink:
             return None, str(exc)
         if code == 127:  # the shell there did not find it
             return None
-        return (None if code == 124 and out.startswith("timed out") else code), \
-            out[-STOP_CHECK_TAIL:]
+        return code, out[-STOP_CHECK_TAIL:]
 
     def close(self) -> None:
         master, self.master, self.port = self.master, None, None
