@@ -542,13 +542,16 @@ class Kept:
         return self.items.get(key)
 
     def put(self, key, value):
-        if key in self.items:
-            self.total -= self.size(self.items.pop(key))
+        self.pop(key)
         self.items[key] = value
         self.total += self.size(value)
         while self.total > self.limit and len(self.items) > 1:
             self.total -= self.size(self.items.popitem(last=False)[1])
         return value
+
+    def pop(self, key) -> None:
+        if key in self.items:
+            self.total -= self.size(self.items.pop(key))
 
 
 class Worker:
@@ -2058,41 +2061,31 @@ DERIVED_BYTES = 16 * 1024 * 1024
 
 
 class Derived:
-    """Each project's task list as JSON, kept with the project's task version (bumped by
-    migration 0006's triggers in the transaction of any change to its tasks) it was read at;
-    least recently used go first.  A big list is 20-40 ms of SQLite; the version, 10 us."""
+    """Each project's task list as JSON, kept (in a Kept) with the project's task version
+    (bumped by migration 0006's triggers in the transaction of any change to its tasks) it
+    was read at.  A big list is 20-40 ms of SQLite; the version, 10 us."""
 
     def __init__(self, limit: int):
         self.limit = limit
         self.owner = None  # the database the values came from
-        self.items = collections.OrderedDict()  # key -> (version, value, size)
-        self.size = 0
+        self.kept = None  # key -> (version, value, size)
 
     def get(self, t: Tx, key: tuple, project_id: int, build):
         """build(t)'s value for key, built only if the project's tasks changed since."""
         if self.owner is not runtime.db:
-            self.owner, self.size = runtime.db, 0
-            self.items.clear()
+            self.owner, self.kept = runtime.db, Kept(self.limit, operator.itemgetter(2))
         version = t.value("SELECT version FROM task_versions WHERE project_id = ?",
                           (project_id,)) or 0
-        kept = self.items.get(key)
+        kept = self.kept.get(key)
         if kept is not None and kept[0] == version:
-            self.items.move_to_end(key)
             return kept[1]
         value = build(t)
-        self.forget(key)
         size = len(value) if isinstance(value, str) else 1024
         if size <= self.limit:
-            self.items[key] = (version, value, size)
-            self.size += size
-            while self.size > self.limit:
-                self.forget(next(iter(self.items)))
+            self.kept.put(key, (version, value, size))
+        else:
+            self.kept.pop(key)
         return value
-
-    def forget(self, key) -> None:
-        kept = self.items.pop(key, None)
-        if kept is not None:
-            self.size -= kept[2]
 
 
 DERIVED = Derived(DERIVED_BYTES)
@@ -3447,10 +3440,8 @@ def usage_rows(day_start: str) -> dict:
     }
     with read() as t:  # each sum reads every run: ~80 ms at 50,000 tasks, so they are kept
         version = (t.value("SELECT version FROM usage_version"), day_start)
-        if runtime.usage is None or runtime.usage[0] != version:
-            runtime.usage = (version, t.in_thread(
-                lambda t: {name: r(t) for name, r in reads.items()}))
-        return runtime.usage[1]
+        return runtime.usage.get(version) or runtime.usage.put(version, t.in_thread(
+            lambda t: {name: r(t) for name, r in reads.items()}))
 
 
 #: runtime holds every process-wide object; built by init() in MAIN.
@@ -12073,8 +12064,8 @@ class Runtime:
         self.run_tokens = {}
         #: task id -> (last log id, log rows, the log as JSON), see _log_json()
         self.log_json = Kept(LOG_JSON_KEPT_CHARS, lambda entry: len(entry[2]))
-        #: ((usage version, day start), the sums of agent usage), see usage_rows()
-        self.usage = None
+        #: (usage version, day start) -> the sums of agent usage (the latest), see usage_rows()
+        self.usage = Kept(1, lambda sums: 1)
         #: ETag -> the gzipped body of that answer, see transfer()
         self.gzipped = Kept(GZIP_KEPT_BYTES)
         #: wrong credentials per client; session id hash -> expiry of each live login
