@@ -174,8 +174,9 @@ MAX_PLAN_TASKS = 50
 
 #: A webhook delivery attempt gives up after this long.
 WEBHOOK_TIMEOUT_SECONDS = 10.0
-#: The pauses before the second and third attempt after a 5xx or connection error.
-WEBHOOK_BACKOFF_SECONDS = (2.0, 8.0)
+#: The pause before the second attempt after a 5xx or connection error (each next: 4 times
+#: longer, see deliveries()).
+WEBHOOK_BACKOFF_BASE = 2.0
 #: Delivery records kept per webhook.
 WEBHOOK_DELIVERIES_KEPT = 50
 #: Notices kept waiting per webhook (a target that hangs); beyond, the oldest are dropped.
@@ -525,6 +526,12 @@ def found(value, message: str):
 
 class RawJson(str):
     """Text that is already JSON, sent as it is."""
+
+
+def backoff(base: float, failures: int, factor: float = 2.0) -> float:
+    """The pause after a number of failures in a row: base, then `factor` times longer
+    each time (runs, deliveries, the PR follower)."""
+    return base * factor ** (failures - 1)
 
 
 class Kept:
@@ -4328,7 +4335,7 @@ def _retry_or_fail(task: dict, reason: str, run_id: int) -> None:
         return
     task = bump_retry_row(task["id"])
     attempt = task["retry_count"]
-    delay = runtime.config["retry_base_seconds"] * 2 ** (attempt - 1) * \
+    delay = backoff(runtime.config["retry_base_seconds"], attempt) * \
         (1 + secrets.SystemRandom().uniform(-0.2, 0.2))
     runtime.logs.append(task["id"], "system", f"attempt failed: {reason}; retry {attempt} of "
                         f"{project['max_retries']} in {delay:.1f}s", run_id, is_error=True)
@@ -5264,7 +5271,7 @@ class PullRequests(Worker):
             look_at_pull_request(row, functools.partial(self.get, task_id, etags))
         except HostTrouble as exc:
             failed = self.failures[task_id] = self.failures.get(task_id, 0) + 1
-            wait = min(exc.wait or row["pr_poll_seconds"] * 2 ** failed,
+            wait = min(exc.wait or backoff(row["pr_poll_seconds"], failed + 1),
                        PR_BACKOFF_MAX_SECONDS)
             if failed == 1:
                 runtime.logs.append(task_id, "pr", f"{exc}; looking again in {wait:.0f} s, "
@@ -7729,7 +7736,7 @@ def deliver(hook: dict, project: dict, notice: dict, attempts: int = 3) \
     """POST the notice in the hook's format, retrying 5xx, 429 and connection errors with
     backoff; every attempt is recorded.  Returns (status, error or None, attempts made)."""
     status, error, attempt = None, None, 0
-    for attempt in range(1, attempts + 1):
+    for attempt in deliveries(attempts):
         if attempt > 1:  # the hook may have been changed, disabled or deleted meanwhile
             hook = webhook_now(hook)
             if hook is None:
@@ -7745,12 +7752,23 @@ def deliver(hook: dict, project: dict, notice: dict, attempts: int = 3) \
         status, error = _post(hook["url"], body, headers)
         record_delivery(hook, notice["event"], attempt, status, error is None, error,
                         int((time.monotonic() - started) * 1000))
-        if error is None or (status is not None and status < 500 and status != 429):
+        if not retryable(status, error):
             break
-        if attempt < attempts:
-            gevent.sleep(WEBHOOK_BACKOFF_SECONDS[min(attempt, len(WEBHOOK_BACKOFF_SECONDS))
-                                                - 1])
     return status, error, attempt
+
+
+def deliveries(attempts: int):
+    """The attempts of one delivery (a webhook's, a push message's): 1, 2, ... with the
+    backoff before each next one; the caller stops when an answer is not retryable()."""
+    for attempt in range(1, attempts + 1):
+        if attempt > 1:
+            gevent.sleep(backoff(WEBHOOK_BACKOFF_BASE, attempt - 1, factor=4))
+        yield attempt
+
+
+def retryable(status: int | None, error: str | None) -> bool:
+    """Whether a delivery is tried again: no answer, a 5xx or a 429."""
+    return error is not None and (status is None or status >= 500 or status == 429)
 
 
 def webhook_payload(platform: str, project: dict, notice: dict) -> dict:
@@ -7896,7 +7914,7 @@ def deliver_push(device: dict, moment: dict, attempts: int = 3) \
         record_push_row(device["id"], None, error)
         return None, error
     status, error = None, None
-    for attempt in range(1, attempts + 1):
+    for _ in deliveries(attempts):
         started = time.monotonic()
         status, error = runtime.push.post(device, payload, headers, ttl)
         log.info("push %s to device %s (%s): %s, %d ms", message["kind"], device["id"],
@@ -7908,11 +7926,8 @@ def deliver_push(device: dict, moment: dict, attempts: int = 3) \
                      device["id"])
             return status, error
         record_push_row(device["id"], status, error)
-        if error is None or (status is not None and status < 500 and status != 429):
+        if not retryable(status, error):
             break
-        if attempt < attempts:
-            gevent.sleep(WEBHOOK_BACKOFF_SECONDS[min(attempt, len(WEBHOOK_BACKOFF_SECONDS))
-                                                - 1])
     return status, error
 
 

@@ -21,7 +21,7 @@ def quick_push(monkeypatch, request):
     """Retries without the real pauses; a hung push service gives up soon.  A test ends
     once the board has nothing left to send: a sender killed while it connects (the board
     shutting down) would leave its socket to the garbage collector."""
-    monkeypatch.setattr(taskboard, "WEBHOOK_BACKOFF_SECONDS", (0.01, 0.01))
+    monkeypatch.setattr(taskboard, "WEBHOOK_BACKOFF_BASE", 0.01)
     monkeypatch.setattr(taskboard, "WEBHOOK_TIMEOUT_SECONDS", 2.0)
     if "push_service" in request.fixturenames:
         request.getfixturevalue("push_service")  # set up first, so it is closed after this

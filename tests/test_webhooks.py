@@ -101,7 +101,7 @@ def receiver():
 
 @pytest.fixture
 def fast_backoff(monkeypatch):
-    monkeypatch.setattr(taskboard, "WEBHOOK_BACKOFF_SECONDS", (0.05, 0.05))
+    monkeypatch.setattr(taskboard, "WEBHOOK_BACKOFF_BASE", 0.05)
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -338,11 +338,11 @@ def test_slack_text_cannot_mention_the_channel(api, receiver):
 
 def test_5xx_is_retried_with_backoff_and_every_attempt_is_recorded_and_published(
         client, api, receiver, live, monkeypatch):
-    monkeypatch.setattr(taskboard, "WEBHOOK_BACKOFF_SECONDS", (0.2, 0.4))
+    monkeypatch.setattr(taskboard, "WEBHOOK_BACKOFF_BASE", 0.1)  # then 4 times longer
     backoffs, sleep = [], gevent.sleep  # (seconds, attempts arrived at its start, at its end)
 
     def watched(seconds=0, *args, **kwargs):
-        if seconds not in taskboard.WEBHOOK_BACKOFF_SECONDS:
+        if seconds not in (0.1, 0.4):
             return sleep(seconds, *args, **kwargs)
         began = len(receiver.at("/flaky"))
         sleep(seconds, *args, **kwargs)
@@ -355,7 +355,7 @@ def test_5xx_is_retried_with_backoff_and_every_attempt_is_recorded_and_published
     api.task(project["id"])
     sent = receiver.wait("/flaky", 3)
     assert len({r.body for r in sent}) == 1, "every attempt sends the same payload"
-    assert backoffs == [(0.2, 1, 1), (0.4, 2, 2)], "each retry waits out its backoff first"
+    assert backoffs == [(0.1, 1, 1), (0.4, 2, 2)], "each retry waits out its backoff first"
     records = wait_deliveries(client, project, hook, 3)
     assert [(d["event"], d["attempt"], d["status"], d["ok"]) for d in records] == [
         ("task:created", 3, 200, True), ("task:created", 2, 503, False),
@@ -482,7 +482,7 @@ def test_a_hanging_target_delays_neither_other_hooks_nor_the_api(client, api, re
 
 def test_a_hook_disabled_during_backoff_gets_no_more_attempts(client, api, receiver,
                                                               monkeypatch):
-    monkeypatch.setattr(taskboard, "WEBHOOK_BACKOFF_SECONDS", (0.3, 0.3))
+    monkeypatch.setattr(taskboard, "WEBHOOK_BACKOFF_BASE", 0.3)
     project = api.project()
     hook = api.webhook(project["id"], url=receiver.url("/off"), events=["task:created"])
     api.webhook(project["id"], url=receiver.url("/control"), events=["task:created"])
