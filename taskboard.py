@@ -7691,6 +7691,7 @@ class Outbox:
     def __init__(self, table: str, column: str, take, send):
         self.table, self.column, self.take, self.send = table, column, take, send
         self.workers = {}  # target id -> its Worker
+        self.stopping = False  # what is queued from then on waits for the next start
         self.done = {}  # NOTE: target id -> the outbox id sent last: a failed delete or
         #                 a send that raises does not loop
 
@@ -7704,6 +7705,8 @@ class Outbox:
 
     def wake(self, target: int) -> None:
         """A message was queued for the target: have its worker deliver it."""
+        if self.stopping:
+            return
         if target not in self.workers:
             self.workers[target] = Worker(f"{self.table} {target}", functools.partial(
                 self.deliver_next, target), first=None)
@@ -7711,7 +7714,8 @@ class Outbox:
         self.workers[target].wake()
 
     def stop(self) -> None:
-        for worker in self.workers.values():
+        self.stopping = True  # a worker stopping yields: a message may be queued meanwhile
+        for worker in list(self.workers.values()):
             worker.stop()
 
     def deliver_next(self, target: int) -> float | None:

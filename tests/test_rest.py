@@ -147,6 +147,25 @@ def test_stopping_a_worker_lets_a_round_under_way_end_within_its_grace(grace):
     assert ended == ([True] if grace else []), "ended within its grace, else killed"
 
 
+def test_an_outbox_stopping_while_a_message_is_queued_stops_all_and_starts_none():
+    """A worker stopping yields; a message queued meanwhile (a webhook's notice from a run
+    that ends) neither breaks the stop nor starts a worker that outlives it."""
+    outbox = taskboard.Outbox("webhook_outbox", "webhook_id", lambda target, after: None,
+                              lambda *arguments: None)
+    stop = taskboard.Worker.stop
+
+    def stop_and_queue(worker):
+        outbox.wake(3)
+        stop(worker)
+    for target in (1, 2):
+        outbox.wake(target)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(taskboard.Worker, "stop", stop_and_queue)
+        outbox.stop()
+    assert sorted(outbox.workers) == [1, 2]
+    assert all(worker.greenlet.dead for worker in outbox.workers.values())
+
+
 # --- memory: the README's `python taskboard.py` -------------------------------------------
 
 def test_the_readme_command_goes_on_as_an_import_of_the_cached_module(tmp_path):
