@@ -22,14 +22,18 @@ Test:  python -m pytest
 
 One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
 
-    CONFIGURATION · ERRORS · UTILITIES · FIELDS · STORE · EVENTS · SERVICES ·
-    WEBHOOKS AND PUSH · SUPERVISORS · HTTP PLUMBING · ROUTES · WEBSOCKET · DESKTOP ROUTES ·
-    OPENAPI · BOARD TOOLS (MCP) · SIMULATED AGENT · MAIN
+    CONFIGURATION · ERRORS · UTILITIES · FIELDS ·
+    STORE · STORE: PROJECTS, HOSTS, TASKS AND RUNS · STORE: THE REST · EVENTS ·
+    SERVICES: PROJECTS AND TASKS · SERVICES: RUNS · SERVICES: GIT AND THE SOURCE HOST ·
+    SERVICES: PHONES AND WEBHOOKS · SERVICES: PLANNING, RESOURCES AND SETTINGS ·
+    SERVICES: HOSTS · AGENT OUTPUT · SUPERVISORS · MACHINES · HTTP PLUMBING · ROUTES ·
+    WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) · SIMULATED AGENT · MAIN
 
 Layers: ROUTES call SERVICES; only SERVICES change state (one transaction each, events
-published after commit; every status change through move_task()); only STORE touches
-the database; SUPERVISORS own agent processes and report through services.  The
-contract is design.md and spec/interface.md of the shared folder.
+published after commit; every status change through move_task()); only the STORE
+sections touch the database; SUPERVISORS own agent processes and report through
+services; a run's MACHINE (this one or an SSH host) is the one place it is spawned.
+The contract is design.md and spec/interface.md of the shared folder.
 """
 
 import argparse
@@ -2150,6 +2154,11 @@ def owned_rows(table: str, owner: str, **key) -> list[dict] | None:
         return list(t[table].find(order_by="id", **key))
 
 
+# =============================================================================
+# STORE: PROJECTS, HOSTS, TASKS AND RUNS
+# =============================================================================
+# The reads and writes of projects, hosts, tasks, runs and the pipeline (see STORE).
+
 # --- projects ----------------------------------------------------------------
 
 def project_row(project_id: int) -> dict | None:
@@ -2908,6 +2917,12 @@ def verifier_rejections(task_id: int) -> int:
         return t.value("SELECT COUNT(*) FROM runs WHERE task_id = ? AND kind = 'verifier' "
                        "AND status = 'rejected'", (task_id,))
 
+
+# =============================================================================
+# STORE: THE REST
+# =============================================================================
+# The reads and writes of the agent channel, attachments, resources, push, the source
+# host, plans, settings, sessions and statistics (see STORE).
 
 # --- the agent channel: approvals, messages, review comments ------------------
 
@@ -3729,10 +3744,11 @@ class LogWriter(Worker):
 
 
 # =============================================================================
-# SERVICES
+# SERVICES: PROJECTS AND TASKS
 # =============================================================================
 # The only code that changes state.  Each service validates, writes in one transaction,
 # then publishes its event after the commit.
+# The sections named SERVICES: are the services, by concern.
 
 # --- projects ----------------------------------------------------------------
 
@@ -4104,6 +4120,221 @@ def _remove_files(paths: list[str]) -> None:
         with contextlib.suppress(OSError):
             os.rmdir(os.path.dirname(os.path.join(runtime.data_dir, path)))
 
+
+# --- pipeline: queue, dependencies, sub-tasks ----------------------------------
+# The queue starts ready backlog tasks whenever something changes that could free a slot
+# or satisfy a dependency: every move, run end, new task, edge, reorder or setting.
+
+#: Parent statuses that satisfy an edge of each condition.
+CONDITIONS = {"always": ("testing", "done", "failed"), "on_success": ("testing", "done"),
+              "on_failure": ("failed",)}
+#: A task in one of these has finished, for dependencies and waves.
+FINISHED = ("testing", "done", "failed")
+
+
+def schedule_queue(project_id: int) -> None:
+    """Run the project's queue soon, once, however many changes asked for it."""
+    if project_id in runtime.queue_pending:
+        return
+    runtime.queue_pending.add(project_id)
+    scheduled_by = runtime
+
+    def tick():
+        if runtime is not scheduled_by or runtime.agents.closed:
+            return  # the board shut down meanwhile
+        runtime.queue_pending.discard(project_id)
+        try:
+            run_queue(project_id)
+        except Exception:  # a background loop: log and carry on
+            log.exception("queue of project %s failed", project_id)
+    runtime.chores.spawn(tick)
+
+
+def run_queue(project_id: int) -> list[int]:
+    """Start ready backlog tasks in queue order while the project has free slots; return
+    the ids started.  Sub-tasks of a waiting parent are started even without autoQueue."""
+    project = project_row(project_id)
+    if project is None or runtime.agents.used(project_id) >= project["max_concurrent"]:
+        return []
+    tasks, edges = queue_rows(project_id, bool(project["auto_queue"]))
+    if not tasks:
+        return []
+    limit = get_settings()["dailyCostLimit"]
+    if limit is not None and cost_since_row(local_day_start_iso()) >= limit:
+        return []  # today's agent cost reached the daily limit: start nothing new
+    states = dependency_states(tasks, edges)
+    started = []
+    limited = {a for a, until in runtime.limits.items() if until > time.time()}
+    for task in tasks:
+        if states[task["id"]][0] != "ready" or (task["agent"] or project["agent"]) in limited:
+            continue  # not ready, or its agent waits out a usage limit
+        if runtime.agents.used(project_id) >= project["max_concurrent"] or \
+                host_full(project["host_id"]):
+            break
+        try:
+            move_task(task["id"], "in_progress", manual=False, only_from="backlog",
+                      reason="started by the queue")
+        except Conflict:
+            break
+        started.append(task["id"])
+    return started
+
+
+def dependency_states(tasks: list[dict], edges: list[dict]) -> dict:
+    """For every task: ("ready" | "waiting" | "blocked", reason or None).
+
+    Each edge carries its parent's status and key (parent_status, parent_key).
+    """
+    parents = collections.defaultdict(list)
+    for edge in edges:
+        parents[edge["to_id"]].append(edge)
+    states = {}
+    for task in tasks:
+        waits, blocks = [], []
+        for edge in parents[task["id"]]:
+            status, key = edge["parent_status"], edge["parent_key"]
+            if status in CONDITIONS[edge["condition_type"]]:
+                continue
+            if status in FINISHED:
+                blocks.append(f"{key} is {status}, so its {edge['condition_type']} "
+                              "condition cannot hold")
+            else:
+                waits.append(f"{key} ({status})")
+        if blocks:
+            states[task["id"]] = ("blocked", "; ".join(blocks))
+        elif waits:
+            states[task["id"]] = ("waiting", "waits for " + ", ".join(waits))
+        else:
+            states[task["id"]] = ("ready", None)
+    return states
+
+
+def execution_waves(tasks: list[dict], edges: list[dict]) -> list[list[dict]]:
+    """Wave 0: unfinished tasks with no unfinished parents; wave n+1: those whose unfinished
+    parents are all in waves <= n.  Tasks of one wave may run in parallel."""
+    open_ids = [t["id"] for t in tasks if t["status"] not in FINISHED]
+    parents = collections.defaultdict(set)
+    for edge in edges:
+        if edge["from_id"] in open_ids and edge["to_id"] in open_ids:
+            parents[edge["to_id"]].add(edge["from_id"])
+    by_id = {t["id"]: t for t in tasks}
+    placed, waves, left = set(), [], list(open_ids)
+    while left:
+        wave = [i for i in left if parents[i] <= placed] or left  # a cycle: put it last
+        waves.append([by_id[i] for i in wave])
+        placed.update(wave)
+        left = [i for i in left if i not in placed]
+    return waves
+
+
+def settle_parent(parent_id: int | None) -> None:
+    """A parent whose agent finished waits in in_progress for its sub-tasks: it moves to
+    testing when all are in testing or done, to failed as soon as one failed."""
+    if parent_id is None:
+        return
+    parent = task_row(parent_id)
+    if parent is None or parent["status"] != "in_progress" or not parent["agent_done"]:
+        return
+    children = find_rows("tasks", parent_task_id=parent_id)
+    failed = [c["task_key"] for c in children if c["status"] == "failed"]
+    if failed:
+        _fail_task(parent_id, f"sub-task {', '.join(failed)} failed")
+    elif all(c["status"] in ("testing", "done") for c in children):
+        move_task(parent_id, "testing", manual=False, only_from="in_progress",
+                  reason="every sub-task is finished")
+
+
+def add_dependency(task_id: int, depends_on_id: int, condition: str) -> dict:
+    if not isinstance(condition, str) or condition not in CONDITIONS:
+        raise Invalid(f"conditionType {json_dumps(condition)[:40]} is not one of: "
+                      f"{', '.join(CONDITIONS)}", "conditionType")
+    edge = upsert_dependency_row(depends_on_id, task_id, condition)
+    _dependencies_changed(edge["project_id"])
+    return {"from": edge["from_id"], "to": edge["to_id"],
+            "conditionType": edge["condition_type"]}
+
+
+def remove_dependency(task_id: int, depends_on_id: int) -> dict:
+    project_id = found(delete_dependency_row(depends_on_id, task_id),
+                       f"task {task_id} does not depend on task {depends_on_id}")
+    _dependencies_changed(project_id)
+    return {"ok": True}
+
+
+def task_dependencies(task_id: int) -> dict:
+    rows = found(task_dependency_rows(task_id), f"task {task_id} not found")
+    return {"parents": [e["from_id"] for e in rows["parents"]],
+            "children": [e["to_id"] for e in rows["children"]]}
+
+
+def dependency_graph(project_id: int) -> dict:
+    tasks, edges = found(pipeline_rows(project_id), f"project {project_id} not found")
+    return {"tasks": [task_view(t) for t in tasks],
+            "edges": [{"from": e["from_id"], "to": e["to_id"],
+                       "conditionType": e["condition_type"]} for e in edges],
+            "waves": [[t["id"] for t in wave] for wave in execution_waves(tasks, edges)]}
+
+
+def waves_of(project_id: int) -> list[list[dict]]:
+    tasks, edges = found(pipeline_rows(project_id), f"project {project_id} not found")
+    return [[task_view(t) for t in wave] for wave in execution_waves(tasks, edges)]
+
+
+def pipeline_status(project_id: int) -> dict:
+    """What the pipeline is doing: the active wave, running, queued and blocked tasks."""
+    project = get_project(project_id)
+    tasks, edges = found(pipeline_rows(project_id), f"project {project_id} not found")
+    states = dependency_states(tasks, edges)
+    waves = execution_waves(tasks, edges)
+    wave_of = {t["id"]: n for n, wave in enumerate(waves) for t in wave}
+    running = [t for t in tasks if t["status"] == "in_progress"]
+    backlog = [t for t in tasks if t["status"] == "backlog"]
+    queue_on = bool(project["autoQueue"])
+    return {
+        "projectId": project_id, "autoQueue": project["autoQueue"],
+        "maxConcurrent": project["maxConcurrent"],
+        "slotsUsed": runtime.agents.used(project_id),
+        "activeWave": min((wave_of[t["id"]] for t in running + backlog), default=None),
+        "waves": [[t["id"] for t in wave] for wave in waves],
+        "running": [{"taskId": t["id"], "taskKey": t["task_key"],
+                     "isRunning": runtime.agents.holds(t["id"]),
+                     "awaitingSubtasks": bool(t["agent_done"])} for t in running],
+        "queued": [{"taskId": t["id"], "taskKey": t["task_key"],
+                    "reason": "starts when a slot is free"
+                    if queue_on and (not t["source"] or t["released"])
+                    else "autoQueue is off, or the task was imported and waits for you to "
+                         "move or edit it"}
+                   for t in backlog if states[t["id"]][0] == "ready"],
+        "blocked": [{"taskId": t["id"], "taskKey": t["task_key"],
+                     "state": states[t["id"]][0], "reason": states[t["id"]][1]}
+                    for t in backlog if states[t["id"]][0] != "ready"],
+    }
+
+
+def reorder_queue(project_id: int, task_ids) -> dict:
+    if not isinstance(task_ids, list) or not task_ids or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 < i < 2**63
+            for i in task_ids):
+        raise Invalid("taskIds must be a non-empty array of task ids", "taskIds")
+    if len(set(task_ids)) != len(task_ids):
+        raise Invalid("taskIds must not repeat a task", "taskIds")
+    rows = found(reorder_rows(project_id, task_ids), f"project {project_id} not found")
+    for row in rows:
+        _publish_task(row)
+    schedule_queue(project_id)
+    return {"ok": True}
+
+
+def _dependencies_changed(project_id: int) -> None:
+    runtime.events.publish("dependencies:updated", {"projectId": project_id}, project_id)
+    schedule_queue(project_id)
+
+
+# =============================================================================
+# SERVICES: RUNS
+# =============================================================================
+# An agent run from start to end (AgentRun in SUPERVISORS owns its process), the two-way
+# channel of a running agent, and the verifier.
 
 # --- runs ----------------------------------------------------------------------
 
@@ -4619,214 +4850,372 @@ def git_head(cwd: str) -> str | None:
     return out.strip() or None if code == 0 else None
 
 
-# --- pipeline: queue, dependencies, sub-tasks ----------------------------------
-# The queue starts ready backlog tasks whenever something changes that could free a slot
-# or satisfy a dependency: every move, run end, new task, edge, reorder or setting.
+# --- talking to a running agent (design §12) ------------------------------------
 
-#: Parent statuses that satisfy an edge of each condition.
-CONDITIONS = {"always": ("testing", "done", "failed"), "on_success": ("testing", "done"),
-              "on_failure": ("failed",)}
-#: A task in one of these has finished, for dependencies and waves.
-FINISHED = ("testing", "done", "failed")
+def run_channel(project: dict) -> dict:
+    """What a task run's channel needs to know of its project."""
+    command = project["stop_check_command"].strip()
+    return {"auto_allow": project["permission_mode"] == "auto-accept",
+            "approval_timeout_minutes": project["approval_timeout_minutes"],
+            "stop_check": (command, project["stop_check_max_blocks"]) if command else None}
 
 
-def schedule_queue(project_id: int) -> None:
-    """Run the project's queue soon, once, however many changes asked for it."""
-    if project_id in runtime.queue_pending:
+def user_turn(text: str) -> dict:
+    return {"type": "user", "message": {"role": "user", "content": text}}
+
+
+def agent_request(run: "AgentRun", event: dict) -> None:
+    """A control request from the agent: a tool approval or question, the stop check's
+    hook, or a kind the board does not know (answered with an error; the run goes on)."""
+    request, request_id = _dict(event.get("request")), event.get("request_id")
+    subtype = request.get("subtype")
+    if subtype == "can_use_tool":
+        ask_person(run, request_id, request)  # in the reader: one hop less to the person
+    elif subtype == "hook_callback" and request.get("callback_id") == "stop_check" \
+            and run.channel["stop_check"]:
+        run.helpers.append(gevent.spawn(stop_check, run, request_id))
+    else:
+        run.respond(request_id, error=f"unsupported control request {subtype!r}")
+        runtime.logs.append(run.task_id, "system", "the agent sent a control request the "
+                            f"board does not know ({_cut(str(subtype), 80)}): refused",
+                            run.run_id, is_error=True)
+
+
+def ask_person(run: "AgentRun", request_id, request: dict) -> None:
+    """Store a can_use_tool request and ask a person, or allow it by auto-accept (never a
+    question: questions always go to a person)."""
+    tool = _cut(str(request.get("tool_name") or "tool"), 200)
+    tool_input = _dict(request.get("input"))
+    kind = "question" if tool == "AskUserQuestion" else "tool"
+    by_rule = run.channel["auto_allow"] and kind == "tool"
+    notice = Notice("task:needs_input")
+    stored = insert_approval_row({
+        "task_id": run.task_id, "project_id": run.project_id, "run_id": run.run_id,
+        "request_id": str(request_id), "kind": kind, "tool_name": tool,
+        "input_json": json_dumps(tool_input),
+        "suggestions_json": json_dumps(request.get("permission_suggestions") or []),
+        **({"status": "allowed", "decided_by": "rule", "decided_at": now_iso()}
+           if by_rule else {})}, notice)
+    if stored is None:  # the task was deleted meanwhile
+        run.respond(request_id, {"behavior": "deny", "message": "The task was deleted.",
+                                 "interrupt": True})
         return
-    runtime.queue_pending.add(project_id)
+    approval, task = stored
+    if by_rule:
+        run.respond(request_id, {"behavior": "allow", "updatedInput": tool_input})
+        runtime.events.publish("approval:resolved", approval_view(approval), run.project_id)
+        return
+    run.waiting.add(approval["id"])
+    what = "a question" if kind == "question" else f"{tool}: {tool_summary(tool_input)}"
+    runtime.logs.append(run.task_id, "system", f"waiting for you: {what}", run.run_id)
+    runtime.events.publish("approval:requested", approval_view(approval), run.project_id)
+    _publish_task(task)
+    announce(notice)
+    push_request(approval, task)
+    minutes = run.channel["approval_timeout_minutes"]
+    if minutes:
+        run.helpers.append(gevent.spawn_later(minutes * SECONDS_PER_MINUTE,
+                                              _approval_timed_out, approval["id"], minutes))
+
+
+def _approval_timed_out(approval_id: int, minutes: int) -> None:
+    with contextlib.suppress(Conflict, NotFound):
+        decide_approval(approval_id, {"decision": "deny", "message": f"Nobody answered within "
+                                      f"{minutes} minutes (approvalTimeoutMinutes): denied."},
+                        decided_by="timeout")
+
+
+def approval_view(row: dict) -> dict:
+    return render(APPROVAL_FIELDS, row)
+
+
+def list_approvals(status: str | None = None) -> list[dict]:
+    """Every task's approvals, oldest first (?status=pending: the inbox)."""
+    if status is not None and status not in APPROVAL_STATUSES:
+        raise Invalid(f"status {status[:40]!r} is not one of: {', '.join(APPROVAL_STATUSES)}",
+                      "status")
+    return [approval_view(r) for r in approval_rows(status=status)]
+
+
+def task_approvals(task_id: int) -> list[dict]:
+    return [approval_view(r) for r in found(approval_rows(task_id), f"task {task_id} not found")]
+
+
+def decide_approval(approval_id: int, body, decided_by: str = "person") -> dict:
+    """Answer a pending request, exactly once (409 when it is no longer pending): allow,
+    with a question's answers and the rules to remember, or deny with a message."""
+    before = find_row("approvals", id=approval_id)
+    values = validate_known(lambda: found(before, f"approval {approval_id} not found"),
+                            DECISION_FIELDS, body)
+    found(before, f"approval {approval_id} not found")
+    tool_input, remember = json.loads(before["input_json"]), values.get("remember")
+    if remember and values["decision"] != "allow":
+        raise Invalid(f"remember {remember!r} goes with allow, not deny", "remember")
+    message = None
+    if values["decision"] == "allow":
+        if before["kind"] == "question":
+            tool_input = {**tool_input, "answers": _answers(tool_input, values.get("answers"))}
+        response = {"behavior": "allow", "updatedInput": tool_input}
+        if remember and before["kind"] == "tool":
+            response["updatedPermissions"] = [
+                {**s, "destination": "session"}
+                for s in json.loads(before["suggestions_json"]) if isinstance(s, dict)]
+    else:
+        message = values.get("message", "").strip() or (
+            "The person did not answer." if before["kind"] == "question"
+            else "The person denied this tool call.")
+        response = {"behavior": "deny", "message": message, "interrupt": False}
+    status = "allowed" if values["decision"] == "allow" else "denied"
+    approval, task = found(decide_approval_row(approval_id, {
+        "status": status, "decided_by": decided_by, "message": message}),
+        f"approval {approval_id} not found")
+    if task is None:
+        raise Conflict(f"approval {approval_id} is no longer pending (it is "
+                       f"{approval['status']})", "id")
+    run = runtime.agents.runs.get(approval["task_id"])
+    if run is not None and run.run_id == approval["run_id"]:
+        run.waiting.discard(approval_id)
+        run.respond(approval["request_id"], response)
+    if remember == "project" and approval["kind"] == "tool":
+        _remember_for_project(approval)
+    if approval["kind"] == "question" and status == "allowed":  # as the agent got it
+        what = f"answered by {decided_by}: " + "; ".join(
+            f"{q} → {a}" for q, a in _dict(tool_input.get("answers")).items())
+    elif approval["kind"] == "question":
+        what = f"question left unanswered by {decided_by}"
+    else:
+        what = f"{status} by {decided_by}: {approval['tool_name']}"
+    runtime.logs.append(approval["task_id"], "system", what + (
+        f" — {message}" if message else ""), approval["run_id"])
+    runtime.events.publish("approval:resolved", approval_view(approval),
+                           approval["project_id"])
+    _publish_task(task)
+    push_answered(approval)
+    return approval_view(approval)
+
+
+def _answers(tool_input: dict, answers) -> dict:
+    """{question: answer} for every question asked: a label, labels joined by ", ", or the
+    person's own text."""
+    if not isinstance(answers, dict):
+        raise Invalid("answers must be an object of {question: answer}", "answers")
+    out = {}
+    for question in (_dict(q).get("question") for q in tool_input.get("questions") or []):
+        value = answers.get(question)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = ", ".join(v.strip() for v in value if v.strip())
+        if not isinstance(value, str) or not value.strip():
+            raise Invalid(f"answers has no answer for {str(question)[:80]!r}", "answers")
+        out[question] = value.strip()
+    return out
+
+
+def _remember_for_project(approval: dict) -> None:
+    """Append the rules the CLI suggested to the project's allowedTools."""
+    rules = []
+    for suggestion in json.loads(approval["suggestions_json"]):
+        for rule in _dict(suggestion).get("rules") or []:
+            name, content = _dict(rule).get("toolName"), _dict(rule).get("ruleContent")
+            text = f"{name}({content})" if content else name
+            if isinstance(text, str) and text.strip() and "," not in text:
+                rules.append(text.strip())
+    row = add_allowed_tools_row(approval["project_id"], rules)
+    if row is not None:
+        runtime.events.publish("project:updated", project_view(row), row["id"])
+
+
+def expire_requests(run_id: int | None = None) -> None:
+    """The run ended (default: the server restarted): its pending requests expire."""
+    for approval, task in expire_approval_rows(run_id):
+        runtime.events.publish("approval:resolved", approval_view(approval),
+                               approval["project_id"])
+        _publish_task(task)
+        push_answered(approval)
+
+
+# --- verifier (autoTest) -----------------------------------------------------------
+# autoTest: a read-only run of the same CLI checks the work and ends with a JSON verdict.
+
+#: Tools the verifier may use without asking (Claude Code's permission rule syntax).
+#: `Bash(x:*)` grants any command `x …` whatever options follow (not `a && b`, and a
+#: redirection is a file write, never granted), so only commands with no option that writes
+#: or runs a program get one: not `find` (-delete, -exec), `rg` (--pre), `tree` (-o) nor
+#: `git log/show/diff` (--output), which get exact rules.  The test and build commands run
+#: the project's code by intent: judging the work needs them.  tests/test_verifier.py tries
+#: to write through every other rule.
+VERIFIER_TOOLS = (
+    "Read", "Grep", "Glob", "Bash(ls:*)", "Bash(cat:*)", "Bash(head:*)", "Bash(tail:*)",
+    "Bash(wc:*)", "Bash(grep:*)", "Bash(git status:*)", "Bash(git ls-files:*)",
+    "Bash(git log --oneline -n 30)", "Bash(git show HEAD)", "Bash(git diff)",
+    "Bash(git diff HEAD)",
+    "Bash(pytest:*)", "Bash(python -m pytest:*)", "Bash(python3 -m pytest:*)",
+    "Bash(npm test:*)", "Bash(npm run test:*)", "Bash(npm run build:*)", "Bash(make test:*)",
+    "Bash(make check:*)", "Bash(cargo test:*)", "Bash(cargo build:*)", "Bash(go test:*)",
+    "Bash(go build:*)", "Bash(mvn test:*)", "Bash(./gradlew test:*)", "Bash(tox:*)")
+#: After this many automatic revisions the task waits in testing for a person.
+MAX_AUTO_REVISIONS = 3
+
+
+def start_verifier(task_id: int) -> None:
+    """Start the verifier for a task that just entered testing (autoTest projects)."""
+    context = run_context_rows(task_id)
+    if context is None or context["task"]["status"] != "testing":
+        return
+    task, project, host = context["task"], context["project"], context["host"]
+    if not project["auto_test"] or runtime.agents.verifiers.get(task_id):
+        return
+    machine = machine_of(host)
+    agent, command, missing = run_agent(project, task["agent"], machine)
+    try:
+        machine.ready()
+    except HostDown as exc:
+        missing = f"host {host['name']!r} cannot be reached ({exc})"
+    if missing:
+        runtime.logs.append(task_id, "system", f"the verifier cannot run: {missing};"
+                            " the task waits in testing", is_error=True)
+        return
+    until = agent_limited_until(agent)
+    if until is not None:
+        _verify_after_limit(task_id, until, last_move_row(task_id))
+        return
+    if task["waiting_until"]:
+        _publish_task(update_task_row(task_id, {"waiting_until": None}))
+    diff = task_diff(task_id)
+    cwd = machine.review_cwd(task, project)
+    prompt = verifier_prompt(task, project, diff)
+    invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
+                                prompt, ["--tools", "Read,Grep,Glob,Bash", "--allowedTools",
+                                         *VERIFIER_TOOLS], mode="read-only", task_id=task_id,
+                                command=command)
+    simulated = command is SIMULATED_AGENT
+    run_id = insert_run_row({"task_id": task_id, "project_id": project["id"],
+                             "kind": "verifier", "agent": agent, "model": task["model"],
+                             "cwd": cwd, "head_start": machine.head(cwd),
+                             "host_id": (machine.host or {}).get("id"),
+                             "simulated": simulated})
+    run = machine.agent_run(task_id, project["id"], run_id, prompt, invocation,
+                            model=task["model"], on_finish=finish_verifier)
+    model = adapt_run(run, agent, task["model"], simulated=simulated)
+    run.moves_before = last_move_row(task_id)
+    runtime.logs.append(task_id, "system", f"the verifier checks the work (autoTest; {agent}, "
+                        f"{model}, read-only)", run_id)
+    try:
+        runtime.agents.launch_verifier(run)
+    except OSError as exc:
+        update_run_row(run_id, {"status": "failed", "error": str(exc), "ended_at": now_iso()})
+        runtime.logs.append(task_id, "system", f"the verifier could not start: {exc}; the "
+                            "task waits in testing", run_id, is_error=True)
+
+
+def finish_verifier(run: "AgentRun") -> None:
+    """Act on the verifier's verdict, unless the task was moved while it worked."""
+    runtime.logs.flush([run.task_id])
+    runtime.agents.forget(run)
+    outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
+    verdict, problem = parse_verdict(run.parser.texts) if outcome == "ok" else (None, reason)
+    status = {"approve": "approved", "reject": "rejected"}[verdict["verdict"]] if verdict \
+        else "failed"
+    finish_run_rows(run.run_id, {
+        "status": "stopped" if outcome in ("stopped", "interrupted") else status,
+        "exit_code": run.exit_code, "error": problem, **run.usage_columns()}, {})
+    publish_host_runs(run)
+    check_budget()
+    until = limit_resets(run.parser) if outcome == "wait" else None
+    if until is not None:
+        set_agent_limit(run_agent_row(run.run_id), until, problem)
+    task = task_row(run.task_id)
+    if task is None or outcome in ("stopped", "interrupted"):
+        return
+    if task["status"] != "testing" or last_move_row(run.task_id) != run.moves_before:
+        runtime.logs.append(run.task_id, "system", "the verifier's verdict is ignored: the "
+                            "task was moved meanwhile", run.run_id)
+        return
+    if until is not None:
+        _verify_after_limit(run.task_id, until, run.moves_before, run.run_id)
+        return
+    if verdict is None:
+        runtime.logs.append(run.task_id, "system", f"no verdict from the verifier ({problem}); "
+                            "the task waits in testing", run.run_id, is_error=True)
+        _publish_task(task)
+        return
+    summary = verdict.get("summary") or ""
+    if verdict["verdict"] == "approve":
+        move_task(run.task_id, "done", manual=False, only_from="testing",
+                  reason=f"approved by the verifier: {summary}"[:500])
+    elif verifier_rejections(run.task_id) > MAX_AUTO_REVISIONS:
+        runtime.logs.append(run.task_id, "system", f"the verifier rejected the work again "
+                            f"({summary}); after {MAX_AUTO_REVISIONS} automatic revisions the "
+                            "task waits in testing for you", run.run_id, is_error=True)
+    else:
+        feedback = verdict.get("feedback") or summary or "The verifier rejected the work."
+        runtime.logs.append(run.task_id, "system", f"the verifier rejected the work: {summary}",
+                            run.run_id, is_error=True)
+        request_changes(run.task_id, f"[verifier] {feedback}")
+
+
+def _verify_after_limit(task_id: int, until: float, moves_before, run_id=None) -> None:
+    """The verifier's agent is at its usage limit: the task shows when the verifier checks
+    the work, and it does then, unless the task was moved meanwhile (a restart re-arms it:
+    verify_waiting_tasks)."""
+    at = iso_at(until)
+    runtime.logs.append(task_id, "system", f"the verifier's agent is at its usage limit; it "
+                        f"checks the work at {at}", run_id, is_error=True)
+    _publish_task(update_task_row(task_id, {"waiting_until": at}))
     scheduled_by = runtime
 
-    def tick():
-        if runtime is not scheduled_by or runtime.agents.closed:
-            return  # the board shut down meanwhile
-        runtime.queue_pending.discard(project_id)
+    def verify():
+        if runtime is not scheduled_by or last_move_row(task_id) != moves_before:
+            return  # a restart (which re-arms it), or the task moved on
         try:
-            run_queue(project_id)
-        except Exception:  # a background loop: log and carry on
-            log.exception("queue of project %s failed", project_id)
-    runtime.chores.spawn(tick)
+            start_verifier(task_id)
+        except Exception:  # a background timer: log and carry on
+            log.exception("task %s: the verifier could not start", task_id)
+    runtime.greenlets = [g for g in runtime.greenlets if not g.dead]
+    runtime.greenlets.append(gevent.spawn_later(_seconds_until(until), verify))
 
 
-def run_queue(project_id: int) -> list[int]:
-    """Start ready backlog tasks in queue order while the project has free slots; return
-    the ids started.  Sub-tasks of a waiting parent are started even without autoQueue."""
-    project = project_row(project_id)
-    if project is None or runtime.agents.used(project_id) >= project["max_concurrent"]:
-        return []
-    tasks, edges = queue_rows(project_id, bool(project["auto_queue"]))
-    if not tasks:
-        return []
-    limit = get_settings()["dailyCostLimit"]
-    if limit is not None and cost_since_row(local_day_start_iso()) >= limit:
-        return []  # today's agent cost reached the daily limit: start nothing new
-    states = dependency_states(tasks, edges)
-    started = []
-    limited = {a for a, until in runtime.limits.items() if until > time.time()}
-    for task in tasks:
-        if states[task["id"]][0] != "ready" or (task["agent"] or project["agent"]) in limited:
-            continue  # not ready, or its agent waits out a usage limit
-        if runtime.agents.used(project_id) >= project["max_concurrent"] or \
-                host_full(project["host_id"]):
-            break
-        try:
-            move_task(task["id"], "in_progress", manual=False, only_from="backlog",
-                      reason="started by the queue")
-        except Conflict:
-            break
-        started.append(task["id"])
-    return started
+def verify_waiting_tasks() -> None:
+    """At start-up: the tasks in testing whose verifier waited for a usage limit."""
+    for task in waiting_verifier_rows():
+        _verify_after_limit(task["id"], parse_iso(task["waiting_until"]).timestamp(),
+                            last_move_row(task["id"]))
 
 
-def dependency_states(tasks: list[dict], edges: list[dict]) -> dict:
-    """For every task: ("ready" | "waiting" | "blocked", reason or None).
-
-    Each edge carries its parent's status and key (parent_status, parent_key).
-    """
-    parents = collections.defaultdict(list)
-    for edge in edges:
-        parents[edge["to_id"]].append(edge)
-    states = {}
-    for task in tasks:
-        waits, blocks = [], []
-        for edge in parents[task["id"]]:
-            status, key = edge["parent_status"], edge["parent_key"]
-            if status in CONDITIONS[edge["condition_type"]]:
-                continue
-            if status in FINISHED:
-                blocks.append(f"{key} is {status}, so its {edge['condition_type']} "
-                              "condition cannot hold")
-            else:
-                waits.append(f"{key} ({status})")
-        if blocks:
-            states[task["id"]] = ("blocked", "; ".join(blocks))
-        elif waits:
-            states[task["id"]] = ("waiting", "waits for " + ", ".join(waits))
-        else:
-            states[task["id"]] = ("ready", None)
-    return states
+def parse_verdict(texts) -> tuple[dict | None, str | None]:
+    """The last fenced JSON block of the verifier's text: (verdict, None) or (None, why)."""
+    try:
+        verdict = last_json_block("\n".join(texts), "its")
+    except Invalid as exc:
+        return None, exc.message
+    if not isinstance(verdict, dict) or verdict.get("verdict") not in ("approve", "reject"):
+        return None, 'its JSON block has no "verdict" of "approve" or "reject"'
+    return verdict, None
 
 
-def execution_waves(tasks: list[dict], edges: list[dict]) -> list[list[dict]]:
-    """Wave 0: unfinished tasks with no unfinished parents; wave n+1: those whose unfinished
-    parents are all in waves <= n.  Tasks of one wave may run in parallel."""
-    open_ids = [t["id"] for t in tasks if t["status"] not in FINISHED]
-    parents = collections.defaultdict(set)
-    for edge in edges:
-        if edge["from_id"] in open_ids and edge["to_id"] in open_ids:
-            parents[edge["to_id"]].add(edge["from_id"])
-    by_id = {t["id"]: t for t in tasks}
-    placed, waves, left = set(), [], list(open_ids)
-    while left:
-        wave = [i for i in left if parents[i] <= placed] or left  # a cycle: put it last
-        waves.append([by_id[i] for i in wave])
-        placed.update(wave)
-        left = [i for i in left if i not in placed]
-    return waves
+def verifier_prompt(task: dict, project: dict, diff: dict) -> str:
+    stats = diff["stats"]
+    changes = diff["diff"][:20_000] + ("\n… (cut)" if len(diff["diff"]) > 20_000 else "")
+    parts = [
+        f"You are reviewing the work done on task {task['task_key']}: {task['title']}.",
+        "Do not change any file. Read the changes, build the project and run its tests "
+        "where you can, and judge whether the task is done.",
+        "## Task\n" + (task["description"].strip() or "(no description)"),
+        "## Acceptance criteria\n" + (task["acceptance_criteria"].strip() or "(none given)")]
+    if project["test_prompt"]:
+        parts.append("## How to test this project\n" + project["test_prompt"])
+    parts.append(f"## Changes ({stats['files']} files, +{stats['insertions']} "
+                 f"-{stats['deletions']})\n```diff\n{changes}\n```")
+    parts.append('End your answer with exactly one fenced JSON block:\n```json\n'
+                 '{"verdict": "approve" or "reject", "summary": "one sentence", '
+                 '"feedback": "what must change, when you reject"}\n```')
+    return "\n\n".join(parts) + "\n"
 
 
-def settle_parent(parent_id: int | None) -> None:
-    """A parent whose agent finished waits in in_progress for its sub-tasks: it moves to
-    testing when all are in testing or done, to failed as soon as one failed."""
-    if parent_id is None:
-        return
-    parent = task_row(parent_id)
-    if parent is None or parent["status"] != "in_progress" or not parent["agent_done"]:
-        return
-    children = find_rows("tasks", parent_task_id=parent_id)
-    failed = [c["task_key"] for c in children if c["status"] == "failed"]
-    if failed:
-        _fail_task(parent_id, f"sub-task {', '.join(failed)} failed")
-    elif all(c["status"] in ("testing", "done") for c in children):
-        move_task(parent_id, "testing", manual=False, only_from="in_progress",
-                  reason="every sub-task is finished")
-
-
-def add_dependency(task_id: int, depends_on_id: int, condition: str) -> dict:
-    if not isinstance(condition, str) or condition not in CONDITIONS:
-        raise Invalid(f"conditionType {json_dumps(condition)[:40]} is not one of: "
-                      f"{', '.join(CONDITIONS)}", "conditionType")
-    edge = upsert_dependency_row(depends_on_id, task_id, condition)
-    _dependencies_changed(edge["project_id"])
-    return {"from": edge["from_id"], "to": edge["to_id"],
-            "conditionType": edge["condition_type"]}
-
-
-def remove_dependency(task_id: int, depends_on_id: int) -> dict:
-    project_id = found(delete_dependency_row(depends_on_id, task_id),
-                       f"task {task_id} does not depend on task {depends_on_id}")
-    _dependencies_changed(project_id)
-    return {"ok": True}
-
-
-def task_dependencies(task_id: int) -> dict:
-    rows = found(task_dependency_rows(task_id), f"task {task_id} not found")
-    return {"parents": [e["from_id"] for e in rows["parents"]],
-            "children": [e["to_id"] for e in rows["children"]]}
-
-
-def dependency_graph(project_id: int) -> dict:
-    tasks, edges = found(pipeline_rows(project_id), f"project {project_id} not found")
-    return {"tasks": [task_view(t) for t in tasks],
-            "edges": [{"from": e["from_id"], "to": e["to_id"],
-                       "conditionType": e["condition_type"]} for e in edges],
-            "waves": [[t["id"] for t in wave] for wave in execution_waves(tasks, edges)]}
-
-
-def waves_of(project_id: int) -> list[list[dict]]:
-    tasks, edges = found(pipeline_rows(project_id), f"project {project_id} not found")
-    return [[task_view(t) for t in wave] for wave in execution_waves(tasks, edges)]
-
-
-def pipeline_status(project_id: int) -> dict:
-    """What the pipeline is doing: the active wave, running, queued and blocked tasks."""
-    project = get_project(project_id)
-    tasks, edges = found(pipeline_rows(project_id), f"project {project_id} not found")
-    states = dependency_states(tasks, edges)
-    waves = execution_waves(tasks, edges)
-    wave_of = {t["id"]: n for n, wave in enumerate(waves) for t in wave}
-    running = [t for t in tasks if t["status"] == "in_progress"]
-    backlog = [t for t in tasks if t["status"] == "backlog"]
-    queue_on = bool(project["autoQueue"])
-    return {
-        "projectId": project_id, "autoQueue": project["autoQueue"],
-        "maxConcurrent": project["maxConcurrent"],
-        "slotsUsed": runtime.agents.used(project_id),
-        "activeWave": min((wave_of[t["id"]] for t in running + backlog), default=None),
-        "waves": [[t["id"] for t in wave] for wave in waves],
-        "running": [{"taskId": t["id"], "taskKey": t["task_key"],
-                     "isRunning": runtime.agents.holds(t["id"]),
-                     "awaitingSubtasks": bool(t["agent_done"])} for t in running],
-        "queued": [{"taskId": t["id"], "taskKey": t["task_key"],
-                    "reason": "starts when a slot is free"
-                    if queue_on and (not t["source"] or t["released"])
-                    else "autoQueue is off, or the task was imported and waits for you to "
-                         "move or edit it"}
-                   for t in backlog if states[t["id"]][0] == "ready"],
-        "blocked": [{"taskId": t["id"], "taskKey": t["task_key"],
-                     "state": states[t["id"]][0], "reason": states[t["id"]][1]}
-                    for t in backlog if states[t["id"]][0] != "ready"],
-    }
-
-
-def reorder_queue(project_id: int, task_ids) -> dict:
-    if not isinstance(task_ids, list) or not task_ids or not all(
-            isinstance(i, int) and not isinstance(i, bool) and 0 < i < 2**63
-            for i in task_ids):
-        raise Invalid("taskIds must be a non-empty array of task ids", "taskIds")
-    if len(set(task_ids)) != len(task_ids):
-        raise Invalid("taskIds must not repeat a task", "taskIds")
-    rows = found(reorder_rows(project_id, task_ids), f"project {project_id} not found")
-    for row in rows:
-        _publish_task(row)
-    schedule_queue(project_id)
-    return {"ok": True}
-
-
-def _dependencies_changed(project_id: int) -> None:
-    runtime.events.publish("dependencies:updated", {"projectId": project_id}, project_id)
-    schedule_queue(project_id)
-
+# =============================================================================
+# SERVICES: GIT AND THE SOURCE HOST
+# =============================================================================
+# Branches and worktrees, commits and diffs, pull requests and issues, and the follower
+# of open pull requests.
 
 # --- git and the source host -----------------------------------------------------
 # With autoBranch each task works in its own worktree and branch (design §10); git runs one
@@ -5633,256 +6022,10 @@ def git_host_event(raw: bytes, signature: str | None) -> dict:
     return {"ok": True, "pullRequests": woken}
 
 
-# --- desktop commands --------------------------------------------------------------
-# The spec's desktop-only commands; routes in DESKTOP ROUTES answer only local callers.
-
-#: The largest diff get_task_diff returns; the rest is cut with a marker.
-MAX_DIFF_BYTES = 2 * 1024 * 1024
-#: At most this many new (untracked) files are shown in a task's diff.
-MAX_NEW_FILES = 200
-#: The agent-instructions file the default agent CLI reads.
-AGENT_MD = "CLAUDE.md"
-#: At most this much of it is passed to a run in a worktree (an argument, not a file).
-MAX_INSTRUCTIONS_CHARS = 100_000
-
-
-def stop_task(task_id: int) -> dict:
-    """Kill the task's agent (its whole process group) and put it back in the backlog."""
-    task = get_task(task_id)
-    if task["status"] != "in_progress":
-        raise Conflict(f"task {task_id} is not in progress (it is {task['status']})", "id")
-    return move_task(task_id, "backlog", reason="stopped by hand")
-
-
-def restart_task(task_id: int, mcp_port: int | None = None) -> dict:
-    """Stop any agent of the task and start a fresh session (no resume)."""
-    task = get_task(task_id)
-    if task["status"] != "in_progress":
-        return move_task(task_id, "in_progress", reason="restarted",
-                         run_options={"mcp_port": mcp_port})
-    runtime.agents.stop(task_id)
-    runtime.logs.append(task_id, "system", "restarted by hand: a fresh session")
-    notice = Notice("task:started", reason="restarted")
-    queue_notice(notice, task_id)
-    announce(notice)
-    if runtime.agents.reserve(task_id, task["project_id"], None):
-        start_run(task_id, mcp_port=mcp_port)
-    return get_task(task_id)
-
-
-def request_changes(task_id: int, feedback, mcp_port: int | None = None,
-                    sent: dict | None = None) -> dict:
-    """Record a revision and have the agent work on the feedback: its own session resumed
-    with the feedback as the prompt, else a fresh one with every revision in the prompt.
-    `sent`: the signals of its pull request that this sends back (see send_pr_back)."""
-    if not isinstance(feedback, str) or not feedback.strip():
-        raise Invalid("feedback must be a non-empty string", "feedback")
-    task = get_task(task_id)
-    if task["status"] == "backlog":
-        raise Conflict(f"task {task_id} is in the backlog: start it instead", "id")
-    if task["status"] != "in_progress" and not runtime.agents.holds(task_id):
-        slot = found(task_slot_row(task_id), f"task {task_id} not found")
-        runtime.agents.check_free(slot["project_id"], slot["max_concurrent"], slot["slug"])
-    runtime.agents.stop(task_id)
-    notice = Notice("task:changes_requested", feedback=feedback.strip())
-    task = insert_revision_row(task_id, feedback.strip(), notice, sent)
-    if task is None and sent and task_row(task_id):
-        raise Conflict(f"task {task_id} is no longer done")
-    task = found(task, f"task {task_id} not found")
-    _publish_task(task)
-    announce(notice)
-    options = {"resume": True, "prompt": feedback.strip(), "mcp_port": mcp_port}
-    if task["status"] != "in_progress":
-        return move_task(task_id, "in_progress", reason="the pull request needs changes"
-                         if sent else "changes requested", run_options=options, event=None,
-                         only_from="done" if sent else None)
-    if runtime.agents.reserve(task_id, task["project_id"], None):
-        start_run(task_id, **options)
-    return get_task(task_id)
-
-
-# --- talking to a running agent (design §12) ------------------------------------
-
-def run_channel(project: dict) -> dict:
-    """What a task run's channel needs to know of its project."""
-    command = project["stop_check_command"].strip()
-    return {"auto_allow": project["permission_mode"] == "auto-accept",
-            "approval_timeout_minutes": project["approval_timeout_minutes"],
-            "stop_check": (command, project["stop_check_max_blocks"]) if command else None}
-
-
-def user_turn(text: str) -> dict:
-    return {"type": "user", "message": {"role": "user", "content": text}}
-
-
-def agent_request(run: "AgentRun", event: dict) -> None:
-    """A control request from the agent: a tool approval or question, the stop check's
-    hook, or a kind the board does not know (answered with an error; the run goes on)."""
-    request, request_id = _dict(event.get("request")), event.get("request_id")
-    subtype = request.get("subtype")
-    if subtype == "can_use_tool":
-        ask_person(run, request_id, request)  # in the reader: one hop less to the person
-    elif subtype == "hook_callback" and request.get("callback_id") == "stop_check" \
-            and run.channel["stop_check"]:
-        run.helpers.append(gevent.spawn(stop_check, run, request_id))
-    else:
-        run.respond(request_id, error=f"unsupported control request {subtype!r}")
-        runtime.logs.append(run.task_id, "system", "the agent sent a control request the "
-                            f"board does not know ({_cut(str(subtype), 80)}): refused",
-                            run.run_id, is_error=True)
-
-
-def ask_person(run: "AgentRun", request_id, request: dict) -> None:
-    """Store a can_use_tool request and ask a person, or allow it by auto-accept (never a
-    question: questions always go to a person)."""
-    tool = _cut(str(request.get("tool_name") or "tool"), 200)
-    tool_input = _dict(request.get("input"))
-    kind = "question" if tool == "AskUserQuestion" else "tool"
-    by_rule = run.channel["auto_allow"] and kind == "tool"
-    notice = Notice("task:needs_input")
-    stored = insert_approval_row({
-        "task_id": run.task_id, "project_id": run.project_id, "run_id": run.run_id,
-        "request_id": str(request_id), "kind": kind, "tool_name": tool,
-        "input_json": json_dumps(tool_input),
-        "suggestions_json": json_dumps(request.get("permission_suggestions") or []),
-        **({"status": "allowed", "decided_by": "rule", "decided_at": now_iso()}
-           if by_rule else {})}, notice)
-    if stored is None:  # the task was deleted meanwhile
-        run.respond(request_id, {"behavior": "deny", "message": "The task was deleted.",
-                                 "interrupt": True})
-        return
-    approval, task = stored
-    if by_rule:
-        run.respond(request_id, {"behavior": "allow", "updatedInput": tool_input})
-        runtime.events.publish("approval:resolved", approval_view(approval), run.project_id)
-        return
-    run.waiting.add(approval["id"])
-    what = "a question" if kind == "question" else f"{tool}: {tool_summary(tool_input)}"
-    runtime.logs.append(run.task_id, "system", f"waiting for you: {what}", run.run_id)
-    runtime.events.publish("approval:requested", approval_view(approval), run.project_id)
-    _publish_task(task)
-    announce(notice)
-    push_request(approval, task)
-    minutes = run.channel["approval_timeout_minutes"]
-    if minutes:
-        run.helpers.append(gevent.spawn_later(minutes * SECONDS_PER_MINUTE,
-                                              _approval_timed_out, approval["id"], minutes))
-
-
-def _approval_timed_out(approval_id: int, minutes: int) -> None:
-    with contextlib.suppress(Conflict, NotFound):
-        decide_approval(approval_id, {"decision": "deny", "message": f"Nobody answered within "
-                                      f"{minutes} minutes (approvalTimeoutMinutes): denied."},
-                        decided_by="timeout")
-
-
-def approval_view(row: dict) -> dict:
-    return render(APPROVAL_FIELDS, row)
-
-
-def list_approvals(status: str | None = None) -> list[dict]:
-    """Every task's approvals, oldest first (?status=pending: the inbox)."""
-    if status is not None and status not in APPROVAL_STATUSES:
-        raise Invalid(f"status {status[:40]!r} is not one of: {', '.join(APPROVAL_STATUSES)}",
-                      "status")
-    return [approval_view(r) for r in approval_rows(status=status)]
-
-
-def task_approvals(task_id: int) -> list[dict]:
-    return [approval_view(r) for r in found(approval_rows(task_id), f"task {task_id} not found")]
-
-
-def decide_approval(approval_id: int, body, decided_by: str = "person") -> dict:
-    """Answer a pending request, exactly once (409 when it is no longer pending): allow,
-    with a question's answers and the rules to remember, or deny with a message."""
-    before = find_row("approvals", id=approval_id)
-    values = validate_known(lambda: found(before, f"approval {approval_id} not found"),
-                            DECISION_FIELDS, body)
-    found(before, f"approval {approval_id} not found")
-    tool_input, remember = json.loads(before["input_json"]), values.get("remember")
-    if remember and values["decision"] != "allow":
-        raise Invalid(f"remember {remember!r} goes with allow, not deny", "remember")
-    message = None
-    if values["decision"] == "allow":
-        if before["kind"] == "question":
-            tool_input = {**tool_input, "answers": _answers(tool_input, values.get("answers"))}
-        response = {"behavior": "allow", "updatedInput": tool_input}
-        if remember and before["kind"] == "tool":
-            response["updatedPermissions"] = [
-                {**s, "destination": "session"}
-                for s in json.loads(before["suggestions_json"]) if isinstance(s, dict)]
-    else:
-        message = values.get("message", "").strip() or (
-            "The person did not answer." if before["kind"] == "question"
-            else "The person denied this tool call.")
-        response = {"behavior": "deny", "message": message, "interrupt": False}
-    status = "allowed" if values["decision"] == "allow" else "denied"
-    approval, task = found(decide_approval_row(approval_id, {
-        "status": status, "decided_by": decided_by, "message": message}),
-        f"approval {approval_id} not found")
-    if task is None:
-        raise Conflict(f"approval {approval_id} is no longer pending (it is "
-                       f"{approval['status']})", "id")
-    run = runtime.agents.runs.get(approval["task_id"])
-    if run is not None and run.run_id == approval["run_id"]:
-        run.waiting.discard(approval_id)
-        run.respond(approval["request_id"], response)
-    if remember == "project" and approval["kind"] == "tool":
-        _remember_for_project(approval)
-    if approval["kind"] == "question" and status == "allowed":  # as the agent got it
-        what = f"answered by {decided_by}: " + "; ".join(
-            f"{q} → {a}" for q, a in _dict(tool_input.get("answers")).items())
-    elif approval["kind"] == "question":
-        what = f"question left unanswered by {decided_by}"
-    else:
-        what = f"{status} by {decided_by}: {approval['tool_name']}"
-    runtime.logs.append(approval["task_id"], "system", what + (
-        f" — {message}" if message else ""), approval["run_id"])
-    runtime.events.publish("approval:resolved", approval_view(approval),
-                           approval["project_id"])
-    _publish_task(task)
-    push_answered(approval)
-    return approval_view(approval)
-
-
-def _answers(tool_input: dict, answers) -> dict:
-    """{question: answer} for every question asked: a label, labels joined by ", ", or the
-    person's own text."""
-    if not isinstance(answers, dict):
-        raise Invalid("answers must be an object of {question: answer}", "answers")
-    out = {}
-    for question in (_dict(q).get("question") for q in tool_input.get("questions") or []):
-        value = answers.get(question)
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            value = ", ".join(v.strip() for v in value if v.strip())
-        if not isinstance(value, str) or not value.strip():
-            raise Invalid(f"answers has no answer for {str(question)[:80]!r}", "answers")
-        out[question] = value.strip()
-    return out
-
-
-def _remember_for_project(approval: dict) -> None:
-    """Append the rules the CLI suggested to the project's allowedTools."""
-    rules = []
-    for suggestion in json.loads(approval["suggestions_json"]):
-        for rule in _dict(suggestion).get("rules") or []:
-            name, content = _dict(rule).get("toolName"), _dict(rule).get("ruleContent")
-            text = f"{name}({content})" if content else name
-            if isinstance(text, str) and text.strip() and "," not in text:
-                rules.append(text.strip())
-    row = add_allowed_tools_row(approval["project_id"], rules)
-    if row is not None:
-        runtime.events.publish("project:updated", project_view(row), row["id"])
-
-
-def expire_requests(run_id: int | None = None) -> None:
-    """The run ended (default: the server restarted): its pending requests expire."""
-    for approval, task in expire_approval_rows(run_id):
-        runtime.events.publish("approval:resolved", approval_view(approval),
-                               approval["project_id"])
-        _publish_task(task)
-        push_answered(approval)
-
+# =============================================================================
+# SERVICES: PHONES AND WEBHOOKS
+# =============================================================================
+# What goes out: push messages to phones, the "Needs you" inbox, webhook deliveries.
 
 # --- phones: push messages and the "Needs you" inbox (design §13) ----------------
 
@@ -6363,400 +6506,349 @@ def save_agent_md(project_id: int, content) -> dict:
     return agent_md(project_id)
 
 
-# --- verifier (autoTest) -----------------------------------------------------------
-# autoTest: a read-only run of the same CLI checks the work and ends with a JSON verdict.
-
-#: Tools the verifier may use without asking (Claude Code's permission rule syntax).
-#: `Bash(x:*)` grants any command `x …` whatever options follow (not `a && b`, and a
-#: redirection is a file write, never granted), so only commands with no option that writes
-#: or runs a program get one: not `find` (-delete, -exec), `rg` (--pre), `tree` (-o) nor
-#: `git log/show/diff` (--output), which get exact rules.  The test and build commands run
-#: the project's code by intent: judging the work needs them.  tests/test_verifier.py tries
-#: to write through every other rule.
-VERIFIER_TOOLS = (
-    "Read", "Grep", "Glob", "Bash(ls:*)", "Bash(cat:*)", "Bash(head:*)", "Bash(tail:*)",
-    "Bash(wc:*)", "Bash(grep:*)", "Bash(git status:*)", "Bash(git ls-files:*)",
-    "Bash(git log --oneline -n 30)", "Bash(git show HEAD)", "Bash(git diff)",
-    "Bash(git diff HEAD)",
-    "Bash(pytest:*)", "Bash(python -m pytest:*)", "Bash(python3 -m pytest:*)",
-    "Bash(npm test:*)", "Bash(npm run test:*)", "Bash(npm run build:*)", "Bash(make test:*)",
-    "Bash(make check:*)", "Bash(cargo test:*)", "Bash(cargo build:*)", "Bash(go test:*)",
-    "Bash(go build:*)", "Bash(mvn test:*)", "Bash(./gradlew test:*)", "Bash(tox:*)")
-#: After this many automatic revisions the task waits in testing for a person.
-MAX_AUTO_REVISIONS = 3
+# --- outboxes: webhooks and push ----------------------------------------------
+# Notices wait in an outbox (a webhook's, a device's), written when their change commits;
+# a sender reads only its outbox, so a delivery's own event never triggers another.
 
 
-def start_verifier(task_id: int) -> None:
-    """Start the verifier for a task that just entered testing (autoTest projects)."""
-    context = run_context_rows(task_id)
-    if context is None or context["task"]["status"] != "testing":
-        return
-    task, project, host = context["task"], context["project"], context["host"]
-    if not project["auto_test"] or runtime.agents.verifiers.get(task_id):
-        return
-    machine = machine_of(host)
-    agent, command, missing = run_agent(project, task["agent"], machine)
-    try:
-        machine.ready()
-    except HostDown as exc:
-        missing = f"host {host['name']!r} cannot be reached ({exc})"
-    if missing:
-        runtime.logs.append(task_id, "system", f"the verifier cannot run: {missing};"
-                            " the task waits in testing", is_error=True)
-        return
-    until = agent_limited_until(agent)
-    if until is not None:
-        _verify_after_limit(task_id, until, last_move_row(task_id))
-        return
-    if task["waiting_until"]:
-        _publish_task(update_task_row(task_id, {"waiting_until": None}))
-    diff = task_diff(task_id)
-    cwd = machine.review_cwd(task, project)
-    prompt = verifier_prompt(task, project, diff)
-    invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
-                                prompt, ["--tools", "Read,Grep,Glob,Bash", "--allowedTools",
-                                         *VERIFIER_TOOLS], mode="read-only", task_id=task_id,
-                                command=command)
-    simulated = command is SIMULATED_AGENT
-    run_id = insert_run_row({"task_id": task_id, "project_id": project["id"],
-                             "kind": "verifier", "agent": agent, "model": task["model"],
-                             "cwd": cwd, "head_start": machine.head(cwd),
-                             "host_id": (machine.host or {}).get("id"),
-                             "simulated": simulated})
-    run = machine.agent_run(task_id, project["id"], run_id, prompt, invocation,
-                            model=task["model"], on_finish=finish_verifier)
-    model = adapt_run(run, agent, task["model"], simulated=simulated)
-    run.moves_before = last_move_row(task_id)
-    runtime.logs.append(task_id, "system", f"the verifier checks the work (autoTest; {agent}, "
-                        f"{model}, read-only)", run_id)
-    try:
-        runtime.agents.launch_verifier(run)
-    except OSError as exc:
-        update_run_row(run_id, {"status": "failed", "error": str(exc), "ended_at": now_iso()})
-        runtime.logs.append(task_id, "system", f"the verifier could not start: {exc}; the "
-                            "task waits in testing", run_id, is_error=True)
+class Outbox:
+    """One delivery worker per target (a webhook, a device) with messages waiting in its
+    outbox table: in order, and a slow target delays only its own; a message leaves the
+    outbox once delivered or given up on.  take(target, after) gives (outbox id, send's
+    arguments)."""
 
+    def __init__(self, table: str, column: str, take, send):
+        self.table, self.column, self.take, self.send = table, column, take, send
+        self.workers = {}  # target id -> its Worker
+        self.stopping = False  # what is queued from then on waits for the next start
+        self.done = {}  # NOTE: target id -> the outbox id sent last: a failed delete or
+        #                 a send that raises does not loop
 
-def finish_verifier(run: "AgentRun") -> None:
-    """Act on the verifier's verdict, unless the task was moved while it worked."""
-    runtime.logs.flush([run.task_id])
-    runtime.agents.forget(run)
-    outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
-    verdict, problem = parse_verdict(run.parser.texts) if outcome == "ok" else (None, reason)
-    status = {"approve": "approved", "reject": "rejected"}[verdict["verdict"]] if verdict \
-        else "failed"
-    finish_run_rows(run.run_id, {
-        "status": "stopped" if outcome in ("stopped", "interrupted") else status,
-        "exit_code": run.exit_code, "error": problem, **run.usage_columns()}, {})
-    publish_host_runs(run)
-    check_budget()
-    until = limit_resets(run.parser) if outcome == "wait" else None
-    if until is not None:
-        set_agent_limit(run_agent_row(run.run_id), until, problem)
-    task = task_row(run.task_id)
-    if task is None or outcome in ("stopped", "interrupted"):
-        return
-    if task["status"] != "testing" or last_move_row(run.task_id) != run.moves_before:
-        runtime.logs.append(run.task_id, "system", "the verifier's verdict is ignored: the "
-                            "task was moved meanwhile", run.run_id)
-        return
-    if until is not None:
-        _verify_after_limit(run.task_id, until, run.moves_before, run.run_id)
-        return
-    if verdict is None:
-        runtime.logs.append(run.task_id, "system", f"no verdict from the verifier ({problem}); "
-                            "the task waits in testing", run.run_id, is_error=True)
-        _publish_task(task)
-        return
-    summary = verdict.get("summary") or ""
-    if verdict["verdict"] == "approve":
-        move_task(run.task_id, "done", manual=False, only_from="testing",
-                  reason=f"approved by the verifier: {summary}"[:500])
-    elif verifier_rejections(run.task_id) > MAX_AUTO_REVISIONS:
-        runtime.logs.append(run.task_id, "system", f"the verifier rejected the work again "
-                            f"({summary}); after {MAX_AUTO_REVISIONS} automatic revisions the "
-                            "task waits in testing for you", run.run_id, is_error=True)
-    else:
-        feedback = verdict.get("feedback") or summary or "The verifier rejected the work."
-        runtime.logs.append(run.task_id, "system", f"the verifier rejected the work: {summary}",
-                            run.run_id, is_error=True)
-        request_changes(run.task_id, f"[verifier] {feedback}")
+    @property
+    def idle(self) -> bool:
+        return all(worker.idle for worker in self.workers.values())
 
+    def start(self) -> None:
+        for target in outbox_owners(self.table, self.column):  # left by the last stop
+            self.wake(target)
 
-def _verify_after_limit(task_id: int, until: float, moves_before, run_id=None) -> None:
-    """The verifier's agent is at its usage limit: the task shows when the verifier checks
-    the work, and it does then, unless the task was moved meanwhile (a restart re-arms it:
-    verify_waiting_tasks)."""
-    at = iso_at(until)
-    runtime.logs.append(task_id, "system", f"the verifier's agent is at its usage limit; it "
-                        f"checks the work at {at}", run_id, is_error=True)
-    _publish_task(update_task_row(task_id, {"waiting_until": at}))
-    scheduled_by = runtime
-
-    def verify():
-        if runtime is not scheduled_by or last_move_row(task_id) != moves_before:
-            return  # a restart (which re-arms it), or the task moved on
-        try:
-            start_verifier(task_id)
-        except Exception:  # a background timer: log and carry on
-            log.exception("task %s: the verifier could not start", task_id)
-    runtime.greenlets = [g for g in runtime.greenlets if not g.dead]
-    runtime.greenlets.append(gevent.spawn_later(_seconds_until(until), verify))
-
-
-def verify_waiting_tasks() -> None:
-    """At start-up: the tasks in testing whose verifier waited for a usage limit."""
-    for task in waiting_verifier_rows():
-        _verify_after_limit(task["id"], parse_iso(task["waiting_until"]).timestamp(),
-                            last_move_row(task["id"]))
-
-
-def parse_verdict(texts) -> tuple[dict | None, str | None]:
-    """The last fenced JSON block of the verifier's text: (verdict, None) or (None, why)."""
-    try:
-        verdict = last_json_block("\n".join(texts), "its")
-    except Invalid as exc:
-        return None, exc.message
-    if not isinstance(verdict, dict) or verdict.get("verdict") not in ("approve", "reject"):
-        return None, 'its JSON block has no "verdict" of "approve" or "reject"'
-    return verdict, None
-
-
-def verifier_prompt(task: dict, project: dict, diff: dict) -> str:
-    stats = diff["stats"]
-    changes = diff["diff"][:20_000] + ("\n… (cut)" if len(diff["diff"]) > 20_000 else "")
-    parts = [
-        f"You are reviewing the work done on task {task['task_key']}: {task['title']}.",
-        "Do not change any file. Read the changes, build the project and run its tests "
-        "where you can, and judge whether the task is done.",
-        "## Task\n" + (task["description"].strip() or "(no description)"),
-        "## Acceptance criteria\n" + (task["acceptance_criteria"].strip() or "(none given)")]
-    if project["test_prompt"]:
-        parts.append("## How to test this project\n" + project["test_prompt"])
-    parts.append(f"## Changes ({stats['files']} files, +{stats['insertions']} "
-                 f"-{stats['deletions']})\n```diff\n{changes}\n```")
-    parts.append('End your answer with exactly one fenced JSON block:\n```json\n'
-                 '{"verdict": "approve" or "reject", "summary": "one sentence", '
-                 '"feedback": "what must change, when you reject"}\n```')
-    return "\n\n".join(parts) + "\n"
-
-
-# --- attachments -------------------------------------------------------------
-# The stored type comes from the bytes, never from the uploader (design §11): a page
-# elsewhere must not be able to load an attachment as a script, a page or an SVG.
-
-#: The inert types, served inline with this Content-Type; every other type is a download.
-INERT_MIME_TYPES = {"image/png": "image/png", "image/jpeg": "image/jpeg",
-                    "image/gif": "image/gif", "image/webp": "image/webp",
-                    "application/pdf": "application/pdf",
-                    "text/plain": "text/plain; charset=utf-8"}
-#: Leading bytes of the inert binary types (WebP is checked apart: RIFF, a size, WEBP).
-MAGIC_NUMBERS = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"),
-                 (b"GIF87a", "image/gif"), (b"GIF89a", "image/gif"),
-                 (b"%PDF-", "application/pdf"))
-#: Markup a browser would render as a page (scripts included) if it ever sniffed the text.
-MARKUP_TYPES = {"text/html", "application/xhtml+xml", "image/svg+xml", "text/xml",
-                "application/xml"}
-
-
-class ContentSniffer:
-    """An upload's type, decided from its bytes as they are written, chunk by chunk.
-
-    Magic numbers for the inert binary types; text/plain when every byte is UTF-8 and none
-    is NUL; else application/octet-stream.  Text that looks like markup (it starts with
-    `<`, or its name or claimed type says HTML/SVG/XML) is stored as
-    application/octet-stream, not text/plain: the API's mimeType then never calls a page
-    "plain text" for a client that would show it, and serving stays one table lookup.
-    """
-
-    def __init__(self):
-        self.head = b""
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
-        self.is_text = True
-        self.first_char = ""  # the text's first character after blanks and a BOM
-
-    def feed(self, chunk: bytes) -> None:
-        if len(self.head) < 12:
-            self.head += chunk[:12 - len(self.head)]
-        if not self.is_text:
+    def wake(self, target: int) -> None:
+        """A message was queued for the target: have its worker deliver it."""
+        if self.stopping:
             return
-        try:
-            text = self.decoder.decode(chunk)
-        except UnicodeDecodeError:
-            self.is_text = False
-            return
-        if "\0" in text:
-            self.is_text = False
-        elif not self.first_char:
-            self.first_char = text.lstrip(" \t\r\n\f\ufeff")[:1]
+        if target not in self.workers:
+            self.workers[target] = Worker(f"{self.table} {target}", functools.partial(
+                self.deliver_next, target), first=None)
+            self.workers[target].start()
+        self.workers[target].wake()
 
-    def mime_type(self, markup_hint: bool) -> str:
-        for magic, mime in MAGIC_NUMBERS:
-            if self.head.startswith(magic):
-                return mime
-        if self.head[:4] == b"RIFF" and self.head[8:12] == b"WEBP":
-            return "image/webp"
-        try:
-            self.decoder.decode(b"", final=True)  # a sequence cut at the end is not text
-        except UnicodeDecodeError:
-            self.is_text = False
-        if self.is_text and self.first_char != "<" and not markup_hint:
-            return "text/plain"
-        return "application/octet-stream"
+    def stop(self) -> None:
+        self.stopping = True  # a worker stopping yields: a message may be queued meanwhile
+        for worker in list(self.workers.values()):
+            worker.stop()
+
+    def deliver_next(self, target: int) -> float | None:
+        """Send the target's next message: 0 (look for another at once), or None when
+        none is left."""
+        queued = self.take(target, self.done.get(target, 0))
+        if queued is None:
+            return None
+        self.done[target], arguments = queued
+        self.send(*arguments)
+        delete_outbox_row(self.table, self.done[target])
+        return 0.0
 
 
-def add_attachment(task_id: int, file_name: str, stream, claimed_type: str | None) -> dict:
-    """Store an uploaded file in the data dir (never in the repository) and record it.
+def deliver_notice(hook: dict, project: dict, notice: dict) -> None:
+    if hook["enabled"]:
+        deliver(hook, project, notice)
 
-    `claimed_type` (the uploader's Content-Type) can only make the stored type stricter.
-    """
-    get_task(task_id)
-    name = safe_file_name(file_name)
-    folder = os.path.join(runtime.data_dir, "attachments", str(task_id))
-    os.makedirs(folder, exist_ok=True)
-    stem, ext = os.path.splitext(name)
-    path = os.path.join(folder, name)
-    for n in itertools.count(2):
-        if not os.path.exists(path):
+
+def deliver(hook: dict, project: dict, notice: dict, attempts: int = 3) \
+        -> tuple[int | None, str | None, int]:
+    """POST the notice in the hook's format, retrying 5xx, 429 and connection errors with
+    backoff; every attempt is recorded.  Returns (status, error or None, attempts made)."""
+    status, error, attempt = None, None, 0
+    for attempt in deliveries(attempts):
+        if attempt > 1:  # the hook may have been changed, disabled or deleted meanwhile
+            hook = webhook_now(hook)
+            if hook is None:
+                break
+        body = json_dumps(webhook_payload(hook["platform"], project, notice)).encode()
+        headers = {"Content-Type": "application/json",
+                   "User-Agent": f"taskboard/{__version__}",
+                   "X-Taskboard-Event": notice["event"]}
+        if hook["secret"]:
+            digest = hmac.new(hook["secret"].encode(), body, hashlib.sha256).hexdigest()
+            headers["X-Taskboard-Signature"] = f"sha256={digest}"
+        started = time.monotonic()
+        status, error = _post(hook["url"], body, headers)
+        record_delivery(hook, notice["event"], attempt, status, error is None, error,
+                        int((time.monotonic() - started) * 1000))
+        if not retryable(status, error):
             break
-        path = os.path.join(folder, f"{stem}-{n}{ext}")
-    size = 0
-    sniffer = ContentSniffer()
+    return status, error, attempt
+
+
+def deliveries(attempts: int):
+    """The attempts of one delivery (a webhook's, a push message's): 1, 2, ... with the
+    backoff before each next one; the caller stops when an answer is not retryable()."""
+    for attempt in range(1, attempts + 1):
+        if attempt > 1:
+            gevent.sleep(backoff(WEBHOOK_BACKOFF_BASE, attempt - 1, factor=4))
+        yield attempt
+
+
+def retryable(status: int | None, error: str | None) -> bool:
+    """Whether a delivery is tried again: no answer, a 5xx or a 429."""
+    return error is not None and (status is None or status >= 500 or status == 429)
+
+
+def webhook_payload(platform: str, project: dict, notice: dict) -> dict:
+    """The body of a delivery in the platform's format (design §8)."""
+    event, task = notice["event"], notice["task"]
+    if platform == "custom":
+        return {"event": event, "timestamp": notice["at"],
+                "project": {"id": project["id"], "name": project["name"],
+                            "slug": project["slug"]},
+                "task": task, "data": notice["data"]}
+    title, color = WEBHOOK_EVENTS.get(event, WEBHOOK_TEST)
+    name = f"{task.get('task_key') or ''} {task.get('title') or ''}".strip()
+    facts = [("Project", project["name"]), ("Status", task.get("status") or "-"),
+             ("Type", task.get("task_type") or "-")]
+    if isinstance(task.get("priority"), int) and 0 <= task["priority"] < 4:
+        facts.append(("Priority", PRIORITY_NAMES[task["priority"]]))
+    facts += [(key.replace("_", " ").capitalize(), str(value))
+              for key, value in notice["data"].items() if value not in (None, "", True)]
+    if event == "task:failed" and task.get("last_error"):
+        facts.append(("Error", task["last_error"]))
+    if platform == "platform_a":  # Slack: blocks, with text for notifications
+        return {"text": _slack(f"{title}: {name}", 3000), "blocks": [
+            {"type": "header", "text": {"type": "plain_text", "text": title[:150]}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": _slack(name, 3000)}},
+            {"type": "section", "fields": [
+                {"type": "mrkdwn", "text": _slack(f"*{k}*\n{v}", 2000)} for k, v in facts[:10]]},
+            {"type": "context", "elements": [
+                {"type": "mrkdwn", "text": _slack(f"Taskboard · {project['name']}", 300)}]}]}
+    if platform == "platform_b":  # Discord: one embed
+        embed = {"title": _cut(f"{title}: {name}", 200),
+                 "color": color, "timestamp": notice["at"],
+                 "fields": [{"name": k[:256], "value": _cut(v, 1000) or "-",
+                             "inline": len(v) < 40} for k, v in facts[:25]],
+                 "footer": {"text": f"Taskboard · {project['name']}"[:2048]}}
+        if task.get("description"):  # Discord refuses an empty description
+            embed["description"] = _cut(task["description"], 1000)
+        return {"username": "Taskboard", "embeds": [embed]}
+    return {"type": "message", "attachments": [{  # Teams: an Adaptive Card message
+        "contentType": "application/vnd.microsoft.card.adaptive", "contentUrl": None,
+        "content": {
+            "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+            "type": "AdaptiveCard", "version": "1.4", "body": [
+                {"type": "TextBlock", "text": title, "weight": "Bolder", "size": "Medium",
+                 "wrap": True},
+                {"type": "TextBlock", "text": name, "wrap": True},
+                {"type": "FactSet", "facts": [{"title": k, "value": _cut(v, 1000)}
+                                              for k, v in facts]}]}}]}
+
+
+class PushSender(Outbox):
+    """The devices' outbox, and what a push message needs: the board's VAPID key pair
+    (RFC 8292; made at first start, 0600 in the data dir, read when first needed) and
+    pywebpush, whose import is slow (aiohttp): it is imported once the first device is
+    added, not at start."""
+
+    def __init__(self, key_file: str, contact: str):
+        super().__init__("push_outbox", "subscription_id", next_push, deliver_push)
+        if not os.path.exists(key_file):
+            key = py_vapid.Vapid02()
+            key.generate_keys()
+            with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600),
+                      "wb") as out:
+                out.write(key.private_pem())
+        self.key_file, self.contact = key_file, contact
+        self.signed = {}  # push service origin -> (Authorization header, its expiry)
+
+    @functools.cached_property
+    def key(self):
+        return py_vapid.Vapid02.from_file(self.key_file)
+
+    @functools.cached_property
+    def public_key(self) -> str:
+        return b64url(self.key.public_key.public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint))
+
+    @functools.cached_property
+    def session(self):
+        return requests.Session()  # a TLS handshake per service, not per message
+
+    def start(self) -> None:
+        super().start()
+        if find_row("push_subscriptions") is not None:
+            self.prepare()
+
+    def stop(self) -> None:
+        super().stop()
+        if "session" in self.__dict__:
+            self.session.close()
+
+    def prepare(self) -> None:
+        """Import pywebpush now, so that the first message goes out at once."""
+        gevent.spawn(self.library)
+
+    @functools.cache  # noqa: B019 -- one sender per process
+    def library(self):
+        import pywebpush
+        return pywebpush
+
+    def post(self, device: dict, payload: bytes, headers: dict, ttl: int) \
+            -> tuple[int | None, str | None]:
+        """Encrypt the payload for the device (RFC 8291) and POST it to its push service."""
+        pusher = self.library().WebPusher({"endpoint": device["endpoint"], "keys": {
+            "p256dh": device["p256dh"], "auth": device["auth"]}})
+        return _post(device["endpoint"], pusher.encode(payload)["body"], {
+            **headers, "TTL": str(ttl), "Content-Encoding": "aes128gcm",
+            "Content-Type": "application/octet-stream",
+            "Authorization": self.authorization(device["endpoint"])}, self.session)
+
+    def authorization(self, endpoint: str) -> str:
+        """The VAPID header for a push service, signed once and kept for hours."""
+        parts = urllib.parse.urlsplit(endpoint)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        header, expires = self.signed.get(origin, (None, 0))
+        if expires - time.time() < 3600:
+            expires = int(time.time()) + 12 * 3600
+            header = self.key.sign({"aud": origin, "exp": expires,
+                                    "sub": self.contact})["Authorization"]
+            self.signed[origin] = header, expires
+        return header
+
+
+#: How an answered request's notification reads on the other devices.
+ANSWERED_BY = {"person": "on the board", "push": "from a notification",
+               "timeout": "after approvalTimeoutMinutes", "rule": "by a rule", None: ""}
+
+
+def deliver_push(device: dict, moment: dict, attempts: int = 3) \
+        -> tuple[int | None, str | None]:
+    """Send a device one message, retrying 5xx, 429 and connection errors with backoff;
+    a push service answering 404 or 410 no longer knows the device: it is removed."""
+    message = push_message(moment)
+    payload = json_dumps(message).encode()
+    waits = moment["kind"] in ("approval", "question", "answered")
+    headers = {"Urgency": "high" if waits else "normal"}
+    if "approvalId" in moment:  # the push service keeps only the newest of a topic
+        headers["Topic"] = f"approval-{moment['approvalId']}"
+    ttl = ACTION_TOKEN_MINUTES * 60 if waits else PUSH_TTL_SECONDS
+    try:  # a device stored before its endpoint was checked (_check_push_endpoint)
+        runtime.push.authorization(device["endpoint"])
+    except (py_vapid.VapidException, ValueError) as exc:
+        error = f"the board cannot sign for this push service: {exc}"
+        log.warning("push to device %s: %s", device["id"], error)
+        record_push_row(device["id"], None, error)
+        return None, error
+    status, error = None, None
+    for _ in deliveries(attempts):
+        started = time.monotonic()
+        status, error = runtime.push.post(device, payload, headers, ttl)
+        log.info("push %s to device %s (%s): %s, %d ms", message["kind"], device["id"],
+                 device["name"] or "unnamed", error or status,
+                 (time.monotonic() - started) * 1000)
+        if status in (404, 410):
+            delete_push_row(device["id"])
+            log.info("push device %s removed: its push service no longer knows it",
+                     device["id"])
+            return status, error
+        record_push_row(device["id"], status, error)
+        if not retryable(status, error):
+            break
+    return status, error
+
+
+def push_message(moment: dict) -> dict:
+    """What a device shows for a moment: the least needed (project, task, tool and a short
+    summary), never a secret; a tool approval carries its single-use action token."""
+    kind = moment["kind"]
+    task = f"{moment.get('taskKey') or ''} {moment.get('taskTitle') or ''}".strip()
+    where = " · ".join(filter(None, [task, moment.get("projectName")]))
+    message = {"kind": kind, "tag": f"task-{moment.get('taskId')}",
+               "url": f"/#/tasks/{moment['taskId']}" if "taskId" in moment else "/"}
+    if "approvalId" in moment:
+        message.update(tag=f"approval-{moment['approvalId']}",
+                       approvalId=moment["approvalId"],
+                       url=f"{message['url']}?approval={moment['approvalId']}")
+    if kind == "approval":
+        token = secrets.token_urlsafe(32)
+        insert_action_row(_digest(token), moment["approvalId"], ACTION_TOKEN_MINUTES)
+        message["token"] = token
+        title, body = f"Allow {moment['tool']}?", f"{moment['summary']}\n{where}"
+    elif kind == "question":
+        title, body = f"Question from {moment.get('taskKey')}", f"{moment['summary']}\n{where}"
+    elif kind == "answered":
+        title = f"{moment['status'].capitalize()}: {moment['tool']}"
+        body = f"{moment['status'].capitalize()} {ANSWERED_BY.get(moment['decidedBy'], '')}"
+    elif kind == "testing":
+        title, body = f"Ready for review: {moment['taskKey']}", where
+    elif kind == "failed":
+        title, body = f"Failed: {moment['taskKey']}", \
+            "\n".join(filter(None, [where, moment.get("error")]))
+    elif kind == "plan":
+        message.update(tag=f"plan-{moment['planId']}",
+                       url=f"/#/projects/{moment['projectId']}/plan")
+        title = "Plan ready"
+        body = f"{moment['tasks']} tasks for “{moment['topic']}” · {moment['projectName']}"
+    elif kind == "budget":
+        message.update(tag=f"budget-{moment['day']}", url="/#/usage")
+        title = "Daily cost limit reached"
+        body = f"Today's agent cost is ${moment['cost']:.2f} of ${moment['limit']:.2f}: " \
+               "the queue starts nothing new today."
+    else:
+        message.update(tag="test", url="/#/settings")
+        title, body = "Taskboard", "Notifications work on this device."
+    message.update(title=_cut(title, 120), body=_cut(body.strip(), 400),
+                   needsYou=inbox_count())
+    return message
+
+
+def _post(url: str, body: bytes, headers: dict, session=None) \
+        -> tuple[int | None, str | None]:
+    """One POST: (status, None) on 2xx, else (status or None, why).  With a session (a push
+    service's kept-alive connections) the short answer is read whole, so that its connection
+    serves the next message; a webhook's is never read."""
+    timer = gevent.Timeout(WEBHOOK_TIMEOUT_SECONDS)
     try:
-        with open(path, "xb") as out:
-            while chunk := stream.read(64 * 1024):
-                size += len(chunk)
-                if size > MAX_UPLOAD_BYTES:
-                    raise PayloadTooLarge(f"attachment {name!r} is larger than 20 mib")
-                sniffer.feed(chunk)
-                out.write(chunk)
-        claimed = (claimed_type or "").split(";")[0].strip().lower()
-        mime = sniffer.mime_type(claimed in MARKUP_TYPES
-                                 or mimetypes.guess_type(name)[0] in MARKUP_TYPES)
-        row = insert_attachment_row({
-            "task_id": task_id, "file_name": os.path.basename(path), "mime_type": mime,
-            "size": size, "path": os.path.relpath(path, runtime.data_dir)})
-        if row is None:
-            raise NotFound(f"task {task_id} not found")
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(path)
-        raise
-    _publish_task(task_row(task_id))
-    return render(ATTACHMENT_FIELDS, row)
+        with timer:
+            response = (session or requests).post(
+                url, data=body, headers=headers, stream=session is None,
+                timeout=WEBHOOK_TIMEOUT_SECONDS, allow_redirects=False,
+                verify=os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE")
+                or True)
+            response.close()
+    except (gevent.Timeout, requests.Timeout) as exc:
+        if isinstance(exc, gevent.Timeout) and exc is not timer:
+            raise  # a caller's timeout, not ours
+        return None, f"no answer within {WEBHOOK_TIMEOUT_SECONDS:g} s"
+    except OSError as exc:  # requests' errors, and a CA bundle path that is not there
+        reason = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(exc))
+        reason = reason.group(1) if reason else "its certificate is not trusted" if \
+            "CERTIFICATE_VERIFY_FAILED" in str(exc) else type(exc).__name__
+        return None, f"cannot reach {urllib.parse.urlsplit(url).netloc}: {reason}"
+    if 200 <= response.status_code < 300:
+        return response.status_code, None
+    return response.status_code, f"the target answered {response.status_code} " \
+        f"{response.reason or ''}".rstrip()
 
 
-def get_attachment(attachment_id: int) -> tuple[dict, str]:
-    """The attachment and its absolute path; raises NotFound."""
-    row = found(find_row("attachments", id=attachment_id),
-                f"attachment {attachment_id} not found")
-    return render(ATTACHMENT_FIELDS, row), os.path.join(runtime.data_dir, row["path"])
+def _slack(text: str, limit: int) -> str:
+    """Text for a Slack mrkdwn field: &, < and > escaped, cut to the block's limit."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def delete_attachment(attachment_id: int) -> dict:
-    row = found(delete_attachment_row(attachment_id), f"attachment {attachment_id} not found")
-    _remove_files([row["path"]])
-    _publish_task(task_row(row["task_id"]))
-    return {"ok": True}
-
-
-# --- templates, snippets, webhooks -------------------------------------------
-# Three per-project resources with the same life cycle; each differs only in its fields.
-
-Resource = collections.namedtuple("Resource", "table fields noun")
-TEMPLATES = Resource("templates", TEMPLATE_FIELDS, "template")
-SNIPPETS = Resource("snippets", SNIPPET_FIELDS, "snippet")
-WEBHOOKS = Resource("webhooks", WEBHOOK_FIELDS, "webhook")
-
-
-def resource_view(kind: Resource, row: dict) -> dict:
-    if kind is WEBHOOKS:
-        row = dict(row, has_secret=int(bool(row["secret"])))
-    return render(kind.fields, row)
-
-
-def list_resources(kind: Resource, project_id: int) -> list[dict]:
-    rows = found(owned_rows(kind.table, "projects", project_id=project_id),
-                 f"project {project_id} not found")
-    return [resource_view(kind, r) for r in rows]
-
-
-def get_resource(kind: Resource, project_id: int, row_id: int) -> dict:
-    row = found(find_row(kind.table, id=row_id, project_id=project_id),
-                f"{kind.noun} {row_id} not found in project {project_id}")
-    return resource_view(kind, row)
-
-
-def create_resource(kind: Resource, project_id: int, body) -> dict:
-    values = validate_known(lambda: get_project(project_id), kind.fields, body)
-    row = found(insert_resource_row(kind.table, project_id, values),
-                f"project {project_id} not found")
-    item = resource_view(kind, row)
-    runtime.events.publish(f"{kind.noun}:created", item, project_id)
-    return item
-
-
-def update_resource(kind: Resource, project_id: int, row_id: int, body) -> dict:
-    changes = validate_known(lambda: get_resource(kind, project_id, row_id), kind.fields, body,
-                             partial=True)
-    row = found(update_resource_row(kind.table, project_id, row_id, changes),
-                f"{kind.noun} {row_id} not found in project {project_id}")
-    item = resource_view(kind, row)
-    runtime.events.publish(f"{kind.noun}:updated", item, project_id)
-    return item
-
-
-def delete_resource(kind: Resource, project_id: int, row_id: int) -> dict:
-    if not delete_resource_row(kind.table, project_id, row_id):
-        raise NotFound(f"{kind.noun} {row_id} not found in project {project_id}")
-    runtime.events.publish(f"{kind.noun}:deleted", {"id": row_id, "projectId": project_id},
-                        project_id)
-    return {"ok": True}
-
-
-def delivery_view(row: dict) -> dict:
-    return {"id": row["id"], "event": row["event"], "attempt": row["attempt"],
-            "status": row["status"], "ok": bool(row["ok"]), "error": row["error"],
-            "durationMs": row["duration_ms"], "createdAt": row["created_at"]}
-
-
-def webhook_deliveries(project_id: int, webhook_id: int) -> list[dict]:
-    get_resource(WEBHOOKS, project_id, webhook_id)
-    return [delivery_view(r) for r in find_rows("webhook_deliveries", "-id",
-                                                webhook_id=webhook_id, _limit=50)]
-
-
-def record_delivery(hook: dict, event: str, attempt: int, status: int | None, ok: bool,
-                    error: str | None, duration_ms: int) -> None:
-    """Keep one delivery attempt (the newest WEBHOOK_DELIVERIES_KEPT per webhook).  Its
-    event never triggers a delivery itself: the sender reads only the outbox."""
-    row = insert_delivery_row({
-        "webhook_id": hook["id"], "event": event, "attempt": attempt, "status": status,
-        "ok": int(ok), "error": error, "duration_ms": duration_ms, "created_at": now_iso()},
-        WEBHOOK_DELIVERIES_KEPT)
-    if row is not None:
-        runtime.events.publish("webhook:delivery", {"webhookId": hook["id"],
-                                                 "projectId": hook["project_id"],
-                                                 **delivery_view(row)}, hook["project_id"])
-
-
-def test_webhook(project_id: int, webhook_id: int) -> dict:
-    """Send one sample payload now, in the webhook's format; answer the target's status."""
-    rows = found(webhook_test_rows(project_id, webhook_id),
-                 f"webhook {webhook_id} not found in project {project_id}")
-    hook, project, task = rows
-    sample = task_view(task) if task else {
-        "id": 0, "project_id": project_id, "task_key": f"{project['slug'].upper()}-0",
-        "title": "Example task", "description": "A sample task sent by the webhook test.",
-        "status": "testing", "task_type": "feature", "priority": 1}
-    notice = {"event": "webhook:test", "at": now_iso(), "task": sample,
-              "data": {"test": True}}
-    status, error, _ = deliver(hook, project, notice, attempts=1)
-    answer = {"ok": error is None, "status": status}
-    if error is not None:
-        answer["error"] = error
-    return answer
-
+# =============================================================================
+# SERVICES: PLANNING, RESOURCES AND SETTINGS
+# =============================================================================
+# Planning, attachments, templates, snippets, webhooks as resources, statistics,
+# settings, the demo, sessions and the desktop commands.
 
 # --- planning --------------------------------------------------------------------
 # A read-only agent run whose final JSON block becomes backlog tasks and on_success edges
@@ -7101,6 +7193,223 @@ def _end_plan(run: "PlanRun", status: str, *, error: str, publish: bool = True) 
         _publish_plan(run, "plan:completed", tasks=[], stats=stats, error=error, warnings=[])
 
 
+# --- attachments -------------------------------------------------------------
+# The stored type comes from the bytes, never from the uploader (design §11): a page
+# elsewhere must not be able to load an attachment as a script, a page or an SVG.
+
+#: The inert types, served inline with this Content-Type; every other type is a download.
+INERT_MIME_TYPES = {"image/png": "image/png", "image/jpeg": "image/jpeg",
+                    "image/gif": "image/gif", "image/webp": "image/webp",
+                    "application/pdf": "application/pdf",
+                    "text/plain": "text/plain; charset=utf-8"}
+#: Leading bytes of the inert binary types (WebP is checked apart: RIFF, a size, WEBP).
+MAGIC_NUMBERS = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"),
+                 (b"GIF87a", "image/gif"), (b"GIF89a", "image/gif"),
+                 (b"%PDF-", "application/pdf"))
+#: Markup a browser would render as a page (scripts included) if it ever sniffed the text.
+MARKUP_TYPES = {"text/html", "application/xhtml+xml", "image/svg+xml", "text/xml",
+                "application/xml"}
+
+
+class ContentSniffer:
+    """An upload's type, decided from its bytes as they are written, chunk by chunk.
+
+    Magic numbers for the inert binary types; text/plain when every byte is UTF-8 and none
+    is NUL; else application/octet-stream.  Text that looks like markup (it starts with
+    `<`, or its name or claimed type says HTML/SVG/XML) is stored as
+    application/octet-stream, not text/plain: the API's mimeType then never calls a page
+    "plain text" for a client that would show it, and serving stays one table lookup.
+    """
+
+    def __init__(self):
+        self.head = b""
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.is_text = True
+        self.first_char = ""  # the text's first character after blanks and a BOM
+
+    def feed(self, chunk: bytes) -> None:
+        if len(self.head) < 12:
+            self.head += chunk[:12 - len(self.head)]
+        if not self.is_text:
+            return
+        try:
+            text = self.decoder.decode(chunk)
+        except UnicodeDecodeError:
+            self.is_text = False
+            return
+        if "\0" in text:
+            self.is_text = False
+        elif not self.first_char:
+            self.first_char = text.lstrip(" \t\r\n\f\ufeff")[:1]
+
+    def mime_type(self, markup_hint: bool) -> str:
+        for magic, mime in MAGIC_NUMBERS:
+            if self.head.startswith(magic):
+                return mime
+        if self.head[:4] == b"RIFF" and self.head[8:12] == b"WEBP":
+            return "image/webp"
+        try:
+            self.decoder.decode(b"", final=True)  # a sequence cut at the end is not text
+        except UnicodeDecodeError:
+            self.is_text = False
+        if self.is_text and self.first_char != "<" and not markup_hint:
+            return "text/plain"
+        return "application/octet-stream"
+
+
+def add_attachment(task_id: int, file_name: str, stream, claimed_type: str | None) -> dict:
+    """Store an uploaded file in the data dir (never in the repository) and record it.
+
+    `claimed_type` (the uploader's Content-Type) can only make the stored type stricter.
+    """
+    get_task(task_id)
+    name = safe_file_name(file_name)
+    folder = os.path.join(runtime.data_dir, "attachments", str(task_id))
+    os.makedirs(folder, exist_ok=True)
+    stem, ext = os.path.splitext(name)
+    path = os.path.join(folder, name)
+    for n in itertools.count(2):
+        if not os.path.exists(path):
+            break
+        path = os.path.join(folder, f"{stem}-{n}{ext}")
+    size = 0
+    sniffer = ContentSniffer()
+    try:
+        with open(path, "xb") as out:
+            while chunk := stream.read(64 * 1024):
+                size += len(chunk)
+                if size > MAX_UPLOAD_BYTES:
+                    raise PayloadTooLarge(f"attachment {name!r} is larger than 20 mib")
+                sniffer.feed(chunk)
+                out.write(chunk)
+        claimed = (claimed_type or "").split(";")[0].strip().lower()
+        mime = sniffer.mime_type(claimed in MARKUP_TYPES
+                                 or mimetypes.guess_type(name)[0] in MARKUP_TYPES)
+        row = insert_attachment_row({
+            "task_id": task_id, "file_name": os.path.basename(path), "mime_type": mime,
+            "size": size, "path": os.path.relpath(path, runtime.data_dir)})
+        if row is None:
+            raise NotFound(f"task {task_id} not found")
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        raise
+    _publish_task(task_row(task_id))
+    return render(ATTACHMENT_FIELDS, row)
+
+
+def get_attachment(attachment_id: int) -> tuple[dict, str]:
+    """The attachment and its absolute path; raises NotFound."""
+    row = found(find_row("attachments", id=attachment_id),
+                f"attachment {attachment_id} not found")
+    return render(ATTACHMENT_FIELDS, row), os.path.join(runtime.data_dir, row["path"])
+
+
+def delete_attachment(attachment_id: int) -> dict:
+    row = found(delete_attachment_row(attachment_id), f"attachment {attachment_id} not found")
+    _remove_files([row["path"]])
+    _publish_task(task_row(row["task_id"]))
+    return {"ok": True}
+
+
+# --- templates, snippets, webhooks -------------------------------------------
+# Three per-project resources with the same life cycle; each differs only in its fields.
+
+Resource = collections.namedtuple("Resource", "table fields noun")
+TEMPLATES = Resource("templates", TEMPLATE_FIELDS, "template")
+SNIPPETS = Resource("snippets", SNIPPET_FIELDS, "snippet")
+WEBHOOKS = Resource("webhooks", WEBHOOK_FIELDS, "webhook")
+
+
+def resource_view(kind: Resource, row: dict) -> dict:
+    if kind is WEBHOOKS:
+        row = dict(row, has_secret=int(bool(row["secret"])))
+    return render(kind.fields, row)
+
+
+def list_resources(kind: Resource, project_id: int) -> list[dict]:
+    rows = found(owned_rows(kind.table, "projects", project_id=project_id),
+                 f"project {project_id} not found")
+    return [resource_view(kind, r) for r in rows]
+
+
+def get_resource(kind: Resource, project_id: int, row_id: int) -> dict:
+    row = found(find_row(kind.table, id=row_id, project_id=project_id),
+                f"{kind.noun} {row_id} not found in project {project_id}")
+    return resource_view(kind, row)
+
+
+def create_resource(kind: Resource, project_id: int, body) -> dict:
+    values = validate_known(lambda: get_project(project_id), kind.fields, body)
+    row = found(insert_resource_row(kind.table, project_id, values),
+                f"project {project_id} not found")
+    item = resource_view(kind, row)
+    runtime.events.publish(f"{kind.noun}:created", item, project_id)
+    return item
+
+
+def update_resource(kind: Resource, project_id: int, row_id: int, body) -> dict:
+    changes = validate_known(lambda: get_resource(kind, project_id, row_id), kind.fields, body,
+                             partial=True)
+    row = found(update_resource_row(kind.table, project_id, row_id, changes),
+                f"{kind.noun} {row_id} not found in project {project_id}")
+    item = resource_view(kind, row)
+    runtime.events.publish(f"{kind.noun}:updated", item, project_id)
+    return item
+
+
+def delete_resource(kind: Resource, project_id: int, row_id: int) -> dict:
+    if not delete_resource_row(kind.table, project_id, row_id):
+        raise NotFound(f"{kind.noun} {row_id} not found in project {project_id}")
+    runtime.events.publish(f"{kind.noun}:deleted", {"id": row_id, "projectId": project_id},
+                        project_id)
+    return {"ok": True}
+
+
+def delivery_view(row: dict) -> dict:
+    return {"id": row["id"], "event": row["event"], "attempt": row["attempt"],
+            "status": row["status"], "ok": bool(row["ok"]), "error": row["error"],
+            "durationMs": row["duration_ms"], "createdAt": row["created_at"]}
+
+
+def webhook_deliveries(project_id: int, webhook_id: int) -> list[dict]:
+    get_resource(WEBHOOKS, project_id, webhook_id)
+    return [delivery_view(r) for r in find_rows("webhook_deliveries", "-id",
+                                                webhook_id=webhook_id, _limit=50)]
+
+
+def record_delivery(hook: dict, event: str, attempt: int, status: int | None, ok: bool,
+                    error: str | None, duration_ms: int) -> None:
+    """Keep one delivery attempt (the newest WEBHOOK_DELIVERIES_KEPT per webhook).  Its
+    event never triggers a delivery itself: the sender reads only the outbox."""
+    row = insert_delivery_row({
+        "webhook_id": hook["id"], "event": event, "attempt": attempt, "status": status,
+        "ok": int(ok), "error": error, "duration_ms": duration_ms, "created_at": now_iso()},
+        WEBHOOK_DELIVERIES_KEPT)
+    if row is not None:
+        runtime.events.publish("webhook:delivery", {"webhookId": hook["id"],
+                                                 "projectId": hook["project_id"],
+                                                 **delivery_view(row)}, hook["project_id"])
+
+
+def test_webhook(project_id: int, webhook_id: int) -> dict:
+    """Send one sample payload now, in the webhook's format; answer the target's status."""
+    rows = found(webhook_test_rows(project_id, webhook_id),
+                 f"webhook {webhook_id} not found in project {project_id}")
+    hook, project, task = rows
+    sample = task_view(task) if task else {
+        "id": 0, "project_id": project_id, "task_key": f"{project['slug'].upper()}-0",
+        "title": "Example task", "description": "A sample task sent by the webhook test.",
+        "status": "testing", "task_type": "feature", "priority": 1}
+    notice = {"event": "webhook:test", "at": now_iso(), "task": sample,
+              "data": {"test": True}}
+    status, error, _ = deliver(hook, project, notice, attempts=1)
+    answer = {"ok": error is None, "status": status}
+    if error is not None:
+        answer["error"] = error
+    return answer
+
+
 # --- statistics ----------------------------------------------------------------
 
 def project_stats(project_id: int) -> dict:
@@ -7280,6 +7589,80 @@ def session_alive(secret: str) -> bool:
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
 
+
+# --- desktop commands --------------------------------------------------------------
+# The spec's desktop-only commands; routes in DESKTOP ROUTES answer only local callers.
+
+#: The largest diff get_task_diff returns; the rest is cut with a marker.
+MAX_DIFF_BYTES = 2 * 1024 * 1024
+#: At most this many new (untracked) files are shown in a task's diff.
+MAX_NEW_FILES = 200
+#: The agent-instructions file the default agent CLI reads.
+AGENT_MD = "CLAUDE.md"
+#: At most this much of it is passed to a run in a worktree (an argument, not a file).
+MAX_INSTRUCTIONS_CHARS = 100_000
+
+
+def stop_task(task_id: int) -> dict:
+    """Kill the task's agent (its whole process group) and put it back in the backlog."""
+    task = get_task(task_id)
+    if task["status"] != "in_progress":
+        raise Conflict(f"task {task_id} is not in progress (it is {task['status']})", "id")
+    return move_task(task_id, "backlog", reason="stopped by hand")
+
+
+def restart_task(task_id: int, mcp_port: int | None = None) -> dict:
+    """Stop any agent of the task and start a fresh session (no resume)."""
+    task = get_task(task_id)
+    if task["status"] != "in_progress":
+        return move_task(task_id, "in_progress", reason="restarted",
+                         run_options={"mcp_port": mcp_port})
+    runtime.agents.stop(task_id)
+    runtime.logs.append(task_id, "system", "restarted by hand: a fresh session")
+    notice = Notice("task:started", reason="restarted")
+    queue_notice(notice, task_id)
+    announce(notice)
+    if runtime.agents.reserve(task_id, task["project_id"], None):
+        start_run(task_id, mcp_port=mcp_port)
+    return get_task(task_id)
+
+
+def request_changes(task_id: int, feedback, mcp_port: int | None = None,
+                    sent: dict | None = None) -> dict:
+    """Record a revision and have the agent work on the feedback: its own session resumed
+    with the feedback as the prompt, else a fresh one with every revision in the prompt.
+    `sent`: the signals of its pull request that this sends back (see send_pr_back)."""
+    if not isinstance(feedback, str) or not feedback.strip():
+        raise Invalid("feedback must be a non-empty string", "feedback")
+    task = get_task(task_id)
+    if task["status"] == "backlog":
+        raise Conflict(f"task {task_id} is in the backlog: start it instead", "id")
+    if task["status"] != "in_progress" and not runtime.agents.holds(task_id):
+        slot = found(task_slot_row(task_id), f"task {task_id} not found")
+        runtime.agents.check_free(slot["project_id"], slot["max_concurrent"], slot["slug"])
+    runtime.agents.stop(task_id)
+    notice = Notice("task:changes_requested", feedback=feedback.strip())
+    task = insert_revision_row(task_id, feedback.strip(), notice, sent)
+    if task is None and sent and task_row(task_id):
+        raise Conflict(f"task {task_id} is no longer done")
+    task = found(task, f"task {task_id} not found")
+    _publish_task(task)
+    announce(notice)
+    options = {"resume": True, "prompt": feedback.strip(), "mcp_port": mcp_port}
+    if task["status"] != "in_progress":
+        return move_task(task_id, "in_progress", reason="the pull request needs changes"
+                         if sent else "changes requested", run_options=options, event=None,
+                         only_from="done" if sent else None)
+    if runtime.agents.reserve(task_id, task["project_id"], None):
+        start_run(task_id, **options)
+    return get_task(task_id)
+
+
+# =============================================================================
+# SERVICES: HOSTS
+# =============================================================================
+# Agents on other machines (design §15): hosts, their checks and keys, code and runs
+# there as services see them, and health.  MACHINES holds their connections.
 
 # --- hosts ---------------------------------------------------------------------------
 
@@ -7676,351 +8059,10 @@ def list_agents() -> list[dict]:
 
 
 # =============================================================================
-# WEBHOOKS AND PUSH
+# AGENT OUTPUT
 # =============================================================================
-# Notices wait in an outbox (a webhook's, a device's), written when their change commits;
-# a sender reads only its outbox, so a delivery's own event never triggers another.
-
-
-class Outbox:
-    """One delivery worker per target (a webhook, a device) with messages waiting in its
-    outbox table: in order, and a slow target delays only its own; a message leaves the
-    outbox once delivered or given up on.  take(target, after) gives (outbox id, send's
-    arguments)."""
-
-    def __init__(self, table: str, column: str, take, send):
-        self.table, self.column, self.take, self.send = table, column, take, send
-        self.workers = {}  # target id -> its Worker
-        self.stopping = False  # what is queued from then on waits for the next start
-        self.done = {}  # NOTE: target id -> the outbox id sent last: a failed delete or
-        #                 a send that raises does not loop
-
-    @property
-    def idle(self) -> bool:
-        return all(worker.idle for worker in self.workers.values())
-
-    def start(self) -> None:
-        for target in outbox_owners(self.table, self.column):  # left by the last stop
-            self.wake(target)
-
-    def wake(self, target: int) -> None:
-        """A message was queued for the target: have its worker deliver it."""
-        if self.stopping:
-            return
-        if target not in self.workers:
-            self.workers[target] = Worker(f"{self.table} {target}", functools.partial(
-                self.deliver_next, target), first=None)
-            self.workers[target].start()
-        self.workers[target].wake()
-
-    def stop(self) -> None:
-        self.stopping = True  # a worker stopping yields: a message may be queued meanwhile
-        for worker in list(self.workers.values()):
-            worker.stop()
-
-    def deliver_next(self, target: int) -> float | None:
-        """Send the target's next message: 0 (look for another at once), or None when
-        none is left."""
-        queued = self.take(target, self.done.get(target, 0))
-        if queued is None:
-            return None
-        self.done[target], arguments = queued
-        self.send(*arguments)
-        delete_outbox_row(self.table, self.done[target])
-        return 0.0
-
-
-def deliver_notice(hook: dict, project: dict, notice: dict) -> None:
-    if hook["enabled"]:
-        deliver(hook, project, notice)
-
-
-def deliver(hook: dict, project: dict, notice: dict, attempts: int = 3) \
-        -> tuple[int | None, str | None, int]:
-    """POST the notice in the hook's format, retrying 5xx, 429 and connection errors with
-    backoff; every attempt is recorded.  Returns (status, error or None, attempts made)."""
-    status, error, attempt = None, None, 0
-    for attempt in deliveries(attempts):
-        if attempt > 1:  # the hook may have been changed, disabled or deleted meanwhile
-            hook = webhook_now(hook)
-            if hook is None:
-                break
-        body = json_dumps(webhook_payload(hook["platform"], project, notice)).encode()
-        headers = {"Content-Type": "application/json",
-                   "User-Agent": f"taskboard/{__version__}",
-                   "X-Taskboard-Event": notice["event"]}
-        if hook["secret"]:
-            digest = hmac.new(hook["secret"].encode(), body, hashlib.sha256).hexdigest()
-            headers["X-Taskboard-Signature"] = f"sha256={digest}"
-        started = time.monotonic()
-        status, error = _post(hook["url"], body, headers)
-        record_delivery(hook, notice["event"], attempt, status, error is None, error,
-                        int((time.monotonic() - started) * 1000))
-        if not retryable(status, error):
-            break
-    return status, error, attempt
-
-
-def deliveries(attempts: int):
-    """The attempts of one delivery (a webhook's, a push message's): 1, 2, ... with the
-    backoff before each next one; the caller stops when an answer is not retryable()."""
-    for attempt in range(1, attempts + 1):
-        if attempt > 1:
-            gevent.sleep(backoff(WEBHOOK_BACKOFF_BASE, attempt - 1, factor=4))
-        yield attempt
-
-
-def retryable(status: int | None, error: str | None) -> bool:
-    """Whether a delivery is tried again: no answer, a 5xx or a 429."""
-    return error is not None and (status is None or status >= 500 or status == 429)
-
-
-def webhook_payload(platform: str, project: dict, notice: dict) -> dict:
-    """The body of a delivery in the platform's format (design §8)."""
-    event, task = notice["event"], notice["task"]
-    if platform == "custom":
-        return {"event": event, "timestamp": notice["at"],
-                "project": {"id": project["id"], "name": project["name"],
-                            "slug": project["slug"]},
-                "task": task, "data": notice["data"]}
-    title, color = WEBHOOK_EVENTS.get(event, WEBHOOK_TEST)
-    name = f"{task.get('task_key') or ''} {task.get('title') or ''}".strip()
-    facts = [("Project", project["name"]), ("Status", task.get("status") or "-"),
-             ("Type", task.get("task_type") or "-")]
-    if isinstance(task.get("priority"), int) and 0 <= task["priority"] < 4:
-        facts.append(("Priority", PRIORITY_NAMES[task["priority"]]))
-    facts += [(key.replace("_", " ").capitalize(), str(value))
-              for key, value in notice["data"].items() if value not in (None, "", True)]
-    if event == "task:failed" and task.get("last_error"):
-        facts.append(("Error", task["last_error"]))
-    if platform == "platform_a":  # Slack: blocks, with text for notifications
-        return {"text": _slack(f"{title}: {name}", 3000), "blocks": [
-            {"type": "header", "text": {"type": "plain_text", "text": title[:150]}},
-            {"type": "section", "text": {"type": "mrkdwn", "text": _slack(name, 3000)}},
-            {"type": "section", "fields": [
-                {"type": "mrkdwn", "text": _slack(f"*{k}*\n{v}", 2000)} for k, v in facts[:10]]},
-            {"type": "context", "elements": [
-                {"type": "mrkdwn", "text": _slack(f"Taskboard · {project['name']}", 300)}]}]}
-    if platform == "platform_b":  # Discord: one embed
-        embed = {"title": _cut(f"{title}: {name}", 200),
-                 "color": color, "timestamp": notice["at"],
-                 "fields": [{"name": k[:256], "value": _cut(v, 1000) or "-",
-                             "inline": len(v) < 40} for k, v in facts[:25]],
-                 "footer": {"text": f"Taskboard · {project['name']}"[:2048]}}
-        if task.get("description"):  # Discord refuses an empty description
-            embed["description"] = _cut(task["description"], 1000)
-        return {"username": "Taskboard", "embeds": [embed]}
-    return {"type": "message", "attachments": [{  # Teams: an Adaptive Card message
-        "contentType": "application/vnd.microsoft.card.adaptive", "contentUrl": None,
-        "content": {
-            "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
-            "type": "AdaptiveCard", "version": "1.4", "body": [
-                {"type": "TextBlock", "text": title, "weight": "Bolder", "size": "Medium",
-                 "wrap": True},
-                {"type": "TextBlock", "text": name, "wrap": True},
-                {"type": "FactSet", "facts": [{"title": k, "value": _cut(v, 1000)}
-                                              for k, v in facts]}]}}]}
-
-
-class PushSender(Outbox):
-    """The devices' outbox, and what a push message needs: the board's VAPID key pair
-    (RFC 8292; made at first start, 0600 in the data dir, read when first needed) and
-    pywebpush, whose import is slow (aiohttp): it is imported once the first device is
-    added, not at start."""
-
-    def __init__(self, key_file: str, contact: str):
-        super().__init__("push_outbox", "subscription_id", next_push, deliver_push)
-        if not os.path.exists(key_file):
-            key = py_vapid.Vapid02()
-            key.generate_keys()
-            with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600),
-                      "wb") as out:
-                out.write(key.private_pem())
-        self.key_file, self.contact = key_file, contact
-        self.signed = {}  # push service origin -> (Authorization header, its expiry)
-
-    @functools.cached_property
-    def key(self):
-        return py_vapid.Vapid02.from_file(self.key_file)
-
-    @functools.cached_property
-    def public_key(self) -> str:
-        return b64url(self.key.public_key.public_bytes(
-            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint))
-
-    @functools.cached_property
-    def session(self):
-        return requests.Session()  # a TLS handshake per service, not per message
-
-    def start(self) -> None:
-        super().start()
-        if find_row("push_subscriptions") is not None:
-            self.prepare()
-
-    def stop(self) -> None:
-        super().stop()
-        if "session" in self.__dict__:
-            self.session.close()
-
-    def prepare(self) -> None:
-        """Import pywebpush now, so that the first message goes out at once."""
-        gevent.spawn(self.library)
-
-    @functools.cache  # noqa: B019 -- one sender per process
-    def library(self):
-        import pywebpush
-        return pywebpush
-
-    def post(self, device: dict, payload: bytes, headers: dict, ttl: int) \
-            -> tuple[int | None, str | None]:
-        """Encrypt the payload for the device (RFC 8291) and POST it to its push service."""
-        pusher = self.library().WebPusher({"endpoint": device["endpoint"], "keys": {
-            "p256dh": device["p256dh"], "auth": device["auth"]}})
-        return _post(device["endpoint"], pusher.encode(payload)["body"], {
-            **headers, "TTL": str(ttl), "Content-Encoding": "aes128gcm",
-            "Content-Type": "application/octet-stream",
-            "Authorization": self.authorization(device["endpoint"])}, self.session)
-
-    def authorization(self, endpoint: str) -> str:
-        """The VAPID header for a push service, signed once and kept for hours."""
-        parts = urllib.parse.urlsplit(endpoint)
-        origin = f"{parts.scheme}://{parts.netloc}"
-        header, expires = self.signed.get(origin, (None, 0))
-        if expires - time.time() < 3600:
-            expires = int(time.time()) + 12 * 3600
-            header = self.key.sign({"aud": origin, "exp": expires,
-                                    "sub": self.contact})["Authorization"]
-            self.signed[origin] = header, expires
-        return header
-
-
-#: How an answered request's notification reads on the other devices.
-ANSWERED_BY = {"person": "on the board", "push": "from a notification",
-               "timeout": "after approvalTimeoutMinutes", "rule": "by a rule", None: ""}
-
-
-def deliver_push(device: dict, moment: dict, attempts: int = 3) \
-        -> tuple[int | None, str | None]:
-    """Send a device one message, retrying 5xx, 429 and connection errors with backoff;
-    a push service answering 404 or 410 no longer knows the device: it is removed."""
-    message = push_message(moment)
-    payload = json_dumps(message).encode()
-    waits = moment["kind"] in ("approval", "question", "answered")
-    headers = {"Urgency": "high" if waits else "normal"}
-    if "approvalId" in moment:  # the push service keeps only the newest of a topic
-        headers["Topic"] = f"approval-{moment['approvalId']}"
-    ttl = ACTION_TOKEN_MINUTES * 60 if waits else PUSH_TTL_SECONDS
-    try:  # a device stored before its endpoint was checked (_check_push_endpoint)
-        runtime.push.authorization(device["endpoint"])
-    except (py_vapid.VapidException, ValueError) as exc:
-        error = f"the board cannot sign for this push service: {exc}"
-        log.warning("push to device %s: %s", device["id"], error)
-        record_push_row(device["id"], None, error)
-        return None, error
-    status, error = None, None
-    for _ in deliveries(attempts):
-        started = time.monotonic()
-        status, error = runtime.push.post(device, payload, headers, ttl)
-        log.info("push %s to device %s (%s): %s, %d ms", message["kind"], device["id"],
-                 device["name"] or "unnamed", error or status,
-                 (time.monotonic() - started) * 1000)
-        if status in (404, 410):
-            delete_push_row(device["id"])
-            log.info("push device %s removed: its push service no longer knows it",
-                     device["id"])
-            return status, error
-        record_push_row(device["id"], status, error)
-        if not retryable(status, error):
-            break
-    return status, error
-
-
-def push_message(moment: dict) -> dict:
-    """What a device shows for a moment: the least needed (project, task, tool and a short
-    summary), never a secret; a tool approval carries its single-use action token."""
-    kind = moment["kind"]
-    task = f"{moment.get('taskKey') or ''} {moment.get('taskTitle') or ''}".strip()
-    where = " · ".join(filter(None, [task, moment.get("projectName")]))
-    message = {"kind": kind, "tag": f"task-{moment.get('taskId')}",
-               "url": f"/#/tasks/{moment['taskId']}" if "taskId" in moment else "/"}
-    if "approvalId" in moment:
-        message.update(tag=f"approval-{moment['approvalId']}",
-                       approvalId=moment["approvalId"],
-                       url=f"{message['url']}?approval={moment['approvalId']}")
-    if kind == "approval":
-        token = secrets.token_urlsafe(32)
-        insert_action_row(_digest(token), moment["approvalId"], ACTION_TOKEN_MINUTES)
-        message["token"] = token
-        title, body = f"Allow {moment['tool']}?", f"{moment['summary']}\n{where}"
-    elif kind == "question":
-        title, body = f"Question from {moment.get('taskKey')}", f"{moment['summary']}\n{where}"
-    elif kind == "answered":
-        title = f"{moment['status'].capitalize()}: {moment['tool']}"
-        body = f"{moment['status'].capitalize()} {ANSWERED_BY.get(moment['decidedBy'], '')}"
-    elif kind == "testing":
-        title, body = f"Ready for review: {moment['taskKey']}", where
-    elif kind == "failed":
-        title, body = f"Failed: {moment['taskKey']}", \
-            "\n".join(filter(None, [where, moment.get("error")]))
-    elif kind == "plan":
-        message.update(tag=f"plan-{moment['planId']}",
-                       url=f"/#/projects/{moment['projectId']}/plan")
-        title = "Plan ready"
-        body = f"{moment['tasks']} tasks for “{moment['topic']}” · {moment['projectName']}"
-    elif kind == "budget":
-        message.update(tag=f"budget-{moment['day']}", url="/#/usage")
-        title = "Daily cost limit reached"
-        body = f"Today's agent cost is ${moment['cost']:.2f} of ${moment['limit']:.2f}: " \
-               "the queue starts nothing new today."
-    else:
-        message.update(tag="test", url="/#/settings")
-        title, body = "Taskboard", "Notifications work on this device."
-    message.update(title=_cut(title, 120), body=_cut(body.strip(), 400),
-                   needsYou=inbox_count())
-    return message
-
-
-def _post(url: str, body: bytes, headers: dict, session=None) \
-        -> tuple[int | None, str | None]:
-    """One POST: (status, None) on 2xx, else (status or None, why).  With a session (a push
-    service's kept-alive connections) the short answer is read whole, so that its connection
-    serves the next message; a webhook's is never read."""
-    timer = gevent.Timeout(WEBHOOK_TIMEOUT_SECONDS)
-    try:
-        with timer:
-            response = (session or requests).post(
-                url, data=body, headers=headers, stream=session is None,
-                timeout=WEBHOOK_TIMEOUT_SECONDS, allow_redirects=False,
-                verify=os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE")
-                or True)
-            response.close()
-    except (gevent.Timeout, requests.Timeout) as exc:
-        if isinstance(exc, gevent.Timeout) and exc is not timer:
-            raise  # a caller's timeout, not ours
-        return None, f"no answer within {WEBHOOK_TIMEOUT_SECONDS:g} s"
-    except OSError as exc:  # requests' errors, and a CA bundle path that is not there
-        reason = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(exc))
-        reason = reason.group(1) if reason else "its certificate is not trusted" if \
-            "CERTIFICATE_VERIFY_FAILED" in str(exc) else type(exc).__name__
-        return None, f"cannot reach {urllib.parse.urlsplit(url).netloc}: {reason}"
-    if 200 <= response.status_code < 300:
-        return response.status_code, None
-    return response.status_code, f"the target answered {response.status_code} " \
-        f"{response.reason or ''}".rstrip()
-
-
-def _slack(text: str, limit: int) -> str:
-    """Text for a Slack mrkdwn field: &, < and > escaped, cut to the block's limit."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-# =============================================================================
-# SUPERVISORS
-# =============================================================================
-# An AgentRun owns one agent process: it writes the prompt, drains stdout and stderr at
-# once, watches the clocks and kills the whole process group.  The AgentPool knows which
-# task holds which slot.  Outcomes are recorded through services (finish_run).
+# What an agent prints, read: the stream parser, costs, how a run ended, usage limits
+# and one adapter per CLI.
 
 #: Tool inputs worth showing in a tool call's one-line summary, by preference.
 SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description",
@@ -8907,6 +8949,13 @@ ADAPTERS = {"claude": ClaudeAdapter, "codex": CodexAdapter, "gemini": GeminiAdap
             "opencode": OpenCodeAdapter}
 
 
+# =============================================================================
+# SUPERVISORS
+# =============================================================================
+# An AgentRun owns one agent process: it writes the prompt, drains stdout and stderr at
+# once, watches the clocks and kills the whole process group.  The AgentPool knows which
+# task holds which slot.  Outcomes are recorded through services (finish_run).
+
 class AgentRun:
     """One agent process and the greenlets that serve it."""
 
@@ -9291,6 +9340,12 @@ class AgentPool:
         for run in runs:
             run.finished.wait(KILL_GRACE_SECONDS + 5)
 
+
+# =============================================================================
+# MACHINES
+# =============================================================================
+# Where a run happens: this machine (ThisMachine) or an SSH host (HostLink), the one
+# seam every run goes through.
 
 # --- hosts: agents on other machines, over OpenSSH (design §15) ------------------
 
