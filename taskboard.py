@@ -5597,7 +5597,7 @@ PR_FEEDBACK_CHARS = 20_000
 PR_BACKOFF_MAX_SECONDS = 3600.0
 
 
-class HostTrouble(Exception):
+class GitHostTrouble(Exception):
     """The source host did not answer a look as it should; `wait`: how long it asked to
     be left alone (Retry-After, X-RateLimit-Reset), if it said."""
 
@@ -5658,7 +5658,7 @@ class PullRequests(Worker):
         etags = {}
         try:
             look_at_pull_request(row, functools.partial(self.get, task_id, etags))
-        except HostTrouble as exc:
+        except GitHostTrouble as exc:
             failed = self.failures[task_id] = self.failures.get(task_id, 0) + 1
             wait = min(exc.wait or backoff(row["pr_poll_seconds"], failed + 1),
                        PR_BACKOFF_MAX_SECONDS)
@@ -5677,12 +5677,12 @@ class PullRequests(Worker):
 
     def get(self, task_id: int, etags: dict, path: str) -> tuple[int, object]:
         """GET path of the host, conditionally: (status, answer); a 304 gives the answer
-        kept from the last look.  5xx, 403 and 429 (rate limits) raise HostTrouble."""
+        kept from the last look.  5xx, 403 and 429 (rate limits) raise GitHostTrouble."""
         etag, kept = self.etags.get(task_id, {}).get(path, (None, None))
         response = git_host_response("GET", path, headers={"If-None-Match": etag}
                                      if etag else None, redirects=False)
         if isinstance(response, str):
-            raise HostTrouble(f"the source host did not answer ({response})")
+            raise GitHostTrouble(f"the source host did not answer ({response})")
         if response.status_code == 304 and etag:
             etags[path] = etag, kept
             return 200, kept
@@ -5691,7 +5691,7 @@ class PullRequests(Worker):
         if status == 200 and response.headers.get("ETag"):
             etags[path] = response.headers["ETag"], answer
         if status in (403, 429) or status >= 500:
-            raise HostTrouble(_host_problem(status, answer), _wait_asked(response))
+            raise GitHostTrouble(_host_problem(status, answer), _wait_asked(response))
         return status, answer
 
 
@@ -5742,7 +5742,7 @@ def look_at_pull_request(row: dict, get) -> None:
         runtime.logs.append(task_id, "pr", error, is_error=True)
         return
     if status != 200 or not isinstance(pull, dict):
-        raise HostTrouble(_host_problem(status, pull))
+        raise GitHostTrouble(_host_problem(status, pull))
     if pull.get("merged") or pull.get("merged_at"):
         return pr_ended(row, pr, "merged")
     if pull.get("state") == "closed":
@@ -5759,7 +5759,7 @@ def look_at_pull_request(row: dict, get) -> None:
         if status == 404 and name in ("runs", "statuses"):  # a host without checks
             answers[name] = {}
         elif status != 200:
-            raise HostTrouble(_host_problem(status, answers[name]))
+            raise GitHostTrouble(_host_problem(status, answers[name]))
     runs = _latest(_dict(answers["runs"]).get("check_runs"), "name")
     statuses = _latest(_dict(answers["statuses"]).get("statuses"), "context")
     reviews = [r for r in answers["reviews"] if isinstance(r, dict)] \
@@ -10720,6 +10720,8 @@ def api_project_activity(project_id):
     return project_activity(project_id, query_int("limit", 50, 1, 1000),
                             query_int("offset", 0, 0, 2**62))
 
+
+# --- the service routes: the index of the API ----------------------------------
 
 #: Routes that hand the ids in their URL, and their body if they take one, to a service:
 #: (method, rule, service, response schema[, route config]); see _service_route().

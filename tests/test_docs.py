@@ -86,3 +86,13 @@ def test_readme_working_commands_name_tests_and_markers_that_exist(pytestconfig)
     for marker in re.findall(r'-m "not (\w+) and not (\w+)"', README)[0]:
         assert f"{marker}:" in markers, marker
     assert "-n auto" in re.search(r"<!-- test-command -->\n```\n(.+)\n```", README).group(1)
+
+
+def test_the_module_map_lists_every_section_in_order():
+    """The map at the top of taskboard.py is the way into the module: it stays true."""
+    with open(os.path.join(ROOT, "taskboard.py"), encoding="utf-8") as f:
+        source = f.read()
+    banners = re.findall(r"^# =+\n# ([A-Z][^\n]*)\n# =+$", source, re.M)
+    block = taskboard.__doc__.split("ordered sections", 1)[1].split("\n\n")[1]
+    listed = [name.strip() for name in block.replace("\n", " ").split("·") if name.strip()]
+    assert listed == banners
