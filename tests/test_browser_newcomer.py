@@ -79,7 +79,8 @@ def test_a_running_card_waiting_for_you_keeps_its_lines_inside(fake_board, page,
     expect(activity).to_have_text("⚙ Bash: echo hello > hello.txt && cat hello.txt")
     box = activity.evaluate("""(line) => {
         const card = line.closest('.task-card').getBoundingClientRect();
-        const title = line.closest('.task-card').querySelector('.card-title').getBoundingClientRect();
+        const title = line.closest('.task-card').querySelector('.card-title')
+            .getBoundingClientRect();
         const own = line.getBoundingClientRect();
         return {cardRight: card.right, titleLeft: title.left, left: own.left, right: own.right,
                 longer: line.scrollWidth > line.clientWidth,

@@ -84,7 +84,7 @@ def test_demo_work_matches_each_task_and_the_answer_to_its_question(demo):
     taskboard.update_project(demo["id"], {"permissionMode": "auto-accept"})
     for title in ("Add a greeting function", "Fix the off-by-one in count_to"):
         taskboard.move_task(tasks[title]["id"], "in_progress")
-        wait_for(lambda: taskboard.get_task(tasks[title]["id"])["status"] == "testing",
+        wait_for(lambda t=tasks[title]: taskboard.get_task(t["id"])["status"] == "testing",
                  timeout=20, message=f"{title!r} to finish")
     app = subprocess.run([sys.executable, "-c", "import app; print(app.count_to(3), "
                           "app.greet('Ada'))"], cwd=repo, capture_output=True, text=True)
@@ -123,7 +123,7 @@ def test_demo_runs_only_the_demo_project_simulated_and_never_as_a_clis_spend(
         for moved in (task, demo_task):
             taskboard.move_task(moved["id"], "in_progress")
         for moved in (task, demo_task):
-            wait_for(lambda: taskboard.get_task(moved["id"])["status"] == "testing",
+            wait_for(lambda t=moved: taskboard.get_task(t["id"])["status"] == "testing",
                      timeout=20, message=f"{moved['title']!r} to finish")
         assert [taskboard.get_project(p["id"])["simulated"] for p in (demo_project, real)] \
             == [True, False]
