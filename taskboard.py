@@ -5525,14 +5525,9 @@ def git_host_response(method: str, path: str, body: dict | None = None,
                "X-GitHub-Api-Version": "2022-11-28", **(headers or {})}
     if runtime.config.get("git_host_token"):
         headers["Authorization"] = f"Bearer {runtime.config['git_host_token']}"
-    url = runtime.config["git_host_api"].rstrip("/") + path
-    try:
-        with gevent.Timeout(GIT_HOST_TIMEOUT_SECONDS):
-            return requests.request(method, url, json=body, headers=headers,
-                                    timeout=GIT_HOST_TIMEOUT_SECONDS,
-                                    allow_redirects=redirects)
-    except (gevent.Timeout, requests.RequestException) as exc:
-        return f"cannot reach {urllib.parse.urlsplit(url).netloc}: {type(exc).__name__}"
+    return http_call(method, runtime.config["git_host_api"].rstrip("/") + path,
+                     GIT_HOST_TIMEOUT_SECONDS, json=body, headers=headers,
+                     allow_redirects=redirects)
 
 
 def _decoded(response) -> object:
@@ -6809,29 +6804,41 @@ def push_message(moment: dict) -> dict:
     return message
 
 
-def _post(url: str, body: bytes, headers: dict, session=None) \
-        -> tuple[int | None, str | None]:
-    """One POST: (status, None) on 2xx, else (status or None, why).  With a session (a push
-    service's kept-alive connections) the short answer is read whole, so that its connection
-    serves the next message; a webhook's is never read."""
-    timer = gevent.Timeout(WEBHOOK_TIMEOUT_SECONDS)
+def http_call(method: str, url: str, timeout: float, session=None, read: bool = True,
+              **options) -> "requests.Response | str":
+    """The board's one outbound HTTP call (webhooks, push services, the source host): its
+    response, or why there is none.  The timeout bounds the whole call; a session keeps
+    its connections alive; without read the answer's body is never read (a webhook's)."""
+    timer = gevent.Timeout(timeout)
     try:
         with timer:
-            response = (session or requests).post(
-                url, data=body, headers=headers, stream=session is None,
-                timeout=WEBHOOK_TIMEOUT_SECONDS, allow_redirects=False,
-                verify=os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE")
-                or True)
-            response.close()
+            response = (session or requests).request(
+                method, url, timeout=timeout, stream=not read, verify=os.environ.get(
+                    "REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE") or True,
+                **options)
+            if not read:
+                response.close()
+            return response
     except (gevent.Timeout, requests.Timeout) as exc:
         if isinstance(exc, gevent.Timeout) and exc is not timer:
             raise  # a caller's timeout, not ours
-        return None, f"no answer within {WEBHOOK_TIMEOUT_SECONDS:g} s"
+        return f"no answer within {timeout:g} s"
     except OSError as exc:  # requests' errors, and a CA bundle path that is not there
         reason = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(exc))
         reason = reason.group(1) if reason else "its certificate is not trusted" if \
             "CERTIFICATE_VERIFY_FAILED" in str(exc) else type(exc).__name__
-        return None, f"cannot reach {urllib.parse.urlsplit(url).netloc}: {reason}"
+        return f"cannot reach {urllib.parse.urlsplit(url).netloc}: {reason}"
+
+
+def _post(url: str, body: bytes, headers: dict, session=None) \
+        -> tuple[int | None, str | None]:
+    """One POST of a webhook or push message: (status, None) on 2xx, else (status or None,
+    why).  With a session (a push service's kept-alive connections) the short answer is
+    read whole, so that its connection serves the next message; a webhook's is never read."""
+    response = http_call("POST", url, WEBHOOK_TIMEOUT_SECONDS, session, read=session is not None,
+                         data=body, headers=headers, allow_redirects=False)
+    if isinstance(response, str):
+        return None, response
     if 200 <= response.status_code < 300:
         return response.status_code, None
     return response.status_code, f"the target answered {response.status_code} " \
