@@ -43,13 +43,16 @@ def fake_board(start_board):
     return start_board(demo=False, agent_command=FAKE)
 
 
-def asking_task(board, tmp_path) -> tuple[dict, dict]:
-    """A project (permission mode default) and a task whose agent asks before its Bash
-    command "echo hello > hello.txt && cat hello.txt", started: it waits for a person."""
+def waiting_card(board, page, tmp_path):
+    """A project (permission mode default) on the board in the page, and the card of its
+    task whose agent asks before its Bash command "echo hello > hello.txt && cat
+    hello.txt", started: it waits for a person, so its usage holds still."""
     project = code_project(board, tmp_path, "Shop")
     task = board.api("POST", f"/api/projects/{project['id']}/tasks",
                      {"title": "Say hello", "description": "fake:ask"})
-    return project, task
+    open_board(page, board, project["id"])
+    start(board, task)
+    return card(column(page, "In progress"), "Say hello")
 
 
 def test_a_server_error_names_the_field_by_its_label(board, page, console_errors):
@@ -67,11 +70,7 @@ def test_a_server_error_names_the_field_by_its_label(board, page, console_errors
 
 
 def test_a_running_card_waiting_for_you_keeps_its_lines_inside(fake_board, page, tmp_path):
-    board = fake_board
-    project, task = asking_task(board, tmp_path)
-    open_board(page, board, project["id"])
-    start(board, task)
-    running = card(column(page, "In progress"), "Say hello")
+    running = waiting_card(fake_board, page, tmp_path)
     needs = running.get_by_test_id("card-needs-you")
     expect(needs).to_have_text("Needs you (1)")
     expect(needs.locator("svg")).to_have_count(1)  # a drawn hand, never a glyph the font lacks
@@ -92,11 +91,7 @@ def test_a_running_card_waiting_for_you_keeps_its_lines_inside(fake_board, page,
 
 
 def test_the_card_and_the_task_page_show_the_same_cost_mid_run(fake_board, page, tmp_path):
-    board = fake_board
-    project, task = asking_task(board, tmp_path)
-    open_board(page, board, project["id"])
-    start(board, task)
-    running = card(column(page, "In progress"), "Say hello")
+    running = waiting_card(fake_board, page, tmp_path)
     expect(running.get_by_test_id("card-needs-you")).to_be_visible()  # it waits: usage stays
     cost = running.get_by_test_id("card-cost")
     expect(cost).to_have_text(re.compile(r"^≈?\$0\.\d*[1-9]"))
