@@ -10225,7 +10225,10 @@ def body_refusal(environ) -> ApiError | None:
 
 
 def read_json(required: bool = True):
-    """The request body as parsed JSON (its headers were checked by body_refusal)."""
+    """The request body as parsed JSON (its headers were checked by body_refusal); in a
+    board tool's call in process, the tool's body."""
+    if "taskboard.body" in bottle.request.environ:
+        return bottle.request.environ["taskboard.body"]
     raw = bottle.request.body.read(MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
         raise PayloadTooLarge("request body is larger than 1 mib")
@@ -10581,8 +10584,7 @@ def _service_route(method: str, rule: str, service, returns: str, name=None, **c
 def board_tools_http():
     """The board tools over MCP's streamable HTTP transport, answered as JSON (no event
     stream): a JSON-RPC message or a batch; only notifications → 202, no body."""
-    scheme, _, token = (bottle.request.get_header("Authorization") or "").partition(" ")
-    answer = mcp_http(read_json(), token.strip() if scheme.lower() == "bearer" else None)
+    answer = mcp_http(read_json())
     if answer is None:
         bottle.response.status = 202
         return ""
@@ -11723,8 +11725,8 @@ def mcp_serve(argv: list[str]) -> int:
     if args.config:
         with open(args.config, encoding="utf-8") as f:
             env = json.load(f)["mcpServers"]["taskboard"]["env"]
-    board = BoardApi(args.url.rstrip("/"), env.get("TASKBOARD_MCP_TOKEN"),
-                     int(env.get("TASKBOARD_TASK_ID") or 0) or None)
+    board = BoardApi(int(env.get("TASKBOARD_TASK_ID") or 0) or None, args.url.rstrip("/"),
+                     env.get("TASKBOARD_MCP_TOKEN"))
     for line in sys.stdin:
         try:
             message = json.loads(line)
@@ -11743,12 +11745,12 @@ def mcp_serve(argv: list[str]) -> int:
     return 0
 
 
-def mcp_http(body, token: str | None):
+def mcp_http(body):
     """POST /mcp: the answers to a JSON-RPC message or batch; None when it held only
-    notifications.  The tools call the board's API with the caller's token, so a run's
-    token keeps its bounds."""
+    notifications.  The tools call the board's routes in this process, within the bounds
+    of the caller's credential (a run's token keeps its bounds)."""
     scope = bottle.request.environ.get("taskboard.agent") or {}
-    board = BoardApi(runtime.url, token, scope.get("task_id"))
+    board = BoardApi(scope.get("task_id"))
     messages = body if isinstance(body, list) else [body]
     answers = []
     for message in messages:
@@ -11826,16 +11828,20 @@ def _mcp_answer(method, params, board: "BoardApi"):
 
 
 class BoardApi:
-    """The board's HTTP API as the tools call it: with the run's token, on behalf of the
-    task `own` the agent works on."""
+    """The board's API as the tools call it, on behalf of the task `own` the agent works
+    on: over HTTP with the run's token (the stdio server, --mcp), or without a url in this
+    process (POST /mcp), within the bounds of the request's credential."""
 
-    def __init__(self, url: str, token: str | None, own: int | None):
-        self.url, self.own = url, own
-        self.http = requests.Session()
-        if token:
-            self.http.headers["Authorization"] = f"Bearer {token}"
+    def __init__(self, own: int | None, url: str | None = None, token: str | None = None):
+        self.own, self.url, self.http = own, url, None
+        if url is not None:
+            self.http = requests.Session()
+            if token:
+                self.http.headers["Authorization"] = f"Bearer {token}"
 
     def call(self, method: str, path: str, body=None):
+        if self.http is None:
+            return _call_in_process(method, path, body)
         response = self.http.request(method, self.url + path, json=body, timeout=30)
         answer = response.json() if response.content else {}
         if response.status_code >= 400:
@@ -11861,6 +11867,30 @@ class BoardApi:
         detail = self.call("GET", f"/api/tasks/{task_id}/detail")
         detail["logs"] = detail["logs"][-20:]
         return detail
+
+
+def _call_in_process(method: str, path: str, body):
+    """A board tool's call of a route, answered in this request: the route's own code with
+    the tool's body, after the checks an HTTP call of the same credential meets (a run
+    token reaches only RUN_TOKEN_ROUTES of its project; agent_bounds() does the rest)."""
+    environ = bottle.request.environ
+    scope = environ.get("taskboard.agent")
+    refusal = run_token_refusal({"REQUEST_METHOD": method, "PATH_INFO": path}, scope) \
+        if scope is not None else None
+    if refusal is not None:
+        raise ValueError(refusal.message)
+    try:
+        route, ids = app.router.match({"REQUEST_METHOD": method, "PATH_INFO": path})
+    except bottle.HTTPError as exc:
+        raise ValueError(f"{method} {path[:100]}: {exc.status_line.lower()}") from None
+    environ["taskboard.body"] = body
+    try:
+        answer = route.callback(**ids)
+    except ApiError as exc:
+        raise ValueError(exc.message) from None
+    finally:
+        del environ["taskboard.body"]
+    return json.loads(answer) if isinstance(answer, RawJson) else answer
 
 
 def _mcp_send(message_id, **answer) -> None:
