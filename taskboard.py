@@ -9460,9 +9460,10 @@ def _ssh_error(stderr: str, fallback: str, host: dict | None = None) -> str:
 
 class ThisMachine:
     """The board's own machine, as a run's code sees it: the seam between where a run
-    happens and what it does, whose other kind is HostLink (an SSH host).  Both give a
-    short command in a folder, git, the checked-out commit, the lock of a repository,
-    the stop check, and how the log says where."""
+    happens and what it does, whose other kind is HostLink (an SSH host).  Both give what
+    runs need: the agent's command and readiness, the checkout, attachments and board
+    tools of a run, spawn() (every agent process starts there), a short command in a
+    folder, git, a repository and its lock, the stop check, and how the log says where."""
     host = None
     where = ""
 
