@@ -4377,18 +4377,16 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         return
     task, project, host = context["task"], context["project"], context["host"]
     machine = machine_of(host)
-    agent, command, missing = run_agent(project, task["agent"], machine)
-    if missing:
-        runtime.agents.release(task_id)
-        _fail_task(task_id, missing)
-        return
-    until = agent_limited_until(agent)
-    if until is not None:  # the agent's usage limit: wait it out
-        _wait_for_limit(task, agent, until, None, functools.partial(
-            start_run, task_id, resume=resume, prompt=prompt, note=note, mcp_port=mcp_port))
-        return
     try:
-        machine.ready()
+        agent, command = run_agent(project, task["agent"], machine)
+    except CannotRun as exc:
+        if exc.until is not None:  # the agent's usage limit: wait it out
+            _wait_for_limit(task, exc.agent, exc.until, None, functools.partial(
+                start_run, task_id, resume=resume, prompt=prompt, note=note, mcp_port=mcp_port))
+        else:
+            runtime.agents.release(task_id)
+            _fail_task(task_id, str(exc))
+        return
     except HostDown as exc:
         wait_for_host(task, host, str(exc))
         if exc.shown:  # its check disables it and shows the new key
@@ -4402,36 +4400,17 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
     tools = adapter.BOARD_TOOLS and machine.reaches_board
     text = prompt if prompt is not None else build_prompt(context, note=note, tools=tools)
     cwd = machine.checkout(task, project)
-    attachment_dir = machine.attachments(task, context["attachments"])
-    head = machine.head(cwd)
-    invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
-                                text, task_run_flags(project, session_id, attachment_dir),
-                                session_id=session_id, task_id=task_id, command=command)
-    simulated = command is SIMULATED_AGENT
-    run_id = insert_run_row({
-        "task_id": task_id, "project_id": project["id"], "kind": "task", "agent": agent,
-        "model": task["model"], "cwd": cwd, "resumed": int(bool(session_id)),
-        "session_id": session_id, "head_start": head, "simulated": simulated,
-        "host_id": (machine.host or {}).get("id")})
+    flags = task_run_flags(project, session_id, machine.attachments(task, context["attachments"]))
     two_way = AGENTS[agent].two_way
-    channel = run_channel(project) if two_way else None
-    token = None
-    try:  # a host's run gets its settings there before it starts
-        if tools:
-            token = machine.board_tools(agent, run_id, task_id, project["id"], invocation,
-                                        mcp_port)
-        run = machine.agent_run(task_id, project["id"], run_id, text, invocation,
-                                model=task["model"], channel=channel)
-    except (HostDown, OSError) as exc:  # the run never started: so says its row
-        runtime.run_tokens.pop(token, None)
-        update_run_row(run_id, {"status": "failed", "error": str(exc), "ended_at": now_iso()})
-        raise
-    run.board_token = token
-    model_name = adapt_run(run, agent, task["model"], session_id, simulated)
+    run = prepare_run(machine, project, agent, command, "task", cwd, task["model"],
+                      task["thinking_effort"], text, flags, task_id=task_id,
+                      session_id=session_id, tools=tools, mcp_port=mcp_port,
+                      channel=run_channel(project) if two_way else None)
+    run_id = run.run_id
     if agent == "claude":
         run.queued.extend(queued_message_rows(task_id))  # sent while no agent ran
     what = f"resuming session {session_id}" if session_id else "starting the agent"
-    runtime.logs.append(task_id, "system", f"{what} ({agent}, {model_name}"
+    runtime.logs.append(task_id, "system", f"{what} ({agent}, {run.model_name}"
                         f", effort {task['thinking_effort']}) in {cwd}{machine.where}", run_id)
     if not two_way and project["permission_mode"] != "auto-accept":
         runtime.logs.append(task_id, "system", f"approvals not available for this agent "
@@ -4735,16 +4714,69 @@ def agent_model(agent: str, tier: str) -> str | None:
     return _dict(chosen.get(agent)).get(tier, AGENT_MODELS[agent][tier])
 
 
+class CannotRun(Exception):
+    """Why an agent cannot run now: its CLI is missing, or (`until`) its usage limit."""
+
+    def __init__(self, why: str, agent: str, until: float | None = None):
+        super().__init__(why)
+        self.agent, self.until = agent, until
+
+
 def run_agent(project: dict, chosen: str | None, machine: "ThisMachine | HostLink") \
-        -> tuple[str, list | None, str | None]:
+        -> tuple[str, list | None]:
     """The CLI a run of the project uses (`chosen` by its task or planner, else the
-    project's), its command line on the machine (None: the one configured here), and why
-    it cannot start (None: it can).  Under --demo the Demo project's runs use the
-    simulated agent, which speaks Claude Code's contract (design §2)."""
+    project's) and its command line on the machine (None: the one configured here), once
+    it can start there: else CannotRun, or HostDown from the machine.  Under --demo the
+    Demo project's runs use the simulated agent, which speaks Claude Code's contract
+    (design §2)."""
     if runs_simulated(project):
-        return "claude", SIMULATED_AGENT, None
+        return "claude", SIMULATED_AGENT
     agent = chosen or project["agent"]
-    return agent, *machine.agent_command(agent)
+    command, missing = machine.agent_command(agent)
+    if missing:
+        raise CannotRun(missing, agent)
+    until = agent_limited_until(agent)
+    if until is not None:
+        raise CannotRun(f"the {agent} agent is at its usage limit until {iso_at(until)}",
+                        agent, until)
+    machine.ready()
+    return agent, command
+
+
+def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, command,
+                kind: str, cwd: str, tier: str, effort: str, prompt: str, flags=(), *,
+                task_id: int | None = None, session_id: str | None = None,
+                mode: str | None = None, tools: bool = False, mcp_port: int | None = None,
+                plan=None, **kw) -> "AgentRun":
+    """A task's, verifier's or planner's run (`kind`; a planner's `plan`: its id and
+    values), not started: its invocation (design §6, §14), its runs row, the board tools
+    for `tools`, the run there, its adapter.  What fails on the way marks the row failed."""
+    invocation = run_invocation(agent, project, cwd, tier, effort, prompt, flags, mode=mode,
+                                session_id=session_id, task_id=task_id, command=command)
+    simulated = command is SIMULATED_AGENT
+    if plan is not None:
+        run = PlanRun(plan[0], project["id"], plan[1], prompt, agent, **invocation)
+    else:
+        run_id = insert_run_row({
+            "task_id": task_id, "project_id": project["id"], "kind": kind, "agent": agent,
+            "model": tier, "cwd": cwd, "resumed": int(bool(session_id)),
+            "session_id": session_id, "head_start": machine.head(cwd), "simulated": simulated,
+            "host_id": (machine.host or {}).get("id")})
+        token = None
+        try:  # a host's run gets its settings there before it starts
+            if tools:
+                token = machine.board_tools(agent, run_id, task_id, project["id"], invocation,
+                                            mcp_port)
+            run = machine.agent_run(task_id, project["id"], run_id, prompt, invocation,
+                                    model=tier, **kw)
+        except (HostDown, OSError) as exc:  # the run never started: so says its row
+            runtime.run_tokens.pop(token, None)
+            update_run_row(run_id, {"status": "failed", "error": str(exc),
+                                    "ended_at": now_iso()})
+            raise
+        run.board_token = token
+    run.model_name = adapt_run(run, agent, tier, session_id, simulated)
+    return run
 
 
 def not_installed(agent: str) -> str:
@@ -5065,40 +5097,38 @@ def start_verifier(task_id: int) -> None:
     if not project["auto_test"] or runtime.agents.verifiers.get(task_id):
         return
     machine = machine_of(host)
-    agent, command, missing = run_agent(project, task["agent"], machine)
     try:
-        machine.ready()
+        agent, command = run_agent(project, task["agent"], machine)
+    except CannotRun as exc:
+        if exc.until is not None:
+            _verify_after_limit(task_id, exc.until, last_move_row(task_id))
+            return
+        missing = str(exc)
     except HostDown as exc:
         missing = f"host {host['name']!r} cannot be reached ({exc})"
+    else:
+        missing = None
     if missing:
         runtime.logs.append(task_id, "system", f"the verifier cannot run: {missing};"
                             " the task waits in testing", is_error=True)
         return
-    until = agent_limited_until(agent)
-    if until is not None:
-        _verify_after_limit(task_id, until, last_move_row(task_id))
-        return
     if task["waiting_until"]:
         _publish_task(update_task_row(task_id, {"waiting_until": None}))
-    diff = task_diff(task_id)
     cwd = machine.review_cwd(task, project)
-    prompt = verifier_prompt(task, project, diff)
-    invocation = run_invocation(agent, project, cwd, task["model"], task["thinking_effort"],
-                                prompt, ["--tools", "Read,Grep,Glob,Bash", "--allowedTools",
-                                         *VERIFIER_TOOLS], mode="read-only", task_id=task_id,
-                                command=command)
-    simulated = command is SIMULATED_AGENT
-    run_id = insert_run_row({"task_id": task_id, "project_id": project["id"],
-                             "kind": "verifier", "agent": agent, "model": task["model"],
-                             "cwd": cwd, "head_start": machine.head(cwd),
-                             "host_id": (machine.host or {}).get("id"),
-                             "simulated": simulated})
-    run = machine.agent_run(task_id, project["id"], run_id, prompt, invocation,
-                            model=task["model"], on_finish=finish_verifier)
-    model = adapt_run(run, agent, task["model"], simulated=simulated)
+    prompt = verifier_prompt(task, project, task_diff(task_id))
+    try:
+        run = prepare_run(machine, project, agent, command, "verifier", cwd, task["model"],
+                          task["thinking_effort"], prompt, ["--tools", "Read,Grep,Glob,Bash",
+                                                            "--allowedTools", *VERIFIER_TOOLS],
+                          mode="read-only", task_id=task_id, on_finish=finish_verifier)
+    except (HostDown, OSError) as exc:
+        runtime.logs.append(task_id, "system", f"the verifier could not start: {exc}; the "
+                            "task waits in testing", is_error=True)
+        return
+    run_id = run.run_id
     run.moves_before = last_move_row(task_id)
     runtime.logs.append(task_id, "system", f"the verifier checks the work (autoTest; {agent}, "
-                        f"{model}, read-only)", run_id)
+                        f"{run.model_name}, read-only)", run_id)
     try:
         runtime.agents.launch_verifier(run)
     except OSError as exc:
@@ -6882,27 +6912,23 @@ def start_plan(project_id: int, body) -> dict:
     stamp = max(int(time.time() * 1000), runtime.last_plan_ms + 1)
     runtime.last_plan_ms = stamp
     plan_id = f"plan-{project_id}-{stamp}"
-    agent, command, missing = run_agent(project, values.get("agent"), THIS_MACHINE)
-    if missing:
-        raise Conflict(f"the planner cannot run: {missing}")
-    until = agent_limited_until(agent)
-    if until is not None:
-        raise Conflict(f"the {agent} agent is at its usage limit until {iso_at(until)}; plan "
-                       "then, or with another agent")
+    try:
+        agent, command = run_agent(project, values.get("agent"), THIS_MACHINE)
+    except CannotRun as exc:
+        raise Conflict(f"the planner cannot run: {exc}" + (
+            "; plan then, or with another agent" if exc.until else "")) from None
     prompt = planner_prompt(project, values)
-    run = PlanRun(plan_id, project_id, values, prompt, agent, **run_invocation(
-        agent, project, project["working_dir"], values["model"], values["effort"], prompt,
-        ["--tools", "Read,Bash", "--allowedTools", *PLANNER_TOOLS], mode="read-only",
-        command=command))
-    simulated = command is SIMULATED_AGENT
-    adapt_run(run, agent, values["model"], simulated=simulated)
+    run = prepare_run(THIS_MACHINE, project, agent, command, "planner", project["working_dir"],
+                      values["model"], values["effort"], prompt, [
+                          "--tools", "Read,Bash", "--allowedTools", *PLANNER_TOOLS],
+                      mode="read-only", plan=(plan_id, values))
     runtime.plans[project_id] = run  # before any yield: a second start must see it
     try:
         insert_plan_row({"plan_id": plan_id, "project_id": project_id, "status": "running",
                          "topic": values["topic"], "context": values["context"],
                          "agent": agent, "model": values["model"], "effort": values["effort"],
                          "granularity": values["granularity"], "started_at": now_iso(),
-                         "simulated": simulated})
+                         "simulated": run.parser.simulated})
     except BaseException:
         runtime.plans.pop(project_id, None)
         raise
