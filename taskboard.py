@@ -179,8 +179,10 @@ MAX_PLAN_TASKS = 50
 #: A webhook delivery attempt gives up after this long.
 WEBHOOK_TIMEOUT_SECONDS = 10.0
 #: The pause before the second attempt after a 5xx or connection error (each next: 4 times
-#: longer, see deliveries()).
+#: longer, see Deliveries).
 WEBHOOK_BACKOFF_BASE = 2.0
+#: The longest a delivery waits before its next attempt when its target asks (Retry-After).
+RETRY_AFTER_MAX_SECONDS = 60.0
 #: Delivery records kept per webhook.
 WEBHOOK_DELIVERIES_KEPT = 50
 #: Notices kept waiting per webhook (a target that hangs); beyond, the oldest are dropped.
@@ -5716,21 +5718,8 @@ class PullRequests(Worker):
         if status == 200 and response.headers.get("ETag"):
             etags[path] = response.headers["ETag"], answer
         if status in (403, 429) or status >= 500:
-            raise GitHostTrouble(_host_problem(status, answer), _wait_asked(response))
+            raise GitHostTrouble(_host_problem(status, answer), wait_asked(response))
         return status, answer
-
-
-def _wait_asked(response) -> float | None:
-    """Seconds the host asks a client to wait (Retry-After, else X-RateLimit-Reset when
-    no requests remain), or None."""
-    try:
-        if response.headers.get("Retry-After"):
-            return max(float(response.headers["Retry-After"]), 1.0)
-        if response.headers.get("X-RateLimit-Remaining") == "0":
-            return max(float(response.headers["X-RateLimit-Reset"]) - time.time(), 1.0)
-    except (KeyError, ValueError):
-        pass
-    return None
 
 
 def follow_pull_request(task: dict, repo: str, answer: dict) -> None:
@@ -6594,7 +6583,8 @@ def deliver(hook: dict, project: dict, notice: dict, attempts: int = 3) \
     """POST the notice in the hook's format, retrying 5xx, 429 and connection errors with
     backoff; every attempt is recorded.  Returns (status, error or None, attempts made)."""
     status, error, attempt = None, None, 0
-    for attempt in deliveries(attempts):
+    tries = Deliveries(attempts)
+    for attempt in tries:
         if attempt > 1:  # the hook may have been changed, disabled or deleted meanwhile
             hook = webhook_now(hook)
             if hook is None:
@@ -6607,7 +6597,7 @@ def deliver(hook: dict, project: dict, notice: dict, attempts: int = 3) \
             digest = hmac.new(hook["secret"].encode(), body, hashlib.sha256).hexdigest()
             headers["X-Taskboard-Signature"] = f"sha256={digest}"
         started = time.monotonic()
-        status, error = _post(hook["url"], body, headers)
+        status, error, tries.wait = _post(hook["url"], body, headers)
         record_delivery(hook, notice["event"], attempt, status, error is None, error,
                         int((time.monotonic() - started) * 1000))
         if not retryable(status, error):
@@ -6615,13 +6605,20 @@ def deliver(hook: dict, project: dict, notice: dict, attempts: int = 3) \
     return status, error, attempt
 
 
-def deliveries(attempts: int):
+class Deliveries:
     """The attempts of one delivery (a webhook's, a push message's): 1, 2, ... with the
-    backoff before each next one; the caller stops when an answer is not retryable()."""
-    for attempt in range(1, attempts + 1):
-        if attempt > 1:
-            gevent.sleep(backoff(WEBHOOK_BACKOFF_BASE, attempt - 1, factor=4))
-        yield attempt
+    backoff before each next one, or the `wait` its target last asked for when longer (at
+    most RETRY_AFTER_MAX_SECONDS); the caller stops when an answer is not retryable()."""
+
+    def __init__(self, attempts: int):
+        self.attempts, self.wait = attempts, None
+
+    def __iter__(self):
+        for attempt in range(1, self.attempts + 1):
+            if attempt > 1:
+                gevent.sleep(max(backoff(WEBHOOK_BACKOFF_BASE, attempt - 1, factor=4),
+                                 min(self.wait or 0.0, RETRY_AFTER_MAX_SECONDS)))
+            yield attempt
 
 
 def retryable(status: int | None, error: str | None) -> bool:
@@ -6726,8 +6723,9 @@ class PushSender(Outbox):
         return pywebpush
 
     def post(self, device: dict, payload: bytes, headers: dict, ttl: int) \
-            -> tuple[int | None, str | None]:
-        """Encrypt the payload for the device (RFC 8291) and POST it to its push service."""
+            -> tuple[int | None, str | None, float | None]:
+        """Encrypt the payload for the device (RFC 8291) and POST it to its push service:
+        _post()'s answer."""
         pusher = self.library().WebPusher({"endpoint": device["endpoint"], "keys": {
             "p256dh": device["p256dh"], "auth": device["auth"]}})
         return _post(device["endpoint"], pusher.encode(payload)["body"], {
@@ -6772,9 +6770,10 @@ def deliver_push(device: dict, moment: dict, attempts: int = 3) \
         record_push_row(device["id"], None, error)
         return None, error
     status, error = None, None
-    for _ in deliveries(attempts):
+    tries = Deliveries(attempts)
+    for _ in tries:
         started = time.monotonic()
-        status, error = runtime.push.post(device, payload, headers, ttl)
+        status, error, tries.wait = runtime.push.post(device, payload, headers, ttl)
         log.info("push %s to device %s (%s): %s, %d ms", message["kind"], device["id"],
                  device["name"] or "unnamed", error or status,
                  (time.monotonic() - started) * 1000)
@@ -6861,18 +6860,32 @@ def http_call(method: str, url: str, timeout: float, session=None, read: bool = 
 
 
 def _post(url: str, body: bytes, headers: dict, session=None) \
-        -> tuple[int | None, str | None]:
-    """One POST of a webhook or push message: (status, None) on 2xx, else (status or None,
-    why).  With a session (a push service's kept-alive connections) the short answer is
-    read whole, so that its connection serves the next message; a webhook's is never read."""
+        -> tuple[int | None, str | None, float | None]:
+    """One POST of a webhook or push message: (status, None, None) on 2xx, else (status or
+    None, why, the wait it asked for before the next attempt: wait_asked()).  With a
+    session (a push service's kept-alive connections) the short answer is read whole, so
+    that its connection serves the next message; a webhook's is never read."""
     response = http_call("POST", url, WEBHOOK_TIMEOUT_SECONDS, session, read=session is not None,
                          data=body, headers=headers, allow_redirects=False)
     if isinstance(response, str):
-        return None, response
+        return None, response, None
     if 200 <= response.status_code < 300:
-        return response.status_code, None
+        return response.status_code, None, None
     return response.status_code, f"the target answered {response.status_code} " \
-        f"{response.reason or ''}".rstrip()
+        f"{response.reason or ''}".rstrip(), wait_asked(response)
+
+
+def wait_asked(response) -> float | None:
+    """Seconds the host asks a client to wait (Retry-After, else X-RateLimit-Reset when
+    no requests remain), or None."""
+    try:
+        if response.headers.get("Retry-After"):
+            return max(float(response.headers["Retry-After"]), 1.0)
+        if response.headers.get("X-RateLimit-Remaining") == "0":
+            return max(float(response.headers["X-RateLimit-Reset"]) - time.time(), 1.0)
+    except (KeyError, ValueError):
+        pass
+    return None
 
 
 def _slack(text: str, limit: int) -> str:

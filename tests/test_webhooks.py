@@ -54,6 +54,7 @@ class Receiver:
         self.requests = []
         self.codes = {}  # path -> status codes to answer in turn; then 200
         self.hanging = set()  # paths that answer only once let go (a minute at most)
+        self.retry_after = []  # what each 429 asks for in turn (Retry-After)
         self.let_go = gevent.event.Event()
         self.server = WSGIServer(("127.0.0.1", 0), self._handle, log=None, error_log=None)
         self.server.start()
@@ -74,7 +75,9 @@ class Receiver:
             self.let_go.wait(60)
             status = 200
         start_response(f"{status} {http.HTTPStatus(status).phrase}",
-                       [("Content-Type", "text/plain"), ("Content-Length", "2")])
+                       [("Content-Type", "text/plain"), ("Content-Length", "2"),
+                        *([("Retry-After", self.retry_after.pop(0))] if status == 429 and
+                          self.retry_after else [])])
         return [b"ok"]
 
     def at(self, path):
@@ -368,6 +371,24 @@ def test_5xx_is_retried_with_backoff_and_every_attempt_is_recorded_and_published
     published = [ws.until("webhook:delivery")["data"] for _ in records]
     assert published == [{"webhookId": hook["id"], "projectId": project["id"]} | d
                          for d in reversed(records)]
+
+
+def test_a_429_waits_what_its_retry_after_asks_when_longer_than_the_backoff_at_most_a_minute(
+        api, receiver, monkeypatch):
+    sleeps, sleep = [], gevent.sleep  # (seconds, attempts arrived before it)
+
+    def watched(seconds=0, *args, **kwargs):
+        if seconds >= 1:  # the waits asked for: recorded, not waited out
+            sleeps.append((seconds, len(receiver.at("/busy"))))
+            return None
+        return sleep(seconds, *args, **kwargs)
+    monkeypatch.setattr(gevent, "sleep", watched)
+    project = api.project()
+    api.webhook(project["id"], url=receiver.url("/busy"), events=["task:created"])
+    receiver.codes["/busy"], receiver.retry_after = [429, 429], ["7", "86400"]
+    api.task(project["id"])
+    assert [r.answered for r in receiver.wait("/busy", 3)] == [429, 429, 200]
+    assert sleeps == [(7.0, 1), (60.0, 2)], "Retry-After, then at most a minute"
 
 
 @pytest.mark.parametrize("codes", [[500, 502, 504], [429, 200], [404], [400]])
