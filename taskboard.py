@@ -3758,8 +3758,15 @@ def project_view(row: dict, only=None) -> dict:
     return render(PROJECT_FIELDS, {**row, "simulated": runs_simulated(row)}, only)
 
 
-def list_projects() -> list[dict]:
-    return [project_view(r, PROJECT_LIST_FIELDS) for r in find_rows("projects")]
+def list_projects(more: str = "") -> list[dict]:
+    """The project list entries, with `more` fields of the full project (comma-separated
+    names: what the board shows of each project, in one read)."""
+    names = [name for name in more.split(",") if name]
+    readable = {f.name for f in PROJECT_FIELDS if not f.write_only}
+    for name in names:
+        if name not in readable:
+            raise Invalid(f"fields: {name[:40]!r} is not a field of a project", "fields")
+    return [project_view(r, (*PROJECT_LIST_FIELDS, *names)) for r in find_rows("projects")]
 
 
 def project_summaries() -> list[dict]:
@@ -10701,6 +10708,14 @@ def api_move_task(task_id):
     return task if by_agent else release_task(task_id)
 
 
+@app.get("/api/projects", returns="ProjectListEntry[]",
+         query={"fields": {"type": "string", "pattern": r"^[A-Za-z]+(,[A-Za-z]+)*$",
+                           "description": "more fields of the full project in each entry, "
+                           "comma-separated (e.g. agent,host)"}})
+def api_list_projects():
+    return list_projects(bottle.request.query.get("fields") or "")
+
+
 @app.get("/api/approvals", returns="Approval[]",
          query={"status": {"type": "string", "enum": list(APPROVAL_STATUSES)}})
 def api_list_approvals():
@@ -10784,7 +10799,6 @@ SERVICE_ROUTES = (
      {"body": PLAN_FIELDS}),
     ("PUT", "/api/settings", update_settings, "Settings",
      {"body": SETTINGS_FIELDS, "partial": True}),
-    ("GET", "/api/projects", list_projects, "ProjectListEntry[]"),
     ("GET", "/api/projects/summary", project_summaries, "ProjectSummary[]"),
     ("GET", "/api/projects/<project_id:int>", get_project, "Project"),
     ("DELETE", "/api/projects/<project_id:int>", delete_project, "Ok"),

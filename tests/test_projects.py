@@ -308,3 +308,21 @@ def test_pr_base_branch_must_not_be_empty_but_git_host_repo_may(client, api, sna
     assert snapshot() == before
     assert client.put_json(f"/api/projects/{project['id']}",
                            {"gitHostRepo": ""}).json["gitHostRepo"] == ""
+
+
+def test_project_list_carries_the_fields_of_the_full_project_it_is_asked_for(client, api):
+    project = api.project(name="Board", slug="board", agent="codex", prFixMaxAttempts=5)
+    listed = client.get("/api/projects?fields=agent,host,prFixMaxAttempts,simulated").json
+    assert listed == [{"id": project["id"], "name": "Board", "slug": "board",
+                       "workingDir": str(api.workdir), "createdAt": project["createdAt"],
+                       "agent": "codex", "host": None, "prFixMaxAttempts": 5,
+                       "simulated": False}]
+
+
+@pytest.mark.parametrize("fields", ["nope", "agent,gitHostWebhookSecret", "agent,,x"])
+def test_project_list_refuses_a_field_a_project_does_not_show(client, api, fields):
+    api.project()
+    response = client.get(f"/api/projects?fields={fields}", expect_errors=True)
+    assert response.status_code == 400
+    assert response.json["field"] == "fields" and fields.split(",")[-1] in \
+        response.json["error"]

@@ -78,6 +78,9 @@ function listPath(projectId, kind, id) {
   return path`/api/projects/${projectId}/` + name(kind) + (id === undefined ? "" : path`/${id}`);
 }
 
+/** The project list with the fields of each project the board shows (boot.js asks it early). */
+export const PROJECTS_PATH = "/api/projects?fields=agent,host,prFixMaxAttempts,simulated";
+
 /** The HTTP API, one function per route. */
 export const api = {
   health: () => request("GET", "/api/health"),
@@ -85,7 +88,7 @@ export const api = {
   openapi: () => request("GET", "/api/openapi.json"),
   logout: () => request("POST", "/api/logout"),
   // projects
-  projects: () => request("GET", "/api/projects"),
+  projects: () => request("GET", PROJECTS_PATH),
   projectSummaries: () => request("GET", "/api/projects/summary"),
   project: (id) => request("GET", path`/api/projects/${id}`),
   createProject: (body) => request("POST", "/api/projects", body),

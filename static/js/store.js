@@ -207,27 +207,8 @@ export async function loadAll() {
   notify("resync");
 }
 
-/**
- * Project id -> {agent, host, prFixMaxAttempts, simulated}: the project list does not carry
- * them (see projectAgent, projectHost, projectPrFixMax, projectSimulated); project:created and
- * project:updated do,
- * learnProjects() asks for the others.
- */
-const projectExtras = new Map();
-
-/** A field of a project the list does not carry, or undefined until it is known. */
-function projectExtra(projectId, name) {
-  const listed = state.projects.find((p) => p.id === projectId);
-  return listed && name in listed ? listed[name] : projectExtras.get(projectId)?.[name];
-}
-
-/** Remember the fields of a full project (an answer or an event) the list does not carry. */
-function keepExtras(project) {
-  if (project && "agent" in project) {
-    projectExtras.set(project.id, { agent: project.agent, host: project.host ?? null,
-      prFixMaxAttempts: project.prFixMaxAttempts, simulated: project.simulated });
-  }
-}
+/** A field of a project (the list carries those the board shows), undefined until it is known. */
+const projectExtra = (projectId, name) => state.projects.find((p) => p.id === projectId)?.[name];
 
 /** The agent CLI of a project ("claude", "codex", ...), or undefined until it is known. */
 export const projectAgent = (projectId) => projectExtra(projectId, "agent");
@@ -240,18 +221,6 @@ export const projectSimulated = (projectId) => projectExtra(projectId, "simulate
 
 /** How many automatic fixes one pull request of a project gets (undefined until known). */
 export const projectPrFixMax = (projectId) => projectExtra(projectId, "prFixMaxAttempts");
-
-/**
- * Ask the server for the agent and host of these projects (default: all) where they are not
- * known yet; true when it told something new.
- */
-export async function learnProjects(projectIds = state.projects.map((p) => p.id)) {
-  const unknown = projectIds.filter((id) => projectAgent(id) === undefined || projectHost(id) === undefined);
-  const found = (await Promise.all(unknown.map((id) => api.project(id).catch(() => null)))).filter(Boolean);
-  for (const project of found) keepExtras(project);
-  if (found.length) notify("projects:learned");
-  return found.length > 0;
-}
 
 /**
  * Apply one /ws message to the state (pure with respect to the network).
@@ -315,7 +284,6 @@ export function receive(message) {
     const { event, data } = message;
     if (event.startsWith("approval:")) hear("approvals");
     if (event.startsWith("host:")) hear("hosts");
-    if (event === "project:created" || event === "project:updated") keepExtras(data);
     if (touchesInbox(state, message)) {
       hear("inbox");
       refreshInbox();

@@ -6,7 +6,7 @@ import { h } from "../dom.js";
 import * as format from "../format.js";
 import { register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
-import { learnProjects, projectAgent } from "../store.js";
+import { projectAgent } from "../store.js";
 import { select } from "./common.js";
 
 register({  // key: [English, Turkish]
@@ -36,9 +36,6 @@ function projectsLabel(projectId) {
 export function agentSelect(projectId, current, attrs = {}) {
   const values = ["", ...enumOf("Task", "agent")];
   const el = select(values, current ?? "", (v) => (v === "" ? projectsLabel(projectId) : agentName(v)), attrs);
-  if (projectAgent(projectId) === undefined) {
-    learnProjects([projectId]).then(() => { el.options[0].textContent = projectsLabel(projectId); });
-  }
   return el;
 }
 

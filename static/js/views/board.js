@@ -13,7 +13,7 @@ import * as format from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
 import { followLogs } from "../socket.js";
-import { learnProjects, liveUsage, loadTasks, notify, onEvent, projectSimulated, state, subscribe, tasksOf }
+import { liveUsage, loadTasks, notify, onEvent, projectSimulated, state, subscribe, tasksOf }
   from "../store.js";
 import { activityOf, matches, taskCard } from "./board_card.js";
 import { dockedLog } from "./board_dock.js";
@@ -50,7 +50,7 @@ const BUILD_STEP = 15;
 
 /** Store events after which the board renders again. */
 const RENDER_ON = new Set(["local", "tasks:loaded", "resync", "task:created", "task:updated",
-  "task:deleted", "settings:updated", "project:updated", "project:deleted", "projects:learned",
+  "task:deleted", "settings:updated", "project:updated", "project:deleted",
   "hosts:loaded", "host:created", "host:updated", "host:deleted"]);
 const NO_FILTERS = { type: "", model: "", tag: "", q: "" };
 /** Filters survive a visit to a task and back (per project, for this page load). */
@@ -308,7 +308,6 @@ export function mount(root, { projectId }) {
   ];
 
   build();
-  learnProjects([projectId]).catch(() => {});  // the host its tasks run on, for their cards
   loadTasks(projectId).then(() => {
     view.loaded = true;
     schedule();

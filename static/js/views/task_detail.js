@@ -8,7 +8,7 @@ import { onLanguageChange, register, t } from "../i18n.js";
 import { go, queryId } from "../router.js";
 import { enumOf } from "../schema.js";
 import { followLogs } from "../socket.js";
-import { learnProjects, liveUsage, loadTasks, onEvent, projectAgent, projectHost, refusedLocally, state, subscribe }
+import { liveUsage, loadTasks, onEvent, refusedLocally, state, subscribe }
   from "../store.js";
 import { waitingText } from "./agent_parts.js";
 import { projectName, select } from "./common.js";
@@ -268,7 +268,7 @@ export function mount(root, { taskId }) {
     }),
     subscribe((s, event) => {
       if (event === "resync") pr.loaded = false;  // entries may have been missed meanwhile
-      if (["tasks:loaded", "resync", "project:updated", "projects:learned", "hosts:loaded", "host:updated"].includes(event)) {
+      if (["tasks:loaded", "resync", "project:updated", "hosts:loaded", "host:updated"].includes(event)) {
         schedule();
       }
     }),
@@ -292,9 +292,6 @@ export function mount(root, { taskId }) {
     tabs.show("log");
     log.setEntries(tail, tail.length < LOG_PAGE);
     if (!state.loadedProjects.has(task.project_id)) loadTasks(task.project_id).catch(() => {});
-    if (projectAgent(task.project_id) === undefined || projectHost(task.project_id) === undefined) {
-      learnProjects([task.project_id]);  // its projects:learned renders again
-    }
   }).catch((error) => {
     showGone(error.status === 404 ? t("detail.notFound") : error.message);
   });
