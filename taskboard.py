@@ -4764,7 +4764,8 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
                                 session_id=session_id, task_id=task_id, command=command)
     simulated = command is SIMULATED_AGENT
     if plan is not None:
-        run = PlanRun(plan[0], project["id"], plan[1], prompt, agent, **invocation)
+        run = PlanRun(plan[0], project["id"], plan[1], prompt, agent, machine=machine,
+                      **machine.invocation(invocation, plan[0]))
     else:
         run_id = insert_run_row({
             "task_id": task_id, "project_id": project["id"], "kind": kind, "agent": agent,
@@ -4776,8 +4777,8 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
             if tools:
                 token = machine.board_tools(agent, run_id, task_id, project["id"], invocation,
                                             mcp_port)
-            run = machine.agent_run(task_id, project["id"], run_id, prompt, invocation,
-                                    model=tier, **kw)
+            run = AgentRun(task_id, project["id"], run_id, prompt, model=tier,
+                           machine=machine, **machine.invocation(invocation, str(run_id)), **kw)
         except (HostDown, OSError) as exc:  # the run never started: so says its row
             runtime.run_tokens.pop(token, None)
             update_run_row(run_id, {"status": "failed", "error": str(exc),
@@ -7924,7 +7925,7 @@ def not_on_host(agent: str, host: dict) -> str | None:
         f"there (npm install -g {AGENTS[agent].package}) or set the host's agentCommands"
 
 
-def remote_invocation(link: "HostLink", run_id: int, invocation: dict) -> dict:
+def remote_invocation(link: "HostLink", name: str, invocation: dict) -> dict:
     """A run's invocation sent to its host: the run's own variables (what it adds to the
     board's environment) go to a 0600 file there, never on a command line; the argv is the
     ssh client of its channel, which runs REMOTE_RUN; the board's environment stays here."""
@@ -7933,7 +7934,7 @@ def remote_invocation(link: "HostLink", run_id: int, invocation: dict) -> dict:
     own.pop("TASKBOARD_URL", None)
     if link.port:  # the board, through the connection's remote forward
         own["TASKBOARD_URL"] = f"http://127.0.0.1:{link.port}"
-    env_file = link.path("runs", f"{int(run_id)}.env")
+    env_file = link.path("runs", f"{name}.env")
     link.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
                .encode(), "the run's settings")
     remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
@@ -9013,7 +9014,8 @@ class AgentRun:
     """One agent process and the greenlets that serve it."""
 
     def __init__(self, task_id, project_id, run_id, prompt, *, argv, cwd, env, model,
-                 root=None, timeout_s=0.0, idle_s=0.0, on_finish=None, channel=None):
+                 machine=None, root=None, timeout_s=0.0, idle_s=0.0, on_finish=None,
+                 channel=None):
         self.task_id, self.project_id, self.run_id = task_id, project_id, run_id
         #: A task run's two-way channel (design §12): {auto_allow, approval_timeout_minutes,
         #: stop_check: (command, max blocks) or None}; None: the prompt, then EOF.
@@ -9027,7 +9029,8 @@ class AgentRun:
         self._stdin_lock = gevent.lock.Semaphore()  # one writer on stdin
         self._requests = itertools.count(1)
         self.on_finish = on_finish or finish_run
-        self.machine = THIS_MACHINE  # where it runs: ThisMachine or a HostLink
+        self.machine = machine or THIS_MACHINE  # where it runs: ThisMachine or a HostLink
+        self.group = None  # its process group on a host, once the host said so
         self.argv, self.cwd, self.env, self.prompt, self.model = argv, cwd, env, prompt, model
         self.timeout_s, self.idle_s = timeout_s, idle_s
         self.parser = StreamParser()
@@ -9131,6 +9134,7 @@ class AgentRun:
                 with contextlib.suppress(OSError):
                     pipe.close()
             try:
+                self.machine.ended(self)
                 self._on_exit()
             except Exception:  # what the adapter makes of the end is logged, never fatal
                 log.exception("run %s: reading the agent's end failed", self.run_id)
@@ -9193,11 +9197,13 @@ class AgentRun:
                 self._bad_line(text)
 
     def _stderr(self, text: str):
+        if self.machine.heard(self, text):
+            return
         self.parser.stderr.append(text)  # where Gemini names a quota's reset (limit_resets)
         self._on_stderr(text)
 
     def _started(self):
-        record_run_process(self)
+        self.machine.started(self)
 
     def _bad_line(self, text: str):
         runtime.logs.append(self.task_id, "raw", _cut(text), self.run_id)
@@ -9241,8 +9247,7 @@ class AgentRun:
 
     def _signal(self, signum):
         if self.proc is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signum)
+            self.machine.kill_group(self, signum)
 
 
 class PlanRun(AgentRun):
@@ -9602,10 +9607,26 @@ class ThisMachine:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
 
-    def agent_run(self, task_id, project_id, run_id, prompt, invocation, **kw) -> "AgentRun":
-        """The run of an agent there (not started): its process, stdio and group."""
-        return AgentRun(task_id, project_id, run_id, prompt, root=repo_root(
-            invocation["cwd"]), **invocation, **kw)
+    def invocation(self, invocation: dict, name: str) -> dict:
+        """A run's invocation (run_invocation()'s) as it starts there; `name`: the run's,
+        for its files."""
+        return {**invocation, "root": repo_root(invocation["cwd"])}
+
+    def started(self, run: "AgentRun") -> None:
+        """A run's process was spawned there."""
+        record_run_process(run)
+
+    def heard(self, run: "AgentRun", text: str) -> bool:
+        """Whether a line of a run's stderr was its machine's, not its agent's."""
+        return False
+
+    def kill_group(self, run: "AgentRun", signum: int) -> None:
+        """Signal every process of a run."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(run.proc.pid, signum)
+
+    def ended(self, run: "AgentRun") -> None:
+        """A run's process exited: what its machine makes of that (nothing here)."""
 
     def check(self, cwd: str, argv: list[str], env: dict) -> tuple[int | None, str] | None:
         """The stop check in cwd with the run's environment: (exit code, or None when it
@@ -9851,10 +9872,41 @@ class HostLink:
                                 stderr=subprocess.PIPE, start_new_session=True,
                                 preexec_fn=_die_with_board)
 
-    def agent_run(self, task_id, project_id, run_id, prompt, invocation, **kw) -> "AgentRun":
-        """The run there: its settings go to the host first (OSError, HostDown)."""
-        return RemoteRun(task_id, project_id, run_id, prompt, link=self,
-                         **remote_invocation(self, run_id, invocation), **kw)
+    def invocation(self, invocation: dict, name: str) -> dict:
+        """The run's settings go to the host first (OSError, HostDown); its process here is
+        the ssh client of its channel (REMOTE_RUN on the other end), which dies with the
+        board."""
+        return remote_invocation(self, name, invocation)
+
+    def started(self, run: "AgentRun") -> None:
+        publish_host_runs(run)  # the process to remember is its group there: see heard()
+
+    def heard(self, run: "AgentRun", text: str) -> bool:
+        found = run.group is None and REMOTE_GROUP_RE.match(text)
+        if found:
+            run.group = int(found.group(1))
+            if run.run_id is not None:
+                update_run_row(run.run_id, {"pid": run.group})
+        return bool(found)
+
+    def kill_group(self, run: "AgentRun", signum: int) -> None:
+        """Over the connection; closing the channel (SIGKILL) ends the group too."""
+        if run.group is not None and run.proc.poll() is None:
+            gevent.spawn(kill_remote_group, self, run.group, signum)
+        if signum == signal.SIGKILL or run.group is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(run.proc.pid, signal.SIGKILL)
+
+    def ended(self, run: "AgentRun") -> None:
+        if run.exit_code != 255 or run.stop_reason is not None:
+            return
+        if run.task_id is not None:
+            why = run.parser.stderr[-1] if run.parser.stderr else "ssh 255"
+            runtime.logs.append(run.task_id, "system", f"the connection to host "
+                                f"{self.host['name']!r} was lost: {why}", run.run_id,
+                                is_error=True)
+        if run.group is not None:
+            runtime.leftovers.setdefault(self.host["id"], set()).add(run.group)
 
     def check(self, cwd: str, argv: list[str], env: dict) -> tuple[int | None, str] | None:
         """The stop check there: in its worktree, with the host's login environment,
@@ -9940,47 +9992,6 @@ def pin_host_key(host_id: int, line: str | None) -> None:
     with os.fdopen(fd, "w") as f:
         f.write("".join(k + "\n" for k in kept))
     os.replace(path + ".new", path)
-
-
-class RemoteRun(AgentRun):
-    """An agent run on a host: the same run, its process the ssh client of its channel
-    (REMOTE_RUN on the other end).  Its process group on the host is killed over the
-    connection; the client itself is killed with the board."""
-
-    def __init__(self, *args, link: "HostLink", **kw):
-        super().__init__(*args, **kw)
-        self.machine = link
-        self.group = None  # the agent's process group on the host, once it said so
-
-    def _started(self):
-        publish_host_runs(self)  # the process to remember is its group there: see _stderr
-
-    def _stderr(self, text: str):
-        found_group = self.group is None and REMOTE_GROUP_RE.match(text)
-        if found_group:
-            self.group = int(found_group.group(1))
-            update_run_row(self.run_id, {"pid": self.group})
-            return
-        super()._stderr(text)
-
-    def _signal(self, signum):
-        if self.proc is None:
-            return
-        if self.group is not None and self.proc.poll() is None:
-            gevent.spawn(kill_remote_group, self.machine, self.group, signum)
-        if signum == signal.SIGKILL or self.group is None:  # the channel closes: the
-            with contextlib.suppress(ProcessLookupError, PermissionError):  # wrapper ends
-                os.killpg(self.proc.pid, signal.SIGKILL)                     # the group
-
-    def _on_exit(self):
-        if self.exit_code == 255 and self.stop_reason is None:
-            runtime.logs.append(self.task_id, "system", f"the connection to host "
-                                f"{self.machine.host['name']!r} was lost: "
-                                f"{self.parser.stderr[-1] if self.parser.stderr else 'ssh 255'}",
-                                self.run_id, is_error=True)
-            if self.group is not None:
-                runtime.leftovers.setdefault(self.machine.host["id"], set()).add(self.group)
-        super()._on_exit()
 
 
 def kill_remote_group(link: "HostLink", group: int, signum=signal.SIGKILL) -> bool:
