@@ -6926,23 +6926,24 @@ def start_plan(project_id: int, body) -> dict:
     """Start a planning session; it goes on in the background (plan:* events)."""
     values = validate_known(lambda: get_project(project_id), PLAN_FIELDS, body)
     project = found(project_row(project_id), f"project {project_id} not found")
-    active = runtime.plans.get(project_id)
-    if active is not None:
-        raise Conflict(f"project {project['slug']!r} already has a planning session "
-                       f"({active.plan_id}); cancel it or wait for it to finish")
+    _no_plan_yet(project)
     stamp = max(int(time.time() * 1000), runtime.last_plan_ms + 1)
     runtime.last_plan_ms = stamp
     plan_id = f"plan-{project_id}-{stamp}"
-    try:
-        agent, command = run_agent(project, values.get("agent"), THIS_MACHINE)
+    machine = found(project_machine(project), "the project's host is gone")
+    try:  # on a host: its connection, its clone fetched, the run's settings sent there
+        agent, command = run_agent(project, values.get("agent"), machine)
+        prompt = planner_prompt(project, values)
+        run = prepare_run(machine, project, agent, command, "planner", machine.source(project),
+                          values["model"], values["effort"], prompt, [
+                              "--tools", "Read,Bash", "--allowedTools", *PLANNER_TOOLS],
+                          mode="read-only", plan=(plan_id, values))
     except CannotRun as exc:
         raise Conflict(f"the planner cannot run: {exc}" + (
             "; plan then, or with another agent" if exc.until else "")) from None
-    prompt = planner_prompt(project, values)
-    run = prepare_run(THIS_MACHINE, project, agent, command, "planner", project["working_dir"],
-                      values["model"], values["effort"], prompt, [
-                          "--tools", "Read,Bash", "--allowedTools", *PLANNER_TOOLS],
-                      mode="read-only", plan=(plan_id, values))
+    except (HostDown, OSError, GitError) as exc:
+        raise Conflict(f"the planner cannot run: {exc}") from None
+    _no_plan_yet(project)  # again: a second start may have come during the yields above
     runtime.plans[project_id] = run  # before any yield: a second start must see it
     try:
         insert_plan_row({"plan_id": plan_id, "project_id": project_id, "status": "running",
@@ -6956,16 +6957,20 @@ def start_plan(project_id: int, body) -> dict:
     _publish_plan(run, "plan:started", topic=values["topic"], model=values["model"],
                   effort=values["effort"])
     try:
-        if not os.path.isdir(project["working_dir"]):
-            raise FileNotFoundError(f"the project's workingDir {project['working_dir']!r} "
-                                    "does not exist")
         run.start()
     except OSError as exc:
-        why = f"the planner could not start {run.argv[0]!r} in " \
-              f"{project['working_dir']}: {exc.strerror or exc}"
+        why = f"the planner could not start {run.argv[0]!r} in {run.cwd}" \
+              f"{machine.where}: {exc.strerror or exc}"
         _end_plan(run, "failed", error=why)
         run.finished.set()
     return {"planId": plan_id, "status": "started"}
+
+
+def _no_plan_yet(project: dict) -> None:
+    active = runtime.plans.get(project["id"])
+    if active is not None:
+        raise Conflict(f"project {project['slug']!r} already has a planning session "
+                       f"({active.plan_id}); cancel it or wait for it to finish")
 
 
 def cancel_plan(project_id: int) -> dict:
@@ -7953,24 +7958,31 @@ def remote_worktree(task: dict, project: dict, link: "HostLink") -> str:
     return link.path("worktrees", project["id"], task["task_key"])
 
 
+def remote_clone(project: dict, host: dict, link: "HostLink") -> str:
+    """The start of a script run on the host: the project's clone at <baseDir>/repos/<slug>
+    ($repo), cloned from repoUrl (else workingDir's origin) the first time, then fetched."""
+    url = project["repo_url"] or _origin_url(project["working_dir"])
+    if not url:
+        raise GitError(f"project {project['name']!r} runs on host {host['name']!r} but has "
+                       "no repoUrl, and its workingDir has no origin to clone")
+    return f"""set -e
+repo={shlex.quote(link.repository(project))}
+mkdir -p "$(dirname "$repo")"
+[ -d "$repo/.git" ] || git clone -q -- {shlex.quote(url)} "$repo" >&2
+git -C "$repo" fetch -q origin >&2 || true"""
+
+
 def remote_checkout(task: dict, project: dict, host: dict, link: "HostLink",
                     run_id: int | None = None) -> str:
     """The task's worktree on the host (design §15): the project's clone at
     <baseDir>/repos/<slug>, fetched before each run, and a worktree per task on the task's
     branch; its absolute path there."""
-    url = project["repo_url"] or _origin_url(project["working_dir"])
-    if not url:
-        raise GitError(f"project {project['name']!r} runs on host {host['name']!r} but has "
-                       "no repoUrl, and its workingDir has no origin to clone")
-    repo = shlex.quote(link.repository(project))
     worktree = shlex.quote(remote_worktree(task, project, link))
     branch = task["branch_name"] or branch_name(task)
     pr_base = project["pr_base_branch"]
-    script = f"""set -e
-repo={repo}; wt={worktree}; b={shlex.quote(branch)}; pr={shlex.quote(pr_base)}
-mkdir -p "$(dirname "$repo")" "$(dirname "$wt")"
-[ -d "$repo/.git" ] || git clone -q -- {shlex.quote(url)} "$repo" >&2
-git -C "$repo" fetch -q origin >&2 || true
+    script = f"""{remote_clone(project, host, link)}
+wt={worktree}; b={shlex.quote(branch)}; pr={shlex.quote(pr_base)}
+mkdir -p "$(dirname "$wt")"
 if git -C "$wt" rev-parse --git-dir >/dev/null 2>&1; then echo kept
 else
   git -C "$repo" worktree prune
@@ -9560,6 +9572,13 @@ class ThisMachine:
         """Where a task's agent works (its worktree with autoBranch)."""
         return task_checkout(task, project)
 
+    def source(self, project: dict) -> str:
+        """Where a planner reads the project's code (OSError when it is not there)."""
+        if not os.path.isdir(project["working_dir"]):
+            raise FileNotFoundError(f"the project's workingDir {project['working_dir']!r} "
+                                    "does not exist")
+        return project["working_dir"]
+
     def review_cwd(self, task: dict, project: dict) -> str:
         """Where the verifier looks at a task's work."""
         path = worktree_path(task)
@@ -9826,6 +9845,17 @@ class HostLink:
 
     def checkout(self, task: dict, project: dict) -> str:
         return remote_checkout(task, project, self.host, self)
+
+    def source(self, project: dict) -> str:
+        """The project's clone there, fetched (GitError, HostDown)."""
+        repo = self.repository(project)
+        with self.repo_lock(repo):
+            code, out = self.run(remote_clone(project, self.host, self) + "\ngit -C \"$repo\" "
+                                 "merge -q --ff-only '@{u}' >&2 || true", timeout=600)
+        if code != 0:
+            raise GitError(f"the clone on host {self.host['name']!r} could not be fetched: "
+                           f"{_cut(out.strip().splitlines()[-1] if out.strip() else '', 300)}")
+        return repo
 
     def review_cwd(self, task: dict, project: dict) -> str:
         return remote_worktree(task, project, self)

@@ -14,7 +14,7 @@ from git_host_helpers import REPO, TOKEN, FakeHost, add_origin
 from ssh_helpers import SshServer, host_body, sshd_missing, trusted_host
 
 import taskboard
-from agent_helpers import RUN, alive, children, logs, query, task_calls, wait_status
+from agent_helpers import RUN, alive, children, logs, query, read_calls, task_calls, wait_status
 from conftest import FAKE_AGENT, assert_error, assert_refused, desk, git, make_repo, wait_for
 
 pytestmark = pytest.mark.skipif(sshd_missing() is not None, reason=str(sshd_missing()))
@@ -211,6 +211,27 @@ def test_a_task_of_a_remote_project_runs_in_a_worktree_on_the_host(
     assert any("on host 'build box'" in m for m in messages), messages
     assert done["waitingFor"] is None
     assert client.get(f"/api/hosts/{host['id']}").json["running"] == 0
+
+
+def test_the_planner_of_a_remote_project_reads_the_hosts_clone_there_and_cancels_there(
+        client, api, remote_project, agent_dir, tmp_path):
+    project, host = remote_project
+    plan = f"/api/projects/{project['id']}/plan"
+    client.post_json(plan, {"topic": "Cart", "context": "fake:hang fake:child"})
+    [call] = wait_for(lambda: read_calls(agent_dir), RUN, message="the planner")
+    clone = os.path.join(tmp_path, "host", "repos", project["slug"])
+    assert os.path.realpath(call["cwd"]) == os.path.realpath(clone)
+    wait_for(lambda: children(agent_dir), RUN, message="the planner's child")
+    assert group_members(call["pgid"]), "the planner leads its own group on the host"
+    client.post_json(f"{plan}/cancel", {})
+    wait_for(lambda: not group_members(call["pgid"]), RUN,
+             message="the planner's group on the host to be killed")
+    assert not any(alive(p) for p in children(agent_dir))
+    good = client.post_json(plan, {"topic": "Cart"}).json["planId"]  # a plan, from the host
+    last = wait_for(lambda: client.get(f"{plan}/status").json.get("last"), RUN,
+                    message="the plan")
+    assert (last["planId"], last["status"], last["error"]) == (good, "completed", None)
+    assert last["tasks"], "its tasks were written"
 
 
 def test_a_task_waits_for_a_host_that_is_down_and_starts_when_it_is_back(
