@@ -26,8 +26,9 @@ One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
     STORE · STORE: PROJECTS, HOSTS, TASKS AND RUNS · STORE: THE REST · EVENTS ·
     SERVICES: PROJECTS AND TASKS · SERVICES: RUNS · SERVICES: GIT AND THE SOURCE HOST ·
     SERVICES: PHONES AND WEBHOOKS · SERVICES: PLANNING, RESOURCES AND SETTINGS ·
-    SERVICES: HOSTS · AGENT OUTPUT · SUPERVISORS · MACHINES · HTTP PLUMBING · ROUTES ·
-    WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) · SIMULATED AGENT · MAIN
+    SERVICES: HOSTS · AGENT OUTPUT · SUPERVISORS · MACHINES · SANDBOX · HTTP PLUMBING ·
+    ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) · SIMULATED AGENT ·
+    MAIN
 
 Layers: ROUTES call SERVICES; only SERVICES change state (one transaction each, events
 published after commit; every status change through move_task()); only the STORE
@@ -277,7 +278,7 @@ HOST_CHECK_SECONDS = 60.0
 SSH_CONNECT_SECONDS = 10
 SSH_ALIVE_SECONDS = 15
 #: Board secrets that never reach an agent's environment.
-SECRET_ENV = ("TASKBOARD_TOKEN", "TASKBOARD_GIT_HOST_TOKEN")
+SECRET_ENV = ("TASKBOARD_TOKEN", "TASKBOARD_GIT_HOST_TOKEN", "GITHUB_TOKEN")
 #: A longer agent output line is cut into pieces of this size.
 MAX_LINE_BYTES = 1024 * 1024
 #: Log messages are cut to this many characters (the raw line is kept whole).
@@ -315,6 +316,9 @@ MESSAGE_MAX = 100_000  # characters of a message to the agent
 PR_STATES = ("open", "merged", "closed")
 PR_CHECKS = ("pending", "passing", "failing", "none")
 PR_REVIEWS = ("none", "approved", "changes_requested")
+#: A project's sandbox (design §17): bubblewrap whenever it works where the run happens
+#: (auto), always (bubblewrap: never unsandboxed), or never (none).
+SANDBOX_MODES = ("auto", "bubblewrap", "none")
 
 #: Command-line options; each has an environment twin.
 Option = collections.namedtuple("Option", "flag env default help")
@@ -341,6 +345,7 @@ ENV_SETTINGS = (
            "who runs this board, for push services (mailto: or https:; Apple wants a real one)"),
     Option(None, "TASKBOARD_GIT_HOST_API", "https://api.github.com", "source-host REST API"),
     Option(None, "TASKBOARD_GIT_HOST_TOKEN", None, "source-host token (else GITHUB_TOKEN)"),
+    Option(None, "TASKBOARD_BWRAP", "bwrap", "bubblewrap's command, for sandboxed runs"),
     Option(None, "STATE_DIRECTORY", None, "data dir under systemd (when --db is not given)"),
     Option(None, "XDG_DATA_HOME", "~/.local/share", "data dir base otherwise"),
 )
@@ -941,6 +946,36 @@ def _created(column="created_at"):
 LOGIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}(?:\[bot\])?$")
 
 
+def _check_sandbox_paths(value, name):
+    """{readOnly, readWrite}: absolute paths that exist, none of them the data dir (or in
+    it, or holding it) or a credential store a sandboxed run never sees (design §17)."""
+    if not isinstance(value, dict) or not set(value) <= {"readOnly", "readWrite"}:
+        raise Invalid(f"{name} must be an object {{readOnly: [...], readWrite: [...]}}", name)
+    data = os.path.realpath(runtime.data_dir)
+    for side, paths in value.items():
+        if not isinstance(paths, list) or len(paths) > 50:
+            raise Invalid(f"{name}.{side} must be an array of at most 50 paths", name)
+        for path in paths:
+            shown = json_dumps(path)[:200]
+            if not isinstance(path, str) or not os.path.isabs(path):
+                raise Invalid(f"{name}.{side}: {shown} is not an absolute path", name)
+            real = os.path.realpath(path)
+            if not os.path.exists(real):
+                raise Invalid(f"{name}.{side}: {shown} does not exist", name)
+            if _inside(real, data) or _inside(data, real):
+                raise Invalid(f"{name}.{side}: {shown} is or holds the board's data dir, "
+                              "which a sandboxed run never sees", name)
+            secret = next((p for p in never_visible() if _inside(real, p)), None)
+            if secret is not None:
+                raise Invalid(f"{name}.{side}: {shown} is a credential store ({secret}) a "
+                              "sandboxed run never sees", name)
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether path is folder or under it (both real and absolute)."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 def _check_logins(value, name):
     """At most 100 logins, each as the source host spells them."""
     if not isinstance(value, list) or len(value) > 100:
@@ -1004,6 +1039,15 @@ PROJECT_FIELDS = (
     Field("repoUrl", "str", column="repo_url", default="", maxlen=2000,
           pattern=re.compile(r"^[^\s-]\S*$"), doc="what a host clones (git URL); empty = "
           "the origin of workingDir"),
+    Field("sandbox", "enum", choices=SANDBOX_MODES, default="auto", doc="auto: its runs go "
+          "through bubblewrap wherever it works, else unsandboxed (health says which); "
+          "bubblewrap: never unsandboxed (a task waits while it cannot work); none: never"),
+    Field("sandboxPaths", "json", column="sandbox_paths_json", nullable=True,
+          check=_check_sandbox_paths, shape={"type": "object", "properties": {
+              side: {"type": "array", "maxItems": 50, "items": {"type": "string"}}
+              for side in ("readOnly", "readWrite")}, "additionalProperties": False},
+          doc="{readOnly: [...], readWrite: [...]}: absolute paths a sandboxed run may also "
+          "read, or write; never the data dir, ~/.ssh or another credential store"),
     _ro("simulated", "bool", doc="its runs use the built-in simulated agent, which spends "
         "nothing: the Demo project under --demo"),
     _created(),
@@ -1052,7 +1096,9 @@ TASK_FIELDS = (
     _ro("waitingFor", "json", column="waiting_for_json", nullable=True,
         shape={"type": "object"}, doc="{host, error}: the task waits for its project's host "
         "to be reachable (it stays where it was moved, and starts when a check of the host "
-        "succeeds), or null"),
+        "succeeds); {sandbox}: for bubblewrap to work there (sandbox bubblewrap); or null"),
+    _ro("sandboxed", "bool", nullable=True, doc="whether its latest run went through the "
+        "sandbox (null: it has not run)"),
     _ro("pending_approvals", doc="tool approvals and questions waiting for a person"),
     _ro("pr", "json", column="pr_json", nullable=True, shape={"type": "object", "properties": {
         "number": {"type": "integer"}, "url": {"type": "string"},
@@ -1865,6 +1911,12 @@ ALTER TABLE runs ADD COLUMN simulated INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE plans ADD COLUMN simulated INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tasks ADD COLUMN branch_at TEXT;
 """),
+    ("0017_sandbox", """
+ALTER TABLE projects ADD COLUMN sandbox TEXT NOT NULL DEFAULT 'auto';
+ALTER TABLE projects ADD COLUMN sandbox_paths_json TEXT;
+ALTER TABLE runs ADD COLUMN sandboxed INTEGER;
+ALTER TABLE tasks ADD COLUMN sandboxed INTEGER;
+"""),
 )
 
 
@@ -2324,9 +2376,12 @@ def task_host_row(task_id: int) -> int | None:
                        "WHERE k.id = ?", (task_id,))
 
 
-def waiting_task_rows(host_id: int) -> list[dict]:
-    """The tasks that wait for a host."""
+def waiting_task_rows(host_id: int | None) -> list[dict]:
+    """The tasks that wait for a host; with None, those that wait for the sandbox."""
     with read() as t:
+        if host_id is None:
+            return t.all("SELECT * FROM tasks WHERE waiting_for_json IS NOT NULL AND "
+                         "json_extract(waiting_for_json, '$.sandbox') IS NOT NULL ORDER BY id")
         return t.all("SELECT * FROM tasks WHERE waiting_for_json IS NOT NULL AND "
                      "json_extract(waiting_for_json, '$.host') = ? ORDER BY id", (host_id,))
 
@@ -4387,11 +4442,13 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
     task, project, host = context["task"], context["project"], context["host"]
     machine = machine_of(host)
     try:
-        agent, command = run_agent(project, task["agent"], machine)
+        agent, command, sandboxed = run_agent(project, task["agent"], machine)
     except CannotRun as exc:
         if exc.until is not None:  # the agent's usage limit: wait it out
             _wait_for_limit(task, exc.agent, exc.until, None, functools.partial(
                 start_run, task_id, resume=resume, prompt=prompt, note=note, mcp_port=mcp_port))
+        elif exc.sandbox:  # not started, not charged: it starts once the sandbox works
+            wait_for_sandbox(task, str(exc))
         else:
             runtime.agents.release(task_id)
             _fail_task(task_id, str(exc))
@@ -4409,11 +4466,13 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
     tools = adapter.BOARD_TOOLS and machine.reaches_board
     text = prompt if prompt is not None else build_prompt(context, note=note, tools=tools)
     cwd = machine.checkout(task, project)
-    flags = task_run_flags(project, session_id, machine.attachments(task, context["attachments"]))
+    attachments = machine.attachments(task, context["attachments"])
     two_way = AGENTS[agent].two_way
     run = prepare_run(machine, project, agent, command, "task", cwd, task["model"],
-                      task["thinking_effort"], text, flags, task_id=task_id,
+                      task["thinking_effort"], text, task_run_flags(
+                          project, session_id, attachments), task_id=task_id,
                       session_id=session_id, tools=tools, mcp_port=mcp_port,
+                      sandboxed=sandboxed, files=[attachments],
                       channel=run_channel(project) if two_way else None)
     run_id = run.run_id
     if agent == "claude":
@@ -4421,6 +4480,10 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
     what = f"resuming session {session_id}" if session_id else "starting the agent"
     runtime.logs.append(task_id, "system", f"{what} ({agent}, {run.model_name}"
                         f", effort {task['thinking_effort']}) in {cwd}{machine.where}", run_id)
+    if sandboxed or project["sandbox"] == "auto":
+        runtime.logs.append(task_id, "system", "in the sandbox (bubblewrap)" if sandboxed else
+                            f"not sandboxed: bubblewrap does not work{machine.where}: "
+                            f"{machine.sandbox()['error']}", run_id)
     if not two_way and project["permission_mode"] != "auto-accept":
         runtime.logs.append(task_id, "system", f"approvals not available for this agent "
                             f"({agent}): what would need a person's approval is refused "
@@ -4438,7 +4501,33 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         update_run_row(run_id, {"status": "stopped", "ended_at": now_iso()})
         return
     _publish_task(update_task_row(task_id, {"is_running": 1, "last_error": None,
-                                            "waiting_until": None, "waiting_for_json": None}))
+                                            "waiting_until": None, "waiting_for_json": None,
+                                            "sandboxed": sandboxed}))
+
+
+def wait_for_sandbox(task: dict, why: str) -> None:
+    """The project must be sandboxed and the sandbox does not work: the task keeps its
+    place, is not charged an attempt, and starts once it works (design §17)."""
+    runtime.agents.release(task["id"])
+    runtime.logs.append(task["id"], "system", f"waiting: {why}", is_error=True)
+    _publish_task(update_task_row(task["id"], {"waiting_for_json": json_dumps(
+        {"sandbox": why}), "is_running": 0}))
+    runtime.sandbox_retry.wake(HOST_CHECK_SECONDS)
+
+
+def retry_sandbox() -> float | None:
+    """While tasks wait for the sandbox: try bubblewrap again every HOST_CHECK_SECONDS,
+    and start them once it works."""
+    waiting = waiting_task_rows(None)
+    if not waiting:
+        return None
+    runtime.sandbox = try_sandbox(runtime.config["bwrap"])
+    if runtime.sandbox["works"]:
+        for task in waiting:
+            if task["status"] == "in_progress" and runtime.agents.reserve(
+                    task["id"], task["project_id"], None):
+                start_run(task["id"], resume=bool(task["session_id"]), prompt="continue")
+    return HOST_CHECK_SECONDS
 
 
 def record_run_process(run: "AgentRun") -> None:
@@ -4724,22 +4813,24 @@ def agent_model(agent: str, tier: str) -> str | None:
 
 
 class CannotRun(Exception):
-    """Why an agent cannot run now: its CLI is missing, or (`until`) its usage limit."""
+    """Why an agent cannot run now: its CLI is missing, (`until`) its usage limit, or
+    (`sandbox`) the sandbox a project must have does not work."""
 
-    def __init__(self, why: str, agent: str, until: float | None = None):
+    def __init__(self, why: str, agent: str, until: float | None = None,
+                 sandbox: bool = False):
         super().__init__(why)
-        self.agent, self.until = agent, until
+        self.agent, self.until, self.sandbox = agent, until, sandbox
 
 
 def run_agent(project: dict, chosen: str | None, machine: "ThisMachine | HostLink") \
-        -> tuple[str, list | None]:
+        -> tuple[str, list | None, bool]:
     """The CLI a run of the project uses (`chosen` by its task or planner, else the
-    project's) and its command line on the machine (None: the one configured here), once
-    it can start there: else CannotRun, or HostDown from the machine.  Under --demo the
-    Demo project's runs use the simulated agent, which speaks Claude Code's contract
-    (design §2)."""
+    project's), its command line on the machine (None: the one configured here) and
+    whether the run is sandboxed, once it can start there: else CannotRun, or HostDown
+    from the machine.  Under --demo the Demo project's runs use the simulated agent,
+    which speaks Claude Code's contract (design §2)."""
     if runs_simulated(project):
-        return "claude", SIMULATED_AGENT
+        return "claude", SIMULATED_AGENT, False
     agent = chosen or project["agent"]
     command, missing = machine.agent_command(agent)
     if missing:
@@ -4749,19 +4840,30 @@ def run_agent(project: dict, chosen: str | None, machine: "ThisMachine | HostLin
         raise CannotRun(f"the {agent} agent is at its usage limit until {iso_at(until)}",
                         agent, until)
     machine.ready()
-    return agent, command
+    sandbox = machine.sandbox() if project["sandbox"] != "none" else {"works": False}
+    if project["sandbox"] == "bubblewrap" and not sandbox["works"]:
+        raise CannotRun(f"the sandbox does not work{machine.where}: {sandbox['error']}",
+                        agent, sandbox=True)
+    return agent, command, bool(sandbox["works"])
 
 
 def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, command,
                 kind: str, cwd: str, tier: str, effort: str, prompt: str, flags=(), *,
                 task_id: int | None = None, session_id: str | None = None,
                 mode: str | None = None, tools: bool = False, mcp_port: int | None = None,
-                plan=None, **kw) -> "AgentRun":
+                plan=None, sandboxed: bool = False, files=(), **kw) -> "AgentRun":
     """A task's, verifier's or planner's run (`kind`; a planner's `plan`: its id and
     values), not started: its invocation (design §6, §14), its runs row, the board tools
-    for `tools`, the run there, its adapter.  What fails on the way marks the row failed."""
+    for `tools`, the run there, its adapter, and with `sandboxed` its sandbox (`files`:
+    what it reads of the data dir).  What fails on the way marks the row failed."""
     invocation = run_invocation(agent, project, cwd, tier, effort, prompt, flags, mode=mode,
-                                session_id=session_id, task_id=task_id, command=command)
+                                session_id=session_id, task_id=task_id, command=command,
+                                sandboxed=sandboxed)
+    sandbox = {"agent": agent, "command": command or runtime.config["agents"][agent], "files": [
+        f for f in files if f], "paths": json.loads(project["sandbox_paths_json"] or "null"),
+        "read_only": (mode or project["permission_mode"]) == "read-only", "hide": [
+            p["working_dir"] for p in find_rows("projects") if p["id"] != project["id"]]} \
+        if sandboxed else None
     simulated = command is SIMULATED_AGENT
     if plan is not None:
         run = PlanRun(plan[0], project["id"], plan[1], prompt, agent, machine=machine,
@@ -4771,12 +4873,14 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
             "task_id": task_id, "project_id": project["id"], "kind": kind, "agent": agent,
             "model": tier, "cwd": cwd, "resumed": int(bool(session_id)),
             "session_id": session_id, "head_start": machine.head(cwd), "simulated": simulated,
-            "host_id": (machine.host or {}).get("id")})
+            "host_id": (machine.host or {}).get("id"), "sandboxed": sandboxed})
         token = None
         try:  # a host's run gets its settings there before it starts
             if tools:
                 token = machine.board_tools(agent, run_id, task_id, project["id"], invocation,
                                             mcp_port)
+                if sandbox is not None:
+                    sandbox["files"].append(_mcp_config_path(run_id))
             run = AgentRun(task_id, project["id"], run_id, prompt, model=tier,
                            machine=machine, **machine.invocation(invocation, str(run_id)), **kw)
         except (HostDown, OSError) as exc:  # the run never started: so says its row
@@ -4785,6 +4889,7 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
                                     "ended_at": now_iso()})
             raise
         run.board_token = token
+    run.sandbox = sandbox
     run.model_name = adapt_run(run, agent, tier, session_id, simulated)
     return run
 
@@ -4800,7 +4905,8 @@ def not_installed(agent: str) -> str:
 
 def run_invocation(agent: str, project: dict, cwd: str, tier: str, effort: str, prompt: str,
                    claude_flags=(), *, mode: str | None = None, session_id: str | None = None,
-                   task_id: int | None = None, command: list | None = None) -> dict:
+                   task_id: int | None = None, command: list | None = None,
+                   sandboxed: bool = False) -> dict:
     """Any agent CLI's run as AgentRun takes it (design §14): Claude's own flags, else its
     adapter's argv in `mode` (one of PERMISSION_MODES or "read-only"; default the
     project's; the prompt goes on stdin), with the environment without the board's secrets
@@ -4812,6 +4918,7 @@ def run_invocation(agent: str, project: dict, cwd: str, tier: str, effort: str, 
     setting["env"]["PWD"] = cwd
     model = agent_model(agent, tier)
     adapter = ADAPTERS[agent](model)
+    adapter.sandboxed = sandboxed
     setting["env"].update(adapter.environment(mode))
     argv = adapter.invocation(command or runtime.config["agents"][agent], prompt, model=model,
                               effort=effort, permission_mode=mode, session_id=session_id,
@@ -5108,7 +5215,7 @@ def start_verifier(task_id: int) -> None:
         return
     machine = machine_of(host)
     try:
-        agent, command = run_agent(project, task["agent"], machine)
+        agent, command, sandboxed = run_agent(project, task["agent"], machine)
     except CannotRun as exc:
         if exc.until is not None:
             _verify_after_limit(task_id, exc.until, last_move_row(task_id))
@@ -5130,7 +5237,8 @@ def start_verifier(task_id: int) -> None:
         run = prepare_run(machine, project, agent, command, "verifier", cwd, task["model"],
                           task["thinking_effort"], prompt, ["--tools", "Read,Grep,Glob,Bash",
                                                             "--allowedTools", *VERIFIER_TOOLS],
-                          mode="read-only", task_id=task_id, on_finish=finish_verifier)
+                          mode="read-only", task_id=task_id, sandboxed=sandboxed,
+                          on_finish=finish_verifier)
     except (HostDown, OSError) as exc:
         runtime.logs.append(task_id, "system", f"the verifier could not start: {exc}; the "
                             "task waits in testing", is_error=True)
@@ -5262,8 +5370,13 @@ def verifier_prompt(task: dict, project: dict, diff: dict) -> str:
 # operation at a time per repository; the source host is called in the background only.
 
 #: git never waits for a password on a terminal: a push without credentials fails at once.
+#: It runs no hook nor fsmonitor: what an agent wrote (a tracked hooks folder) never runs
+#: as the board.
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "echo", "SSH_ASKPASS": "echo",
-           "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=20", "LC_ALL": "C"}
+           "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=20", "LC_ALL": "C",
+           "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.hooksPath",
+           "GIT_CONFIG_VALUE_0": os.devnull, "GIT_CONFIG_KEY_1": "core.fsmonitor",
+           "GIT_CONFIG_VALUE_1": "false"}
 #: How often synced projects import new issues.
 SYNC_INTERVAL_SECONDS = 300.0
 #: Timeout of a source-host API call and of a push.
@@ -6932,12 +7045,12 @@ def start_plan(project_id: int, body) -> dict:
     plan_id = f"plan-{project_id}-{stamp}"
     machine = found(project_machine(project), "the project's host is gone")
     try:  # on a host: its connection, its clone fetched, the run's settings sent there
-        agent, command = run_agent(project, values.get("agent"), machine)
+        agent, command, sandboxed = run_agent(project, values.get("agent"), machine)
         prompt = planner_prompt(project, values)
         run = prepare_run(machine, project, agent, command, "planner", machine.source(project),
                           values["model"], values["effort"], prompt, [
                               "--tools", "Read,Bash", "--allowedTools", *PLANNER_TOOLS],
-                          mode="read-only", plan=(plan_id, values))
+                          mode="read-only", plan=(plan_id, values), sandboxed=sandboxed)
     except CannotRun as exc:
         raise Conflict(f"the planner cannot run: {exc}" + (
             "; plan then, or with another agent" if exc.until else "")) from None
@@ -8081,7 +8194,8 @@ def health() -> dict:
     answer = {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
               "agents": {name: agent_state(name) for name in AGENTS}, "db": db_state,
               "hostsInUse": {"count": len(hosts),
-                             "reachable": sum(host["reachable"] is True for host in hosts)}}
+                             "reachable": sum(host["reachable"] is True for host in hosts)},
+              "sandbox": dict(runtime.sandbox)}
     if asked_by_owner(bottle.request.environ):
         answer["hosts"] = hosts
     return answer
@@ -8644,6 +8758,8 @@ class ClaudeAdapter:
 
     name = "claude"
     resumes = True
+    #: Whether the run is in the board's sandbox, which the CLI's own must not nest in.
+    sandboxed = False
     #: Whether a task run of this CLI gets the board tools (the stdio MCP server of
     #: local_board_tools, remote_board_tools), so its agent can create sub-tasks.
     BOARD_TOOLS = True
@@ -8697,7 +8813,8 @@ class CodexAdapter(ClaudeAdapter):
 
     def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
         argv = [*argv, "exec", "--json", "--skip-git-repo-check", "-s",
-                self.SANDBOX[permission_mode], "-c", f"model_reasoning_effort={effort}"]
+                "danger-full-access" if self.sandboxed else self.SANDBOX[permission_mode],
+                "-c", f"model_reasoning_effort={effort}"]
         if model:
             argv += ["-m", model]
         if session_id:
@@ -9043,6 +9160,7 @@ class AgentRun:
         self.on_finish = on_finish or finish_run
         self.machine = machine or THIS_MACHINE  # where it runs: ThisMachine or a HostLink
         self.group = None  # its process group on a host, once the host said so
+        self.sandbox = None  # what sandbox_argv() wraps it in, or None: unsandboxed
         self.argv, self.cwd, self.env, self.prompt, self.model = argv, cwd, env, prompt, model
         self.timeout_s, self.idle_s = timeout_s, idle_s
         self.parser = StreamParser()
@@ -9058,7 +9176,7 @@ class AgentRun:
 
     def start(self) -> None:
         """Spawn the agent on its machine; raises OSError if it cannot start."""
-        self.proc = self.machine.spawn(self.argv, self.cwd, self.env)
+        self.proc = self.machine.spawn(self.argv, self.cwd, self.env, self.sandbox)
         gevent.spawn(self._supervise)
 
     def kill(self, reason: str) -> None:
@@ -9430,7 +9548,9 @@ class HostDown(Exception):
 
 #: Sourced by every command sent to a host, its output dropped: the login's PATH.
 REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$p" ' \
-    '>/dev/null 2>&1 </dev/null; done; export GIT_TERMINAL_PROMPT=0 LC_ALL=C'
+    '>/dev/null 2>&1 </dev/null; done; export GIT_TERMINAL_PROMPT=0 LC_ALL=C ' \
+    'GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null ' \
+    'GIT_CONFIG_KEY_1=core.fsmonitor GIT_CONFIG_VALUE_1=false'
 #: The POSIX sh wrapper of a run on a host, sent with every run (nothing is installed
 #: there): `sh -c WRAPPER sh ENV_FILE WORKTREE ARGV...`.  It reads the run's variables
 #: from the 0600 file the board wrote (and removes it), starts the CLI in the worktree in
@@ -9438,6 +9558,7 @@ REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$
 #: channel closes: a newline on stderr every few seconds fails once nobody reads it.
 REMOTE_RUN = REMOTE_PROFILE + r'''
 f=$1; dir=$2; shift 2
+unset GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_KEY_1 GIT_CONFIG_VALUE_1
 . "$f"; rm -f -- "$f"
 cd -- "$dir" || exit 127
 exec 3<&0
@@ -9619,9 +9740,17 @@ class ThisMachine:
         """Give the run (its invocation) the board tools; their token."""
         return local_board_tools(agent, run_id, task_id, project_id, invocation, mcp_port)
 
-    def spawn(self, argv: list[str], cwd: str, env: dict) -> subprocess.Popen:
+    def sandbox(self) -> dict:
+        """bubblewrap there: {engine, works, version, error} (design §17)."""
+        return runtime.sandbox
+
+    def spawn(self, argv: list[str], cwd: str, env: dict, sandbox: dict | None = None) \
+            -> subprocess.Popen:
         """Start an agent's process, its stdio piped, in a process group of its own: the
-        one place every run's command starts (task, verifier, planner)."""
+        one place every run's command starts (task, verifier, planner), in the sandbox
+        when it has one (sandbox_argv())."""
+        if sandbox is not None:
+            argv = sandbox_argv(runtime.config["bwrap"], argv, cwd, env, sandbox)
         return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
@@ -9895,7 +10024,12 @@ class HostLink:
     def board_tools(self, agent, run_id, task_id, project_id, invocation, mcp_port=None):
         return remote_board_tools(self, agent, run_id, task_id, project_id, invocation)
 
-    def spawn(self, argv: list[str], cwd: str, env: dict) -> subprocess.Popen:
+    def sandbox(self) -> dict:
+        return {"engine": "bubblewrap", "works": False, "version": None,
+                "error": "runs on a host are not sandboxed yet"}
+
+    def spawn(self, argv: list[str], cwd: str, env: dict, sandbox: dict | None = None) \
+            -> subprocess.Popen:
         """The ssh client of a run's channel (argv: remote_invocation's), which dies with
         the board; its other end (REMOTE_RUN) starts the agent in the worktree there."""
         return subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -10065,6 +10199,150 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except (ProcessLookupError, PermissionError):
         return None
+
+
+# =============================================================================
+# SANDBOX
+# =============================================================================
+# A sandboxed run (design §17) goes through bubblewrap, wrapped once where its machine
+# spawns it: the machine read-only, its own PID, IPC and UTS namespaces (it sees and
+# signals only its own processes, and dies with the board's handle on it), private /tmp,
+# the board's data dir and the person's home hidden but for what the run needs, and
+# writable only its checkout, what a commit writes, its CLI's state and ~/.cache.
+
+#: Under the home directory: what no sandboxed run ever sees, whatever sandboxPaths says
+#: (SSH keys, credentials, keyrings, browser profiles).
+NEVER_VISIBLE = (".ssh", ".gnupg", ".netrc", ".git-credentials", ".aws", ".config/gh",
+                 ".kube", ".docker", ".password-store", ".local/share/keyrings", ".pki",
+                 ".mozilla", ".thunderbird", ".config/google-chrome", ".config/chromium",
+                 ".config/BraveSoftware", ".config/microsoft-edge", ".var/app")
+#: Under the home directory: each agent CLI's own state (logins, sessions: resume works),
+#: writable in the sandbox with ~/.cache; its folders are made first, so that what the
+#: CLI keeps there outlives the run.
+CLI_STATE = {"claude": (".claude/", ".claude.json"), "codex": (".codex/",),
+             "gemini": (".gemini/",), "opencode": (".config/opencode/", ".local/share/opencode/",
+                                                   ".local/state/opencode/")}
+#: Under the home directory: what git reads to commit as the person (their identity).
+HOME_READ = (".gitconfig", ".config/git")
+#: bubblewrap's namespaces and limits for every sandboxed run (and its try at start):
+#: no nested user namespace, so the CLIs' own sandboxes cannot nest inside it.
+SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
+                "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
+                "--unshare-uts", "--hostname", "sandbox", "--die-with-parent", "--new-session",
+                "--cap-drop", "ALL")
+
+
+def try_sandbox(bwrap: list[str]) -> dict:
+    """Try bubblewrap for real, a trivial command in the runs' namespaces: {engine,
+    works, version, error} (the error its own words: missing, no user namespaces ...)."""
+    code, out = run_command([*bwrap, *SANDBOX_BASE, "--", "true"], timeout=15,
+                            stderr=subprocess.STDOUT)
+    state = {"engine": "bubblewrap", "works": code == 0, "version": None,
+             "error": None if code == 0 else _cut(out.strip() or f"exit code {code}", 300)}
+    if code is not None:
+        code, out = run_command([*bwrap, "--version"], timeout=15)
+        state["version"] = out.strip().removeprefix("bubblewrap ") if code == 0 else None
+    if not state["works"]:
+        log.warning("sandbox: bubblewrap (%s) does not work here: %s", shlex.join(bwrap),
+                    state["error"])
+    return state
+
+
+def never_visible(home: str | None = None) -> list[str]:
+    """The credential stores no sandboxed run sees, as real paths."""
+    home = os.path.realpath(home or os.path.expanduser("~"))
+    return [os.path.join(home, name) for name in NEVER_VISIBLE]
+
+
+def sandbox_argv(bwrap: list[str], argv: list[str], cwd: str, env: dict, sandbox: dict) \
+        -> list[str]:
+    """bubblewrap's command line around a run's argv on this machine (design §17).
+    `sandbox`: {agent, command (the CLI's own words), files (the run's own, read-only: its MCP
+    config, its attachments), paths (sandboxPaths), read_only (a planner's or verifier's:
+    its checkout too), hide (other projects' folders)}.  Later mounts cover earlier
+    ones, hence the order: home hidden, what it may use shown, the data dir, other
+    projects and credential stores hidden again, then the checkout and its git metadata,
+    and read-only what must never be written."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    out = [*bwrap, *SANDBOX_BASE]
+    if os.path.isdir(f"/run/user/{os.getuid()}"):  # the session's agents and buses
+        out += ["--tmpfs", f"/run/user/{os.getuid()}"]
+    out += ["--tmpfs", home]
+    paths = sandbox.get("paths") or {}
+    shown = [*_installations(sandbox["command"], env), *_installations(
+        [sys.executable, os.path.abspath(__file__)], env)]  # the board tools' server
+    shown += [d for d in env.get("PATH", "").split(":") if _inside(os.path.realpath(d), home)]
+    for path in [*shown, *(os.path.join(home, p) for p in HOME_READ), *paths.get("readOnly", ())]:
+        out += ["--ro-bind-try", path, path]
+    for name in (*(p for names in CLI_STATE.values() for p in names), ".cache/"):
+        path = os.path.join(home, name.rstrip("/"))
+        if name.endswith("/") and name in (*CLI_STATE.get(sandbox.get("agent"), ()), ".cache/"):
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        out += ["--bind-try", path, path]
+    for path in paths.get("readWrite", ()):
+        out += ["--bind-try", path, path]
+    out += ["--tmpfs", os.path.realpath(runtime.data_dir)]
+    for path in map(os.path.realpath, sandbox.get("hide") or ()):  # other projects
+        if os.path.isdir(path) and not _inside(os.path.realpath(cwd), path):
+            out += ["--tmpfs", path]
+    for path in never_visible(home):
+        if os.path.isdir(path):
+            out += ["--tmpfs", path]
+        elif os.path.exists(path):
+            out += ["--ro-bind", os.devnull, path]
+    out += ["--ro-bind" if sandbox.get("read_only") else "--bind", cwd, cwd]
+    out += _git_mounts(cwd, sandbox.get("read_only"))
+    for path in sandbox.get("files") or ():
+        out += ["--ro-bind", path, path]
+    return [*out, "--chdir", cwd, "--", *argv]
+
+
+def _installations(command: list[str], env: dict) -> list[str]:
+    """The folders a command needs to run: for each word naming a file (the program
+    found on PATH, a script), its folder, or the prefix above a bin/ folder (a venv, an
+    nvm or pyenv version), also after symbolic links."""
+    found = []
+    for n, word in enumerate(command):
+        path = shutil.which(word, path=env.get("PATH")) if n == 0 else word
+        if not path or not os.path.isabs(path) or not os.path.exists(path):
+            continue
+        for each in {os.path.abspath(path), os.path.realpath(path)}:
+            folder = os.path.dirname(each)
+            found.append(os.path.dirname(folder) if os.path.basename(folder) == "bin"
+                         else folder)
+    return found
+
+
+def _git_mounts(cwd: str, read_only: bool) -> list[str]:
+    """The git metadata of a checkout in the sandbox: what a commit writes (objects, refs,
+    logs, a worktree's own folder) writable, never hooks or config; the files that point
+    git elsewhere read-only."""
+    code, out = run_command(["git", "rev-parse", "--path-format=absolute", "--git-common-dir",
+                             "--git-dir"], cwd, 10)
+    if code != 0 or len(out.split("\n")) < 2:
+        return []
+    common, own = out.split("\n")[:2]
+    mounts = []
+    if common != own or not _inside(common, os.path.realpath(cwd)):  # outside the checkout
+        mounts += ["--ro-bind", common, common]
+        if not read_only:
+            for name in ("objects", "refs", "logs"):
+                mounts += ["--bind-try", os.path.join(common, name),
+                           os.path.join(common, name)]
+            if own != common:  # a worktree's index, HEAD and locks
+                mounts += ["--bind", own, own]
+    fixed = [os.path.join(common, "hooks"), os.path.join(common, "config")]
+    if own != common:
+        fixed += [os.path.join(own, name) for name in ("commondir", "gitdir",
+                                                         "config.worktree")]
+        fixed.append(os.path.join(cwd, ".git"))
+    for path in fixed:
+        if os.path.exists(path):
+            mounts += ["--ro-bind", path, path]
+        elif os.path.dirname(path) == own:  # cannot be made to point elsewhere
+            mounts += ["--ro-bind", os.devnull, path]
+    return mounts
 
 
 # =============================================================================
@@ -12297,6 +12575,11 @@ class Runtime:
         #: task id -> the waits for a limit its runs made in a row
         self.limit_waits = {}
         self.agent = self.clis["claude"]
+        #: bubblewrap here, as its last try found it: {engine, works, version, error};
+        #: what tries it again while tasks wait for it
+        self.sandbox = {"engine": "bubblewrap", "works": None, "version": None,
+                        "error": "not tried yet"}
+        self.sandbox_retry = Worker("sandbox", retry_sandbox, retry=HOST_CHECK_SECONDS)
         #: The stored settings, read once at start and replaced by every update.
         self.settings = {}
         #: host id -> its connection (HostLink); -> the process groups that runs whose
@@ -12407,6 +12690,7 @@ def parse_args(argv=None, environ=None) -> dict:
                               environ.get("TASKBOARD_ALLOWED_HOSTS", "").split(",")
                               if h.strip()],
             "git_host_api": environ.get("TASKBOARD_GIT_HOST_API", "https://api.github.com"),
+            "bwrap": shlex.split(environ.get("TASKBOARD_BWRAP") or "bwrap"),
             "git_host_token": environ.get("TASKBOARD_GIT_HOST_TOKEN")
             or environ.get("GITHUB_TOKEN")}
 
@@ -12422,6 +12706,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
         with contextlib.suppress(OSError):
             os.chmod(config["db_path"] + suffix, 0o600)
     load_sessions()
+    runtime.sandbox = try_sandbox(config["bwrap"])
     runtime.settings = settings_rows()
     interrupt_stale_plans()
     runtime.logs.start()
@@ -12438,7 +12723,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
         Worker("issue sync", sync_all_issues, retry=SYNC_INTERVAL_SECONDS),
         Worker("log retention", retain_logs, first=30.0, retry=LOG_COMPACT_SECONDS),
         Worker("host checks", check_hosts, first=HOST_CHECK_SECONDS,
-               retry=HOST_CHECK_SECONDS)]
+               retry=HOST_CHECK_SECONDS), runtime.sandbox_retry]
     for worker in runtime.workers:
         worker.start()
     runtime.prs.start()

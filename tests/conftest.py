@@ -231,6 +231,12 @@ def fake_cli_environ(**overrides):
             for name, cli in taskboard.AGENTS.items() if name != "claude"} | overrides
 
 
+#: The rigs' boards run agents unsandboxed (bubblewrap "does not work") unless a test is
+#: marked `sandbox`: a sandboxed agent's processes have pids of their own namespace, which
+#: the tests of process groups cannot look up.
+NO_SANDBOX = {"TASKBOARD_BWRAP": "false"}
+
+
 @pytest.fixture
 def config(tmp_path):
     return taskboard.parse_args(
@@ -239,7 +245,9 @@ def config(tmp_path):
 
 
 @pytest.fixture
-def tb(config):
+def tb(config, request):
+    if request.node.get_closest_marker("sandbox") is None:
+        config["bwrap"] = [NO_SANDBOX["TASKBOARD_BWRAP"]]
     runtime = taskboard.init(config)
     yield runtime
     taskboard.shutdown()

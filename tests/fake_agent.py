@@ -84,6 +84,9 @@ Modifiers:
                           pid in it, and leave it uncommitted
     fake:commit=NAME      first write NAME and commit it (git add + commit, message
                           "fake agent: NAME")
+    fake:sh=B64           first run the shell script B64 (base64) with `sh -c` in the working
+                          directory and say what it printed (stdout and stderr) as an
+                          assistant text "sh said:\n<output>": what an agent's Bash tool does
     fake:garbage-protocol after the first init: a cut (non-JSON) control_request line and a
                           JSON line of the unknown type "mystery_event"
 
@@ -132,6 +135,7 @@ with $FAKE_VERSION_GATE set to a path it first writes its pid to PATH.asked, the
 PATH exists (at most a minute): a CLI slow to answer, for as long as a test wants.
 """
 
+import base64
 import contextlib
 import fnmatch
 import json
@@ -1109,6 +1113,11 @@ def main(argv):
                 subprocess.run(["git", "add", d[key]], check=True)
                 subprocess.run(["git", *ident, "commit", "-q", "-m", f"fake agent: {d[key]}"],
                                check=True)
+    if "sh" in d:
+        done = subprocess.run(["sh", "-c", base64.b64decode(d["sh"]).decode()], cwd=cwd,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace")
+        out.emit(assistant(sid, {"type": "text", "text": f"sh said:\n{done.stdout}"}))
     if "child" in d:
         code = ("import signal, time\n" + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
                                            if ignore else "") + "time.sleep(300)\n")

@@ -19,7 +19,7 @@ import pytest
 import requests
 from gevent.pywsgi import WSGIServer
 
-from conftest import FAKE_AGENT, ROOT, wait_for
+from conftest import FAKE_AGENT, NO_SANDBOX, ROOT, wait_for
 
 URL_RE = re.compile(r"http://(\d+\.\d+\.\d+\.\d+):(\d+)/")
 #: The fake agent as an --agent-command (the same interpreter as the tests).
@@ -34,7 +34,7 @@ def clean_env(tmp_path, **extra) -> dict:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     env["HOME"] = str(home)
-    return env | extra
+    return env | NO_SANDBOX | extra
 
 
 class ServerProcess:

@@ -8,7 +8,7 @@ import pytest
 
 import taskboard
 from agent_helpers import read_calls
-from conftest import FAKE_AGENT, wait_for
+from conftest import FAKE_AGENT, NO_SANDBOX, wait_for
 
 
 def test_demo_creates_a_scratch_repo_project_with_tasks_once(tmp_path):
@@ -108,7 +108,7 @@ def test_demo_runs_only_the_demo_project_simulated_and_never_as_a_clis_spend(
     Demo's runs are marked simulated, cost nothing and count in no CLI's usage."""
     config = taskboard.parse_args(
         ["--demo", "--db", str(tmp_path / "data" / "tb.db"), "--agent-command",
-         f"{sys.executable} {FAKE_AGENT}"], environ={})
+         f"{sys.executable} {FAKE_AGENT}"], environ=NO_SANDBOX)
     taskboard.init(config)
     try:
         demo_project = taskboard.list_projects()[0]

@@ -85,6 +85,7 @@ def test_main_health_reports_missing_agent(start, tmp_path):
     body = wait_for(lambda: (b := server.health())["agent"]["found"] is not None and b,
                     message="the agent check")
     agents = body.pop("agents")
+    assert set(body.pop("sandbox")) == {"engine", "works", "version", "error"}
     assert body == {"ok": True, "version": taskboard.__version__, "db": "ok", "hosts": [],
                     "hostsInUse": {"count": 0, "reachable": 0},
                     "agent": {"found": False, "version": None, "checking": False}}

@@ -14,6 +14,8 @@ import taskboard
 from agent_helpers import logs, start, wait_status
 from conftest import desk, wait_for
 
+pytestmark = pytest.mark.sandbox
+
 #: A real CLI starts in one to a few seconds; a turn against the stub takes about as long.
 RUN = 90
 
@@ -90,6 +92,8 @@ def test_real_agent_runs_a_tool_then_resumes_for_changes(client, api, real_agent
     assert task["total_cost"] > 0
     assert task["cost_estimated"] is (agent != "opencode"), "OpenCode reports its cost"
     assert task["session_id"] and task["last_error"] is None
+    # the CLI works inside the board's sandbox wherever bubblewrap does (conftest.tb)
+    assert task["sandboxed"] is client.get("/api/health").json["sandbox"]["works"]
 
     asked = len(real_agent.requests())
     desk(client, "request_changes", {"id": tid, "feedback": "MODE:echo once more"})

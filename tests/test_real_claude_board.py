@@ -11,6 +11,8 @@ from agent_helpers import get_task, logs, start, wait_status
 from claude_stub import claude_env, tool_results
 from conftest import wait_for
 
+pytestmark = pytest.mark.sandbox
+
 #: The real CLI starts in about a second; a turn takes a few.
 RUN = 60
 BASH = "MODE:bash echo hello > hello.txt && cat hello.txt"
@@ -46,6 +48,9 @@ def test_real_claude_waits_for_an_approval_then_runs_the_tool(client, api):
     wait_status(client, tid, "testing", timeout=RUN)
     assert (api.workdir / "hello.txt").read_text() == "hello\n"
     assert get_task(client, tid)["total_cost"] > 0
+    # the CLI works inside the board's sandbox wherever bubblewrap does (conftest.tb)
+    assert get_task(client, tid)["sandboxed"] is \
+        client.get("/api/health").json["sandbox"]["works"]
 
 
 def test_real_claude_is_told_why_a_tool_call_was_denied(client, api, claude_api):

@@ -1,0 +1,351 @@
+"""Sandboxed runs (design.md §17): an agent that may act alone holds none of the keys to
+the house.
+
+A hostile agent (tests/fake_agent.py running a shell script, `fake:sh`, as an auto-accept
+run) tries to read, write and signal what it must not, and to plant a hook; run through a
+real bubblewrap it gets nothing while its legitimate work lands, and the same agent without
+the sandbox (the control) gets everything.  The rigs' boards run unsandboxed unless a test
+asks (conftest.NO_SANDBOX); these tests ask, and skip, saying why, where bubblewrap cannot
+work on this machine.
+"""
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+from fault_helpers import ServerProcess, clean_env
+
+import taskboard
+from agent_helpers import RUN, logs, wait_status
+from conftest import desk, git, make_repo, wait_for
+
+pytestmark = pytest.mark.sandbox
+BWRAP = ["bwrap"]
+WORKS = None
+
+
+def bwrap_state():
+    """What bubblewrap does here, tried once per test process."""
+    global WORKS
+    if WORKS is None:
+        WORKS = taskboard.try_sandbox(BWRAP)
+    return WORKS
+
+
+@pytest.fixture
+def sandboxed(tb, tmp_path, monkeypatch):
+    """The board with a real bubblewrap, the fake agent's records in a folder the sandbox
+    may write (its pids are of the sandbox's own namespace: the autouse agent folder of
+    conftest, which kills leftovers by pid, stays empty)."""
+    state = bwrap_state()
+    if not state["works"]:
+        pytest.skip(f"bubblewrap does not work on this machine: {state['error']}")
+    tb.config["bwrap"] = BWRAP
+    tb.sandbox = dict(state)
+    records = tmp_path / "sandboxed-agent"
+    records.mkdir()
+    monkeypatch.setenv("FAKE_AGENT_DIR", str(records))
+    return records
+
+
+def script(text: str) -> str:
+    """A fake:sh directive running `text`."""
+    return "fake:sh=" + base64.b64encode(text.encode()).decode()
+
+
+def said(client, task_id) -> str:
+    """What the agent's shell script printed (its "sh said:" text)."""
+    return "\n".join(e["message"] for e in logs(client, task_id)
+                     if e["message"].startswith("sh said:"))
+
+
+def processes_with(marker: str) -> list[int]:
+    """The pids of this machine whose command line holds marker."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+# --- the hostile agent --------------------------------------------------------------------
+
+#: (what, a shell test that succeeds only when the agent got it)
+READS = [
+    ("the board's token", 'grep -q "$TOKEN" "$DATA/token"'),
+    ("the database", 'head -c 15 "$DATA/taskboard.db" | grep -q SQLite'),
+    ("the board's SSH sockets", 'ls "$DATA/ssh/master"'),
+    ("another run's MCP config", 'cat "$DATA/mcp/run-999.json"'),
+    ("another task's worktree", 'ls "$DATA/worktrees/99/OTHER-1/file"'),
+    ("an SSH private key", 'grep -q PRIVATE "$HOME/.ssh/id_ed25519"'),
+    ("~/.netrc", 'grep -q NETRC "$HOME/.netrc"'),
+    ("a browser's cookies", 'grep -q COOKIE "$HOME/.mozilla/firefox/p/cookies.sqlite"'),
+    ("a notes file in home", 'grep -q NOTES "$HOME/notes.txt"'),
+    ("another project", 'grep -q OTHER "$OTHER/secret.txt"'),
+    ("the board's process", 'test -e "/proc/$BOARD/status"'),
+    ("a signal to the board", 'kill -0 "$BOARD"'),
+]
+
+
+def hostile(data, other, token, board, checkout, common, marks):
+    """The agent's one shell script: every read it tries, then what it writes; its own
+    work, then a hook in a tracked hooks folder that the board's end-of-run commit of its
+    leftovers would run."""
+    checks = "\n".join(f'if {test} >/dev/null 2>&1; then echo "GOT {what}"; '
+                       f'else echo "NOT {what}"; fi' for what, test in READS)
+    return script(f"""DATA={data}; OTHER={other}; TOKEN={token}; BOARD={board}
+{checks}
+env | grep -q GHTOKEN && echo "GOT the source-host token" || echo "NOT the source-host token"
+echo work > work.txt && git add work.txt && git -c user.name=A -c user.email=a@b \
+  commit -qm "the agent's work" && echo "GOT its commit"
+echo kept > "$HOME/.claude/state.txt" && echo "GOT its CLI state"
+echo cached > "$HOME/.cache/tool.txt" && echo "GOT its cache"
+echo pwned >> "$HOME/.bashrc"
+echo pwned >> {checkout}/README.md
+printf '#!/bin/sh\\ntouch {marks}/hook-ran\\n' > {common}/hooks/post-commit
+chmod +x {common}/hooks/post-commit
+git config core.fsmonitor "touch {marks}/fsmonitor-ran"
+mkdir -p .githooks && printf '#!/bin/sh\\ntouch {marks}/tracked-hook-ran\\n' \
+  > .githooks/post-commit && chmod +x .githooks/post-commit
+""")
+
+
+@pytest.fixture
+def house(tmp_path, monkeypatch, api, client, tb):
+    """A home with keys, cookies and notes; another project; a repository whose config
+    names a tracked hooks folder; a source-host token in the board's environment."""
+    home = tmp_path / "home"
+    for path, text in [(".ssh/id_ed25519", "PRIVATE KEY"), (".netrc", "machine x NETRC"),
+                       (".mozilla/firefox/p/cookies.sqlite", "COOKIE"),
+                       ("notes.txt", "NOTES"), (".bashrc", "# mine\n"),
+                       (".claude/settings.json", "{}"), (".cache/keep", ""),
+                       (".gitconfig", "[user]\n\tname = Me\n\temail = me@example.com\n")]:
+        (home / path).parent.mkdir(parents=True, exist_ok=True)
+        (home / path).write_text(text)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GITHUB_TOKEN", "GHTOKEN")
+    data = tb.config["data_dir"]
+    for folder in ("ssh", "mcp", "worktrees/99/OTHER-1"):
+        os.makedirs(os.path.join(data, folder), exist_ok=True)
+    for path in ("ssh/master", "mcp/run-999.json", "worktrees/99/OTHER-1/file"):
+        with open(os.path.join(data, path), "w") as f:
+            f.write("secret")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "secret.txt").write_text("OTHER PROJECT")
+    api.project(name="Other", slug="other", workingDir=str(other))
+    make_repo(api.workdir)
+    git(api.workdir, "config", "core.hooksPath", ".githooks")
+    return home, other
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+def test_a_hostile_agent_in_the_sandbox_gets_nothing_and_its_work_lands(
+        client, api, tb, sandboxed, house, tmp_path, mode):
+    home, other = house
+    project = api.project(permissionMode="auto-accept", autoBranch=1, sandbox=mode,
+                          sandboxPaths={"readWrite": [str(sandboxed)]})
+    common = os.path.join(api.workdir, ".git")
+    marks = sandboxed  # what a hook would leave: a folder a sandboxed run may write
+    task = api.task(project["id"], description="fake:ok " + hostile(
+        tb.config["data_dir"], other, tb.config["token"], os.getpid(), api.workdir, common,
+        marks))
+    api.move(task["id"], "in_progress")
+    done = wait_status(client, task["id"], "testing")
+    out = said(client, task["id"])
+    got = {line[4:] for line in out.splitlines() if line.startswith("GOT ")}
+    assert {"its commit", "its CLI state", "its cache"} <= got, out
+    assert "the source-host token" not in got, "never in an agent's environment"
+    assert (home / ".claude/state.txt").read_text() == "kept\n"
+    commits = git(api.workdir, "log", "--format=%s", done["branch_name"])
+    assert "the agent's work" in commits
+    assert "uncommitted changes from the agent" in commits  # its leftovers: .githooks
+    assert not (marks / "tracked-hook-ran").exists(), "the board's own commit ran no hook"
+    if mode == "none":  # the control: the same agent, unsandboxed, takes everything
+        assert got >= {what for what, _ in READS}, out
+        assert done["sandboxed"] is False
+        assert (home / ".bashrc").read_text().endswith("pwned\n")
+        assert os.path.exists(os.path.join(common, "hooks", "post-commit"))
+        return
+    assert done["sandboxed"] is True
+    assert not got & {what for what, _ in READS}, out
+    assert (home / ".bashrc").read_text() == "# mine\n"
+    assert (api.workdir / "README.md").read_text() == "# Shop\n"
+    assert not os.path.exists(os.path.join(common, "hooks", "post-commit"))
+    assert subprocess.run(["git", "config", "--get", "core.fsmonitor"],
+                          cwd=api.workdir).returncode == 1, "the repository's config is as it was"
+    git(api.workdir, "status")
+    assert not (marks / "fsmonitor-ran").exists()
+
+
+def test_a_sandboxed_run_uses_the_board_tools_with_its_run_token(
+        client, api, tb, sandboxed, live, repo):
+    taskboard.runtime.url = live.url
+    project = api.project(sandbox="bubblewrap")
+    call = (
+        "import glob, json, os, subprocess\n"
+        f"[path] = glob.glob({tb.config['data_dir']!r} + '/mcp/*.json')\n"
+        "server = json.load(open(path))['mcpServers']['taskboard']\n"
+        "lines = [{'jsonrpc': '2.0', 'id': 1, 'method': 'initialize', 'params': {}},\n"
+        "         {'jsonrpc': '2.0', 'id': 2, 'method': 'tools/call', 'params': {\n"
+        "             'name': 'create_task', 'arguments': {'title': 'From the sandbox'}}}]\n"
+        "done = subprocess.run([server['command'], *server['args']], text=True,\n"
+        "                      input=''.join(json.dumps(l) + '\\n' for l in lines),\n"
+        "                      capture_output=True)\n"
+        "print(done.stdout.splitlines()[-1])\n")
+    task = api.task(project["id"], title="Parent", description="fake:ok " + script(
+        f"{sys.executable} - <<'EOF'\n{call}EOF\n"))
+    api.move(task["id"], "in_progress")
+    parent = wait_for(lambda: (t := client.get(f"/api/tasks/{task['id']}").json)[
+        "awaiting_subtasks"] and t, RUN, message="the agent to finish with a sub-task")
+    children = [t for t in client.get(f"/api/projects/{project['id']}/tasks").json
+                if t["parent_task_id"] == task["id"]]
+    assert [t["title"] for t in children] == ["From the sandbox"], said(client, task["id"])
+    assert parent["sandboxed"] is True
+
+
+def test_a_sandboxed_session_resumes_with_the_feedback(client, api, sandboxed, repo):
+    project = api.project(sandbox="bubblewrap", sandboxPaths={"readWrite": [str(sandboxed)]})
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    first = wait_status(client, task["id"], "testing")
+    desk(client, "request_changes", {"id": task["id"], "feedback": "Again"})
+    again = wait_status(client, task["id"], "testing")
+    calls = [json.loads(line) for line in (sandboxed / "calls.jsonl").read_text().splitlines()]
+    assert [c["resumed"] for c in calls] == [False, True]
+    assert again["session_id"] == first["session_id"] and again["sandboxed"] is True
+
+
+# --- ends: stop, kill, restart -------------------------------------------------------------
+
+def lingering(marker):
+    return script(f"sleep {marker} & sleep {marker} & echo started")
+
+
+def test_stopping_a_sandboxed_run_ends_every_process_in_it(client, api, sandboxed, repo):
+    marker = str(100000 + uuid.uuid4().int % 800000)
+    project = api.project(sandbox="bubblewrap")
+    task = api.task(project["id"], description="fake:hang " + lingering(marker))
+    api.move(task["id"], "in_progress")
+    wait_for(lambda: len(processes_with(marker)) == 2, RUN, message="the run's sleeps")
+    api.move(task["id"], "backlog")
+    wait_for(lambda: not processes_with(marker), RUN, message="every process of the run to end")
+
+
+def test_bubblewrap_killed_mid_run_is_a_crash_and_leaves_nothing(client, api, sandboxed, repo,
+                                                                  fast_retries):
+    marker = str(100000 + uuid.uuid4().int % 800000)
+    project = api.project(sandbox="bubblewrap", maxRetries=0)
+    task = api.task(project["id"], description="fake:hang " + lingering(marker))
+    api.move(task["id"], "in_progress")
+    wait_for(lambda: len(processes_with(marker)) == 2, RUN, message="the run's sleeps")
+    [run] = taskboard.find_rows("runs", task_id=task["id"])
+    with open(f"/proc/{run['pid']}/cmdline", "rb") as f:
+        assert b"bwrap" in f.read(), "the run's process is bubblewrap"
+    os.kill(run["pid"], signal.SIGKILL)
+    failed = wait_status(client, task["id"], "failed")
+    assert failed["last_error"]
+    wait_for(lambda: not processes_with(marker), RUN, message="every process of the run to end")
+
+
+def test_a_board_killed_with_9_leaves_no_sandboxed_process_behind(tmp_path):
+    if not bwrap_state()["works"]:
+        pytest.skip(f"bubblewrap does not work on this machine: {bwrap_state()['error']}")
+    marker = str(100000 + uuid.uuid4().int % 800000)
+    workdir = tmp_path / "code"
+    workdir.mkdir()
+    make_repo(workdir)
+    env = clean_env(tmp_path, TASKBOARD_BWRAP="bwrap")
+    server = ServerProcess.board(tmp_path, tmp_path / "data" / "tb.db", env).wait_ready()
+    try:
+        project = server.project(workdir, sandbox="bubblewrap")
+        task = server.task(project["id"], description="fake:hang " + lingering(marker))
+        server.move(task["id"], "in_progress")
+        wait_for(lambda: len(processes_with(marker)) == 2, RUN, message="the run's sleeps")
+        assert server.get_task(task["id"])["sandboxed"] is True
+    finally:
+        server.kill9()
+    wait_for(lambda: not processes_with(marker), RUN,
+             message="the sandbox to die with the board")
+
+
+# --- where it does not work ------------------------------------------------------------------
+
+def test_a_bubblewrap_project_waits_where_the_sandbox_fails_and_starts_once_it_works(
+        client, api, tb, sandboxed, repo):
+    tb.config["bwrap"] = [sys.executable, "-c", "import sys; sys.exit('no user namespaces')"]
+    tb.sandbox = taskboard.try_sandbox(tb.config["bwrap"])
+    assert client.get("/api/health").json["sandbox"] == {
+        "engine": "bubblewrap", "works": False, "version": None, "error": "no user namespaces"}
+    project = api.project(sandbox="bubblewrap")
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    waiting = wait_for(lambda: (t := client.get(f"/api/tasks/{task['id']}").json)[
+        "waitingFor"] and t, RUN, message="the task to wait for the sandbox")
+    assert "no user namespaces" in waiting["waitingFor"]["sandbox"]
+    assert (waiting["status"], waiting["is_running"], waiting["retry_count"]) == \
+        ("in_progress", False, 0)
+    assert taskboard.find_rows("runs", task_id=task["id"]) == []
+    tb.config["bwrap"] = BWRAP  # it works now: the next try starts the task
+    taskboard.runtime.sandbox_retry.wake()
+    done = wait_status(client, task["id"], "testing")
+    assert done["sandboxed"] is True and done["waitingFor"] is None
+    assert client.get("/api/health").json["sandbox"]["works"] is True
+
+
+def test_auto_runs_unsandboxed_where_the_sandbox_fails_and_says_so(client, api, tb, repo):
+    tb.config["bwrap"] = [sys.executable, "-c", "import sys; sys.exit('not here')"]
+    tb.sandbox = taskboard.try_sandbox(tb.config["bwrap"])
+    assert client.get("/api/health").json["sandbox"]["works"] is False
+    project = api.project()
+    assert project["sandbox"] == "auto"
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    done = wait_status(client, task["id"], "testing")
+    assert done["sandboxed"] is False
+    assert any(e["message"].startswith("not sandboxed: bubblewrap does not work")
+               for e in logs(client, task["id"]))
+
+
+# --- sandboxPaths ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("paths", [
+    {"readOnly": ["relative/path"]}, {"readWrite": ["/no/such/folder"]}, {"readOnly": "/tmp"},
+    {"elsewhere": []}, "DATA", "DATA/mcp", "DATA/..", "HOME/.ssh", "HOME/.aws/credentials"])
+def test_sandbox_paths_refuse_what_a_run_must_never_see(client, api, tb, tmp_path,
+                                                        monkeypatch, paths):
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".aws").mkdir()
+    (home / ".aws/credentials").write_text("x")
+    monkeypatch.setenv("HOME", str(home))
+    if isinstance(paths, str):
+        paths = {"readWrite": [paths.replace("DATA", tb.config["data_dir"])
+                               .replace("HOME", str(home))]}
+    project = api.project()
+    response = client.put_json(f"/api/projects/{project['id']}", {"sandboxPaths": paths},
+                               expect_errors=True)
+    assert response.status_code == 400 and response.json["field"] == "sandboxPaths", \
+        response.json
+    assert client.get(f"/api/projects/{project['id']}").json["sandboxPaths"] is None
+
+
+def test_sandbox_paths_keep_what_may_be_granted(client, api, tmp_path):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    project = api.project(sandbox="bubblewrap", sandboxPaths={
+        "readOnly": [str(folder)], "readWrite": []})
+    assert (project["sandbox"], project["sandboxPaths"]) == \
+        ("bubblewrap", {"readOnly": [str(folder)], "readWrite": []})
+    response = client.put_json(f"/api/projects/{project['id']}", {"sandbox": "chroot"},
+                               expect_errors=True)
+    assert response.status_code == 400 and response.json["field"] == "sandbox"
+
