@@ -7,7 +7,7 @@ import * as format from "../format.js";
 import { register, t } from "../i18n.js";
 import { agentBadge, waitingText } from "./agent_parts.js";
 import { handIcon } from "./common.js";
-import { hostBadge, hostWaitingText } from "./host_parts.js";
+import { hostBadge, hostWaitingText, sandboxChip, waitingHelp } from "./host_parts.js";
 import { prBadge } from "./pr_parts.js";
 
 register({  // key: [English, Turkish]
@@ -61,7 +61,7 @@ function flags(task) {
     waiting ? h("span", { class: "flag flag-waiting", "data-testid": "card-waiting", title: t("agentpart.waitingHelp") },
       `⏸ ${waiting}`) : null,
     hostWaiting ? h("span", { class: "flag flag-waiting flag-host", "data-testid": "card-host-waiting",
-      title: t("hostpart.waitingHelp") }, `⏸ ${hostWaiting}`) : null,
+      title: waitingHelp(task) }, `⏸ ${hostWaiting}`) : null,
     task.permission_denials > 0 ? h("span", { class: "flag flag-denied" },
       `⚠ ${plural(task.permission_denials, "board.denials1", "board.denials")}`) : null,
     task.awaiting_subtasks ? h("span", { class: "flag flag-awaiting" }, `◷ ${t("board.awaiting")}`) : null,
@@ -83,6 +83,7 @@ export function taskCard(task, status, { statuses, moving, activity, cost }) {
     h("span", { class: "bchip model" }, t(`model.${task.model}`)),
     agentBadge(task),
     hostBadge(task),
+    sandboxChip(task),
     format.tags(task.tags).map((tag) => h("span", { class: "bchip tag" }, `#${tag}`)),
   ];
   const flagged = flags(task);

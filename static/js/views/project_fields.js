@@ -18,6 +18,19 @@ register({  // key: [English, Turkish]
   "pform.group.autoTest": ["Automatic testing", "Otomatik test"],
   "pform.group.retry": ["Retries and limits", "Yeniden denemeler ve sınırlar"],
   "pform.group.runsOn": ["Where tasks run", "Görevlerin çalıştığı yer"],
+  "pform.group.sandbox": ["Sandbox", "Korumalı alan"],
+  "pform.sandbox": ["Run agents in the sandbox", "Ajanları korumalı alanda çalıştır"],
+  "pform.sandbox.help": ["Each run of the agent (task, verifier, planner) goes through bubblewrap: it sees your files read-only, never the board's data, your SSH keys, credentials, browser profiles or other projects, and writes only its checkout, its CLI's state and ~/.cache.", "Ajanın her çalışması (görev, doğrulayıcı, planlayıcı) bubblewrap'ten geçer: dosyalarınızı salt okunur görür; panonun verilerini, SSH anahtarlarınızı, kimlik bilgilerinizi, tarayıcı profillerinizi ve diğer projeleri hiç görmez; yalnızca kendi çalışma kopyasına, CLI'sinin durumuna ve ~/.cache'e yazar."],
+  "pform.sandbox.auto": ["Automatic: wherever bubblewrap works", "Otomatik: bubblewrap'in çalıştığı her yerde"],
+  "pform.sandbox.bubblewrap": ["Always: a task waits while bubblewrap cannot work", "Her zaman: bubblewrap çalışamazken görev bekler"],
+  "pform.sandbox.none": ["Never: the agent runs with the board's rights", "Asla: ajan panonun haklarıyla çalışır"],
+  "pform.sandbox.works": ["Here bubblewrap {version} works.", "Burada bubblewrap {version} çalışıyor."],
+  "pform.sandbox.broken": ["Here bubblewrap does not work ({error}): automatic runs unsandboxed.", "Burada bubblewrap çalışmıyor ({error}): otomatik, korumasız çalışır."],
+  "pform.sandbox.host": ["Runs on a host are not sandboxed yet.", "Makinelerdeki çalışmalar henüz korumalı değil."],
+  "pform.sandbox.risk": ["Auto-accept without a sandbox: an agent that follows someone else's instructions (an issue, a review comment, CI output) can read your keys and the board's token.", "Korumalı alan olmadan otomatik kabul: başkasının talimatlarını (bir konu, bir inceleme yorumu, CI çıktısı) izleyen bir ajan anahtarlarınızı ve panonun belirtecini okuyabilir."],
+  "pform.sandboxPaths.readOnly": ["Also readable in the sandbox", "Korumalı alanda ayrıca okunabilir"],
+  "pform.sandboxPaths.readWrite": ["Also writable in the sandbox", "Korumalı alanda ayrıca yazılabilir"],
+  "pform.sandboxPaths.help": ["Absolute paths, one per line. Never the board's data dir, ~/.ssh or another credential store.", "Mutlak yollar, her satıra bir tane. Panonun veri dizini, ~/.ssh ya da başka bir kimlik bilgisi deposu asla."],
   "pform.host": ["Runs on", "Çalıştığı yer"],
   "pform.host.help": ["This machine, or another one the board reaches over SSH: its tasks and their git work run there.", "Bu makine ya da panonun SSH ile ulaştığı başka bir makine: görevleri ve git işleri orada çalışır."],
   "pform.host.local": ["This machine", "Bu makine"],
@@ -86,7 +99,7 @@ const lbl = (key) => () => t(key);
 const limitsHelp = (key, field) => () => t(key, rangeOf("Project", field));
 
 /** The groups of the edit form, in order. */
-export const GROUPS = ["basic", "queue", "runsOn", "git", "autoTest", "retry"];
+export const GROUPS = ["basic", "queue", "runsOn", "sandbox", "git", "autoTest", "retry"];
 /** The fields asked for when a project is created. */
 export const CREATE_KEYS = ["name", "slug", "workingDir", "agent", "permissionMode", "allowedTools", "icon", "iconSeed"];
 
@@ -125,6 +138,41 @@ const hostField = {
     return { element, controls: [control] };
   },
   show(parts, value) { fillHostSelect(parts.controls[0], value); },
+};
+
+/** What the sandbox does, and whether it works on this machine (GET /api/health). */
+function sandboxHelp() {
+  const said = [t("pform.sandbox.help")];
+  const here = state.health?.sandbox;
+  if (here?.works) said.push(t("pform.sandbox.works", { version: here.version || "" }));
+  else if (here && here.works === false) said.push(t("pform.sandbox.broken", { error: here.error || "" }));
+  if (state.hosts.size) said.push(t("pform.sandbox.host"));
+  return said.join(" ");
+}
+
+/** sandboxPaths: a textarea of paths per side, {readOnly, readWrite} (null when both are empty). */
+const sandboxPathsField = {
+  toRaw: (value) => ({ readOnly: (value?.readOnly || []).join("\n"), readWrite: (value?.readWrite || []).join("\n") }),
+  fromRaw: (raw) => {
+    const lines = (text) => text.split("\n").map((line) => line.trim()).filter(Boolean);
+    const value = { readOnly: lines(raw.readOnly), readWrite: lines(raw.readWrite) };
+    return { value: value.readOnly.length || value.readWrite.length ? value : null };
+  },
+  render(spec, raw, ids, changed) {
+    const controls = ["readOnly", "readWrite"].map((side) => {
+      const control = h("textarea", { id: `${ids.id}-${side}`, class: "mono", rows: "2", spellcheck: "false",
+        "data-key": `${spec.key}.${side}`, "aria-describedby": ids.described, placeholder: "/srv/shared" });
+      control.value = raw[spec.key][side];
+      control.addEventListener("input", () => { raw[spec.key] = { ...raw[spec.key], [side]: control.value }; changed(); });
+      return control;
+    });
+    const element = h("div", { class: "field", "data-field": spec.key },
+      ["readOnly", "readWrite"].map((side, n) => [
+        h("label", { for: `${ids.id}-${side}` }, t(`pform.sandboxPaths.${side}`)), controls[n]]),
+      ids.help, ids.error);
+    return { element, controls };
+  },
+  show(parts, raw) { parts.controls[0].value = raw.readOnly; parts.controls[1].value = raw.readWrite; },
 };
 
 /** The trusted authors: one text input of logins, an array (null when empty) for the server. */
@@ -174,6 +222,10 @@ export function projectSpecs() {
     { key: "repoUrl", group: "runsOn", kind: "text", patternKey: "pform.repoUrl.bad", label: lbl("pform.repoUrl"),
       help: lbl("pform.repoUrl.help"), skip: (raw) => raw.host === "",
       attrs: { class: "mono", placeholder: "git@github.com:me/project.git", spellcheck: "false" } },
+    { key: "sandbox", group: "sandbox", kind: "select", label: lbl("pform.sandbox"), help: sandboxHelp,
+      optionLabel: (v) => t(`pform.sandbox.${v}`) },
+    { key: "sandboxPaths", group: "sandbox", kind: "custom", custom: sandboxPathsField,
+      label: lbl("pform.sandboxPaths.readOnly"), help: lbl("pform.sandboxPaths.help"), skip: (raw) => raw.sandbox === "none" },
     { key: "autoBranch", group: "git", kind: "bool", label: lbl("pform.autoBranch"), help: lbl("pform.autoBranch.help") },
     { key: "autoPr", group: "git", kind: "bool", label: lbl("pform.autoPr"), help: autoPrHelp },
     { key: "gitHostRepo", group: "git", kind: "text", label: lbl("pform.gitHostRepo"), help: lbl("pform.gitHostRepo.help"),

@@ -35,6 +35,9 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
   const sharing = () => Number(kit.raw.maxConcurrent) > 1 && !kit.raw.autoBranch && !onHost();
   const shareWarning = () => h("p", { class: "warning", role: "status", "data-warning": "share",
     hidden: !sharing() }, t("pform.shareWarning"));
+  const risky = () => kit.raw.sandbox === "none" && kit.raw.permissionMode === "auto-accept";
+  const riskWarning = () => h("p", { class: "warning", role: "status", "data-warning": "sandbox",
+    hidden: !risky() }, t("pform.sandbox.risk"));
 
   /**
    * On another machine every task has its branch and worktree (design §15): the checkbox
@@ -59,13 +62,15 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
       const row = kit.row(spec.key);
       if (spec.key === "allowedTools") row.hidden = kit.raw.permissionMode !== "allow-tools";
       if (spec.key === "repoUrl") row.hidden = kit.raw.host === "";
+      if (spec.key === "sandboxPaths") row.hidden = kit.raw.sandbox === "none";
       if (spec.key === "icon") row.querySelector("label").append(h("span", { class: "icon-preview" }, preview()));
       if (spec.key === "autoBranch") branchOnHost();
       return row;
     });
     if (create) return h("div", { class: "form-grid" }, rows("basic"));
     return GROUPS.map((group) => h("fieldset", { class: "group", "data-group": group },
-      h("legend", {}, t(`pform.group.${group}`)), rows(group), group === "queue" ? shareWarning() : null));
+      h("legend", {}, t(`pform.group.${group}`)), rows(group), group === "queue" ? shareWarning() : null,
+      group === "sandbox" ? riskWarning() : null));
   };
 
   const form = liveForm({
@@ -96,6 +101,10 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
     if (slot) slot.replaceChildren(preview());
     const warning = el.querySelector("[data-warning=share]");
     if (warning) warning.hidden = !sharing();
+    const paths = kit.rows.get("sandboxPaths");
+    if (paths) paths.element.hidden = kit.raw.sandbox === "none";
+    const risk = el.querySelector("[data-warning=sandbox]");
+    if (risk) risk.hidden = !risky();
     branchOnHost();
   };
   kit.onInput((key, value) => {

@@ -12,7 +12,7 @@ import { liveUsage, loadTasks, onEvent, refusedLocally, state, subscribe }
   from "../store.js";
 import { waitingText } from "./agent_parts.js";
 import { projectName, select } from "./common.js";
-import { hostWaitingText, runsOnText } from "./host_parts.js";
+import { hostWaitingText, runsOnText, waitingHelp } from "./host_parts.js";
 import { LOG_PAGE, createLogView } from "./log_view.js";
 import { loadPrLog, prSection } from "./pr_parts.js";
 import { createChannel } from "./task_channel.js";
@@ -127,7 +127,7 @@ function taskHeader(task) {
       task.is_running ? h("span", { class: "run-mark" }, h("span", { class: "spinner", "aria-hidden": "true" }), t("detail.running")) : null),
     runsOn ? h("p", { class: "runs-on muted", "data-testid": "task-host" }, runsOn) : null,
     hostWaiting ? h("div", { class: "alert alert-warn", role: "status", "data-testid": "task-waiting-host" },
-      `⏸ ${hostWaiting}`, h("p", { class: "muted" }, t("hostpart.waitingHelp"))) : null,
+      `⏸ ${hostWaiting}`, h("p", { class: "muted" }, waitingHelp(task))) : null,
     task.last_error ? h("div", { class: "alert alert-error", role: "alert" },
       h("strong", {}, t("detail.lastError")), h("p", {}, task.last_error)) : null,
     task.permission_denials > 0 ? h("div", { class: "alert alert-warn" }, `⚠ ${t(task.permission_denials === 1 ? "detail.denials1" : "detail.denials", { n: task.permission_denials })}`) : null,

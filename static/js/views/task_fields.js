@@ -33,6 +33,9 @@ register({  // key: [English, Turkish]
   "detail.cost": ["Cost", "Maliyet"],
   "detail.liveCost": ["{cost} (live)", "{cost} (canlı)"],
   "detail.branch": ["Branch", "Dal"],
+  "detail.sandbox": ["Sandbox", "Korumalı alan"],
+  "detail.sandboxed": ["its latest run was sandboxed (bubblewrap)", "son çalışması korumalı alandaydı (bubblewrap)"],
+  "detail.unsandboxed": ["its latest run was not sandboxed", "son çalışması korumalı alanda değildi"],
   "detail.branchAt": ["in {where}", "yeri: {where}"],
   "detail.pr": ["Pull request", "Çekme isteği"],
   "detail.session": ["Session", "Oturum"],
@@ -77,6 +80,10 @@ export function taskFields(task, live) {
     add(t("detail.cache"), `${format.tokens(task.cache_read_tokens)} / ${format.tokens(task.cache_creation_tokens)}`);
   }
   add(t("detail.cost"), h("span", { "data-testid": "task-cost" }, cost));
+  if (typeof task.sandboxed === "boolean") {
+    add(t("detail.sandbox"), h("span", { "data-testid": "task-sandbox", class: task.sandboxed ? "" : "warn" },
+      t(task.sandboxed ? "detail.sandboxed" : "detail.unsandboxed")));
+  }
   if (task.branch_name) {
     add(t("detail.branch"), h("code", {}, task.branch_name), task.branchAt
       ? h("div", { class: "muted", "data-testid": "branch-at" }, t("detail.branchAt", { where: task.branchAt }))
