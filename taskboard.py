@@ -10314,15 +10314,34 @@ def _installations(command: list[str], env: dict) -> list[str]:
     return found
 
 
+def _git_dirs(cwd: str) -> tuple[str, str] | None:
+    """The git metadata of the checkout holding cwd, as git finds it (read here: no git
+    process at every start): (the common folder, the checkout's own), or None."""
+    folder = os.path.realpath(cwd)
+    while not os.path.lexists(dot := os.path.join(folder, ".git")):
+        if folder == "/":
+            return None
+        folder = os.path.dirname(folder)
+    if os.path.isdir(dot):
+        return dot, dot
+    try:
+        with open(dot, encoding="utf-8") as f:
+            own = os.path.realpath(os.path.join(folder, f.read().strip().removeprefix(
+                "gitdir: ")))
+        with open(os.path.join(own, "commondir"), encoding="utf-8") as f:
+            return os.path.realpath(os.path.join(own, f.read().strip())), own
+    except OSError:
+        return None
+
+
 def _git_mounts(cwd: str, read_only: bool) -> list[str]:
     """The git metadata of a checkout in the sandbox: what a commit writes (objects, refs,
     logs, a worktree's own folder) writable, never hooks or config; the files that point
     git elsewhere read-only."""
-    code, out = run_command(["git", "rev-parse", "--path-format=absolute", "--git-common-dir",
-                             "--git-dir"], cwd, 10)
-    if code != 0 or len(out.split("\n")) < 2:
+    found = _git_dirs(cwd)
+    if found is None:
         return []
-    common, own = out.split("\n")[:2]
+    common, own = found
     mounts = []
     if common != own or not _inside(common, os.path.realpath(cwd)):  # outside the checkout
         mounts += ["--ro-bind", common, common]

@@ -35,8 +35,9 @@ session id (it tells which agent wrote a persisted line). A tool's output is the
 
 When FLOOD_DIR is set, `<FLOOD_DIR>/<session_id>.json` records what was emitted: "emitted"
 (texts: the last n), "lines" (flooded lines, opening and closing ones not counted), "tools"
-(tool calls, each with its result), "as" (the CLI) and "prompt" (the prompt's length). It
-is written after the last flooded line and before the closing ones.
+(tool calls, each with its result), "as" (the CLI), "prompt" (the prompt's length) and
+"started" (time.time() when the process started). It is written after the last flooded line
+and before the closing ones.
 
 Env: FLOOD_RATE (lines/s, default 2000), FLOOD_SECONDS (default 10), FLOOD_PAD (padding
 characters, default 80), FLOOD_LINES_PER_MESSAGE (claude: consecutive lines sharing a
@@ -44,11 +45,14 @@ message.id, as the CLI's content blocks of one API response do; default 1), FLOO
 (optional). `--version` prints a version and exits.
 """
 
-import json
-import os
-import sys
 import time
-import uuid
+
+STARTED = time.time()  # the process's start, as early as it can tell (bench/sandbox.py)
+
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import uuid  # noqa: E402
 
 TICK = 0.005  # burst period: 10 lines per burst at 2,000 lines/s
 CLIS = ("claude", "codex", "gemini", "opencode")
@@ -279,7 +283,7 @@ def main():
         with open(path + ".tmp", "w") as f:
             json.dump({"sessionId": sid, "tag": flood.tag, "emitted": flood.n, "lines": lines,
                        "tools": flood.tools, "as": cli, "prompt": len(prompt),
-                       "seconds": elapsed, "rate": rate,
+                       "seconds": elapsed, "rate": rate, "started": STARTED,
                        "taskId": os.environ.get("TASKBOARD_TASK_ID")}, f)
         os.replace(path + ".tmp", path)
     out.write("".join(map(line, flood.closing(elapsed))))

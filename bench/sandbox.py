@@ -1,0 +1,126 @@
+"""What the sandbox costs a run's start (design.md §17, issue 46): p50 over 50 starts.
+
+Run it by hand, from any directory, with the Python that has Taskboard's dependencies; it is
+not a test:
+
+    python bench/sandbox.py                 # 50 starts each way
+    python bench/sandbox.py --starts 10     # smoke test
+
+One Taskboard server, its agent bench/_flood_agent.py (which records, in FLOOD_DIR, the
+time.time() its process started and prints almost nothing), two projects on the same
+folder: one `sandbox: bubblewrap`, one `sandbox: none`.  The bench starts a task of each in
+turn (interleaved, so drift and noise fall on both alike), each start timed from just
+before the PATCH that moves the task to in_progress to the agent's own start time, and
+waits for the run to end before the next.  The unsandboxed start is the baseline: the
+goal is p50(sandboxed) - p50(unsandboxed) <= 30 ms.  Needs a bubblewrap that works here
+(GET /api/health says so, else the bench stops saying why).
+
+How to read the output: one line per 10 starts, then `figure <name> <value>` lines, then
+BENCH_RESULT {...} for bench/run.py.
+"""
+
+import argparse
+import glob
+import json
+import os
+import sys
+import tempfile
+import time
+
+from _common import (
+    REPO_ROOT,
+    Server,
+    emit_result,
+    free_port,
+    percentile,
+    result_row,
+    taskboard_env,
+)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agents import FLOOD_AGENT, call  # noqa: E402
+
+GOAL_EXTRA_MS = 30.0
+
+
+def started(flood_dir, task_id, timeout=30.0):
+    """The agent's start time for a task, once its record is written."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in glob.glob(os.path.join(flood_dir, "*.json")):
+            with open(path) as f:
+                record = json.load(f)
+            if record.get("taskId") == str(task_id):
+                os.remove(path)
+                return record["started"]
+        time.sleep(0.005)
+    raise RuntimeError(f"task {task_id}: its agent never recorded its start")
+
+
+def settled(port, task_id, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        task = call(port, "GET", f"/api/tasks/{task_id}")
+        if task["status"] == "testing" and not task["is_running"]:
+            return task
+        time.sleep(0.01)
+    raise RuntimeError(f"task {task_id} did not end")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--starts", type=int, default=50, help="starts of each kind")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tb-sandbox-bench-") as tmp:
+        flood_dir, work = os.path.join(tmp, "flood"), os.path.join(tmp, "work")
+        os.makedirs(flood_dir)
+        os.makedirs(work)
+        os.environ.update(FLOOD_RATE="1", FLOOD_SECONDS="0", FLOOD_DIR=flood_dir)
+        port = free_port()
+        server = Server("taskboard", [sys.executable, "taskboard.py", "--port", str(port),
+                                      "--db", os.path.join(tmp, "data", "tb.db"), "--agent-command",
+                                      f"{sys.executable} {FLOOD_AGENT}"],
+                        os.path.join(tmp, "taskboard.log"), "/api/health", port,
+                        env=taskboard_env())
+        with server:
+            sandbox = call(port, "GET", "/api/health")["sandbox"]
+            if not sandbox["works"]:
+                sys.exit(f"bubblewrap does not work here: {sandbox['error']}")
+            print(f"bubblewrap {sandbox['version']}; {args.starts} starts each way, "
+                  f"interleaved", flush=True)
+            projects = {}
+            for mode in ("bubblewrap", "none"):
+                projects[mode] = call(port, "POST", "/api/projects", {
+                    "name": mode, "slug": f"bench-{mode}", "workingDir": work,
+                    "sandbox": mode, "sandboxPaths": {"readWrite": [flood_dir]}})["id"]
+            times = {"bubblewrap": [], "none": []}
+            for n in range(args.starts * 2):
+                mode = ("bubblewrap", "none")[n % 2]
+                task = call(port, "POST", f"/api/projects/{projects[mode]}/tasks",
+                            {"title": f"start {n}", "description": "Start."})
+                asked = time.time()
+                call(port, "PATCH", f"/api/tasks/{task['id']}/status", {"status": "in_progress"})
+                times[mode].append((started(flood_dir, task["id"]) - asked) * 1000)
+                ran = settled(port, task["id"])
+                assert ran["sandboxed"] is (mode == "bubblewrap"), ran
+                if n % 20 == 19:
+                    print(f"  {n // 2 + 1} starts each", flush=True)
+    p50 = {mode: percentile(sorted(values), 50) for mode, values in times.items()}
+    p90 = {mode: percentile(sorted(values), 90) for mode, values in times.items()}
+    extra = p50["bubblewrap"] - p50["none"]
+    for mode in ("none", "bubblewrap"):
+        print(f"figure start_p50_{mode}_ms {p50[mode]:.1f} (p90 {p90[mode]:.1f})")
+    print(f"figure start_extra_p50_ms {extra:.1f} (goal <= {GOAL_EXTRA_MS:.0f})")
+    print(f"ratio start_p50_sandboxed_unsandboxed {p50['bubblewrap'] / p50['none']:.2f}")
+    emit_result("sandbox", [
+        result_row("start p50, unsandboxed", round(p50["none"], 1), "ms"),
+        result_row("start p50, sandboxed", round(p50["bubblewrap"], 1), "ms",
+                   baseline=round(p50["none"], 1),
+                   ratio=round(p50["bubblewrap"] / p50["none"], 2)),
+        result_row("sandbox's extra start p50", round(extra, 1), "ms",
+                   goal=f"<= {GOAL_EXTRA_MS:.0f} ms", met=extra <= GOAL_EXTRA_MS)],
+        repo=REPO_ROOT)
+
+
+if __name__ == "__main__":
+    main()
