@@ -58,6 +58,15 @@ def taskboard_env(auth=True):
     return env
 
 
+def sandbox_fields(sandbox="auto"):
+    """ A bench project's `sandbox` (auto, bubblewrap, none: design §17) with the folders its
+    agents write besides their checkout (this environment's FLOOD_DIR and ASK_DIR) granted:
+    else a sandboxed agent's records would land in its own private /tmp. """
+    dirs = [os.environ[k] for k in ("FLOOD_DIR", "ASK_DIR") if os.environ.get(k)]
+    granted = {"sandboxPaths": {"readWrite": dirs}} if dirs and sandbox != "none" else {}
+    return {"sandbox": sandbox, **granted}
+
+
 def free_port():
     """ A TCP port on 127.0.0.1 that nothing listens on right now. """
     with socket.socket() as s:

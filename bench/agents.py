@@ -65,6 +65,7 @@ from _common import (
     percentile,
     request,
     result_row,
+    sandbox_fields,
     taskboard_env,
 )
 
@@ -86,6 +87,8 @@ def parse_args():
     parser.add_argument("--lines-per-message", type=int, default=1,
                         help="lines sharing one message.id (Taskboard counts usage per id)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 3 s")
+    parser.add_argument("--sandbox", choices=("auto", "bubblewrap", "none"), default="auto",
+                        help="the projects' sandbox (default auto: bubblewrap where it works)")
     args = parser.parse_args()
     if args.quick:
         args.seconds = 3.0
@@ -171,7 +174,7 @@ def main():
 
 def run(args, tmp, ctx, pool):
     flood_dir, work_dir, db = (os.path.join(tmp, "flood"), os.path.join(tmp, "work"),
-                               os.path.join(tmp, "taskboard.db"))
+                               os.path.join(tmp, "data", "taskboard.db"))
     os.makedirs(flood_dir)
     os.makedirs(work_dir)
     os.environ.update(FLOOD_RATE=str(args.rate), FLOOD_SECONDS=str(args.seconds),
@@ -201,7 +204,8 @@ def measure(args, ctx, pool, port, work_dir):
     for p in range(0, args.agents, MAX_CONCURRENT):
         count = min(MAX_CONCURRENT, args.agents - p)
         pid = call(port, "POST", "/api/projects", {"name": f"Flood {p}", "slug": f"flood-{p}",
-                                                   "workingDir": work_dir})["id"]
+                                                   "workingDir": work_dir,
+                                                   **sandbox_fields(args.sandbox)})["id"]
         call(port, "PUT", f"/api/projects/{pid}", {"maxConcurrent": count})
         for i in range(count):
             task = call(port, "POST", f"/api/projects/{pid}/tasks",

@@ -85,6 +85,7 @@ from _common import (
     print_table,
     request,
     result_row,
+    sandbox_fields,
     taskboard_env,
 )
 from agents import FLOOD_AGENT, call, emitted
@@ -219,7 +220,7 @@ def run(args, largs, tmp, ctx, pool):
     dirs = {name: os.path.join(tmp, name) for name in ("flood", "ask", "work", "ask_work")}
     for path in dirs.values():
         os.makedirs(path)
-    db = os.path.join(tmp, "taskboard.db")
+    db = os.path.join(tmp, "data", "taskboard.db")
     # the server passes its environment on to its agents: FLOOD_* as bench/load.py sets them
     os.environ.update(FLOOD_RATE=str(largs.rate), FLOOD_SECONDS=str(largs.seconds),
                       FLOOD_PAD=str(largs.pad), FLOOD_DIR=dirs["flood"],
@@ -252,7 +253,7 @@ def run(args, largs, tmp, ctx, pool):
 def run_phases(args, largs, ctx, pool, port, dirs, pid):
     project = call(port, "POST", "/api/projects", {
         "name": "Approvals", "slug": "bench-approvals", "workingDir": dirs["ask_work"],
-        "permissionMode": "default"})["id"]
+        "permissionMode": "default", **sandbox_fields(largs.sandbox)})["id"]
     tasks = {phase: call(port, "POST", f"/api/projects/{project}/tasks", {
         "title": f"ask ({phase})", "description": f"{MARKER} Ask for tool approvals."})["id"]
         for phase in ("idle", "load")}

@@ -203,7 +203,7 @@ def main(argv=None):
             checked = api(port, "POST", f"/api/hosts/{host['id']}/check")["lastCheck"]
             assert checked["ok"], checked
             local = api(port, "POST", "/api/projects", {
-                "name": "Here", "slug": "here", "workingDir": code,
+                "name": "Here", "slug": "here", "workingDir": code, "sandbox": "none",
                 "maxConcurrent": args.agents, "permissionMode": "auto-accept"}, 201)
             remote = api(port, "POST", "/api/projects", {
                 "name": "There", "slug": "there", "workingDir": code, "repoUrl": code,

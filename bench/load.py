@@ -164,6 +164,7 @@ from _common import (
     print_table,
     proc_memory_kb,
     result_row,
+    sandbox_fields,
     taskboard_env,
 )
 from agents import FLOOD_AGENT, TEXT, call, emitted, wait_for_runs
@@ -235,6 +236,8 @@ def parse_args(argv=None):
     parser.add_argument("--no-slow", action="store_true", help="no slow clients at all")
     parser.add_argument("--no-floor", action="store_true",
                         help="no fan-out floor (bare gevent) run first; implies --no-ladder")
+    parser.add_argument("--sandbox", choices=("auto", "bubblewrap", "none"), default="auto",
+                        help="the project's sandbox (default auto: bubblewrap where it works)")
     parser.add_argument("--quick", action="store_true",
                         help="10 s per run, the ladder " + ",".join(map(str, QUICK_LADDER)))
     parser.add_argument("--mixed", action="store_true",
@@ -743,8 +746,9 @@ def run_taskboard(args, tmp, ctx, pool, name, floor, top=True):
     --db) in <tmp>/<name>: (rows, extra) of figures(). """
     tmp = os.path.join(tmp, name)
     flood_dir, work_dir, db = (os.path.join(tmp, "flood"), os.path.join(tmp, "work"),
-                               os.path.join(tmp, "taskboard.db"))
+                               os.path.join(tmp, "data", "taskboard.db"))
     os.makedirs(flood_dir)
+    os.makedirs(os.path.dirname(db))
     os.makedirs(work_dir)
     big_project = None
     if args.db:
@@ -902,7 +906,8 @@ def fanout_floor(args, ctx, tmp):
 
 def measure(args, ctx, pool, port, work_dir, pid, big_project):
     project = call(port, "POST", "/api/projects", {"name": "Load", "slug": "bench-load",
-                                                   "workingDir": work_dir})["id"]
+                                                   "workingDir": work_dir,
+                                                   **sandbox_fields(args.sandbox)})["id"]
     call(port, "PUT", f"/api/projects/{project}", {"maxConcurrent": args.agents})
     # a Claude task runs the project's agent (claude); the others name theirs (issue 24)
     tasks = [call(port, "POST", f"/api/projects/{project}/tasks",

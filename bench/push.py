@@ -206,7 +206,7 @@ def run(args, largs, tmp, ctx, pool):
     dirs = {name: os.path.join(tmp, name) for name in ("flood", "ask", "work", "ask_work")}
     for path in dirs.values():
         os.makedirs(path)
-    db = os.path.join(tmp, "taskboard.db")
+    db = os.path.join(tmp, "data", "taskboard.db")
     # the server passes its environment on to its agents: as in bench/approvals.py
     os.environ.update(FLOOD_RATE=str(largs.rate), FLOOD_SECONDS=str(largs.seconds),
                       FLOOD_PAD=str(largs.pad), FLOOD_DIR=dirs["flood"],
