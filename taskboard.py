@@ -3838,8 +3838,7 @@ def project_summaries() -> list[dict]:
 
 def get_project(project_id: int) -> dict:
     """The full project; raises NotFound."""
-    row = found(project_row(project_id), f"project {project_id} not found")
-    return project_view(row)
+    return project_view(found(project_row(project_id), f"project {project_id} not found"))
 
 
 def create_project(body) -> dict:
@@ -3913,8 +3912,7 @@ def list_tasks(project_id: int) -> RawJson:
 
 def get_task(task_id: int) -> dict:
     """The task; raises NotFound."""
-    row = found(task_row(task_id), f"task {task_id} not found")
-    return task_view(row)
+    return task_view(found(task_row(task_id), f"task {task_id} not found"))
 
 
 def task_detail(task_id: int) -> "RawJson":
@@ -3937,10 +3935,8 @@ def create_task(project_id: int, body) -> dict:
         if project:
             runtime.agents.check_free(project_id, project["max_concurrent"], project["slug"])
     notice = Notice("task:created")
-    inserted = insert_task_row(project_id, values, task_defaults(), notice)
-    if inserted is None:
-        raise NotFound(f"project {project_id} not found")
-    row, auto_queue = inserted
+    row, auto_queue = found(insert_task_row(project_id, values, task_defaults(), notice),
+                            f"project {project_id} not found")
     task = task_view(row)
     runtime.events.publish("task:created", task, project_id)
     announce(notice)
@@ -4012,9 +4008,7 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
         if reserved:
             runtime.agents.release(task_id)
         raise
-    if moved is None:
-        raise NotFound(f"task {task_id} not found")
-    before, after = moved
+    before, after = found(moved, f"task {task_id} not found")
     if before["status"] == after["status"]:
         if reserved:
             runtime.agents.release(task_id)
@@ -4050,8 +4044,7 @@ def _reserve_slot(task_id: int) -> bool:
 
 def delete_task(task_id: int) -> dict:
     runtime.agents.stop(task_id)
-    deleted = found(delete_task_row(task_id), f"task {task_id} not found")
-    task, paths, orphans = deleted
+    task, paths, orphans = found(delete_task_row(task_id), f"task {task_id} not found")
     _remove_files(paths)
     project = project_row(task["project_id"])
     if project is not None:
@@ -4072,9 +4065,8 @@ def task_logs(task_id: int, limit: int, before: int | None = None,
               kind: str | None = None) -> RawJson:
     """A page of the task's log (of one kind) as JSON text made by SQLite (up to 10,000
     entries)."""
-    text = found(log_rows_json(task_id, limit, before, json_object_sql(LOG_FIELDS), kind),
-                 f"task {task_id} not found")
-    return RawJson(text)
+    return RawJson(found(log_rows_json(task_id, limit, before, json_object_sql(LOG_FIELDS),
+                                       kind), f"task {task_id} not found"))
 
 
 #: Log retention deletes this many rows per transaction, and runs this often.
@@ -4130,8 +4122,8 @@ class Checkpoints(Worker):
 
 
 def task_revisions(task_id: int) -> list[dict]:
-    rows = found(owned_rows("revisions", "tasks", task_id=task_id), f"task {task_id} not found")
-    return [render(REVISION_FIELDS, r) for r in rows]
+    return [render(REVISION_FIELDS, r) for r in found(
+        owned_rows("revisions", "tasks", task_id=task_id), f"task {task_id} not found")]
 
 
 def announce(notice: Notice | None) -> None:
@@ -4319,9 +4311,8 @@ def add_dependency(task_id: int, depends_on_id: int, condition: str) -> dict:
 
 
 def remove_dependency(task_id: int, depends_on_id: int) -> dict:
-    project_id = found(delete_dependency_row(depends_on_id, task_id),
-                       f"task {task_id} does not depend on task {depends_on_id}")
-    _dependencies_changed(project_id)
+    _dependencies_changed(found(delete_dependency_row(depends_on_id, task_id),
+                                f"task {task_id} does not depend on task {depends_on_id}"))
     return {"ok": True}
 
 
@@ -7457,11 +7448,10 @@ def add_attachment(task_id: int, file_name: str, stream, claimed_type: str | Non
         claimed = (claimed_type or "").split(";")[0].strip().lower()
         mime = sniffer.mime_type(claimed in MARKUP_TYPES
                                  or mimetypes.guess_type(name)[0] in MARKUP_TYPES)
-        row = insert_attachment_row({
+        row = found(insert_attachment_row({
             "task_id": task_id, "file_name": os.path.basename(path), "mime_type": mime,
-            "size": size, "path": os.path.relpath(path, runtime.data_dir)})
-        if row is None:
-            raise NotFound(f"task {task_id} not found")
+            "size": size, "path": os.path.relpath(path, runtime.data_dir)}),
+            f"task {task_id} not found")
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(path)
@@ -7500,15 +7490,13 @@ def resource_view(kind: Resource, row: dict) -> dict:
 
 
 def list_resources(kind: Resource, project_id: int) -> list[dict]:
-    rows = found(owned_rows(kind.table, "projects", project_id=project_id),
-                 f"project {project_id} not found")
-    return [resource_view(kind, r) for r in rows]
+    rows = owned_rows(kind.table, "projects", project_id=project_id)
+    return [resource_view(kind, r) for r in found(rows, f"project {project_id} not found")]
 
 
 def get_resource(kind: Resource, project_id: int, row_id: int) -> dict:
-    row = found(find_row(kind.table, id=row_id, project_id=project_id),
-                f"{kind.noun} {row_id} not found in project {project_id}")
-    return resource_view(kind, row)
+    return resource_view(kind, found(find_row(kind.table, id=row_id, project_id=project_id),
+                                     f"{kind.noun} {row_id} not found in project {project_id}"))
 
 
 def create_resource(kind: Resource, project_id: int, body) -> dict:
@@ -7566,9 +7554,8 @@ def record_delivery(hook: dict, event: str, attempt: int, status: int | None, ok
 
 def test_webhook(project_id: int, webhook_id: int) -> dict:
     """Send one sample payload now, in the webhook's format; answer the target's status."""
-    rows = found(webhook_test_rows(project_id, webhook_id),
-                 f"webhook {webhook_id} not found in project {project_id}")
-    hook, project, task = rows
+    hook, project, task = found(webhook_test_rows(project_id, webhook_id),
+                                f"webhook {webhook_id} not found in project {project_id}")
     sample = task_view(task) if task else {
         "id": 0, "project_id": project_id, "task_key": f"{project['slug'].upper()}-0",
         "title": "Example task", "description": "A sample task sent by the webhook test.",
