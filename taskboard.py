@@ -470,10 +470,8 @@ def b64url_decode(text) -> bytes | None:
         return None
 
 
-def iso(when: dt.datetime | None) -> str | None:
+def iso(when: dt.datetime) -> str:
     """ISO 8601 UTC with milliseconds and Z, the only timestamp format we write."""
-    if when is None:
-        return None
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + \
         f"{when.microsecond // 1000:03d}Z"
 
@@ -496,16 +494,13 @@ def now_iso() -> str:
 _second = [None, ""]  # the second now_iso() last formatted, and its text
 
 
-def parse_iso(text: str | None) -> dt.datetime | None:
-    if not text:
-        return None
+def parse_iso(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def local_day_start_iso(when: dt.datetime | None = None) -> str:
+def local_day_start_iso() -> str:
     """The UTC timestamp of the start of the server-local calendar day."""
-    local = (when or utc_now()).astimezone()
-    return iso(local.replace(hour=0, minute=0, second=0, microsecond=0))
+    return iso(utc_now().astimezone().replace(hour=0, minute=0, second=0, microsecond=0))
 
 
 def json_dumps(value) -> str:
@@ -855,7 +850,7 @@ class Field:
             out["pattern"] = self.pattern.pattern
         if self.nullable:
             out["type"] = [out["type"], "null"]
-        if self.default is not None and not callable(self.default):
+        if self.default is not None:
             out["default"] = self.default
         if self.doc:
             out["description"] = self.doc
@@ -938,8 +933,8 @@ def _ro(name, kind="int", **kw):
     return Field(name, kind, readonly=True, **kw)
 
 
-def _created(column="created_at"):
-    return _ro("createdAt", "time", column=column)
+def _created():
+    return _ro("createdAt", "time", column="created_at")
 
 
 #: A source host's login (GitHub's: letters, digits, single dashes; an app's ends in [bot]).
@@ -1381,7 +1376,7 @@ ATTACHMENT_FIELDS = (_ro("id"), _ro("taskId", column="task_id"), _ro("fileName",
                      _ro("size"), _created())
 
 
-def validate(fields, body, *, partial=False, defaults=True) -> dict:
+def validate(fields, body, *, partial=False) -> dict:
     """Check a request body against a field table; return {column: value}.
 
     Unknown fields are refused (a typo must never be dropped silently); read-only fields
@@ -1405,7 +1400,7 @@ def validate(fields, body, *, partial=False, defaults=True) -> dict:
                 continue
             if field.required:
                 raise Invalid(f"{field.name} is required", field.name)
-            if defaults and field.default is not None:
+            if field.default is not None:
                 out[field.column] = field.default
     return out
 
@@ -4074,13 +4069,13 @@ LOG_COMPACT_CHUNK = 2000
 LOG_COMPACT_SECONDS = 3600.0
 
 
-def compact_logs(now: dt.datetime | None = None) -> int:
+def compact_logs() -> int:
     """Delete agent log entries and raw events older than the logRetentionDays setting
     (task data stays); in small transactions, yielding between them.  Returns how many."""
     days = get_settings()["logRetentionDays"]
     if not days:
         return 0
-    cutoff = iso((now or utc_now()) - dt.timedelta(days=days))
+    cutoff = iso(utc_now() - dt.timedelta(days=days))
     removed = 0
     for table in ("logs", "task_events"):
         while True:
@@ -8730,8 +8725,8 @@ def _tool_result_event(call_id, output, is_error: bool) -> dict:
 
 
 def _result_event(ok: bool, text: str, usage: dict, *, errors=(), cost=None,
-                  status=None, subtype=None) -> dict:
-    event = {"type": "result", "subtype": subtype or ("success" if ok else "error"),
+                  status=None) -> dict:
+    event = {"type": "result", "subtype": "success" if ok else "error",
              "is_error": not ok, "result": text, "usage": usage,
              "errors": [str(e) for e in errors], "api_error_status": status}
     if cost is not None:
@@ -9493,13 +9488,13 @@ class AgentPool:
         return [t for t, r in self.runs.items() if r.project_id == project_id] + \
             [t for t, (p, _) in self.waiting.items() if p == project_id]
 
-    def stop(self, task_id: int, reason: str = "stopped") -> None:
+    def stop(self, task_id: int) -> None:
         """Kill the task's run (its whole process group) and drop a waiting retry; waits
         until the run is recorded."""
         self.release(task_id)
         for run in (self.runs.get(task_id), self.verifiers.get(task_id)):
             if run is not None:
-                run.kill(reason)
+                run.kill("stopped")
                 run.finished.wait(KILL_GRACE_SECONDS + 5)
 
     def shutdown(self) -> None:
@@ -12836,11 +12831,11 @@ def forward_port() -> int:
     return runtime.forward.server_port
 
 
-def make_server(host: str, port: int, access_log=None) -> Server:
+def make_server(host: str, port: int) -> Server:
     """The HTTP + WebSocket server for `app` (not started). The soft limit on open files is
     raised first, and open connections are capped below it.  SERVER_NAME is the address
     bound: gevent would look the host's name up in the DNS, 20 ms of a start or far more."""
-    server = Server((host, port), transfer(app), handler_class=Handler, log=access_log,
+    server = Server((host, port), transfer(app), handler_class=Handler, log=None,
                     error_log=logging.getLogger("taskboard.http"), backlog=socket.SOMAXCONN,
                     environ={"SERVER_NAME": host})
     server.max_connections = connection_cap(raise_file_limit())
