@@ -2924,8 +2924,7 @@ def reorder_rows(project_id: int, task_ids: list[int]) -> list[dict] | None:
         if missing:
             raise Invalid(f"task {missing[0]} is not a task of project {project_id}", "taskIds")
         priority, now = 0, now_iso()
-        for position in range(len(task_ids) - 1, -1, -1):
-            task_id = task_ids[position]
+        for position, task_id in reversed(list(enumerate(task_ids))):
             priority = max(rows[task_id]["priority"], priority)
             t.update("tasks", task_id, {"queue_position": position, "priority": priority,
                                         "updated_at": now})
@@ -3603,8 +3602,7 @@ class EventBus:
     and is dropped."""
 
     def __init__(self):
-        self.first_seq = int(time.time() * 1000) * 1000
-        self.seq = self.first_seq
+        self.seq = self.first_seq = int(time.time() * 1000) * 1000
         self.buffer, self.head = [], 0  # the kept messages are buffer[head:], oldest first
         self.buffer_size, self.buffer_bytes = EVENT_BUFFER_SIZE, EVENT_BUFFER_BYTES
         self.buffered = 0  # bytes of the frames kept
@@ -4715,8 +4713,7 @@ def resume_interrupted_runs() -> None:
             settle_parent(task["id"])
             continue
         runtime.agents.reserve(task["id"], task["project_id"], None)
-        if task["run_status"] == "interrupted" and task["session_id"] or \
-                task["waiting_until"] and task["session_id"]:
+        if task["session_id"] and (task["run_status"] == "interrupted" or task["waiting_until"]):
             runtime.logs.append(task["id"], "system",
                                 "the server restarted; resuming the agent's session")
             start_run(task["id"], resume=True, prompt=task["pending_feedback"] or "continue")
@@ -4922,9 +4919,8 @@ def adapt_run(run: "AgentRun", agent: str, tier: str, session_id: str | None = N
         return "the simulated agent of --demo: nothing is spent"
     model = agent_model(agent, tier)
     if agent != "claude":
-        adapter = ADAPTERS[agent]
-        run.parser.adapter = adapter(model, session_usage_row(session_id)
-                                     if session_id else None)
+        run.parser.adapter = ADAPTERS[agent](model, session_usage_row(session_id)
+                                             if session_id else None)
         run.parser.prices = MODEL_PRICES.get(model)
     return model or "its default model"
 
@@ -5455,12 +5451,10 @@ def commit_leftovers(task: dict, cwd: str, run_id: int | None,
         if not run_git("status", "--porcelain").strip():
             return
         run_git("add", "-A")
-        try:
-            who = [] if run_git("config", "user.email").strip() else None
-        except GitError:
-            who = None
-        who = ["-c", "user.name=Taskboard", "-c", "user.email=taskboard@localhost"] \
-            if who is None else who
+        who = ["-c", "user.name=Taskboard", "-c", "user.email=taskboard@localhost"]
+        with contextlib.suppress(GitError):  # the repository's own identity, if it has one
+            if run_git("config", "user.email").strip():
+                who = []
         run_git(*who, "commit", "-q", "--no-verify", "-m",
                 f"{task['task_key']}: uncommitted changes from the agent")
     runtime.logs.append(task["id"], "system", "committed the changes the agent left "
@@ -6506,11 +6500,9 @@ def task_commits(task: dict) -> list[dict]:
         code, out = run(["git", "log", "--format=%H%x1f%s%x1f%an%x1f%aI", commit_range], 20)
     except HostDown:
         code, out = 1, ""
-    commits = []
-    for line in out.splitlines() if code == 0 else []:
-        sha, message, author, date = (line.split("\x1f") + ["", "", ""])[:4]
-        commits.append({"hash": sha, "message": message, "author": author, "date": date})
-    return commits
+    fields = ("hash", "message", "author", "date")
+    return [dict(zip(fields, line.split("\x1f") + ["", "", ""]))
+            for line in (out.splitlines() if code == 0 else [])]
 
 
 def _task_base(root, task: dict, base_branch: str) -> str | None:
@@ -6985,13 +6977,11 @@ def _post(url: str, body: bytes, headers: dict, session=None) \
 def wait_asked(response) -> float | None:
     """Seconds the host asks a client to wait (Retry-After, else X-RateLimit-Reset when
     no requests remain), or None."""
-    try:
+    with contextlib.suppress(KeyError, ValueError):
         if response.headers.get("Retry-After"):
             return max(float(response.headers["Retry-After"]), 1.0)
         if response.headers.get("X-RateLimit-Remaining") == "0":
             return max(float(response.headers["X-RateLimit-Reset"]) - time.time(), 1.0)
-    except (KeyError, ValueError):
-        pass
     return None
 
 
@@ -7558,10 +7548,8 @@ def test_webhook(project_id: int, webhook_id: int) -> dict:
     notice = {"event": "webhook:test", "at": now_iso(), "task": sample,
               "data": {"test": True}}
     status, error, _ = deliver(hook, project, notice, attempts=1)
-    answer = {"ok": error is None, "status": status}
-    if error is not None:
-        answer["error"] = error
-    return answer
+    return {"ok": error is None, "status": status,
+            **({"error": error} if error is not None else {})}
 
 
 # --- statistics ----------------------------------------------------------------
@@ -7676,13 +7664,12 @@ def create_demo_project() -> dict | None:
         return None
     repo = simulated_dir()
     os.makedirs(repo, exist_ok=True)
-    with open(os.path.join(repo, "app.py"), "w", encoding="utf-8") as f:
-        f.write("def count_to(n):\n    return list(range(1, n))\n")
-    with open(os.path.join(repo, "README.md"), "w", encoding="utf-8") as f:
-        f.write("# Demo app\n")
-    with open(os.path.join(repo, DEMO_MARKER), "w", encoding="utf-8") as f:
-        f.write("A scratch repository made by taskboard --demo; its simulated agent may "
-                "edit and commit here.\n")
+    for name, text in (("app.py", "def count_to(n):\n    return list(range(1, n))\n"),
+                       ("README.md", "# Demo app\n"),
+                       (DEMO_MARKER, "A scratch repository made by taskboard --demo; its "
+                                     "simulated agent may edit and commit here.\n")):
+        with open(os.path.join(repo, name), "w", encoding="utf-8") as f:
+            f.write(text)
     git = ["git", "-c", "user.name=Taskboard Demo", "-c", "user.email=demo@taskboard.invalid"]
     for args in (["init", "-q", "-b", "main"], ["add", "-A"],
                  ["commit", "-q", "-m", "Initial demo app"]):
@@ -8607,9 +8594,7 @@ def limit_resets(parser: StreamParser, now: float | None = None) -> float | None
         at = reset_time(line, now)
         if at is not None:
             break
-    if at is None:
-        return None
-    if at - now > LIMIT_MAX_SECONDS:
+    if at is None or at - now > LIMIT_MAX_SECONDS:
         return None
     return max(at, now + LIMIT_MIN_SECONDS)
 
@@ -8724,14 +8709,10 @@ def _tool_result_event(call_id, output, is_error: bool) -> dict:
          "is_error": is_error}]}}
 
 
-def _result_event(ok: bool, text: str, usage: dict, *, errors=(), cost=None,
-                  status=None) -> dict:
-    event = {"type": "result", "subtype": "success" if ok else "error",
-             "is_error": not ok, "result": text, "usage": usage,
-             "errors": [str(e) for e in errors], "api_error_status": status}
-    if cost is not None:
-        event["total_cost_usd"] = cost
-    return event
+def _result_event(ok: bool, text: str, usage: dict, *, errors=(), cost=None, status=None) -> dict:
+    return {"type": "result", "subtype": "success" if ok else "error", "is_error": not ok,
+            "result": text, "usage": usage, "errors": [str(e) for e in errors],
+            "api_error_status": status, **({} if cost is None else {"total_cost_usd": cost})}
 
 
 class ClaudeAdapter:
@@ -8833,8 +8814,7 @@ class CodexAdapter(ClaudeAdapter):
             return [{"type": "system", "subtype": "warning", "message": self.error}]
         if kind == "turn.completed":
             self.done = True
-            return [_result_event(True, self.text,
-                                  self._usage(event.get("usage")))]
+            return [_result_event(True, self.text, self._usage(event.get("usage")))]
         if kind == "turn.failed":
             self.done = True
             message = str(_dict(event.get("error")).get("message") or self.error or "")
@@ -8937,9 +8917,8 @@ class GeminiAdapter(ClaudeAdapter):
     def _flush(self) -> list[dict]:
         if not self.pending:
             return []
-        text, self.pending = "".join(self.pending), []
-        self.text = text
-        return [_text_event("text", text)]
+        self.text, self.pending = "".join(self.pending), []
+        return [_text_event("text", self.text)]
 
     def translate(self, event):
         kind = event.get("type")
@@ -9101,11 +9080,10 @@ class OpenCodeAdapter(ClaudeAdapter):
             return []  # an error line was the result; else judge_run: no result
         self.done = True
         ok = self.reason == "stop" and not self.rejected
-        text = self.text
         errors = [] if ok else [f"the agent stopped without finishing: {self.rejected}"
                                 if self.rejected else "the agent stopped without a final "
                                 "answer"]
-        return [_result_event(ok, text if ok else errors[0], dict(self.usage), errors=errors,
+        return [_result_event(ok, self.text if ok else errors[0], dict(self.usage), errors=errors,
                               cost=self.cost)]
 
 
@@ -10697,8 +10675,7 @@ class BoundedInput:
     def _in_time(self, reader, *args):
         """reader(*args), unless the body's deadline passes first: then RequestTimeout, and
         the connection closes after the answer."""
-        timer = gevent.Timeout(max(self.deadline - time.monotonic(), 0.001))
-        timer.start()
+        timer = gevent.Timeout.start_new(max(self.deadline - time.monotonic(), 0.001))
         try:
             return reader(*args)
         except gevent.Timeout as exc:
@@ -11352,9 +11329,8 @@ class Handler(WebSocketHandler):
     def handle_one_request(self):
         # one deadline covers the wait for a request and its line and headers, never the app
         # (get_environ ends it), so an upgraded /ws stays open however quiet it is
-        self.deadline = gevent.Timeout(IDLE_TIMEOUT_SECONDS if self.served
-                                       else HEADER_TIMEOUT_SECONDS)
-        self.deadline.start()
+        self.deadline = gevent.Timeout.start_new(IDLE_TIMEOUT_SECONDS if self.served
+                                                 else HEADER_TIMEOUT_SECONDS)
         try:
             return super().handle_one_request()
         except gevent.Timeout as exc:
@@ -11371,8 +11347,7 @@ class Handler(WebSocketHandler):
         if self.served:  # kept alive: the idle wait ends with the next request's first byte
             self.rfile.peek(1)
             self.deadline.close()
-            self.deadline = gevent.Timeout(HEADER_TIMEOUT_SECONDS)
-            self.deadline.start()
+            self.deadline = gevent.Timeout.start_new(HEADER_TIMEOUT_SECONDS)
         return super().read_requestline()
 
     def MessageClass(self, *args):
@@ -11526,13 +11501,11 @@ def _ws_read(ws, sub: Subscriber) -> None:
                                  "bytes")
         return read(size)
     ws.raw_read = bounded_read  # the library reads every frame's payload through it
-    try:
+    with contextlib.suppress(WebSocketError):
         while True:
             used[0] = 0
             if ws.receive() is None:
                 break
-    except WebSocketError:
-        pass
     sub.close()
 
 
@@ -12608,8 +12581,7 @@ def parse_args(argv=None, environ=None) -> dict:
     environ = os.environ if environ is None else environ
     parser = argparse.ArgumentParser(prog="taskboard.py", description=__doc__.splitlines()[0])
     for option in OPTIONS:
-        default = environ.get(option.env, option.default)
-        parser.add_argument(option.flag, default=default,
+        parser.add_argument(option.flag, default=environ.get(option.env, option.default),
                             help=f"{option.help} (env {option.env}, default {option.default})")
     parser.add_argument("--backup", metavar="PATH",
                         help="copy the database to PATH (a file, or a folder to put a dated "
@@ -12907,8 +12879,7 @@ def run_backup(config: dict) -> int:
         return 1
     target = os.path.abspath(os.path.expanduser(config["backup"]))
     if os.path.isdir(target):
-        stamp = utc_now().strftime("%Y%m%d-%H%M%S")
-        target = os.path.join(target, f"taskboard-{stamp}.db")
+        target = os.path.join(target, f"taskboard-{utc_now():%Y%m%d-%H%M%S}.db")
     if os.path.realpath(target) == os.path.realpath(source):
         print("backup failed: the copy cannot replace the database itself", file=sys.stderr)
         return 1
