@@ -4131,12 +4131,6 @@ def announce(notice: Notice | None) -> None:
         runtime.webhooks.wake(hook_id)
 
 
-def webhook_now(hook: dict) -> dict | None:
-    """The hook as it is now; None if it was deleted or disabled."""
-    row = find_row("webhooks", id=hook["id"], project_id=hook["project_id"])
-    return row if row is not None and row["enabled"] else None
-
-
 def _publish_task(row: dict | None) -> None:
     if row is not None:
         runtime.events.publish("task:updated", task_view(row), row["project_id"])
@@ -5768,20 +5762,17 @@ class PullRequests(Worker):
             if task_id in self.asked or \
                     self.next_look.setdefault(task_id, 0.0) <= time.monotonic():
                 self.asked.discard(task_id)
-                self.look(row)
+                self.looking = task_id
+                try:
+                    self.look(row)
+                finally:
+                    self.looking, self.looks = None, self.looks + 1
         if self.asked:
             return 0.0
         due = min(self.next_look.values(), default=None)
         return None if due is None else due - time.monotonic()
 
     def look(self, row: dict) -> None:
-        self.looking = row["task_id"]
-        try:
-            self._look(row)
-        finally:
-            self.looking, self.looks = None, self.looks + 1
-
-    def _look(self, row: dict) -> None:
         task_id = row["task_id"]
         etags = {}
         try:
@@ -6685,8 +6676,8 @@ def deliver(hook: dict, project: dict, notice: dict, attempts: int = 3) \
     tries = Deliveries(attempts)
     for attempt in tries:
         if attempt > 1:  # the hook may have been changed, disabled or deleted meanwhile
-            hook = webhook_now(hook)
-            if hook is None:
+            hook = find_row("webhooks", id=hook["id"], project_id=hook["project_id"])
+            if hook is None or not hook["enabled"]:
                 break
         body = json_dumps(webhook_payload(hook["platform"], project, notice)).encode()
         headers = {"Content-Type": "application/json",
@@ -7691,10 +7682,6 @@ def create_demo_project() -> dict | None:
 # --- sessions ----------------------------------------------------------------------
 # A login gets a random id for its cookie; only its hash is kept (in the store and, for the
 # check every request makes, in runtime.sessions), tied to the token it was made with.
-
-def load_sessions() -> None:
-    runtime.sessions = session_rows(_digest(runtime.config["token"] or ""))
-
 
 def start_session() -> str:
     secret = secrets.token_urlsafe(32)
@@ -10534,9 +10521,6 @@ _ERROR_CODES = {400: "validation_error", 401: "unauthorized", 403: "forbidden",
 
 def _error_body(res: bottle.HTTPError) -> str:
     """JSON for errors bottle raises itself: unknown paths, wrong methods, crashes."""
-    bottle.response.content_type = "application/json"
-    bottle.response.set_header("Cache-Control", "no-store")
-    bottle.response.set_header("X-Content-Type-Options", "nosniff")
     status = res.status_code
     if status == 404:
         message = f"no route for {bottle.request.path}"
@@ -10546,7 +10530,8 @@ def _error_body(res: bottle.HTTPError) -> str:
         message = "internal error; see the server log"
     else:
         message = str(res.body or res.status_line).lower()
-    return json_dumps({"error": message, "code": _ERROR_CODES.get(status, "internal_error")})
+    return json_response({"error": message, "code": _ERROR_CODES.get(status, "internal_error")},
+                         status)
 
 
 app.default_error_handler = _error_body
@@ -11162,12 +11147,8 @@ for _kind, _schema in ((TEMPLATES, "Template"), (SNIPPETS, "Snippet"), (WEBHOOKS
 # --- the board -------------------------------------------------------------------
 
 @app.get("/api/openapi.json", revalidate=True)
-def api_openapi():
-    return openapi_json()
-
-
 @functools.cache
-def openapi_json() -> "RawJson":
+def api_openapi() -> RawJson:
     """The OpenAPI document as JSON text, made once: routes and field tables are fixed
     once the module is loaded (it took 6.7 ms to build, at every board's start)."""
     return RawJson(json_dumps(openapi()))
@@ -12678,7 +12659,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     for suffix in ("", "-wal", "-shm"):  # the store is the owner's alone, whatever the umask
         with contextlib.suppress(OSError):
             os.chmod(config["db_path"] + suffix, 0o600)
-    load_sessions()
+    runtime.sessions = session_rows(_digest(runtime.config["token"] or ""))
     runtime.sandbox = try_sandbox(config["bwrap"])
     runtime.settings = settings_rows()
     interrupt_stale_plans()
