@@ -2920,8 +2920,7 @@ def reorder_rows(project_id: int, task_ids: list[int]) -> list[dict] | None:
         rows = {r["id"]: r for r in t.all(
             f"SELECT id, priority FROM tasks WHERE project_id = ? AND id IN "
             f"({_marks(task_ids)})", (project_id, *task_ids))}
-        missing = [i for i in task_ids if i not in rows]
-        if missing:
+        if missing := [i for i in task_ids if i not in rows]:
             raise Invalid(f"task {missing[0]} is not a task of project {project_id}", "taskIds")
         priority, now = 0, now_iso()
         for position, task_id in reversed(list(enumerate(task_ids))):
@@ -3098,8 +3097,7 @@ def delete_resource_row(table: str, project_id: int, row_id: int) -> bool:
 def queue_notice(notice: Notice, task_id: int) -> None:
     """Queue a notice that comes with no change of its own (none if the task is gone)."""
     with tx() as t:
-        task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
-        if task is not None:
+        if (task := t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))) is not None:
             notice.queue(t, task)
 
 
@@ -3754,8 +3752,7 @@ class LogWriter(Worker):
         MAX_PENDING_ROWS a task keeps its newest lines and a note of how many it lost."""
         entries = entries + self.pending.pop(task_id, [])
         events = events + self.events.pop(task_id, [])
-        lost = max(0, len(entries) - self.MAX_PENDING_ROWS)
-        if lost:
+        if lost := max(0, len(entries) - self.MAX_PENDING_ROWS):
             entries = entries[lost:]
             entries.insert(0, {**entries[0], "kind": "system", "is_error": 1, "tool": None,
                                "duration_ms": None, "author": None,
@@ -3924,8 +3921,7 @@ def create_task(project_id: int, body) -> dict:
     values = validate_known(lambda: get_project(project_id), TASK_FIELDS, body)
     status = values.pop("status")
     if status == "in_progress":  # refuse before creating anything
-        project = project_row(project_id) or {}
-        if project:
+        if project := project_row(project_id):
             runtime.agents.check_free(project_id, project["max_concurrent"], project["slug"])
     notice = Notice("task:created")
     row, auto_queue = found(insert_task_row(project_id, values, task_defaults(), notice),
@@ -4028,8 +4024,7 @@ def _reserve_slot(task_id: int) -> bool:
     row = found(task_slot_row(task_id), f"task {task_id} not found")
     if row["status"] == "in_progress":
         return False
-    full = host_full(row["host_id"])
-    if full:
+    if full := host_full(row["host_id"]):
         raise Conflict(full)
     return runtime.agents.reserve(task_id, row["project_id"], row["max_concurrent"],
                                   row["slug"])
@@ -4039,8 +4034,7 @@ def delete_task(task_id: int) -> dict:
     runtime.agents.stop(task_id)
     task, paths, orphans = found(delete_task_row(task_id), f"task {task_id} not found")
     _remove_files(paths)
-    project = project_row(task["project_id"])
-    if project is not None:
+    if project := project_row(task["project_id"]):
         try:
             remove_worktree(task, project)
         except GitError as exc:
@@ -4279,8 +4273,7 @@ def settle_parent(parent_id: int | None) -> None:
     if parent is None or parent["status"] != "in_progress" or not parent["agent_done"]:
         return
     children = find_rows("tasks", parent_task_id=parent_id)
-    failed = [c["task_key"] for c in children if c["status"] == "failed"]
-    if failed:
+    if failed := [c["task_key"] for c in children if c["status"] == "failed"]:
         _fail_task(parent_id, f"sub-task {', '.join(failed)} failed")
     elif all(c["status"] in ("testing", "done") for c in children):
         move_task(parent_id, "testing", manual=False, only_from="in_progress",
@@ -4765,8 +4758,7 @@ def agent_invocation(project: dict, cwd: str, model: str, effort: str, flags=(),
     argv = [*(command or runtime.config["agent_argv"]), "-p", "--output-format", "stream-json",
             "--verbose", "--model", agent_model("claude", model) or MODEL_ALIASES[model],
             "--effort", effort, *flags]
-    instructions = _checkout_instructions(project, cwd)
-    if instructions:
+    if instructions := _checkout_instructions(project, cwd):
         argv += ["--append-system-prompt", instructions]
     return {"argv": argv, **_run_setting(project, cwd, task_id)}
 
@@ -5037,8 +5029,7 @@ def ask_person(run: "AgentRun", request_id, request: dict) -> None:
     _publish_task(task)
     announce(notice)
     push_request(approval, task)
-    minutes = run.channel["approval_timeout_minutes"]
-    if minutes:
+    if minutes := run.channel["approval_timeout_minutes"]:
         run.helpers.append(gevent.spawn_later(minutes * SECONDS_PER_MINUTE,
                                               _approval_timed_out, approval["id"], minutes))
 
@@ -5144,8 +5135,7 @@ def _remember_for_project(approval: dict) -> None:
             text = f"{name}({content})" if content else name
             if isinstance(text, str) and text.strip() and "," not in text:
                 rules.append(text.strip())
-    row = add_allowed_tools_row(approval["project_id"], rules)
-    if row is not None:
+    if row := add_allowed_tools_row(approval["project_id"], rules):
         runtime.events.publish("project:updated", project_view(row), row["id"])
 
 
@@ -5460,8 +5450,7 @@ def remove_worktree(task: dict, project: dict, only_if_done: bool = False,
     """Remove the task's worktree; its branch stays unless it has no commits of its own
     or they were merged.  With only_if_done, nothing happens unless the task is still
     done and has no agent."""
-    machine = project_machine(project)
-    if machine is not None:
+    if (machine := project_machine(project)) is not None:
         machine.remove_worktree(task, project, only_if_done, merged)
 
 
@@ -6379,8 +6368,7 @@ def diff_lines(diff: str) -> dict:
     left = 0  # lines of the hunk still to come: a "--- " or "+++ " line inside is content
     for line in diff.splitlines():
         if line.startswith("@@"):
-            match = re.match(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))?", line)
-            if match:
+            if match := re.match(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))?", line):
                 old, new = int(match.group(1)), int(match.group(3))
                 left = int(match.group(2) or 1) + int(match.group(4) or 1)
             continue
@@ -7066,8 +7054,7 @@ def cancel_plan(project_id: int) -> dict:
 
 
 def plan_status(project_id: int) -> dict:
-    run = runtime.plans.get(project_id)
-    if run is not None:
+    if run := runtime.plans.get(project_id):
         return {"active": True, "planId": run.plan_id, **run.stats(), "phase": run.phase,
                 "topic": run.values["topic"], "model": run.values["model"],
                 "effort": run.values["effort"], "granularity": run.values["granularity"]}
@@ -8292,8 +8279,7 @@ class StreamParser:
         kind = event.get("type")
         if event.get("session_id") and not self.session_id:
             self.session_id = str(event["session_id"])
-        handle = self.HANDLERS.get(kind)
-        if handle is not None:
+        if handle := self.HANDLERS.get(kind):
             return handle(self, event)
         if kind == "rate_limit_event":
             return self._rate_limit(_dict(event.get("rate_limit_info")))
@@ -8588,16 +8574,13 @@ def limit_resets(parser: StreamParser, now: float | None = None) -> float | None
 
 def reset_time(text: str, now: float) -> float | None:
     """The first reset time a limit message names (Unix time), else None."""
-    match = LIMIT_EPOCH.search(text)
-    if match:
+    if match := LIMIT_EPOCH.search(text):
         return float(match.group(1))
-    match = LIMIT_ISO.search(text)
-    if match:
+    if match := LIMIT_ISO.search(text):
         with contextlib.suppress(ValueError):
             when = dt.datetime.fromisoformat(match.group(1).replace("Z", "+00:00"))
             return (when if when.tzinfo else when.astimezone()).timestamp()
-    match = LIMIT_WAIT.search(text)
-    if match:
+    if match := LIMIT_WAIT.search(text):
         if match.group(1):
             parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]+)", match.group(1), re.I)
             seconds = [float(n) * LIMIT_UNITS[u.lower()] for n, u in parts
@@ -8666,8 +8649,7 @@ HTTP_STATUS_RE = re.compile(r"(?:\"code\"\s*:\s*|status(?: code)?[ :=]*|http\W{0
 
 def _http_status(text: str) -> int | None:
     """The HTTP status a CLI's error text names; 429 for its words for a limit."""
-    match = HTTP_STATUS_RE.search(text or "")
-    if match:
+    if match := HTTP_STATUS_RE.search(text or ""):
         return int(match.group(1) or match.group(2))
     return 429 if LIMIT_WORDS.search(text or "") else None
 
@@ -9004,8 +8986,7 @@ class OpenCodeAdapter(ClaudeAdapter):
         config["mcp"] = {**_dict(config.get("mcp")), "taskboard": {
             **where, "enabled": True, "timeout": MCP_START_SECONDS * 1000}}
         env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
-        permission = _json_object(env.get("OPENCODE_PERMISSION"))
-        if permission is not None:
+        if (permission := _json_object(env.get("OPENCODE_PERMISSION"))) is not None:
             env["OPENCODE_PERMISSION"] = json.dumps({**permission, "taskboard_*": "allow"})
 
     def translate(self, event):
@@ -10737,10 +10718,8 @@ def refusal(environ) -> ApiError | None:
     method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
     if method not in METHODS:
         return MethodNotAllowed(f"method {method[:20]!r} is not allowed")
-    if path.startswith("/api/desktop/"):
-        error = local_refusal(environ)
-        if error is not None:
-            return error
+    if path.startswith("/api/desktop/") and (error := local_refusal(environ)):
+        return error
     name = host_name(environ)
     config = runtime.config
     # SECURITY: DNS rebinding: a page on evil.example can resolve its name to 127.0.0.1.
@@ -11385,8 +11364,7 @@ class Handler(WebSocketHandler):
         if self.environ.get("HTTP_UPGRADE", "").lower() != "websocket" \
                 or self.environ.get("PATH_INFO") != "/ws":
             return None
-        error = ws_refusal(self.environ)
-        if error is not None:
+        if error := ws_refusal(self.environ):
             self.start_response(f"{error.status} {bottle.HTTP_CODES[error.status]}",
                                 [("Content-Type", "application/json"),
                                  *error.headers.items()])
@@ -11440,8 +11418,7 @@ def connection_cap(file_limit: int | None) -> int:
 
 
 def ws_refusal(environ) -> ApiError | None:
-    error = refusal(environ)
-    if error is not None:
+    if error := refusal(environ):
         return error
     if not own_origin(environ):
         return Forbidden(f"origin {environ['HTTP_ORIGIN'][:100]!r} is not this board's")
@@ -11689,8 +11666,7 @@ def _desktop_route(name: str, command: Command) -> None:
         body = {} if body is None else body
         if not isinstance(body, dict):
             raise Invalid("the request body must be a json object")
-        unknown = [field for field in body if field not in command.args]
-        if unknown:
+        if unknown := [field for field in body if field not in command.args]:
             raise Invalid(f"unknown field {unknown[0]!r} for {name}", unknown[0])
         return command.run(functools.partial(_desktop_arg, name, body), body)
     local_command.__doc__ = f"Desktop command {name}: {command.doc}"
