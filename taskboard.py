@@ -12039,13 +12039,7 @@ def mcp_serve(argv: list[str]) -> int:
             continue
         if not isinstance(message, dict) or "id" not in message:
             continue  # a notification (e.g. notifications/initialized)
-        params = message.get("params")
-        try:
-            result = _mcp_answer(message.get("method"),
-                                 params if isinstance(params, dict) else {}, board)
-            _mcp_send(message["id"], result=result)
-        except (LookupError, InvalidParams) as exc:
-            _mcp_send(message["id"], error=_mcp_error(exc))
+        _mcp_send(message["id"], **_mcp_reply(message, board))
     return 0
 
 
@@ -12062,14 +12056,7 @@ def mcp_http(body):
             answers.append({"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": "invalid request"}})
         elif "id" in message:
-            try:
-                params = message.get("params") if isinstance(message.get("params"),
-                                                             dict) else {}
-                answers.append({"jsonrpc": "2.0", "id": message["id"], "result":
-                                _mcp_answer(message["method"], params, board)})
-            except (LookupError, InvalidParams) as exc:
-                answers.append({"jsonrpc": "2.0", "id": message["id"],
-                                "error": _mcp_error(exc)})
+            answers.append({"jsonrpc": "2.0", "id": message["id"], **_mcp_reply(message, board)})
     if not answers:
         return None
     return answers if isinstance(body, list) else answers[0]
@@ -12099,9 +12086,16 @@ class InvalidParams(ValueError):
     """JSON-RPC's -32602: a method's params are not what it takes."""
 
 
-def _mcp_error(exc: Exception) -> dict:
-    """The JSON-RPC error of a refused call: bad params, else an unknown method or tool."""
-    return {"code": -32602 if isinstance(exc, InvalidParams) else -32601, "message": str(exc)}
+def _mcp_reply(message: dict, board: "BoardApi") -> dict:
+    """A request's result, or the JSON-RPC error of a refused call: bad params, else an
+    unknown method or tool (stdio and HTTP answer alike)."""
+    params = message.get("params")
+    try:
+        return {"result": _mcp_answer(message.get("method"),
+                                      params if isinstance(params, dict) else {}, board)}
+    except (LookupError, InvalidParams) as exc:
+        return {"error": {"code": -32602 if isinstance(exc, InvalidParams) else -32601,
+                          "message": str(exc)}}
 
 
 def _mcp_answer(method, params, board: "BoardApi"):
