@@ -840,24 +840,13 @@ class Field:
             out["enum"] = [0, 1]
         if self.kind == "time":
             out["format"] = "date-time"
-        if self.lo is not None:
-            out["minimum"] = self.lo
-        if self.hi is not None:
-            out["maximum"] = self.hi
-        if self.maxlen:
-            out["maxLength"] = self.maxlen
-        if self.pattern is not None:
-            out["pattern"] = self.pattern.pattern
         if self.nullable:
             out["type"] = [out["type"], "null"]
-        if self.default is not None:
-            out["default"] = self.default
-        if self.doc:
-            out["description"] = self.doc
-        if self.readonly:
-            out["readOnly"] = True
-        if self.write_only:
-            out["writeOnly"] = True
+        keywords = {"minimum": self.lo, "maximum": self.hi, "maxLength": self.maxlen or None,
+                    "pattern": self.pattern.pattern if self.pattern else None,
+                    "default": self.default, "description": self.doc or None,
+                    "readOnly": self.readonly or None, "writeOnly": self.write_only or None}
+        out.update({key: value for key, value in keywords.items() if value is not None})
         return out
 
 
@@ -3814,16 +3803,15 @@ def list_projects(more: str = "") -> list[dict]:
     return [project_view(r, (*PROJECT_LIST_FIELDS, *names)) for r in find_rows("projects")]
 
 
+#: The task counts a project's summary entry shows, by status.
+SUMMARY_COUNTS = {"backlog": "backlogCount", "in_progress": "inProgressCount",
+                  "testing": "testingCount", "done": "doneCount", "failed": "failedCount"}
+
+
 def project_summaries() -> list[dict]:
-    out = []
-    for row in project_summary_rows():
-        entry = render(PROJECT_FIELDS, row, PROJECT_SUMMARY_FIELDS)
-        for status, name in (("backlog", "backlogCount"), ("in_progress", "inProgressCount"),
-                             ("testing", "testingCount"), ("done", "doneCount"),
-                             ("failed", "failedCount")):
-            entry[name] = row["counts"].get(status, 0)
-        out.append(entry)
-    return out
+    return [{**render(PROJECT_FIELDS, row, PROJECT_SUMMARY_FIELDS),
+             **{name: row["counts"].get(status, 0) for status, name in SUMMARY_COUNTS.items()}}
+            for row in project_summary_rows()]
 
 
 def get_project(project_id: int) -> dict:
@@ -11833,9 +11821,7 @@ def openapi() -> dict:
         schemas[name] = _object_schema(fields)
     schemas["ProjectListEntry"] = _object_schema(PROJECT_FIELDS, only=PROJECT_LIST_FIELDS)
     summary = _object_schema(PROJECT_FIELDS, only=PROJECT_SUMMARY_FIELDS)
-    for name in ("backlogCount", "inProgressCount", "testingCount", "doneCount",
-                 "failedCount"):
-        summary["properties"][name] = {"type": "integer"}
+    summary["properties"].update({name: {"type": "integer"} for name in SUMMARY_COUNTS.values()})
     schemas["ProjectSummary"] = summary
     detail = _object_schema(TASK_FIELDS)
     detail["properties"].update({
