@@ -158,9 +158,8 @@ PERMISSION_MODES = ("auto-accept", "allow-tools", "default")
 PLATFORMS = ("platform_a", "platform_b", "platform_c", "custom")
 LANGUAGES = ("en", "tr")
 #: Events a webhook may subscribe to (the spec's five, task:failed, task:needs_input,
-#: task:merged), with
-#: the headline and Discord embed colour (0xRRGGBB) of their deliveries; webhook:test is the
-#: test route's.
+#: task:merged), with the headline and Discord embed colour (0xRRGGBB) of their deliveries;
+#: webhook:test is the test route's.
 WEBHOOK_EVENTS = {
     "task:created": ("New task", 0x5865F2), "task:started": ("Task started", 0xF0B232),
     "task:completed": ("Task ready for review", 0x3BA55C),
@@ -5144,8 +5143,8 @@ def expire_requests(run_id: int | None = None) -> None:
 #: redirection is a file write, never granted), so only commands with no option that writes
 #: or runs a program get one: not `find` (-delete, -exec), `rg` (--pre), `tree` (-o) nor
 #: `git log/show/diff` (--output), which get exact rules.  The test and build commands run
-#: the project's code by intent: judging the work needs them.  tests/test_verifier.py tries
-#: to write through every other rule.
+#: the project's code by intent: judging the work needs them.  tests/test_verifier.py tries to
+#: write through every other rule.
 VERIFIER_TOOLS = (
     "Read", "Grep", "Glob", "Bash(ls:*)", "Bash(cat:*)", "Bash(head:*)", "Bash(tail:*)",
     "Bash(wc:*)", "Bash(grep:*)", "Bash(git status:*)", "Bash(git ls-files:*)",
@@ -6968,10 +6967,8 @@ def _slack(text: str, limit: int) -> str:
 # A read-only agent run whose final JSON block becomes backlog tasks and on_success edges
 # (design §9); one per project, in runtime.plans and in the plans table.
 
-#: Tools the planner may use without asking: reading and shell commands that cannot write
-#: (Claude Code's permission rule syntax).  A prefix rule `Bash(x:*)` grants any options
-#: after `x`, so not `tree` (-o file) nor `git log/show` (--output=file): those get exact
-#: rules.  tests/test_verifier.py tries to write through each rule.
+#: Tools the planner may use without asking: reading and shell commands that cannot write,
+#: chosen as VERIFIER_TOOLS are (tests/test_verifier.py tries to write through each rule).
 PLANNER_TOOLS = (
     "Read", "Bash(ls:*)", "Bash(cat:*)", "Bash(head:*)", "Bash(tail:*)", "Bash(wc:*)",
     "Bash(grep:*)", "Bash(git ls-files:*)", "Bash(git status:*)",
@@ -8508,9 +8505,8 @@ LIMIT_EPOCH = re.compile(r"(?:resets?(?:_?at)?\W{0,3}|\|)(\d{10})(?:\.\d+)?\b", 
 LIMIT_ISO = re.compile(r"(?:resets?|until|after)\W{0,12}(?:at\W{0,3})?"
                        r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?"
                        r"(?:Z|[+-]\d\d:?\d\d)?)", re.I)
-#: A clock time after "resets" or "try again at", maybe with a date: "resets 2pm",
-#: "resets at 14:30 (Europe/Berlin)", "resets Oct 6 at 2pm", Codex's "try again at Nov
-#: 29th, 2026 6:50 AM".
+#: A clock time after "resets" or "try again at", maybe with a date: "resets 2pm", "resets at
+#: 14:30 (Europe/Berlin)", "resets Oct 6 at 2pm", Codex's "try again at Nov 29th, 2026 6:50 AM".
 LIMIT_CLOCK = re.compile(r"(?:resets?|try again)\s+(?:at\s+|on\s+)?(?:([A-Z][a-z]{2,8})\s+"
                          r"(\d{1,2})(?:st|nd|rd|th)?,?\s+(?:(\d{4}),?\s+)?(?:at\s+)?)?"
                          r"(\d{1,2})(?::(\d\d))?\s*([ap]\.?m\.?)?"
