@@ -262,7 +262,7 @@ PRICES = {"model_large": (5.0, 25.0, 0.5, 6.25), "model_medium": (3.0, 15.0, 0.3
           "model_small": (1.0, 5.0, 0.1, 1.25)}
 #: The tier whose PRICES a Claude model is charged at, by the family word in its name
 #: ("claude-sonnet-4-5-…"): a run is estimated at the model that answered, not the tier asked.
-CLAUDE_FAMILIES = {"opus": "model_large", "sonnet": "model_medium", "haiku": "model_small"}
+CLAUDE_FAMILIES = {family: tier for tier, family in MODEL_ALIASES.items()}
 #: Timeouts are set in minutes; tests shrink the minute.
 SECONDS_PER_MINUTE = 60.0
 #: A stopped agent gets SIGTERM, then SIGKILL after this long.
@@ -5090,10 +5090,7 @@ def decide_approval(approval_id: int, body, decided_by: str = "person") -> dict:
         what = f"{status} by {decided_by}: {approval['tool_name']}"
     runtime.logs.append(approval["task_id"], "system", what + (
         f" — {message}" if message else ""), approval["run_id"])
-    runtime.events.publish("approval:resolved", approval_view(approval),
-                           approval["project_id"])
-    _publish_task(task)
-    push_answered(approval)
+    approval_resolved(approval, task)
     return approval_view(approval)
 
 
@@ -5129,10 +5126,7 @@ def _remember_for_project(approval: dict) -> None:
 def expire_requests(run_id: int | None = None) -> None:
     """The run ended (default: the server restarted): its pending requests expire."""
     for approval, task in expire_approval_rows(run_id):
-        runtime.events.publish("approval:resolved", approval_view(approval),
-                               approval["project_id"])
-        _publish_task(task)
-        push_answered(approval)
+        approval_resolved(approval, task)
 
 
 # --- verifier (autoTest) -----------------------------------------------------------
@@ -6136,8 +6130,11 @@ def push_request(approval: dict, task: dict) -> None:
         "tool": approval["tool_name"], "summary": _cut(summary, 200)})
 
 
-def push_answered(approval: dict) -> None:
-    """Replace the request's notification on every device by what became of it."""
+def approval_resolved(approval: dict, task: dict) -> None:
+    """An approval was answered or expired: the board shows it, and its notification on
+    every device is replaced by what became of it."""
+    runtime.events.publish("approval:resolved", approval_view(approval), approval["project_id"])
+    _publish_task(task)
     push("approval" if approval["kind"] == "tool" else "question", {
         "kind": "answered", "approvalId": approval["id"], "taskId": approval["task_id"],
         "projectId": approval["project_id"], "tool": approval["tool_name"],
@@ -8683,6 +8680,7 @@ class ClaudeAdapter:
     def __init__(self, model: str | None = None, base_usage: dict | None = None):
         self.model = model
         self.base_usage = base_usage or {}
+        self.text = ""  # an adapter's latest text: the result's
 
     def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
         raise NotImplementedError("Claude runs are built by agent_invocation()")
@@ -8723,7 +8721,6 @@ class CodexAdapter(ClaudeAdapter):
     def __init__(self, model=None, base_usage=None):
         super().__init__(model, base_usage)
         self.started = set()
-        self.text = ""  # the latest text: the result's
         self.error = None
         self.done = False
 
@@ -8856,7 +8853,6 @@ class GeminiAdapter(ClaudeAdapter):
     def __init__(self, model=None, base_usage=None):
         super().__init__(model, base_usage)
         self.pending = []
-        self.text = ""  # the latest text: the result's
 
     def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
         argv = [*argv, "-o", "stream-json", "--skip-trust",
@@ -8932,7 +8928,6 @@ class OpenCodeAdapter(ClaudeAdapter):
         self.cost = 0.0
         self.reason = None
         self.rejected = None
-        self.text = ""  # the latest text: the result's
         self.done = False
 
     def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
