@@ -6483,43 +6483,39 @@ def _task_base(root, task: dict, base_branch: str) -> str | None:
 def _diff(run, args: list[str], branch: str) -> dict:
     """`git diff args` with numstat totals, cut at MAX_DIFF_BYTES with a marker; run (as a
     machine's shell() gives) runs git where the diff is made; None: an empty diff."""
-    out = {"diff": "", "branch": branch, "stats": {"files": 0, "insertions": 0,
-                                                   "deletions": 0}}
-    try:
-        return _diff_into(out, run, args) if run is not None else out
-    except HostDown:
+    stats = {"files": 0, "insertions": 0, "deletions": 0}
+    out = {"diff": "", "branch": branch, "stats": stats}
+    if run is None:
         return out
-
-
-def _diff_into(out: dict, run, args: list[str]) -> dict:
-    code, numstat = run(["git", "diff", "--numstat", *args, "--"], 30)
-    for line in numstat.splitlines() if code == 0 else []:
-        added, removed, _ = (line.split("\t", 2) + ["", ""])[:3]
-        out["stats"]["files"] += 1
-        out["stats"]["insertions"] += int(added) if added.isdigit() else 0
-        out["stats"]["deletions"] += int(removed) if removed.isdigit() else 0
-    code, diff = run(["git", "diff", *args, "--"], 30)
-    if code != 0:
-        return out
-    if len(args) == 1:  # against the working tree: new files are changes too
-        code, listing = run(["git", "ls-files", "--others", "--exclude-standard", "-z"], 30)
-        for name in listing.split("\0")[:MAX_NEW_FILES] if code == 0 else []:
-            if not name:
-                continue
-            code, numstat = run(["git", "diff", "--no-index", "--numstat", "--", os.devnull,
-                                 name], 30)
-            added = numstat.split("\t", 1)[0] if code in (0, 1) else ""
-            out["stats"]["files"] += 1
-            out["stats"]["insertions"] += int(added) if added.isdigit() else 0
-            code, text = run(["git", "diff", "--no-index", "--", os.devnull, name], 30)
-            diff += text if code in (0, 1) else ""
-            if len(diff) > MAX_DIFF_BYTES:
-                break
-    data = diff.encode("utf-8")
-    if len(data) > MAX_DIFF_BYTES:
-        diff = data[:MAX_DIFF_BYTES].decode("utf-8", "ignore") + \
-            f"\n… diff truncated ({len(data) - MAX_DIFF_BYTES} more bytes)\n"
-    out["diff"] = diff
+    with contextlib.suppress(HostDown):  # a host lost meanwhile: what was counted by then
+        code, numstat = run(["git", "diff", "--numstat", *args, "--"], 30)
+        for line in numstat.splitlines() if code == 0 else []:
+            added, removed, _ = (line.split("\t", 2) + ["", ""])[:3]
+            stats["files"] += 1
+            stats["insertions"] += int(added) if added.isdigit() else 0
+            stats["deletions"] += int(removed) if removed.isdigit() else 0
+        code, diff = run(["git", "diff", *args, "--"], 30)
+        if code != 0:
+            return out
+        if len(args) == 1:  # against the working tree: new files are changes too
+            code, listing = run(["git", "ls-files", "--others", "--exclude-standard", "-z"], 30)
+            for name in listing.split("\0")[:MAX_NEW_FILES] if code == 0 else []:
+                if not name:
+                    continue
+                code, numstat = run(["git", "diff", "--no-index", "--numstat", "--",
+                                     os.devnull, name], 30)
+                added = numstat.split("\t", 1)[0] if code in (0, 1) else ""
+                stats["files"] += 1
+                stats["insertions"] += int(added) if added.isdigit() else 0
+                code, text = run(["git", "diff", "--no-index", "--", os.devnull, name], 30)
+                diff += text if code in (0, 1) else ""
+                if len(diff) > MAX_DIFF_BYTES:
+                    break
+        data = diff.encode("utf-8")
+        if len(data) > MAX_DIFF_BYTES:
+            diff = data[:MAX_DIFF_BYTES].decode("utf-8", "ignore") + \
+                f"\n… diff truncated ({len(data) - MAX_DIFF_BYTES} more bytes)\n"
+        out["diff"] = diff
     return out
 
 
@@ -7115,8 +7111,7 @@ def _write_plan(run: "PlanRun") -> None:
         _end_plan(run, "failed", error=exc.message)
         return
     tag = json_dumps([f"plan:{slugify(run.values['topic'], 40)}"])
-    changes = _plan_end_changes(run, "completed", None, warnings)
-    stats = changes.pop("stats")
+    changes, stats = _plan_end_changes(run, "completed", None, warnings)
     notice = Notice("task:created", plan=run.plan_id)
     written = insert_plan_tasks(
         run.plan_id, run.project_id, [{**t, "tags": tag} for t in tasks], edges,
@@ -7282,18 +7277,18 @@ def _publish_plan(run: "PlanRun", event: str, **data) -> None:
 
 
 def _plan_end_changes(run: "PlanRun", status: str, error: str | None,
-                      warnings: list[str]) -> dict:
+                      warnings: list[str]) -> tuple[dict, dict]:
+    """The plans row's columns of a finished session, and its stats."""
     stats = {**run.stats(), "exitCode": run.exit_code}
     return {"status": status, "error": error, "warnings_json": json_dumps(warnings),
             "stats_json": json_dumps(stats), "cost": run.cost(),
             "cost_estimated": int(run.parser.cost_estimated), "finished_at": now_iso(),
-            "tasks_json": "[]", "stats": stats}
+            "tasks_json": "[]"}, stats
 
 
 def _end_plan(run: "PlanRun", status: str, *, error: str, publish: bool = True) -> None:
     """Finish a session that created nothing."""
-    changes = _plan_end_changes(run, status, error, [])
-    stats = changes.pop("stats")
+    changes, stats = _plan_end_changes(run, status, error, [])
     update_plan_row(run.plan_id, changes)
     if runtime.plans.get(run.project_id) is run:
         del runtime.plans[run.project_id]
