@@ -794,8 +794,7 @@ class Field:
                 raise Invalid(f"{name} {value} is out of range {self.lo}..{self.hi}", name)
         elif kind in ("bool", "flag"):
             if value not in (True, False, 0, 1) or isinstance(value, float):
-                raise Invalid(f"{name} must be true or false, not {json_dumps(value)[:60]}",
-                              name)
+                raise Invalid(f"{name} must be true or false, not {json_dumps(value)[:60]}", name)
             value = int(bool(value))
         elif kind == "tags":
             value = _parse_tags(value, name)
@@ -2225,8 +2224,7 @@ def insert_project_row(values: dict) -> dict:
         candidates = itertools.chain([base], (f"{base}{n}" for n in itertools.count(2)))
         key = next(k for k in candidates if k not in taken)
         now = now_iso()
-        project_id = projects.insert({**values, "key": key, "created_at": now,
-                                      "updated_at": now})
+        project_id = projects.insert({**values, "key": key, "created_at": now, "updated_at": now})
         return projects.find_one(id=project_id)
 
 
@@ -2342,8 +2340,7 @@ def delete_host_row(host_id: int) -> dict | None:
 def host_project_rows(host_id: int) -> list[int]:
     """The ids of the projects whose tasks run on a host."""
     with read() as t:
-        return [r[0] for r in t.execute("SELECT id FROM projects WHERE host_id = ?",
-                                        (host_id,))]
+        return [r[0] for r in t.execute("SELECT id FROM projects WHERE host_id = ?", (host_id,))]
 
 
 def hosts_in_use_rows() -> list[dict]:
@@ -3101,8 +3098,7 @@ def next_notice(hook_id: int, after: int) -> tuple[int, tuple[dict, dict, dict]]
         if hook is None:  # deleted by a program that leaves foreign keys off
             t.execute("DELETE FROM webhook_outbox WHERE webhook_id = ?", (hook_id,))
             return None
-        project = t.one("SELECT id, name, slug FROM projects WHERE id = ?",
-                        (hook["project_id"],))
+        project = t.one("SELECT id, name, slug FROM projects WHERE id = ?", (hook["project_id"],))
         return row["id"], (hook, project, json.loads(row["moment_json"]))
 
 
@@ -3705,8 +3701,7 @@ class LogWriter(Worker):
             now = time.monotonic()
             for task_id in task_ids:
                 self.last_flush[task_id] = now
-                self._write(task_id, self.pending.pop(task_id, []),
-                            self.events.pop(task_id, []))
+                self._write(task_id, self.pending.pop(task_id, []), self.events.pop(task_id, []))
 
     def _write(self, task_id, entries, lines) -> None:
         """A task's entries, then its raw lines, CHUNK_ROWS to a transaction, in order."""
@@ -3830,8 +3825,7 @@ def create_project(body) -> dict:
 
 
 def update_project(project_id: int, body) -> dict:
-    changes = validate_known(lambda: get_project(project_id), PROJECT_FIELDS, body,
-                             partial=True)
+    changes = validate_known(lambda: get_project(project_id), PROJECT_FIELDS, body, partial=True)
     if {"host_id", "repo_url", "working_dir"} & changes.keys():
         before = found(project_row(project_id), f"project {project_id} not found")
         _check_clone_source({**before, **changes})
@@ -3936,8 +3930,7 @@ def update_task(task_id: int, body) -> dict:
     before = found(task_row(task_id), f"task {task_id} not found")
     changes = validate(TASK_FIELDS, body, partial=True)
     if body.get("parent_task_id", before["parent_task_id"]) != before["parent_task_id"]:
-        raise Invalid("parent_task_id can only be set when the task is created",
-                      "parent_task_id")
+        raise Invalid("parent_task_id can only be set when the task is created", "parent_task_id")
     status = changes.pop("status", None)
     if status == "in_progress" and before["status"] != "in_progress" \
             and not runtime.agents.holds(task_id):  # refuse before changing anything
@@ -4013,8 +4006,7 @@ def _reserve_slot(task_id: int) -> bool:
         return False
     if full := host_full(row["host_id"]):
         raise Conflict(full)
-    return runtime.agents.reserve(task_id, row["project_id"], row["max_concurrent"],
-                                  row["slug"])
+    return runtime.agents.reserve(task_id, row["project_id"], row["max_concurrent"], row["slug"])
 
 
 def delete_task(task_id: int) -> dict:
@@ -4273,8 +4265,7 @@ def add_dependency(task_id: int, depends_on_id: int, condition: str) -> dict:
                       f"{', '.join(CONDITIONS)}", "conditionType")
     edge = upsert_dependency_row(depends_on_id, task_id, condition)
     _dependencies_changed(edge["project_id"])
-    return {"from": edge["from_id"], "to": edge["to_id"],
-            "conditionType": edge["condition_type"]}
+    return {"from": edge["from_id"], "to": edge["to_id"], "conditionType": edge["condition_type"]}
 
 
 def remove_dependency(task_id: int, depends_on_id: int) -> dict:
@@ -4596,8 +4587,7 @@ def _retry_or_fail(task: dict, reason: str, run_id: int) -> None:
         return
     if task["retry_count"] >= project["max_retries"]:
         runtime.agents.release(task["id"])
-        _fail_task(task["id"], f"{reason} (no retries left of {project['max_retries']})",
-                   run_id)
+        _fail_task(task["id"], f"{reason} (no retries left of {project['max_retries']})", run_id)
         return
     task = bump_retry_row(task["id"])
     attempt = task["retry_count"]
@@ -4733,8 +4723,7 @@ def render_template(content: str, task: dict, project: dict) -> str:
     values = {"project_name": project["name"], "task_title": task["title"],
               "task_type": task["task_type"], "priority": PRIORITY_NAMES[task["priority"]],
               "model": task["model"]}
-    return re.sub(r"\{\{\s*(\w+)\s*\}\}",
-                  lambda m: values.get(m.group(1), m.group(0)), content)
+    return re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: values.get(m.group(1), m.group(0)), content)
 
 
 def agent_invocation(project: dict, cwd: str, model: str, effort: str, flags=(),
@@ -5359,8 +5348,7 @@ def git_lock(path: str) -> "gevent.lock.RLock":
 
 
 def worktree_path(task: dict) -> str:
-    return os.path.join(runtime.data_dir, "worktrees", str(task["project_id"]),
-                        task["task_key"])
+    return os.path.join(runtime.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
 
 
 def branch_name(task: dict) -> str:
@@ -5448,8 +5436,7 @@ def prune_worktrees() -> None:
         if project["auto_branch"] and git_head(project["working_dir"]):
             root = repo_root(project["working_dir"])
             with git_lock(root):
-                run_command(["git", "worktree", "prune"], root, 30, env={**os.environ,
-                                                                         **GIT_ENV})
+                run_command(["git", "worktree", "prune"], root, 30, env={**os.environ, **GIT_ENV})
 
 
 def worktree_disk(project_id: int) -> dict:
@@ -5543,8 +5530,7 @@ def open_pull_request(task: dict, project: dict) -> None:
     if status == 201 and isinstance(answer, dict) and answer.get("html_url"):
         follow_pull_request(task, repo, answer)
     else:
-        say(f"the pull request was not opened: {_host_problem(status, answer)}",
-            is_error=True)
+        say(f"the pull request was not opened: {_host_problem(status, answer)}", is_error=True)
 
 
 def close_issue(task: dict, project: dict) -> None:
@@ -5874,8 +5860,7 @@ def _checks_state(runs: list[dict], statuses: list[dict]) -> str:
               if r.get("conclusion") in FAILING else "passing" for r in runs}
     states |= {"pending" if s.get("state") == "pending" else "failing"
                if s.get("state") in FAILING else "passing" for s in statuses}
-    return next((state for state in ("pending", "failing", "passing") if state in states),
-                "none")
+    return next((state for state in ("pending", "failing", "passing") if state in states), "none")
 
 
 def _review_state(reviews: list[dict]) -> str:
@@ -6202,8 +6187,7 @@ def act_on_approval(approval_id: int, body) -> dict:
         raise runtime.failures.refused(client) or Forbidden(ACT_REFUSED, "token")
     if not spent:  # the board's, but used, expired or another request's: a late tap
         raise Forbidden(ACT_REFUSED, "token")
-    approval = decide_approval(approval_id, {"decision": values["decision"]},
-                               decided_by="push")
+    approval = decide_approval(approval_id, {"decision": values["decision"]}, decided_by="push")
     return {key: approval[key] for key in ("id", "status", "decidedBy")}
 
 
@@ -6417,8 +6401,7 @@ def task_diff(task_id: int) -> dict:
         branch = task["branch_name"]
         base = _task_base(root, task, project["pr_base_branch"]) if root else None
         try:
-            code, merge_base = root(["git", "merge-base", base, branch], 10) \
-                if base else (1, "")
+            code, merge_base = root(["git", "merge-base", base, branch], 10) if base else (1, "")
         except HostDown:
             code = 1
         if code != 0:
@@ -6837,8 +6820,7 @@ def deliver_push(device: dict, moment: dict, attempts: int = 3) \
                  (time.monotonic() - started) * 1000)
         if status in (404, 410):
             delete_push_row(device["id"])
-            log.info("push device %s removed: its push service no longer knows it",
-                     device["id"])
+            log.info("push device %s removed: its push service no longer knows it", device["id"])
             return status, error
         record_push_row(device["id"], status, error)
         if not retryable(status, error):
@@ -6886,8 +6868,7 @@ def push_message(moment: dict) -> dict:
     else:
         message.update(tag="test", url="/#/settings")
         title, body = "Taskboard", "Notifications work on this device."
-    message.update(title=_cut(title, 120), body=_cut(body.strip(), 400),
-                   needsYou=inbox_count())
+    message.update(title=_cut(title, 120), body=_cut(body.strip(), 400), needsYou=inbox_count())
     return message
 
 
@@ -7048,8 +7029,7 @@ def plan_status(project_id: int) -> dict:
 
 def record_plan_process(run: "PlanRun") -> None:
     """The planner is spawned: remember its process (for a restarted server) and say so."""
-    update_plan_row(run.plan_id, {"pid": run.proc.pid,
-                                  "proc_start": process_start(run.proc.pid)})
+    update_plan_row(run.plan_id, {"pid": run.proc.pid, "proc_start": process_start(run.proc.pid)})
     _plan_phase(run, "starting", "the planner started")
 
 
@@ -7179,8 +7159,7 @@ def parse_plan(text: str) -> tuple[list[dict], list[tuple[int, int]], list[str]]
             continue
         parent, child = edge
         if not (0 <= parent < len(tasks) and 0 <= child < len(tasks)):
-            warnings.append(f"dependency {shown} names a task that is not in the plan; "
-                            "dropped")
+            warnings.append(f"dependency {shown} names a task that is not in the plan; dropped")
         elif parent == child:
             warnings.append(f"dependency {shown} makes a task depend on itself; dropped")
         elif child in children[parent]:
@@ -7500,8 +7479,7 @@ def test_webhook(project_id: int, webhook_id: int) -> dict:
         "id": 0, "project_id": project_id, "task_key": f"{project['slug'].upper()}-0",
         "title": "Example task", "description": "A sample task sent by the webhook test.",
         "status": "testing", "task_type": "feature", "priority": 1}
-    notice = {"event": "webhook:test", "at": now_iso(), "task": sample,
-              "data": {"test": True}}
+    notice = {"event": "webhook:test", "at": now_iso(), "task": sample, "data": {"test": True}}
     status, error, _ = deliver(hook, project, notice, attempts=1)
     return {"ok": error is None, "status": status,
             **({"error": error} if error is not None else {})}
@@ -8982,8 +8960,7 @@ class OpenCodeAdapter(ClaudeAdapter):
             call_id = part.get("callID") or part.get("id")
             exit_code = _dict(state.get("metadata")).get("exit")
             failed = state.get("status") == "error" or exit_code not in (None, 0)
-            output = state.get("output") if state.get("status") != "error" else \
-                state.get("error")
+            output = state.get("output") if state.get("status") != "error" else state.get("error")
             if state.get("status") == "error" and "rejected permission" in str(output):
                 self.rejected = f"{part.get('tool')}: {output}"
             return events + [_tool_call_event(call_id, str(part.get("tool") or "tool"),
@@ -10962,8 +10939,7 @@ def api_list_approvals():
          query={"kind": {"type": "string", "pattern": LOG_KIND_RE.pattern,
                          "description": "only the entries of this kind (e.g. pr)"}})
 def api_task_logs(task_id):
-    before = query_int("before", 0, 1, 2**63 - 1) if "before" in bottle.request.query \
-        else None
+    before = query_int("before", 0, 1, 2**63 - 1) if "before" in bottle.request.query else None
     kind = bottle.request.query.get("kind")
     if kind is not None and not LOG_KIND_RE.fullmatch(kind):
         raise Invalid(f"kind {kind[:40]!r} is not a log entry kind", "kind")
@@ -11429,8 +11405,7 @@ def _ws_read(ws, sub: Subscriber) -> None:
     def bounded_read(size):
         used[0] += size
         if used[0] > WS_MAX_MESSAGE_BYTES:
-            raise WebSocketError(f"a client message is larger than {WS_MAX_MESSAGE_BYTES} "
-                                 "bytes")
+            raise WebSocketError(f"a client message is larger than {WS_MAX_MESSAGE_BYTES} bytes")
         return read(size)
     ws.raw_read = bounded_read  # the library reads every frame's payload through it
     with contextlib.suppress(WebSocketError):
@@ -11776,8 +11751,7 @@ def _object_schema(fields, *, only=None, request=False, partial=False) -> dict:
         if f.check is _check_working_dir:
             prop["pattern"] = "^/"  # an absolute path (of an existing directory)
         elif f.check is _check_webhook_url:  # URL_RE, which ignores case
-            prop["pattern"] = URL_RE.pattern.replace(
-                "https?", "[Hh][Tt][Tt][Pp][Ss]?")
+            prop["pattern"] = URL_RE.pattern.replace("https?", "[Hh][Tt][Tt][Pp][Ss]?")
         elif f.kind == "str" and f.pattern is not None and f.default == "":
             prop["pattern"] = f"^$|(?:{prop['pattern']})"  # empty is allowed, as Field.parse
         elif f.kind == "str" and f.required and f.pattern is None:
@@ -11862,8 +11836,7 @@ def _operation(route, schemas) -> dict:
             args["anyOf"] = [{"required": ["id"]}, {"required": ["taskId"]}]
         if command.required:
             args["required"] = command.required
-        op["requestBody"] = {"required": False, "content": {"application/json": {
-            "schema": args}}}
+        op["requestBody"] = {"required": False, "content": {"application/json": {"schema": args}}}
     elif body:
         media = "multipart/form-data" if body == "Upload" else "application/json"
         op["requestBody"] = {"required": True, "content": {media: {"schema": _ref(body)}}}
@@ -12455,8 +12428,7 @@ class Runtime:
         self.failures = Failures()
         self.sessions = {}
         self.webhooks = Outbox("webhook_outbox", "webhook_id", next_notice, deliver_notice)
-        self.push = PushSender(os.path.join(self.data_dir, "vapid.pem"),
-                               config["push_contact"])
+        self.push = PushSender(os.path.join(self.data_dir, "vapid.pem"), config["push_contact"])
         #: repository root -> the lock that serialises git operations on it
         self.git_locks = {}
         #: project id -> its live planning session; the last planId's milliseconds.
@@ -12465,8 +12437,7 @@ class Runtime:
         #: The board's address, for agents (TASKBOARD_URL); serve() sets the bound port.
         self.url = board_url(config["host"], config["port"])
         #: Each configured agent CLI's {found, version, checking}, for /api/health.
-        self.clis = {name: {"found": None, "version": None, "checking": True}
-                     for name in AGENTS}
+        self.clis = {name: {"found": None, "version": None, "checking": True} for name in AGENTS}
         #: agent name -> when its usage limit lifts (Unix time); the agent_limits table
         self.limits = {}
         #: task id -> the waits for a limit its runs made in a row
@@ -12670,8 +12641,7 @@ def check_agent_command() -> None:
                         "TASKBOARD_AGENT_COMMAND", argv[0])
         if path is not None:
             with tempfile.TemporaryFile() as errors:
-                code, out = run_command([path, *argv[1:], "--version"], timeout=15,
-                                        stderr=errors)
+                code, out = run_command([path, *argv[1:], "--version"], timeout=15, stderr=errors)
                 errors.seek(0)
                 said = errors.read(4096).decode("utf-8", "replace").strip()
             if said:
