@@ -24,7 +24,8 @@ One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
 
     CONFIGURATION · ERRORS · UTILITIES · FIELDS ·
     STORE · STORE: PROJECTS, HOSTS, TASKS AND RUNS · STORE: THE REST · EVENTS ·
-    SERVICES: PROJECTS AND TASKS · SERVICES: RUNS · SERVICES: GIT AND THE SOURCE HOST ·
+    SERVICES: PROJECTS AND TASKS · SERVICES: RUNS ·
+    SERVICES: THE AGENT CHANNEL AND THE VERIFIER · SERVICES: GIT AND THE SOURCE HOST ·
     SERVICES: PHONES AND WEBHOOKS · SERVICES: PLANNING, RESOURCES AND SETTINGS ·
     SERVICES: HOSTS · AGENT OUTPUT · SUPERVISORS · MACHINES · SANDBOX · HTTP PLUMBING ·
     ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) · SIMULATED AGENT ·
@@ -4346,8 +4347,8 @@ def _dependencies_changed(project_id: int) -> None:
 # =============================================================================
 # SERVICES: RUNS
 # =============================================================================
-# An agent run from start to end (AgentRun in SUPERVISORS owns its process), the two-way
-# channel of a running agent, and the verifier.
+# An agent run from start to end (AgentRun in SUPERVISORS owns its process): prepared,
+# started, ended, retried, waiting for a limit or the sandbox.
 
 # --- runs ----------------------------------------------------------------------
 
@@ -4942,6 +4943,12 @@ def git_head(cwd: str) -> str | None:
     code, out = run_command(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd, timeout=10)
     return out.strip() or None if code == 0 else None
 
+
+# =============================================================================
+# SERVICES: THE AGENT CHANNEL AND THE VERIFIER
+# =============================================================================
+# What a person and the board say to a running agent, and the verifier that judges a
+# task's work in testing.
 
 # --- talking to a running agent (design §12) ------------------------------------
 
