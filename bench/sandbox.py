@@ -105,8 +105,8 @@ def main():
                 assert ran["sandboxed"] is (mode == "bubblewrap"), ran
                 if n % 20 == 19:
                     print(f"  {n // 2 + 1} starts each", flush=True)
-    p50 = {mode: percentile(sorted(values), 50) for mode, values in times.items()}
-    p90 = {mode: percentile(sorted(values), 90) for mode, values in times.items()}
+    p50 = {mode: percentile(sorted(values), 0.5) for mode, values in times.items()}
+    p90 = {mode: percentile(sorted(values), 0.9) for mode, values in times.items()}
     extra = p50["bubblewrap"] - p50["none"]
     for mode in ("none", "bubblewrap"):
         print(f"figure start_p50_{mode}_ms {p50[mode]:.1f} (p90 {p90[mode]:.1f})")
