@@ -319,6 +319,13 @@ PR_REVIEWS = ("none", "approved", "changes_requested")
 #: A project's sandbox (design §17): bubblewrap whenever it works where the run happens
 #: (auto), always (bubblewrap: never unsandboxed), or never (none).
 SANDBOX_MODES = ("auto", "bubblewrap", "none")
+#: bubblewrap's namespaces and limits for every sandboxed run (and its try at start):
+#: no nested user namespace, so the CLIs' own sandboxes cannot nest inside it.
+SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
+                "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
+                "--unshare-uts", "--hostname", "sandbox", "--die-with-parent", "--new-session",
+                "--cap-drop", "ALL")
 
 #: Command-line options; each has an environment twin.
 Option = collections.namedtuple("Option", "flag env default help")
@@ -1296,7 +1303,7 @@ HOST_FIELDS = (
           "the key the host showed (null forgets it)"),
     _ro("lastCheck", "json", column="last_check_json", nullable=True, shape={"type": "object"},
         doc="the latest check: {at, ok, error, latencyMs, fingerprint, agents: {cli: "
-        "{found, version}}, git}"),
+        "{found, version}}, git, sandbox: {engine, works, version, error}}"),
     _ro("running", doc="agent runs on the host now"),
     _created(),
     _ro("updatedAt", "time", column="updated_at"),
@@ -4466,17 +4473,19 @@ def wait_for_sandbox(task: dict, why: str) -> None:
 
 
 def retry_sandbox() -> float | None:
-    """While tasks wait for the sandbox: try bubblewrap again every HOST_CHECK_SECONDS,
-    and start them once it works."""
+    """While tasks wait for the sandbox: try bubblewrap again every HOST_CHECK_SECONDS
+    (a host's: its checks), and start each once it works where the task runs."""
     waiting = waiting_task_rows(None)
     if not waiting:
         return None
-    runtime.sandbox = try_sandbox(runtime.config["bwrap"])
-    if runtime.sandbox["works"]:
-        for task in waiting:
-            if task["status"] == "in_progress" and runtime.agents.reserve(
+    runtime.sandbox = try_sandbox(runtime.config["bwrap"])  # a host's: its check's
+    for task in waiting:
+        project = project_row(task["project_id"])
+        machine = project_machine(project) if project is not None else None
+        if machine is not None and machine.sandbox()["works"] and \
+                task["status"] == "in_progress" and runtime.agents.reserve(
                     task["id"], task["project_id"], None):
-                start_run(task["id"], resume=bool(task["session_id"]), prompt="continue")
+            start_run(task["id"], resume=bool(task["session_id"]), prompt="continue")
     return HOST_CHECK_SECONDS
 
 
@@ -4813,7 +4822,7 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
     simulated = command is SIMULATED_AGENT
     if plan is not None:
         run = PlanRun(plan[0], project["id"], plan[1], prompt, agent, machine=machine,
-                      **machine.invocation(invocation, plan[0]))
+                      **machine.invocation(invocation, plan[0], sandbox))
     else:
         run_id = insert_run_row({
             "task_id": task_id, "project_id": project["id"], "kind": kind, "agent": agent,
@@ -4825,10 +4834,8 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
             if tools:
                 token = machine.board_tools(agent, run_id, task_id, project["id"], invocation,
                                             mcp_port)
-                if sandbox is not None:
-                    sandbox["files"].append(_mcp_config_path(run_id))
-            run = AgentRun(task_id, project["id"], run_id, prompt, model=tier,
-                           machine=machine, **machine.invocation(invocation, str(run_id)), **kw)
+            run = AgentRun(task_id, project["id"], run_id, prompt, model=tier, machine=machine,
+                           **machine.invocation(invocation, str(run_id), sandbox), **kw)
         except (HostDown, OSError) as exc:  # the run never started: so says its row
             runtime.run_tokens.pop(token, None)
             update_run_row(run_id, {"status": "failed", "error": str(exc),
@@ -7846,6 +7853,8 @@ def check_host(host_id: int) -> dict:
     runtime.events.publish("host:updated", view)
     if check["ok"] and row["enabled"]:
         host_came_back(row)
+        if (check.get("sandbox") or {}).get("works"):
+            runtime.sandbox_retry.wake()  # its tasks that wait for the sandbox
     return view
 
 
@@ -7862,9 +7871,15 @@ def _show_key(host: dict) -> tuple[str | None, str | None]:
 
 
 def _discovery_script(host: dict) -> str:
-    """Prints `git<TAB>version` and `<cli><TAB>found<TAB>version` lines."""
+    """Prints `git<TAB>version`, `sandbox<TAB>works<TAB>version or why not` (bubblewrap,
+    TASKBOARD_BWRAP's command there too, tried as the runs use it) and
+    `<cli><TAB>found<TAB>version` lines."""
     commands = json.loads(host["agent_commands_json"] or "{}")
-    lines = ["printf 'git\\t%s\\n' \"$(git --version 2>/dev/null | head -n 1)\""]
+    lines = ["printf 'git\\t%s\\n' \"$(git --version 2>/dev/null | head -n 1)\"",
+             f"b={shlex.join(runtime.config['bwrap'])}; if e=$($b {shlex.join(SANDBOX_BASE)} "
+             "-- true 2>&1); then printf 'sandbox\\t1\\t%s\\n' \"$($b --version 2>/dev/null)\"; "
+             "else printf "
+             "'sandbox\\t0\\t%s\\n' \"$(printf %s \"$e\" | tr '\\t\\n' '  ' | cut -c1-300)\"; fi"]
     for name in AGENTS:
         words = shlex.split(commands.get(name) or name)
         lines.append(f"if command -v {shlex.quote(words[0])} >/dev/null 2>&1; then printf "
@@ -7880,6 +7895,12 @@ def _discovered(out: str) -> dict:
         parts = line.split("\t")
         if parts[0] == "git" and len(parts) == 2:
             found_["git"] = cli_version(parts[1])
+        elif parts[0] == "sandbox" and len(parts) == 3:
+            works = parts[1] == "1"
+            found_["sandbox"] = {"engine": "bubblewrap", "works": works,
+                                 "version": parts[2].removeprefix("bubblewrap ") or None
+                                 if works else None,
+                                 "error": None if works else parts[2].strip() or "exit code"}
         elif parts[0] in AGENTS and len(parts) == 3:
             found_["agents"][parts[0]] = {"found": parts[1] == "1",
                                           "version": cli_version(parts[2])}
@@ -7948,7 +7969,8 @@ def not_on_host(agent: str, host: dict) -> str | None:
         f"there (npm install -g {AGENTS[agent].package}) or set the host's agentCommands"
 
 
-def remote_invocation(link: "HostLink", name: str, invocation: dict) -> dict:
+def remote_invocation(link: "HostLink", name: str, invocation: dict,
+                      sandbox: dict | None = None) -> dict:
     """A run's invocation sent to its host: the run's own variables (what it adds to the
     board's environment) go to a 0600 file there, never on a command line; the argv is the
     ssh client of its channel, which runs REMOTE_RUN; the board's environment stays here."""
@@ -7957,6 +7979,16 @@ def remote_invocation(link: "HostLink", name: str, invocation: dict) -> dict:
     own.pop("TASKBOARD_URL", None)
     if link.port:  # the board, through the connection's remote forward
         own["TASKBOARD_URL"] = f"http://127.0.0.1:{link.port}"
+    if sandbox is not None:  # REMOTE_RUN builds sandbox_argv()'s layout there
+        paths = sandbox.get("paths") or {}
+        own.update(TB_SANDBOX="1", TB_BWRAP=shlex.join(runtime.config["bwrap"]),
+                   TB_BASE=link.path(),
+                   TB_WORDS=str(len(sandbox["command"])),
+                   TB_READ_ONLY="1" if sandbox.get("read_only") else "",
+                   TB_STATE="\n".join([*CLI_STATE.get(sandbox["agent"], ()), ".cache/"]),
+                   TB_NEVER="\n".join(NEVER_VISIBLE), TB_FILES="\n".join(sandbox["files"]),
+                   TB_RO="\n".join(paths.get("readOnly", ())),
+                   TB_RW="\n".join(paths.get("readWrite", ())))
     env_file = link.path("runs", f"{name}.env")
     link.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
                .encode(), "the run's settings")
@@ -9447,6 +9479,47 @@ f=$1; dir=$2; shift 2
 unset GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_KEY_1 GIT_CONFIG_VALUE_1
 . "$f"; rm -f -- "$f"
 cd -- "$dir" || exit 127
+if [ -n "${TB_SANDBOX-}" ]; then
+  a=$(mktemp) || exit 126
+  { p() { printf '%s\0' "$@"; }
+    each() { while IFS= read -r x; do [ -n "$x" ] && p "$@" "$x" "$x"; done; }
+    h=$(cd -- "$HOME" && pwd -P)
+    p ''' + shlex.join(SANDBOX_BASE) + r''' --tmpfs "$h"
+    u=/run/user/$(id -u); [ -d "$u" ] && p --tmpfs "$u"
+    n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
+      [ "$n" = 1 ] && w=$(command -v -- "$w")
+      case $w in /*) for x in "$w" "$(readlink -f -- "$w")"; do d=${x%/*}
+        [ "${d##*/}" = bin ] && d=${d%/*}; p --ro-bind-try "$d" "$d"; done;; esac; done
+    printf '%s\n' "$PATH" | tr : '\n' | while IFS= read -r d; do
+      case $d in "$h"/*) p --ro-bind-try "$d" "$d";; esac; done
+    printf '%s\n' "$h/.gitconfig" "$h/.config/git" "$TB_RO" | each --ro-bind-try
+    printf '%s\n' "$TB_STATE" | while IFS= read -r x; do [ -n "$x" ] || continue
+      case $x in */) mkdir -p -m 700 -- "$h/$x";; esac; p --bind-try "$h/${x%/}" "$h/${x%/}"
+    done
+    printf '%s\n' "$TB_RW" | each --bind-try
+    p --tmpfs "$TB_BASE"
+    printf '%s\n' "$TB_NEVER" | while IFS= read -r x; do [ -n "$x" ] || continue
+      if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
+        p --ro-bind /dev/null "$h/$x"; fi; done
+    if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
+    c=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null) &&
+    g=$(git rev-parse --path-format=absolute --git-dir 2>/dev/null) && {
+      case $c in "$dir"/*) inside=1;; *) inside=;; esac
+      if [ "$c" != "$g" ] || [ -z "$inside" ]; then p --ro-bind "$c" "$c"
+        if [ -z "$TB_READ_ONLY" ]; then
+          for x in objects refs logs; do p --bind-try "$c/$x" "$c/$x"; done
+          [ "$c" != "$g" ] && p --bind "$g" "$g"; fi; fi
+      for x in "$c/hooks" "$c/config"; do [ -e "$x" ] && p --ro-bind "$x" "$x"; done
+      if [ "$c" != "$g" ]; then for x in commondir gitdir config.worktree; do
+          if [ -e "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
+          else p --ro-bind /dev/null "$g/$x"; fi; done
+        [ -e "$dir/.git" ] && p --ro-bind "$dir/.git" "$dir/.git"; fi; }
+    printf '%s\n' "${f%.env}.mcp.json" "$TB_FILES" | each --ro-bind-try; :
+  } > "$a" || exit 126
+  exec 4<"$a"; rm -f -- "$a"
+  set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
+  unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_READ_ONLY TB_STATE TB_NEVER TB_RO TB_RW TB_FILES
+fi
 exec 3<&0
 if command -v setsid >/dev/null 2>&1; then setsid "$@" <&3 3<&- &
 else perl -e 'setpgrp(0, 0); exec { $ARGV[0] } @ARGV or exit 127' "$@" <&3 3<&- &
@@ -9641,9 +9714,11 @@ class ThisMachine:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
 
-    def invocation(self, invocation: dict, name: str) -> dict:
+    def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
         """A run's invocation (run_invocation()'s) as it starts there; `name`: the run's,
-        for its files."""
+        for its files (a sandboxed run reads its board tools' config)."""
+        if sandbox is not None and name.isdigit():
+            sandbox["files"].append(_mcp_config_path(int(name)))
         return {**invocation, "root": repo_root(invocation["cwd"])}
 
     def started(self, run: "AgentRun") -> None:
@@ -9911,8 +9986,10 @@ class HostLink:
         return remote_board_tools(self, agent, run_id, task_id, project_id, invocation)
 
     def sandbox(self) -> dict:
-        return {"engine": "bubblewrap", "works": False, "version": None,
-                "error": "runs on a host are not sandboxed yet"}
+        """bubblewrap there, as the host's last check found it."""
+        check = json.loads(self.host["last_check_json"] or "null") or {}
+        return check.get("sandbox") or {"engine": "bubblewrap", "works": False,
+                                        "version": None, "error": "not checked yet"}
 
     def spawn(self, argv: list[str], cwd: str, env: dict, sandbox: dict | None = None) \
             -> subprocess.Popen:
@@ -9922,11 +9999,11 @@ class HostLink:
                                 stderr=subprocess.PIPE, start_new_session=True,
                                 preexec_fn=_die_with_board)
 
-    def invocation(self, invocation: dict, name: str) -> dict:
+    def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
         """The run's settings go to the host first (OSError, HostDown); its process here is
-        the ssh client of its channel (REMOTE_RUN on the other end), which dies with the
-        board."""
-        return remote_invocation(self, name, invocation)
+        the ssh client of its channel (REMOTE_RUN on the other end, which wraps it in the
+        sandbox there), which dies with the board."""
+        return remote_invocation(self, name, invocation, sandbox)
 
     def started(self, run: "AgentRun") -> None:
         publish_host_runs(run)  # the process to remember is its group there: see heard()
@@ -10110,13 +10187,6 @@ CLI_STATE = {"claude": (".claude/", ".claude.json"), "codex": (".codex/",),
                                                    ".local/state/opencode/")}
 #: Under the home directory: what git reads to commit as the person (their identity).
 HOME_READ = (".gitconfig", ".config/git")
-#: bubblewrap's namespaces and limits for every sandboxed run (and its try at start):
-#: no nested user namespace, so the CLIs' own sandboxes cannot nest inside it.
-SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
-                "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
-                "--unshare-uts", "--hostname", "sandbox", "--die-with-parent", "--new-session",
-                "--cap-drop", "ALL")
 
 
 def try_sandbox(bwrap: list[str]) -> dict:
@@ -10180,7 +10250,7 @@ def sandbox_argv(bwrap: list[str], argv: list[str], cwd: str, env: dict, sandbox
     out += ["--ro-bind" if sandbox.get("read_only") else "--bind", cwd, cwd]
     out += _git_mounts(cwd, sandbox.get("read_only"))
     for path in sandbox.get("files") or ():
-        out += ["--ro-bind", path, path]
+        out += ["--ro-bind-try", path, path]
     return [*out, "--chdir", cwd, "--", *argv]
 
 

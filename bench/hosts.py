@@ -207,7 +207,7 @@ def main(argv=None):
                 "maxConcurrent": args.agents, "permissionMode": "auto-accept"}, 201)
             remote = api(port, "POST", "/api/projects", {
                 "name": "There", "slug": "there", "workingDir": code, "repoUrl": code,
-                "host": host["id"], "maxConcurrent": args.agents,
+                "host": host["id"], "maxConcurrent": args.agents, "sandbox": "none",
                 "permissionMode": "auto-accept"}, 201)
             figures = {"local": ([], [], 0), "remote": ([], [], 0)}
             for round_ in range(args.rounds):

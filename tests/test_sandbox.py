@@ -349,3 +349,43 @@ def test_sandbox_paths_keep_what_may_be_granted(client, api, tmp_path):
                                expect_errors=True)
     assert response.status_code == 400 and response.json["field"] == "sandbox"
 
+
+
+# --- on a host -----------------------------------------------------------------------------
+
+@pytest.fixture
+def sshd(tmp_path):
+    from ssh_helpers import SshServer, sshd_missing
+    if sshd_missing() is not None:
+        pytest.skip(str(sshd_missing()))
+    server = SshServer(tmp_path)
+    yield server
+    server.stop()
+
+
+def test_a_run_on_a_host_goes_through_bubblewrap_there(client, api, tb, sandboxed, sshd,
+                                                        tmp_path):
+    from ssh_helpers import trusted_host
+    make_repo(api.workdir)
+    host = trusted_host(client, sshd, tmp_path)
+    assert host["lastCheck"]["sandbox"]["works"] is True, host["lastCheck"]
+    other = tmp_path / "host" / "worktrees" / "99" / "OTHER-1"
+    other.mkdir(parents=True)
+    (other / "secret").write_text("OTHER")
+    project = api.project(host=host["id"], repoUrl=str(api.workdir), sandbox="bubblewrap",
+                          permissionMode="auto-accept",
+                          sandboxPaths={"readWrite": [str(sandboxed)]})
+    task = api.task(project["id"], description="fake:ok " + script(f"""
+grep -q OTHER {other}/secret && echo "GOT another task's worktree there"
+test -e /proc/{os.getpid()}/status && echo "GOT the board's process"
+echo work > work.txt && git add work.txt && git -c user.name=A -c user.email=a@b \\
+  commit -qm "the agent's work" && echo "GOT its commit"
+"""))
+    api.move(task["id"], "in_progress")
+    done = wait_status(client, task["id"], "testing")
+    out = said(client, task["id"])
+    assert done["sandboxed"] is True, out
+    assert [line for line in out.splitlines() if line.startswith("GOT")] == \
+        ["GOT its commit"], out
+    clone = tmp_path / "host" / "repos" / project["slug"]
+    assert "the agent's work" in git(clone, "log", "--format=%s", done["branch_name"])

@@ -26,7 +26,7 @@ register({  // key: [English, Turkish]
   "pform.sandbox.none": ["Never: the agent runs with the board's rights", "Asla: ajan panonun haklarıyla çalışır"],
   "pform.sandbox.works": ["Here bubblewrap {version} works.", "Burada bubblewrap {version} çalışıyor."],
   "pform.sandbox.broken": ["Here bubblewrap does not work ({error}): automatic runs unsandboxed.", "Burada bubblewrap çalışmıyor ({error}): otomatik, korumasız çalışır."],
-  "pform.sandbox.host": ["Runs on a host are not sandboxed yet.", "Makinelerdeki çalışmalar henüz korumalı değil."],
+  "pform.sandbox.host": ["On a host, bubblewrap runs there: its check in Settings → Hosts says whether it works.", "Bir makinede bubblewrap orada çalışır: çalışıp çalışmadığını Ayarlar → Makineler'deki denetimi söyler."],
   "pform.sandbox.risk": ["Auto-accept without a sandbox: an agent that follows someone else's instructions (an issue, a review comment, CI output) can read your keys and the board's token.", "Korumalı alan olmadan otomatik kabul: başkasının talimatlarını (bir konu, bir inceleme yorumu, CI çıktısı) izleyen bir ajan anahtarlarınızı ve panonun belirtecini okuyabilir."],
   "pform.sandboxPaths.readOnly": ["Also readable in the sandbox", "Korumalı alanda ayrıca okunabilir"],
   "pform.sandboxPaths.readWrite": ["Also writable in the sandbox", "Korumalı alanda ayrıca yazılabilir"],
