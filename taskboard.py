@@ -10231,9 +10231,9 @@ def sandbox_argv(bwrap: list[str], argv: list[str], cwd: str, env: dict, sandbox
     shown += [d for d in env.get("PATH", "").split(":") if _inside(os.path.realpath(d), home)]
     for path in [*shown, *(os.path.join(home, p) for p in HOME_READ), *paths.get("readOnly", ())]:
         out += ["--ro-bind-try", path, path]
-    for name in (*(p for names in CLI_STATE.values() for p in names), ".cache/"):
+    for name in (*CLI_STATE.get(sandbox["agent"], ()), ".cache/"):  # its own CLI's only
         path = os.path.join(home, name.rstrip("/"))
-        if name.endswith("/") and name in (*CLI_STATE.get(sandbox.get("agent"), ()), ".cache/"):
+        if name.endswith("/"):
             os.makedirs(path, mode=0o700, exist_ok=True)
         out += ["--bind-try", path, path]
     for path in paths.get("readWrite", ()):
@@ -10284,10 +10284,13 @@ def _git_dirs(cwd: str) -> tuple[str, str] | None:
         with open(dot, encoding="utf-8") as f:
             own = os.path.realpath(os.path.join(folder, f.read().strip().removeprefix(
                 "gitdir: ")))
+    except OSError:
+        return None
+    try:  # a worktree's; a submodule's folder has no commondir: it is its own
         with open(os.path.join(own, "commondir"), encoding="utf-8") as f:
             return os.path.realpath(os.path.join(own, f.read().strip())), own
     except OSError:
-        return None
+        return own, own
 
 
 def _git_mounts(cwd: str, read_only: bool) -> list[str]:

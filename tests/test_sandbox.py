@@ -89,6 +89,7 @@ READS = [
     ("~/.netrc", 'grep -q NETRC "$HOME/.netrc"'),
     ("a browser's cookies", 'grep -q COOKIE "$HOME/.mozilla/firefox/p/cookies.sqlite"'),
     ("a notes file in home", 'grep -q NOTES "$HOME/notes.txt"'),
+    ("another CLI's login", 'grep -q CODEXKEY "$HOME/.codex/auth.json"'),
     ("another project", 'grep -q OTHER "$OTHER/secret.txt"'),
     ("the board's process", 'test -e "/proc/$BOARD/status"'),
     ("a signal to the board", 'kill -0 "$BOARD"'),
@@ -126,6 +127,7 @@ def house(tmp_path, monkeypatch, api, client, tb):
     for path, text in [(".ssh/id_ed25519", "PRIVATE KEY"), (".netrc", "machine x NETRC"),
                        (".mozilla/firefox/p/cookies.sqlite", "COOKIE"),
                        ("notes.txt", "NOTES"), (".bashrc", "# mine\n"),
+                       (".codex/auth.json", "CODEXKEY"),
                        (".claude/settings.json", "{}"), (".cache/keep", ""),
                        (".gitconfig", "[user]\n\tname = Me\n\temail = me@example.com\n")]:
         (home / path).parent.mkdir(parents=True, exist_ok=True)
