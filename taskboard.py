@@ -326,6 +326,65 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
                 "--unshare-uts", "--hostname", "sandbox", "--die-with-parent", "--new-session",
                 "--cap-drop", "ALL")
+#: The sandbox of a run (design §17), built where it is spawned (here or on a host) by
+#: `sh`, from the run's variables: TB_BWRAP, TB_BASE (the board's folder there: hidden),
+#: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
+#: to run), TB_READ_ONLY (a planner's or verifier's checkout), TB_STATE (its CLI's state
+#: under home: writable, folders made first), TB_NEVER (never seen under home), TB_HIDE
+#: (other projects), TB_RO and TB_RW (sandboxPaths), TB_FILES (the run's own, read-only).
+#: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
+#: folder, other projects and credential stores hidden again, then the checkout and the
+#: git metadata a commit writes, and read-only what must never be written (hooks, config,
+#: what points git elsewhere).  The arguments go NUL-separated to `bwrap --args 4`; $dir
+#: is the checkout, "$@" the run's argv, which becomes bubblewrap's.
+SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
+  a=$(mktemp) || exit 126
+  { p() { printf '%s\0' "$@"; }
+    each() { while IFS= read -r x; do [ -n "$x" ] && p "$@" "$x" "$x"; done; }
+    inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}
+      p --ro-bind-try "$d" "$d"; [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
+    h=$(cd -- "$HOME" && pwd -P)
+    p BASE --tmpfs "$h"
+    for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done
+    n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
+      [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
+    printf '%s\n' "$TB_SHOW" | while IFS= read -r x; do [ -n "$x" ] && inst "$x"; done
+    IFS=:; for d in $PATH; do case $d in "$h"/*) p --ro-bind-try "$d" "$d";; esac; done
+    unset IFS
+    printf '%s\n' "$h/.gitconfig" "$h/.config/git" "$TB_RO" | each --ro-bind-try
+    printf '%s\n' "$TB_STATE" | while IFS= read -r x; do [ -n "$x" ] || continue
+      case $x in */) [ -d "$h/$x" ] || mkdir -p -m 700 -- "$h/$x";; esac
+      p --bind-try "$h/${x%/}" "$h/${x%/}"
+    done
+    printf '%s\n' "$TB_RW" | each --bind-try
+    p --tmpfs "$TB_BASE"
+    printf '%s\n' "$TB_HIDE" | while IFS= read -r x; do [ -d "$x" ] || continue
+      case $dir/ in "$x"/*) ;; *) p --tmpfs "$x";; esac; done
+    printf '%s\n' "$TB_NEVER" | while IFS= read -r x; do [ -n "$x" ] || continue
+      if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
+        p --ro-bind /dev/null "$h/$x"; fi; done
+    if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
+    g=$(git rev-parse --path-format=absolute --git-common-dir --git-dir 2>/dev/null) && {
+      c=${g%%"
+"*}; g=${g#*"
+"}
+      case $c in "$dir"/*) inside=1;; *) inside=;; esac
+      if [ "$c" != "$g" ] || [ -z "$inside" ]; then p --ro-bind "$c" "$c"
+        if [ -z "$TB_READ_ONLY" ]; then
+          for x in objects refs logs; do p --bind-try "$c/$x" "$c/$x"; done
+          [ "$c" != "$g" ] && p --bind "$g" "$g"; fi; fi
+      for x in "$c/hooks" "$c/config"; do [ -e "$x" ] && p --ro-bind "$x" "$x"; done
+      if [ "$c" != "$g" ]; then for x in commondir gitdir config.worktree; do
+          if [ -e "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
+          else p --ro-bind /dev/null "$g/$x"; fi; done
+        [ -e "$dir/.git" ] && p --ro-bind "$dir/.git" "$dir/.git"; fi; }
+    printf '%s\n' "$TB_FILES" | each --ro-bind-try; :
+  } > "$a" || exit 126
+  exec 4<"$a"; rm -f -- "$a"
+  set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
+  unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_NEVER TB_HIDE \
+    TB_RO TB_RW TB_FILES
+fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
 
 #: Command-line options; each has an environment twin.
 Option = collections.namedtuple("Option", "flag env default help")
@@ -7979,17 +8038,9 @@ def remote_invocation(link: "HostLink", name: str, invocation: dict,
     own.pop("TASKBOARD_URL", None)
     if link.port:  # the board, through the connection's remote forward
         own["TASKBOARD_URL"] = f"http://127.0.0.1:{link.port}"
-    if sandbox is not None:  # REMOTE_RUN builds sandbox_argv()'s layout there
-        paths = sandbox.get("paths") or {}
-        own.update(TB_SANDBOX="1", TB_BWRAP=shlex.join(runtime.config["bwrap"]),
-                   TB_BASE=link.path(),
-                   TB_WORDS=str(len(sandbox["command"])),
-                   TB_READ_ONLY="1" if sandbox.get("read_only") else "",
-                   TB_STATE="\n".join([*CLI_STATE.get(sandbox["agent"], ()), ".cache/"]),
-                   TB_NEVER="\n".join(NEVER_VISIBLE), TB_FILES="\n".join(sandbox["files"]),
-                   TB_RO="\n".join(paths.get("readOnly", ())),
-                   TB_RW="\n".join(paths.get("readWrite", ())))
     env_file = link.path("runs", f"{name}.env")
+    if sandbox is not None:  # REMOTE_RUN builds it there (SANDBOX_RUN)
+        own.update(sandbox_env(sandbox, link.path(), files=[env_file[:-4] + ".mcp.json"]))
     link.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
                .encode(), "the run's settings")
     remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
@@ -9078,7 +9129,7 @@ class AgentRun:
         self.on_finish = on_finish or finish_run
         self.machine = machine or THIS_MACHINE  # where it runs: ThisMachine or a HostLink
         self.group = None  # its process group on a host, once the host said so
-        self.sandbox = None  # what sandbox_argv() wraps it in, or None: unsandboxed
+        self.sandbox = None  # what sandbox_env() says of its sandbox, or None: unsandboxed
         self.argv, self.cwd, self.env, self.prompt, self.model = argv, cwd, env, prompt, model
         self.timeout_s, self.idle_s = timeout_s, idle_s
         self.parser = StreamParser()
@@ -9479,47 +9530,7 @@ f=$1; dir=$2; shift 2
 unset GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_KEY_1 GIT_CONFIG_VALUE_1
 . "$f"; rm -f -- "$f"
 cd -- "$dir" || exit 127
-if [ -n "${TB_SANDBOX-}" ]; then
-  a=$(mktemp) || exit 126
-  { p() { printf '%s\0' "$@"; }
-    each() { while IFS= read -r x; do [ -n "$x" ] && p "$@" "$x" "$x"; done; }
-    h=$(cd -- "$HOME" && pwd -P)
-    p ''' + shlex.join(SANDBOX_BASE) + r''' --tmpfs "$h"
-    u=/run/user/$(id -u); [ -d "$u" ] && p --tmpfs "$u"
-    n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
-      [ "$n" = 1 ] && w=$(command -v -- "$w")
-      case $w in /*) for x in "$w" "$(readlink -f -- "$w")"; do d=${x%/*}
-        [ "${d##*/}" = bin ] && d=${d%/*}; p --ro-bind-try "$d" "$d"; done;; esac; done
-    printf '%s\n' "$PATH" | tr : '\n' | while IFS= read -r d; do
-      case $d in "$h"/*) p --ro-bind-try "$d" "$d";; esac; done
-    printf '%s\n' "$h/.gitconfig" "$h/.config/git" "$TB_RO" | each --ro-bind-try
-    printf '%s\n' "$TB_STATE" | while IFS= read -r x; do [ -n "$x" ] || continue
-      case $x in */) mkdir -p -m 700 -- "$h/$x";; esac; p --bind-try "$h/${x%/}" "$h/${x%/}"
-    done
-    printf '%s\n' "$TB_RW" | each --bind-try
-    p --tmpfs "$TB_BASE"
-    printf '%s\n' "$TB_NEVER" | while IFS= read -r x; do [ -n "$x" ] || continue
-      if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
-        p --ro-bind /dev/null "$h/$x"; fi; done
-    if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
-    c=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null) &&
-    g=$(git rev-parse --path-format=absolute --git-dir 2>/dev/null) && {
-      case $c in "$dir"/*) inside=1;; *) inside=;; esac
-      if [ "$c" != "$g" ] || [ -z "$inside" ]; then p --ro-bind "$c" "$c"
-        if [ -z "$TB_READ_ONLY" ]; then
-          for x in objects refs logs; do p --bind-try "$c/$x" "$c/$x"; done
-          [ "$c" != "$g" ] && p --bind "$g" "$g"; fi; fi
-      for x in "$c/hooks" "$c/config"; do [ -e "$x" ] && p --ro-bind "$x" "$x"; done
-      if [ "$c" != "$g" ]; then for x in commondir gitdir config.worktree; do
-          if [ -e "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
-          else p --ro-bind /dev/null "$g/$x"; fi; done
-        [ -e "$dir/.git" ] && p --ro-bind "$dir/.git" "$dir/.git"; fi; }
-    printf '%s\n' "${f%.env}.mcp.json" "$TB_FILES" | each --ro-bind-try; :
-  } > "$a" || exit 126
-  exec 4<"$a"; rm -f -- "$a"
-  set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
-  unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_READ_ONLY TB_STATE TB_NEVER TB_RO TB_RW TB_FILES
-fi
+''' + SANDBOX_RUN + r'''
 exec 3<&0
 if command -v setsid >/dev/null 2>&1; then setsid "$@" <&3 3<&- &
 else perl -e 'setpgrp(0, 0); exec { $ARGV[0] } @ARGV or exit 127' "$@" <&3 3<&- &
@@ -9707,9 +9718,12 @@ class ThisMachine:
             -> subprocess.Popen:
         """Start an agent's process, its stdio piped, in a process group of its own: the
         one place every run's command starts (task, verifier, planner), in the sandbox
-        when it has one (sandbox_argv())."""
-        if sandbox is not None:
-            argv = sandbox_argv(runtime.config["bwrap"], argv, cwd, env, sandbox)
+        when it has one (SANDBOX_RUN)."""
+        if sandbox is not None:  # sh builds it, then becomes bubblewrap (exec)
+            argv = ["sh", "-c", 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"', "sh", cwd,
+                    *argv]
+            env = {**env, **sandbox_env(sandbox, os.path.realpath(runtime.data_dir), show=[
+                sys.executable, os.path.abspath(__file__)])}  # the board tools' server
         return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
@@ -10185,8 +10199,6 @@ NEVER_VISIBLE = (".ssh", ".gnupg", ".netrc", ".git-credentials", ".aws", ".confi
 CLI_STATE = {"claude": (".claude/", ".claude.json"), "codex": (".codex/",),
              "gemini": (".gemini/",), "opencode": (".config/opencode/", ".local/share/opencode/",
                                                    ".local/state/opencode/")}
-#: Under the home directory: what git reads to commit as the person (their identity).
-HOME_READ = (".gitconfig", ".config/git")
 
 
 def try_sandbox(bwrap: list[str]) -> dict:
@@ -10211,116 +10223,21 @@ def never_visible(home: str | None = None) -> list[str]:
     return [os.path.join(home, name) for name in NEVER_VISIBLE]
 
 
-def sandbox_argv(bwrap: list[str], argv: list[str], cwd: str, env: dict, sandbox: dict) \
-        -> list[str]:
-    """bubblewrap's command line around a run's argv on this machine (design §17).
-    `sandbox`: {agent, command (the CLI's own words), files (the run's own, read-only: its MCP
-    config, its attachments), paths (sandboxPaths), read_only (a planner's or verifier's:
-    its checkout too), hide (other projects' folders)}.  Later mounts cover earlier
-    ones, hence the order: home hidden, what it may use shown, the data dir, other
-    projects and credential stores hidden again, then the checkout and its git metadata,
-    and read-only what must never be written."""
-    home = os.path.realpath(os.path.expanduser("~"))
-    out = [*bwrap, *SANDBOX_BASE]
-    if os.path.isdir(f"/run/user/{os.getuid()}"):  # the session's agents and buses
-        out += ["--tmpfs", f"/run/user/{os.getuid()}"]
-    out += ["--tmpfs", home]
+def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
+    """The variables SANDBOX_RUN builds a run's sandbox from (design §17).  `sandbox`:
+    {agent, command (the CLI's own words), files (the run's own, read-only: its MCP config,
+    its attachments), paths (sandboxPaths), read_only (a planner's or verifier's: its
+    checkout too), hide (other projects' folders)}; `base`: the board's folder where the
+    run happens (the data dir, a host's baseDir); `show`: more programs the run starts."""
     paths = sandbox.get("paths") or {}
-    shown = [*_installations(sandbox["command"], env), *_installations(
-        [sys.executable, os.path.abspath(__file__)], env)]  # the board tools' server
-    shown += [d for d in env.get("PATH", "").split(":") if _inside(os.path.realpath(d), home)]
-    for path in [*shown, *(os.path.join(home, p) for p in HOME_READ), *paths.get("readOnly", ())]:
-        out += ["--ro-bind-try", path, path]
-    for name in (*CLI_STATE.get(sandbox["agent"], ()), ".cache/"):  # its own CLI's only
-        path = os.path.join(home, name.rstrip("/"))
-        if name.endswith("/"):
-            os.makedirs(path, mode=0o700, exist_ok=True)
-        out += ["--bind-try", path, path]
-    for path in paths.get("readWrite", ()):
-        out += ["--bind-try", path, path]
-    out += ["--tmpfs", os.path.realpath(runtime.data_dir)]
-    for path in map(os.path.realpath, sandbox.get("hide") or ()):  # other projects
-        if os.path.isdir(path) and not _inside(os.path.realpath(cwd), path):
-            out += ["--tmpfs", path]
-    for path in never_visible(home):
-        if os.path.isdir(path):
-            out += ["--tmpfs", path]
-        elif os.path.exists(path):
-            out += ["--ro-bind", os.devnull, path]
-    out += ["--ro-bind" if sandbox.get("read_only") else "--bind", cwd, cwd]
-    out += _git_mounts(cwd, sandbox.get("read_only"))
-    for path in sandbox.get("files") or ():
-        out += ["--ro-bind-try", path, path]
-    return [*out, "--chdir", cwd, "--", *argv]
-
-
-def _installations(command: list[str], env: dict) -> list[str]:
-    """The folders a command needs to run: for each word naming a file (the program
-    found on PATH, a script), its folder, or the prefix above a bin/ folder (a venv, an
-    nvm or pyenv version), also after symbolic links."""
-    found = []
-    for n, word in enumerate(command):
-        path = shutil.which(word, path=env.get("PATH")) if n == 0 else word
-        if not path or not os.path.isabs(path) or not os.path.exists(path):
-            continue
-        for each in {os.path.abspath(path), os.path.realpath(path)}:
-            folder = os.path.dirname(each)
-            found.append(os.path.dirname(folder) if os.path.basename(folder) == "bin"
-                         else folder)
-    return found
-
-
-def _git_dirs(cwd: str) -> tuple[str, str] | None:
-    """The git metadata of the checkout holding cwd, as git finds it (read here: no git
-    process at every start): (the common folder, the checkout's own), or None."""
-    folder = os.path.realpath(cwd)
-    while not os.path.lexists(dot := os.path.join(folder, ".git")):
-        if folder == "/":
-            return None
-        folder = os.path.dirname(folder)
-    if os.path.isdir(dot):
-        return dot, dot
-    try:
-        with open(dot, encoding="utf-8") as f:
-            own = os.path.realpath(os.path.join(folder, f.read().strip().removeprefix(
-                "gitdir: ")))
-    except OSError:
-        return None
-    try:  # a worktree's; a submodule's folder has no commondir: it is its own
-        with open(os.path.join(own, "commondir"), encoding="utf-8") as f:
-            return os.path.realpath(os.path.join(own, f.read().strip())), own
-    except OSError:
-        return own, own
-
-
-def _git_mounts(cwd: str, read_only: bool) -> list[str]:
-    """The git metadata of a checkout in the sandbox: what a commit writes (objects, refs,
-    logs, a worktree's own folder) writable, never hooks or config; the files that point
-    git elsewhere read-only."""
-    found = _git_dirs(cwd)
-    if found is None:
-        return []
-    common, own = found
-    mounts = []
-    if common != own or not _inside(common, os.path.realpath(cwd)):  # outside the checkout
-        mounts += ["--ro-bind", common, common]
-        if not read_only:
-            for name in ("objects", "refs", "logs"):
-                mounts += ["--bind-try", os.path.join(common, name),
-                           os.path.join(common, name)]
-            if own != common:  # a worktree's index, HEAD and locks
-                mounts += ["--bind", own, own]
-    fixed = [os.path.join(common, "hooks"), os.path.join(common, "config")]
-    if own != common:
-        fixed += [os.path.join(own, name) for name in ("commondir", "gitdir",
-                                                         "config.worktree")]
-        fixed.append(os.path.join(cwd, ".git"))
-    for path in fixed:
-        if os.path.exists(path):
-            mounts += ["--ro-bind", path, path]
-        elif os.path.dirname(path) == own:  # cannot be made to point elsewhere
-            mounts += ["--ro-bind", os.devnull, path]
-    return mounts
+    return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
+            "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
+            "TB_READ_ONLY": "1" if sandbox.get("read_only") else "",
+            "TB_STATE": "\n".join([*CLI_STATE.get(sandbox["agent"], ()), ".cache/"]),
+            "TB_NEVER": "\n".join(NEVER_VISIBLE), "TB_HIDE": "\n".join(sandbox.get("hide") or ()),
+            "TB_RO": "\n".join(paths.get("readOnly", ())),
+            "TB_RW": "\n".join(paths.get("readWrite", ())),
+            "TB_FILES": "\n".join([*sandbox["files"], *files])}
 
 
 # =============================================================================
