@@ -25,7 +25,8 @@ One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
     CONFIGURATION · ERRORS · UTILITIES · FIELDS ·
     STORE · STORE: PROJECTS, HOSTS, TASKS AND RUNS · STORE: THE REST · EVENTS ·
     SERVICES: PROJECTS AND TASKS · SERVICES: RUNS ·
-    SERVICES: THE AGENT CHANNEL AND THE VERIFIER · SERVICES: GIT AND THE SOURCE HOST ·
+    SERVICES: THE AGENT CHANNEL AND THE VERIFIER · SERVICES: ATTEMPTS ·
+    SERVICES: GIT AND THE SOURCE HOST ·
     SERVICES: PHONES AND WEBHOOKS · SERVICES: PLANNING, RESOURCES AND SETTINGS ·
     SERVICES: HOSTS · AGENT OUTPUT · SUPERVISORS · MACHINES · SANDBOX · HTTP PLUMBING ·
     ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) · SIMULATED AGENT ·
@@ -293,7 +294,7 @@ EVENT_TYPES = (
     "plan:started", "plan:phase", "plan:progress", "plan:log", "plan:stats", "plan:completed",
     "plan:cancelled", "settings:updated", "dependencies:updated", "approval:requested",
     "approval:resolved", "message:created", "message:updated", "host:created",
-    "host:updated", "host:deleted", "resync", "ping",
+    "host:updated", "host:deleted", "attempt:updated", "resync", "ping",
 )
 
 #: The agent CLI's flags for a task run's two-way channel (design §12).
@@ -316,6 +317,10 @@ MESSAGE_MAX = 100_000  # characters of a message to the agent
 PR_STATES = ("open", "merged", "closed")
 PR_CHECKS = ("pending", "passing", "failing", "none")
 PR_REVIEWS = ("none", "approved", "changes_requested")
+#: Best of N (design §18): an attempt's states, how a project picks one, and how many.
+ATTEMPT_STATUSES = ("queued", "running", "done", "failed", "stopped")
+ATTEMPT_PICKS = ("manual", "auto")
+ATTEMPTS_MIN, ATTEMPTS_MAX = 2, 4
 #: A project's sandbox (design §17): bubblewrap whenever it works where the run happens
 #: (auto), always (bubblewrap: never unsandboxed), or never (none).
 SANDBOX_MODES = ("auto", "bubblewrap", "none")
@@ -1097,6 +1102,11 @@ PROJECT_FIELDS = (
               for side in ("readOnly", "readWrite")}, "additionalProperties": False},
           doc="{readOnly: [...], readWrite: [...]}: absolute paths a sandboxed run may also "
           "read, or write; never the data dir, ~/.ssh or another credential store"),
+    Field("attemptPick", "enum", column="attempt_pick", choices=ATTEMPT_PICKS,
+          default="manual", doc="auto: when a task's last attempt ends, pick the one whose "
+          "check passed, then the verifier approved, then the cheapest, then the fastest"),
+    Field("keepAttemptBranches", "flag", column="keep_attempt_branches", default=0,
+          doc="keep the branches of the attempts not picked (their worktrees go anyway)"),
     _ro("simulated", "bool", doc="its runs use the built-in simulated agent, which spends "
         "nothing: the Demo project under --demo"),
     _created(),
@@ -1149,6 +1159,8 @@ TASK_FIELDS = (
     _ro("sandboxed", "bool", nullable=True, doc="whether its latest run went through the "
         "sandbox (null: it has not run)"),
     _ro("pending_approvals", doc="tool approvals and questions waiting for a person"),
+    _ro("attempts", nullable=True, doc="how many attempts its latest run with several "
+        "agents had (GET /api/tasks/:id/attempts), or null"),
     _ro("pr", "json", column="pr_json", nullable=True, shape={"type": "object", "properties": {
         "number": {"type": "integer"}, "url": {"type": "string"},
         "state": {"type": "string", "enum": list(PR_STATES)},
@@ -1423,6 +1435,61 @@ ACT_FIELDS = (
     Field("token", "str", required=True, maxlen=200, doc="the notification's action token"),
     Field("decision", "enum", choices=DECISIONS, required=True),
 )
+def _check_attempt_agents(value, name):
+    """2-4 entries of {agent, model?, effort?}: CLIs of AGENTS, tiers of MODELS, EFFORTS."""
+    if not isinstance(value, list) or not ATTEMPTS_MIN <= len(value) <= ATTEMPTS_MAX:
+        raise Invalid(f"{name} must be an array of {ATTEMPTS_MIN} to {ATTEMPTS_MAX} agents, "
+                      f"not {json_dumps(value)[:60]}", name)
+    for i, entry in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(entry, dict) or "agent" not in entry:
+            raise Invalid(f"{where} must be an object with an agent", where)
+        for key, given in entry.items():
+            allowed = {"agent": tuple(AGENTS), "model": MODELS, "effort": EFFORTS}.get(key)
+            if allowed is None:
+                raise Invalid(f"{where}: unknown field {key!r}", f"{where}.{key}")
+            if given not in allowed and not (given is None and key != "agent"):
+                raise Invalid(f"{where}.{key} {json_dumps(given)[:60]} is not one of: "
+                              f"{', '.join(allowed)}", f"{where}.{key}")
+
+
+#: The body of POST /api/tasks/:id/attempts (design §18).
+ATTEMPTS_BODY_FIELDS = (
+    Field("agents", "json", required=True, check=_check_attempt_agents, shape={
+        "type": "array", "minItems": ATTEMPTS_MIN, "maxItems": ATTEMPTS_MAX, "items": {
+            "type": "object", "required": ["agent"], "additionalProperties": False,
+            "properties": {"agent": {"type": "string", "enum": list(AGENTS)},
+                           "model": {"type": ["string", "null"], "enum": [*MODELS, None]},
+                           "effort": {"type": ["string", "null"], "enum": [*EFFORTS, None]}}}},
+        doc="the CLI, model tier (default: the task's) and effort (default: the task's) "
+        "of each attempt"),
+)
+#: One attempt of a task run by several agents at once (design §18).
+ATTEMPT_FIELDS = (
+    _ro("n", doc="1..N"), _ro("agent", "enum", choices=tuple(AGENTS)),
+    _ro("model", "enum", choices=MODELS), _ro("effort", "enum", choices=EFFORTS),
+    _ro("status", "enum", choices=ATTEMPT_STATUSES),
+    _ro("runId", column="run_id", doc="its latest run (its log: GET "
+        "/api/tasks/:id/logs?attempt=n)"),
+    _ro("branch", "str", column="branch_name", nullable=True),
+    _ro("costUsd", "number", column="cost"),
+    _ro("durationMs", column="duration_ms"), _ro("tokens", doc="input and output tokens"),
+    _ro("diff", "json", column="diff_json", nullable=True, shape={
+        "type": "object", "properties": {k: {"type": "integer"} for k in (
+            "files", "additions", "deletions")}}, doc="what its branch changed"),
+    _ro("check", "json", column="check_json", nullable=True, shape={
+        "type": "object", "properties": {
+            "command": {"type": "string"}, "exitCode": {"type": ["integer", "null"]},
+            "passed": {"type": "boolean"}, "output": {"type": "string"}}},
+        doc="the project's stopCheckCommand run once more in its worktree when it ended; "
+        "null: none (no command, or it did not finish its work)"),
+    _ro("verdict", "enum", choices=("approve", "reject"), nullable=True,
+        doc="the verifier's (autoTest)"),
+    _ro("summary", "str", nullable=True, doc="the verifier's summary"),
+    _ro("picked", "bool"), _ro("error", "str", nullable=True, doc="why it failed"),
+    _ro("endedAt", "time", column="ended_at", nullable=True),
+)
+
 REVISION_FIELDS = (_ro("id"), _ro("taskId", column="task_id"), _ro("feedback", "str"),
                    _created())
 ATTACHMENT_FIELDS = (_ro("id"), _ro("taskId", column="task_id"), _ro("fileName", "str",
@@ -1965,6 +2032,42 @@ ALTER TABLE projects ADD COLUMN sandbox TEXT NOT NULL DEFAULT 'auto';
 ALTER TABLE projects ADD COLUMN sandbox_paths_json TEXT;
 ALTER TABLE runs ADD COLUMN sandboxed INTEGER;
 ALTER TABLE tasks ADD COLUMN sandboxed INTEGER;
+"""),
+    ("0018_attempts", """
+CREATE TABLE attempts (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  task_id INTEGER REFERENCES tasks(id) ON DELETE SET NULL,
+  project_id INTEGER REFERENCES projects(id) ON DELETE SET NULL,
+  current INTEGER NOT NULL DEFAULT 1,
+  n INTEGER NOT NULL,
+  agent TEXT NOT NULL,
+  model TEXT NOT NULL,
+  effort TEXT NOT NULL,
+  status TEXT NOT NULL DEFAULT 'queued',
+  run_id INTEGER,
+  branch_name TEXT,
+  base_commit TEXT,
+  branch_at TEXT,
+  session_id TEXT,
+  retry_count INTEGER NOT NULL DEFAULT 0,
+  cost REAL NOT NULL DEFAULT 0,
+  duration_ms INTEGER NOT NULL DEFAULT 0,
+  tokens INTEGER NOT NULL DEFAULT 0,
+  diff_json TEXT,
+  check_json TEXT,
+  verdict TEXT,
+  summary TEXT,
+  error TEXT,
+  picked INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL,
+  ended_at TEXT
+);
+CREATE INDEX attempts_by_task ON attempts(task_id, current, n);
+CREATE INDEX attempts_queued ON attempts(status, project_id) WHERE status = 'queued';
+ALTER TABLE tasks ADD COLUMN attempts INTEGER;
+ALTER TABLE projects ADD COLUMN attempt_pick TEXT NOT NULL DEFAULT 'manual';
+ALTER TABLE projects ADD COLUMN keep_attempt_branches INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN attempt_id INTEGER;
 """),
 )
 
@@ -2630,18 +2733,21 @@ def delete_task_row(task_id: int) -> tuple[dict, list[str], list[dict]] | None:
 
 
 def log_rows_json(task_id: int, limit: int, before: int | None, object_sql: str,
-                  kind: str | None = None) -> str | None:
-    """The newest `limit` log entries (of `kind`) below `before`, oldest first, as
-    SQLite-built JSON."""
+                  kind: str | None = None, attempt: int | None = None) -> str | None:
+    """The newest `limit` log entries (of `kind`, of the runs of current `attempt` n)
+    below `before`, oldest first, as SQLite-built JSON."""
+    where = ("AND kind = ? " if kind else "") + (
+        "AND run_id IN (SELECT r.id FROM runs r JOIN attempts a ON a.id = r.attempt_id "
+        "WHERE r.task_id = ? AND a.current = 1 AND a.n = ?) " if attempt else "")
     with read() as t:
         if not t.exists("tasks", task_id):
             return None
         return t.value(
             f"SELECT '[' || coalesce(group_concat(j, ','), '') || ']' FROM (SELECT j FROM "
-            f"(SELECT {object_sql} AS j, id FROM logs WHERE task_id = ? AND id < ? "
-            + ("AND kind = ? " if kind else "") + "ORDER BY id DESC LIMIT ?) ORDER BY id)",
+            f"(SELECT {object_sql} AS j, id FROM logs WHERE task_id = ? AND id < ? {where}"
+            "ORDER BY id DESC LIMIT ?) ORDER BY id)",
             (task_id, 2**63 - 1 if before is None else before, *([kind] if kind else []),
-             limit))
+             *([task_id, attempt] if attempt else []), limit))
 
 
 def delete_old_log_rows(table: str, cutoff: str, chunk: int) -> int:
@@ -2722,12 +2828,17 @@ def run_context_rows(task_id: int) -> dict | None:
         }
 
 
+#: Whether task k has a set of attempts none of which was picked (design §18).
+ATTEMPTS_OPEN = "(k.attempts IS NOT NULL AND NOT EXISTS (SELECT 1 FROM attempts a WHERE " \
+    "a.task_id = k.id AND a.current = 1 AND a.picked = 1))"
+
+
 def task_slot_row(task_id: int) -> dict | None:
     """A task's status with its project's concurrency limit."""
     with read() as t:
-        return t.one("SELECT k.status, k.project_id, p.max_concurrent, p.slug, p.host_id "
-                     "FROM tasks k JOIN projects p ON p.id = k.project_id WHERE k.id = ?",
-                     (task_id,))
+        return t.one("SELECT k.status, k.project_id, p.max_concurrent, p.slug, p.host_id, "
+                     f"{ATTEMPTS_OPEN} AS attempts_open FROM tasks k JOIN projects p ON "
+                     "p.id = k.project_id WHERE k.id = ?", (task_id,))
 
 
 def insert_run_row(values: dict) -> int:
@@ -2829,6 +2940,68 @@ def finish_run_rows(run_id: int, run_changes: dict, task_changes: dict) -> dict 
         return t.update("tasks", run["task_id"], {**task_changes, "updated_at": now_iso()})
 
 
+def insert_attempt_rows(task_id: int, project_id: int, attempts: list[dict]) -> list[dict]:
+    """A task's new set of attempts, queued; the rows of its earlier sets stay (not
+    current) for the statistics."""
+    with tx() as t:
+        now = now_iso()
+        t.execute("UPDATE attempts SET current = 0 WHERE task_id = ?", (task_id,))
+        rows = [t.insert_row("attempts", {"task_id": task_id, "project_id": project_id,
+                                          "n": n, **a, "created_at": now})
+                for n, a in enumerate(attempts, 1)]
+        t.update("tasks", task_id, {"attempts": len(rows), "updated_at": now})
+        return rows
+
+
+def attempt_rows(task_id: int) -> list[dict]:
+    """The task's current attempts, by n."""
+    with read() as t:
+        return t.all("SELECT * FROM attempts WHERE task_id = ? AND current = 1 ORDER BY n",
+                      (task_id,))
+
+
+def update_attempt_row(attempt_id: int, changes: dict, run: dict | None = None) -> dict:
+    """Change an attempt; with `run` (a runs row), add its cost, time and tokens."""
+    with tx() as t:
+        if run is not None:
+            t.execute("UPDATE attempts SET cost = cost + ?, tokens = tokens + ?, duration_ms ="
+                      " duration_ms + CAST(ROUND((julianday(?) - julianday(?)) * 86400000) "
+                      "AS INTEGER) WHERE id = ?", (
+                          run["cost"], run["input_tokens"] + run["output_tokens"],
+                          run["ended_at"], run["started_at"], attempt_id))
+        return t.update("attempts", attempt_id, changes) if changes else \
+            t.one("SELECT * FROM attempts WHERE id = ?", (attempt_id,))
+
+
+def queued_attempt_rows(project_id: int) -> list[dict]:
+    """The queued attempts of the project's running tasks, oldest set first."""
+    with read() as t:
+        return t.all("SELECT a.* FROM attempts a JOIN tasks k ON k.id = a.task_id WHERE "
+                     "a.status = 'queued' AND a.project_id = ? AND a.current = 1 AND "
+                     "k.status = 'in_progress' ORDER BY a.id", (project_id,))
+
+
+def pick_attempt_rows(attempt_id: int, task_changes: dict) -> tuple[dict, dict] | None:
+    """Mark the attempt picked and give its task its branch, once: (attempt, task), None
+    when it or another of its set was picked meanwhile."""
+    with tx() as t:
+        attempt = t.one("SELECT * FROM attempts WHERE id = ?", (attempt_id,))
+        if attempt is None or t.value("SELECT 1 FROM attempts WHERE task_id = ? AND current "
+                                      "= 1 AND picked = 1", (attempt["task_id"],)):
+            return None
+        return t.update("attempts", attempt_id, {"picked": 1}), t.update(
+            "tasks", attempt["task_id"], {**task_changes, "updated_at": now_iso()})
+
+
+def attempt_stat_rows() -> list[dict]:
+    """Per CLI and model tier: the attempts that ended, how many were picked, their
+    mean cost."""
+    with read() as t:
+        return t.all("SELECT agent, model, COUNT(*) AS attempts, SUM(picked) AS picks, "
+                     "AVG(cost) AS mean_cost FROM attempts WHERE status IN ('done', "
+                     "'failed', 'stopped') GROUP BY agent, model ORDER BY agent, model")
+
+
 def bump_retry_row(task_id: int) -> dict | None:
     with tx() as t:
         t.execute("UPDATE tasks SET retry_count = retry_count + 1 WHERE id = ?", (task_id,))
@@ -2838,12 +3011,17 @@ def bump_retry_row(task_id: int) -> dict | None:
 def restart_rows() -> list[dict]:
     """After a restart: mark runs left 'running' interrupted, clear stale run flags, and
     return every in_progress task with the status and session of its latest run, and the
-    feedback of a change request no run has started with yet (one waiting for a limit)."""
+    feedback of a change request no run has started with yet (one waiting for a limit).
+    Attempts left running are queued again (stopped, when their task no longer runs)."""
     with tx() as t:
         t.execute("UPDATE runs SET status = 'interrupted', ended_at = ? "
                   "WHERE status = 'running'", (now_iso(),))
         t.execute("UPDATE tasks SET is_running = 0 WHERE is_running = 1")
-        return t.all("SELECT k.*, r.status AS run_status, r.session_id AS run_session, "
+        t.execute("UPDATE attempts SET status = CASE WHEN task_id IN (SELECT id FROM tasks "
+                  "WHERE status = 'in_progress') THEN 'queued' ELSE 'stopped' END WHERE "
+                  "current = 1 AND status = 'running'")
+        return t.all(f"SELECT k.*, {ATTEMPTS_OPEN} AS attempts_open, r.status AS run_status, "
+                     "r.session_id AS run_session, "
                      "(SELECT feedback FROM revisions v WHERE v.task_id = k.id AND "
                      "v.created_at > COALESCE(r.started_at, '') ORDER BY v.id DESC LIMIT 1) "
                      "AS pending_feedback "
@@ -4059,6 +4237,8 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
         start_run(task_id, **(run_options or {}))
     else:
         runtime.agents.stop(task_id)
+        if after["attempts"] is not None:
+            _stop_attempts(task_id)
     if to == "done":
         runtime.chores.spawn(after_done, task_id)  # PR, issue, worktree: in the background
     settle_parent(after["parent_task_id"])
@@ -4069,8 +4249,8 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
 def _reserve_slot(task_id: int) -> bool:
     """Hold an agent slot of the task's project, or raise Conflict when none is free."""
     row = found(task_slot_row(task_id), f"task {task_id} not found")
-    if row["status"] == "in_progress":
-        return False
+    if row["status"] == "in_progress" or row["attempts_open"]:
+        return False  # running, or its attempts take slots of their own
     if full := host_full(row["host_id"]):
         raise Conflict(full)
     return runtime.agents.reserve(task_id, row["project_id"], row["max_concurrent"], row["slug"])
@@ -4095,11 +4275,11 @@ def delete_task(task_id: int) -> dict:
 
 
 def task_logs(task_id: int, limit: int, before: int | None = None,
-              kind: str | None = None) -> RawJson:
-    """A page of the task's log (of one kind) as JSON text made by SQLite (up to 10,000
-    entries)."""
+              kind: str | None = None, attempt: int | None = None) -> RawJson:
+    """A page of the task's log (of one kind, of one attempt's runs) as JSON text made by
+    SQLite (up to 10,000 entries)."""
     return RawJson(found(log_rows_json(task_id, limit, before, json_object_sql(LOG_FIELDS),
-                                       kind), f"task {task_id} not found"))
+                                       kind, attempt), f"task {task_id} not found"))
 
 
 #: Log retention deletes this many rows per transaction, and runs this often.
@@ -4234,20 +4414,22 @@ def schedule_queue(project_id: int) -> None:
 
 
 def run_queue(project_id: int) -> list[int]:
-    """Start ready backlog tasks in queue order while the project has free slots; return
-    the ids started.  Sub-tasks of a waiting parent are started even without autoQueue."""
+    """Start the queued attempts of running tasks, then ready backlog tasks in queue
+    order, while the project has free slots; return the ids of the tasks started.
+    Sub-tasks of a waiting parent are started even without autoQueue."""
     project = project_row(project_id)
     if project is None or runtime.agents.used(project_id) >= project["max_concurrent"]:
         return []
     tasks, edges = queue_rows(project_id, bool(project["auto_queue"]))
-    if not tasks:
+    if not tasks and not queued_attempt_rows(project_id):
         return []
     limit = get_settings()["dailyCostLimit"]
     if limit is not None and cost_since_row(local_day_start_iso()) >= limit:
         return []  # today's agent cost reached the daily limit: start nothing new
+    limited = {a for a, until in runtime.limits.items() if until > time.time()}
+    _start_queued_attempts(project, limited)  # first: their tasks run already
     states = dependency_states(tasks, edges)
     started = []
-    limited = {a for a, until in runtime.limits.items() if until > time.time()}
     for task in tasks:
         if states[task["id"]][0] != "ready" or (task["agent"] or project["agent"]) in limited:
             continue  # not ready, or its agent waits out a usage limit
@@ -4419,30 +4601,36 @@ def _dependencies_changed(project_id: int) -> None:
 # --- runs ----------------------------------------------------------------------
 
 def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
-              note: str | None = None, mcp_port: int | None = None) -> None:
-    """Start an agent for a task holding a slot: fresh, or its session resumed with
-    `prompt`.  Whatever goes wrong, the slot is given back.  A task of a project on a
-    host starts in the background: its connection may take seconds to open."""
+              note: str | None = None, mcp_port: int | None = None,
+              attempt: dict | None = None) -> None:
+    """Start an agent for a task (or its `attempt`) holding a slot: fresh, or its session
+    resumed with `prompt`.  Whatever goes wrong, the slot is given back.  A task of a
+    project on a host starts in the background: its connection may take seconds to open."""
     if task_host_row(task_id) is None:
-        _start_guarded(task_id, resume, prompt, note, mcp_port)
+        _start_guarded(task_id, resume, prompt, note, mcp_port, attempt)
         return
-    starter = gevent.spawn(_start_guarded, task_id, resume, prompt, note, mcp_port)
+    starter = gevent.spawn(_start_guarded, task_id, resume, prompt, note, mcp_port, attempt)
     runtime.agents.starters.add(starter)
     starter.link(runtime.agents.starters.discard)
 
 
 def _start_guarded(task_id: int, resume: bool, prompt: str | None, note: str | None,
-                   mcp_port: int | None) -> None:
+                   mcp_port: int | None, attempt: dict | None) -> None:
     try:
-        _start_run(task_id, resume, prompt, note, mcp_port)
-    except HostDown as exc:  # lost while the run was being prepared
-        context = run_context_rows(task_id)
-        if context is not None and context["host"] is not None:
-            wait_for_host(context["task"], context["host"], str(exc))
-        else:
-            runtime.agents.release(task_id)
-    except (sqlite3.Error, OSError, GitError) as exc:  # e.g. the task was deleted meanwhile
-        if not isinstance(exc, GitError):
+        _start_run(task_id, resume, prompt, note, mcp_port, attempt)
+    except (HostDown, sqlite3.Error, OSError, GitError) as exc:
+        if attempt is not None:  # it fails alone; the other attempts go on
+            runtime.agents.release((task_id, attempt["n"]))
+            _attempt_failed(attempt, f"the agent could not start: {exc}")
+            return
+        if isinstance(exc, HostDown):  # lost while the run was being prepared
+            context = run_context_rows(task_id)
+            if context is not None and context["host"] is not None:
+                wait_for_host(context["task"], context["host"], str(exc))
+            else:
+                runtime.agents.release(task_id)
+            return
+        if not isinstance(exc, GitError):  # e.g. the task was deleted meanwhile
             log.exception("task %s: the agent could not start", task_id)
         runtime.agents.release(task_id)
         if task_row(task_id) is not None:
@@ -4450,19 +4638,27 @@ def _start_guarded(task_id: int, resume: bool, prompt: str | None, note: str | N
 
 
 def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
-               mcp_port: int | None) -> None:
+               mcp_port: int | None, attempt: dict | None = None) -> None:
+    slot = task_id if attempt is None else (task_id, attempt["n"])
     context = run_context_rows(task_id)
     if context is None or context["task"]["status"] != "in_progress":
-        runtime.agents.release(task_id)
+        runtime.agents.release(slot)
         return
     task, project, host = context["task"], context["project"], context["host"]
+    if attempt is None and task["attempts"] is not None and _run_attempts(task):
+        return  # a set of attempts none of which was picked: they run instead
     machine = machine_of(host)
+    own = attempt or task  # whose agent, model, effort and session the run has
     try:
-        agent, command, sandboxed = run_agent(project, task["agent"], machine)
+        agent, command, sandboxed = run_agent(project, own["agent"], machine)
     except CannotRun as exc:
         if exc.until is not None:  # the agent's usage limit: wait it out
             _wait_for_limit(task, exc.agent, exc.until, None, functools.partial(
-                start_run, task_id, resume=resume, prompt=prompt, note=note, mcp_port=mcp_port))
+                start_run, task_id, resume=resume, prompt=prompt, note=note, mcp_port=mcp_port,
+                attempt=attempt), slot)
+        elif attempt is not None:
+            runtime.agents.release(slot)
+            _attempt_failed(attempt, str(exc))
         elif exc.sandbox:  # not started, not charged: it starts once the sandbox works
             wait_for_sandbox(task, str(exc))
         else:
@@ -4470,32 +4666,38 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
             _fail_task(task_id, str(exc))
         return
     except HostDown as exc:
+        if attempt is not None:
+            raise
         wait_for_host(task, host, str(exc))
         if exc.shown:  # its check disables it and shows the new key
             gevent.spawn(check_host, host["id"])
         return
     adapter = ADAPTERS[agent]
-    session_id = task["session_id"] if resume and adapter.resumes and \
-        session_agent_row(task["session_id"]) == agent else None
+    session_id = own["session_id"] if resume and adapter.resumes and \
+        session_agent_row(own["session_id"]) == agent else None
     if session_id is None:
         prompt = None  # a fresh session needs the whole story, revisions included
     tools = adapter.BOARD_TOOLS and machine.reaches_board
     text = prompt if prompt is not None else build_prompt(context, note=note, tools=tools)
-    cwd = machine.checkout(task, project)
+    cwd = machine.checkout(task, project) if attempt is None else \
+        machine.checkout(attempt_task(task, attempt), {**project, "auto_branch": 1})
     attachments = machine.attachments(task, context["attachments"])
     two_way = AGENTS[agent].two_way
-    run = prepare_run(machine, project, agent, command, "task", cwd, task["model"],
-                      task["thinking_effort"], text, task_run_flags(
-                          project, session_id, attachments), task_id=task_id,
+    effort = task["thinking_effort"] if attempt is None else attempt["effort"]
+    run = prepare_run(machine, project, agent, command, "task", cwd, own["model"], effort,
+                      text, task_run_flags(project, session_id, attachments), task_id=task_id,
                       session_id=session_id, tools=tools, mcp_port=mcp_port,
-                      sandboxed=sandboxed, files=[attachments],
+                      sandboxed=sandboxed, files=[attachments], attempt=attempt,
+                      on_finish=finish_run if attempt is None else finish_attempt,
                       channel=run_channel(project) if two_way else None)
     run_id = run.run_id
-    if agent == "claude":
+    if agent == "claude" and attempt is None:
         run.queued.extend(queued_message_rows(task_id))  # sent while no agent ran
     what = f"resuming session {session_id}" if session_id else "starting the agent"
+    if attempt is not None:
+        what = f"attempt {attempt['n']}: {what}"
     runtime.logs.append(task_id, "system", f"{what} ({agent}, {run.model_name}"
-                        f", effort {task['thinking_effort']}) in {cwd}{machine.where}", run_id)
+                        f", effort {effort}) in {cwd}{machine.where}", run_id)
     if sandboxed or project["sandbox"] == "auto":
         runtime.logs.append(task_id, "system", "in the sandbox (bubblewrap)" if sandboxed else
                             f"not sandboxed: bubblewrap does not work{machine.where}: "
@@ -4508,14 +4710,20 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
         launched = runtime.agents.launch(run)
     except OSError as exc:
         revoke_run_token(run)
-        runtime.agents.release(task_id)
+        runtime.agents.release(slot)
         update_run_row(run_id, {"status": "failed", "error": str(exc), "ended_at": now_iso()})
-        _fail_task(task_id, f"could not start {run.argv[0]!r} in {cwd}: {exc}", run_id)
+        if attempt is not None:
+            _attempt_failed(attempt, f"could not start {run.argv[0]!r} in {cwd}: {exc}", run_id)
+        else:
+            _fail_task(task_id, f"could not start {run.argv[0]!r} in {cwd}: {exc}", run_id)
         return
     if not launched:
         revoke_run_token(run)
         update_run_row(run_id, {"status": "stopped", "ended_at": now_iso()})
         return
+    if attempt is not None:
+        _publish_attempt(update_attempt_row(attempt["id"], {"status": "running",
+                                                            "run_id": run_id}))
     _publish_task(update_task_row(task_id, {"is_running": 1, "last_error": None,
                                             "waiting_until": None, "waiting_for_json": None,
                                             "sandboxed": sandboxed}))
@@ -4559,6 +4767,8 @@ def record_session(run: "AgentRun", session_id: str) -> None:
     update_run_row(run.run_id, {"session_id": session_id})
     if run.on_finish is finish_run:
         _publish_task(update_task_row(run.task_id, {"session_id": session_id}))
+    elif run.on_finish is finish_attempt:
+        update_attempt_row(run.attempt["id"], {"session_id": session_id})
 
 
 def publish_usage(run: "AgentRun") -> None:
@@ -4706,14 +4916,16 @@ def agent_limited_until(agent: str) -> float | None:
     return until if until is not None and until > time.time() else None
 
 
-def _wait_for_limit(task: dict, agent: str, until: float, run_id: int | None, start) -> None:
+def _wait_for_limit(task: dict, agent: str, until: float, run_id: int | None, start,
+                    slot=None) -> None:
     """The task holding a slot waits for its agent's usage limit to lift, then start() runs
     its agent as it was about to (a resumed session, a change request, a retry's note)."""
     at = iso_at(until)
     runtime.logs.append(task["id"], "system", f"the {agent} agent is at its usage limit; the "
                         f"task continues by itself at {at}", run_id, is_error=True)
     _publish_task(update_task_row(task["id"], {"waiting_until": at}))
-    runtime.agents.retry_later(task["id"], task["project_id"], _seconds_until(until), start)
+    runtime.agents.retry_later(slot or task["id"], task["project_id"], _seconds_until(until),
+                               start)
 
 
 def _seconds_until(until: float) -> float:
@@ -4744,6 +4956,9 @@ def resume_interrupted_runs() -> None:
     for task in restart_rows():
         if task["agent_done"]:  # waits for its sub-tasks, with no agent
             settle_parent(task["id"])
+            continue
+        if task["attempts_open"]:  # its queued attempts start, the interrupted resume
+            schedule_queue(task["project_id"])
             continue
         runtime.agents.reserve(task["id"], task["project_id"], None)
         if task["session_id"] and (task["run_status"] == "interrupted" or task["waiting_until"]):
@@ -4887,7 +5102,8 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
             "task_id": task_id, "project_id": project["id"], "kind": kind, "agent": agent,
             "model": tier, "cwd": cwd, "resumed": int(bool(session_id)),
             "session_id": session_id, "head_start": machine.head(cwd), "simulated": simulated,
-            "host_id": (machine.host or {}).get("id"), "sandboxed": sandboxed})
+            "host_id": (machine.host or {}).get("id"), "sandboxed": sandboxed,
+            "attempt_id": (kw.get("attempt") or {}).get("id")})
         token = None
         try:  # a host's run gets its settings there before it starts
             if tools:
@@ -5137,8 +5353,8 @@ def decide_approval(approval_id: int, body, decided_by: str = "person") -> dict:
     if task is None:
         raise Conflict(f"approval {approval_id} is no longer pending (it is "
                        f"{approval['status']})", "id")
-    run = runtime.agents.runs.get(approval["task_id"])
-    if run is not None and run.run_id == approval["run_id"]:
+    run = runtime.agents.by_run(approval["run_id"])
+    if run is not None:
         run.waiting.discard(approval_id)
         run.respond(approval["request_id"], response)
     if remember == "project" and approval["kind"] == "tool":
@@ -5214,6 +5430,9 @@ VERIFIER_TOOLS = (
 MAX_AUTO_REVISIONS = 3
 
 
+VERIFIER_FLAGS = ("--tools", "Read,Grep,Glob,Bash", "--allowedTools", *VERIFIER_TOOLS)
+
+
 def start_verifier(task_id: int) -> None:
     """Start the verifier for a task that just entered testing (autoTest projects)."""
     context = run_context_rows(task_id)
@@ -5244,10 +5463,8 @@ def start_verifier(task_id: int) -> None:
     prompt = verifier_prompt(task, project, task_diff(task_id))
     try:
         run = prepare_run(machine, project, agent, command, "verifier", cwd, task["model"],
-                          task["thinking_effort"], prompt, ["--tools", "Read,Grep,Glob,Bash",
-                                                            "--allowedTools", *VERIFIER_TOOLS],
-                          mode="read-only", task_id=task_id, sandboxed=sandboxed,
-                          on_finish=finish_verifier)
+                          task["thinking_effort"], prompt, VERIFIER_FLAGS, mode="read-only",
+                          task_id=task_id, sandboxed=sandboxed, on_finish=finish_verifier)
     except (HostDown, OSError) as exc:
         runtime.logs.append(task_id, "system", f"the verifier could not start: {exc}; the "
                             "task waits in testing", is_error=True)
@@ -5369,6 +5586,359 @@ def verifier_prompt(task: dict, project: dict, diff: dict) -> str:
 
 
 # =============================================================================
+# SERVICES: ATTEMPTS
+# =============================================================================
+# Best of N (design §18): a task run by several agents at once, each attempt a full run on
+# a branch and worktree of its own, in a slot of its own ((task id, n)); when one ends,
+# the project's check runs once more in its worktree and the verifier judges it; the
+# attempt picked (by a person, or by the rule) gives the task its branch.
+
+def _publish_attempt(row: dict) -> None:
+    runtime.events.publish("attempt:updated", {"taskId": row["task_id"], **render(
+        ATTEMPT_FIELDS, row)}, row["project_id"])
+
+
+def list_attempts(task_id: int) -> list[dict]:
+    found(task_row(task_id), f"task {task_id} not found")
+    return [render(ATTEMPT_FIELDS, row) for row in attempt_rows(task_id)]
+
+
+def start_attempts(task_id: int, body) -> list[dict]:
+    """Run the task with 2-4 agents at once (design §18): their attempts are queued and
+    the task moves to in_progress; the queue starts each when a slot is free."""
+    values = validate_known(lambda: get_task(task_id), ATTEMPTS_BODY_FIELDS, body)
+    task = get_task(task_id)
+    project = project_row(task["project_id"])
+    if task["status"] == "in_progress" or runtime.agents.holds(task_id):
+        raise Conflict(f"task {task_id} is running: stop it before running it with several "
+                       "agents", "id")
+    if project["host_id"] is None and git_head(project["working_dir"]) is None:
+        raise Conflict(f"attempts need a git repository: workingDir "
+                       f"{project['working_dir']!r} is not one with a commit", "workingDir")
+    earlier = attempt_rows(task_id)
+    if earlier and not any(a["picked"] for a in earlier):
+        _clear_attempts(task_row(task_id), project, earlier)  # a set nobody picked
+    rows = insert_attempt_rows(task_id, project["id"], [{
+        "agent": a["agent"], "model": a.get("model") or task["model"],
+        "effort": a.get("effort") or task["thinking_effort"]} for a in values["agents"]])
+    for row in rows:
+        _publish_attempt(row)
+    move_task(task_id, "in_progress", reason=f"run with {len(rows)} agents at once")
+    return [render(ATTEMPT_FIELDS, row) for row in attempt_rows(task_id)]
+
+
+def _run_attempts(task: dict) -> bool:
+    """A task entered in_progress: when it has a set of attempts none of which was
+    picked, those that did not finish their work are queued again (each resumes its
+    session) and True; a set whose attempts all finished goes back to testing."""
+    rows = attempt_rows(task["id"])
+    if any(a["picked"] for a in rows):
+        return False
+    for row in rows:
+        if row["status"] in ("failed", "stopped"):
+            _publish_attempt(update_attempt_row(row["id"], {
+                "status": "queued", "error": None, "ended_at": None}))
+    _settle_attempts(task["id"])
+    schedule_queue(task["project_id"])
+    return True
+
+
+def _start_queued_attempts(project: dict, limited: set) -> None:
+    """The queue's first pass: the queued attempts of the project's running tasks, while
+    the project and its host have free slots."""
+    for attempt in queued_attempt_rows(project["id"]):
+        if runtime.agents.used(project["id"]) >= project["max_concurrent"] or \
+                host_full(project["host_id"]):
+            return
+        if attempt["agent"] not in limited and runtime.agents.reserve(
+                (attempt["task_id"], attempt["n"]), project["id"], None):
+            resume = bool(attempt["session_id"])
+            start_run(attempt["task_id"], resume=resume, prompt="continue" if resume else None,
+                      attempt=attempt)
+
+
+def attempt_task(task: dict, attempt: dict) -> dict:
+    """The task as attempt n's checkout and diff see it: key, branch and worktree
+    `<key>-<n>`, made from the task's branch when it has one; `attempt` tells
+    record_checkout() to keep what is made on the attempt."""
+    branch = task["branch_name"] or branch_name(task)
+    return {**task, "task_key": f"{task['task_key']}-{attempt['n']}",
+            "branch_name": attempt["branch_name"] or f"{branch}-{attempt['n']}",
+            "base_commit": attempt["base_commit"], "attempt": attempt, "from_branch": branch}
+
+
+def record_checkout(task: dict, changes: dict) -> None:
+    """A new worktree's branch, its base and where it is: the task's, or its attempt's."""
+    if task.get("attempt") is not None:
+        _publish_attempt(update_attempt_row(task["attempt"]["id"], changes))
+    else:
+        _publish_task(update_task_row(task["id"], changes))
+
+
+def finish_attempt(run: "AgentRun") -> None:
+    """Record how an attempt's run ended: retried, waiting for a limit, failed or stopped
+    as a task's run would be; its work done, it is judged (_judge_attempt)."""
+    attempt, slot = run.attempt, run.slot
+    revoke_run_token(run)
+    task = task_row(run.task_id)
+    if task is not None:
+        try:
+            commit_leftovers(attempt_task(task, attempt), run.cwd, run.run_id, run.machine)
+        except (GitError, HostDown) as exc:
+            runtime.logs.append(run.task_id, "system", f"attempt {attempt['n']}: the agent's "
+                                f"changes were not committed: {exc}", run.run_id, is_error=True)
+    expire_requests(run.run_id)
+    runtime.logs.flush([run.task_id])
+    outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
+    until = limit_resets(run.parser) if outcome == "wait" else None
+    if until is not None:
+        set_agent_limit(attempt["agent"], until, reason)
+    elif outcome == "wait":
+        outcome = "retry"
+    finish_run_rows(run.run_id, {
+        "status": outcome if outcome in ("ok", "stopped", "interrupted") else "failed",
+        "exit_code": run.exit_code, "error": reason, **run.usage_columns(),
+        "head_end": run.machine.head(run.cwd)}, {"is_running": int(len(
+            runtime.agents.slots(run.task_id)) > 1)})
+    project = project_row(run.project_id)
+    running = task is not None and project is not None and task["status"] == "in_progress"
+    again = running and (outcome == "wait" or outcome == "retry" and
+                         attempt["retry_count"] < project["max_retries"])
+    runtime.agents.forget(run, keep_slot=again)
+    attempt = update_attempt_row(attempt["id"], {"session_id": run.parser.session_id or
+                                                 attempt["session_id"]},
+                                 find_row("runs", id=run.run_id))
+    publish_host_runs(run)
+    for project_id in [run.project_id, *run.machine.neighbours(run.project_id)]:
+        schedule_queue(project_id)  # a slot is free
+    check_budget()
+    n = attempt["n"]
+    if outcome == "interrupted" and running:  # the board stops: it resumes at the restart
+        _publish_attempt(update_attempt_row(attempt["id"], {"status": "queued"}))
+    elif not running or outcome in ("stopped", "interrupted"):
+        _attempt_ended(attempt, "stopped")
+    elif outcome == "wait":
+        _wait_for_limit(task, attempt["agent"], until, run.run_id, functools.partial(
+            start_run, run.task_id, resume=True, prompt="continue", attempt=attempt), slot)
+    elif again:
+        attempt = update_attempt_row(attempt["id"], {"retry_count": attempt["retry_count"] + 1})
+        delay = backoff(runtime.config["retry_base_seconds"], attempt["retry_count"])
+        runtime.logs.append(run.task_id, "system", f"attempt {n} failed: {reason}; retry "
+                            f"{attempt['retry_count']} of {project['max_retries']} in "
+                            f"{delay:.1f}s", run.run_id, is_error=True)
+        note = f"A previous attempt at this task failed: {reason}. Check the current state " \
+            "of the working directory before continuing."
+        runtime.agents.retry_later(slot, run.project_id, delay, functools.partial(
+            start_run, run.task_id, note=note, attempt=attempt))
+    elif outcome in ("retry", "fail"):
+        _attempt_failed(attempt, reason, run.run_id)
+    elif outcome == "no_session":
+        runtime.logs.append(run.task_id, "system", f"attempt {n}: {reason}; starting a "
+                            "fresh session", run.run_id)
+        _publish_attempt(update_attempt_row(attempt["id"], {"status": "queued",
+                                                            "session_id": None}))
+    else:
+        _judge_attempt(task, project, attempt, run)
+
+
+def _judge_attempt(task: dict, project: dict, attempt: dict, run: "AgentRun") -> None:
+    """An attempt did its work: its diff, the project's check once more in its worktree
+    (sandboxed as its run was), then with autoTest the verifier's verdict."""
+    n, machine, cwd = attempt["n"], run.machine, run.cwd
+    stats = task_diff(task["id"], n)["stats"]
+    changes = {"diff_json": json_dumps({"files": stats["files"], "additions": stats[
+        "insertions"], "deletions": stats["deletions"]})}
+    command = project["stop_check_command"].strip()
+    if command:
+        runtime.logs.append(task["id"], "system", f"attempt {n}: the check `{command}` runs "
+                            f"in {cwd}", run.run_id)
+        checked = machine.check(cwd, shlex.split(command), run.env, run.sandbox)
+        code, out = checked if checked is not None else (None, f"{command!r} is not found")
+        changes["check_json"] = json_dumps({"command": command, "exitCode": code,
+                                            "passed": code == 0,
+                                            "output": out[-STOP_CHECK_TAIL:]})
+    attempt = update_attempt_row(attempt["id"], changes)
+    _publish_attempt(attempt)
+    if task_row(task["id"])["status"] != "in_progress":
+        _attempt_ended(attempt, "stopped")
+    elif not project["auto_test"] or not _verify_attempt(task, project, attempt, machine, cwd):
+        _attempt_ended(attempt, "done")
+
+
+def _verify_attempt(task, project, attempt, machine, cwd) -> bool:
+    """Start the verifier on an attempt's work; False when it cannot run (logged)."""
+    try:
+        agent, command, sandboxed = run_agent(project, task["agent"], machine)
+        run = prepare_run(machine, project, agent, command, "verifier", cwd, task["model"],
+                          task["thinking_effort"], verifier_prompt(
+                              task, project, task_diff(task["id"], attempt["n"])),
+                          VERIFIER_FLAGS, mode="read-only", task_id=task["id"],
+                          sandboxed=sandboxed, attempt=attempt,
+                          on_finish=finish_attempt_verifier)
+        runtime.agents.launch_verifier(run)
+    except (CannotRun, HostDown, OSError) as exc:
+        runtime.logs.append(task["id"], "system", f"attempt {attempt['n']}: the verifier "
+                            f"cannot run: {exc}", is_error=True)
+        return False
+    runtime.logs.append(task["id"], "system", f"attempt {attempt['n']}: the verifier checks "
+                        f"the work ({agent}, {run.model_name}, read-only)", run.run_id)
+    return True
+
+
+def finish_attempt_verifier(run: "AgentRun") -> None:
+    runtime.logs.flush([run.task_id])
+    runtime.agents.forget(run)
+    outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
+    verdict, problem = parse_verdict(run.parser.texts) if outcome == "ok" else (None, reason)
+    finish_run_rows(run.run_id, {
+        "status": "stopped" if outcome in ("stopped", "interrupted") else {
+            "approve": "approved", "reject": "rejected"}[verdict["verdict"]] if verdict
+        else "failed", "exit_code": run.exit_code, "error": problem,
+        **run.usage_columns()}, {})
+    publish_host_runs(run)
+    check_budget()
+    n = run.attempt["n"]
+    runtime.logs.append(run.task_id, "system", f"attempt {n}: the verifier says "
+                        f"{verdict['verdict']}: {verdict.get('summary') or ''}" if verdict else
+                        f"attempt {n}: no verdict from the verifier ({problem})", run.run_id,
+                        is_error=verdict is None)
+    _attempt_ended(run.attempt, "done", verdict=verdict and verdict["verdict"],
+                   summary=verdict and _cut(str(verdict.get("summary") or ""), 2000))
+
+
+def _attempt_failed(attempt: dict, reason: str, run_id: int | None = None) -> None:
+    runtime.logs.append(attempt["task_id"], "system", f"attempt {attempt['n']} failed: "
+                        f"{reason}", run_id, is_error=True)
+    _attempt_ended(attempt, "failed", error=reason)
+
+
+def _attempt_ended(attempt: dict, status: str, **changes) -> None:
+    _publish_attempt(update_attempt_row(attempt["id"], {
+        "status": status, "ended_at": now_iso(), **changes}))
+    _settle_attempts(attempt["task_id"])
+
+
+def _stop_attempts(task_id: int) -> None:
+    """The task left in_progress (its runs are stopped): what was queued or waiting
+    stops too."""
+    for row in attempt_rows(task_id):
+        if row["status"] in ("queued", "running") and not runtime.agents.holds(
+                (task_id, row["n"])):
+            _publish_attempt(update_attempt_row(row["id"], {"status": "stopped",
+                                                            "ended_at": now_iso()}))
+
+
+def _settle_attempts(task_id: int) -> None:
+    """Once every attempt of a running task ended: testing (and with attemptPick auto,
+    the pick by the rule) when one did its work, else failed."""
+    rows = attempt_rows(task_id)
+    task = task_row(task_id)
+    if task is None or task["status"] != "in_progress" or task_id in runtime.agents.picking \
+            or not rows or any(
+            a["status"] in ("queued", "running") or a["picked"] for a in rows):
+        return
+    done = [a for a in rows if a["status"] == "done"]
+    if not done:
+        _fail_task(task_id, f"none of its {len(rows)} attempts did its work")
+        return
+    move_task(task_id, "testing", manual=False, only_from="in_progress", reason=f"{len(done)}"
+              f" of {len(rows)} attempts did their work: compare them and pick one")
+    if project_row(task["project_id"])["attempt_pick"] == "auto":
+        best = min(done, key=lambda a: (not (json.loads(a["check_json"] or "{}").get(
+            "passed")), a["verdict"] != "approve", a["cost"], a["duration_ms"]))
+        with contextlib.suppress(Conflict):  # picked by a person meanwhile
+            pick_attempt(task_id, best["n"], by="the rule (attemptPick auto)")
+
+
+def pick_attempt(task_id: int, n: int, by: str = "person") -> list[dict]:
+    """Attempt n's branch becomes the task's (its worktree, session and CLI with it); the
+    others stop, and their worktrees and (unless keepAttemptBranches) branches go."""
+    task = get_task(task_id)
+    project = project_row(task["project_id"])
+    rows = attempt_rows(task_id)
+    attempt = found(next((a for a in rows if a["n"] == n), None),
+                    f"task {task_id} has no attempt {n}")
+    picked = next((a for a in rows if a["picked"]), None)
+    if picked is not None:
+        raise Conflict(f"attempt {picked['n']} of task {task_id} was picked already", "n")
+    if attempt["status"] in ("queued", "running"):
+        raise Conflict(f"attempt {n} is still {attempt['status']}: pick it once it ended",
+                       "n")
+    if not attempt["branch_name"]:
+        raise Conflict(f"attempt {n} made no branch: it never started", "n")
+    if task_id in runtime.agents.picking:
+        raise Conflict(f"an attempt of task {task_id} is being picked", "n")
+    runtime.agents.picking.add(task_id)
+    try:
+        runtime.agents.stop(task_id)  # the others stop now
+        _stop_attempts(task_id)
+        row = task_row(task_id)
+        _clear_attempts(row, project, attempt_rows(task_id), keep=attempt)
+    finally:
+        runtime.agents.picking.discard(task_id)
+    moved = pick_attempt_rows(attempt["id"], {
+        "branch_name": attempt["branch_name"], "base_commit": attempt["base_commit"],
+        "branch_at": attempt["branch_at"] or row["branch_at"], "agent": attempt["agent"],
+        "model": attempt["model"], "thinking_effort": attempt["effort"],
+        "session_id": attempt["session_id"]})
+    if moved is None:
+        raise Conflict(f"an attempt of task {task_id} was picked meanwhile", "n")
+    _publish_attempt(moved[0])
+    _publish_task(moved[1])
+    runtime.logs.append(task_id, "system", f"attempt {n} ({attempt['agent']}, "
+                        f"{attempt['model']}) picked by {by}: its branch "
+                        f"{attempt['branch_name']} is the task's")
+    if moved[1]["status"] == "in_progress":
+        move_task(task_id, "testing", manual=False, only_from="in_progress",
+                  reason=f"attempt {n} picked")
+    return list_attempts(task_id)
+
+
+#: Moves the picked attempt's worktree ($1) to the task's ($2), then removes the other
+#: attempts' worktrees and branches (pairs after those; an empty branch: kept).
+PICK_SCRIPT = """src=$1 dst=$2; shift 2
+if [ -n "$src" ]; then
+  if [ -e "$dst" ]; then git worktree remove --force "$dst" || rm -rf "$dst"; fi
+  git worktree prune; mkdir -p "$(dirname "$dst")"
+  if [ -d "$src" ]; then git worktree move "$src" "$dst" || exit 1; fi
+fi
+while [ $# -gt 1 ]; do
+  git worktree remove --force "$1" 2>/dev/null || rm -rf "$1"
+  if [ -n "$2" ]; then git branch -D "$2" >/dev/null 2>&1; fi
+  shift 2
+done
+git worktree prune"""
+
+
+def _clear_attempts(task: dict, project: dict, rows: list[dict], keep=None) -> None:
+    """The worktrees of a set's attempts go, with their branches unless
+    keepAttemptBranches; `keep`'s worktree becomes the task's."""
+    machine = project_machine(project)
+    if machine is None:
+        return
+    repo = machine.repository(project)
+    gone = [part for a in rows if a is not keep and a["branch_name"] for part in (
+        machine.worktree(attempt_task(task, a), project),
+        "" if project["keep_attempt_branches"] else a["branch_name"])]
+    src, dst = (machine.worktree(attempt_task(task, keep), project),
+                machine.worktree(task, project)) if keep else ("", "")
+    with machine.repo_lock(repo):
+        code, out = machine.shell(repo)(["sh", "-c", PICK_SCRIPT, "sh", src, dst, *gone],
+                                        timeout=120)
+    if code != 0:
+        raise Conflict(f"the attempts' worktrees could not be moved: {_cut(out.strip(), 300)}")
+
+
+def attempt_stats() -> dict:
+    """Which CLI and model win on this board: per pair, the attempts that ended, how many
+    were picked, their win rate (picks / attempts) and mean cost."""
+    return {"agents": [{
+        "agent": r["agent"], "model": r["model"], "attempts": r["attempts"],
+        "picks": r["picks"], "winRate": round(r["picks"] / r["attempts"], 4),
+        "meanCostUsd": round(r["mean_cost"] or 0, 6)} for r in attempt_stat_rows()]}
+
+
+# =============================================================================
 # SERVICES: GIT AND THE SOURCE HOST
 # =============================================================================
 # Branches and worktrees, commits and diffs, pull requests and issues, and the follower
@@ -5455,13 +6025,15 @@ def task_checkout(task: dict, project: dict, run_id: int | None = None) -> str:
                        root, 10)[0] == 0:
             git(root, "worktree", "add", path, branch)
             what = f"worktree {path} made again from branch {branch}"
-        else:
-            base = _base_ref(root, project["pr_base_branch"])
+        else:  # an attempt's: from its task's branch, when there is one
+            base = _base_ref(root, task.get("from_branch") or project["pr_base_branch"])
+            if base == "HEAD":
+                base = _base_ref(root, project["pr_base_branch"])
             git(root, "worktree", "add", "-b", branch, path, base)
             changes["base_commit"] = git(root, "rev-parse", base).strip()
             what = f"worktree {path} on new branch {branch} from {base}"
     runtime.logs.append(task["id"], "system", what, run_id)
-    _publish_task(update_task_row(task["id"], changes))
+    record_checkout(task, changes)
     return path
 
 
@@ -6332,6 +6904,9 @@ def post_message(task_id: int, body, comments=()) -> dict:
     text = values["text"].strip()
     run = runtime.agents.runs.get(task_id)
     live = run is not None and run.channel is not None and run.accepting
+    if run is None and any(isinstance(s, tuple) for s in runtime.agents.slots(task_id)):
+        raise Conflict(f"task {task_id} runs its attempts: a message goes to one agent; pick "
+                       "an attempt, then send it", "id")
     if not live and task["status"] in ("testing", "failed"):
         request_changes(task_id, text)  # a Conflict (no free slot) stores nothing
         resumed = runtime.agents.runs.get(task_id)
@@ -6463,12 +7038,16 @@ def stop_check(run: "AgentRun", request_id) -> None:
     run.respond(request_id, response)
 
 
-def task_diff(task_id: int) -> dict:
-    """What the task changed, with numstat totals: on its branch (autoBranch), the diff
-    against the merge base, uncommitted work included; else from the HEAD before its
-    first run to the working tree now."""
+def task_diff(task_id: int, attempt: int | None = None) -> dict:
+    """What the task (or its `attempt` n) changed, with numstat totals: on its branch
+    (autoBranch), the diff against the merge base, uncommitted work included; else from
+    the HEAD before its first run to the working tree now."""
     task = get_task(task_id)
     project = project_row(task["project_id"])
+    if attempt is not None:
+        task = attempt_task(task, found(next((a for a in attempt_rows(task_id) if a["n"] ==
+                                              attempt), None),
+                                        f"task {task_id} has no attempt {attempt}"))
     if task["branch_name"]:
         root, checkout = task_git(task, project)
         branch = task["branch_name"]
@@ -6578,7 +7157,8 @@ def _diff(run, args: list[str], branch: str) -> dict:
 def agent_activity(project_id: int | None) -> dict:
     """Live agents: usage, tool calls, files they touch, and files two agents touch."""
     agents, file_map = [], collections.defaultdict(list)
-    for task_id, run in sorted(runtime.agents.runs.items()):
+    for run in sorted(runtime.agents.runs.values(), key=lambda r: (r.task_id, r.run_id)):
+        task_id = run.task_id
         if project_id is not None and run.project_id != project_id:
             continue
         for path in sorted(run.parser.files):
@@ -7780,6 +8360,9 @@ def request_changes(task_id: int, feedback, mcp_port: int | None = None,
     task = get_task(task_id)
     if task["status"] == "backlog":
         raise Conflict(f"task {task_id} is in the backlog: start it instead", "id")
+    if task["attempts"] is not None and not any(a["picked"] for a in attempt_rows(task_id)):
+        raise Conflict(f"task {task_id} was run by several agents: pick one of its attempts "
+                       "first (POST /api/tasks/:id/attempts/:n/pick)", "id")
     if task["status"] != "in_progress" and not runtime.agents.holds(task_id):
         slot = found(task_slot_row(task_id), f"task {task_id} not found")
         runtime.agents.check_free(slot["project_id"], slot["max_concurrent"], slot["slug"])
@@ -8083,6 +8666,8 @@ def remote_checkout(task: dict, project: dict, host: dict, link: "HostLink",
     pr_base = project["pr_base_branch"]
     script = f"""{remote_clone(project, host, link)}
 wt={worktree}; b={shlex.quote(branch)}; pr={shlex.quote(pr_base)}
+f={shlex.quote(task.get("from_branch") or pr_base)}
+if git -C "$repo" rev-parse --verify -q "refs/heads/$f" >/dev/null; then pr=$f; fi
 mkdir -p "$(dirname "$wt")"
 if git -C "$wt" rev-parse --git-dir >/dev/null 2>&1; then echo kept
 else
@@ -8113,7 +8698,7 @@ cd "$wt" && pwd -P && git rev-parse HEAD"""
         runtime.logs.append(task["id"], "system", f"worktree {path} on host {host['name']!r}"
                             f" on {'new ' if what.startswith('new') else ''}branch {branch}"
                             + (f" from {what[4:]}" if what.startswith("new") else ""), run_id)
-        _publish_task(update_task_row(task["id"], changes))
+        record_checkout(task, changes)
     return path
 
 
@@ -9113,8 +9698,11 @@ class AgentRun:
 
     def __init__(self, task_id, project_id, run_id, prompt, *, argv, cwd, env, model,
                  machine=None, root=None, timeout_s=0.0, idle_s=0.0, on_finish=None,
-                 channel=None):
+                 channel=None, attempt=None):
         self.task_id, self.project_id, self.run_id = task_id, project_id, run_id
+        #: An attempt's run (design §18): the attempt's row; its slot is (task id, n).
+        self.attempt = attempt
+        self.slot = task_id if attempt is None else (task_id, attempt["n"])
         #: A task run's two-way channel (design §12): {auto_allow, approval_timeout_minutes,
         #: stop_check: (command, max blocks) or None}; None: the prompt, then EOF.
         self.channel = channel
@@ -9386,34 +9974,37 @@ class PlanRun(AgentRun):
 
 
 class AgentPool:
-    """Which task holds which agent slot: live runs, runs starting, retries waiting."""
+    """Which task holds which agent slot: live runs, runs starting, retries waiting.  A
+    slot is a task's id, or (task id, n) for its attempt n (design §18)."""
 
     def __init__(self):
-        #: task id -> its live AgentRun
+        #: slot -> its live AgentRun
         self.runs = {}
-        #: task id -> (project id, retry greenlet or None): slots held without a process
+        #: slot -> (project id, retry greenlet or None): slots held without a process
         self.waiting = {}
-        #: task id -> its verifier run (verifiers hold no slot)
+        #: slot -> its verifier run (verifiers hold no slot)
         self.verifiers = {}
         #: set by shutdown(): from then on no agent starts
         self.closed = False
         #: greenlets starting runs on hosts (opening a connection may take seconds)
         self.starters = set()
+        #: tasks whose attempt is being picked: their other attempts stop, unsettled
+        self.picking = set()
 
     def used(self, project_id: int) -> int:
         return len(self.tasks_of(project_id))
 
-    def reserve(self, task_id: int, project_id: int, limit: int | None, name="") -> bool:
+    def reserve(self, slot, project_id: int, limit: int | None, name="") -> bool:
         """Hold a slot for a task about to start (Conflict when none is free; limit None
         forces it); False when it holds one already.  A dying run is waited for first."""
-        dying = self.runs.get(task_id)
+        dying = self.runs.get(slot)
         if dying is not None and dying.stop_reason is not None:
             dying.finished.wait(KILL_GRACE_SECONDS + 5)
-        if self.holds(task_id):
+        if slot in self.runs or slot in self.waiting:
             return False
         if limit is not None:
             self.check_free(project_id, limit, name)
-        self.waiting[task_id] = (project_id, None)
+        self.waiting[slot] = (project_id, None)
         return True
 
     def check_free(self, project_id: int, limit: int, name="") -> None:
@@ -9423,66 +10014,79 @@ class AgentPool:
                            f"{'s' if limit != 1 else ''} (maxConcurrent {limit}); "
                            "wait for one to finish or raise maxConcurrent")
 
-    def release(self, task_id: int) -> None:
-        project_id, greenlet = self.waiting.pop(task_id, (None, None))
+    def release(self, slot) -> None:
+        project_id, greenlet = self.waiting.pop(slot, (None, None))
         if greenlet is not None:
             greenlet.kill(block=False)
 
     def launch(self, run: AgentRun) -> bool:
         """Turn the task's held slot into a live run; False if the slot was given up or
         the board is shutting down."""
-        if self.closed or run.task_id not in self.waiting:
+        if self.closed or run.slot not in self.waiting:
             return False
-        self.runs[run.task_id] = run
-        del self.waiting[run.task_id]
+        self.runs[run.slot] = run
+        del self.waiting[run.slot]
         try:
             run.start()
         except OSError:
-            del self.runs[run.task_id]
+            del self.runs[run.slot]
             raise
         return True
 
-    def retry_later(self, task_id: int, project_id: int, delay: float, start) -> None:
-        """Keep the task's slot and call start() after delay seconds."""
+    def retry_later(self, slot, project_id: int, delay: float, start) -> None:
+        """Keep the slot and call start() after delay seconds."""
         def fire():
-            self.waiting[task_id] = (project_id, None)  # from here on, stop() cannot kill us
+            self.waiting[slot] = (project_id, None)  # from here on, stop() cannot kill us
             start()
-        self.waiting[task_id] = (project_id, gevent.spawn_later(delay, fire))
+        self.waiting[slot] = (project_id, gevent.spawn_later(delay, fire))
 
     def launch_verifier(self, run: AgentRun) -> None:
         if self.closed:
             raise OSError("the board is shutting down")
-        self.verifiers[run.task_id] = run
+        self.verifiers[run.slot] = run
         try:
             run.start()
         except OSError:
-            del self.verifiers[run.task_id]
+            del self.verifiers[run.slot]
             raise
 
     def forget(self, run: AgentRun, keep_slot: bool = False) -> None:
         """The run is over; with keep_slot its task keeps the slot (for a retry)."""
-        if self.verifiers.get(run.task_id) is run:
-            del self.verifiers[run.task_id]
-        if self.runs.get(run.task_id) is run:
-            del self.runs[run.task_id]
+        if self.verifiers.get(run.slot) is run:
+            del self.verifiers[run.slot]
+        if self.runs.get(run.slot) is run:
+            del self.runs[run.slot]
             if keep_slot:
-                self.waiting[run.task_id] = (run.project_id, None)
+                self.waiting[run.slot] = (run.project_id, None)
 
-    def holds(self, task_id: int) -> bool:
-        return task_id in self.runs or task_id in self.waiting
+    def slots(self, key) -> list:
+        """The slots held (and verifiers running) for a slot, or for a task id: its own
+        and its attempts'."""
+        return [s for s in {**self.runs, **self.waiting, **self.verifiers}
+                if s == key or (isinstance(s, tuple) and s[0] == key)]
 
-    def tasks_of(self, project_id: int) -> list[int]:
+    def holds(self, key) -> bool:
+        return any(s in self.runs or s in self.waiting for s in self.slots(key))
+
+    def by_run(self, run_id: int) -> AgentRun | None:
+        return next((r for r in self.runs.values() if r.run_id == run_id), None)
+
+    def tasks_of(self, project_id: int) -> list:
+        """The project's slots."""
         return [t for t, r in self.runs.items() if r.project_id == project_id] + \
             [t for t, (p, _) in self.waiting.items() if p == project_id]
 
-    def stop(self, task_id: int) -> None:
-        """Kill the task's run (its whole process group) and drop a waiting retry; waits
-        until the run is recorded."""
-        self.release(task_id)
-        for run in (self.runs.get(task_id), self.verifiers.get(task_id)):
-            if run is not None:
-                run.kill("stopped")
-                run.finished.wait(KILL_GRACE_SECONDS + 5)
+    def stop(self, key) -> None:
+        """Kill the runs of a slot or a task, its attempts' included (each whole process
+        group), and drop a waiting retry; waits until the runs are recorded."""
+        runs = []
+        for slot in self.slots(key):
+            self.release(slot)
+            runs += filter(None, (self.runs.get(slot), self.verifiers.get(slot)))
+        for run in runs:
+            run.kill("stopped")
+        for run in runs:
+            run.finished.wait(KILL_GRACE_SECONDS + 5)
 
     def shutdown(self) -> None:
         """Stop every run as interrupted (its task stays in_progress, to resume later).
@@ -9670,6 +10274,10 @@ class ThisMachine:
                                     "does not exist")
         return project["working_dir"]
 
+    def worktree(self, task: dict, project: dict) -> str:
+        """Where a task's worktree is (or would be)."""
+        return worktree_path(task)
+
     def review_cwd(self, task: dict, project: dict) -> str:
         """Where the verifier looks at a task's work."""
         path = worktree_path(task)
@@ -9719,14 +10327,20 @@ class ThisMachine:
         """Start an agent's process, its stdio piped, in a process group of its own: the
         one place every run's command starts (task, verifier, planner), in the sandbox
         when it has one (SANDBOX_RUN)."""
-        if sandbox is not None:  # sh builds it, then becomes bubblewrap (exec)
-            argv = ["sh", "-c", 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"', "sh", cwd,
-                    *argv]
-            env = {**env, **sandbox_env(sandbox, os.path.realpath(runtime.data_dir), show=[
-                sys.executable, os.path.abspath(__file__)])}  # the board tools' server
+        argv, env = self._sandboxed(argv, cwd, env, sandbox)
         return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
+
+    @staticmethod
+    def _sandboxed(argv: list[str], cwd: str, env: dict, sandbox: dict | None):
+        """A command and its environment in the sandbox, when it has one: sh builds it,
+        then becomes bubblewrap (exec)."""
+        if sandbox is None:
+            return argv, env
+        return ["sh", "-c", 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"', "sh", cwd,
+                *argv], {**env, **sandbox_env(sandbox, os.path.realpath(runtime.data_dir), show=[
+                    sys.executable, os.path.abspath(__file__)])}  # the board tools' server
 
     def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
         """A run's invocation (run_invocation()'s) as it starts there; `name`: the run's,
@@ -9751,12 +10365,15 @@ class ThisMachine:
     def ended(self, run: "AgentRun") -> None:
         """A run's process exited: what its machine makes of that (nothing here)."""
 
-    def check(self, cwd: str, argv: list[str], env: dict) -> tuple[int | None, str] | None:
-        """The stop check in cwd with the run's environment: (exit code, or None when it
-        ran out of time; the end of its output), None when its command is not found."""
+    def check(self, cwd: str, argv: list[str], env: dict, sandbox: dict | None = None) \
+            -> tuple[int | None, str] | None:
+        """The stop check in cwd with the run's environment (and in its sandbox): (exit
+        code, or None when it ran out of time; the end of its output), None when its
+        command is not found."""
         if shutil.which(argv[0], path=env.get("PATH")) is None \
                 and not os.access(os.path.join(cwd, argv[0]), os.X_OK):
             return None
+        argv, env = self._sandboxed(argv, cwd, env, sandbox)
         return run_command(argv, cwd, STOP_CHECK_TIMEOUT_SECONDS, env=env,
                            stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL)
 
@@ -9964,6 +10581,8 @@ class HostLink:
     def review_cwd(self, task: dict, project: dict) -> str:
         return remote_worktree(task, project, self)
 
+    worktree = review_cwd
+
     def attachments(self, task: dict, attachments: list[dict]) -> str | None:
         return copy_attachments(task, attachments, self) if attachments else None
 
@@ -10049,9 +10668,10 @@ class HostLink:
         if run.group is not None:
             runtime.leftovers.setdefault(self.host["id"], set()).add(run.group)
 
-    def check(self, cwd: str, argv: list[str], env: dict) -> tuple[int | None, str] | None:
+    def check(self, cwd: str, argv: list[str], env: dict, sandbox: dict | None = None) \
+            -> tuple[int | None, str] | None:
         """The stop check there: in its worktree, with the host's login environment,
-        nothing of the board's (design §15)."""
+        nothing of the board's (design §15); not in the sandbox."""
         try:
             code, out = self.run(f"cd {shlex.quote(cwd)} && {shlex.join(argv)} 2>&1",
                                  timeout=STOP_CHECK_TIMEOUT_SECONDS)
@@ -10934,13 +11554,17 @@ def api_list_approvals():
 
 @app.get("/api/tasks/<task_id:int>/logs", returns="LogEntry[]", revalidate=True,
          query={"kind": {"type": "string", "pattern": LOG_KIND_RE.pattern,
-                         "description": "only the entries of this kind (e.g. pr)"}})
+                         "description": "only the entries of this kind (e.g. pr)"},
+                "attempt": {"type": "integer", "minimum": 1, "maximum": ATTEMPTS_MAX,
+                            "description": "only the entries of attempt n's runs"}})
 def api_task_logs(task_id):
-    before = query_int("before", 0, 1, 2**63 - 1) if "before" in bottle.request.query else None
-    kind = bottle.request.query.get("kind")
+    query = bottle.request.query
+    before = query_int("before", 0, 1, 2**63 - 1) if "before" in query else None
+    kind = query.get("kind")
     if kind is not None and not LOG_KIND_RE.fullmatch(kind):
         raise Invalid(f"kind {kind[:40]!r} is not a log entry kind", "kind")
-    return task_logs(task_id, query_int("limit", 500, 1, 10_000), before, kind)
+    attempt = query_int("attempt", 0, 1, ATTEMPTS_MAX) if "attempt" in query else None
+    return task_logs(task_id, query_int("limit", 500, 1, 10_000), before, kind, attempt)
 
 
 # --- attachments ---------------------------------------------------------------
@@ -11052,6 +11676,12 @@ SERVICE_ROUTES = (
      {"body": REVIEW_FIELDS, "status": 201}),
     ("POST", "/api/tasks/<task_id:int>/pr/release", release_pr_comment, "Task",
      {"body": PR_RELEASE_FIELDS}),
+    ("GET", "/api/tasks/<task_id:int>/attempts", list_attempts, "Attempt[]"),
+    ("POST", "/api/tasks/<task_id:int>/attempts", start_attempts, "Attempt[]",
+     {"body": ATTEMPTS_BODY_FIELDS, "status": 202}),
+    ("POST", "/api/tasks/<task_id:int>/attempts/<n:int>/pick", pick_attempt, "Attempt[]"),
+    ("GET", "/api/tasks/<task_id:int>/attempts/<n:int>/diff", task_diff, "Diff"),
+    ("GET", "/api/stats/attempts", attempt_stats, "AttemptStats"),
 )
 for _method, _rule, _service, _returns, *_config in SERVICE_ROUTES:
     _service_route(_method, _rule, _service, _returns, **(_config[0] if _config else {}))
@@ -11662,6 +12292,11 @@ _SCHEMAS = {
     "Activity": _shape("id:integer taskId:integer? taskTitle:string event:string "
                        "from:string? to:string?",
                        timestamp={"type": "string", "format": "date-time"}),
+    "Diff": _shape("diff:string branch:string", stats=_shape(
+        "files:integer insertions:integer deletions:integer")),
+    "AttemptStats": _shape(agents={"type": "array", "items": _shape(
+        "agent:string model:string attempts:integer picks:integer winRate:number "
+        "meanCostUsd:number")}),
     "AgentUsage": _shape("usage:object models:object agents:object limits:object",
                          timeline={"type": "array", "items": {"type": "object"}}),
     "Delivery": _shape("id:integer event:string attempt:integer status:integer? ok:boolean "
@@ -11716,7 +12351,7 @@ _CONFLICTS = {"api_create_project", "api_update_project", "api_create_task", "ap
               "local_request_changes", "local_add_task_dependency", "local_get_agent_md",
               "local_save_agent_md", "api_decide_approval", "api_act_on_approval",
               "api_post_message", "api_post_review", "api_create_host", "api_update_host",
-              "api_delete_host"}
+              "api_delete_host", "api_start_attempts", "api_pick_attempt"}
 #: Error answers, in the document's order; _operation() says which an operation gives.
 _ERROR_ANSWERS = {
     "400": "invalid input",
@@ -11773,7 +12408,7 @@ def openapi() -> dict:
                          ("LogEntry", LOG_FIELDS), ("Revision", REVISION_FIELDS),
                          ("Attachment", ATTACHMENT_FIELDS), ("Approval", APPROVAL_FIELDS),
                          ("Message", MESSAGE_FIELDS), ("PushSubscription", PUSH_FIELDS),
-                         ("Host", HOST_FIELDS),
+                         ("Host", HOST_FIELDS), ("Attempt", ATTEMPT_FIELDS),
                          ("ReviewComment", REVIEW_COMMENT_FIELDS)):
         schemas[name] = _object_schema(fields)
     schemas["ProjectListEntry"] = _object_schema(PROJECT_FIELDS, only=PROJECT_LIST_FIELDS)

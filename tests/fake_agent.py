@@ -6,6 +6,9 @@ protocol, see below), and prints Claude's stream-json, one flushed line at a tim
 does is chosen by `fake:<name>[=<value>]` tokens anywhere in the prompt (tests put them in the
 task description).
 
+A token fake@MODEL:name[=value] counts only in a run of that --model (e.g. fake@haiku:write=a):
+the attempts of one task (best of N) each act by their own model.
+
 Modes (the last one given wins; none given = `hang`, so a task moved to in_progress by a
 test that does not care about runs stays there):
 
@@ -152,7 +155,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 STREAMS = os.path.join(HERE, "fixtures", "agent-streams")
 VERSION = "2.1.197 (Claude Code)"
-DIRECTIVE = re.compile(r"fake:([a-z-]+)(?:=(\S+))?")
+DIRECTIVE = re.compile(r"fake(?:@([\w.:-]+))?:([a-z-]+)(?:=(\S+))?")
 MODES = ("ok", "replay", "denied", "lines", "exit", "crash", "no-result", "hang",
          "api-error", "overloaded", "budget", "limit", "fail-times", "plan", "flood-no-newline",
          "surrogates", "echo", "ask", "question", "slow", "unknown-request")
@@ -199,10 +202,13 @@ def transcript_path(base):
     return os.path.join(base, "transcripts", f"{os.getpid()}.out")
 
 
-def parse_directives(text):
-    """{name: value} of the fake:... tokens; 'mode' holds the last mode given."""
+def parse_directives(text, model=None):
+    """{name: value} of the fake:... tokens; 'mode' holds the last mode given.  A token
+    fake@MODEL:... counts only in a run of that --model (the attempts of best of N)."""
     out = {}
-    for name, value in DIRECTIVE.findall(text):
+    for only, name, value in DIRECTIVE.findall(text):
+        if only and only != model:
+            continue
         if name in MODES:
             out["mode"], out["arg"] = name, value
         else:
@@ -1067,7 +1073,7 @@ def main(argv):
     cwd, base = os.getcwd(), state_dir()
     task_id = os.environ.get("TASKBOARD_TASK_ID", "none")
     resume = option(argv, "--resume")
-    d = parse_directives(prompt)
+    d = parse_directives(prompt, option(argv, "--model"))
     if prompt.startswith("You are reviewing the work"):  # the board's verifier (autoTest)
         d["mode"], d["arg"] = "verdict", d.get("verdict", "approve")
     elif prompt.startswith("You are planning") and "mode" not in d:  # the board's planner
