@@ -4258,12 +4258,16 @@ def _reserve_slot(task_id: int) -> bool:
 
 def delete_task(task_id: int) -> dict:
     runtime.agents.stop(task_id)
+    _stop_attempts(task_id)
+    attempts = attempt_rows(task_id)
     task, paths, orphans = found(delete_task_row(task_id), f"task {task_id} not found")
     _remove_files(paths)
     if project := project_row(task["project_id"]):
         try:
             remove_worktree(task, project)
-        except GitError as exc:
+            if attempts and not any(a["picked"] for a in attempts):
+                _clear_attempts(task, project, attempts)
+        except (GitError, Conflict) as exc:
             log.warning("task %s: its worktree was not removed: %s", task_id, exc)
     runtime.events.publish("task:deleted", {"id": task_id, "projectId": task["project_id"]},
                         task["project_id"])

@@ -3,8 +3,8 @@
 import os
 
 import taskboard
-from agent_helpers import RUN, read_calls
-from conftest import git, wait_for
+from agent_helpers import RUN, alive, assert_stays, query, read_calls
+from conftest import assert_error, assert_refused, git, wait_for
 
 #: Each attempt acts by its model: haiku's writes small.txt and passes the check (the
 #: file it tests for), sonnet's writes big.txt and fails it.
@@ -79,3 +79,162 @@ def test_attempt_pick_auto_picks_the_passing_check(api, client, repo, fake_agent
              message="the rule picked one")
     assert [a["picked"] for a in attempts(client, task_id)] == [True, False]
     assert task(client, task_id)["status"] == "testing"
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+def test_bad_attempts_are_refused_naming_the_field_and_store_nothing(api, client, repo,
+                                                                    snapshot):
+    project = api.project(workingDir=str(repo))
+    task_id = api.task(project["id"])["id"]
+    url = f"/api/tasks/{task_id}/attempts"
+    one = {"agent": "claude"}
+    for agents, field, words in (
+            ([one], "agents", "2 to 4 agents"), ([one] * 5, "agents", "2 to 4 agents"),
+            ("claude", "agents", "2 to 4 agents"),
+            ([one, {"agent": "cursor"}], "agents[1].agent", '"cursor" is not one of'),
+            ([one, {"agent": "claude", "model": "model_huge"}], "agents[1].model", "model_huge"),
+            ([{"agent": "claude", "effort": "max"}, one], "agents[0].effort", '"max"'),
+            ([one, {"agent": "claude", "color": "red"}], "agents[1].color", "'color'"),
+            ([one, {"model": "model_small"}], "agents[1]", "with an agent")):
+        error = assert_refused(snapshot, client.post_json, url, {"agents": agents}, field)
+        assert words in error["error"], error
+    assert_refused(snapshot, client.post_json, url, {}, "agents")
+    assert_refused(snapshot, client.post_json, "/api/tasks/999/attempts", {"agents": [one, one]},
+                   status=404, code="not_found")
+
+
+def test_a_running_task_or_one_outside_git_cannot_run_attempts(api, client, tmp_path, repo,
+                                                              snapshot, fake_agent_dir):
+    body = {"agents": PAIR}
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    outside = api.task(api.project(workingDir=str(plain), slug="plain")["id"])["id"]
+    error = assert_refused(snapshot, client.post_json, f"/api/tasks/{outside}/attempts", body,
+                           "workingDir", status=409, code="conflict")
+    assert "git repository" in error["error"]
+    running = api.task(api.project(workingDir=str(repo))["id"], description="fake:hang")["id"]
+    api.move(running, "in_progress")
+    wait_for(lambda: task(client, running)["is_running"], RUN, message="the run")
+    error = assert_refused(snapshot, client.post_json, f"/api/tasks/{running}/attempts", body,
+                           "id", status=409, code="conflict")
+    assert "is running" in error["error"]
+
+
+# --- the queue, stops, failures ----------------------------------------------------------------
+
+def test_attempts_wait_for_a_slot_in_order_and_a_move_stops_them_all(api, client, repo,
+                                                                     fake_agent_dir):
+    project = api.project(workingDir=str(repo), maxConcurrent=1)
+    task_id = api.task(project["id"], description="fake:hang")["id"]
+    client.post_json(f"/api/tasks/{task_id}/attempts", {"agents": PAIR}, status=202)
+    wait_for(lambda: [a["status"] for a in attempts(client, task_id)] == ["running", "queued"],
+             RUN, message="the first attempt runs, the second waits for the slot")
+    wait_for(lambda: read_calls(fake_agent_dir), RUN, message="the first agent")
+    assert_stays(lambda: len(read_calls(fake_agent_dir)) == 1, 0.5,
+                 "the second attempt waits while the project's one slot is taken")
+    backlog = api.task(project["id"], description="fake:hang")["id"]
+    client.put_json(f"/api/projects/{project['id']}", {"autoQueue": 1})
+    pid = read_calls(fake_agent_dir)[0]["pid"]
+    client.patch_json(f"/api/tasks/{task_id}/status", {"status": "backlog"})
+    assert [a["status"] for a in attempts(client, task_id)] == ["stopped", "stopped"]
+    assert not alive(pid) and not taskboard.runtime.agents.slots(task_id)
+    wait_for(lambda: task(client, backlog)["is_running"], RUN,
+             message="the freed slot goes to the backlog")
+    assert not [c for c in read_calls(fake_agent_dir) if c["cwd"].endswith("-2")]
+
+
+def test_an_attempt_whose_cli_is_missing_or_crashes_fails_alone(api, client, repo, tb,
+                                                                 fake_agent_dir):
+    tb.config["agents"]["codex"] = ["/nonexistent/codex"]
+    project = api.project(workingDir=str(repo), maxConcurrent=3, maxRetries=0)
+    task_id = api.task(project["id"], description="fake:ok fake@haiku:crash "
+                       "fake@sonnet:write=kept.txt")["id"]
+    client.post_json(f"/api/tasks/{task_id}/attempts", {"agents": [
+        {"agent": "claude", "model": "model_small"}, {"agent": "claude", "model": "model_medium"},
+        {"agent": "codex"}]}, status=202)
+    wait_for(lambda: task(client, task_id)["status"] == "testing", RUN,
+             message="the one attempt that worked moves the task to testing")
+    crashed, worked, missing = attempts(client, task_id)
+    assert crashed["status"] == "failed" and crashed["error"]
+    assert missing["status"] == "failed" and "not installed" in missing["error"]
+    assert worked["status"] == "done" and worked["diff"]["files"] == 1
+    checkout = [c["cwd"] for c in read_calls(fake_agent_dir) if c["cwd"].endswith("-2")][0]
+    assert os.path.exists(os.path.join(checkout, "kept.txt"))
+
+
+def test_pick_waits_for_the_end_and_the_open_set_refuses_messages(api, client, repo,
+                                                                  fake_agent_dir):
+    project = api.project(workingDir=str(repo), maxConcurrent=2)
+    task_id = api.task(project["id"], description="fake:hang")["id"]
+    client.post_json(f"/api/tasks/{task_id}/attempts", {"agents": PAIR}, status=202)
+    wait_for(lambda: len(read_calls(fake_agent_dir)) == 2, RUN, message="both agents")
+    error = assert_error(client.post(f"/api/tasks/{task_id}/attempts/1/pick",
+                                     expect_errors=True), 409, "conflict", "n")
+    assert "still running" in error["error"]
+    assert_error(client.post(f"/api/tasks/{task_id}/attempts/3/pick", expect_errors=True),
+                 404, "not_found")
+    error = assert_error(client.post_json(f"/api/tasks/{task_id}/messages", {"text": "hi"},
+                                          expect_errors=True), 409, "conflict")
+    assert "attempts" in error["error"]
+    client.patch_json(f"/api/tasks/{task_id}/status", {"status": "testing"})
+    error = assert_error(client.post_json("/api/desktop/request_changes", {
+        "id": task_id, "feedback": "again"}, expect_errors=True), 409, "conflict")
+    assert "pick one of its attempts" in error["error"]
+    client.post(f"/api/tasks/{task_id}/attempts/2/pick")
+    assert task(client, task_id)["model"] == "model_medium"
+
+
+def test_a_deleted_task_takes_its_attempts_worktrees_and_branches(api, client, repo,
+                                                                   fake_agent_dir):
+    project = api.project(workingDir=str(repo), maxConcurrent=2)
+    task_id = api.task(project["id"], description="fake:hang")["id"]
+    client.post_json(f"/api/tasks/{task_id}/attempts", {"agents": PAIR}, status=202)
+    wait_for(lambda: len(read_calls(fake_agent_dir)) == 2, RUN, message="both agents")
+    pids = [c["pid"] for c in read_calls(fake_agent_dir)]
+    client.delete(f"/api/tasks/{task_id}")
+    assert not any(alive(pid) for pid in pids)
+    worktrees = os.path.join(taskboard.runtime.data_dir, "worktrees", str(project["id"]))
+    assert os.listdir(worktrees) == []
+    assert git(repo, "branch", "--list").split() == ["*", "main"]
+
+
+# --- restart, verdicts, statistics --------------------------------------------------------------
+
+def test_a_restart_resumes_each_attempt_in_its_own_session(api, client, repo, tb,
+                                                           fake_agent_dir):
+    project = api.project(workingDir=str(repo), maxConcurrent=2)
+    task_id = api.task(project["id"], description="fake:hang")["id"]
+    client.post_json(f"/api/tasks/{task_id}/attempts", {"agents": PAIR}, status=202)
+    wait_for(lambda: len(read_calls(fake_agent_dir)) == 2 and all(
+        a["status"] == "running" for a in attempts(client, task_id)), RUN,
+        message="both agents")
+    wait_for(lambda: len(query("SELECT session_id FROM attempts WHERE session_id IS NOT NULL"))
+             == 2, RUN, message="both sessions stored")
+    first = {c["cwd"]: c for c in read_calls(fake_agent_dir)}
+    taskboard.shutdown()
+    assert not any(alive(c["pid"]) for c in first.values())
+    taskboard.init(tb.config)
+    wait_for(lambda: len(read_calls(fake_agent_dir)) == 4, RUN, message="both resumed")
+    for call in read_calls(fake_agent_dir)[2:]:
+        argv = call["argv"]
+        assert argv[argv.index("--resume") + 1] == first[call["cwd"]]["session_id"]
+        assert call["stdin"].strip() == "continue"
+    assert task(client, task_id)["status"] == "in_progress"
+    client.patch_json(f"/api/tasks/{task_id}/status", {"status": "backlog"})
+
+
+def test_the_verifier_judges_each_attempt_and_statistics_count_the_pick(api, client, repo,
+                                                                       fake_agent_dir):
+    _, task_id = run_two(api, client, repo, "fake:ok fake:verdict=approve", autoTest=1)
+    wait_for(lambda: task(client, task_id)["status"] == "testing", RUN,
+             message="both attempts judged")
+    assert [(a["verdict"], bool(a["summary"])) for a in attempts(client, task_id)] == [
+        ("approve", True), ("approve", True)]
+    assert task(client, task_id)["status"] == "testing", "a verdict never moves the task"
+    client.post(f"/api/tasks/{task_id}/attempts/2/pick")
+    rows = {(r["agent"], r["model"]): r for r in client.get("/api/stats/attempts").json["agents"]}
+    assert rows[("claude", "model_medium")]["picks"] == 1
+    assert rows[("claude", "model_medium")]["winRate"] == 1.0
+    assert rows[("claude", "model_small")]["picks"] == 0
+    assert rows[("claude", "model_small")]["meanCostUsd"] > 0
