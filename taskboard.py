@@ -5702,8 +5702,8 @@ def finish_attempt(run: "AgentRun") -> None:
     finish_run_rows(run.run_id, {
         "status": outcome if outcome in ("ok", "stopped", "interrupted") else "failed",
         "exit_code": run.exit_code, "error": reason, **run.usage_columns(),
-        "head_end": run.machine.head(run.cwd)}, {"is_running": int(len(
-            runtime.agents.slots(run.task_id)) > 1)})
+        "head_end": run.machine.head(run.cwd)}, {"is_running": int(any(  # another's runs
+            s != slot and s in runtime.agents.runs for s in runtime.agents.slots(run.task_id)))})
     project = project_row(run.project_id)
     running = task is not None and project is not None and task["status"] == "in_progress"
     again = running and (outcome == "wait" or outcome == "retry" and
@@ -5742,7 +5742,7 @@ def finish_attempt(run: "AgentRun") -> None:
         _publish_attempt(update_attempt_row(attempt["id"], {"status": "queued",
                                                             "session_id": None}))
     else:
-        _judge_attempt(task, project, attempt, run)
+        runtime.agents.judge(slot, _judge_attempt, task, project, attempt, run)
 
 
 def _judge_attempt(task: dict, project: dict, attempt: dict, run: "AgentRun") -> None:
@@ -5801,6 +5801,9 @@ def finish_attempt_verifier(run: "AgentRun") -> None:
         **run.usage_columns()}, {})
     publish_host_runs(run)
     check_budget()
+    if outcome == "interrupted":  # the board stops: it resumes, and is judged, at the restart
+        _publish_attempt(update_attempt_row(run.attempt["id"], {"status": "queued"}))
+        return
     n = run.attempt["n"]
     runtime.logs.append(run.task_id, "system", f"attempt {n}: the verifier says "
                         f"{verdict['verdict']}: {verdict.get('summary') or ''}" if verdict else
@@ -5842,6 +5845,7 @@ def _settle_attempts(task_id: int) -> None:
             a["status"] in ("queued", "running") or a["picked"] for a in rows):
         return
     done = [a for a in rows if a["status"] == "done"]
+    _publish_task(update_task_row(task_id, {"is_running": 0}))
     if not done:
         _fail_task(task_id, f"none of its {len(rows)} attempts did its work")
         return
@@ -7015,8 +7019,8 @@ def stop_check(run: "AgentRun", request_id) -> None:
     command, limit = run.channel["stop_check"]
     argv = shlex.split(command)
     run.waiting.add("stop_check")
-    try:  # where the run is, in its environment: it runs what the agent wrote, no secrets
-        checked = run.machine.check(run.cwd, argv, run.env)
+    try:  # where the run is, in its environment and sandbox: it runs what the agent wrote
+        checked = run.machine.check(run.cwd, argv, run.env, run.sandbox)
     finally:
         run.waiting.discard("stop_check")
     if checked is None:
@@ -9994,6 +9998,8 @@ class AgentPool:
         self.starters = set()
         #: tasks whose attempt is being picked: their other attempts stop, unsettled
         self.picking = set()
+        #: slot -> the greenlet judging an attempt's work (its check): a stop kills it
+        self.judging = {}
 
     def used(self, project_id: int) -> int:
         return len(self.tasks_of(project_id))
@@ -10066,11 +10072,16 @@ class AgentPool:
     def slots(self, key) -> list:
         """The slots held (and verifiers running) for a slot, or for a task id: its own
         and its attempts'."""
-        return [s for s in {**self.runs, **self.waiting, **self.verifiers}
+        return [s for s in {**self.runs, **self.waiting, **self.verifiers, **self.judging}
                 if s == key or (isinstance(s, tuple) and s[0] == key)]
 
     def holds(self, key) -> bool:
         return any(s in self.runs or s in self.waiting for s in self.slots(key))
+
+    def judge(self, slot, work, *args) -> None:
+        """work(*args) in a greenlet that stop() kills: an attempt's check and verdict."""
+        greenlet = self.judging[slot] = gevent.spawn(work, *args)
+        greenlet.link(lambda done: self.judging.get(slot) is done and self.judging.pop(slot))
 
     def by_run(self, run_id: int) -> AgentRun | None:
         return next((r for r in self.runs.values() if r.run_id == run_id), None)
@@ -10086,6 +10097,8 @@ class AgentPool:
         runs = []
         for slot in self.slots(key):
             self.release(slot)
+            if slot in self.judging:
+                self.judging.pop(slot).kill()
             runs += filter(None, (self.runs.get(slot), self.verifiers.get(slot)))
         for run in runs:
             run.kill("stopped")
@@ -10096,7 +10109,7 @@ class AgentPool:
         """Stop every run as interrupted (its task stays in_progress, to resume later).
         A start already on its way (a queue pass, a retry) finds the pool closed."""
         self.closed = True
-        gevent.killall(list(self.starters))
+        gevent.killall(list(self.starters) + list(self.judging.values()))
         for task_id in list(self.waiting):
             self.release(task_id)
         runs = list(self.runs.values()) + list(self.verifiers.values())

@@ -391,3 +391,27 @@ echo work > work.txt && git add work.txt && git -c user.name=A -c user.email=a@b
         ["GOT its commit"], out
     clone = tmp_path / "host" / "repos" / project["slug"]
     assert "the agent's work" in git(clone, "log", "--format=%s", done["branch_name"])
+
+
+def test_the_stop_check_and_an_attempts_check_run_in_the_sandbox(client, api, tb, sandboxed,
+                                                                   repo):
+    """The stop check runs what the agent wrote: in a run's sandbox, it and the check run once
+    more when an attempt ends (design §18) are as blind to the board as the run; the same
+    checks unsandboxed see the database (the control)."""
+    hidden = tb.config["db_path"]
+    checks, stop_checks = {}, {}
+    for mode in ("bubblewrap", "none"):
+        project = api.project(slug=f"best-{mode}", sandbox=mode, maxConcurrent=2,
+                              stopCheckCommand=f"test ! -e {hidden}",
+                              sandboxPaths={"readWrite": [str(sandboxed)]} if mode != "none"
+                              else None)
+        task = api.task(project["id"], description="fake:ok")
+        client.post_json(f"/api/tasks/{task['id']}/attempts", {"agents": [
+            {"agent": "claude"}, {"agent": "claude", "model": "model_small"}]}, status=202)
+        wait_status(client, task["id"], "testing")
+        checks[mode] = [a["check"]["passed"] for a in client.get(
+            f"/api/tasks/{task['id']}/attempts").json]
+        stop_checks[mode] = {e["message"].split("` ")[1][:6] for e in client.get(
+            f"/api/tasks/{task['id']}/logs").json if e["kind"] == "stop_check"}
+    assert checks == {"bubblewrap": [True, True], "none": [False, False]}
+    assert stop_checks == {"bubblewrap": {"passed"}, "none": {"failed"}}
