@@ -125,6 +125,15 @@ export const api = {
   review: (taskId) => request("GET", path`/api/tasks/${taskId}/review`),
   sendReview: (taskId, body) => request("POST", path`/api/tasks/${taskId}/review`, body),
   releasePr: (taskId, key) => request("POST", path`/api/tasks/${taskId}/pr/release`, { key }),
+  // best of N (design §18): a task run by several agents at once, compared, one picked
+  attempts: (taskId) => request("GET", path`/api/tasks/${taskId}/attempts`),
+  startAttempts: (taskId, agents) => request("POST", path`/api/tasks/${taskId}/attempts`, { agents }),
+  attemptDiff: (taskId, n) => request("GET", path`/api/tasks/${taskId}/attempts/${n}/diff`),
+  attemptLogs: (taskId, n, limit = 500, before = null) =>
+    request("GET", path`/api/tasks/${taskId}/logs` + `?attempt=${Number(n)}&limit=${Number(limit)}`
+      + (before == null ? "" : `&before=${Number(before)}`)),
+  pickAttempt: (taskId, n) => request("POST", path`/api/tasks/${taskId}/attempts/${n}/pick`),
+  attemptStats: () => request("GET", "/api/stats/attempts"),
   // templates, snippets, webhooks: kind is "templates" | "snippets" | "webhooks"
   list: (projectId, kind) => request("GET", listPath(projectId, kind)),
   create: (projectId, kind, body) => request("POST", listPath(projectId, kind), body),

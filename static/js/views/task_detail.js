@@ -1,6 +1,7 @@
 // One task (#/tasks/:taskId): its fields (task_fields.js), usage and actions, its pull request
-// (pr_parts.js), and its tabs (task_tabs.js) — the live log, the raw event replay, revisions,
-// diff, commits, attachments, dependencies.
+// (pr_parts.js), the attempts of its run with several agents (attempts.js; the dialog that
+// starts one is attempt_dialog.js), and its tabs (task_tabs.js) — the live log, the raw event
+// replay, revisions, diff, commits, attachments, dependencies.
 
 import { api } from "../api.js";
 import { confirmDialog, h, openDialog, toast } from "../dom.js";
@@ -11,6 +12,8 @@ import { followLogs } from "../socket.js";
 import { liveUsage, loadTasks, onEvent, refusedLocally, state, subscribe }
   from "../store.js";
 import { waitingText } from "./agent_parts.js";
+import { openAttemptsDialog } from "./attempt_dialog.js";
+import { createAttempts } from "./attempts.js";
 import { projectName, select } from "./common.js";
 import { hostWaitingText, runsOnText, waitingHelp } from "./host_parts.js";
 import { LOG_PAGE, createLogView } from "./log_view.js";
@@ -89,7 +92,10 @@ async function removeTask(task) {
   }
 }
 
-/** The action bar: edit, move, approve, request changes, stop, restart, sub-task, delete. */
+/**
+ * The action bar: edit, move, approve, request changes, stop, restart, run with several agents
+ * (not while it runs), sub-task, delete.
+ */
 function taskActions(task, { act, desktop, setTask }) {
   const taskId = task.id;
   const local = !state.localOnlyRefused;
@@ -109,6 +115,9 @@ function taskActions(task, { act, desktop, setTask }) {
       desktop("stop_task", { id: taskId }), t("detail.stopped", { key: task.task_key }))) : null,
     local ? button(t("detail.restart"), () => act(() => desktop("restart_task", { id: taskId }),
       t("detail.restarted", { key: task.task_key }))) : null,
+    task.status !== "in_progress" ? button(t("attemptdlg.action"), async () => {
+      if (await openAttemptsDialog(task)) act(() => api.task(taskId));
+    }) : null,
     button(t("detail.addSubtask"), () => openTaskDialog({ projectId: task.project_id, parentTaskId: taskId })),
     button(t("common.delete"), () => removeTask(task), "danger"),
     state.localOnlyRefused ? h("span", { class: "muted detail-local-only" }, t("common.localOnly")) : null);
@@ -157,13 +166,14 @@ export function mount(root, { taskId }) {
   const side = h("aside", { class: "detail-side" });
   // requests waiting for a person (the one of #/tasks/7?approval=12 shown), the conversation
   const channel = createChannel(taskId, queryId(location.hash, "approval"));
+  const attempts = createAttempts(taskId);  // best of N: shown once the task has attempts
   const textBody = h("div", {});
   const prBody = h("div", {});
   // its log entries of kind "pr" (id -> entry): read once it has a pull request, then live
   const pr = { entries: new Map(), loaded: false, loading: false, error: null };
   const texts = h("div", { class: "detail-texts" }, prBody, textBody, channel.talk);
   const tabs = taskTabs({ taskId, task: () => task, log: () => log, desktop, act });
-  root.replaceChildren(h("div", { class: "task-detail" }, top, channel.approvals,
+  root.replaceChildren(h("div", { class: "task-detail" }, top, channel.approvals, attempts.el,
     h("div", { class: "detail-layout" }, texts, side,
       h("div", { class: "detail-tabarea" }, tabs.bar, ...tabs.panels.values()))));
   top.append(h("p", { class: "muted" }, t("common.loading")));
@@ -194,6 +204,7 @@ export function mount(root, { taskId }) {
     const revisions = task?.revision_count;
     task = { ...task, ...next };
     channel.setTask(task);
+    attempts.setTask(task);
     if (revisions !== undefined && revisions !== task.revision_count) tabs.stale("revisions");
     schedule();
   }
@@ -245,6 +256,7 @@ export function mount(root, { taskId }) {
     put(texts);
     put(side);
     channel.approvals.hidden = true;
+    attempts.el.hidden = true;
     tabs.hide();
   }
 
@@ -288,6 +300,7 @@ export function mount(root, { taskId }) {
   Promise.all([api.task(taskId), api.taskLogs(taskId, LOG_PAGE)]).then(([fields, tail]) => {
     task = fields;
     channel.setTask(task);
+    attempts.setTask(task);
     renderTop();
     tabs.show("log");
     log.setEntries(tail, tail.length < LOG_PAGE);
@@ -299,6 +312,7 @@ export function mount(root, { taskId }) {
   return () => {
     for (const off of offs) off();
     channel.destroy();
+    attempts.destroy();
     if (frame) cancelAnimationFrame(frame);
     log.destroy();
     followLogs([]);

@@ -86,12 +86,15 @@ function showRevisions(panel, tabs) {
     : muted("detail.noRevisions")));
 }
 
+/** The class of one line of a unified diff (meta, hunk, added, removed or context). */
+export function diffClass(line) {
+  return line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff ") || line.startsWith("index ")
+    ? "d-meta" : line.startsWith("@@") ? "d-hunk" : line.startsWith("+") ? "d-add" : line.startsWith("-") ? "d-del" : "";
+}
+
 function diffLines(lines, from, review) {
-  return lines.slice(from, from + DIFF_CHUNK).map((line, i) => {
-    const cls = line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff ") || line.startsWith("index ")
-      ? "d-meta" : line.startsWith("@@") ? "d-hunk" : line.startsWith("+") ? "d-add" : line.startsWith("-") ? "d-del" : "";
-    return review.line(from + i, h("span", { class: `d-line ${cls}` }, line || " "));
-  });
+  return lines.slice(from, from + DIFF_CHUNK).map((line, i) =>
+    review.line(from + i, h("span", { class: `d-line ${diffClass(line)}` }, line || " ")));
 }
 
 /** The diff, with review comments on its lines (diff_review.js); the draft outlives a refresh. */
