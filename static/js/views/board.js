@@ -23,6 +23,8 @@ import { hostSignature } from "./host_parts.js";
 
 /** The task form, imported when first opened (a board that is only looked at never needs it). */
 const openTaskDialog = async (options) => (await import("./task_dialog.js")).openTaskDialog(options);
+/** "Run with several agents" of a card's menu, imported when first opened too. */
+const openAttemptsDialog = async (task) => (await import("./attempt_dialog.js")).openAttemptsDialog(task);
 
 register({  // key: [English, Turkish]
   "board.newTask": ["New task", "Yeni görev"],
@@ -292,7 +294,11 @@ export function mount(root, { projectId }) {
   }
 
   bindCards(board, { statuses: view.statuses, statusOf: view.statusOf, move,
-    openLog: (id) => { dock.open(id); schedule(); } });
+    openLog: (id) => { dock.open(id); schedule(); },
+    runSeveral: (id) => {
+      const task = state.tasks.get(id);
+      if (task) openAttemptsDialog(task).catch((error) => toast(error.message, "error"));
+    } });
   bindDragAndDrop(board, move);
   const offs = [
     subscribe((s, event) => {

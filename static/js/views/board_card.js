@@ -1,6 +1,7 @@
 // A task card of the board: key, priority, title, chips (the host its project runs on among
 // them), flags, the running agent's latest step, its pull request's badge, cost, a "Log"
-// button and a "Move to" select (the keyboard's way to move it).
+// button, a "Move to" select (the keyboard's way to move it) and a menu of more actions
+// ("Run with several agents", not while it is in progress).
 
 import { h } from "../dom.js";
 import * as format from "../format.js";
@@ -26,6 +27,8 @@ register({  // key: [English, Turkish]
   "board.needsYou": ["Needs you ({n})", "Sizi bekliyor ({n})"],
   "board.needsYouTitle": ["The agent waits for your answer: open the task", "Ajan cevabınızı bekliyor: görevi açın"],
   "board.openLogLabel": ["Show the live log of {key}", "{key} canlı günlüğünü göster"],
+  "board.menu": ["More actions for {key}", "{key} için diğer işlemler"],
+  "board.runSeveral": ["Run with several agents…", "Birkaç ajanla çalıştır…"],
 });
 
 /** The latest thing a running agent did, for the card's activity line (null: nothing yet). */
@@ -114,5 +117,15 @@ export function taskCard(task, status, { statuses, moving, activity, cost }) {
     h("span", { class: "card-cost", "data-testid": "card-cost", title: [t("board.tokens",
       { n: format.tokens(task.input_tokens + task.output_tokens) }), task.cost_estimated ? t("cost.estimatedHelp") : ""]
       .filter(Boolean).join(" · ") }, task.total_cost > 0 || running ? format.costMark(cost, task.cost_estimated) : ""),
-    move));
+    move, cardMenu(task, status)));
+}
+
+/** The card's menu of more actions (a <details>: its summary opens it), or null when none applies. */
+function cardMenu(task, status) {
+  if (status === "in_progress") return null;
+  return h("details", { class: "card-menu" },
+    h("summary", { class: "card-menu-button", title: t("board.menu", { key: task.task_key }),
+      "aria-label": t("board.menu", { key: task.task_key }) }, "⋯"),
+    h("div", { class: "card-menu-items" },
+      h("button", { type: "button", class: "small", "data-action": "attempts" }, t("board.runSeveral"))));
 }

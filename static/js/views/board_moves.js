@@ -1,5 +1,5 @@
-// How cards of the board are opened and moved: clicks, the "Move to" select, the keys of a
-// focused card (Enter, Alt+Left/Right) and drag and drop between the columns.
+// How cards of the board are opened and moved: clicks, the "Move to" select, the card's menu,
+// the keys of a focused card (Enter, Alt+Left/Right) and drag and drop between the columns.
 
 import { go } from "../router.js";
 import { state } from "../store.js";
@@ -8,14 +8,21 @@ const cardOf = (target) => target.closest?.(".task-card");
 const idOf = (el) => Number(el.dataset.id);
 const columnOf = (target) => target.closest?.(".board-col");
 
-/** Clicks, "Move to" and the keys of the cards: open, move, show the log. */
-export function bindCards(board, { statuses, statusOf, move, openLog }) {
+/** Clicks, "Move to", the menu and the keys of the cards: open, move, show the log, run the
+ * task with several agents. An open card menu closes at a click anywhere else. */
+export function bindCards(board, { statuses, statusOf, move, openLog, runSeveral }) {
   board.addEventListener("click", (event) => {
+    const menu = event.target.closest?.(".card-menu");
+    board.querySelectorAll(".card-menu[open]").forEach((open) => { if (open !== menu) open.open = false; });
     const el = cardOf(event.target);
     if (!el) return;
     const action = event.target.closest("[data-action]")?.dataset.action;
     if (action === "log") openLog(idOf(el));
-    if (action || event.target.closest("a, button, select, input")) return;
+    if (action === "attempts") {
+      if (menu) menu.open = false;
+      runSeveral(idOf(el));
+    }
+    if (action || event.target.closest("a, button, select, input, summary")) return;
     go(`/tasks/${idOf(el)}`);
   });
   board.addEventListener("change", (event) => {
