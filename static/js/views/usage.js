@@ -1,6 +1,7 @@
 // Agent usage (#/usage): token and cost totals of every agent run, per agent CLI and per
-// model tier, a daily cost chart drawn as inline SVG, and today's cost against the daily
-// limit. A cost partly estimated from token counts is marked "≈ estimated".
+// model tier, a daily cost chart drawn as inline SVG, today's cost against the daily
+// limit, and which agent gets picked when tasks run with several (attempt_stats.js). A cost
+// partly estimated from token counts is marked "≈ estimated".
 
 import { api } from "../api.js";
 import { h, svg } from "../dom.js";
@@ -8,6 +9,7 @@ import { cost, tokens } from "../format.js";
 import { currentLanguage, register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
 import { agentName, costText } from "./agent_parts.js";
+import { attemptStatsPanel } from "./attempt_stats.js";
 import { numberTable, statTiles } from "./common.js";
 import { loadedView } from "./loaded_view.js";
 
@@ -42,7 +44,8 @@ register({  // key: [English, Turkish]
 
 const DAYS = 30;
 /** Events after which the usage is asked for again. */
-const CHANGES = new Set(["task:updated", "task:usage", "plan:completed", "settings:updated", "task:deleted"]);
+const CHANGES = new Set(["task:updated", "task:usage", "plan:completed", "settings:updated", "task:deleted",
+  "attempt:updated"]);
 
 /** "2026-11-22" of a Date in local time. */
 function localDay(date) {
@@ -177,7 +180,10 @@ export function mount(root) {
   const view = loadedView(root, {
     delay: 1500,
     head: () => h("h1", {}, t("usage.title")),
-    load: () => api.usage(),
+    load: async () => {
+      const [usage, attempts] = await Promise.all([api.usage(), api.attemptStats()]);
+      return { ...usage, attempts };
+    },
     render: (data) => {
       const u = data.usage;
       chartBox = h("div", { class: "chart-box" });
@@ -193,6 +199,7 @@ export function mount(root) {
         h("section", { class: "card-panel" }, h("h2", {}, t("usage.agents")),
           agentsTable(data.agents, u.costEstimated)),
         h("section", { class: "card-panel" }, h("h2", {}, t("usage.tiers")), tiersTable(data.models)),
+        attemptStatsPanel(data.attempts),
         h("p", { class: "muted ins-small" }, t("usage.note"))];
     },
     rendered: drawChart,
