@@ -184,13 +184,15 @@ def test_the_dialog_shows_what_the_server_refuses(attempts_board, page, tmp_path
 
 
 def test_the_card_menu_starts_a_run_and_neither_offers_it_while_it_runs(attempts_board, page,
-                                                                         tmp_path):
+                                                                         tmp_path, screenshot):
     board = attempts_board
     project, task = shop(board, tmp_path)
     board.api("PUT", f"/api/tasks/{task['id']}", {"description": "fake:hang"})  # runs on
     open_board(page, board, project["id"])
     backlog_card = card(column(page, "Backlog"), TITLE)
     backlog_card.get_by_label(f"More actions for {task['task_key']}").click()
+    expect(backlog_card.get_by_role("button", name="Run with several agents…")).to_be_visible()
+    screenshot(page, "attempts-card-menu")
     backlog_card.get_by_role("button", name="Run with several agents…").click()
     form = run_dialog(page, task["task_key"])
     choose(form, 1, model="Small")
