@@ -11570,7 +11570,9 @@ def api_list_approvals():
 
 
 @app.get("/api/tasks/<task_id:int>/logs", returns="LogEntry[]", revalidate=True,
-         query={"kind": {"type": "string", "pattern": LOG_KIND_RE.pattern,
+         query={"before": {"type": "integer", "minimum": 1, "description": "only the "
+                           "entries below this id (the first id of the page you have)"},
+                "kind": {"type": "string", "pattern": LOG_KIND_RE.pattern,
                          "description": "only the entries of this kind (e.g. pr)"},
                 "attempt": {"type": "integer", "minimum": 1, "maximum": ATTEMPTS_MAX,
                             "description": "only the entries of attempt n's runs"}})
@@ -12497,8 +12499,13 @@ def _operation(route, schemas) -> dict:
     for name, lo, hi, default in _QUERIES.get(route.rule.rsplit("/", 1)[-1], ()):
         op["parameters"].append({"name": name, "in": "query", "required": False, "schema": {
             "type": "integer", "minimum": lo, "maximum": hi, "default": default}})
+    query = {}  # bottle keeps a route's query={name: schema} flattened: query.<name>.<key>
+    for key, value in config.items():
+        if key.startswith("query."):
+            name, _, keyword = key.removeprefix("query.").partition(".")
+            query.setdefault(name, {})[keyword] = value
     op["parameters"] += [{"name": name, "in": "query", "required": False, "schema": schema}
-                         for name, schema in config.get("query", {}).items()]
+                         for name, schema in query.items()]
     return op
 
 
