@@ -4677,7 +4677,7 @@ def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
             gevent.spawn(check_host, host["id"])
         return
     adapter = ADAPTERS[agent]
-    session_id = own["session_id"] if resume and adapter.resumes and \
+    session_id = own["session_id"] if resume and \
         session_agent_row(own["session_id"]) == agent else None
     if session_id is None:
         prompt = None  # a fresh session needs the whole story, revisions included
@@ -9325,8 +9325,6 @@ class ClaudeAdapter:
     """Claude Code: its stream-json is the board's own shape; the prompt goes on stdin
     (through the two-way channel of a task run)."""
 
-    name = "claude"
-    resumes = True
     #: Whether the run is in the board's sandbox, which the CLI's own must not nest in.
     sandboxed = False
     #: Whether a task run of this CLI gets the board tools (the stdio MCP server of
@@ -9367,7 +9365,6 @@ class CodexAdapter(ClaudeAdapter):
     cost, and its usage counts the whole thread: base_usage is what the earlier runs of the
     thread already counted."""
 
-    name = "codex"
     #: The sandbox of each permission mode.  exec cannot ask for approvals, so default is
     #: workspace-write like allow-tools: edits inside the project, no network.
     SANDBOX = {"auto-accept": "danger-full-access", "allow-tools": "workspace-write",
@@ -9495,7 +9492,6 @@ class GeminiAdapter(ClaudeAdapter):
     of the same folder.  Assistant text comes in delta chunks (joined here until the next
     other line); no cost, and its usage counts this run only."""
 
-    name = "gemini"
     #: Its --approval-mode of each permission mode.  Headless, default drops the edit and
     #: shell tools, so default is auto_edit (edits, no shell); plan refuses writes outside
     #: its own plans folder and has no shell.
@@ -9572,7 +9568,6 @@ class OpenCodeAdapter(ClaudeAdapter):
     session starts with the first line's sessionID and the result is made at exit (exit 0
     and a last step that stopped = done).  Usage and cost come per step: summed here."""
 
-    name = "opencode"
     #: read-only: the plan agent refuses edit and write, but its bash runs and can write
     #: files, so bash and edit are denied outright (they leave the model's tool list).
     READ_ONLY_PERMISSION = {"bash": "deny", "edit": "deny"}
@@ -10772,14 +10767,11 @@ def pin_host_key(host_id: int, line: str | None) -> None:
     os.replace(path + ".new", path)
 
 
-def kill_remote_group(link: "HostLink", group: int, signum=signal.SIGKILL) -> bool:
-    """Signal an agent's process group on its host; False when the host is unreachable."""
-    try:
+def kill_remote_group(link: "HostLink", group: int, signum=signal.SIGKILL) -> None:
+    """Signal an agent's process group on its host (nothing when it is unreachable)."""
+    with contextlib.suppress(HostDown):
         link.run(f"kill -s {signal.Signals(signum).name[3:]} -- -{int(group)} 2>/dev/null; "
                  "true", timeout=30)
-        return True
-    except HostDown:
-        return False
 
 
 def process_start(pid: int) -> int | None:
