@@ -1006,6 +1006,8 @@ def _check_sandbox_paths(value, name):
     if not isinstance(value, dict) or not set(value) <= {"readOnly", "readWrite"}:
         raise Invalid(f"{name} must be an object {{readOnly: [...], readWrite: [...]}}", name)
     data = os.path.realpath(runtime.data_dir)
+    home = os.path.realpath(os.path.expanduser("~"))
+    stores = [os.path.join(home, name) for name in NEVER_VISIBLE]  # as real paths
     for side, paths in value.items():
         if not isinstance(paths, list) or len(paths) > 50:
             raise Invalid(f"{name}.{side} must be an array of at most 50 paths", name)
@@ -1019,7 +1021,7 @@ def _check_sandbox_paths(value, name):
             if _inside(real, data) or _inside(data, real):
                 raise Invalid(f"{name}.{side}: {shown} is or holds the board's data dir, "
                               "which a sandboxed run never sees", name)
-            secret = next((p for p in never_visible() if _inside(real, p)), None)
+            secret = next((p for p in stores if _inside(real, p)), None)
             if secret is not None:
                 raise Invalid(f"{name}.{side}: {shown} is a credential store ({secret}) a "
                               "sandboxed run never sees", name)
@@ -4760,11 +4762,6 @@ def retry_sandbox() -> float | None:
     return HOST_CHECK_SECONDS
 
 
-def record_run_process(run: "AgentRun") -> None:
-    """Remember the process, so a restarted server can recognise and kill a survivor."""
-    update_run_row(run.run_id, {"pid": run.proc.pid, "proc_start": process_start(run.proc.pid)})
-
-
 def record_session(run: "AgentRun", session_id: str) -> None:
     """Keep the session id: of the run, and of the task when it is the task's own agent
     (a verifier's session must never be resumed as the task's)."""
@@ -4912,12 +4909,6 @@ def _limit_lifted(agent: str) -> None:
     delete_agent_limit_row(agent)
     for project_id in project_ids_of_agent(agent):
         schedule_queue(project_id)
-
-
-def agent_limited_until(agent: str) -> float | None:
-    """When the agent's usage limit lifts, None when it is not limited."""
-    until = runtime.limits.get(agent)
-    return until if until is not None and until > time.time() else None
 
 
 def _wait_for_limit(task: dict, agent: str, until: float, run_id: int | None, start,
@@ -5068,8 +5059,8 @@ def run_agent(project: dict, chosen: str | None, machine: "ThisMachine | HostLin
     command, missing = machine.agent_command(agent)
     if missing:
         raise CannotRun(missing, agent)
-    until = agent_limited_until(agent)
-    if until is not None:
+    until = runtime.limits.get(agent)
+    if until is not None and until > time.time():
         raise CannotRun(f"the {agent} agent is at its usage limit until {iso_at(until)}",
                         agent, until)
     machine.ready()
@@ -5172,10 +5163,6 @@ def adapt_run(run: "AgentRun", agent: str, tier: str, session_id: str | None = N
                                              if session_id else None)
         run.parser.prices = MODEL_PRICES.get(model)
     return model or "its default model"
-
-
-def agent_found(agent: str) -> bool:
-    return shutil.which(runtime.config["agents"][agent][0]) is not None
 
 
 def _checkout_instructions(project: dict, cwd: str) -> str | None:
@@ -8640,11 +8627,6 @@ def remote_invocation(link: "HostLink", name: str, invocation: dict,
             "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
 
 
-def host_command(host: dict, agent: str) -> list[str]:
-    """An agent CLI's command on a host: its agentCommands entry, else its name."""
-    return shlex.split(json.loads(host["agent_commands_json"] or "{}").get(agent) or agent)
-
-
 def remote_worktree(task: dict, project: dict, link: "HostLink") -> str:
     """Where the task's worktree is on its project's host (an absolute path)."""
     return link.path("worktrees", project["id"], task["task_key"])
@@ -8744,12 +8726,6 @@ def bring_branch_home(task: dict, project: dict) -> None:
 def _origin_url(folder: str) -> str | None:
     code, out = run_command(["git", "remote", "get-url", "origin"], folder, 10)
     return out.strip() or None if code == 0 else None
-
-
-def remote_git(link: "HostLink", cwd: str, *args: str, timeout: float = 60) -> str:
-    """git(), in a worktree on a host."""
-    return git_output(args, *link.run(f"git -C {shlex.quote(cwd)} {shlex.join(args)}",
-                                      timeout=timeout))
 
 
 def copy_attachments(task: dict, attachments: list[dict], link: "HostLink") -> str:
@@ -9291,13 +9267,6 @@ def _http_status(text: str) -> int | None:
     return 429 if LIMIT_WORDS.search(text or "") else None
 
 
-def _usage_event(key: str, usage: dict, cost: float | None = None) -> dict:
-    """Token counts (and the CLI's cost so far) as an assistant line without content:
-    StreamParser adds them once."""
-    return {"type": "assistant", "message": {"id": key, "content": [], "usage": usage},
-            **({} if cost is None else {"total_cost_usd": cost})}
-
-
 def _text_event(kind: str, text: str) -> dict:
     block = {"type": "text", "text": text} if kind == "text" else \
         {"type": "thinking", "thinking": text}
@@ -9656,7 +9625,9 @@ class OpenCodeAdapter(ClaudeAdapter):
             if isinstance(part.get("cost"), (int, float)):
                 self.cost += part["cost"]
             self.reason = part.get("reason")
-            return events + [_usage_event(str(part.get("id")), step, self.cost)]
+            # an assistant line without content: StreamParser adds its usage once (by id)
+            return events + [{"type": "assistant", "total_cost_usd": self.cost, "message": {
+                "id": str(part.get("id")), "content": [], "usage": step}}]
         if kind == "error":
             self.done = True
             error = _dict(event.get("error"))
@@ -10258,7 +10229,8 @@ class ThisMachine:
     def agent_command(self, agent: str) -> tuple[list | None, str | None]:
         """An agent CLI's command line there (None: as configured) and why it cannot
         start (None: it can)."""
-        return None, None if agent_found(agent) else not_installed(agent)
+        on_path = shutil.which(runtime.config["agents"][agent][0]) is not None
+        return None, None if on_path else not_installed(agent)
 
     def ready(self) -> None:
         """Raise HostDown when runs cannot start there: never here."""
@@ -10362,8 +10334,9 @@ class ThisMachine:
         return {**invocation, "root": repo_root(invocation["cwd"])}
 
     def started(self, run: "AgentRun") -> None:
-        """A run's process was spawned there."""
-        record_run_process(run)
+        """A run's process was spawned there: remembered, so that a restarted server can
+        recognise and kill a survivor."""
+        update_run_row(run.run_id, {"pid": run.proc.pid, "proc_start": process_start(run.proc.pid)})
 
     def heard(self, run: "AgentRun", text: str) -> bool:
         """Whether a line of a run's stderr was its machine's, not its agent's."""
@@ -10538,7 +10511,8 @@ class HostLink:
         return f" on host {self.host['name']!r}"
 
     def git(self, cwd: str, *args: str, timeout: float = 60) -> str:
-        return remote_git(self, cwd, *args, timeout=timeout)
+        return git_output(args, *self.run(f"git -C {shlex.quote(cwd)} {shlex.join(args)}",
+                                          timeout=timeout))
 
     def head(self, cwd: str) -> str | None:
         try:
@@ -10556,7 +10530,8 @@ class HostLink:
         return [p for p in host_project_rows(self.host["id"]) if p != project_id]
 
     def agent_command(self, agent: str) -> tuple[list | None, str | None]:
-        return host_command(self.host, agent), not_on_host(agent, self.host)
+        commands = json.loads(self.host["agent_commands_json"] or "{}")  # else its name
+        return shlex.split(commands.get(agent) or agent), not_on_host(agent, self.host)
 
     def ready(self) -> None:
         if not self.host["enabled"]:
@@ -10844,12 +10819,6 @@ def try_sandbox(bwrap: list[str]) -> dict:
         log.warning("sandbox: bubblewrap (%s) does not work here: %s", shlex.join(bwrap),
                     state["error"])
     return state
-
-
-def never_visible(home: str | None = None) -> list[str]:
-    """The credential stores no sandboxed run sees, as real paths."""
-    home = os.path.realpath(home or os.path.expanduser("~"))
-    return [os.path.join(home, name) for name in NEVER_VISIBLE]
 
 
 def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
@@ -11250,10 +11219,6 @@ class BoundedInput:
         # a short read (a line without its newline) is the end of the body
         self.ended = (len(data) < size and not data.endswith(b"\n")) or self.used == self.length
         return data
-
-    def abandon(self) -> None:
-        """The body will not be read: the connection must close after the answer."""
-        self.broken = True
 
     def skippable(self) -> bool:
         """Whether the connection can take another request after this one."""
@@ -11916,7 +11881,7 @@ class Handler(WebSocketHandler):
         self.body = BoundedInput(raw, body_cap(route),
                                  None if raw.chunked_input else raw.content_length or 0)
         if self.framing_error is not None:
-            self.body.abandon()
+            self.body.broken = True  # never read: the connection closes after the answer
         # gevent skips what the app left through it too; an upgrade request would otherwise
         # hand the app the raw socket as its body
         self.wsgi_input = environ["wsgi.input"] = self.body
