@@ -10063,8 +10063,8 @@ class AgentPool:
         runs = []
         for slot in self.slots(key):
             self.release(slot)
-            if slot in self.judging:
-                self.judging.pop(slot).kill()
+            if self.judging.get(slot, gevent.getcurrent()) is not gevent.getcurrent():
+                self.judging.pop(slot).kill()  # not the one judging (and picking) now
             runs += filter(None, (self.runs.get(slot), self.verifiers.get(slot)))
         for run in runs:
             run.kill("stopped")
