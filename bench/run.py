@@ -11,7 +11,8 @@ not a test:
 
 It runs bench/api.py, bench/agents.py, bench/scale.py, bench/load.py, bench/approvals.py,
 bench/push.py, bench/ui.py (the board in Chromium, issue 33), bench/rest.py (start-up,
-memory and CPU at rest, issues 34 and 42) and bench/hosts.py one after the other
+memory and CPU at rest, issues 34 and 42), bench/hosts.py and bench/attempts.py (best of N,
+issue 47) one after the other
 (their output goes by, prefixed with their name), reads the `BENCH_RESULT {...}` line each
 prints last, and prints one table: bench, figure, value, same-run baseline, ratio, goal and
 whether it is met; every row of every bench is shown. The headline goals (issues 9, 34, 35
@@ -73,7 +74,8 @@ import time
 from _common import RESULT_PREFIX
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
-ORDER = ("api", "agents", "scale", "load", "approvals", "push", "ui", "rest", "hosts")
+ORDER = ("api", "agents", "scale", "load", "approvals", "push", "ui", "rest", "hosts",
+         "attempts")
 HEADLINE = (("scale", "task_list_p99"), ("scale", "startup_to_health"),
             ("load", "judged_rung"), ("load", "fanout_p99"), ("load", "end_to_end_p99"),
             ("load", "server_rss_peak"), ("load", "rss_growth_last_half"),

@@ -24,6 +24,7 @@
   if (kind === "tasks") {
     ask(`/api/tasks/${id}`);
     ask(`/api/tasks/${id}/logs?limit=1000`);  // LOG_PAGE of views/log_view.js
+    ask(`/api/tasks/${id}/attempts`);  // its comparison, when it ran with several agents
     // a task page shows dates: a page's first date format costs tens of ms (the locale
     // data), spent while the answers are on their way rather than before its first paint
     setTimeout(() => new Intl.DateTimeFormat().format(0));

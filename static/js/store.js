@@ -20,6 +20,8 @@ import { api } from "./api.js";
  * @property {boolean} hostsLoaded  the hosts were read at least once
  * @property {Map<number, Object>} live  task id -> the latest task:usage of its running run
  *   (its tokens and cost so far; the task's own totals do not count the run until it ends)
+ * @property {Map<number, Map<number, Object>>} attempts  task id -> n -> its attempt (best of
+ *   N), for the tasks whose attempts were read
  */
 
 /** @type {State} */
@@ -37,6 +39,7 @@ export const state = {
   hosts: new Map(),
   hostsLoaded: false,
   live: new Map(),
+  attempts: new Map(),
 };
 
 const subscribers = new Set();
@@ -112,6 +115,14 @@ export async function loadTasks(projectId) {
   state.loadedProjects.add(projectId);
   notify("tasks:loaded");
   return tasks;
+}
+
+/** Load (or reload) a task's attempts into the store (see settledRead). */
+export async function loadAttempts(taskId) {
+  const list = await settledRead(`attempts:${taskId}`, () => api.attempts(taskId));
+  state.attempts.set(taskId, new Map(list.map((a) => [a.n, a])));
+  notify("attempts:loaded");
+  return list;
 }
 
 /** Load every project's pending approvals into the store (see settledRead). */
@@ -269,6 +280,9 @@ export function applyEvent(s, message) {
     case "host:deleted":
       s.hosts.delete(data.id);
       break;
+    case "attempt:updated":
+      s.attempts.get(data.taskId)?.set(data.n, data);
+      break;
     default:
       break;
   }
@@ -284,6 +298,7 @@ export function receive(message) {
     const { event, data } = message;
     if (event.startsWith("approval:")) hear("approvals");
     if (event.startsWith("host:")) hear("hosts");
+    if (event === "attempt:updated") hear(`attempts:${data.taskId}`);
     if (touchesInbox(state, message)) {
       hear("inbox");
       refreshInbox();

@@ -10,7 +10,7 @@ import { api } from "../api.js";
 import { confirmDialog, h, openDialog, toast } from "../dom.js";
 import { duration, tokens } from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { onEvent, subscribe } from "../store.js";
+import { loadAttempts, onEvent, state, subscribe } from "../store.js";
 import { agentName, costText } from "./agent_parts.js";
 import { LOG_PAGE, createLogView } from "./log_view.js";
 import { put } from "./task_panel.js";
@@ -146,31 +146,21 @@ export function createAttempts(taskId) {
   const el = h("section", { class: "attempts-panel", "aria-labelledby": "attempts-title", hidden: true,
     "data-testid": "attempts" });
   let task = null;
-  let rows = new Map();  // n -> attempt
-  let loadedCount;  // task.attempts when the list was read (undefined: never)
+  let loadedCount;  // how many attempts the last read found (undefined: none yet)
   let loading = null;
-  let missed = [];  // attempt:updated data heard while a read is on its way
   let frame = 0;
   let picking = false;
   const live = new Map();  // run id -> its latest task:usage
   const open = new Set();  // the check outputs shown ("check-<n>")
 
   function load() {
-    loadedCount = task.attempts;
-    missed = [];
-    const mine = api.attempts(taskId).then((list) => {
-      if (loading !== mine) return;
-      rows = new Map(list.map((a) => [a.n, a]));
-      for (const data of missed) rows.set(data.n, data);
-      missed = [];
-    }).catch((error) => {
-      if (loading === mine) toast(error.message, "error");
-    }).finally(() => {
-      if (loading === mine) loading = null;
-      schedule();
-    });
-    loading = mine;
+    if (loading) return;  // loadAttempts reads again for what is heard meanwhile
+    loading = loadAttempts(taskId).then((list) => { loadedCount = list.length; })
+      .catch((error) => toast(error.message, "error"))
+      .finally(() => { loading = null; schedule(); });
   }
+
+  const rows = () => state.attempts.get(taskId) || new Map();
 
   function schedule() {
     if (!frame) frame = requestAnimationFrame(() => { frame = 0; render(); });
@@ -184,7 +174,7 @@ export function createAttempts(taskId) {
     schedule();
     try {
       const list = await api.pickAttempt(taskId, a.n);
-      rows = new Map(list.map((x) => [x.n, x]));
+      state.attempts.set(taskId, new Map(list.map((x) => [x.n, x])));
       toast(t("attempts.pickedToast", { n: a.n }));
     } catch (error) {
       toast(error.message, "error");
@@ -241,7 +231,7 @@ export function createAttempts(taskId) {
     }
     el.hidden = false;
     const focusKey = el.contains(document.activeElement) ? document.activeElement.dataset.key : null;
-    const list = [...rows.values()].sort((a, b) => a.n - b.n);
+    const list = [...rows().values()].sort((a, b) => a.n - b.n);
     const canPick = !list.some((a) => a.picked);
     put(el, h("h2", { id: "attempts-title" }, t("attempts.title"), " ", h("span", { class: "muted" }, `(${list.length || task.attempts})`)),
       list.length ? [h("p", { class: "muted attempts-note", "data-testid": "attempts-note" }, note(list)),
@@ -257,16 +247,18 @@ export function createAttempts(taskId) {
     else open.delete(key);
   }, true);
 
+  // Read beside the task itself when it may have attempts (not known yet, or known to have).
+  const known = state.tasks.get(taskId);
+  if (!known || known.attempts != null) load();
+
   const offs = [
     onEvent(({ event, data }) => {
       if (!data || data.taskId !== taskId) return;
       if (event === "attempt:updated") {
-        if (loading) missed.push(data);
-        else rows.set(data.n, data);
-        schedule();
+        schedule();  // the store has it
       } else if (event === "task:usage" && data.runId) {
         live.set(data.runId, data);
-        if ([...rows.values()].some((a) => a.runId === data.runId && a.status === "running")) schedule();
+        if ([...rows().values()].some((a) => a.runId === data.runId && a.status === "running")) schedule();
       }
     }),
     subscribe((s, event) => {
