@@ -756,3 +756,32 @@ def test_the_board_hears_a_hosts_runs_start_and_end(client, api, live, remote_pr
     ws.until("host:updated", lambda h: h["id"] == host["id"] and h["running"] == 1, RUN)
     ws.until("host:updated", lambda h: h["id"] == host["id"] and h["running"] == 0, RUN)
     assert wait_status(client, task["id"], "testing")["waitingFor"] is None
+
+
+def test_attempts_of_a_remote_task_run_compare_and_pick_on_the_host(
+        client, api, remote_project, agent_dir, tmp_path):
+    """Best of N on a host (design §18): each attempt in its own worktree there, its check
+    run there, and the pick moves the worktree there and deletes the other branch there."""
+    project, _ = remote_project
+    client.put_json(f"/api/projects/{project['id']}", {
+        "stopCheckCommand": "test -f small.txt", "maxConcurrent": 2})
+    task = api.task(project["id"], description="fake:ok fake@haiku:write=small.txt "
+                    "fake@sonnet:write=big.txt")
+    client.post_json(f"/api/tasks/{task['id']}/attempts", {"agents": [
+        {"agent": "claude", "model": "model_small"},
+        {"agent": "claude", "model": "model_medium"}]}, status=202)
+    wait_status(client, task["id"], "testing")
+    small, medium = client.get(f"/api/tasks/{task['id']}/attempts").json
+    assert (small["check"]["passed"], medium["check"]["passed"]) == (True, False)
+    worktrees = os.path.join(tmp_path, "host", "worktrees", str(project["id"]))
+    key = task["task_key"]
+    assert sorted(c["cwd"] for c in task_calls(agent_dir, task["id"])) == [
+        os.path.realpath(os.path.join(worktrees, f"{key}-{n}")) for n in (1, 2)]
+    client.post(f"/api/tasks/{task['id']}/attempts/1/pick")
+    clone = os.path.join(tmp_path, "host", "repos", project["slug"])
+    wait_for(lambda: os.listdir(worktrees) == [key], RUN, message="the picked worktree moved")
+    assert os.path.exists(os.path.join(worktrees, key, "small.txt"))
+    branches = git(clone, "branch", "--list").split()
+    assert small["branch"] in branches and medium["branch"] not in branches
+    picked = client.get(f"/api/tasks/{task['id']}").json
+    assert picked["branch_name"] == small["branch"] and picked["branchAt"].startswith("build box:")
