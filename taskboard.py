@@ -28,7 +28,8 @@ One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
     SERVICES: THE AGENT CHANNEL AND THE VERIFIER · SERVICES: ATTEMPTS ·
     SERVICES: GIT AND THE SOURCE HOST ·
     SERVICES: PHONES AND WEBHOOKS · SERVICES: PLANNING, RESOURCES AND SETTINGS ·
-    SERVICES: HOSTS · AGENT OUTPUT · SUPERVISORS · MACHINES · SANDBOX · HTTP PLUMBING ·
+    SERVICES: OUTSIDE CLIENTS · SERVICES: HOSTS · AGENT OUTPUT · SUPERVISORS · MACHINES ·
+    SANDBOX · HTTP PLUMBING ·
     ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) · SIMULATED AGENT ·
     MAIN
 
@@ -79,6 +80,7 @@ import uuid
 import zoneinfo
 
 import bottle
+import cronsim
 import gevent
 import gevent.event
 import gevent.lock
@@ -169,7 +171,8 @@ WEBHOOK_EVENTS = {
     "task:changes_requested": ("Changes requested", 0xEB6E2F),
     "task:failed": ("Task failed", 0xED4245),
     "task:needs_input": ("The agent needs you", 0xFEE75C),
-    "task:merged": ("Pull request merged", 0x8957E5)}
+    "task:merged": ("Pull request merged", 0x8957E5),
+    "schedule:fired": ("Schedule fired", 0x1ABC9C)}
 WEBHOOK_TEST = ("Test message from Taskboard", 0x99AAB5)
 #: Priority numbers as words, for {{priority}} in templates.
 PRIORITY_NAMES = ("low", "medium", "high", "urgent")
@@ -294,7 +297,8 @@ EVENT_TYPES = (
     "plan:started", "plan:phase", "plan:progress", "plan:log", "plan:stats", "plan:completed",
     "plan:cancelled", "settings:updated", "dependencies:updated", "approval:requested",
     "approval:resolved", "message:created", "message:updated", "host:created",
-    "host:updated", "host:deleted", "attempt:updated", "resync", "ping",
+    "host:updated", "host:deleted", "attempt:updated", "schedule:created", "schedule:updated",
+    "schedule:deleted", "schedule:fired", "resync", "ping",
 )
 
 #: The agent CLI's flags for a task run's two-way channel (design §12).
@@ -321,6 +325,16 @@ PR_REVIEWS = ("none", "approved", "changes_requested")
 ATTEMPT_STATUSES = ("queued", "running", "done", "failed", "stopped")
 ATTEMPT_PICKS = ("manual", "auto")
 ATTEMPTS_MIN, ATTEMPTS_MAX = 2, 4
+#: Personal tokens (design §19): what each scope lets a token do, and how its secret
+#: starts (so the board knows it for one without hashing a run's or its own token).
+TOKEN_SCOPES = ("read", "write", "approve")
+PERSONAL_TOKEN_PREFIX = "tbp_"
+#: A personal token's lastUsedAt is written at most this often.
+TOKEN_USE_SECONDS = 60.0
+#: A schedule's modes: a new task each fire, or a message to the last one it made; the
+#: longest its worker sleeps (a wall clock set forward is noticed within it).
+SCHEDULE_MODES = ("new", "continue")
+SCHEDULE_NAP_SECONDS = 60.0
 #: A project's sandbox (design §17): bubblewrap whenever it works where the run happens
 #: (auto), always (bubblewrap: never unsandboxed), or never (none).
 SANDBOX_MODES = ("auto", "bubblewrap", "none")
@@ -446,6 +460,18 @@ class ApiError(Exception):
 
 class Invalid(ApiError):
     """A value in the request is wrong."""
+
+
+class RpcError(ApiError):
+    """A message to /mcp the board cannot take: 400, its body a JSON-RPC error."""
+
+    def __init__(self, rpc_code: int, message: str):
+        super().__init__(message)
+        self.rpc_code = rpc_code
+
+    def body(self):
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": self.rpc_code,
+                                                        "message": self.message}}
 
 
 class InvalidJson(ApiError):
@@ -1275,7 +1301,8 @@ APPROVAL_FIELDS = (
     _ro("suggestions", "json", column="suggestions_json",
         doc="the CLI's permission_suggestions: rules it proposes to remember"),
     _ro("status", "enum", choices=APPROVAL_STATUSES),
-    _ro("decidedBy", "enum", column="decided_by", choices=DECIDERS, nullable=True),
+    _ro("decidedBy", "str", column="decided_by", nullable=True, doc=f"one of: "
+        f"{', '.join(DECIDERS)}; or token:<name>, a personal token's (design §19)"),
     _ro("message", "str", nullable=True, doc="the denial's message to the agent"),
     _ro("createdAt", "time", column="created_at"),
     _ro("decidedAt", "time", column="decided_at", nullable=True),
@@ -1432,6 +1459,105 @@ PUSH_FIELDS = (
         doc="the push service's status code of the latest message (null: unreachable)"),
     _ro("lastError", "str", column="last_error", nullable=True),
 )
+def _check_scopes(value, name):
+    if not isinstance(value, list) or not value or any(s not in TOKEN_SCOPES for s in value):
+        raise Invalid(f"{name} must be a non-empty array of: {', '.join(TOKEN_SCOPES)}, not "
+                      f"{json_dumps(value)[:60]}", name)
+
+
+def _check_future(value, name):
+    try:
+        moment = parse_iso(value)
+    except ValueError:
+        raise Invalid(f"{name} {value[:40]!r} is not an ISO 8601 time", name) from None
+    if moment.tzinfo is None:
+        raise Invalid(f"{name} {value[:40]!r} has no time zone (e.g. Z)", name)
+    if moment <= utc_now():
+        raise Invalid(f"{name} {value[:40]!r} is not in the future", name)
+
+
+#: A personal token (design §19): a bearer for /api, /ws and /mcp within its scopes.
+TOKEN_FIELDS = (
+    _ro("id"),
+    Field("name", "str", required=True, maxlen=100, pattern=re.compile(r"^[\w.@ -]+$"),
+          doc="what it is for (letters, digits, spaces and . _ - @); unique; approvals it "
+          "answers say decidedBy token:<name>"),
+    Field("scopes", "json", column="scopes_json", required=True, check=_check_scopes, shape={
+        "type": "array", "minItems": 1, "uniqueItems": True, "items": {
+            "type": "string", "enum": list(TOKEN_SCOPES)}},
+          doc="read: GETs and /ws; write: creating, changing, moving, starting and stopping "
+          "tasks, messages; approve: answering approvals and questions"),
+    Field("expiresAt", "str", column="expires_at", nullable=True, check=_check_future,
+          doc="when it stops working (an ISO 8601 time in the future); null: never"),
+    _created(),
+    _ro("lastUsedAt", "time", column="last_used_at", nullable=True),
+)
+
+def _check_cron(value, name):
+    if len(value.split()) != 5:
+        raise Invalid(f"{name} {value[:60]!r} must have 5 fields: minute hour day month "
+                      "weekday", name)
+    try:
+        cronsim.CronSim(value, utc_now())
+    except cronsim.CronSimError as exc:
+        raise Invalid(f"{name} {value[:60]!r} is not a cron expression: {exc}", name) from None
+
+
+def _check_timezone(value, name):
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        raise Invalid(f"{name} {value[:60]!r} is not an IANA time zone (e.g. Europe/Istanbul)",
+                      name) from None
+
+
+def _check_schedule_task(value, name):
+    """{title, description?, type?, priority?, agent?, model?, effort?}: what a fire makes."""
+    if not isinstance(value, dict):
+        raise Invalid(f"{name} must be an object with a title", name)
+    kinds = {"title": str, "description": str, "type": TASK_TYPES, "priority": range(4),
+             "agent": (*AGENTS, None), "model": MODELS, "effort": EFFORTS}
+    for key, given in value.items():
+        allowed = kinds.get(key)
+        if allowed is None:
+            raise Invalid(f"{name}: unknown field {key!r}", f"{name}.{key}")
+        if allowed is str and not isinstance(given, str) or allowed is not str and (
+                isinstance(given, (bool, dict, list, float)) or given not in allowed):
+            raise Invalid(f"{name}.{key} {json_dumps(given)[:60]} is not valid", f"{name}.{key}")
+    if not str(value.get("title") or "").strip() or len(value["title"]) > 500:
+        raise Invalid(f"{name}.title is required (at most 500 characters)", f"{name}.title")
+
+
+#: A schedule (design §19): a task made (or continued) on a clock.
+SCHEDULE_FIELDS = (
+    _ro("id"), _ro("projectId", column="project_id"),
+    Field("name", "str", required=True, maxlen=200),
+    Field("cron", "str", required=True, maxlen=200, check=_check_cron,
+          doc="5 fields: minute hour day-of-month month day-of-week, e.g. 0 3 * * * (every "
+          "night at 3)"),
+    Field("timezone", "str", maxlen=100, check=_check_timezone,
+          doc="an IANA time zone the cron is read in; default: the server's"),
+    Field("task", "json", column="task_json", required=True, check=_check_schedule_task,
+          shape={"type": "object", "required": ["title"], "properties": {
+              "title": {"type": "string"}, "description": {"type": "string"},
+              "type": {"type": "string", "enum": list(TASK_TYPES)},
+              "priority": {"type": "integer", "minimum": 0, "maximum": 3},
+              "agent": {"type": ["string", "null"], "enum": [*AGENTS, None]},
+              "model": {"type": "string", "enum": list(MODELS)},
+              "effort": {"type": "string", "enum": list(EFFORTS)}}},
+          doc="the task a fire makes; in mode continue, its description (else title) is the "
+          "message to the last task it made"),
+    Field("mode", "enum", choices=SCHEDULE_MODES, default="new", doc="new: a new task each "
+          "fire, started; continue: a message to the last task it made, resuming its agent"),
+    Field("enabled", "bool", default=1),
+    _ro("nextAt", "time", column="next_at", nullable=True, doc="its next fire (null: off)"),
+    _ro("lastAt", "time", column="last_at", nullable=True),
+    _ro("lastTaskId", column="last_task_id", nullable=True),
+    _ro("lastError", "str", column="last_error", nullable=True,
+        doc="why its last fire started nothing (skipped, the budget, a full project), or null"),
+    _created(), _ro("updatedAt", "time", column="updated_at"),
+)
+
 #: The body of POST /api/approvals/:id/act: a notification's button, without a session.
 ACT_FIELDS = (
     Field("token", "str", required=True, maxlen=200, doc="the notification's action token"),
@@ -2070,6 +2196,35 @@ ALTER TABLE tasks ADD COLUMN attempts INTEGER;
 ALTER TABLE projects ADD COLUMN attempt_pick TEXT NOT NULL DEFAULT 'manual';
 ALTER TABLE projects ADD COLUMN keep_attempt_branches INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN attempt_id INTEGER;
+"""),
+    ("0019_outside_clients", """
+CREATE TABLE tokens (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL UNIQUE,
+  scopes_json TEXT NOT NULL,
+  hash TEXT NOT NULL UNIQUE,
+  created_at TEXT NOT NULL,
+  expires_at TEXT,
+  last_used_at TEXT
+);
+CREATE TABLE schedules (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  cron TEXT NOT NULL,
+  timezone TEXT NOT NULL,
+  task_json TEXT NOT NULL,
+  mode TEXT NOT NULL DEFAULT 'new',
+  enabled INTEGER NOT NULL DEFAULT 1,
+  next_at TEXT,
+  last_at TEXT,
+  last_task_id INTEGER,
+  last_error TEXT,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+CREATE INDEX schedules_by_project ON schedules(project_id, id);
+CREATE INDEX schedules_due ON schedules(next_at) WHERE enabled = 1;
 """),
 )
 
@@ -3750,6 +3905,60 @@ def usage_rows(day_start: str) -> dict:
 runtime = None
 
 
+# --- outside clients: personal tokens, schedules (design §19) -----------------------
+
+def insert_token_row(values: dict) -> dict | None:
+    """Store a personal token; None when its name is taken."""
+    with tx() as t:
+        if t.value("SELECT 1 FROM tokens WHERE name = ?", (values["name"],)):
+            return None
+        return t.insert_row("tokens", {**values, "created_at": now_iso()})
+
+
+def delete_token_row(token_id: int) -> dict | None:
+    with tx() as t:
+        return t.one("DELETE FROM tokens WHERE id = ? RETURNING *", (token_id,))
+
+
+def token_used_row(token_id: int, at: str) -> None:
+    with tx() as t:
+        t.execute("UPDATE tokens SET last_used_at = ? WHERE id = ?", (at, token_id))
+
+
+def insert_schedule_row(values: dict) -> dict | None:
+    """Store a schedule; None when its project is gone."""
+    with tx() as t:
+        if not t.exists("projects", values["project_id"]):
+            return None
+        now = now_iso()
+        return t.insert_row("schedules", {**values, "created_at": now, "updated_at": now})
+
+
+def update_schedule_row(schedule_id: int, changes: dict, notice: Notice | None = None,
+                        task_id: int | None = None) -> dict | None:
+    """Change a schedule; with a notice (a fire), queue it with the task it made or sent to."""
+    with tx() as t:
+        row = t.update("schedules", schedule_id, {**changes, "updated_at": now_iso()})
+        task = t.one("SELECT * FROM tasks WHERE id = ?", (task_id,)) if task_id else None
+        if notice is not None and task is not None:
+            notice.queue(t, task)
+        return row
+
+
+def delete_schedule_row(schedule_id: int) -> dict | None:
+    with tx() as t:
+        return t.one("DELETE FROM schedules WHERE id = ? RETURNING *", (schedule_id,))
+
+
+def due_schedule_rows(now: str) -> tuple[list[dict], str | None]:
+    """The enabled schedules due by `now`, and the next fire of any enabled one after."""
+    with read() as t:
+        return (t.all("SELECT * FROM schedules WHERE enabled = 1 AND next_at <= ? ORDER BY "
+                      "next_at, id", (now,)),
+                t.value("SELECT MIN(next_at) FROM schedules WHERE enabled = 1 AND next_at > ?",
+                        (now,)))
+
+
 # =============================================================================
 # EVENTS
 # =============================================================================
@@ -4429,9 +4638,8 @@ def run_queue(project_id: int) -> list[int]:
     tasks, edges = queue_rows(project_id, bool(project["auto_queue"]))
     if not tasks and not queued_attempt_rows(project_id):
         return []
-    limit = get_settings()["dailyCostLimit"]
-    if limit is not None and cost_since_row(local_day_start_iso()) >= limit:
-        return []  # today's agent cost reached the daily limit: start nothing new
+    if daily_limit_reached():
+        return []  # start nothing new today
     limited = {a for a, until in runtime.limits.items() if until > time.time()}
     _start_queued_attempts(project, limited)  # first: their tasks run already
     states = dependency_states(tasks, edges)
@@ -4449,6 +4657,12 @@ def run_queue(project_id: int) -> list[int]:
             break
         started.append(task["id"])
     return started
+
+
+def daily_limit_reached() -> bool:
+    """Whether today's agent cost reached the dailyCostLimit setting."""
+    limit = get_settings()["dailyCostLimit"]
+    return limit is not None and cost_since_row(local_day_start_iso()) >= limit
 
 
 def dependency_states(tasks: list[dict], edges: list[dict]) -> dict:
@@ -5311,6 +5525,11 @@ def list_approvals(status: str | None = None) -> list[dict]:
 
 def task_approvals(task_id: int) -> list[dict]:
     return [approval_view(r) for r in found(approval_rows(task_id), f"task {task_id} not found")]
+
+
+def answer_approval(approval_id: int, body) -> dict:
+    """A person's (or a personal token's) answer to an approval or question."""
+    return decide_approval(approval_id, body, requester())
 
 
 def decide_approval(approval_id: int, body, decided_by: str = "person") -> dict:
@@ -8380,6 +8599,215 @@ def request_changes(task_id: int, feedback, mcp_port: int | None = None,
 
 
 # =============================================================================
+# SERVICES: OUTSIDE CLIENTS
+# =============================================================================
+# What drives the board from outside (design §19): personal tokens, each a bearer within
+# its scopes, and schedules, which start work on a clock.
+
+# --- personal tokens ------------------------------------------------------------------
+
+#: What a personal token's scopes reach besides GETs and /ws (read) and /mcp (each tool
+#: asks for its own): (scope, method, path pattern).  The rest stays the owner's.
+TOKEN_ROUTES = (
+    ("write", "POST", re.compile(r"/api/projects/\d+/tasks")),
+    ("write", "PUT", re.compile(r"/api/tasks/\d+")),
+    ("write", "PATCH", re.compile(r"/api/tasks/\d+/status")),
+    ("write", "POST", re.compile(r"/api/tasks/\d+/(messages|attempts|attempts/\d+/pick)")),
+    ("approve", "POST", re.compile(r"/api/approvals/\d+")),
+)
+#: What only the board's token or a session reaches, GETs included.
+OWNER_PATHS = re.compile(r"/api/(settings|hosts|tokens|push|desktop|projects/\d+/webhooks)"
+                         r"(/.*)?")
+
+
+def token_view(row: dict) -> dict:
+    return render(TOKEN_FIELDS, row)
+
+
+def list_tokens() -> list[dict]:
+    return [token_view(row) for row in find_rows("tokens")]
+
+
+def create_token(body) -> dict:
+    """A new personal token: its secret is in this answer only (the board keeps a hash)."""
+    values = validate(TOKEN_FIELDS, body)
+    if values.get("expires_at"):
+        values["expires_at"] = iso(parse_iso(values["expires_at"]))
+    secret = PERSONAL_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    row = insert_token_row({**values, "hash": _token_hash(secret)})
+    if row is None:
+        raise Conflict(f"a token named {values['name']!r} exists already", "name")
+    runtime.personal[row["hash"]] = row
+    return {**token_view(row), "secret": secret}
+
+
+def delete_token(token_id: int) -> dict:
+    row = found(delete_token_row(token_id), f"token {token_id} not found")
+    runtime.personal.pop(row["hash"], None)
+    return {"ok": True}
+
+
+def _token_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def personal_token(secret: str) -> dict | None:
+    """The personal token with this secret, unless it expired; its use is kept (at most
+    once every TOKEN_USE_SECONDS)."""
+    row = runtime.personal.get(_token_hash(secret))
+    now = now_iso()
+    if row is None or (row["expires_at"] is not None and row["expires_at"] <= now):
+        return None
+    if row["last_used_at"] is None or \
+            parse_iso(now).timestamp() - parse_iso(row["last_used_at"]).timestamp() \
+            >= TOKEN_USE_SECONDS:
+        row["last_used_at"] = now
+        token_used_row(row["id"], now)
+    return row
+
+
+def token_refusal(environ, token: dict) -> ApiError | None:
+    """Why a personal token may not make this request (design §19), if it may not."""
+    method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+    if (method, path) == ("POST", "/mcp"):
+        return None  # each tool asks for its own scope (client_tools())
+    if OWNER_PATHS.fullmatch(path):
+        return Forbidden(f"{path[:100]} is the board owner's: a personal token cannot reach it")
+    need = "read" if method in ("GET", "HEAD") else next(
+        (scope for scope, verb, pattern in TOKEN_ROUTES
+         if verb == method and pattern.fullmatch(path)), None)
+    if need is None:
+        return Forbidden(f"a personal token cannot {method} {path[:100]}: that is the board "
+                         "owner's")
+    if need not in json.loads(token["scopes_json"]):
+        return Forbidden(f"token {token['name']!r} has no {need} scope")
+    return None
+
+
+def requester() -> str:
+    """Who makes this request, as an approval records it: a personal token, or a person."""
+    token = bottle.request.environ.get("taskboard.token")
+    return f"token:{token['name']}" if token is not None else "person"
+
+
+# --- schedules ----------------------------------------------------------------------
+
+def schedule_view(row: dict) -> dict:
+    return render(SCHEDULE_FIELDS, row)
+
+
+def list_schedules(project_id: int) -> list[dict]:
+    get_project(project_id)
+    return [schedule_view(row) for row in find_rows("schedules", project_id=project_id)]
+
+
+def get_schedule(schedule_id: int) -> dict:
+    return schedule_view(found(find_row("schedules", id=schedule_id),
+                               f"schedule {schedule_id} not found"))
+
+
+def create_schedule(project_id: int, body) -> dict:
+    values = validate_known(lambda: get_project(project_id), SCHEDULE_FIELDS, body)
+    values.setdefault("timezone", local_zone())
+    values["next_at"] = _next_fire(values) if values["enabled"] else None
+    row = found(insert_schedule_row({**values, "project_id": project_id}),
+                f"project {project_id} not found")
+    _schedule_changed("schedule:created", row)
+    return schedule_view(row)
+
+
+def update_schedule(schedule_id: int, body) -> dict:
+    before = found(find_row("schedules", id=schedule_id), f"schedule {schedule_id} not found")
+    changes = validate(SCHEDULE_FIELDS, body, partial=True)
+    if changes.keys() & {"cron", "timezone", "enabled"}:
+        merged = {**before, **changes}
+        changes["next_at"] = _next_fire(merged) if merged["enabled"] else None
+    row = update_schedule_row(schedule_id, changes) if changes else before
+    _schedule_changed("schedule:updated", row)
+    return schedule_view(row)
+
+
+def delete_schedule(schedule_id: int) -> dict:
+    row = found(delete_schedule_row(schedule_id), f"schedule {schedule_id} not found")
+    runtime.events.publish("schedule:deleted", {"id": schedule_id,
+                                                "projectId": row["project_id"]},
+                           row["project_id"])
+    return {"ok": True}
+
+
+def _schedule_changed(event: str, row: dict) -> None:
+    runtime.events.publish(event, schedule_view(row), row["project_id"])
+    runtime.schedules.wake()
+
+
+def local_zone() -> str:
+    """The server's IANA time zone: $TZ, else what /etc/localtime is, else UTC."""
+    for name in (os.environ.get("TZ", "").lstrip(":"),
+                 os.path.realpath("/etc/localtime").partition("/zoneinfo/")[2]):
+        with contextlib.suppress(ValueError, zoneinfo.ZoneInfoNotFoundError):
+            if name and zoneinfo.ZoneInfo(name):
+                return name
+    return "UTC"
+
+
+def _next_fire(schedule: dict, after: dt.datetime | None = None) -> str:
+    """A schedule's next fire after `after` (now), read in its time zone (the library
+    knows daylight saving time: a time skipped or repeated fires once)."""
+    start = (after or utc_now()).astimezone(zoneinfo.ZoneInfo(schedule["timezone"]))
+    return iso(next(cronsim.CronSim(schedule["cron"], start)))
+
+
+def fire_schedules() -> float | None:
+    """Fire each schedule that is due, those missed while the board was down once; then
+    sleep until the next is due (at most SCHEDULE_NAP_SECONDS: a clock set forward is
+    noticed), or until a schedule changes when none is on."""
+    now = utc_now()
+    due, upcoming = due_schedule_rows(iso(now))
+    for row in due:
+        fire_schedule(row, now)
+    if due:
+        upcoming = due_schedule_rows(iso(now))[1]
+    if upcoming is None:
+        return None
+    return min(SCHEDULE_NAP_SECONDS, max(0.0, (parse_iso(upcoming) - utc_now()).total_seconds()))
+
+
+def fire_schedule(row: dict, now: dt.datetime) -> None:
+    """One fire: a new task, started through the queue and the daily budget, or (mode
+    continue) the text sent to the last task it made; skipped (and said so) while that
+    task still runs.  Its next fire is after now, so no fire comes twice."""
+    spec = json.loads(row["task_json"])
+    last = task_row(row["last_task_id"]) if row["last_task_id"] else None
+    task_id, error = None, None
+    try:
+        if last is not None and last["status"] == "in_progress":
+            task_id, error = last["id"], f"skipped: {last['task_key']}, which its last fire " \
+                "made, still runs"
+        elif row["mode"] == "continue" and last is not None:
+            task_id = last["id"]
+            request_changes(task_id, spec.get("description") or spec["title"])
+        elif daily_limit_reached():
+            error = "skipped: today's agent cost reached the daily limit (dailyCostLimit)"
+        else:
+            task_id = create_task(row["project_id"], {
+                "title": spec["title"], "description": spec.get("description", ""),
+                **{column: spec[key] for key, column in (
+                    ("type", "task_type"), ("priority", "priority"), ("agent", "agent"),
+                    ("model", "model"), ("effort", "thinking_effort")) if key in spec}})["id"]
+            move_task(task_id, "in_progress", manual=False,
+                      reason=f"started by schedule {row['name']!r}")
+    except ApiError as exc:  # a full project (the task waits in the backlog), a gone task
+        error = exc.message
+    notice = Notice("schedule:fired", schedule=row["name"], error=error)
+    saved = update_schedule_row(row["id"], {
+        "last_at": iso(now), "next_at": _next_fire(row, now), "last_error": error,
+        "last_task_id": task_id or row["last_task_id"]}, notice, task_id)
+    announce(notice)
+    runtime.events.publish("schedule:fired", {**schedule_view(saved), "taskId": task_id},
+                           row["project_id"])
+
+
+# =============================================================================
 # SERVICES: HOSTS
 # =============================================================================
 # Agents on other machines (design §15): hosts, their checks and keys, code and runs
@@ -11318,6 +11746,11 @@ def credential_refusal(environ, path: str, proxied: bool) -> ApiError | None:
     if scheme.lower() == "bearer" and token is not None and \
             hmac.compare_digest(value.encode(), token.encode()):
         return None
+    if scheme.lower() == "bearer" and value.startswith(PERSONAL_TOKEN_PREFIX):
+        token = personal_token(value)
+        if token is not None:
+            environ["taskboard.token"] = token
+            return token_refusal(environ, token)
     scope = runtime.run_tokens.get(value) if scheme.lower() == "bearer" else None
     if scope is None:
         return runtime.failures.refused(client) or \
@@ -11432,9 +11865,19 @@ def _service_route(method: str, rule: str, service, returns: str, name=None, **c
 
 @app.post("/mcp", body="McpMessage", returns="McpAnswer")
 def board_tools_http():
-    """The board tools over MCP's streamable HTTP transport, answered as JSON (no event
-    stream): a JSON-RPC message or a batch; only notifications → 202, no body."""
-    answer = mcp_http(read_json())
+    """The board's MCP over the streamable HTTP transport (design §19), answered as JSON
+    (no event stream): a JSON-RPC message or a batch; only notifications → 202, no body.
+    A revision the client names (MCP-Protocol-Version) that the board does not speak, or a
+    body that is not JSON → 400 with a JSON-RPC error."""
+    try:
+        body = read_json()
+    except (Invalid, InvalidJson) as exc:
+        raise RpcError(-32700, exc.message) from None
+    version = bottle.request.get_header("MCP-Protocol-Version")
+    if version is not None and version not in MCP_VERSIONS:
+        raise RpcError(-32600, f"MCP-Protocol-Version {version[:40]!r} is not one of: "
+                       f"{', '.join(MCP_VERSIONS)}")
+    answer = mcp_http(body)
     if answer is None:
         bottle.response.status = 202
         return ""
@@ -11626,7 +12069,7 @@ SERVICE_ROUTES = (
     ("GET", "/api/stats/agent-usage", agent_usage, "AgentUsage"),
     ("GET", "/api/settings", get_settings, "Settings"),
     ("GET", "/api/tasks/<task_id:int>/approvals", task_approvals, "Approval[]"),
-    ("POST", "/api/approvals/<approval_id:int>", decide_approval, "Approval",
+    ("POST", "/api/approvals/<approval_id:int>", answer_approval, "Approval",
      {"body": DECISION_FIELDS}),
     ("POST", "/api/approvals/<approval_id:int>/act", act_on_approval, "ActResult",
      {"body": ACT_FIELDS}),
@@ -11658,6 +12101,16 @@ SERVICE_ROUTES = (
     ("POST", "/api/tasks/<task_id:int>/attempts/<n:int>/pick", pick_attempt, "Attempt[]"),
     ("GET", "/api/tasks/<task_id:int>/attempts/<n:int>/diff", task_diff, "Diff"),
     ("GET", "/api/stats/attempts", attempt_stats, "AttemptStats"),
+    ("GET", "/api/tokens", list_tokens, "Token[]"),
+    ("POST", "/api/tokens", create_token, "NewToken", {"body": TOKEN_FIELDS, "status": 201}),
+    ("DELETE", "/api/tokens/<token_id:int>", delete_token, "Ok"),
+    ("GET", "/api/projects/<project_id:int>/schedules", list_schedules, "Schedule[]"),
+    ("POST", "/api/projects/<project_id:int>/schedules", create_schedule, "Schedule",
+     {"body": SCHEDULE_FIELDS, "status": 201}),
+    ("GET", "/api/schedules/<schedule_id:int>", get_schedule, "Schedule"),
+    ("PUT", "/api/schedules/<schedule_id:int>", update_schedule, "Schedule",
+     {"body": SCHEDULE_FIELDS, "partial": True}),
+    ("DELETE", "/api/schedules/<schedule_id:int>", delete_schedule, "Ok"),
 )
 for _method, _rule, _service, _returns, *_config in SERVICE_ROUTES:
     _service_route(_method, _rule, _service, _returns, **(_config[0] if _config else {}))
@@ -12325,9 +12778,10 @@ _NULLABLE_OUTPUT = {"started_at", "completed_at", "branch_name", "pr_url", "sess
 _CONFLICTS = {"api_create_project", "api_update_project", "api_create_task", "api_update_task",
               "api_move_task", "api_start_plan", "local_stop_task", "local_restart_task",
               "local_request_changes", "local_add_task_dependency", "local_get_agent_md",
-              "local_save_agent_md", "api_decide_approval", "api_act_on_approval",
+              "local_save_agent_md", "api_answer_approval", "api_act_on_approval",
               "api_post_message", "api_post_review", "api_create_host", "api_update_host",
-              "api_delete_host", "api_start_attempts", "api_pick_attempt"}
+              "api_delete_host", "api_start_attempts", "api_pick_attempt",
+              "api_create_token"}
 #: Error answers, in the document's order; _operation() says which an operation gives.
 _ERROR_ANSWERS = {
     "400": "invalid input",
@@ -12385,8 +12839,12 @@ def openapi() -> dict:
                          ("Attachment", ATTACHMENT_FIELDS), ("Approval", APPROVAL_FIELDS),
                          ("Message", MESSAGE_FIELDS), ("PushSubscription", PUSH_FIELDS),
                          ("Host", HOST_FIELDS), ("Attempt", ATTEMPT_FIELDS),
+                         ("Token", TOKEN_FIELDS), ("Schedule", SCHEDULE_FIELDS),
                          ("ReviewComment", REVIEW_COMMENT_FIELDS)):
         schemas[name] = _object_schema(fields)
+    schemas["NewToken"] = _object_schema(TOKEN_FIELDS)
+    schemas["NewToken"]["properties"]["secret"] = {
+        "type": "string", "description": "the token itself: shown this once"}
     schemas["ProjectListEntry"] = _object_schema(PROJECT_FIELDS, only=PROJECT_LIST_FIELDS)
     summary = _object_schema(PROJECT_FIELDS, only=PROJECT_SUMMARY_FIELDS)
     summary["properties"].update({name: {"type": "integer"} for name in SUMMARY_COUNTS.values()})
@@ -12577,9 +13035,12 @@ def _created_by(scope: dict, task_id: int) -> bool:
 
 
 def mcp_serve(argv: list[str]) -> int:
-    """Serve the board tools over stdio until stdin closes."""
+    """The board's MCP over stdio until stdin closes, for a client that starts its servers
+    (a run's CLI, Claude Desktop): each message goes to POST /mcp with the token (a run's,
+    from its config file or TASKBOARD_MCP_TOKEN; else TASKBOARD_TOKEN: the board's or a
+    personal one) and each answer comes back."""
     parser = argparse.ArgumentParser(prog="taskboard.py --mcp")
-    parser.add_argument("--url", required=True)
+    parser.add_argument("--url", required=True, help="the board, e.g. http://127.0.0.1:8080")
     parser.add_argument("--config", help="the run's 0600 config file: its token and task "
                         "(a CLI that does not hand its environment to MCP servers)")
     args = parser.parse_args(argv)
@@ -12587,17 +13048,27 @@ def mcp_serve(argv: list[str]) -> int:
     if args.config:
         with open(args.config, encoding="utf-8") as f:
             env = json.load(f)["mcpServers"]["taskboard"]["env"]
-    board = BoardApi(int(env.get("TASKBOARD_TASK_ID") or 0) or None, args.url.rstrip("/"),
-                     env.get("TASKBOARD_MCP_TOKEN"))
+    board = requests.Session()
+    board.headers.update({"Content-Type": "application/json", "Accept": "application/json"})
+    token = env.get("TASKBOARD_MCP_TOKEN") or env.get("TASKBOARD_TOKEN")
+    if token:
+        board.headers["Authorization"] = f"Bearer {token}"
     for line in sys.stdin:
-        try:
-            message = json.loads(line)
-        except ValueError:
-            _mcp_send(None, error={"code": -32700, "message": "parse error"})
+        if not line.strip():
             continue
-        if not isinstance(message, dict) or "id" not in message:
-            continue  # a notification (e.g. notifications/initialized)
-        _mcp_send(message["id"], **_mcp_reply(message, board))
+        try:
+            response = board.post(args.url.rstrip("/") + "/mcp", data=line.encode(), timeout=120)
+            answer = response.json() if response.status_code != 202 else None
+        except (requests.RequestException, ValueError) as exc:
+            answer = {"error": f"the board at {args.url} did not answer: {exc}"}
+        if isinstance(answer, dict) and "jsonrpc" not in answer:  # refused before /mcp
+            message = json.loads(line) if line.lstrip().startswith("{") else {}
+            answer = {"jsonrpc": "2.0", "id": message.get("id") if isinstance(
+                message, dict) else None, "error": {"code": -32000, "message": str(
+                    answer.get("error") or answer)}}
+        if answer is not None:
+            sys.stdout.write(json_dumps(answer) + "\n")
+            sys.stdout.flush()
     return 0
 
 
@@ -12640,6 +13111,101 @@ def remote_board_tools(link: "HostLink", agent: str, run_id: int, task_id: int,
     return token
 
 
+#: The protocol revisions of the initialize handshake the board speaks, newest last.
+MCP_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
+_TASK_ID = {"type": "integer", "minimum": 1, "description": "the task's id (not its key)"}
+_LIST_ENTRY = ("id", "task_key", "title", "status", "priority", "task_type", "agent",
+               "is_running", "pending_approvals", "parent_task_id")
+
+#: The board's work for an outside MCP client (design §19), with the board's token or a
+#: personal token: each tool under the scope it needs (Command.kind), offered only to a
+#: token that has it.  A run's token gets COMMANDS' tools instead.
+CLIENT_TOOLS = {
+    "list_projects": Command(
+        "read", "List the board's projects: id, name, slug, workingDir (the code folder its "
+        "agents work in) and agent (the CLI its tasks run). Start here to find a project_id.",
+        {}, [], {"type": "array", "items": _OBJECT},
+        lambda a, board: list_projects("agent")),
+    "list_tasks": Command(
+        "read", "List the tasks of a project, priority first: id, task_key, title, status "
+        "(backlog, in_progress, testing, done, failed), priority (0-3), task_type, agent, "
+        "is_running, pending_approvals (requests waiting for an answer) and parent_task_id. "
+        "Give status to list only those.",
+        {"project_id": _ID, "status": {"type": "string", "enum": list(STATUSES)}},
+        ["project_id"], {"type": "array", "items": _OBJECT},
+        lambda a, board: [{k: t[k] for k in _LIST_ENTRY} for t in board.call(
+            "GET", f"/api/projects/{int(a['project_id'])}/tasks")
+            if a.get("status") in (None, t["status"])]),
+    "get_task": Command(
+        "read", "One task: every field, its newest 20 log lines (what its agent did and said) "
+        "and its pending requests (approvals and questions; answer them with "
+        "answer_request).", {"task_id": _TASK_ID}, ["task_id"], _OBJECT,
+        lambda a, board: _task_for_client(int(a["task_id"]), board)),
+    "create_task": Command(
+        "write", "Create a task in a project's backlog (status in_progress starts its agent "
+        "at once). title is required; description says what to do, acceptance_criteria when "
+        "it is done.", {"project_id": _ID, **_TASK_FIELDS_IN, "status": {
+            "type": "string", "enum": ["backlog", "in_progress"]}},
+        ["project_id", "title"], _TASK,
+        lambda a, board: board.call("POST", f"/api/projects/{int(a['project_id'])}/tasks",
+                                    {k: v for k, v in a.items() if k != "project_id"})),
+    "update_task": Command(
+        "write", "Change fields of a task (title, description, acceptance_criteria, "
+        "task_type, priority); use move_task for its status.",
+        {"task_id": _TASK_ID, **_TASK_FIELDS_IN}, ["task_id"], _TASK,
+        lambda a, board: board.update(int(a["task_id"]), {
+            k: v for k, v in a.items() if k != "task_id"})),
+    "move_task": Command(
+        "write", "Move a task to a status: in_progress starts its agent, testing waits for "
+        "review, done approves the work, backlog stops its agent, failed gives it up.",
+        {"task_id": _TASK_ID, "status": {"type": "string", "enum": list(STATUSES)}},
+        ["task_id", "status"], _TASK,
+        lambda a, board: board.move(int(a["task_id"]), a.get("status"))),
+    "stop_task": Command(
+        "write", "Stop a running task's agent (every process of it); the task goes back to "
+        "the backlog.", {"task_id": _TASK_ID}, ["task_id"], _TASK,
+        lambda a, board: stop_task(int(a["task_id"]))),
+    "list_requests": Command(
+        "read", "Every request of a running agent waiting for an answer, in every project: "
+        "tool calls it asks to make (kind tool: toolName and input) and questions it asks "
+        "(kind question: input.questions with their options). Answer with answer_request.",
+        {}, [], {"type": "array", "items": _OBJECT},
+        lambda a, board: list_approvals("pending")),
+    "answer_request": Command(
+        "approve", "Answer a request of list_requests by its id: decision allow or deny (a "
+        "tool call; message tells the agent why when denying); for a question, decision "
+        "allow with answers {question text: chosen label, or labels, or your own text}.",
+        {"id": _ID, "decision": {"type": "string", "enum": list(DECISIONS)},
+         "message": {"type": "string"}, "answers": {"type": "object"}},
+        ["id", "decision"], _ref("Approval"),
+        lambda a, board: decide_approval(int(a["id"]), {
+            k: v for k, v in a.items() if k != "id"}, requester())),
+    "send_message": Command(
+        "write", "Send a message to a task's agent: a running agent reads it when its turn "
+        "ends (interrupt true: at once); a task in testing or failed resumes its agent with "
+        "it as a change request.", {"task_id": _TASK_ID, "text": {"type": "string"},
+                                    "interrupt": {"type": "boolean"}},
+        ["task_id", "text"], _ref("Message"),
+        lambda a, board: post_message(int(a["task_id"]), {
+            k: v for k, v in a.items() if k != "task_id"})),
+}
+
+
+def _task_for_client(task_id: int, board: "BoardApi") -> dict:
+    task = board.call("GET", f"/api/tasks/{task_id}")
+    return {**task, "logs": json.loads(task_logs(task_id, 20)), "requests": [
+        a for a in task_approvals(task_id) if a["status"] == "pending"]}
+
+
+def _tools(environ) -> dict:
+    """The tools of the request's credential: a run's, or a person's within its scopes."""
+    if environ.get("taskboard.agent") is not None:
+        return {name: c for name, c in COMMANDS.items() if c.kind == "tool"}
+    token = environ.get("taskboard.token")
+    scopes = json.loads(token["scopes_json"]) if token is not None else TOKEN_SCOPES
+    return {name: c for name, c in CLIENT_TOOLS.items() if c.kind in scopes}
+
+
 class InvalidParams(ValueError):
     """JSON-RPC's -32602: a method's params are not what it takes."""
 
@@ -12657,11 +13223,15 @@ def _mcp_reply(message: dict, board: "BoardApi") -> dict:
 
 
 def _mcp_answer(method, params, board: "BoardApi"):
-    tools = {name: c for name, c in COMMANDS.items() if c.kind == "tool"}
+    tools = _tools(bottle.request.environ)
     if method == "initialize":
-        return {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
+        asked = params.get("protocolVersion")
+        return {"protocolVersion": asked if asked in MCP_VERSIONS else MCP_VERSIONS[-1],
                 "capabilities": {"tools": {}},
-                "serverInfo": {"name": "taskboard", "version": __version__}}
+                "serverInfo": {"name": "taskboard", "version": __version__},
+                "instructions": "Taskboard: projects of tasks that AI coding agents work on. "
+                "list_projects, then list_tasks; create_task and move_task start work; "
+                "list_requests and answer_request answer what a running agent asks."}
     if method == "ping":
         return {}
     if method == "tools/list":
@@ -12677,41 +13247,31 @@ def _mcp_answer(method, params, board: "BoardApi"):
             raise LookupError(f"unknown tool {name[:100]!r}")
         try:
             value, failed = tools[name].run(args, board), False
-        except (ValueError, TypeError, KeyError, requests.RequestException) as exc:
-            value, failed = {"error": str(exc)}, True
+        except (ApiError, ValueError, TypeError, KeyError) as exc:
+            value, failed = {"error": getattr(exc, "message", None) or str(exc)}, True
         return {"content": [{"type": "text", "text": json_dumps(value)}], "isError": failed}
     raise LookupError(f"unknown method {method!r}")
 
 
 class BoardApi:
-    """The board's API as the tools call it, on behalf of the task `own` the agent works
-    on: over HTTP with the run's token (the stdio server, --mcp), or without a url in this
-    process (POST /mcp), within the bounds of the request's credential."""
+    """The board's API as the tools call it, in this request (POST /mcp), within the bounds
+    of its credential; `own`: the task a run's agent works on (None: a person's client)."""
 
-    def __init__(self, own: int | None, url: str | None = None, token: str | None = None):
-        self.own, self.url, self.http = own, url, None
-        if url is not None:
-            self.http = requests.Session()
-            if token:
-                self.http.headers["Authorization"] = f"Bearer {token}"
+    def __init__(self, own: int | None):
+        self.own = own
 
     def call(self, method: str, path: str, body=None):
-        if self.http is None:
-            return _call_in_process(method, path, body)
-        response = self.http.request(method, self.url + path, json=body, timeout=30)
-        answer = response.json() if response.content else {}
-        if response.status_code >= 400:
-            raise ValueError(answer.get("error") if isinstance(answer, dict) else answer)
-        return answer
+        return _call_in_process(method, path, body)
 
     def project(self) -> int:
         if self.own is None:
-            raise ValueError("TASKBOARD_TASK_ID is not set: which project?")
+            raise ValueError("this tool works inside a task's run: which project?")
         return self.call("GET", f"/api/tasks/{self.own}")["project_id"]
 
     def update(self, task_id: int, fields: dict) -> dict:
         if "status" in fields:
-            raise ValueError("use change_task_status to move a task")
+            raise ValueError("a task's status changes by moving it (the tool that moves a "
+                             "task), not by updating it")
         return self.call("PUT", f"/api/tasks/{task_id}", fields)
 
     def move(self, task_id: int, status) -> dict:
@@ -12747,12 +13307,6 @@ def _call_in_process(method: str, path: str, body):
     finally:
         del environ["taskboard.body"]
     return json.loads(answer) if isinstance(answer, RawJson) else answer
-
-
-def _mcp_send(message_id, **answer) -> None:
-    """One JSON-RPC answer (result= or error=) to the message with that id."""
-    sys.stdout.write(json_dumps({"jsonrpc": "2.0", "id": message_id, **answer}) + "\n")
-    sys.stdout.flush()
 
 
 # =============================================================================
@@ -13027,6 +13581,10 @@ class Runtime:
         self.events = EventBus()
         self.logs = LogWriter()
         self.agents = AgentPool()
+        #: sha256 of a personal token's secret -> its row (design §19), see personal_token()
+        self.personal = {}
+        #: fires the schedules (design §19): its first round fires those missed meanwhile
+        self.schedules = Worker("schedules", fire_schedules, retry=SCHEDULE_NAP_SECONDS)
         #: Projects whose queue is about to run (see schedule_queue).
         self.queue_pending = set()
         #: token -> {project_id, task_id} of each live run's board tools.
@@ -13188,6 +13746,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     runtime.sessions = session_rows(_digest(runtime.config["token"] or ""))
     runtime.sandbox = try_sandbox(config["bwrap"])
     runtime.settings = settings_rows()
+    runtime.personal = {row["hash"]: row for row in find_rows("tokens")}
     interrupt_stale_plans()
     runtime.logs.start()
     runtime.checkpoints.start()
@@ -13203,7 +13762,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
         Worker("issue sync", sync_all_issues, retry=SYNC_INTERVAL_SECONDS),
         Worker("log retention", retain_logs, first=30.0, retry=LOG_COMPACT_SECONDS),
         Worker("host checks", check_hosts, first=HOST_CHECK_SECONDS,
-               retry=HOST_CHECK_SECONDS), runtime.sandbox_retry]
+               retry=HOST_CHECK_SECONDS), runtime.sandbox_retry, runtime.schedules]
     for worker in runtime.workers:
         worker.start()
     runtime.prs.start()
