@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import websocket
 
 import taskboard
 from agent_helpers import RUN, get_task, logs, read_calls, wait_status
@@ -401,3 +402,17 @@ def test_a_fire_is_an_event_and_a_webhook(client, api, tb, live, agent_dir):
         f"/api/projects/{project['id']}/webhooks/{hook['id']}/deliveries").json, RUN,
         message="the webhook's delivery")
     assert deliveries[0]["event"] == "schedule:fired"
+
+
+def test_a_read_token_follows_the_board_live_and_a_token_without_read_cannot(client, api,
+                                                                            live):
+    project = api.project()
+    reader = token(client, "watch", ["read"])["secret"]
+    writer = token(client, "writer only", ["write"])["secret"]
+    ws = live.ws(f"?projectId={project['id']}", headers=as_token(reader))
+    made = api.task(project["id"], title="Seen live")
+    assert ws.until("task:created", lambda data: data["id"] == made["id"])["data"]["title"] \
+        == "Seen live"
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        live.ws(headers=as_token(writer))
+    assert refused.value.status_code == 403
