@@ -2740,6 +2740,19 @@ def task_row(task_id: int) -> dict | None:
         return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
 
 
+def task_list_json(project_id: int, object_sql: str, status: str | None,
+                   limit: int) -> str | None:
+    """A page of the project's tasks (of one status) in queue order, as SQLite-built JSON."""
+    with read() as t:
+        if not t.exists("projects", project_id):
+            return None
+        return t.value(
+            f"SELECT '[' || coalesce(group_concat(j, ','), '') || ']' FROM (SELECT "
+            f"{object_sql} AS j FROM tasks WHERE project_id = ? "
+            + ("AND status = ? " if status else "") + f"ORDER BY {TASK_ORDER} LIMIT ?)",
+            (project_id, *([status] if status else []), limit))
+
+
 def task_rows_json(project_id: int, object_sql: str) -> str | None:
     """The project's tasks as one JSON array built by SQLite, each row as object_sql."""
     with read() as t:
@@ -13114,8 +13127,9 @@ def remote_board_tools(link: "HostLink", agent: str, run_id: int, task_id: int,
 #: The protocol revisions of the initialize handshake the board speaks, newest last.
 MCP_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
 _TASK_ID = {"type": "integer", "minimum": 1, "description": "the task's id (not its key)"}
-_LIST_ENTRY = ("id", "task_key", "title", "status", "priority", "task_type", "agent",
-               "is_running", "pending_approvals", "parent_task_id")
+_LIST_ENTRY = tuple(f for f in TASK_FIELDS if f.name in (
+    "id", "task_key", "title", "status", "priority", "task_type", "agent", "is_running",
+    "pending_approvals", "parent_task_id"))
 
 #: The board's work for an outside MCP client (design §19), with the board's token or a
 #: personal token: each tool under the scope it needs (Command.kind), offered only to a
@@ -13130,12 +13144,12 @@ CLIENT_TOOLS = {
         "read", "List the tasks of a project, priority first: id, task_key, title, status "
         "(backlog, in_progress, testing, done, failed), priority (0-3), task_type, agent, "
         "is_running, pending_approvals (requests waiting for an answer) and parent_task_id. "
-        "Give status to list only those.",
-        {"project_id": _ID, "status": {"type": "string", "enum": list(STATUSES)}},
+        "Give status to list only those; at most limit (default 100) are listed.",
+        {"project_id": _ID, "status": {"type": "string", "enum": list(STATUSES)},
+         "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
         ["project_id"], {"type": "array", "items": _OBJECT},
-        lambda a, board: [{k: t[k] for k in _LIST_ENTRY} for t in board.call(
-            "GET", f"/api/projects/{int(a['project_id'])}/tasks")
-            if a.get("status") in (None, t["status"])]),
+        lambda a, board: client_task_list(a["project_id"], a.get("status"),
+                                          a.get("limit", 100))),
     "get_task": Command(
         "read", "One task: every field, its newest 20 log lines (what its agent did and said) "
         "and its pending requests (approvals and questions; answer them with "
@@ -13189,6 +13203,16 @@ CLIENT_TOOLS = {
         lambda a, board: post_message(int(a["task_id"]), {
             k: v for k, v in a.items() if k != "task_id"})),
 }
+
+
+def client_task_list(project_id, status, limit) -> RawJson:
+    """list_tasks of an outside client: a page of the project's tasks, each in brief."""
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"status {json_dumps(status)[:40]} is not one of: {', '.join(STATUSES)}")
+    if not isinstance(limit, int) or not 0 < limit <= 1000:
+        raise ValueError(f"limit {json_dumps(limit)[:40]} is not an integer in 1..1000")
+    return RawJson(found(task_list_json(int(project_id), json_object_sql(_LIST_ENTRY), status,
+                                        limit), f"project {project_id} not found"))
 
 
 def _task_for_client(task_id: int, board: "BoardApi") -> dict:
@@ -13249,7 +13273,8 @@ def _mcp_answer(method, params, board: "BoardApi"):
             value, failed = tools[name].run(args, board), False
         except (ApiError, ValueError, TypeError, KeyError) as exc:
             value, failed = {"error": getattr(exc, "message", None) or str(exc)}, True
-        return {"content": [{"type": "text", "text": json_dumps(value)}], "isError": failed}
+        text = value if isinstance(value, RawJson) else json_dumps(value)
+        return {"content": [{"type": "text", "text": text}], "isError": failed}
     raise LookupError(f"unknown method {method!r}")
 
 

@@ -45,7 +45,10 @@ AUTH_ENV = ("TASKBOARD_TOKEN", "TASKBOARD_TOKEN_FILE", "TASKBOARD_NO_AUTH")
 
 
 def auth_headers(auth=True):
-    """ The Authorization header, or none (for a `--no-auth` board: any bearer there is 401). """
+    """ The Authorization header, or none (for a `--no-auth` board: any bearer there is 401);
+    `auth` a string: that bearer instead of TOKEN (a personal token, design §19). """
+    if isinstance(auth, str):
+        return {"Authorization": f"Bearer {auth}"}
     return {"Authorization": AUTH_HEADER} if auth else {}
 
 

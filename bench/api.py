@@ -44,14 +44,16 @@ the same machine with the same clients; each side's best round is kept.
 
 The auth check's cost (goal: token/no-auth req/s >= 0.95, "the auth check must not cost the
 API more than 5 %"). The board always has a token (design §11), so every request above
-carries `Authorization: Bearer`. Two more Taskboards, each on its own copy of the seeded
-database: one with the token, one started --no-auth (no header sent). The same mix goes to
-both, each client cycling GET a task, GET the 1,000-task list, POST a task (into a project
-of its own): `--auth-rounds` rounds of `--auth-seconds` per side in the order token,
-no-auth, no-auth, token, ... so that drift and noise hit both alike. Each side's rounds are
-pooled (all requests over all time, all latencies), not the best one: the difference sought
-is a few per cent, below what one round's luck gives. Rows auth_rps (the goal), auth_p50
-and auth_p99 (no goal).
+carries `Authorization: Bearer`. Three more Taskboards, each on its own copy of the seeded
+database: one with the token, one started --no-auth (no header sent), and one whose clients
+send a personal token (read and write, design §19) instead of the board's. The same mix goes
+to each, each client cycling GET a task, GET the 1,000-task list, POST a task (into a project
+of its own): `--auth-rounds` rounds of `--auth-seconds` per side, the sides' order turning
+each round, so that drift and noise hit all alike. Each side's rounds are pooled (all
+requests over all time, all latencies), not the best one: the difference sought is a few per
+cent, below what one round's luck gives. Rows auth_rps (the goal: >= 0.95x --no-auth),
+personal_auth_rps (issue 48's goal: a personal token >= 0.95x the board's token), their p50
+and p99 (no goal).
 
 The clients set TCP_QUICKACK after each request (Linux). Without it, gevent.pywsgi's
 separate header and body writes meet Nagle and the client's delayed ACK, and every small
@@ -95,7 +97,7 @@ from _common import (
 
 GOAL = 0.5
 AUTH_GOAL = 0.95  # token / --no-auth req/s: the auth check costs the API at most 5 %
-AUTH_SIDES = ("token", "no_auth")
+AUTH_SIDES = ("token", "no_auth", "personal")
 TASK_COUNT = 1000
 CREATE_BODY = json.dumps({"title": "bench task {n}",
                           "description": "A task created by bench/api.py to time task creation.",
@@ -334,11 +336,13 @@ def run(args, tmp, load):
     ceiling = ratios("same_writes_vs_echo", creates["same_writes"], creates["baseline"])[:1]
     print_report(rows, GOAL)
     auth_rows = ratios("auth", auth["token"], auth["no_auth"])
-    print(f"the auth check: the same mix with the token and --no-auth, {args.auth_rounds} "
-          f"rounds of {args.auth_seconds:g} s per side, pooled:")
-    for figure, ours, base, ratio in auth_rows:
+    personal_rows = ratios("personal_auth", auth["personal"], auth["token"])
+    print(f"the auth check: the same mix with the token, --no-auth and a personal token, "
+          f"{args.auth_rounds} rounds of {args.auth_seconds:g} s per side, pooled:")
+    for (figure, ours, base, ratio), than in [(r, "--no-auth") for r in auth_rows] + \
+            [(r, "the board's token") for r in personal_rows]:
         goal = f" (goal >= {AUTH_GOAL})" if figure.endswith("_rps") else ""
-        print(f"ratio {figure} {ratio:.2f}{goal} (token {ours:.2f}, --no-auth {base:.2f}"
+        print(f"ratio {figure} {ratio:.2f}{goal} ({ours:.2f} against {than}'s {base:.2f}"
               f"{' req/s' if figure.endswith('_rps') else ' ms'})")
     print("create_task's baseline is a bare server running Taskboard's own create statements "
           "on a copy of its database; against the others (no goal):")
@@ -357,9 +361,11 @@ def run(args, tmp, load):
                                    f">= {GOAL}x baseline", ratio >= GOAL)
                         for figure, ours, base, ratio in rows] +
                 [result_row(figure, ours, unit(figure), base, ratio,
-                            f">= {AUTH_GOAL}x --no-auth" if figure.endswith("_rps") else "",
+                            f">= {AUTH_GOAL}x {than}" if figure.endswith("_rps") else "",
                             ratio >= AUTH_GOAL if figure.endswith("_rps") else None)
-                 for figure, ours, base, ratio in auth_rows] +
+                 for rows_of, than in ((auth_rows, "--no-auth"),
+                                       (personal_rows, "the board's token"))
+                 for figure, ours, base, ratio in rows_of] +
                 [result_row(figure, ours, unit(figure), base, ratio)
                  for figure, ours, base, ratio in echo + stored + ceiling])
 
@@ -393,26 +399,34 @@ def measure(args, load, tmp, tb_port, base_port, list_path):
 def measure_auth(args, load, tmp, dbs, list_path, task_id):
     """ The same mix on a Taskboard with the token (bearer sent) and one --no-auth (no
     header), in ABBA order; returns {side: {"rps", "p50_ms", "p99_ms"}}, rounds pooled. """
-    servers = {}
+    servers, bearers = {}, {}
     for side in AUTH_SIDES:
         port = free_port()
         argv = [sys.executable, "taskboard.py", "--port", str(port), "--db", dbs[side]]
         servers[side] = Server(f"taskboard ({side})", argv + ["--no-auth"] * (side == "no_auth"),
                                os.path.join(tmp, side, "taskboard.log"), "/api/health", port,
-                               env=taskboard_env(auth=side == "token"))
-    with servers["token"], servers["no_auth"]:
+                               env=taskboard_env(auth=side != "no_auth"))
+    with servers["token"], servers["no_auth"], servers["personal"]:
         plans = {}
         for side, server in servers.items():
-            auth = side == "token"
-            create = create_project(server.port, "bench-auth", tmp, auth=auth)
-            fetch_raw(server.port, list_path, auth=auth)  # also checks the side answers 200
+            bearers[side] = side == "token"
+            if side == "personal":  # the board's token makes it; the mix sends it
+                conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+                status, made = request(conn, "POST", "/api/tokens", {
+                    "name": "bench", "scopes": ["read", "write"]})
+                conn.close()
+                assert status == 201, made
+                bearers[side] = made["secret"]
+            create = create_project(server.port, "bench-auth", tmp, auth=side != "no_auth")
+            fetch_raw(server.port, list_path, auth=bearers[side])  # also checks it answers
             plans[side] = [("GET", f"/api/tasks/{task_id}", None), ("GET", list_path, None),
                            ("POST", f"/api/projects/{create}/tasks", CREATE_BODY)]
         runs = {side: [] for side in AUTH_SIDES}
         for round_no in range(args.auth_rounds):
-            for side in AUTH_SIDES if round_no % 2 == 0 else AUTH_SIDES[::-1]:
+            shift = round_no % len(AUTH_SIDES)  # each side first, second and last in turn
+            for side in AUTH_SIDES[shift:] + AUTH_SIDES[:shift]:
                 r = load.run_mix(servers[side].port, plans[side], args.auth_seconds,
-                                 auth=side == "token")
+                                 auth=bearers[side])
                 runs[side].append(r)
                 errors = f", {r['errors']} ERRORS (non-2xx or dropped)" if r["errors"] else ""
                 print(f"auth round {round_no + 1} {side:<8} {r['rps']:6.0f} req/s  "

@@ -49,6 +49,9 @@ key pair and the token exist), from a clean environment with the token in TASKBO
                    --quick 10), from 5 s after its first answer (the agent command's
                    --version and the other start-up work over). % of one core; goal
                    (issue 42) < 0.5 %
+  cpu_rest_schedules  the same board with 1,000 enabled schedules made through its API,
+                   none due in the window (issue 48), over the furnished window. Goal
+                   < 0.5 %; baseline: cpu_rest_bare
   cpu_rest_furnished  the same board furnished first through its API: one project with
                    autoBranch, autoPr and gitHostRepo whose workingDir's `origin` is a bare
                    repository behind a fake source host (tests/git_host_helpers.FakeHost,
@@ -100,6 +103,8 @@ GOAL_STARTUP_RATIO, GOAL_IDLE_MB, GOAL_TASKS_MB, GOAL_LIST_RATIO = 2.0, 70.0, 10
 #: issue 42: memory on the README's path (`python taskboard.py`), CPU at rest (% of a core)
 GOAL_IDLE_SCRIPT_MB, GOAL_TASKS_SCRIPT_MB = 62.0, 82.0
 GOAL_CPU_BARE, GOAL_CPU_FURNISHED = 0.5, 1.0
+#: Issue 48: a board with this many schedules at rest costs < GOAL_CPU_SCHEDULES % of a core.
+SCHEDULES, GOAL_CPU_SCHEDULES = 1000, 0.5
 #: the furnished window at least: every once-a-minute timer fires once in it
 FURNISHED_SECONDS = 70.0
 #: after its first answer, what a board does once (the agent's --version, ...) is over by then
@@ -317,6 +322,35 @@ def cpu_rest_bare(code, tmp, env, seconds):
     finally:
         server.stop()
     print(f"taskboard (python taskboard.py, fresh data dir) at rest over {seconds:g} s: "
+          f"{percent:.3f} % of a core, its main thread woken {switches:.1f} times/s", flush=True)
+    return percent
+
+
+def cpu_rest_schedules(code, tmp, env, seconds, count=SCHEDULES):
+    """ A board with `count` enabled schedules (design §19), none due in the window: its CPU
+    at rest (%), over at least one of the scheduler's naps (SCHEDULE_NAP_SECONDS, 60 s). """
+    port = free_port()
+    folder = os.path.join(tmp, "rest-schedules")
+    os.makedirs(os.path.join(folder, "work"))
+    server = Started(taskboard_argv("script", os.path.join(folder, "taskboard.db"), port), code,
+                     env, port)
+    try:
+        status, body = server.call("POST", "/api/projects", {
+            "name": "Clock", "slug": "clock", "workingDir": os.path.join(folder, "work")})
+        assert status == 201, body
+        project = json.loads(body)["id"]
+        hour = (time.gmtime().tm_hour + 12) % 24  # half a day away: none fires at rest
+        for n in range(count):
+            status, body = server.call("POST", f"/api/projects/{project}/schedules", {
+                "name": f"schedule {n}", "cron": f"{n % 60} {hour} * * *", "timezone": "UTC",
+                "task": {"title": f"Scheduled {n}"}})
+            assert status == 201, body
+        server.conn.close()
+        server.conn = None
+        percent, switches, _, _ = at_rest(server, seconds)
+    finally:
+        server.stop()
+    print(f"taskboard (python taskboard.py, {count:,} schedules) at rest over {seconds:g} s: "
           f"{percent:.3f} % of a core, its main thread woken {switches:.1f} times/s", flush=True)
     return percent
 
@@ -557,6 +591,8 @@ def run(args, tmp):
     # a minute's timers (a look at the PR, a host check) fall in a window of 70 s
     cpu_furnished = cpu_rest_furnished(ours, tmp, cached, args.rest_seconds if args.quick
                                        else max(args.rest_seconds, FURNISHED_SECONDS))
+    cpu_schedules = cpu_rest_schedules(ours, tmp, cached, args.rest_seconds if args.quick
+                                       else max(args.rest_seconds, FURNISHED_SECONDS))
 
     def vs(ours_value, base):
         return (base, base / ours_value) if base else (None, None)
@@ -590,6 +626,9 @@ def run(args, tmp):
                    met=cpu_bare < GOAL_CPU_BARE),
         result_row("cpu_rest_furnished", cpu_furnished, "%", goal=f"< {GOAL_CPU_FURNISHED:g} %",
                    met=None if cpu_furnished is None else cpu_furnished < GOAL_CPU_FURNISHED),
+        result_row("cpu_rest_schedules", cpu_schedules, "%", cpu_bare,
+                   cpu_bare / cpu_schedules if cpu_schedules else None,
+                   f"< {GOAL_CPU_SCHEDULES:g} %", cpu_schedules < GOAL_CPU_SCHEDULES),
     ]
 
 
