@@ -416,3 +416,18 @@ def test_a_read_token_follows_the_board_live_and_a_token_without_read_cannot(cli
     with pytest.raises(websocket.WebSocketBadStatusException) as refused:
         live.ws(headers=as_token(writer))
     assert refused.value.status_code == 403
+
+
+def test_list_tasks_over_mcp_is_a_page_of_brief_entries(client, api):
+    project = api.project()
+    for n in range(3):
+        api.task(project["id"], title=f"task {n}", priority=n)
+    page, failed = call_tool(client, "list_tasks", {"project_id": project["id"], "limit": 2})
+    assert not failed and [t["title"] for t in page] == ["task 2", "task 1"]
+    assert set(page[0]) == {"id", "task_key", "title", "status", "priority", "task_type",
+                            "agent", "is_running", "pending_approvals", "parent_task_id"}
+    for arguments, words in (({"project_id": project["id"], "limit": 0}, "limit 0"),
+                             ({"project_id": 999}, "not found"),
+                             ({"project_id": project["id"], "status": "lost"}, "lost")):
+        error, failed = call_tool(client, "list_tasks", arguments)
+        assert failed and words in error["error"], error
