@@ -90,7 +90,7 @@ export function liveUsage(task) {
   return (task.is_running && state.live.get(task.id)) || null;
 }
 
-/** Events heard per list ("tasks:<project id>", "approvals", "inbox", "hosts"). */
+/** Events heard per list ("tasks:<project id>", "approvals", "inbox", "hosts", "schedules:<project id>"). */
 const heard = new Map();
 const hear = (list) => heard.set(list, (heard.get(list) || 0) + 1);
 
@@ -115,6 +115,23 @@ export async function loadTasks(projectId) {
   state.loadedProjects.add(projectId);
   notify("tasks:loaded");
   return tasks;
+}
+
+/**
+ * The events of a project's templates, snippets, webhooks and schedules (their lists are kept
+ * by the views, item_list.js): the name of the item's kind, and what happened to it.
+ */
+const LIST_EVENT = /^(template|snippet|webhook|schedule):(created|updated|deleted|fired)$/;
+
+/**
+ * Read a project's templates, snippets, webhooks or schedules (kind: "templates", ...), and
+ * again while one of their events came meanwhile (see settledRead). The list is the view's to
+ * keep: from then on it follows the same events.
+ * @param {number} projectId
+ * @param {"templates"|"snippets"|"webhooks"|"schedules"} kind
+ */
+export function loadList(projectId, kind) {
+  return settledRead(`${kind}:${projectId}`, () => api.list(projectId, kind));
 }
 
 /** Load (or reload) a task's attempts into the store (see settledRead). */
@@ -299,6 +316,8 @@ export function receive(message) {
     if (event.startsWith("approval:")) hear("approvals");
     if (event.startsWith("host:")) hear("hosts");
     if (event === "attempt:updated") hear(`attempts:${data.taskId}`);
+    const listEvent = LIST_EVENT.exec(event);
+    if (listEvent && data) hear(`${listEvent[1]}s:${data.projectId}`);
     if (touchesInbox(state, message)) {
       hear("inbox");
       refreshInbox();

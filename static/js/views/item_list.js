@@ -1,12 +1,12 @@
-// The lists of a project's templates, snippets and webhooks: items kept current from /ws
-// events, delete after asking, the edit and delete buttons, and the page around such a list
-// (header and tabs, title, "New" button, the create/edit dialog) that the three views share.
+// The lists of a project's templates, snippets, webhooks and schedules: items kept current
+// from /ws events, delete after asking, the edit and delete buttons, and the page around such
+// a list (header and tabs, title, "New" button, the create/edit dialog) that those views share.
 
 import { api } from "../api.js";
 import { confirmDialog, h, toast } from "../dom.js";
 import { onLanguageChange, t } from "../i18n.js";
 import { go } from "../router.js";
-import { onEvent, state, subscribe } from "../store.js";
+import { loadList, onEvent, state, subscribe } from "../store.js";
 import { projectHeader } from "./common.js";
 import { formDialog, formKit, liveForm } from "./form_kit.js";
 
@@ -19,25 +19,20 @@ export function confirmDelete(name, detail = "") {
 
 
 /**
- * A project's templates/snippets/webhooks, loaded once and kept current from /ws events
- * (`<prefix>:created|updated|deleted`, and a full reload on resync).
+ * A project's templates/snippets/webhooks/schedules, loaded once (store.js's loadList: read
+ * again when an event came meanwhile) and kept current from /ws events
+ * (`<prefix>:created|updated|fired|deleted`, and a full reload on resync).
  * @param {number} projectId
- * @param {"templates"|"snippets"|"webhooks"} kind
- * @param {string} prefix  "template" | "snippet" | "webhook"
+ * @param {"templates"|"snippets"|"webhooks"|"schedules"} kind
+ * @param {string} prefix  "template" | "snippet" | "webhook" | "schedule"
  * @param {(event: string, data: Object|null) => void} onChange
  */
 export function liveItems(projectId, kind, prefix, onChange) {
   const items = new Map();
   const status = { loaded: false, error: null };
-  let events = 0;  // events applied so far: a list read meanwhile may be older than one of them
   const load = async () => {
     try {
-      let list;
-      for (let attempt = 1; ; attempt++) {
-        const seen = events;
-        list = await api.list(projectId, kind);
-        if (events === seen || attempt === 5) break;
-      }
+      const list = await loadList(projectId, kind);
       items.clear();
       for (const item of list) items.set(item.id, item);
       status.loaded = true;
@@ -51,9 +46,9 @@ export function liveItems(projectId, kind, prefix, onChange) {
     if (event === "resync") { load(); return; }
     if (!data || data.projectId !== projectId) return;
     if (event === `${prefix}:created` || event === `${prefix}:updated`) items.set(data.id, data);
+    else if (event === `${prefix}:fired`) items.set(data.id, withoutKeys(data, ["taskId"]));  // a schedule's fire
     else if (event === `${prefix}:deleted`) items.delete(data.id);
     else return;
-    events += 1;
     onChange(event, data);
   });
   load();
@@ -93,6 +88,12 @@ export function liveItems(projectId, kind, prefix, onChange) {
       }
     },
   };
+}
+
+
+/** An object without some of its keys. */
+function withoutKeys(object, keys) {
+  return Object.fromEntries(Object.entries(object).filter(([key]) => !keys.includes(key)));
 }
 
 
@@ -138,16 +139,18 @@ export function rerender(container, nodes) {
 
 
 /**
- * A project's list page (templates, snippets, webhooks): the project header, a title bar
+ * A project's list page (templates, snippets, webhooks, schedules): the project header, a title bar
  * with a "New" button, the live list, and the create/edit dialog. The i18n keys are
  * `<kind>.title|intro|new|newTitle|editTitle|empty|loadFailed`.
  * @param {HTMLElement} root
  * @param {Object} options
  * @param {number} options.projectId
- * @param {"templates"|"snippets"|"webhooks"} options.kind
- * @param {string} options.prefix  the event prefix: "template" | "snippet" | "webhook"
+ * @param {"templates"|"snippets"|"webhooks"|"schedules"} options.kind
+ * @param {string} options.prefix  the event prefix: "template" | "snippet" | "webhook" | "schedule"
  * @param {(item: Object|null) => Object[]} options.specs  the form's specs (see form_kit.js)
  * @param {Object} options.blank  the values of a new item
+ * @param {(item: Object) => Object} [options.values]  an item's values as the form's keys name them
+ *   (default: the item itself)
  * @param {(kit: Object, item: Object|null, extra: any) => any} options.build  the form's rows
  * @param {(item: Object, page: Object) => Node} options.item  one listed item
  * @param {boolean} [options.wide]  a wide dialog
@@ -170,7 +173,7 @@ export function mountItemList(root, options) {
     projectId,
     store: null,
     openForm(item) {
-      const kit = formKit(options.specs(item), item || options.blank);
+      const kit = formKit(options.specs(item), item ? (options.values ? options.values(item) : item) : options.blank);
       const extra = options.setup ? options.setup(kit, item) : null;
       const form = liveForm({
         kit, onlyDirty: Boolean(item),
