@@ -73,8 +73,12 @@ function name(value) {
   return value;
 }
 
-/** A project's list of templates, snippets or webhooks (kind), or one item of it (id). */
+/** The lists whose items have a path of their own (/api/schedules/7), not under their project. */
+const OWN_ITEM_PATHS = new Set(["schedules"]);
+
+/** A project's list of templates, snippets, webhooks or schedules (kind), or one item of it (id). */
 function listPath(projectId, kind, id) {
+  if (id !== undefined && OWN_ITEM_PATHS.has(kind)) return `/api/${name(kind)}` + path`/${id}`;
   return path`/api/projects/${projectId}/` + name(kind) + (id === undefined ? "" : path`/${id}`);
 }
 
@@ -134,7 +138,7 @@ export const api = {
       + (before == null ? "" : `&before=${Number(before)}`)),
   pickAttempt: (taskId, n) => request("POST", path`/api/tasks/${taskId}/attempts/${n}/pick`),
   attemptStats: () => request("GET", "/api/stats/attempts"),
-  // templates, snippets, webhooks: kind is "templates" | "snippets" | "webhooks"
+  // templates, snippets, webhooks, schedules: kind is "templates" | "snippets" | "webhooks" | "schedules"
   list: (projectId, kind) => request("GET", listPath(projectId, kind)),
   create: (projectId, kind, body) => request("POST", listPath(projectId, kind), body),
   update: (projectId, kind, id, body) => request("PUT", listPath(projectId, kind, id), body),

@@ -28,6 +28,19 @@ export function clock(iso) {
   return formatOf(TIME).format(when);
 }
 
+/** The unit a distance in time is said in: seconds under a minute, ..., days from two days. */
+const RELATIVE_UNITS = [[60, 1, "second"], [3600, 60, "minute"], [172800, 3600, "hour"], [Infinity, 86400, "day"]];
+
+/** "in 5 hr", "3 min ago" (or "5 sa. sonra", "3 dk. önce"): iso seen from now, in the current language. */
+export function relative(iso, now = Date.now()) {
+  if (!iso) return "";
+  const seconds = (new Date(iso).getTime() - now) / 1000;
+  const [, size, unit] = RELATIVE_UNITS.find(([limit]) => Math.abs(seconds) < limit);
+  const key = `${locale()} relative`;
+  if (!formats.has(key)) formats.set(key, new Intl.RelativeTimeFormat(locale(), { style: "short", numeric: "always" }));
+  return formats.get(key).format(Math.round(seconds / size), unit);
+}
+
 /** "3 min", "2 h 5 min", "12 s" from milliseconds. */
 export function duration(ms) {
   if (ms === null || ms === undefined) return "";

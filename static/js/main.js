@@ -23,6 +23,7 @@ route("/projects/:projectId/agents", view("agents"));
 route("/projects/:projectId/templates", view("templates"));
 route("/projects/:projectId/snippets", view("snippets"));
 route("/projects/:projectId/webhooks", view("webhooks"));
+route("/projects/:projectId/schedules", view("schedules"));
 route("/projects/:projectId/instructions", view("instructions"));
 route("/projects/:projectId/settings", view("project_settings"));
 route("/tasks/:taskId", view("task_detail"));

@@ -30,15 +30,16 @@ export function useSchema(document) {
 }
 
 /**
- * The JSON schema of one property: propertyOf("Task", "status"). Throws when the document
+ * The JSON schema of one property: propertyOf("Task", "status"); a property of an object
+ * property by its dotted name: propertyOf("Schedule", "task.type"). Throws when the document
  * does not describe it (a board newer than its server): the view says so instead of guessing.
  * @param {string} schema  a name in components.schemas, e.g. "Project" or "api_start_plan_body"
- * @param {string} name  the property
+ * @param {string} name  the property, or "object.property"
  * @returns {Object}
  */
 export function propertyOf(schema, name) {
   if (!doc) throw new Error("The server's API description is not loaded.");
-  const found = doc.components.schemas[schema]?.properties?.[name];
+  const found = name.split(".").reduce((node, part) => node?.properties?.[part], doc.components.schemas[schema]);
   if (!found) throw new Error(`The server's API description has no ${schema}.${name}.`);
   return found;
 }

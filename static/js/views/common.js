@@ -14,13 +14,14 @@ register({  // key: [English, Turkish]
   "tabs.templates": ["Templates", "Şablonlar"],
   "tabs.snippets": ["Snippets", "Parçacıklar"],
   "tabs.webhooks": ["Webhooks", "Web kancaları"],
+  "tabs.schedules": ["Schedules", "Zamanlamalar"],
   "tabs.instructions": ["Agent instructions", "Ajan talimatları"],
   "tabs.settings": ["Project settings", "Proje ayarları"],
 });
 
 const TABS = [["", "tabs.board"], ["/plan", "tabs.plan"], ["/stats", "tabs.stats"],
   ["/pipeline", "tabs.pipeline"], ["/agents", "tabs.agents"], ["/templates", "tabs.templates"],
-  ["/snippets", "tabs.snippets"], ["/webhooks", "tabs.webhooks"],
+  ["/snippets", "tabs.snippets"], ["/webhooks", "tabs.webhooks"], ["/schedules", "tabs.schedules"],
   ["/instructions", "tabs.instructions"], ["/settings", "tabs.settings"]];
 
 /**
