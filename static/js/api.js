@@ -171,6 +171,10 @@ export const api = {
   updateHost: (id, body) => request("PUT", path`/api/hosts/${id}`, body),
   deleteHost: (id) => request("DELETE", path`/api/hosts/${id}`),
   checkHost: (id) => request("POST", path`/api/hosts/${id}/check`),
+  // personal tokens: bearers for scripts and other programs; a new one's secret is in its answer only
+  tokens: () => request("GET", "/api/tokens"),
+  createToken: (body) => request("POST", "/api/tokens", body),
+  deleteToken: (id) => request("DELETE", path`/api/tokens/${id}`),
   // desktop (local-only) commands: 403 local_only when the board is opened from elsewhere
   desktop: (command, body = {}) => request("POST", `/api/desktop/${name(command)}`, body),
 };

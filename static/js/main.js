@@ -32,6 +32,7 @@ route("/usage", view("usage"));
 route("/settings", view("settings"));
 route("/settings/notifications", view("notifications"));
 route("/settings/hosts", view("hosts"));
+route("/settings/tokens", view("tokens"));
 
 register({  // key: [English, Turkish]
   "attention.count": ["{n} waiting for you", "{n} sizi bekliyor"],

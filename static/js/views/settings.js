@@ -2,8 +2,8 @@
 // control (unknown ones by their JSON type), saved with a PUT of what changed; changes made
 // elsewhere (settings:updated) flow into the fields not being edited; whether the board has a
 // source-host token is shown (read-only); the write-only webhook secret of the source host is
-// webhook_secret.js. Also: links to the notifications of this device (notifications.js) and
-// to the hosts (hosts.js), and log out.
+// webhook_secret.js. Also: links to the notifications of this device (notifications.js), to
+// the hosts (hosts.js) and to the personal tokens (tokens.js), and log out.
 
 import { api } from "../api.js";
 import { h, toast } from "../dom.js";
@@ -46,6 +46,9 @@ register({  // key: [English, Turkish]
   "settings.hosts": ["Hosts", "Makineler"],
   "settings.hosts.help": ["Other machines a project's agents can run on, reached over SSH.", "Bir projenin ajanlarının çalışabileceği, SSH ile ulaşılan başka makineler."],
   "settings.hosts.open": ["Manage hosts", "Makineleri yönet"],
+  "settings.tokens": ["Personal tokens", "Kişisel belirteçler"],
+  "settings.tokens.help": ["Let a script, a CI job or another program use the board's API, within the scopes you give it.", "Bir betiğin, bir CI işinin ya da başka bir programın panonun API'sini verdiğiniz kapsamlar içinde kullanmasını sağlayın."],
+  "settings.tokens.open": ["Manage tokens", "Belirteçleri yönet"],
   "settings.account": ["Session", "Oturum"],
   "settings.account.help": ["On a board with a token, this ends the session in this browser.", "Belirteçli bir panoda bu, bu tarayıcıdaki oturumu kapatır."],
   "settings.logout": ["Log out", "Çıkış yap"],
@@ -131,8 +134,9 @@ export function mount(root) {
   const body = h("div", { class: "settings-form" });
   const notifications = h("section", { class: "card-panel account", "data-testid": "settings-notifications" });
   const hosts = h("section", { class: "card-panel account", "data-testid": "settings-hosts" });
+  const tokens = h("section", { class: "card-panel account", "data-testid": "settings-tokens" });
   const account = h("section", { class: "card-panel account" });
-  root.append(h("section", { class: "settings-view" }, intro, notifications, hosts, body, account));
+  root.append(h("section", { class: "settings-view" }, intro, notifications, hosts, tokens, body, account));
 
   function build() {
     return GROUPS.map((group) => {
@@ -188,6 +192,8 @@ export function mount(root) {
       h("a", { class: "button", href: "#/settings/notifications" }, t("settings.notifications.open")));
     hosts.replaceChildren(h("h2", {}, t("settings.hosts")), h("p", { class: "muted" }, t("settings.hosts.help")),
       h("a", { class: "button", href: "#/settings/hosts" }, t("settings.hosts.open")));
+    tokens.replaceChildren(h("h2", {}, t("settings.tokens")), h("p", { class: "muted" }, t("settings.tokens.help")),
+      h("a", { class: "button", href: "#/settings/tokens" }, t("settings.tokens.open")));
     account.replaceChildren(h("h2", {}, t("settings.account")), h("p", { class: "muted" }, t("settings.account.help")),
       h("div", { class: "actions start" }, h("button", { type: "button", onclick: logout, "data-testid": "logout" },
         t("settings.logout"))));
