@@ -4265,12 +4265,13 @@ def delete_task(task_id: int) -> dict:
     task, paths, orphans = found(delete_task_row(task_id), f"task {task_id} not found")
     _remove_files(paths)
     if project := project_row(task["project_id"]):
-        try:
-            remove_worktree(task, project)
-            if attempts and not any(a["picked"] for a in attempts):
+        remove_worktree(task, project)
+        if attempts and not any(a["picked"] for a in attempts):
+            try:
                 _clear_attempts(task, project, attempts)
-        except (GitError, Conflict) as exc:
-            log.warning("task %s: its worktree was not removed: %s", task_id, exc)
+            except Conflict as exc:
+                log.warning("task %s: its attempts' worktrees were not removed: %s",
+                            task_id, exc)
     runtime.events.publish("task:deleted", {"id": task_id, "projectId": task["project_id"]},
                         task["project_id"])
     for orphan in orphans:
@@ -6058,9 +6059,16 @@ def remove_worktree(task: dict, project: dict, only_if_done: bool = False,
                     merged: bool = False) -> None:
     """Remove the task's worktree; its branch stays unless it has no commits of its own
     or they were merged.  With only_if_done, nothing happens unless the task is still
-    done and has no agent."""
-    if (machine := project_machine(project)) is not None:
-        machine.remove_worktree(task, project, only_if_done, merged)
+    done and has no agent.  What fails goes to the task's log."""
+    try:
+        if (machine := project_machine(project)) is not None:
+            machine.remove_worktree(task, project, only_if_done, merged)
+    except GitError as exc:
+        if task_row(task["id"]) is None:
+            log.warning("task %s: its worktree was not removed: %s", task["id"], exc)
+        else:
+            runtime.logs.append(task["id"], "system", f"the worktree was not removed: {exc}",
+                                is_error=True)
 
 
 def _still_done(task: dict) -> bool:
@@ -6106,11 +6114,7 @@ def after_done(task_id: int) -> None:
                                 f"failed: {exc}", is_error=True)
         task = task_row(task_id) or task
     if task["status"] == "done":
-        try:
-            remove_worktree(task, project, only_if_done=True)
-        except GitError as exc:
-            runtime.logs.append(task_id, "system", f"the worktree was not removed: {exc}",
-                                is_error=True)
+        remove_worktree(task, project, only_if_done=True)
 
 
 def open_pull_request(task: dict, project: dict) -> None:
@@ -6681,11 +6685,7 @@ def pr_ended(row: dict, pr: dict, state: str) -> None:
                         + ("" if state == "merged" else " without being merged"))
     project = project_row(row["project_id"])
     if state == "merged" and task is not None and project is not None:
-        try:
-            remove_worktree(task, project, only_if_done=True, merged=True)
-        except GitError as exc:
-            runtime.logs.append(task_id, "system", f"the worktree was not removed: {exc}",
-                                is_error=True)
+        remove_worktree(task, project, only_if_done=True, merged=True)
 
 
 def git_host_event(raw: bytes, signature: str | None) -> dict:
@@ -7764,11 +7764,7 @@ def _write_plan(run: "PlanRun") -> None:
 
 def stop_plans() -> None:
     """Server stop: end every planning session (recorded as interrupted)."""
-    runs = list(runtime.plans.values())
-    for run in runs:
-        run.kill("interrupted")
-    for run in runs:
-        run.finished.wait(KILL_GRACE_SECONDS + 5)
+    end_runs(list(runtime.plans.values()), "interrupted")
 
 
 def interrupt_stale_plans() -> None:
@@ -10066,10 +10062,7 @@ class AgentPool:
             if self.judging.get(slot, gevent.getcurrent()) is not gevent.getcurrent():
                 self.judging.pop(slot).kill()  # not the one judging (and picking) now
             runs += filter(None, (self.runs.get(slot), self.verifiers.get(slot)))
-        for run in runs:
-            run.kill("stopped")
-        for run in runs:
-            run.finished.wait(KILL_GRACE_SECONDS + 5)
+        end_runs(runs, "stopped")
 
     def shutdown(self) -> None:
         """Stop every run as interrupted (its task stays in_progress, to resume later).
@@ -10078,11 +10071,15 @@ class AgentPool:
         gevent.killall(list(self.starters) + list(self.judging.values()))
         for task_id in list(self.waiting):
             self.release(task_id)
-        runs = list(self.runs.values()) + list(self.verifiers.values())
-        for run in runs:
-            run.kill("interrupted")
-        for run in runs:
-            run.finished.wait(KILL_GRACE_SECONDS + 5)
+        end_runs([*self.runs.values(), *self.verifiers.values()], "interrupted")
+
+
+def end_runs(runs: list[AgentRun], reason: str) -> None:
+    """Kill every run at once, then wait until each is recorded."""
+    for run in runs:
+        run.kill(reason)
+    for run in runs:
+        run.finished.wait(KILL_GRACE_SECONDS + 5)
 
 
 # =============================================================================
