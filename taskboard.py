@@ -4787,17 +4787,8 @@ def finish_run(run: "AgentRun") -> None:
 
     The run's log is written first, so whoever sees the task move has seen all of it.
     """
-    revoke_run_token(run)
     task = task_row(run.task_id)
-    if task is not None:
-        try:
-            commit_leftovers(task, run.cwd, run.run_id, run.machine)
-        except (GitError, HostDown) as exc:
-            runtime.logs.append(run.task_id, "system", f"the agent's changes were not "
-                                f"committed: {exc}", run.run_id, is_error=True)
-    expire_requests(run.run_id)
-    runtime.logs.flush([run.task_id])
-    outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
+    outcome, reason = close_run(run, task)
     status = outcome if outcome in ("ok", "stopped", "interrupted") else "failed"
     until = limit_resets(run.parser) if outcome == "wait" else None
     waits = runtime.limit_waits.pop(run.task_id, 0) + 1  # in a row, this one included
@@ -4858,6 +4849,22 @@ def finish_run(run: "AgentRun") -> None:
         if runtime.agents.reserve(run.task_id, run.project_id, None):
             start_run(run.task_id)
     schedule_queue(run.project_id)
+
+
+def close_run(run: "AgentRun", task: dict | None, said: str = "") -> tuple[str, str | None]:
+    """What every end of a task's (or an attempt's: `task` as attempt_task() gives it,
+    `said` the log's prefix) agent run does first: its token revoked, what it left
+    uncommitted committed, its open requests expired, its log written; how it ended."""
+    revoke_run_token(run)
+    if task is not None:
+        try:
+            commit_leftovers(task, run.cwd, run.run_id, run.machine)
+        except (GitError, HostDown) as exc:
+            runtime.logs.append(run.task_id, "system", f"{said}the agent's changes were not "
+                                f"committed: {exc}", run.run_id, is_error=True)
+    expire_requests(run.run_id)
+    runtime.logs.flush([run.task_id])
+    return judge_run(run.parser, run.exit_code, run.stop_reason)
 
 
 def _retry_or_fail(task: dict, reason: str, run_id: int) -> None:
@@ -5671,17 +5678,9 @@ def finish_attempt(run: "AgentRun") -> None:
     """Record how an attempt's run ended: retried, waiting for a limit, failed or stopped
     as a task's run would be; its work done, it is judged (_judge_attempt)."""
     attempt, slot = run.attempt, run.slot
-    revoke_run_token(run)
     task = task_row(run.task_id)
-    if task is not None:
-        try:
-            commit_leftovers(attempt_task(task, attempt), run.cwd, run.run_id, run.machine)
-        except (GitError, HostDown) as exc:
-            runtime.logs.append(run.task_id, "system", f"attempt {attempt['n']}: the agent's "
-                                f"changes were not committed: {exc}", run.run_id, is_error=True)
-    expire_requests(run.run_id)
-    runtime.logs.flush([run.task_id])
-    outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
+    outcome, reason = close_run(run, task and attempt_task(task, attempt),
+                                f"attempt {attempt['n']}: ")
     until = limit_resets(run.parser) if outcome == "wait" else None
     if until is not None:
         set_agent_limit(attempt["agent"], until, reason)
