@@ -2521,11 +2521,11 @@ def hosts_in_use_rows() -> list[dict]:
                      "(SELECT 1 FROM projects p WHERE p.host_id = h.id) ORDER BY id")
 
 
-def task_host_row(task_id: int) -> int | None:
+def task_host_row(task_id: int) -> dict | None:
     """The host a task's project runs its tasks on, or None (this machine)."""
     with read() as t:
-        return t.value("SELECT p.host_id FROM tasks k JOIN projects p ON p.id = k.project_id "
-                       "WHERE k.id = ?", (task_id,))
+        return t.one(f"{HOST_SQL} WHERE h.id = (SELECT p.host_id FROM tasks k JOIN projects p "
+                     "ON p.id = k.project_id WHERE k.id = ?)", (task_id,))
 
 
 def waiting_task_rows(host_id: int | None) -> list[dict]:
@@ -4611,14 +4611,10 @@ def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
               note: str | None = None, mcp_port: int | None = None,
               attempt: dict | None = None) -> None:
     """Start an agent for a task (or its `attempt`) holding a slot: fresh, or its session
-    resumed with `prompt`.  Whatever goes wrong, the slot is given back.  A task of a
-    project on a host starts in the background: its connection may take seconds to open."""
-    if task_host_row(task_id) is None:
-        _start_guarded(task_id, resume, prompt, note, mcp_port, attempt)
-        return
-    starter = gevent.spawn(_start_guarded, task_id, resume, prompt, note, mcp_port, attempt)
-    runtime.agents.starters.add(starter)
-    starter.link(runtime.agents.starters.discard)
+    resumed with `prompt`, as its machine begins a run.  Whatever goes wrong, the slot is
+    given back."""
+    machine_of(task_host_row(task_id)).begin(_start_guarded, task_id, resume, prompt, note,
+                                             mcp_port, attempt)
 
 
 def _start_guarded(task_id: int, resume: bool, prompt: str | None, note: str | None,
@@ -10222,6 +10218,10 @@ class ThisMachine:
         project)."""
         return []
 
+    def begin(self, start, *args) -> None:
+        """Start a run (start(*args)): here at once."""
+        start(*args)
+
     def agent_command(self, agent: str) -> tuple[list | None, str | None]:
         """An agent CLI's command line there (None: as configured) and why it cannot
         start (None: it can)."""
@@ -10524,6 +10524,12 @@ class HostLink:
     def neighbours(self, project_id: int) -> list[int]:
         """The other projects on this host: a run's end frees a slot they may use."""
         return [p for p in host_project_rows(self.host["id"]) if p != project_id]
+
+    def begin(self, start, *args) -> None:
+        """In the background: the connection may take seconds to open."""
+        starter = gevent.spawn(start, *args)
+        runtime.agents.starters.add(starter)
+        starter.link(runtime.agents.starters.discard)
 
     def agent_command(self, agent: str) -> tuple[list | None, str | None]:
         commands = json.loads(self.host["agent_commands_json"] or "{}")  # else its name
