@@ -2676,11 +2676,11 @@ def hosts_in_use_rows() -> list[dict]:
                      "(SELECT 1 FROM projects p WHERE p.host_id = h.id) ORDER BY id")
 
 
-def task_host_row(task_id: int) -> int | None:
+def task_host_row(task_id: int) -> dict | None:
     """The host a task's project runs its tasks on, or None (this machine)."""
     with read() as t:
-        return t.value("SELECT p.host_id FROM tasks k JOIN projects p ON p.id = k.project_id "
-                       "WHERE k.id = ?", (task_id,))
+        return t.one(f"{HOST_SQL} WHERE h.id = (SELECT p.host_id FROM tasks k JOIN projects p "
+                     "ON p.id = k.project_id WHERE k.id = ?)", (task_id,))
 
 
 def waiting_task_rows(host_id: int | None) -> list[dict]:
@@ -4487,12 +4487,13 @@ def delete_task(task_id: int) -> dict:
     task, paths, orphans = found(delete_task_row(task_id), f"task {task_id} not found")
     _remove_files(paths)
     if project := project_row(task["project_id"]):
-        try:
-            remove_worktree(task, project)
-            if attempts and not any(a["picked"] for a in attempts):
+        remove_worktree(task, project)
+        if attempts and not any(a["picked"] for a in attempts):
+            try:
                 _clear_attempts(task, project, attempts)
-        except (GitError, Conflict) as exc:
-            log.warning("task %s: its worktree was not removed: %s", task_id, exc)
+            except Conflict as exc:
+                log.warning("task %s: its attempts' worktrees were not removed: %s",
+                            task_id, exc)
     runtime.events.publish("task:deleted", {"id": task_id, "projectId": task["project_id"]},
                         task["project_id"])
     for orphan in orphans:
@@ -4837,14 +4838,10 @@ def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
               note: str | None = None, mcp_port: int | None = None,
               attempt: dict | None = None) -> None:
     """Start an agent for a task (or its `attempt`) holding a slot: fresh, or its session
-    resumed with `prompt`.  Whatever goes wrong, the slot is given back.  A task of a
-    project on a host starts in the background: its connection may take seconds to open."""
-    if task_host_row(task_id) is None:
-        _start_guarded(task_id, resume, prompt, note, mcp_port, attempt)
-        return
-    starter = gevent.spawn(_start_guarded, task_id, resume, prompt, note, mcp_port, attempt)
-    runtime.agents.starters.add(starter)
-    starter.link(runtime.agents.starters.discard)
+    resumed with `prompt`, as its machine begins a run.  Whatever goes wrong, the slot is
+    given back."""
+    machine_of(task_host_row(task_id)).begin(_start_guarded, task_id, resume, prompt, note,
+                                             mcp_port, attempt)
 
 
 def _start_guarded(task_id: int, resume: bool, prompt: str | None, note: str | None,
@@ -5013,17 +5010,8 @@ def finish_run(run: "AgentRun") -> None:
 
     The run's log is written first, so whoever sees the task move has seen all of it.
     """
-    revoke_run_token(run)
     task = task_row(run.task_id)
-    if task is not None:
-        try:
-            commit_leftovers(task, run.cwd, run.run_id, run.machine)
-        except (GitError, HostDown) as exc:
-            runtime.logs.append(run.task_id, "system", f"the agent's changes were not "
-                                f"committed: {exc}", run.run_id, is_error=True)
-    expire_requests(run.run_id)
-    runtime.logs.flush([run.task_id])
-    outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
+    outcome, reason = close_run(run, task)
     status = outcome if outcome in ("ok", "stopped", "interrupted") else "failed"
     until = limit_resets(run.parser) if outcome == "wait" else None
     waits = runtime.limit_waits.pop(run.task_id, 0) + 1  # in a row, this one included
@@ -5084,6 +5072,22 @@ def finish_run(run: "AgentRun") -> None:
         if runtime.agents.reserve(run.task_id, run.project_id, None):
             start_run(run.task_id)
     schedule_queue(run.project_id)
+
+
+def close_run(run: "AgentRun", task: dict | None, said: str = "") -> tuple[str, str | None]:
+    """What every end of a task's (or an attempt's: `task` as attempt_task() gives it,
+    `said` the log's prefix) agent run does first: its token revoked, what it left
+    uncommitted committed, its open requests expired, its log written; how it ended."""
+    revoke_run_token(run)
+    if task is not None:
+        try:
+            commit_leftovers(task, run.cwd, run.run_id, run.machine)
+        except (GitError, HostDown) as exc:
+            runtime.logs.append(run.task_id, "system", f"{said}the agent's changes were not "
+                                f"committed: {exc}", run.run_id, is_error=True)
+    expire_requests(run.run_id)
+    runtime.logs.flush([run.task_id])
+    return judge_run(run.parser, run.exit_code, run.stop_reason)
 
 
 def _retry_or_fail(task: dict, reason: str, run_id: int) -> None:
@@ -5902,17 +5906,9 @@ def finish_attempt(run: "AgentRun") -> None:
     """Record how an attempt's run ended: retried, waiting for a limit, failed or stopped
     as a task's run would be; its work done, it is judged (_judge_attempt)."""
     attempt, slot = run.attempt, run.slot
-    revoke_run_token(run)
     task = task_row(run.task_id)
-    if task is not None:
-        try:
-            commit_leftovers(attempt_task(task, attempt), run.cwd, run.run_id, run.machine)
-        except (GitError, HostDown) as exc:
-            runtime.logs.append(run.task_id, "system", f"attempt {attempt['n']}: the agent's "
-                                f"changes were not committed: {exc}", run.run_id, is_error=True)
-    expire_requests(run.run_id)
-    runtime.logs.flush([run.task_id])
-    outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
+    outcome, reason = close_run(run, task and attempt_task(task, attempt),
+                                f"attempt {attempt['n']}: ")
     until = limit_resets(run.parser) if outcome == "wait" else None
     if until is not None:
         set_agent_limit(attempt["agent"], until, reason)
@@ -6290,9 +6286,16 @@ def remove_worktree(task: dict, project: dict, only_if_done: bool = False,
                     merged: bool = False) -> None:
     """Remove the task's worktree; its branch stays unless it has no commits of its own
     or they were merged.  With only_if_done, nothing happens unless the task is still
-    done and has no agent."""
-    if (machine := project_machine(project)) is not None:
-        machine.remove_worktree(task, project, only_if_done, merged)
+    done and has no agent.  What fails goes to the task's log."""
+    try:
+        if (machine := project_machine(project)) is not None:
+            machine.remove_worktree(task, project, only_if_done, merged)
+    except GitError as exc:
+        if task_row(task["id"]) is None:
+            log.warning("task %s: its worktree was not removed: %s", task["id"], exc)
+        else:
+            runtime.logs.append(task["id"], "system", f"the worktree was not removed: {exc}",
+                                is_error=True)
 
 
 def _still_done(task: dict) -> bool:
@@ -6338,11 +6341,7 @@ def after_done(task_id: int) -> None:
                                 f"failed: {exc}", is_error=True)
         task = task_row(task_id) or task
     if task["status"] == "done":
-        try:
-            remove_worktree(task, project, only_if_done=True)
-        except GitError as exc:
-            runtime.logs.append(task_id, "system", f"the worktree was not removed: {exc}",
-                                is_error=True)
+        remove_worktree(task, project, only_if_done=True)
 
 
 def open_pull_request(task: dict, project: dict) -> None:
@@ -6913,11 +6912,7 @@ def pr_ended(row: dict, pr: dict, state: str) -> None:
                         + ("" if state == "merged" else " without being merged"))
     project = project_row(row["project_id"])
     if state == "merged" and task is not None and project is not None:
-        try:
-            remove_worktree(task, project, only_if_done=True, merged=True)
-        except GitError as exc:
-            runtime.logs.append(task_id, "system", f"the worktree was not removed: {exc}",
-                                is_error=True)
+        remove_worktree(task, project, only_if_done=True, merged=True)
 
 
 def git_host_event(raw: bytes, signature: str | None) -> dict:
@@ -7996,11 +7991,7 @@ def _write_plan(run: "PlanRun") -> None:
 
 def stop_plans() -> None:
     """Server stop: end every planning session (recorded as interrupted)."""
-    runs = list(runtime.plans.values())
-    for run in runs:
-        run.kill("interrupted")
-    for run in runs:
-        run.finished.wait(KILL_GRACE_SECONDS + 5)
+    end_runs(list(runtime.plans.values()), "interrupted")
 
 
 def interrupt_stale_plans() -> None:
@@ -10507,10 +10498,7 @@ class AgentPool:
             if self.judging.get(slot, gevent.getcurrent()) is not gevent.getcurrent():
                 self.judging.pop(slot).kill()  # not the one judging (and picking) now
             runs += filter(None, (self.runs.get(slot), self.verifiers.get(slot)))
-        for run in runs:
-            run.kill("stopped")
-        for run in runs:
-            run.finished.wait(KILL_GRACE_SECONDS + 5)
+        end_runs(runs, "stopped")
 
     def shutdown(self) -> None:
         """Stop every run as interrupted (its task stays in_progress, to resume later).
@@ -10519,11 +10507,15 @@ class AgentPool:
         gevent.killall(list(self.starters) + list(self.judging.values()))
         for task_id in list(self.waiting):
             self.release(task_id)
-        runs = list(self.runs.values()) + list(self.verifiers.values())
-        for run in runs:
-            run.kill("interrupted")
-        for run in runs:
-            run.finished.wait(KILL_GRACE_SECONDS + 5)
+        end_runs([*self.runs.values(), *self.verifiers.values()], "interrupted")
+
+
+def end_runs(runs: list[AgentRun], reason: str) -> None:
+    """Kill every run at once, then wait until each is recorded."""
+    for run in runs:
+        run.kill(reason)
+    for run in runs:
+        run.finished.wait(KILL_GRACE_SECONDS + 5)
 
 
 # =============================================================================
@@ -10666,6 +10658,10 @@ class ThisMachine:
         """The other projects a run's end frees a slot for: none here (slots are per
         project)."""
         return []
+
+    def begin(self, start, *args) -> None:
+        """Start a run (start(*args)): here at once."""
+        start(*args)
 
     def agent_command(self, agent: str) -> tuple[list | None, str | None]:
         """An agent CLI's command line there (None: as configured) and why it cannot
@@ -10969,6 +10965,12 @@ class HostLink:
     def neighbours(self, project_id: int) -> list[int]:
         """The other projects on this host: a run's end frees a slot they may use."""
         return [p for p in host_project_rows(self.host["id"]) if p != project_id]
+
+    def begin(self, start, *args) -> None:
+        """In the background: the connection may take seconds to open."""
+        starter = gevent.spawn(start, *args)
+        runtime.agents.starters.add(starter)
+        starter.link(runtime.agents.starters.discard)
 
     def agent_command(self, agent: str) -> tuple[list | None, str | None]:
         commands = json.loads(self.host["agent_commands_json"] or "{}")  # else its name

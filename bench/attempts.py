@@ -27,7 +27,6 @@ BENCH_RESULT {...} for bench/run.py.
 """
 
 import argparse
-import glob
 import http.client
 import json
 import os
@@ -50,6 +49,7 @@ from _common import (
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agents import FLOOD_AGENT, call  # noqa: E402
+from sandbox import settled, starts  # noqa: E402
 
 GOAL_START_MS, GOAL_COMPARE_MS, GOAL_PAINT_MS = 1000.0, 50.0, 500.0
 AGENTS = [{"agent": "claude", "model": tier} for tier in
@@ -58,32 +58,6 @@ CHROMIUM = "/usr/bin/chromium"
 #: The comparison's fourth column, and the task page's title (the baseline).
 COLUMNS_READY = "document.querySelectorAll('[data-testid^=attempt-][data-status]').length >= 4"
 TITLE_READY = "!!document.querySelector('h1 .card-key')"
-
-
-def starts(flood_dir, task_id, count, timeout=30.0):
-    """The start times of `count` agents of a task, once their records are written."""
-    deadline, found = time.monotonic() + timeout, []
-    while time.monotonic() < deadline:
-        for path in glob.glob(os.path.join(flood_dir, "*.json")):
-            with open(path) as f:
-                record = json.load(f)
-            if record.get("taskId") == str(task_id):
-                os.remove(path)
-                found.append(record["started"])
-        if len(found) >= count:
-            return found
-        time.sleep(0.005)
-    raise RuntimeError(f"task {task_id}: {len(found)} of {count} agents recorded their start")
-
-
-def settled(port, task_id, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        task = call(port, "GET", f"/api/tasks/{task_id}")
-        if task["status"] in ("testing", "failed") and not task["is_running"]:
-            return task
-        time.sleep(0.02)
-    raise RuntimeError(f"task {task_id} did not end")
 
 
 def timed_gets(port, paths, rounds):
@@ -202,7 +176,7 @@ def main():
             server.__enter__()
             heavy = call(port, "POST", f"/api/projects/{project}/tasks", {"title": "heavy"})["id"]
             call(port, "POST", f"/api/tasks/{heavy}/attempts", {"agents": AGENTS}, expect=(202,))
-            settled(port, heavy)
+            settled(port, heavy, timeout=120.0)
             done = call(port, "GET", f"/api/tasks/{heavy}/attempts")
             lines = call(port, "GET", f"/api/tasks/{heavy}/logs?limit=10000&attempt=1")
             print(f"  {[a['status'] for a in done]}; attempt 1 has {len(lines)}+ entries",

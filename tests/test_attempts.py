@@ -81,6 +81,17 @@ def test_attempt_pick_auto_picks_the_passing_check(api, client, repo, fake_agent
     assert task(client, task_id)["status"] == "testing"
 
 
+def both_hanging(api, client, repo, fake_agent_dir):
+    """A task run by two agents that hang (until stopped): (project, task id)."""
+    project = api.project(workingDir=str(repo), maxConcurrent=2)
+    task_id = api.task(project["id"], description="fake:hang")["id"]
+    client.post_json(f"/api/tasks/{task_id}/attempts", {"agents": PAIR}, status=202)
+    wait_for(lambda: len(read_calls(fake_agent_dir)) == 2 and all(
+        a["status"] == "running" for a in attempts(client, task_id)), RUN,
+        message="both agents")
+    return project, task_id
+
+
 # --- bad input -------------------------------------------------------------------------------
 
 def test_bad_attempts_are_refused_naming_the_field_and_store_nothing(api, client, repo,
@@ -165,10 +176,7 @@ def test_an_attempt_whose_cli_is_missing_or_crashes_fails_alone(api, client, rep
 
 def test_pick_waits_for_the_end_and_the_open_set_refuses_messages(api, client, repo,
                                                                   fake_agent_dir):
-    project = api.project(workingDir=str(repo), maxConcurrent=2)
-    task_id = api.task(project["id"], description="fake:hang")["id"]
-    client.post_json(f"/api/tasks/{task_id}/attempts", {"agents": PAIR}, status=202)
-    wait_for(lambda: len(read_calls(fake_agent_dir)) == 2, RUN, message="both agents")
+    project, task_id = both_hanging(api, client, repo, fake_agent_dir)
     error = assert_error(client.post(f"/api/tasks/{task_id}/attempts/1/pick",
                                      expect_errors=True), 409, "conflict", "n")
     assert "still running" in error["error"]
@@ -187,10 +195,7 @@ def test_pick_waits_for_the_end_and_the_open_set_refuses_messages(api, client, r
 
 def test_a_deleted_task_takes_its_attempts_worktrees_and_branches(api, client, repo,
                                                                    fake_agent_dir):
-    project = api.project(workingDir=str(repo), maxConcurrent=2)
-    task_id = api.task(project["id"], description="fake:hang")["id"]
-    client.post_json(f"/api/tasks/{task_id}/attempts", {"agents": PAIR}, status=202)
-    wait_for(lambda: len(read_calls(fake_agent_dir)) == 2, RUN, message="both agents")
+    project, task_id = both_hanging(api, client, repo, fake_agent_dir)
     pids = [c["pid"] for c in read_calls(fake_agent_dir)]
     client.delete(f"/api/tasks/{task_id}")
     assert not any(alive(pid) for pid in pids)
@@ -203,12 +208,7 @@ def test_a_deleted_task_takes_its_attempts_worktrees_and_branches(api, client, r
 
 def test_a_restart_resumes_each_attempt_in_its_own_session(api, client, repo, tb,
                                                            fake_agent_dir):
-    project = api.project(workingDir=str(repo), maxConcurrent=2)
-    task_id = api.task(project["id"], description="fake:hang")["id"]
-    client.post_json(f"/api/tasks/{task_id}/attempts", {"agents": PAIR}, status=202)
-    wait_for(lambda: len(read_calls(fake_agent_dir)) == 2 and all(
-        a["status"] == "running" for a in attempts(client, task_id)), RUN,
-        message="both agents")
+    project, task_id = both_hanging(api, client, repo, fake_agent_dir)
     wait_for(lambda: len(query("SELECT session_id FROM attempts WHERE session_id IS NOT NULL"))
              == 2, RUN, message="both sessions stored")
     first = {c["cwd"]: c for c in read_calls(fake_agent_dir)}
