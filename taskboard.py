@@ -1460,9 +1460,10 @@ PUSH_FIELDS = (
     _ro("lastError", "str", column="last_error", nullable=True),
 )
 def _check_scopes(value, name):
-    if not isinstance(value, list) or not value or any(s not in TOKEN_SCOPES for s in value):
-        raise Invalid(f"{name} must be a non-empty array of: {', '.join(TOKEN_SCOPES)}, not "
-                      f"{json_dumps(value)[:60]}", name)
+    if not isinstance(value, list) or not value or any(s not in TOKEN_SCOPES for s in value) \
+            or len(set(value)) < len(value):
+        raise Invalid(f"{name} must be a non-empty array of: {', '.join(TOKEN_SCOPES)}, each "
+                      f"once, not {json_dumps(value)[:60]}", name)
 
 
 def _check_future(value, name):
@@ -1479,7 +1480,8 @@ def _check_future(value, name):
 #: A personal token (design §19): a bearer for /api, /ws and /mcp within its scopes.
 TOKEN_FIELDS = (
     _ro("id"),
-    Field("name", "str", required=True, maxlen=100, pattern=re.compile(r"^[\w.@ -]+$"),
+    Field("name", "str", required=True, maxlen=100,
+          pattern=re.compile(r"^[A-Za-z0-9_.@ -]+$"),
           doc="what it is for (letters, digits, spaces and . _ - @); unique; approvals it "
           "answers say decidedBy token:<name>"),
     Field("scopes", "json", column="scopes_json", required=True, check=_check_scopes, shape={
@@ -1538,13 +1540,15 @@ SCHEDULE_FIELDS = (
     Field("timezone", "str", maxlen=100, check=_check_timezone,
           doc="an IANA time zone the cron is read in; default: the server's"),
     Field("task", "json", column="task_json", required=True, check=_check_schedule_task,
-          shape={"type": "object", "required": ["title"], "properties": {
-              "title": {"type": "string"}, "description": {"type": "string"},
-              "type": {"type": "string", "enum": list(TASK_TYPES)},
-              "priority": {"type": "integer", "minimum": 0, "maximum": 3},
-              "agent": {"type": ["string", "null"], "enum": [*AGENTS, None]},
-              "model": {"type": "string", "enum": list(MODELS)},
-              "effort": {"type": "string", "enum": list(EFFORTS)}}},
+          shape={"type": "object", "required": ["title"], "additionalProperties": False,
+                 "properties": {
+                     "title": {"type": "string", "minLength": 1, "maxLength": 500},
+                     "description": {"type": "string"},
+                     "type": {"type": "string", "enum": list(TASK_TYPES)},
+                     "priority": {"type": "integer", "minimum": 0, "maximum": 3},
+                     "agent": {"type": ["string", "null"], "enum": [*AGENTS, None]},
+                     "model": {"type": "string", "enum": list(MODELS)},
+                     "effort": {"type": "string", "enum": list(EFFORTS)}}},
           doc="the task a fire makes; in mode continue, its description (else title) is the "
           "message to the last task it made"),
     Field("mode", "enum", choices=SCHEDULE_MODES, default="new", doc="new: a new task each "

@@ -95,7 +95,9 @@ def test_a_wrong_expired_or_deleted_token_is_401_and_counted(client, tb):
 
 @pytest.mark.parametrize("body,field", [
     ({"name": "x", "scopes": ["admin"]}, "scopes"), ({"name": "x", "scopes": []}, "scopes"),
-    ({"name": "x", "scopes": "read"}, "scopes"), ({"name": "", "scopes": ["read"]}, "name"),
+    ({"name": "x", "scopes": "read"}, "scopes"), ({"name": "x", "scopes": ["read", "read"]},
+                                                   "scopes"),
+    ({"name": "", "scopes": ["read"]}, "name"), ({"name": "Şirket", "scopes": ["read"]}, "name"),
     ({"name": "a/b", "scopes": ["read"]}, "name"), ({"scopes": ["read"]}, "name"),
     ({"name": "x", "scopes": ["read"], "expiresAt": "2020-01-01T00:00:00Z"}, "expiresAt"),
     ({"name": "x", "scopes": ["read"], "expiresAt": "tomorrow"}, "expiresAt"),
