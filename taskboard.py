@@ -1301,7 +1301,8 @@ APPROVAL_FIELDS = (
     _ro("suggestions", "json", column="suggestions_json",
         doc="the CLI's permission_suggestions: rules it proposes to remember"),
     _ro("status", "enum", choices=APPROVAL_STATUSES),
-    _ro("decidedBy", "str", column="decided_by", nullable=True, doc=f"one of: "
+    _ro("decidedBy", "str", column="decided_by", nullable=True,
+        pattern=re.compile(rf"^({'|'.join(DECIDERS)}|token:.+)$"), doc=f"one of: "
         f"{', '.join(DECIDERS)}; or token:<name>, a personal token's (design §19)"),
     _ro("message", "str", nullable=True, doc="the denial's message to the agent"),
     _ro("createdAt", "time", column="created_at"),

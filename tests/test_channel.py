@@ -4,6 +4,7 @@ stream-json protocol (as recorded in tests/fixtures/agent-streams/claude-control
 """
 import json
 import os
+import re
 
 import gevent
 import pytest
@@ -369,7 +370,9 @@ def test_the_api_description_names_the_values_the_board_shows(client):
     approval, message = schemas["Approval"]["properties"], schemas["Message"]["properties"]
     assert approval["status"]["enum"] == ["pending", "allowed", "denied", "expired"]
     assert approval["kind"]["enum"] == ["tool", "question"]
-    assert "push" in approval["decidedBy"]["enum"]
+    deciders = re.compile(approval["decidedBy"]["pattern"])  # or a personal token's
+    assert all(deciders.fullmatch(d) for d in ("person", "rule", "timeout", "push", "token:ci"))
+    assert not deciders.fullmatch("somebody")
     assert (message["author"]["enum"], message["state"]["enum"]) == \
         (["person", "agent"], ["queued", "sent"])
     review = schemas["api_post_review_body"]["properties"]["comments"]
