@@ -12090,7 +12090,7 @@ SERVICE_ROUTES = (
     ("GET", "/api/settings", get_settings, "Settings"),
     ("GET", "/api/tasks/<task_id:int>/approvals", task_approvals, "Approval[]"),
     ("POST", "/api/approvals/<approval_id:int>", answer_approval, "Approval",
-     {"body": DECISION_FIELDS}),
+     {"body": DECISION_FIELDS, "name": "api_decide_approval"}),  # its operationId as before
     ("POST", "/api/approvals/<approval_id:int>/act", act_on_approval, "ActResult",
      {"body": ACT_FIELDS}),
     ("GET", "/api/inbox", inbox, "Inbox"),
@@ -12798,7 +12798,7 @@ _NULLABLE_OUTPUT = {"started_at", "completed_at", "branch_name", "pr_url", "sess
 _CONFLICTS = {"api_create_project", "api_update_project", "api_create_task", "api_update_task",
               "api_move_task", "api_start_plan", "local_stop_task", "local_restart_task",
               "local_request_changes", "local_add_task_dependency", "local_get_agent_md",
-              "local_save_agent_md", "api_answer_approval", "api_act_on_approval",
+              "local_save_agent_md", "api_decide_approval", "api_act_on_approval",
               "api_post_message", "api_post_review", "api_create_host", "api_update_host",
               "api_delete_host", "api_start_attempts", "api_pick_attempt",
               "api_create_token"}
