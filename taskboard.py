@@ -5844,7 +5844,7 @@ def start_attempts(task_id: int, body) -> list[dict]:
     if task["status"] == "in_progress" or runtime.agents.holds(task_id):
         raise Conflict(f"task {task_id} is running: stop it before running it with several "
                        "agents", "id")
-    if project["host_id"] is None and git_head(project["working_dir"]) is None:
+    if not project_machine(project).has_git(project):
         raise Conflict(f"attempts need a git repository: workingDir "
                        f"{project['working_dir']!r} is not one with a commit", "workingDir")
     earlier = attempt_rows(task_id)
@@ -6268,9 +6268,8 @@ def task_checkout(task: dict, project: dict, run_id: int | None = None) -> str:
 def commit_leftovers(task: dict, cwd: str, run_id: int | None,
                      machine: "ThisMachine | HostLink") -> None:
     """Commit what the agent left uncommitted in the task's worktree, on the machine the
-    run used (here: only in a worktree of the board's)."""
-    if machine is THIS_MACHINE and (not os.path.isdir(cwd) or not cwd.startswith(
-            os.path.join(runtime.data_dir, "worktrees") + os.sep)):
+    run used."""
+    if not machine.worktree_at(cwd):
         return
     run_git = functools.partial(machine.git, cwd)
     with machine.repo_lock(cwd):
@@ -10668,6 +10667,15 @@ class ThisMachine:
         """Start a run (start(*args)): here at once."""
         start(*args)
 
+    def has_git(self, project: dict) -> bool:
+        """Whether the project's branches can be made there."""
+        return git_head(project["working_dir"]) is not None
+
+    def worktree_at(self, cwd: str) -> bool:
+        """Whether a run's cwd is a worktree of the board's (not workingDir itself)."""
+        return os.path.isdir(cwd) and cwd.startswith(
+            os.path.join(runtime.data_dir, "worktrees") + os.sep)
+
     def agent_command(self, agent: str) -> tuple[list | None, str | None]:
         """An agent CLI's command line there (None: as configured) and why it cannot
         start (None: it can)."""
@@ -10976,6 +10984,12 @@ class HostLink:
         starter = gevent.spawn(start, *args)
         runtime.agents.starters.add(starter)
         starter.link(runtime.agents.starters.discard)
+
+    def has_git(self, project: dict) -> bool:
+        return True  # its clone of repoUrl, checked when the project was saved
+
+    def worktree_at(self, cwd: str) -> bool:
+        return True  # a run there always works in a worktree of the clone
 
     def agent_command(self, agent: str) -> tuple[list | None, str | None]:
         commands = json.loads(self.host["agent_commands_json"] or "{}")  # else its name
