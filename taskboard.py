@@ -13070,9 +13070,10 @@ def _created_by(scope: dict, task_id: int) -> bool:
 
 def mcp_serve(argv: list[str]) -> int:
     """The board's MCP over stdio until stdin closes, for a client that starts its servers
-    (a run's CLI, Claude Desktop): each message goes to POST /mcp with the token (a run's,
-    from its config file or TASKBOARD_MCP_TOKEN; else TASKBOARD_TOKEN: the board's or a
-    personal one) and each answer comes back."""
+    (a run's CLI, Claude Desktop): the handshake is answered here (and a run's tool list:
+    a CLI starts even while the board cannot be reached); every other message goes to POST
+    /mcp with the token (a run's, from its config file or TASKBOARD_MCP_TOKEN; else
+    TASKBOARD_TOKEN: the board's or a personal one) and its answer comes back."""
     parser = argparse.ArgumentParser(prog="taskboard.py --mcp")
     parser.add_argument("--url", required=True, help="the board, e.g. http://127.0.0.1:8080")
     parser.add_argument("--config", help="the run's 0600 config file: its token and task "
@@ -13087,19 +13088,30 @@ def mcp_serve(argv: list[str]) -> int:
     token = env.get("TASKBOARD_MCP_TOKEN") or env.get("TASKBOARD_TOKEN")
     if token:
         board.headers["Authorization"] = f"Bearer {token}"
+    here = ("initialize", "ping") + (("tools/list",) if args.config or env.get(
+        "TASKBOARD_TASK_ID") else ())  # a run's tools are the same for every run
     for line in sys.stdin:
         if not line.strip():
             continue
         try:
-            response = board.post(args.url.rstrip("/") + "/mcp", data=line.encode(), timeout=120)
-            answer = response.json() if response.status_code != 202 else None
-        except (requests.RequestException, ValueError) as exc:
-            answer = {"error": f"the board at {args.url} did not answer: {exc}"}
-        if isinstance(answer, dict) and "jsonrpc" not in answer:  # refused before /mcp
-            message = json.loads(line) if line.lstrip().startswith("{") else {}
-            answer = {"jsonrpc": "2.0", "id": message.get("id") if isinstance(
-                message, dict) else None, "error": {"code": -32000, "message": str(
-                    answer.get("error") or answer)}}
+            message = json.loads(line)
+        except ValueError:
+            message = None  # the board answers what is not JSON (-32700)
+        if isinstance(message, dict) and message.get("method") in here:
+            answer = {"jsonrpc": "2.0", "id": message.get("id"),
+                      **_mcp_reply(message, None, RUN_TOOLS)}
+        else:
+            try:
+                response = board.post(args.url.rstrip("/") + "/mcp", data=line.encode(),
+                                      timeout=120)
+                answer = response.json() if response.status_code != 202 else None
+            except (requests.RequestException, ValueError) as exc:
+                answer = {"error": f"the board at {args.url} did not answer: {exc}"}
+            if isinstance(answer, dict) and "jsonrpc" not in answer:  # refused before /mcp
+                known = message if isinstance(message, dict) else {}
+                answer = None if message is not None and "id" not in known else {
+                    "jsonrpc": "2.0", "id": known.get("id"),
+                    "error": {"code": -32000, "message": str(answer["error"])}}
         if answer is not None:
             sys.stdout.write(json_dumps(answer) + "\n")
             sys.stdout.flush()
@@ -13119,7 +13131,8 @@ def mcp_http(body):
             answers.append({"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": "invalid request"}})
         elif "id" in message:
-            answers.append({"jsonrpc": "2.0", "id": message["id"], **_mcp_reply(message, board)})
+            answers.append({"jsonrpc": "2.0", "id": message["id"], **_mcp_reply(
+                message, board, _tools(bottle.request.environ))})
     if not answers:
         return None
     return answers if isinstance(body, list) else answers[0]
@@ -13242,10 +13255,14 @@ def _task_for_client(task_id: int, board: "BoardApi") -> dict:
         a for a in task_approvals(task_id) if a["status"] == "pending"]}
 
 
+#: A run's board tools (design §6): COMMANDS' tools.
+RUN_TOOLS = {name: c for name, c in COMMANDS.items() if c.kind == "tool"}
+
+
 def _tools(environ) -> dict:
     """The tools of the request's credential: a run's, or a person's within its scopes."""
     if environ.get("taskboard.agent") is not None:
-        return {name: c for name, c in COMMANDS.items() if c.kind == "tool"}
+        return RUN_TOOLS
     token = environ.get("taskboard.token")
     scopes = json.loads(token["scopes_json"]) if token is not None else TOKEN_SCOPES
     return {name: c for name, c in CLIENT_TOOLS.items() if c.kind in scopes}
@@ -13255,20 +13272,19 @@ class InvalidParams(ValueError):
     """JSON-RPC's -32602: a method's params are not what it takes."""
 
 
-def _mcp_reply(message: dict, board: "BoardApi") -> dict:
+def _mcp_reply(message: dict, board: "BoardApi | None", tools: dict) -> dict:
     """A request's result, or the JSON-RPC error of a refused call: bad params, else an
     unknown method or tool (stdio and HTTP answer alike)."""
     params = message.get("params")
     try:
         return {"result": _mcp_answer(message.get("method"),
-                                      params if isinstance(params, dict) else {}, board)}
+                                      params if isinstance(params, dict) else {}, board, tools)}
     except (LookupError, InvalidParams) as exc:
         return {"error": {"code": -32602 if isinstance(exc, InvalidParams) else -32601,
                           "message": str(exc)}}
 
 
-def _mcp_answer(method, params, board: "BoardApi"):
-    tools = _tools(bottle.request.environ)
+def _mcp_answer(method, params, board: "BoardApi | None", tools: dict):
     if method == "initialize":
         asked = params.get("protocolVersion")
         return {"protocolVersion": asked if asked in MCP_VERSIONS else MCP_VERSIONS[-1],

@@ -433,3 +433,23 @@ def test_list_tasks_over_mcp_is_a_page_of_brief_entries(client, api):
                              ({"project_id": project["id"], "status": "lost"}, "lost")):
         error, failed = call_tool(client, "list_tasks", arguments)
         assert failed and words in error["error"], error
+
+
+def test_the_stdio_bridge_of_a_run_starts_its_cli_while_the_board_is_away():
+    """A run's CLI refuses to start when its MCP server fails the handshake: the bridge
+    answers it and the run's tool list itself; only a tool's call needs the board."""
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18"}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "list_tasks", "arguments": {}}}]
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "taskboard.py"), "--mcp", "--url",
+         "http://127.0.0.1:9"], input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "TASKBOARD_MCP_TOKEN": "run-token", "TASKBOARD_TASK_ID": "1"})
+    first, second, third = [json.loads(line) for line in done.stdout.splitlines()]
+    assert first["result"]["protocolVersion"] == "2025-06-18"
+    assert {t["name"] for t in second["result"]["tools"]} == set(taskboard.RUN_TOOLS)
+    assert third["id"] == 3 and "did not answer" in third["error"]["message"]
