@@ -8666,10 +8666,8 @@ def personal_token(secret: str) -> dict | None:
     now = now_iso()
     if row is None or (row["expires_at"] is not None and row["expires_at"] <= now):
         return None
-    if row["last_used_at"] is None or \
-            parse_iso(now).timestamp() - parse_iso(row["last_used_at"]).timestamp() \
-            >= TOKEN_USE_SECONDS:
-        row["last_used_at"] = now
+    if time.monotonic() - row.get("written", -TOKEN_USE_SECONDS) >= TOKEN_USE_SECONDS:
+        row["written"], row["last_used_at"] = time.monotonic(), now  # kept in memory only
         token_used_row(row["id"], now)
     return row
 
