@@ -2745,16 +2745,19 @@ def task_row(task_id: int) -> dict | None:
         return t.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
 
 
+#: The rows of a query (each a column j holding JSON) as one JSON array built by SQLite.
+JSON_ARRAY = "SELECT '[' || coalesce(group_concat(j, ','), '') || ']' FROM ({})"
+
+
 def task_list_json(project_id: int, object_sql: str, status: str | None,
                    limit: int) -> str | None:
     """A page of the project's tasks (of one status) in queue order, as SQLite-built JSON."""
     with read() as t:
         if not t.exists("projects", project_id):
             return None
-        return t.value(
-            f"SELECT '[' || coalesce(group_concat(j, ','), '') || ']' FROM (SELECT "
-            f"{object_sql} AS j FROM tasks WHERE project_id = ? "
-            + ("AND status = ? " if status else "") + f"ORDER BY {TASK_ORDER} LIMIT ?)",
+        return t.value(JSON_ARRAY.format(
+            f"SELECT {object_sql} AS j FROM tasks WHERE project_id = ? "
+            + ("AND status = ? " if status else "") + f"ORDER BY {TASK_ORDER} LIMIT ?"),
             (project_id, *([status] if status else []), limit))
 
 
@@ -2764,10 +2767,9 @@ def task_rows_json(project_id: int, object_sql: str) -> str | None:
         if not t.exists("projects", project_id):
             return None
         return DERIVED.get(t, ("list", project_id, object_sql), project_id,
-                           lambda t: t.in_thread(lambda t: t.value(
-                               f"SELECT '[' || coalesce(group_concat(j, ','), '') || ']' "
-                               f"FROM (SELECT {object_sql} AS j FROM tasks "
-                               f"WHERE project_id = ? ORDER BY {TASK_ORDER})", (project_id,))))
+                           lambda t: t.in_thread(lambda t: t.value(JSON_ARRAY.format(
+                               f"SELECT {object_sql} AS j FROM tasks WHERE project_id = ? "
+                               f"ORDER BY {TASK_ORDER}"), (project_id,))))
 
 
 def task_detail_rows(task_id: int, log_sql: str) -> dict | None:
@@ -2917,10 +2919,9 @@ def log_rows_json(task_id: int, limit: int, before: int | None, object_sql: str,
     with read() as t:
         if not t.exists("tasks", task_id):
             return None
-        return t.value(
-            f"SELECT '[' || coalesce(group_concat(j, ','), '') || ']' FROM (SELECT j FROM "
-            f"(SELECT {object_sql} AS j, id FROM logs WHERE task_id = ? AND id < ? {where}"
-            "ORDER BY id DESC LIMIT ?) ORDER BY id)",
+        return t.value(JSON_ARRAY.format(
+            f"SELECT j FROM (SELECT {object_sql} AS j, id FROM logs WHERE task_id = ? AND "
+            f"id < ? {where}ORDER BY id DESC LIMIT ?) ORDER BY id"),
             (task_id, 2**63 - 1 if before is None else before, *([kind] if kind else []),
              *([task_id, attempt] if attempt else []), limit))
 

@@ -312,46 +312,34 @@ def at_rest(server, seconds, mark=lambda: None):
             (wall0, wall0 + t1 - t0), (marked0, marked1))
 
 
-def cpu_rest_bare(code, tmp, env, seconds):
-    """ A board started as the README says on a fresh data dir: its CPU at rest (%). """
+def cpu_rest(code, tmp, env, seconds, schedules=0):
+    """ A board started as the README says on a fresh data dir (with `schedules` enabled
+    schedules, design §19, none due in the window): its CPU at rest (%). """
     port = free_port()
-    server = Started(taskboard_argv("script", os.path.join(tmp, "rest-bare", "taskboard.db"),
-                                    port), code, env, port)
-    try:
-        percent, switches, _, _ = at_rest(server, seconds)
-    finally:
-        server.stop()
-    print(f"taskboard (python taskboard.py, fresh data dir) at rest over {seconds:g} s: "
-          f"{percent:.3f} % of a core, its main thread woken {switches:.1f} times/s", flush=True)
-    return percent
-
-
-def cpu_rest_schedules(code, tmp, env, seconds, count=SCHEDULES):
-    """ A board with `count` enabled schedules (design §19), none due in the window: its CPU
-    at rest (%), over at least one of the scheduler's naps (SCHEDULE_NAP_SECONDS, 60 s). """
-    port = free_port()
-    folder = os.path.join(tmp, "rest-schedules")
+    folder = os.path.join(tmp, f"rest-{schedules}-schedules")
     os.makedirs(os.path.join(folder, "work"))
     server = Started(taskboard_argv("script", os.path.join(folder, "taskboard.db"), port), code,
                      env, port)
     try:
-        status, body = server.call("POST", "/api/projects", {
-            "name": "Clock", "slug": "clock", "workingDir": os.path.join(folder, "work")})
-        assert status == 201, body
-        project = json.loads(body)["id"]
-        hour = (time.gmtime().tm_hour + 12) % 24  # half a day away: none fires at rest
-        for n in range(count):
-            status, body = server.call("POST", f"/api/projects/{project}/schedules", {
-                "name": f"schedule {n}", "cron": f"{n % 60} {hour} * * *", "timezone": "UTC",
-                "task": {"title": f"Scheduled {n}"}})
+        if schedules:
+            status, body = server.call("POST", "/api/projects", {
+                "name": "Clock", "slug": "clock", "workingDir": os.path.join(folder, "work")})
             assert status == 201, body
-        server.conn.close()
-        server.conn = None
+            project = json.loads(body)["id"]
+            hour = (time.gmtime().tm_hour + 12) % 24  # half a day away: none fires at rest
+            for n in range(schedules):
+                status, body = server.call("POST", f"/api/projects/{project}/schedules", {
+                    "name": f"schedule {n}", "cron": f"{n % 60} {hour} * * *",
+                    "timezone": "UTC", "task": {"title": f"Scheduled {n}"}})
+                assert status == 201, body
+            server.conn.close()
+            server.conn = None
         percent, switches, _, _ = at_rest(server, seconds)
     finally:
         server.stop()
-    print(f"taskboard (python taskboard.py, {count:,} schedules) at rest over {seconds:g} s: "
-          f"{percent:.3f} % of a core, its main thread woken {switches:.1f} times/s", flush=True)
+    print(f"taskboard (python taskboard.py, fresh data dir, {schedules:,} schedules) at rest "
+          f"over {seconds:g} s: {percent:.3f} % of a core, its main thread woken "
+          f"{switches:.1f} times/s", flush=True)
     return percent
 
 
@@ -587,12 +575,12 @@ def run(args, tmp):
         print(f"{args.baseline_rev}: {args.tasks:,} tasks created and listed: RSS "
               f"{before_tasks:.1f} MB, list p50 {before_list:.2f} ms", flush=True)
 
-    cpu_bare = cpu_rest_bare(ours, tmp, cached, args.rest_seconds)
+    cpu_bare = cpu_rest(ours, tmp, cached, args.rest_seconds)
     # a minute's timers (a look at the PR, a host check) fall in a window of 70 s
     cpu_furnished = cpu_rest_furnished(ours, tmp, cached, args.rest_seconds if args.quick
                                        else max(args.rest_seconds, FURNISHED_SECONDS))
-    cpu_schedules = cpu_rest_schedules(ours, tmp, cached, args.rest_seconds if args.quick
-                                       else max(args.rest_seconds, FURNISHED_SECONDS))
+    cpu_schedules = cpu_rest(ours, tmp, cached, args.rest_seconds if args.quick
+                             else max(args.rest_seconds, FURNISHED_SECONDS), SCHEDULES)
 
     def vs(ours_value, base):
         return (base, base / ours_value) if base else (None, None)
