@@ -4325,6 +4325,41 @@ def _check_clone_source(values: dict) -> None:
                       "repoUrl")
 
 
+#: The agent-instructions file the default agent CLI reads.
+AGENT_MD = "CLAUDE.md"
+#: At most this much of it is passed to a run in a worktree (an argument, not a file).
+MAX_INSTRUCTIONS_CHARS = 100_000
+
+
+def agent_md(project_id: int) -> dict:
+    """The project's agent-instructions file: {content, path, exists}."""
+    path = os.path.join(get_project(project_id)["workingDir"], AGENT_MD)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return {"content": f.read(), "path": path, "exists": True}
+    except FileNotFoundError:
+        return {"content": "", "path": path, "exists": False}
+    except OSError as exc:
+        raise Conflict(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def save_agent_md(project_id: int, content) -> dict:
+    """Replace the agent-instructions file atomically (write a temp file, then rename)."""
+    if not isinstance(content, str):
+        raise Invalid("content must be a string", "content")
+    path = os.path.join(get_project(project_id)["workingDir"], AGENT_MD)
+    temp = f"{path}.taskboard-{secrets.token_hex(4)}"
+    try:
+        with open(temp, "w", encoding="utf-8") as f:
+            f.write(content)
+        os.replace(temp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(temp)
+        raise Conflict(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return agent_md(project_id)
+
+
 def delete_project(project_id: int) -> dict:
     """Remove a project with its tasks, logs, templates, snippets, webhooks, attachments;
     its agents and its planning session are stopped first."""
@@ -4507,6 +4542,64 @@ def delete_task(task_id: int) -> dict:
     settle_parent(task["parent_task_id"])
     schedule_queue(task["project_id"])
     return {"ok": True}
+
+
+def stop_task(task_id: int) -> dict:
+    """Kill the task's agent (its whole process group) and put it back in the backlog."""
+    task = get_task(task_id)
+    if task["status"] != "in_progress":
+        raise Conflict(f"task {task_id} is not in progress (it is {task['status']})", "id")
+    return move_task(task_id, "backlog", reason="stopped by hand")
+
+
+def restart_task(task_id: int, mcp_port: int | None = None) -> dict:
+    """Stop any agent of the task and start a fresh session (no resume)."""
+    task = get_task(task_id)
+    if task["status"] != "in_progress":
+        return move_task(task_id, "in_progress", reason="restarted",
+                         run_options={"mcp_port": mcp_port})
+    runtime.agents.stop(task_id)
+    runtime.logs.append(task_id, "system", "restarted by hand: a fresh session")
+    notice = Notice("task:started", reason="restarted")
+    queue_notice(notice, task_id)
+    announce(notice)
+    if runtime.agents.reserve(task_id, task["project_id"], None):
+        start_run(task_id, mcp_port=mcp_port)
+    return get_task(task_id)
+
+
+def request_changes(task_id: int, feedback, mcp_port: int | None = None,
+                    sent: dict | None = None) -> dict:
+    """Record a revision and have the agent work on the feedback: its own session resumed
+    with the feedback as the prompt, else a fresh one with every revision in the prompt.
+    `sent`: the signals of its pull request that this sends back (see send_pr_back)."""
+    if not isinstance(feedback, str) or not feedback.strip():
+        raise Invalid("feedback must be a non-empty string", "feedback")
+    task = get_task(task_id)
+    if task["status"] == "backlog":
+        raise Conflict(f"task {task_id} is in the backlog: start it instead", "id")
+    if task["attempts"] is not None and not any(a["picked"] for a in attempt_rows(task_id)):
+        raise Conflict(f"task {task_id} was run by several agents: pick one of its attempts "
+                       "first (POST /api/tasks/:id/attempts/:n/pick)", "id")
+    if task["status"] != "in_progress" and not runtime.agents.holds(task_id):
+        slot = found(task_slot_row(task_id), f"task {task_id} not found")
+        runtime.agents.check_free(slot["project_id"], slot["max_concurrent"], slot["slug"])
+    runtime.agents.stop(task_id)
+    notice = Notice("task:changes_requested", feedback=feedback.strip())
+    task = insert_revision_row(task_id, feedback.strip(), notice, sent)
+    if task is None and sent and task_row(task_id):
+        raise Conflict(f"task {task_id} is no longer done")
+    task = found(task, f"task {task_id} not found")
+    _publish_task(task)
+    announce(notice)
+    options = {"resume": True, "prompt": feedback.strip(), "mcp_port": mcp_port}
+    if task["status"] != "in_progress":
+        return move_task(task_id, "in_progress", reason="the pull request needs changes"
+                         if sent else "changes requested", run_options=options, event=None,
+                         only_from="done" if sent else None)
+    if runtime.agents.reserve(task_id, task["project_id"], None):
+        start_run(task_id, **options)
+    return get_task(task_id)
 
 
 def task_logs(task_id: int, limit: int, before: int | None = None,
@@ -7412,35 +7505,6 @@ def task_events(task_id: int, limit: int) -> list[dict]:
              "kind": r["kind"], "raw": r["raw"]} for r in rows]
 
 
-def agent_md(project_id: int) -> dict:
-    """The project's agent-instructions file: {content, path, exists}."""
-    path = os.path.join(get_project(project_id)["workingDir"], AGENT_MD)
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return {"content": f.read(), "path": path, "exists": True}
-    except FileNotFoundError:
-        return {"content": "", "path": path, "exists": False}
-    except OSError as exc:
-        raise Conflict(f"cannot read {path}: {exc.strerror or exc}") from exc
-
-
-def save_agent_md(project_id: int, content) -> dict:
-    """Replace the agent-instructions file atomically (write a temp file, then rename)."""
-    if not isinstance(content, str):
-        raise Invalid("content must be a string", "content")
-    path = os.path.join(get_project(project_id)["workingDir"], AGENT_MD)
-    temp = f"{path}.taskboard-{secrets.token_hex(4)}"
-    try:
-        with open(temp, "w", encoding="utf-8") as f:
-            f.write(content)
-        os.replace(temp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.remove(temp)
-        raise Conflict(f"cannot write {path}: {exc.strerror or exc}") from exc
-    return agent_md(project_id)
-
-
 # --- outboxes: webhooks and push ----------------------------------------------
 # Notices wait in an outbox (a webhook's, a device's), written when their change commits;
 # a sender reads only its outbox, so a delivery's own event never triggers another.
@@ -8543,68 +8607,6 @@ def _digest(text: str) -> str:
 MAX_DIFF_BYTES = 2 * 1024 * 1024
 #: At most this many new (untracked) files are shown in a task's diff.
 MAX_NEW_FILES = 200
-#: The agent-instructions file the default agent CLI reads.
-AGENT_MD = "CLAUDE.md"
-#: At most this much of it is passed to a run in a worktree (an argument, not a file).
-MAX_INSTRUCTIONS_CHARS = 100_000
-
-
-def stop_task(task_id: int) -> dict:
-    """Kill the task's agent (its whole process group) and put it back in the backlog."""
-    task = get_task(task_id)
-    if task["status"] != "in_progress":
-        raise Conflict(f"task {task_id} is not in progress (it is {task['status']})", "id")
-    return move_task(task_id, "backlog", reason="stopped by hand")
-
-
-def restart_task(task_id: int, mcp_port: int | None = None) -> dict:
-    """Stop any agent of the task and start a fresh session (no resume)."""
-    task = get_task(task_id)
-    if task["status"] != "in_progress":
-        return move_task(task_id, "in_progress", reason="restarted",
-                         run_options={"mcp_port": mcp_port})
-    runtime.agents.stop(task_id)
-    runtime.logs.append(task_id, "system", "restarted by hand: a fresh session")
-    notice = Notice("task:started", reason="restarted")
-    queue_notice(notice, task_id)
-    announce(notice)
-    if runtime.agents.reserve(task_id, task["project_id"], None):
-        start_run(task_id, mcp_port=mcp_port)
-    return get_task(task_id)
-
-
-def request_changes(task_id: int, feedback, mcp_port: int | None = None,
-                    sent: dict | None = None) -> dict:
-    """Record a revision and have the agent work on the feedback: its own session resumed
-    with the feedback as the prompt, else a fresh one with every revision in the prompt.
-    `sent`: the signals of its pull request that this sends back (see send_pr_back)."""
-    if not isinstance(feedback, str) or not feedback.strip():
-        raise Invalid("feedback must be a non-empty string", "feedback")
-    task = get_task(task_id)
-    if task["status"] == "backlog":
-        raise Conflict(f"task {task_id} is in the backlog: start it instead", "id")
-    if task["attempts"] is not None and not any(a["picked"] for a in attempt_rows(task_id)):
-        raise Conflict(f"task {task_id} was run by several agents: pick one of its attempts "
-                       "first (POST /api/tasks/:id/attempts/:n/pick)", "id")
-    if task["status"] != "in_progress" and not runtime.agents.holds(task_id):
-        slot = found(task_slot_row(task_id), f"task {task_id} not found")
-        runtime.agents.check_free(slot["project_id"], slot["max_concurrent"], slot["slug"])
-    runtime.agents.stop(task_id)
-    notice = Notice("task:changes_requested", feedback=feedback.strip())
-    task = insert_revision_row(task_id, feedback.strip(), notice, sent)
-    if task is None and sent and task_row(task_id):
-        raise Conflict(f"task {task_id} is no longer done")
-    task = found(task, f"task {task_id} not found")
-    _publish_task(task)
-    announce(notice)
-    options = {"resume": True, "prompt": feedback.strip(), "mcp_port": mcp_port}
-    if task["status"] != "in_progress":
-        return move_task(task_id, "in_progress", reason="the pull request needs changes"
-                         if sent else "changes requested", run_options=options, event=None,
-                         only_from="done" if sent else None)
-    if runtime.agents.reserve(task_id, task["project_id"], None):
-        start_run(task_id, **options)
-    return get_task(task_id)
 
 
 # =============================================================================
