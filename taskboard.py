@@ -6442,6 +6442,155 @@ def after_done(task_id: int) -> None:
         remove_worktree(task, project, only_if_done=True)
 
 
+#: The largest diff get_task_diff returns; the rest is cut with a marker.
+MAX_DIFF_BYTES = 2 * 1024 * 1024
+#: At most this many new (untracked) files are shown in a task's diff.
+MAX_NEW_FILES = 200
+
+
+def diff_lines(diff: str) -> dict:
+    """{(path, "new"|"old", line number): text} of a unified diff."""
+    out, path, old, new = {}, None, 0, 0
+    left = 0  # lines of the hunk still to come: a "--- " or "+++ " line inside is content
+    for line in diff.splitlines():
+        if line.startswith("@@"):
+            if match := re.match(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))?", line):
+                old, new = int(match.group(1)), int(match.group(3))
+                left = int(match.group(2) or 1) + int(match.group(4) or 1)
+            continue
+        if not left:
+            if line.startswith("+++ "):
+                path = line[4:].removeprefix("b/")
+            continue
+        left -= 1 if line[:1] in ("+", "-") else 2 if line[:1] == " " else 0
+        if path and line[:1] == "+":
+            out[(path, "new", new)] = line[1:]
+            new += 1
+        elif path and line[:1] == "-":
+            out[(path, "old", old)] = line[1:]
+            old += 1
+        elif path and line[:1] == " ":
+            out[(path, "new", new)] = out[(path, "old", old)] = line[1:]
+            old, new = old + 1, new + 1
+    return out
+
+
+def task_diff(task_id: int, attempt: int | None = None) -> dict:
+    """What the task (or its `attempt` n) changed, with numstat totals: on its branch
+    (autoBranch), the diff against the merge base, uncommitted work included; else from
+    the HEAD before its first run to the working tree now."""
+    task = get_task(task_id)
+    project = project_row(task["project_id"])
+    if attempt is not None:
+        task = attempt_task(task, found(next((a for a in attempt_rows(task_id) if a["n"] ==
+                                              attempt), None),
+                                        f"task {task_id} has no attempt {attempt}"))
+    if task["branch_name"]:
+        root, checkout = task_git(task, project)
+        branch = task["branch_name"]
+        base = _task_base(root, task, project["pr_base_branch"]) if root else None
+        try:
+            code, merge_base = root(["git", "merge-base", base, branch], 10) if base else (1, "")
+        except HostDown:
+            code = 1
+        if code != 0:
+            return _diff(None, [], branch)
+        if checkout is not None:
+            return _diff(checkout, [merge_base.strip()], branch)
+        return _diff(root, [merge_base.strip(), branch], branch)
+    runs = find_rows("runs", task_id=task_id, kind="task")
+    cwd = runs[-1]["cwd"] if runs and runs[-1]["cwd"] else project["working_dir"]
+    base = next((r["head_start"] for r in runs if r["head_start"]), None)
+    code, branch = run_command(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd, 10)
+    return _diff(THIS_MACHINE.shell(cwd) if base else None, [base],
+                 branch.strip() if code == 0 else "")
+
+
+def task_git(task: dict, project: dict) -> tuple:
+    """Where the git commands of a task on a branch run: (its repository, its worktree or
+    None), each a run(argv, timeout) as a machine's shell() gives; (None, None) outside git
+    or on a host whose connection is not open (a read never waits for one)."""
+    machine = project_machine(project)
+    return machine.task_git(task, project) if machine is not None else (None, None)
+
+
+def task_commits(task: dict) -> list[dict]:
+    """The task's own commits: those on its branch (autoBranch), else those made between
+    its first run and its latest run's end."""
+    if task["branch_name"]:
+        project = project_row(task["project_id"])
+        root = task_git(task, project)[0] if project else None
+        base = _task_base(root, task, project["pr_base_branch"]) if root else None
+        if base is None:
+            return []
+        commit_range, run = f"{base}..{task['branch_name']}", root
+    else:
+        runs = find_rows("runs", task_id=task["id"], kind="task")
+        base = next((r["head_start"] for r in runs if r["head_start"]), None)
+        end = next((r["head_end"] for r in reversed(runs) if r["head_end"]), None)
+        if base is None or end is None or base == end:
+            return []
+        commit_range, run = f"{base}..{end}", THIS_MACHINE.shell(runs[-1]["cwd"])
+    try:
+        code, out = run(["git", "log", "--format=%H%x1f%s%x1f%an%x1f%aI", commit_range], 20)
+    except HostDown:
+        code, out = 1, ""
+    fields = ("hash", "message", "author", "date")
+    return [dict(zip(fields, line.split("\x1f") + ["", "", ""]))
+            for line in (out.splitlines() if code == 0 else [])]
+
+
+def _task_base(root, task: dict, base_branch: str) -> str | None:
+    """What the task's branch is compared with (root runs git in its repository):
+    prBaseBranch when it exists, else the commit the branch was made from."""
+    try:
+        if root(["git", "rev-parse", "--verify", "-q", f"refs/heads/{base_branch}"], 10)[0] \
+                == 0:
+            return base_branch
+    except HostDown:
+        return None
+    return task["base_commit"]
+
+
+def _diff(run, args: list[str], branch: str) -> dict:
+    """`git diff args` with numstat totals, cut at MAX_DIFF_BYTES with a marker; run (as a
+    machine's shell() gives) runs git where the diff is made; None: an empty diff."""
+    stats = {"files": 0, "insertions": 0, "deletions": 0}
+    out = {"diff": "", "branch": branch, "stats": stats}
+    if run is None:
+        return out
+    with contextlib.suppress(HostDown):  # a host lost meanwhile: what was counted by then
+        code, numstat = run(["git", "diff", "--numstat", *args, "--"], 30)
+        for line in numstat.splitlines() if code == 0 else []:
+            added, removed, _ = (line.split("\t", 2) + ["", ""])[:3]
+            stats["files"] += 1
+            stats["insertions"] += int(added) if added.isdigit() else 0
+            stats["deletions"] += int(removed) if removed.isdigit() else 0
+        code, diff = run(["git", "diff", *args, "--"], 30)
+        if code != 0:
+            return out
+        if len(args) == 1:  # against the working tree: new files are changes too
+            code, listing = run(["git", "ls-files", "--others", "--exclude-standard", "-z"], 30)
+            for name in listing.split("\0")[:MAX_NEW_FILES] if code == 0 else []:
+                if not name:
+                    continue
+                code, numstat = run(["git", "diff", "--no-index", "--numstat", "--",
+                                     os.devnull, name], 30)
+                added = numstat.split("\t", 1)[0] if code in (0, 1) else ""
+                stats["files"] += 1
+                stats["insertions"] += int(added) if added.isdigit() else 0
+                code, text = run(["git", "diff", "--no-index", "--", os.devnull, name], 30)
+                diff += text if code in (0, 1) else ""
+                if len(diff) > MAX_DIFF_BYTES:
+                    break
+        data = diff.encode("utf-8")
+        if len(data) > MAX_DIFF_BYTES:
+            diff = data[:MAX_DIFF_BYTES].decode("utf-8", "ignore") + \
+                f"\n… diff truncated ({len(data) - MAX_DIFF_BYTES} more bytes)\n"
+        out["diff"] = diff
+    return out
+
+
 def open_pull_request(task: dict, project: dict) -> None:
     """autoPr: push the task's branch to origin and open a pull request for it; a task
     whose pull request is open (it was sent back, §16) pushes to it again, never
@@ -7298,33 +7447,6 @@ def review_comment_text(n: int, path: str, line, side: str, quoted: str | None,
         f": `{quoted.strip()}`" if quoted and quoted.strip() else "") + f"\n{body.strip()}"
 
 
-def diff_lines(diff: str) -> dict:
-    """{(path, "new"|"old", line number): text} of a unified diff."""
-    out, path, old, new = {}, None, 0, 0
-    left = 0  # lines of the hunk still to come: a "--- " or "+++ " line inside is content
-    for line in diff.splitlines():
-        if line.startswith("@@"):
-            if match := re.match(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))?", line):
-                old, new = int(match.group(1)), int(match.group(3))
-                left = int(match.group(2) or 1) + int(match.group(4) or 1)
-            continue
-        if not left:
-            if line.startswith("+++ "):
-                path = line[4:].removeprefix("b/")
-            continue
-        left -= 1 if line[:1] in ("+", "-") else 2 if line[:1] == " " else 0
-        if path and line[:1] == "+":
-            out[(path, "new", new)] = line[1:]
-            new += 1
-        elif path and line[:1] == "-":
-            out[(path, "old", old)] = line[1:]
-            old += 1
-        elif path and line[:1] == " ":
-            out[(path, "new", new)] = out[(path, "old", old)] = line[1:]
-            old, new = old + 1, new + 1
-    return out
-
-
 def stop_check(run: "AgentRun", request_id) -> None:
     """The agent tries to finish: run the project's stop check in its cwd; while it fails
     (at most stopCheckMaxBlocks times) send the agent back with the failure."""
@@ -7356,122 +7478,6 @@ def stop_check(run: "AgentRun", request_id) -> None:
     runtime.logs.append(run.task_id, "stop_check", f"stop check `{command}` {verdict}",
                         run.run_id, is_error=code != 0)
     run.respond(request_id, response)
-
-
-def task_diff(task_id: int, attempt: int | None = None) -> dict:
-    """What the task (or its `attempt` n) changed, with numstat totals: on its branch
-    (autoBranch), the diff against the merge base, uncommitted work included; else from
-    the HEAD before its first run to the working tree now."""
-    task = get_task(task_id)
-    project = project_row(task["project_id"])
-    if attempt is not None:
-        task = attempt_task(task, found(next((a for a in attempt_rows(task_id) if a["n"] ==
-                                              attempt), None),
-                                        f"task {task_id} has no attempt {attempt}"))
-    if task["branch_name"]:
-        root, checkout = task_git(task, project)
-        branch = task["branch_name"]
-        base = _task_base(root, task, project["pr_base_branch"]) if root else None
-        try:
-            code, merge_base = root(["git", "merge-base", base, branch], 10) if base else (1, "")
-        except HostDown:
-            code = 1
-        if code != 0:
-            return _diff(None, [], branch)
-        if checkout is not None:
-            return _diff(checkout, [merge_base.strip()], branch)
-        return _diff(root, [merge_base.strip(), branch], branch)
-    runs = find_rows("runs", task_id=task_id, kind="task")
-    cwd = runs[-1]["cwd"] if runs and runs[-1]["cwd"] else project["working_dir"]
-    base = next((r["head_start"] for r in runs if r["head_start"]), None)
-    code, branch = run_command(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd, 10)
-    return _diff(THIS_MACHINE.shell(cwd) if base else None, [base],
-                 branch.strip() if code == 0 else "")
-
-
-def task_git(task: dict, project: dict) -> tuple:
-    """Where the git commands of a task on a branch run: (its repository, its worktree or
-    None), each a run(argv, timeout) as a machine's shell() gives; (None, None) outside git
-    or on a host whose connection is not open (a read never waits for one)."""
-    machine = project_machine(project)
-    return machine.task_git(task, project) if machine is not None else (None, None)
-
-
-def task_commits(task: dict) -> list[dict]:
-    """The task's own commits: those on its branch (autoBranch), else those made between
-    its first run and its latest run's end."""
-    if task["branch_name"]:
-        project = project_row(task["project_id"])
-        root = task_git(task, project)[0] if project else None
-        base = _task_base(root, task, project["pr_base_branch"]) if root else None
-        if base is None:
-            return []
-        commit_range, run = f"{base}..{task['branch_name']}", root
-    else:
-        runs = find_rows("runs", task_id=task["id"], kind="task")
-        base = next((r["head_start"] for r in runs if r["head_start"]), None)
-        end = next((r["head_end"] for r in reversed(runs) if r["head_end"]), None)
-        if base is None or end is None or base == end:
-            return []
-        commit_range, run = f"{base}..{end}", THIS_MACHINE.shell(runs[-1]["cwd"])
-    try:
-        code, out = run(["git", "log", "--format=%H%x1f%s%x1f%an%x1f%aI", commit_range], 20)
-    except HostDown:
-        code, out = 1, ""
-    fields = ("hash", "message", "author", "date")
-    return [dict(zip(fields, line.split("\x1f") + ["", "", ""]))
-            for line in (out.splitlines() if code == 0 else [])]
-
-
-def _task_base(root, task: dict, base_branch: str) -> str | None:
-    """What the task's branch is compared with (root runs git in its repository):
-    prBaseBranch when it exists, else the commit the branch was made from."""
-    try:
-        if root(["git", "rev-parse", "--verify", "-q", f"refs/heads/{base_branch}"], 10)[0] \
-                == 0:
-            return base_branch
-    except HostDown:
-        return None
-    return task["base_commit"]
-
-
-def _diff(run, args: list[str], branch: str) -> dict:
-    """`git diff args` with numstat totals, cut at MAX_DIFF_BYTES with a marker; run (as a
-    machine's shell() gives) runs git where the diff is made; None: an empty diff."""
-    stats = {"files": 0, "insertions": 0, "deletions": 0}
-    out = {"diff": "", "branch": branch, "stats": stats}
-    if run is None:
-        return out
-    with contextlib.suppress(HostDown):  # a host lost meanwhile: what was counted by then
-        code, numstat = run(["git", "diff", "--numstat", *args, "--"], 30)
-        for line in numstat.splitlines() if code == 0 else []:
-            added, removed, _ = (line.split("\t", 2) + ["", ""])[:3]
-            stats["files"] += 1
-            stats["insertions"] += int(added) if added.isdigit() else 0
-            stats["deletions"] += int(removed) if removed.isdigit() else 0
-        code, diff = run(["git", "diff", *args, "--"], 30)
-        if code != 0:
-            return out
-        if len(args) == 1:  # against the working tree: new files are changes too
-            code, listing = run(["git", "ls-files", "--others", "--exclude-standard", "-z"], 30)
-            for name in listing.split("\0")[:MAX_NEW_FILES] if code == 0 else []:
-                if not name:
-                    continue
-                code, numstat = run(["git", "diff", "--no-index", "--numstat", "--",
-                                     os.devnull, name], 30)
-                added = numstat.split("\t", 1)[0] if code in (0, 1) else ""
-                stats["files"] += 1
-                stats["insertions"] += int(added) if added.isdigit() else 0
-                code, text = run(["git", "diff", "--no-index", "--", os.devnull, name], 30)
-                diff += text if code in (0, 1) else ""
-                if len(diff) > MAX_DIFF_BYTES:
-                    break
-        data = diff.encode("utf-8")
-        if len(data) > MAX_DIFF_BYTES:
-            diff = data[:MAX_DIFF_BYTES].decode("utf-8", "ignore") + \
-                f"\n… diff truncated ({len(data) - MAX_DIFF_BYTES} more bytes)\n"
-        out["diff"] = diff
-    return out
 
 
 def agent_activity(project_id: int | None) -> dict:
@@ -8598,15 +8604,6 @@ def session_alive(secret: str) -> bool:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
-
-
-# --- desktop commands --------------------------------------------------------------
-# The spec's desktop-only commands; routes in DESKTOP ROUTES answer only local callers.
-
-#: The largest diff get_task_diff returns; the rest is cut with a marker.
-MAX_DIFF_BYTES = 2 * 1024 * 1024
-#: At most this many new (untracked) files are shown in a task's diff.
-MAX_NEW_FILES = 200
 
 
 # =============================================================================
