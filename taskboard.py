@@ -26,7 +26,7 @@ One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
     STORE · STORE: PROJECTS, HOSTS, TASKS AND RUNS · STORE: THE REST · EVENTS ·
     SERVICES: PROJECTS AND TASKS · SERVICES: RUNS ·
     SERVICES: THE AGENT CHANNEL AND THE VERIFIER · SERVICES: ATTEMPTS ·
-    SERVICES: GIT AND THE SOURCE HOST ·
+    SERVICES: GIT · SERVICES: THE SOURCE HOST ·
     SERVICES: PHONES AND WEBHOOKS · SERVICES: PLANNING, RESOURCES AND SETTINGS ·
     SERVICES: OUTSIDE CLIENTS · SERVICES: HOSTS · AGENT OUTPUT · SUPERVISORS · MACHINES ·
     SANDBOX · HTTP PLUMBING ·
@@ -6261,14 +6261,10 @@ def attempt_stats() -> dict:
 
 
 # =============================================================================
-# SERVICES: GIT AND THE SOURCE HOST
+# SERVICES: GIT
 # =============================================================================
-# Branches and worktrees, commits and diffs, pull requests and issues, and the follower
-# of open pull requests.
-
-# --- git and the source host -----------------------------------------------------
-# With autoBranch each task works in its own worktree and branch (design §10); git runs one
-# operation at a time per repository; the source host is called in the background only.
+# Branches and worktrees, commits and diffs.  With autoBranch each task works in its own
+# worktree and branch (design §10); git runs one operation at a time per repository.
 
 #: git never waits for a password on a terminal: a push without credentials fails at once.
 #: It runs no hook nor fsmonitor: what an agent wrote (a tracked hooks folder) never runs
@@ -6590,6 +6586,12 @@ def _diff(run, args: list[str], branch: str) -> dict:
         out["diff"] = diff
     return out
 
+
+# =============================================================================
+# SERVICES: THE SOURCE HOST
+# =============================================================================
+# Pull requests and issues on the project's source host (GitHub, GitLab, Gitea), and the
+# follower of open pull requests.
 
 def open_pull_request(task: dict, project: dict) -> None:
     """autoPr: push the task's branch to origin and open a pull request for it; a task
