@@ -5733,6 +5733,162 @@ def expire_requests(run_id: int | None = None) -> None:
         approval_resolved(approval, task)
 
 
+def turn_ended(run: "AgentRun") -> None:
+    """The agent's turn ended (a result line): send the next queued message, or end its
+    input so that it exits.  A turn's answer is kept as the agent's message."""
+    result = run.parser.result or {}
+    if any(isinstance(w, int) for w in run.waiting):  # interrupted while it asked
+        run.waiting.difference_update([w for w in run.waiting if isinstance(w, int)])
+        expire_requests(run.run_id)
+    if not result.get("is_error") and isinstance(result.get("result"), str):
+        message = insert_message_row({"task_id": run.task_id, "run_id": run.run_id,
+                                      "author": "agent", "text": result["result"],
+                                      "state": "sent"})
+        if message is not None:
+            runtime.events.publish("message:created", message_view(message), run.project_id)
+    if run.queued:
+        message = run.queued.popleft()
+        if run.send(user_turn(message["text"])):
+            _message_sent(message, run.run_id)
+            return
+        run.queued.appendleft(message)  # the agent is gone: finish_run resumes with it
+    run.end_input()
+
+
+def _message_sent(message: dict, run_id: int | None) -> None:
+    row = message_sent_row(message["id"], run_id)
+    if row is None:
+        return
+    runtime.logs.append(row["task_id"], "message", row["text"], run_id, author="person")
+    task = task_row(row["task_id"])
+    runtime.events.publish("message:updated", message_view(row),
+                           task["project_id"] if task else None)
+
+
+def message_view(row: dict) -> dict:
+    return render(MESSAGE_FIELDS, row)
+
+
+def task_messages(task_id: int) -> list[dict]:
+    return [message_view(r) for r in found(owned_rows("messages", "tasks", task_id=task_id),
+                                           f"task {task_id} not found")]
+
+
+def post_message(task_id: int, body, comments=()) -> dict:
+    """A person's message: to the running agent when its turn ends (at once with
+    interrupt: steering); on a task in testing or failed, a request for changes."""
+    values = validate_known(lambda: get_task(task_id), MESSAGE_FIELDS, body)
+    task = get_task(task_id)
+    text = values["text"].strip()
+    run = runtime.agents.runs.get(task_id)
+    live = run is not None and run.channel is not None and run.accepting
+    if run is None and any(isinstance(s, tuple) for s in runtime.agents.slots(task_id)):
+        raise Conflict(f"task {task_id} runs its attempts: a message goes to one agent; pick "
+                       "an attempt, then send it", "id")
+    if not live and task["status"] in ("testing", "failed"):
+        request_changes(task_id, text)  # a Conflict (no free slot) stores nothing
+        resumed = runtime.agents.runs.get(task_id)
+        message = found(insert_message_row({
+            "task_id": task_id, "run_id": resumed.run_id if resumed else None,
+            "author": "person", "text": text, "state": "sent"}, comments),
+            f"task {task_id} not found")
+        runtime.logs.append(task_id, "message", text, message["run_id"], author="person")
+        runtime.events.publish("message:created", message_view(message), task["project_id"])
+        return message_view(message)
+    if task["status"] != "in_progress":
+        raise Conflict(f"task {task_id} is {task['status']}: a message goes to a running "
+                       "agent, or to a task in testing or failed as a request for changes",
+                       "id")
+    agent = task["agent"] or project_row(task["project_id"])["agent"]
+    if values.get("interrupt") and not AGENTS[agent].two_way:
+        raise Conflict(f"interrupt is not available for {agent}: its CLI cannot be reached "
+                       "during a run; send the message without interrupt and it goes to the "
+                       "agent when this run ends", "interrupt")
+    message = found(insert_message_row({
+        "task_id": task_id, "run_id": run.run_id if live else None, "author": "person",
+        "text": text, "interrupt": int(bool(values.get("interrupt"))), "state": "queued"},
+        comments), f"task {task_id} not found")
+    runtime.events.publish("message:created", message_view(message), task["project_id"])
+    if live:
+        run.queued.append(message)
+        if values.get("interrupt"):
+            run.interrupt()
+    return message_view(message)
+
+
+def task_review(task_id: int) -> list[dict]:
+    return [render(REVIEW_COMMENT_FIELDS, r) for r in found(
+        owned_rows("review_comments", "tasks", task_id=task_id), f"task {task_id} not found")]
+
+
+def post_review(task_id: int, body) -> dict:
+    """Review comments on the task's diff, sent as one message naming each file and line."""
+    values = validate_known(lambda: get_task(task_id), REVIEW_FIELDS, body)
+    comments = values["comments"]
+    if not isinstance(comments, list) or not 1 <= len(comments) <= 100:
+        raise Invalid("comments must be an array of 1 to 100 comments", "comments")
+    rows = []
+    for n, comment in enumerate(comments):
+        try:
+            rows.append(validate(REVIEW_COMMENT_FIELDS, comment))
+        except Invalid as exc:
+            raise Invalid(f"comments[{n}]: {exc.message}", "comments") from None
+    lines = diff_lines(task_diff(task_id)["diff"])
+    parts = ["Review comments on your changes:"]
+    if values.get("summary", "").strip():
+        parts.append(values["summary"].strip())
+    for n, c in enumerate(rows, 1):
+        parts.append(review_comment_text(n, c["path"], c["line"], c["side"],
+                                         lines.get((c["path"], c["side"], c["line"])),
+                                         c["body"]))
+    text = "\n\n".join(parts)
+    if len(text) > MESSAGE_MAX:
+        raise Invalid(f"comments make a message of {len(text):,} characters, more than "
+                      f"{MESSAGE_MAX:,}", "comments")
+    return post_message(task_id, {"text": text}, rows)
+
+
+def review_comment_text(n: int, path: str, line, side: str, quoted: str | None,
+                        body: str) -> str:
+    """One review comment as the agent is sent it (design §12): number, file, line, side,
+    the line it is on, and the comment."""
+    return f"{n}. {path}, line {line} ({side})" + (
+        f": `{quoted.strip()}`" if quoted and quoted.strip() else "") + f"\n{body.strip()}"
+
+
+def stop_check(run: "AgentRun", request_id) -> None:
+    """The agent tries to finish: run the project's stop check in its cwd; while it fails
+    (at most stopCheckMaxBlocks times) send the agent back with the failure."""
+    command, limit = run.channel["stop_check"]
+    argv = shlex.split(command)
+    run.waiting.add("stop_check")
+    try:  # where the run is, in its environment and sandbox: it runs what the agent wrote
+        checked = run.machine.check(run.cwd, argv, run.env, run.sandbox)
+    finally:
+        run.waiting.discard("stop_check")
+    if checked is None:
+        runtime.logs.append(run.task_id, "stop_check", f"stop check `{command}` cannot run: "
+                            f"{argv[0]!r} is not found{run.machine.where}; the agent may "
+                            "stop", run.run_id, is_error=True)
+        run.respond(request_id, {})
+        return
+    code, out = checked
+    if code != 0 and run.stop_blocks < limit:
+        run.stop_blocks += 1
+        why = f"exit {code}" if code is not None else \
+            f"did not finish within {STOP_CHECK_TIMEOUT_SECONDS:g}s"
+        verdict = f"failed ({why}); the agent goes on ({run.stop_blocks} of {limit})"
+        response = {"decision": "block", "reason": f"The stop check `{command}` failed "
+                    f"({why}). Make it pass before you finish. The end of its output:\n"
+                    f"{out[-STOP_CHECK_TAIL:]}"}
+    else:
+        verdict = "passed" if code == 0 else f"failed {limit} times: the agent may stop"
+        response = {}
+    runtime.logs.append(run.task_id, "stop_check", f"stop check `{command}` {verdict}",
+                        run.run_id, is_error=code != 0)
+    run.respond(request_id, response)
+
+
 # --- verifier (autoTest) -----------------------------------------------------------
 # autoTest: a read-only run of the same CLI checks the work and ends with a JSON verdict.
 
@@ -7324,162 +7480,6 @@ def inbox() -> dict:
               for row in reviews]
     items.sort(key=lambda item: item["at"], reverse=True)
     return {"count": len(items), "items": items}
-
-
-def turn_ended(run: "AgentRun") -> None:
-    """The agent's turn ended (a result line): send the next queued message, or end its
-    input so that it exits.  A turn's answer is kept as the agent's message."""
-    result = run.parser.result or {}
-    if any(isinstance(w, int) for w in run.waiting):  # interrupted while it asked
-        run.waiting.difference_update([w for w in run.waiting if isinstance(w, int)])
-        expire_requests(run.run_id)
-    if not result.get("is_error") and isinstance(result.get("result"), str):
-        message = insert_message_row({"task_id": run.task_id, "run_id": run.run_id,
-                                      "author": "agent", "text": result["result"],
-                                      "state": "sent"})
-        if message is not None:
-            runtime.events.publish("message:created", message_view(message), run.project_id)
-    if run.queued:
-        message = run.queued.popleft()
-        if run.send(user_turn(message["text"])):
-            _message_sent(message, run.run_id)
-            return
-        run.queued.appendleft(message)  # the agent is gone: finish_run resumes with it
-    run.end_input()
-
-
-def _message_sent(message: dict, run_id: int | None) -> None:
-    row = message_sent_row(message["id"], run_id)
-    if row is None:
-        return
-    runtime.logs.append(row["task_id"], "message", row["text"], run_id, author="person")
-    task = task_row(row["task_id"])
-    runtime.events.publish("message:updated", message_view(row),
-                           task["project_id"] if task else None)
-
-
-def message_view(row: dict) -> dict:
-    return render(MESSAGE_FIELDS, row)
-
-
-def task_messages(task_id: int) -> list[dict]:
-    return [message_view(r) for r in found(owned_rows("messages", "tasks", task_id=task_id),
-                                           f"task {task_id} not found")]
-
-
-def post_message(task_id: int, body, comments=()) -> dict:
-    """A person's message: to the running agent when its turn ends (at once with
-    interrupt: steering); on a task in testing or failed, a request for changes."""
-    values = validate_known(lambda: get_task(task_id), MESSAGE_FIELDS, body)
-    task = get_task(task_id)
-    text = values["text"].strip()
-    run = runtime.agents.runs.get(task_id)
-    live = run is not None and run.channel is not None and run.accepting
-    if run is None and any(isinstance(s, tuple) for s in runtime.agents.slots(task_id)):
-        raise Conflict(f"task {task_id} runs its attempts: a message goes to one agent; pick "
-                       "an attempt, then send it", "id")
-    if not live and task["status"] in ("testing", "failed"):
-        request_changes(task_id, text)  # a Conflict (no free slot) stores nothing
-        resumed = runtime.agents.runs.get(task_id)
-        message = found(insert_message_row({
-            "task_id": task_id, "run_id": resumed.run_id if resumed else None,
-            "author": "person", "text": text, "state": "sent"}, comments),
-            f"task {task_id} not found")
-        runtime.logs.append(task_id, "message", text, message["run_id"], author="person")
-        runtime.events.publish("message:created", message_view(message), task["project_id"])
-        return message_view(message)
-    if task["status"] != "in_progress":
-        raise Conflict(f"task {task_id} is {task['status']}: a message goes to a running "
-                       "agent, or to a task in testing or failed as a request for changes",
-                       "id")
-    agent = task["agent"] or project_row(task["project_id"])["agent"]
-    if values.get("interrupt") and not AGENTS[agent].two_way:
-        raise Conflict(f"interrupt is not available for {agent}: its CLI cannot be reached "
-                       "during a run; send the message without interrupt and it goes to the "
-                       "agent when this run ends", "interrupt")
-    message = found(insert_message_row({
-        "task_id": task_id, "run_id": run.run_id if live else None, "author": "person",
-        "text": text, "interrupt": int(bool(values.get("interrupt"))), "state": "queued"},
-        comments), f"task {task_id} not found")
-    runtime.events.publish("message:created", message_view(message), task["project_id"])
-    if live:
-        run.queued.append(message)
-        if values.get("interrupt"):
-            run.interrupt()
-    return message_view(message)
-
-
-def task_review(task_id: int) -> list[dict]:
-    return [render(REVIEW_COMMENT_FIELDS, r) for r in found(
-        owned_rows("review_comments", "tasks", task_id=task_id), f"task {task_id} not found")]
-
-
-def post_review(task_id: int, body) -> dict:
-    """Review comments on the task's diff, sent as one message naming each file and line."""
-    values = validate_known(lambda: get_task(task_id), REVIEW_FIELDS, body)
-    comments = values["comments"]
-    if not isinstance(comments, list) or not 1 <= len(comments) <= 100:
-        raise Invalid("comments must be an array of 1 to 100 comments", "comments")
-    rows = []
-    for n, comment in enumerate(comments):
-        try:
-            rows.append(validate(REVIEW_COMMENT_FIELDS, comment))
-        except Invalid as exc:
-            raise Invalid(f"comments[{n}]: {exc.message}", "comments") from None
-    lines = diff_lines(task_diff(task_id)["diff"])
-    parts = ["Review comments on your changes:"]
-    if values.get("summary", "").strip():
-        parts.append(values["summary"].strip())
-    for n, c in enumerate(rows, 1):
-        parts.append(review_comment_text(n, c["path"], c["line"], c["side"],
-                                         lines.get((c["path"], c["side"], c["line"])),
-                                         c["body"]))
-    text = "\n\n".join(parts)
-    if len(text) > MESSAGE_MAX:
-        raise Invalid(f"comments make a message of {len(text):,} characters, more than "
-                      f"{MESSAGE_MAX:,}", "comments")
-    return post_message(task_id, {"text": text}, rows)
-
-
-def review_comment_text(n: int, path: str, line, side: str, quoted: str | None,
-                        body: str) -> str:
-    """One review comment as the agent is sent it (design §12): number, file, line, side,
-    the line it is on, and the comment."""
-    return f"{n}. {path}, line {line} ({side})" + (
-        f": `{quoted.strip()}`" if quoted and quoted.strip() else "") + f"\n{body.strip()}"
-
-
-def stop_check(run: "AgentRun", request_id) -> None:
-    """The agent tries to finish: run the project's stop check in its cwd; while it fails
-    (at most stopCheckMaxBlocks times) send the agent back with the failure."""
-    command, limit = run.channel["stop_check"]
-    argv = shlex.split(command)
-    run.waiting.add("stop_check")
-    try:  # where the run is, in its environment and sandbox: it runs what the agent wrote
-        checked = run.machine.check(run.cwd, argv, run.env, run.sandbox)
-    finally:
-        run.waiting.discard("stop_check")
-    if checked is None:
-        runtime.logs.append(run.task_id, "stop_check", f"stop check `{command}` cannot run: "
-                            f"{argv[0]!r} is not found{run.machine.where}; the agent may "
-                            "stop", run.run_id, is_error=True)
-        run.respond(request_id, {})
-        return
-    code, out = checked
-    if code != 0 and run.stop_blocks < limit:
-        run.stop_blocks += 1
-        why = f"exit {code}" if code is not None else \
-            f"did not finish within {STOP_CHECK_TIMEOUT_SECONDS:g}s"
-        verdict = f"failed ({why}); the agent goes on ({run.stop_blocks} of {limit})"
-        response = {"decision": "block", "reason": f"The stop check `{command}` failed "
-                    f"({why}). Make it pass before you finish. The end of its output:\n"
-                    f"{out[-STOP_CHECK_TAIL:]}"}
-    else:
-        verdict = "passed" if code == 0 else f"failed {limit} times: the agent may stop"
-        response = {}
-    runtime.logs.append(run.task_id, "stop_check", f"stop check `{command}` {verdict}",
-                        run.run_id, is_error=code != 0)
-    run.respond(request_id, response)
 
 
 def agent_activity(project_id: int | None) -> dict:
