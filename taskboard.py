@@ -4610,6 +4610,12 @@ def task_logs(task_id: int, limit: int, before: int | None = None,
                                        kind, attempt), f"task {task_id} not found"))
 
 
+def task_events(task_id: int, limit: int) -> list[dict]:
+    rows = found(task_event_rows(task_id, limit), f"task {task_id} not found")
+    return [{"id": r["id"], "runId": r["run_id"], "seq": r["seq"], "createdAt": r["created_at"],
+             "kind": r["kind"], "raw": r["raw"]} for r in rows]
+
+
 #: Log retention deletes this many rows per transaction, and runs this often.
 LOG_COMPACT_CHUNK = 2000
 LOG_COMPACT_SECONDS = 3600.0
@@ -7482,37 +7488,6 @@ def inbox() -> dict:
     return {"count": len(items), "items": items}
 
 
-def agent_activity(project_id: int | None) -> dict:
-    """Live agents: usage, tool calls, files they touch, and files two agents touch."""
-    agents, file_map = [], collections.defaultdict(list)
-    for run in sorted(runtime.agents.runs.values(), key=lambda r: (r.task_id, r.run_id)):
-        task_id = run.task_id
-        if project_id is not None and run.project_id != project_id:
-            continue
-        for path in sorted(run.parser.files):
-            file_map[path].append(task_id)
-        task = task_row(task_id)
-        if task is None:
-            continue
-        agents.append({
-            "taskId": task_id, "taskKey": task["task_key"], "title": task["title"],
-            "model": task["model"], "elapsedSec": int(time.monotonic() - run.started),
-            "inputTokens": run.parser.usage["input"], "outputTokens": run.parser.usage["output"],
-            "totalCost": round(run.cost(), 6), "toolCallCount": run.parser.tool_calls,
-            "recentTools": list(run.parser.recent_tools),
-            "activeFiles": sorted(run.parser.files), "isRunning": True,
-            "awaitingSubtasks": bool(task["awaiting_subtasks"])})
-    return {"agents": agents, "fileMap": dict(file_map),
-            "conflicts": [{"filePath": path, "taskIds": ids}
-                          for path, ids in sorted(file_map.items()) if len(ids) > 1]}
-
-
-def task_events(task_id: int, limit: int) -> list[dict]:
-    rows = found(task_event_rows(task_id, limit), f"task {task_id} not found")
-    return [{"id": r["id"], "runId": r["run_id"], "seq": r["seq"], "createdAt": r["created_at"],
-             "kind": r["kind"], "raw": r["raw"]} for r in rows]
-
-
 # --- outboxes: webhooks and push ----------------------------------------------
 # Notices wait in an outbox (a webhook's, a device's), written when their change commits;
 # a sender reads only its outbox, so a delivery's own event never triggers another.
@@ -8458,6 +8433,31 @@ def project_activity(project_id: int, limit: int, offset: int) -> list[dict]:
     return [{"id": r["id"], "taskId": r["task_id"], "taskTitle": r["task_title"],
              "event": r["event"], "from": r["from_status"], "to": r["to_status"],
              "timestamp": r["created_at"]} for r in rows]
+
+
+def agent_activity(project_id: int | None) -> dict:
+    """Live agents: usage, tool calls, files they touch, and files two agents touch."""
+    agents, file_map = [], collections.defaultdict(list)
+    for run in sorted(runtime.agents.runs.values(), key=lambda r: (r.task_id, r.run_id)):
+        task_id = run.task_id
+        if project_id is not None and run.project_id != project_id:
+            continue
+        for path in sorted(run.parser.files):
+            file_map[path].append(task_id)
+        task = task_row(task_id)
+        if task is None:
+            continue
+        agents.append({
+            "taskId": task_id, "taskKey": task["task_key"], "title": task["title"],
+            "model": task["model"], "elapsedSec": int(time.monotonic() - run.started),
+            "inputTokens": run.parser.usage["input"], "outputTokens": run.parser.usage["output"],
+            "totalCost": round(run.cost(), 6), "toolCallCount": run.parser.tool_calls,
+            "recentTools": list(run.parser.recent_tools),
+            "activeFiles": sorted(run.parser.files), "isRunning": True,
+            "awaitingSubtasks": bool(task["awaiting_subtasks"])})
+    return {"agents": agents, "fileMap": dict(file_map),
+            "conflicts": [{"filePath": path, "taskIds": ids}
+                          for path, ids in sorted(file_map.items()) if len(ids) > 1]}
 
 
 def agent_usage() -> dict:
