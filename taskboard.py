@@ -544,6 +544,42 @@ class StorageFull(ApiError):
     code = "storage_full"
 
 
+class CannotRun(Exception):
+    """Why an agent cannot run now: its CLI is missing, (`until`) its usage limit, or
+    (`sandbox`) the sandbox a project must have does not work."""
+
+    def __init__(self, why: str, agent: str, until: float | None = None,
+                 sandbox: bool = False):
+        super().__init__(why)
+        self.agent, self.until, self.sandbox = agent, until, sandbox
+
+
+class GitError(Exception):
+    """A git command failed; the message says which and why."""
+
+
+class GitHostTrouble(Exception):
+    """The source host did not answer a look as it should; `wait`: how long it asked to
+    be left alone (Retry-After, X-RateLimit-Reset), if it said."""
+
+    def __init__(self, why: str, wait: float | None = None):
+        super().__init__(why)
+        self.wait = wait
+
+
+class HostDown(Exception):
+    """A host cannot be reached or refused the connection; `shown`: the fingerprint of a
+    host key that differs from the pinned one."""
+
+    def __init__(self, message: str, shown: str | None = None):
+        super().__init__(message)
+        self.shown = shown
+
+
+class InvalidParams(ValueError):
+    """JSON-RPC's -32602: a method's params are not what it takes."""
+
+
 # =============================================================================
 # UTILITIES
 # =============================================================================
@@ -821,6 +857,15 @@ def project_key_from_slug(slug: str) -> str:
         return "".join(initials).upper()
     letters = [c for c in slug if c.isalpha()][:3]
     return "".join(letters).upper() or "P"
+
+
+def _dict(value) -> dict:
+    """value if it is a dict, else {}: agent output is parsed, never trusted."""
+    return value if isinstance(value, dict) else {}
+
+
+def _cut(text: str, limit: int = MAX_LOG_MESSAGE) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more]"
 
 
 # =============================================================================
@@ -5372,16 +5417,6 @@ def agent_model(agent: str, tier: str) -> str | None:
     return _dict(chosen.get(agent)).get(tier, AGENT_MODELS[agent][tier])
 
 
-class CannotRun(Exception):
-    """Why an agent cannot run now: its CLI is missing, (`until`) its usage limit, or
-    (`sandbox`) the sandbox a project must have does not work."""
-
-    def __init__(self, why: str, agent: str, until: float | None = None,
-                 sandbox: bool = False):
-        super().__init__(why)
-        self.agent, self.until, self.sandbox = agent, until, sandbox
-
-
 def run_agent(project: dict, chosen: str | None, machine: "ThisMachine | HostLink") \
         -> tuple[str, list | None, bool]:
     """The CLI a run of the project uses (`chosen` by its task or planner, else the
@@ -6443,10 +6478,6 @@ GIT_HOST_TIMEOUT_SECONDS = 30.0
 PUSH_TIMEOUT_SECONDS = 120.0
 
 
-class GitError(Exception):
-    """A git command failed; the message says which and why."""
-
-
 def git(cwd: str, *args: str, timeout: float = 60) -> str:
     """Run `git args` in cwd; its output, or GitError with git's own message."""
     return git_output(args, *run_command(["git", *args], cwd, timeout, stderr=subprocess.STDOUT,
@@ -6955,15 +6986,6 @@ PR_CHECK_OUTPUT_CHARS = 2000
 PR_FEEDBACK_CHARS = 20_000
 #: A host that fails is looked at again after prPollSeconds·2^n, at most this long.
 PR_BACKOFF_MAX_SECONDS = 3600.0
-
-
-class GitHostTrouble(Exception):
-    """The source host did not answer a look as it should; `wait`: how long it asked to
-    be left alone (Retry-After, X-RateLimit-Reset), if it said."""
-
-    def __init__(self, why: str, wait: float | None = None):
-        super().__init__(why)
-        self.wait = wait
 
 
 class PullRequests(Worker):
@@ -9483,11 +9505,6 @@ class StreamParser:
         return usd(self.usage.values(), self.prices or PRICES[model])
 
 
-def _dict(value) -> dict:
-    """value if it is a dict, else {}: agent output is parsed, never trusted."""
-    return value if isinstance(value, dict) else {}
-
-
 def _json_object(text: str | None) -> dict | None:
     """The JSON object a variable holds (e.g. a user's OPENCODE_CONFIG_CONTENT): {} when it
     is unset, None when it holds something else."""
@@ -9504,10 +9521,6 @@ def tool_summary(tool_input) -> str:
         if isinstance(_dict(tool_input).get(key), str):
             return _cut(tool_input[key].strip().replace("\n", " "), 200)
     return _cut(json_dumps(tool_input), 200)
-
-
-def _cut(text: str, limit: int = MAX_LOG_MESSAGE) -> str:
-    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more]"
 
 
 def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | None) \
@@ -10529,14 +10542,6 @@ def end_runs(runs: list[AgentRun], reason: str) -> None:
 # seam every run goes through.
 
 # --- hosts: agents on other machines, over OpenSSH (design §15) ------------------
-
-class HostDown(Exception):
-    """A host cannot be reached or refused the connection; `shown`: the fingerprint of a
-    host key that differs from the pinned one."""
-
-    def __init__(self, message: str, shown: str | None = None):
-        super().__init__(message)
-        self.shown = shown
 
 
 #: Sourced by every command sent to a host, its output dropped: the login's PATH.
@@ -13266,10 +13271,6 @@ def _tools(environ) -> dict:
     token = environ.get("taskboard.token")
     scopes = json.loads(token["scopes_json"]) if token is not None else TOKEN_SCOPES
     return {name: c for name, c in CLIENT_TOOLS.items() if c.kind in scopes}
-
-
-class InvalidParams(ValueError):
-    """JSON-RPC's -32602: a method's params are not what it takes."""
 
 
 def _mcp_reply(message: dict, board: "BoardApi | None", tools: dict) -> dict:
