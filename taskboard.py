@@ -435,6 +435,9 @@ ENV_SETTINGS = (
     Option(None, "XDG_DATA_HOME", "~/.local/share", "data dir base otherwise"),
 )
 
+#: runtime holds every process-wide object; built by init() in MAIN.
+runtime = None
+
 
 # =============================================================================
 # ERRORS
@@ -3963,10 +3966,6 @@ def usage_rows(day_start: str) -> dict:
         version = (t.value("SELECT version FROM usage_version"), day_start)
         return runtime.usage.get(version) or runtime.usage.put(version, t.in_thread(
             lambda t: {name: r(t) for name, r in reads.items()}))
-
-
-#: runtime holds every process-wide object; built by init() in MAIN.
-runtime = None
 
 
 # --- outside clients: personal tokens, schedules (design §19) -----------------------
