@@ -2357,6 +2357,14 @@ def _insert_sql(table: str, values: dict) -> str:
     return f"INSERT INTO {table} ({', '.join(values)}) VALUES ({_marks(values)})"
 
 
+def _keep_newest(t: Tx, table: str, column: str, owner: int, keep: int) -> int:
+    """Delete all but the newest `keep` rows of the owner (a webhook, a device) in table;
+    how many went."""
+    return t.execute(f"DELETE FROM {table} WHERE {column} = ? AND id <= (SELECT id FROM "
+                     f"{table} WHERE {column} = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                     (owner, owner, keep)).rowcount
+
+
 def _marks(values) -> str:
     return ",".join("?" * len(values))
 
@@ -3607,14 +3615,6 @@ def insert_delivery_row(values: dict, keep: int) -> dict | None:
         row_id = t.insert("webhook_deliveries", values)
         _keep_newest(t, "webhook_deliveries", "webhook_id", values["webhook_id"], keep)
         return t.one("SELECT * FROM webhook_deliveries WHERE id = ?", (row_id,))
-
-
-def _keep_newest(t: Tx, table: str, column: str, owner: int, keep: int) -> int:
-    """Delete all but the newest `keep` rows of the owner (a webhook, a device) in table;
-    how many went."""
-    return t.execute(f"DELETE FROM {table} WHERE {column} = ? AND id <= (SELECT id FROM "
-                     f"{table} WHERE {column} = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
-                     (owner, owner, keep)).rowcount
 
 
 # --- push: devices, their outbox, action tokens, the inbox (design §13) -------------
