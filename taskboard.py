@@ -3121,20 +3121,20 @@ def delete_agent_limit_row(agent: str) -> None:
         t.execute("DELETE FROM agent_limits WHERE agent = ?", (agent,))
 
 
-def agent_use_rows(simulated_dir: str | None) -> tuple[dict, dict, list]:
+def agent_use_rows(demo_dir: str | None) -> tuple[dict, dict, list]:
     """Of the projects on this machine (not the one whose runs are simulated, in
-    `simulated_dir`): {agent: projects running it}, {agent: tasks not done that chose it
+    `demo_dir`): {agent: projects running it}, {agent: tasks not done that chose it
     themselves}; and of those on hosts, [{host_id, agent, projects}], a task's own choice
     counting as a use with no project."""
     local = "p.host_id IS NULL AND p.working_dir IS NOT ?"
     with read() as t:
         return ({r["agent"]: r["n"] for r in t.all(
                     f"SELECT agent, COUNT(*) AS n FROM projects p WHERE {local} "
-                    "GROUP BY agent", (simulated_dir,))},
+                    "GROUP BY agent", (demo_dir,))},
                 {r["agent"]: r["n"] for r in t.all(
                     "SELECT k.agent, COUNT(*) AS n FROM tasks k JOIN projects p ON p.id = "
                     f"k.project_id WHERE k.agent IS NOT NULL AND k.status != 'done' AND {local} "
-                    "GROUP BY k.agent", (simulated_dir,))},
+                    "GROUP BY k.agent", (demo_dir,))},
                 t.all("SELECT host_id, agent, SUM(own) AS projects FROM (SELECT host_id, "
                       "agent, 1 AS own FROM projects WHERE host_id IS NOT NULL UNION ALL "
                       "SELECT DISTINCT p.host_id, k.agent, 0 FROM tasks k JOIN projects p ON "
@@ -13609,12 +13609,12 @@ def _demo_change(cwd, title, answer) -> tuple[str, str, str, str]:
     """The edit a Demo task asks for, by its title: (file, text to replace, "" to append;
     its replacement; the summary).  A task a person added gets a line in NOTES.md."""
     words = title.lower()
-    app = os.path.join(cwd, "app.py")
+    app_py = os.path.join(cwd, "app.py")
     if "greeting" in words:
-        return (app, "", '\n\ndef greet(name):\n    return f"Hello, {name}!"\n',
+        return (app_py, "", '\n\ndef greet(name):\n    return f"Hello, {name}!"\n',
                 "Added greet(name) to app.py: greet('Ada') returns 'Hello, Ada!'.")
     if "off-by-one" in words:
-        return (app, "range(1, n)", "range(1, n + 1)",
+        return (app_py, "range(1, n)", "range(1, n + 1)",
                 "Fixed count_to in app.py: count_to(3) now returns [1, 2, 3].")
     if "readme" in words:
         style = answer if answer in _DEMO_README else "Short"
