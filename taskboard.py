@@ -871,6 +871,43 @@ def _cut(text: str, limit: int = MAX_LOG_MESSAGE) -> str:
     return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more]"
 
 
+def http_call(method: str, url: str, timeout: float, session=None, read: bool = True,
+              **options) -> "requests.Response | str":
+    """The board's one outbound HTTP call (webhooks, push services, the source host): its
+    response, or why there is none.  The timeout bounds the whole call; a session keeps
+    its connections alive; without read the answer's body is never read (a webhook's)."""
+    timer = gevent.Timeout(timeout)
+    try:
+        with timer:
+            response = (session or requests).request(
+                method, url, timeout=timeout, stream=not read, verify=os.environ.get(
+                    "REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE") or True,
+                **options)
+            if not read:
+                response.close()
+            return response
+    except (gevent.Timeout, requests.Timeout) as exc:
+        if isinstance(exc, gevent.Timeout) and exc is not timer:
+            raise  # a caller's timeout, not ours
+        return f"no answer within {timeout:g} s"
+    except OSError as exc:  # requests' errors, and a CA bundle path that is not there
+        reason = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(exc))
+        reason = reason.group(1) if reason else "its certificate is not trusted" if \
+            "CERTIFICATE_VERIFY_FAILED" in str(exc) else type(exc).__name__
+        return f"cannot reach {urllib.parse.urlsplit(url).netloc}: {reason}"
+
+
+def wait_asked(response) -> float | None:
+    """Seconds the host asks a client to wait (Retry-After, else X-RateLimit-Reset when
+    no requests remain), or None."""
+    with contextlib.suppress(KeyError, ValueError):
+        if response.headers.get("Retry-After"):
+            return max(float(response.headers["Retry-After"]), 1.0)
+        if response.headers.get("X-RateLimit-Remaining") == "0":
+            return max(float(response.headers["X-RateLimit-Reset"]) - time.time(), 1.0)
+    return None
+
+
 # =============================================================================
 # FIELDS
 # =============================================================================
@@ -7820,32 +7857,6 @@ def push_message(moment: dict) -> dict:
     return message
 
 
-def http_call(method: str, url: str, timeout: float, session=None, read: bool = True,
-              **options) -> "requests.Response | str":
-    """The board's one outbound HTTP call (webhooks, push services, the source host): its
-    response, or why there is none.  The timeout bounds the whole call; a session keeps
-    its connections alive; without read the answer's body is never read (a webhook's)."""
-    timer = gevent.Timeout(timeout)
-    try:
-        with timer:
-            response = (session or requests).request(
-                method, url, timeout=timeout, stream=not read, verify=os.environ.get(
-                    "REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE") or True,
-                **options)
-            if not read:
-                response.close()
-            return response
-    except (gevent.Timeout, requests.Timeout) as exc:
-        if isinstance(exc, gevent.Timeout) and exc is not timer:
-            raise  # a caller's timeout, not ours
-        return f"no answer within {timeout:g} s"
-    except OSError as exc:  # requests' errors, and a CA bundle path that is not there
-        reason = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(exc))
-        reason = reason.group(1) if reason else "its certificate is not trusted" if \
-            "CERTIFICATE_VERIFY_FAILED" in str(exc) else type(exc).__name__
-        return f"cannot reach {urllib.parse.urlsplit(url).netloc}: {reason}"
-
-
 def _post(url: str, body: bytes, headers: dict, session=None) \
         -> tuple[int | None, str | None, float | None]:
     """One POST of a webhook or push message: (status, None, None) on 2xx, else (status or
@@ -7860,17 +7871,6 @@ def _post(url: str, body: bytes, headers: dict, session=None) \
         return response.status_code, None, None
     return response.status_code, f"the target answered {response.status_code} " \
         f"{response.reason or ''}".rstrip(), wait_asked(response)
-
-
-def wait_asked(response) -> float | None:
-    """Seconds the host asks a client to wait (Retry-After, else X-RateLimit-Reset when
-    no requests remain), or None."""
-    with contextlib.suppress(KeyError, ValueError):
-        if response.headers.get("Retry-After"):
-            return max(float(response.headers["Retry-After"]), 1.0)
-        if response.headers.get("X-RateLimit-Remaining") == "0":
-            return max(float(response.headers["X-RateLimit-Reset"]) - time.time(), 1.0)
-    return None
 
 
 def _slack(text: str, limit: int) -> str:
