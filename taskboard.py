@@ -871,19 +871,19 @@ def _cut(text: str, limit: int = MAX_LOG_MESSAGE) -> str:
     return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more]"
 
 
-def http_call(method: str, url: str, timeout: float, session=None, read: bool = True,
+def http_call(method: str, url: str, timeout: float, session=None, whole: bool = True,
               **options) -> "requests.Response | str":
     """The board's one outbound HTTP call (webhooks, push services, the source host): its
     response, or why there is none.  The timeout bounds the whole call; a session keeps
-    its connections alive; without read the answer's body is never read (a webhook's)."""
+    its connections alive; without whole the answer's body is never read (a webhook's)."""
     timer = gevent.Timeout(timeout)
     try:
         with timer:
             response = (session or requests).request(
-                method, url, timeout=timeout, stream=not read, verify=os.environ.get(
+                method, url, timeout=timeout, stream=not whole, verify=os.environ.get(
                     "REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE") or True,
                 **options)
-            if not read:
+            if not whole:
                 response.close()
             return response
     except (gevent.Timeout, requests.Timeout) as exc:
@@ -7863,7 +7863,7 @@ def _post(url: str, body: bytes, headers: dict, session=None) \
     None, why, the wait it asked for before the next attempt: wait_asked()).  With a
     session (a push service's kept-alive connections) the short answer is read whole, so
     that its connection serves the next message; a webhook's is never read."""
-    response = http_call("POST", url, WEBHOOK_TIMEOUT_SECONDS, session, read=session is not None,
+    response = http_call("POST", url, WEBHOOK_TIMEOUT_SECONDS, session, whole=session is not None,
                          data=body, headers=headers, allow_redirects=False)
     if isinstance(response, str):
         return None, response, None
