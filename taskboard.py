@@ -7227,84 +7227,132 @@ def pr_signals(row, pull, sha, failing_runs, failing_statuses, reviews, lines, n
     one.  Reviews and comments go back by themselves only from people the repository
     trusts, the project's prTrustedAuthors, or once a person released them; the others
     are held ({key, author, what, text}) for a person to decide (design §16, v5)."""
-    since = row["since"]
-    signals, held = [], []
-    logins = set(json.loads(row["pr_trusted_authors_json"] or "[]"))
-    released = set(json.loads(row["released_json"]))
+    since, trust = row["since"], _PrTrust(row)
+    signals = [*_failing_checks_signal(sha, since, failing_runs, failing_statuses, done),
+               *_changes_requested_signals(reviews, since, done, trust),
+               *_review_comment_signals(lines, since, done, trust),
+               *_conflict_signal(row, pull, sha, since, done)]
+    said = _conversation_signals(notes, since, done, trust)
+    released = trust.released
+    if signals or released & {key for key, _, _, _ in said}:  # a person sent one: it goes
+        signals += [(key, what or "a comment" if key in released else what, text, at)
+                    for key, what, text, at in said]
+    return signals, trust.held
 
-    def trusted(item: dict, key: str, what: str, text: str) -> bool:
+
+class _PrTrust:
+    """Whether a review or comment of a PR goes back by itself: its author is one the
+    repository trusts or one of the project's prTrustedAuthors, or a person released it.
+    What does not is held ({key, author, what, text}) for a person to decide."""
+
+    def __init__(self, row: dict):
+        self.logins = set(json.loads(row["pr_trusted_authors_json"] or "[]"))
+        self.released = set(json.loads(row["released_json"]))
+        self.held = []
+
+    def admits(self, item: dict, key: str, what: str, text: str) -> bool:
         login = str(_dict(item.get("user")).get("login") or "")
-        if item.get("author_association") in TRUSTED_ASSOCIATIONS or login in logins \
-                or key in released:
+        if item.get("author_association") in TRUSTED_ASSOCIATIONS or login in self.logins \
+                or key in self.released:
             return True
-        held.append({"key": key, "author": login or None, "what": what,
-                     "text": _cut(text, PR_HELD_CHARS)})
+        self.held.append({"key": key, "author": login or None, "what": what,
+                          "text": _cut(text, PR_HELD_CHARS)})
         return False
 
-    if (failing_runs or failing_statuses) and f"checks:{sha}" not in done:
-        failed = [r for r in failing_runs if r.get("conclusion") in FAILING] + \
-            [s for s in failing_statuses if s.get("state") in FAILING]
-        names = [str(f.get("name") or f.get("context")) for f in failed]
-        parts = [f"Failing checks on the pull request's head {sha[:7]}:"]
-        for n, item in enumerate(failed, 1):
-            if "context" in item:
-                parts.append(f"{n}. `{item['context']}` (commit status): {item.get('state')}"
-                             + (f": {item['description']}" if item.get("description") else "")
-                             + (f" ({item['target_url']})" if item.get("target_url") else ""))
-                continue
-            output = _dict(item.get("output"))
-            detail = "\n".join(str(output[k]).strip() for k in ("title", "summary", "text")
-                               if output.get(k) and str(output[k]).strip())
-            parts.append(f"{n}. `{item.get('name')}`: {item.get('conclusion')}"
-                         + (f" ({item['html_url']})" if item.get("html_url") else "")
-                         + (f"\n{_cut(detail, PR_CHECK_OUTPUT_CHARS)}" if detail else ""))
-        what = ("the failing check " if len(names) == 1 else "the failing checks ") + \
-            ", ".join(f"`{name}`" for name in names)
-        signals.append((f"checks:{sha}", what, "\n".join(parts), since))
+
+def _failing_checks_signal(sha, since, failing_runs, failing_statuses, done) -> list:
+    """The checks failing on the head, with their output: one signal, unless sent before."""
+    if not (failing_runs or failing_statuses) or f"checks:{sha}" in done:
+        return []
+    failed = [r for r in failing_runs if r.get("conclusion") in FAILING] + \
+        [s for s in failing_statuses if s.get("state") in FAILING]
+    names = [str(f.get("name") or f.get("context")) for f in failed]
+    parts = [f"Failing checks on the pull request's head {sha[:7]}:"] + [
+        _failing_check_text(n, item) for n, item in enumerate(failed, 1)]
+    what = ("the failing check " if len(names) == 1 else "the failing checks ") + \
+        ", ".join(f"`{name}`" for name in names)
+    return [(f"checks:{sha}", what, "\n".join(parts), since)]
+
+
+def _failing_check_text(n: int, item: dict) -> str:
+    """The n-th failing check as the agent reads it: a commit status, or a check run with
+    its output."""
+    if "context" in item:
+        return (f"{n}. `{item['context']}` (commit status): {item.get('state')}"
+                + (f": {item['description']}" if item.get("description") else "")
+                + (f" ({item['target_url']})" if item.get("target_url") else ""))
+    output = _dict(item.get("output"))
+    detail = "\n".join(str(output[k]).strip() for k in ("title", "summary", "text")
+                       if output.get(k) and str(output[k]).strip())
+    return (f"{n}. `{item.get('name')}`: {item.get('conclusion')}"
+            + (f" ({item['html_url']})" if item.get("html_url") else "")
+            + (f"\n{_cut(detail, PR_CHECK_OUTPUT_CHARS)}" if detail else ""))
+
+
+def _changes_requested_signals(reviews, since, done, trust: _PrTrust) -> list:
+    """Each new review that requests changes, from an author the PR trusts."""
     asked = [r for r in reviews if r.get("state") == "CHANGES_REQUESTED"
              and f"review:{r.get('id')}" not in done and str(r.get("submitted_at")) >= since]
+    signals = []
     for review in asked:
         who = _dict(review.get("user")).get("login") or "a reviewer"
         text = f"{who} requested changes" + (f": {review['body'].strip()}" if str(
             review.get("body") or "").strip() else ".")
-        if trusted(review, f"review:{review['id']}", f"the review by {who}", text):
+        if trust.admits(review, f"review:{review['id']}", f"the review by {who}", text):
             signals.append((f"review:{review['id']}", f"the review by {who}", text,
                             str(review.get("submitted_at"))))
+    return signals
+
+
+def _review_comment_signals(lines, since, done, trust: _PrTrust) -> list:
+    """Each new comment on a line of the diff, from an author the PR trusts, numbered."""
     new_lines = [c for c in (lines if isinstance(lines, list) else []) if isinstance(c, dict)
                  and f"comment:{c.get('id')}" not in done and f"note:{c.get('id')}" not in done
                  and str(c.get("created_at")) >= since and c.get("path")]
-    new_lines = [c for c in new_lines if trusted(
+    new_lines = [c for c in new_lines if trust.admits(
         c, f"comment:{c['id']}", "a review comment", f"{c['path']}, line "
         f"{c.get('line') or c.get('original_line')}: {c.get('body') or ''}")]
-    for n, c in enumerate(new_lines, 1):
-        quoted = str(c.get("diff_hunk") or "").splitlines()[-1:] or [""]
-        signals.append((f"comment:{c['id']}", "a review comment", review_comment_text(
-            n, c["path"], c.get("line") or c.get("original_line"),
-            "old" if c.get("side") == "LEFT" else "new", quoted[0][1:],
-            f"{_dict(c.get('user')).get('login') or 'a reviewer'}: {c.get('body') or ''}"),
-            str(c.get("created_at"))))
-    if pull.get("mergeable") is False:
-        base = _dict(pull.get("base"))
-        key = f"conflict:{sha}:{base.get('sha')}"
-        if key not in done:
-            branch = base.get("ref") or row["pr_base_branch"]
-            signals.append((key, f"the conflict with `{branch}`", (
-                f"The pull request can no longer be merged: it conflicts with `{branch}`. "
-                f"Merge the base branch in (`git fetch origin {branch}` then `git merge "
-                f"origin/{branch}`), resolve the conflicts, check that the tests pass and "
-                "commit the merge."), since))
+    return [_review_comment_signal(n, c) for n, c in enumerate(new_lines, 1)]
+
+
+def _review_comment_signal(n: int, c: dict) -> tuple[str, str, str, str]:
+    """The n-th review comment as the agent reads it: the line it is on, quoted."""
+    quoted = str(c.get("diff_hunk") or "").splitlines()[-1:] or [""]
+    return (f"comment:{c['id']}", "a review comment", review_comment_text(
+        n, c["path"], c.get("line") or c.get("original_line"),
+        "old" if c.get("side") == "LEFT" else "new", quoted[0][1:],
+        f"{_dict(c.get('user')).get('login') or 'a reviewer'}: {c.get('body') or ''}"),
+        str(c.get("created_at")))
+
+
+def _conflict_signal(row, pull, sha, since, done) -> list:
+    """The PR no longer merges into its base: one signal per head and base, unless sent."""
+    if pull.get("mergeable") is not False:
+        return []
+    base = _dict(pull.get("base"))
+    key = f"conflict:{sha}:{base.get('sha')}"
+    if key in done:
+        return []
+    branch = base.get("ref") or row["pr_base_branch"]
+    return [(key, f"the conflict with `{branch}`", (
+        f"The pull request can no longer be merged: it conflicts with `{branch}`. "
+        f"Merge the base branch in (`git fetch origin {branch}` then `git merge "
+        f"origin/{branch}`), resolve the conflicts, check that the tests pass and "
+        "commit the merge."), since)]
+
+
+def _conversation_signals(notes, since, done, trust: _PrTrust) -> list:
+    """Each new comment in the PR's conversation, from an author the PR trusts (it goes
+    only with another signal, or once a person released it)."""
     said = []
     for c in notes if isinstance(notes, list) else []:
         if isinstance(c, dict) and f"note:{c.get('id')}" not in done and \
                 str(c.get("created_at")) >= since and str(c.get("body") or "").strip():
             who = _dict(c.get("user")).get("login") or "someone"
             text = f"{who} wrote on the pull request: {c['body'].strip()}"
-            if trusted(c, f"note:{c['id']}", "a comment", text):
+            if trust.admits(c, f"note:{c['id']}", "a comment", text):
                 said.append((f"note:{c['id']}", "", text, str(c.get("created_at"))))
-    if signals or released & {key for key, _, _, _ in said}:  # a person sent one: it goes
-        signals += [(key, what or "a comment" if key in released else what, text, at)
-                    for key, what, text, at in said]
-    return signals, held
+    return said
 
 
 def release_pr_comment(task_id: int, body) -> dict:
