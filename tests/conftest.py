@@ -153,13 +153,19 @@ def during_a_write(change, read):
 
 
 def sql(tb, statement, params=()):
-    """Run one statement on the test board's database from outside (committed)."""
-    con = sqlite3.connect(tb.config["db_path"])
-    try:
-        with con:
-            return con.execute(statement, params).fetchall()
-    finally:
-        con.close()
+    """Run one statement on the test board's database from outside (committed), in a
+    worker thread.  On the hub, SQLite's busy wait for a write lock the board holds would
+    freeze every greenlet, the board's own too: the one holding that lock across a switch
+    (Tx.in_thread) could never commit it, and the statement failed with "database is
+    locked" after sqlite3's 5 s."""
+    def run():
+        con = sqlite3.connect(tb.config["db_path"])
+        try:
+            with con:
+                return con.execute(statement, params).fetchall()
+        finally:
+            con.close()
+    return gevent.get_hub().threadpool.apply(run)
 
 
 def assert_error(response, status, code=None, field=None):
