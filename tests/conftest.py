@@ -1,6 +1,7 @@
 from gevent import monkey; monkey.patch_all()  # noqa: E702, I001 -- first, as in taskboard.py
 
 import datetime as dt
+import functools
 import json
 import os
 import re
@@ -62,6 +63,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "browser: drives Chromium (tests/test_browser*.py)")
     config.addinivalue_line("markers", "real_cli: drives a real agent CLI installed from npm "
                                        "(tests/test_real_*.py)")
+    config.addinivalue_line("markers", "sshd: starts a real OpenSSH server (tests/ssh_helpers.py)")
 
 
 def pytest_collection_modifyitems(items):
@@ -72,6 +74,33 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.browser)
         elif name.startswith("test_real_"):
             item.add_marker(pytest.mark.real_cli)
+
+
+def unavailable(reason):
+    """A test that cannot run here (a tool missing, or not working) is skipped, saying why;
+    under TASKBOARD_CI it fails instead: .ci/run installs every tool, and CI must not go
+    green with the sandbox or the hosts untested."""
+    if os.environ.get("TASKBOARD_CI"):
+        pytest.fail(f"{reason} (TASKBOARD_CI is set: here it must work)", pytrace=False)
+    pytest.skip(reason)
+
+
+@functools.cache
+def bwrap_state():
+    """What bubblewrap does on this machine (taskboard.try_sandbox), tried once."""
+    return taskboard.try_sandbox(["bwrap"])
+
+
+def pytest_runtest_setup(item):
+    """A test marked sshd needs OpenSSH; one marked sandbox, under TASKBOARD_CI, a working
+    bubblewrap (elsewhere it checks the board's sandbox either way, or skips itself)."""
+    if item.get_closest_marker("sshd"):
+        from ssh_helpers import sshd_missing
+        if sshd_missing() is not None:
+            unavailable(sshd_missing())
+    if item.get_closest_marker("sandbox") and os.environ.get("TASKBOARD_CI"):
+        if not bwrap_state()["works"]:
+            unavailable(f"bubblewrap does not work on this machine: {bwrap_state()['error']}")
 
 
 #: A timestamp as the board writes them: UTC, milliseconds, "Z".
@@ -124,13 +153,19 @@ def during_a_write(change, read):
 
 
 def sql(tb, statement, params=()):
-    """Run one statement on the test board's database from outside (committed)."""
-    con = sqlite3.connect(tb.config["db_path"])
-    try:
-        with con:
-            return con.execute(statement, params).fetchall()
-    finally:
-        con.close()
+    """Run one statement on the test board's database from outside (committed), in a
+    worker thread.  On the hub, SQLite's busy wait for a write lock the board holds would
+    freeze every greenlet, the board's own too: the one holding that lock across a switch
+    (Tx.in_thread) could never commit it, and the statement failed with "database is
+    locked" after sqlite3's 5 s."""
+    def run():
+        con = sqlite3.connect(tb.config["db_path"])
+        try:
+            with con:
+                return con.execute(statement, params).fetchall()
+        finally:
+            con.close()
+    return gevent.get_hub().threadpool.apply(run)
 
 
 def assert_error(response, status, code=None, field=None):

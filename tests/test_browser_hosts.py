@@ -12,13 +12,12 @@ import sys
 
 import pytest
 from playwright.sync_api import expect
-from ssh_helpers import SshServer, sshd_missing
+from ssh_helpers import SshServer
 
 from browser_helpers import card, code_project, column, dialog, live, open_board, open_task
 from conftest import FAKE_AGENT
 
-pytestmark = [pytest.mark.skipif(sshd_missing() is not None, reason=str(sshd_missing())),
-              pytest.mark.usefixtures("console_errors")]
+pytestmark = [pytest.mark.sshd, pytest.mark.usefixtures("console_errors")]
 
 #: What the trust panel tells a person to run on the host (design §15).
 COMPARE = "ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub"

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 from playwright.sync_api import expect
-from ssh_helpers import SshServer, sshd_missing
+from ssh_helpers import SshServer
 
 from browser_helpers import (
     agent_log,
@@ -214,7 +214,7 @@ def test_the_source_host_token_and_the_repository_beside_the_pull_request(start_
     expect(page.get_by_test_id("token-missing")).to_have_count(0)
 
 
-@pytest.mark.skipif(sshd_missing() is not None, reason=str(sshd_missing()))
+@pytest.mark.sshd
 def test_a_cli_found_on_the_host_of_the_projects_is_not_missing(start_board, page, tmp_path):
     sshd = SshServer(tmp_path)
     try:

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from browser_helpers import card, code_project, column, live, open_board, open_task, start
 from conftest import FAKE_AGENT, wait_for
 
-pytestmark = pytest.mark.usefixtures("console_errors")
+pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("console_errors")]
 
 
 @pytest.fixture

@@ -11,13 +11,13 @@ import requests
 import websocket
 from fault_helpers import ServerProcess, clean_env, group_members
 from git_host_helpers import REPO, TOKEN, FakeHost, add_origin
-from ssh_helpers import SshServer, host_body, sshd_missing, trusted_host
+from ssh_helpers import SshServer, host_body, trusted_host
 
 import taskboard
 from agent_helpers import RUN, alive, children, logs, query, read_calls, task_calls, wait_status
 from conftest import FAKE_AGENT, assert_error, assert_refused, desk, git, make_repo, wait_for
 
-pytestmark = pytest.mark.skipif(sshd_missing() is not None, reason=str(sshd_missing()))
+pytestmark = pytest.mark.sshd
 
 
 @pytest.fixture

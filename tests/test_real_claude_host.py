@@ -7,14 +7,14 @@ import os
 import shlex
 
 import pytest
-from ssh_helpers import SshServer, sshd_missing, trusted_host
+from ssh_helpers import SshServer, trusted_host
 
 import taskboard
 from agent_helpers import get_task, query, wait_status
 from claude_stub import claude_env
 from conftest import make_repo, wait_for
 
-pytestmark = pytest.mark.skipif(sshd_missing() is not None, reason=str(sshd_missing()))
+pytestmark = pytest.mark.sshd
 
 RUN = 60  # the real CLI starts in about a second; a turn takes a few
 

@@ -6,7 +6,7 @@ run) tries to read, write and signal what it must not, and to plant a hook; run 
 real bubblewrap it gets nothing while its legitimate work lands, and the same agent without
 the sandbox (the control) gets everything.  The rigs' boards run unsandboxed unless a test
 asks (conftest.NO_SANDBOX); these tests ask, and skip, saying why, where bubblewrap cannot
-work on this machine.
+work on this machine (under TASKBOARD_CI they fail: conftest.unavailable).
 """
 import base64
 import json
@@ -21,7 +21,7 @@ from fault_helpers import ServerProcess, clean_env
 
 import taskboard
 from agent_helpers import RUN, logs, wait_status
-from conftest import desk, git, make_repo, wait_for
+from conftest import desk, git, make_repo, unavailable, wait_for
 
 pytestmark = pytest.mark.sandbox
 BWRAP = ["bwrap"]
@@ -43,7 +43,7 @@ def sandboxed(tb, tmp_path, monkeypatch):
     conftest, which kills leftovers by pid, stays empty)."""
     state = bwrap_state()
     if not state["works"]:
-        pytest.skip(f"bubblewrap does not work on this machine: {state['error']}")
+        unavailable(f"bubblewrap does not work on this machine: {state['error']}")
     tb.config["bwrap"] = BWRAP
     tb.sandbox = dict(state)
     records = tmp_path / "sandboxed-agent"
@@ -260,7 +260,7 @@ def test_bubblewrap_killed_mid_run_is_a_crash_and_leaves_nothing(client, api, sa
 
 def test_a_board_killed_with_9_leaves_no_sandboxed_process_behind(tmp_path):
     if not bwrap_state()["works"]:
-        pytest.skip(f"bubblewrap does not work on this machine: {bwrap_state()['error']}")
+        unavailable(f"bubblewrap does not work on this machine: {bwrap_state()['error']}")
     marker = str(100000 + uuid.uuid4().int % 800000)
     workdir = tmp_path / "code"
     workdir.mkdir()
@@ -359,7 +359,7 @@ def test_sandbox_paths_keep_what_may_be_granted(client, api, tmp_path):
 def sshd(tmp_path):
     from ssh_helpers import SshServer, sshd_missing
     if sshd_missing() is not None:
-        pytest.skip(str(sshd_missing()))
+        unavailable(sshd_missing())
     server = SshServer(tmp_path)
     yield server
     server.stop()

@@ -337,3 +337,17 @@ def test_a_read_is_answered_while_a_write_transaction_is_under_way(tb, client, a
     assert [t["title"] for t in listed] == ["Committed"]
     assert [t["title"] for t in client.get(f"/api/projects/{project['id']}/tasks").json] \
         == ["Not yet"]
+
+
+def test_a_write_from_outside_waits_for_a_write_under_way_and_lands_after_it(tb, api):
+    """Another program's write (conftest.sql) while a board transaction holds the write
+    lock across a switch (Tx.in_thread) waits for its commit, then lands: it must not
+    freeze the hub that commit needs (it failed "database is locked" after 5 s)."""
+    project = api.project()
+    _, order = during_a_write(
+        lambda t: t.execute("UPDATE projects SET name = 'Board' WHERE id = ?",
+                            (project["id"],)),
+        lambda: sql(tb, "UPDATE projects SET name = 'Outside' WHERE id = ?",
+                    (project["id"],)))
+    assert order == ["write done", "read answered"]
+    assert sql(tb, "SELECT name FROM projects WHERE id = ?", (project["id"],)) == [("Outside",)]
