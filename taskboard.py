@@ -28,8 +28,8 @@ One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
     SERVICES: THE AGENT CHANNEL AND THE VERIFIER · SERVICES: ATTEMPTS ·
     SERVICES: GIT · SERVICES: THE SOURCE HOST ·
     SERVICES: PHONES AND WEBHOOKS · SERVICES: PLANNING, RESOURCES AND SETTINGS ·
-    SERVICES: OUTSIDE CLIENTS · SERVICES: HOSTS · AGENT OUTPUT · SUPERVISORS · MACHINES ·
-    SANDBOX · HTTP PLUMBING ·
+    SERVICES: OUTSIDE CLIENTS · SERVICES: HOSTS · AGENT OUTPUT · SUPERVISORS · SANDBOX ·
+    MACHINES · HTTP PLUMBING ·
     ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) · SIMULATED AGENT ·
     MAIN
 
@@ -338,72 +338,12 @@ SCHEDULE_NAP_SECONDS = 60.0
 #: A project's sandbox (design §17): bubblewrap whenever it works where the run happens
 #: (auto), always (bubblewrap: never unsandboxed), or never (none).
 SANDBOX_MODES = ("auto", "bubblewrap", "none")
-#: bubblewrap's namespaces and limits for every sandboxed run (and its try at start):
-#: no nested user namespace, so the CLIs' own sandboxes cannot nest inside it.
-SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
-                "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
-                "--unshare-uts", "--hostname", "sandbox", "--die-with-parent", "--new-session",
-                "--cap-drop", "ALL")
-#: The sandbox of a run (design §17), built where it is spawned (here or on a host) by
-#: `sh`, from the run's variables: TB_BWRAP, TB_BASE (the board's folder there: hidden),
-#: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
-#: to run), TB_READ_ONLY (a planner's or verifier's checkout), TB_STATE (its CLI's state
-#: under home: writable, folders made first), TB_NEVER (never seen under home), TB_HIDE
-#: (other projects), TB_RO and TB_RW (sandboxPaths), TB_FILES (the run's own, read-only).
-#: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
-#: folder, other projects and credential stores hidden again, then the checkout and the
-#: git metadata a commit writes, and read-only what must never be written (hooks, config,
-#: what points git elsewhere).  The arguments go NUL-separated to `bwrap --args 4`; $dir
-#: is the checkout, "$@" the run's argv, which becomes bubblewrap's.
-SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
-  a=$(mktemp) || exit 126
-  { p() { printf '%s\0' "$@"; }
-    each() { while IFS= read -r x; do [ -n "$x" ] && p "$@" "$x" "$x"; done; }
-    inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}
-      p --ro-bind-try "$d" "$d"; [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
-    h=$(cd -- "$HOME" && pwd -P)
-    p BASE --tmpfs "$h"
-    for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done
-    n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
-      [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
-    printf '%s\n' "$TB_SHOW" | while IFS= read -r x; do [ -n "$x" ] && inst "$x"; done
-    IFS=:; for d in $PATH; do case $d in "$h"/*) p --ro-bind-try "$d" "$d";; esac; done
-    unset IFS
-    printf '%s\n' "$h/.gitconfig" "$h/.config/git" "$TB_RO" | each --ro-bind-try
-    printf '%s\n' "$TB_STATE" | while IFS= read -r x; do [ -n "$x" ] || continue
-      case $x in */) [ -d "$h/$x" ] || mkdir -p -m 700 -- "$h/$x";; esac
-      p --bind-try "$h/${x%/}" "$h/${x%/}"
-    done
-    printf '%s\n' "$TB_RW" | each --bind-try
-    p --tmpfs "$TB_BASE"
-    printf '%s\n' "$TB_HIDE" | while IFS= read -r x; do [ -d "$x" ] || continue
-      case $dir/ in "$x"/*) ;; *) p --tmpfs "$x";; esac; done
-    printf '%s\n' "$TB_NEVER" | while IFS= read -r x; do [ -n "$x" ] || continue
-      if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
-        p --ro-bind /dev/null "$h/$x"; fi; done
-    if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
-    g=$(git rev-parse --path-format=absolute --git-common-dir --git-dir 2>/dev/null) && {
-      c=${g%%"
-"*}; g=${g#*"
-"}
-      case $c in "$dir"/*) inside=1;; *) inside=;; esac
-      if [ "$c" != "$g" ] || [ -z "$inside" ]; then p --ro-bind "$c" "$c"
-        if [ -z "$TB_READ_ONLY" ]; then
-          for x in objects refs logs; do p --bind-try "$c/$x" "$c/$x"; done
-          [ "$c" != "$g" ] && p --bind "$g" "$g"; fi; fi
-      for x in "$c/hooks" "$c/config"; do [ -e "$x" ] && p --ro-bind "$x" "$x"; done
-      if [ "$c" != "$g" ]; then for x in commondir gitdir config.worktree; do
-          if [ -e "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
-          else p --ro-bind /dev/null "$g/$x"; fi; done
-        [ -e "$dir/.git" ] && p --ro-bind "$dir/.git" "$dir/.git"; fi; }
-    printf '%s\n' "$TB_FILES" | each --ro-bind-try; :
-  } > "$a" || exit 126
-  exec 4<"$a"; rm -f -- "$a"
-  set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
-  unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_NEVER TB_HIDE \
-    TB_RO TB_RW TB_FILES
-fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
+#: Under the home directory: what no sandboxed run ever sees, whatever sandboxPaths says
+#: (SSH keys, credentials, keyrings, browser profiles).
+NEVER_VISIBLE = (".ssh", ".gnupg", ".netrc", ".git-credentials", ".aws", ".config/gh",
+                 ".kube", ".docker", ".password-store", ".local/share/keyrings", ".pki",
+                 ".mozilla", ".thunderbird", ".config/google-chrome", ".config/chromium",
+                 ".config/BraveSoftware", ".config/microsoft-edge", ".var/app")
 
 #: Command-line options; each has an environment twin.
 Option = collections.namedtuple("Option", "flag env default help")
@@ -10583,6 +10523,122 @@ def end_runs(runs: list[AgentRun], reason: str) -> None:
 
 
 # =============================================================================
+# SANDBOX
+# =============================================================================
+# A sandboxed run (design §17) goes through bubblewrap, wrapped once where its machine
+# spawns it: the machine read-only, its own PID, IPC and UTS namespaces (it sees and
+# signals only its own processes, and dies with the board's handle on it), private /tmp,
+# the board's data dir and the person's home hidden but for what the run needs, and
+# writable only its checkout, what a commit writes, its CLI's state and ~/.cache.
+
+#: bubblewrap's namespaces and limits for every sandboxed run (and its try at start):
+#: no nested user namespace, so the CLIs' own sandboxes cannot nest inside it.
+SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
+                "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
+                "--unshare-uts", "--hostname", "sandbox", "--die-with-parent", "--new-session",
+                "--cap-drop", "ALL")
+#: The sandbox of a run (design §17), built where it is spawned (here or on a host) by
+#: `sh`, from the run's variables: TB_BWRAP, TB_BASE (the board's folder there: hidden),
+#: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
+#: to run), TB_READ_ONLY (a planner's or verifier's checkout), TB_STATE (its CLI's state
+#: under home: writable, folders made first), TB_NEVER (never seen under home), TB_HIDE
+#: (other projects), TB_RO and TB_RW (sandboxPaths), TB_FILES (the run's own, read-only).
+#: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
+#: folder, other projects and credential stores hidden again, then the checkout and the
+#: git metadata a commit writes, and read-only what must never be written (hooks, config,
+#: what points git elsewhere).  The arguments go NUL-separated to `bwrap --args 4`; $dir
+#: is the checkout, "$@" the run's argv, which becomes bubblewrap's.
+SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
+  a=$(mktemp) || exit 126
+  { p() { printf '%s\0' "$@"; }
+    each() { while IFS= read -r x; do [ -n "$x" ] && p "$@" "$x" "$x"; done; }
+    inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}
+      p --ro-bind-try "$d" "$d"; [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
+    h=$(cd -- "$HOME" && pwd -P)
+    p BASE --tmpfs "$h"
+    for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done
+    n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
+      [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
+    printf '%s\n' "$TB_SHOW" | while IFS= read -r x; do [ -n "$x" ] && inst "$x"; done
+    IFS=:; for d in $PATH; do case $d in "$h"/*) p --ro-bind-try "$d" "$d";; esac; done
+    unset IFS
+    printf '%s\n' "$h/.gitconfig" "$h/.config/git" "$TB_RO" | each --ro-bind-try
+    printf '%s\n' "$TB_STATE" | while IFS= read -r x; do [ -n "$x" ] || continue
+      case $x in */) [ -d "$h/$x" ] || mkdir -p -m 700 -- "$h/$x";; esac
+      p --bind-try "$h/${x%/}" "$h/${x%/}"
+    done
+    printf '%s\n' "$TB_RW" | each --bind-try
+    p --tmpfs "$TB_BASE"
+    printf '%s\n' "$TB_HIDE" | while IFS= read -r x; do [ -d "$x" ] || continue
+      case $dir/ in "$x"/*) ;; *) p --tmpfs "$x";; esac; done
+    printf '%s\n' "$TB_NEVER" | while IFS= read -r x; do [ -n "$x" ] || continue
+      if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
+        p --ro-bind /dev/null "$h/$x"; fi; done
+    if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
+    g=$(git rev-parse --path-format=absolute --git-common-dir --git-dir 2>/dev/null) && {
+      c=${g%%"
+"*}; g=${g#*"
+"}
+      case $c in "$dir"/*) inside=1;; *) inside=;; esac
+      if [ "$c" != "$g" ] || [ -z "$inside" ]; then p --ro-bind "$c" "$c"
+        if [ -z "$TB_READ_ONLY" ]; then
+          for x in objects refs logs; do p --bind-try "$c/$x" "$c/$x"; done
+          [ "$c" != "$g" ] && p --bind "$g" "$g"; fi; fi
+      for x in "$c/hooks" "$c/config"; do [ -e "$x" ] && p --ro-bind "$x" "$x"; done
+      if [ "$c" != "$g" ]; then for x in commondir gitdir config.worktree; do
+          if [ -e "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
+          else p --ro-bind /dev/null "$g/$x"; fi; done
+        [ -e "$dir/.git" ] && p --ro-bind "$dir/.git" "$dir/.git"; fi; }
+    printf '%s\n' "$TB_FILES" | each --ro-bind-try; :
+  } > "$a" || exit 126
+  exec 4<"$a"; rm -f -- "$a"
+  set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
+  unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_NEVER TB_HIDE \
+    TB_RO TB_RW TB_FILES
+fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
+#: Under the home directory: each agent CLI's own state (logins, sessions: resume works),
+#: writable in the sandbox with ~/.cache; its folders are made first, so that what the
+#: CLI keeps there outlives the run.
+CLI_STATE = {"claude": (".claude/", ".claude.json"), "codex": (".codex/",),
+             "gemini": (".gemini/",), "opencode": (".config/opencode/", ".local/share/opencode/",
+                                                   ".local/state/opencode/")}
+
+
+def try_sandbox(bwrap: list[str]) -> dict:
+    """Try bubblewrap for real, a trivial command in the runs' namespaces: {engine,
+    works, version, error} (the error its own words: missing, no user namespaces ...)."""
+    code, out = run_command([*bwrap, *SANDBOX_BASE, "--", "true"], timeout=15,
+                            stderr=subprocess.STDOUT)
+    state = {"engine": "bubblewrap", "works": code == 0, "version": None,
+             "error": None if code == 0 else _cut(out.strip() or f"exit code {code}", 300)}
+    if code is not None:
+        code, out = run_command([*bwrap, "--version"], timeout=15)
+        state["version"] = out.strip().removeprefix("bubblewrap ") if code == 0 else None
+    if not state["works"]:
+        log.warning("sandbox: bubblewrap (%s) does not work here: %s", shlex.join(bwrap),
+                    state["error"])
+    return state
+
+
+def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
+    """The variables SANDBOX_RUN builds a run's sandbox from (design §17).  `sandbox`:
+    {agent, command (the CLI's own words), files (the run's own, read-only: its MCP config,
+    its attachments), paths (sandboxPaths), read_only (a planner's or verifier's: its
+    checkout too), hide (other projects' folders)}; `base`: the board's folder where the
+    run happens (the data dir, a host's baseDir); `show`: more programs the run starts."""
+    paths = sandbox.get("paths") or {}
+    return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
+            "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
+            "TB_READ_ONLY": "1" if sandbox.get("read_only") else "",
+            "TB_STATE": "\n".join([*CLI_STATE.get(sandbox["agent"], ()), ".cache/"]),
+            "TB_NEVER": "\n".join(NEVER_VISIBLE), "TB_HIDE": "\n".join(sandbox.get("hide") or ()),
+            "TB_RO": "\n".join(paths.get("readOnly", ())),
+            "TB_RW": "\n".join(paths.get("readWrite", ())),
+            "TB_FILES": "\n".join([*sandbox["files"], *files])}
+
+
+# =============================================================================
 # MACHINES
 # =============================================================================
 # Where a run happens: this machine (ThisMachine) or an SSH host (HostLink), the one
@@ -11294,62 +11350,6 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except (ProcessLookupError, PermissionError):
         return None
-
-
-# =============================================================================
-# SANDBOX
-# =============================================================================
-# A sandboxed run (design §17) goes through bubblewrap, wrapped once where its machine
-# spawns it: the machine read-only, its own PID, IPC and UTS namespaces (it sees and
-# signals only its own processes, and dies with the board's handle on it), private /tmp,
-# the board's data dir and the person's home hidden but for what the run needs, and
-# writable only its checkout, what a commit writes, its CLI's state and ~/.cache.
-
-#: Under the home directory: what no sandboxed run ever sees, whatever sandboxPaths says
-#: (SSH keys, credentials, keyrings, browser profiles).
-NEVER_VISIBLE = (".ssh", ".gnupg", ".netrc", ".git-credentials", ".aws", ".config/gh",
-                 ".kube", ".docker", ".password-store", ".local/share/keyrings", ".pki",
-                 ".mozilla", ".thunderbird", ".config/google-chrome", ".config/chromium",
-                 ".config/BraveSoftware", ".config/microsoft-edge", ".var/app")
-#: Under the home directory: each agent CLI's own state (logins, sessions: resume works),
-#: writable in the sandbox with ~/.cache; its folders are made first, so that what the
-#: CLI keeps there outlives the run.
-CLI_STATE = {"claude": (".claude/", ".claude.json"), "codex": (".codex/",),
-             "gemini": (".gemini/",), "opencode": (".config/opencode/", ".local/share/opencode/",
-                                                   ".local/state/opencode/")}
-
-
-def try_sandbox(bwrap: list[str]) -> dict:
-    """Try bubblewrap for real, a trivial command in the runs' namespaces: {engine,
-    works, version, error} (the error its own words: missing, no user namespaces ...)."""
-    code, out = run_command([*bwrap, *SANDBOX_BASE, "--", "true"], timeout=15,
-                            stderr=subprocess.STDOUT)
-    state = {"engine": "bubblewrap", "works": code == 0, "version": None,
-             "error": None if code == 0 else _cut(out.strip() or f"exit code {code}", 300)}
-    if code is not None:
-        code, out = run_command([*bwrap, "--version"], timeout=15)
-        state["version"] = out.strip().removeprefix("bubblewrap ") if code == 0 else None
-    if not state["works"]:
-        log.warning("sandbox: bubblewrap (%s) does not work here: %s", shlex.join(bwrap),
-                    state["error"])
-    return state
-
-
-def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
-    """The variables SANDBOX_RUN builds a run's sandbox from (design §17).  `sandbox`:
-    {agent, command (the CLI's own words), files (the run's own, read-only: its MCP config,
-    its attachments), paths (sandboxPaths), read_only (a planner's or verifier's: its
-    checkout too), hide (other projects' folders)}; `base`: the board's folder where the
-    run happens (the data dir, a host's baseDir); `show`: more programs the run starts."""
-    paths = sandbox.get("paths") or {}
-    return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
-            "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
-            "TB_READ_ONLY": "1" if sandbox.get("read_only") else "",
-            "TB_STATE": "\n".join([*CLI_STATE.get(sandbox["agent"], ()), ".cache/"]),
-            "TB_NEVER": "\n".join(NEVER_VISIBLE), "TB_HIDE": "\n".join(sandbox.get("hide") or ()),
-            "TB_RO": "\n".join(paths.get("readOnly", ())),
-            "TB_RW": "\n".join(paths.get("readWrite", ())),
-            "TB_FILES": "\n".join([*sandbox["files"], *files])}
 
 
 # =============================================================================
