@@ -8596,18 +8596,6 @@ def end_session(secret: str) -> None:
         delete_session_row(_digest(secret))
 
 
-def asked_by_owner(environ) -> bool:
-    """Whether the request carries the board's token or a live session (or the board has
-    no token): what an open route may show only to the owner."""
-    if runtime.config["no_auth"]:
-        return True
-    scheme, _, value = (environ.get("HTTP_AUTHORIZATION") or "").partition(" ")
-    if scheme.lower() == "bearer":
-        return hmac.compare_digest(value.strip().encode(), runtime.config["token"].encode())
-    cookie = bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE)
-    return bool(cookie) and session_alive(cookie)
-
-
 def session_alive(secret: str) -> bool:
     expires = runtime.sessions.get(_digest(secret))
     return expires is not None and expires > now_iso()
@@ -8683,28 +8671,48 @@ def personal_token(secret: str) -> dict | None:
     return row
 
 
-def token_refusal(environ, token: dict) -> ApiError | None:
-    """Why a personal token may not make this request (design §19), if it may not."""
-    method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
-    if (method, path) == ("POST", "/mcp"):
-        return None  # each tool asks for its own scope (client_tools())
-    if OWNER_PATHS.fullmatch(path):
-        return Forbidden(f"{path[:100]} is the board owner's: a personal token cannot reach it")
-    need = "read" if method in ("GET", "HEAD") else next(
-        (scope for scope, verb, pattern in TOKEN_ROUTES
-         if verb == method and pattern.fullmatch(path)), None)
-    if need is None:
-        return Forbidden(f"a personal token cannot {method} {path[:100]}: that is the board "
-                         "owner's")
-    if need not in json.loads(token["scopes_json"]):
-        return Forbidden(f"token {token['name']!r} has no {need} scope")
-    return None
+def revoke_run_token(run: "AgentRun") -> None:
+    if runtime.run_tokens.pop(getattr(run, "board_token", None), None) is not None:
+        with contextlib.suppress(OSError):
+            os.remove(_mcp_config_path(run.run_id))
 
 
-def requester() -> str:
-    """Who makes this request, as an approval records it: a personal token, or a person."""
-    token = bottle.request.environ.get("taskboard.token")
-    return f"token:{token['name']}" if token is not None else "person"
+def agent_bounds(body, task_id: int | None = None) -> dict | None:
+    """The scope of the run token that makes this request (None: a person), once the change
+    is within its bounds (design §11): it edits and moves only tasks its run created and
+    their descendants, never its own task, never to done (a person's approval), and creates
+    tasks below its own task (when the body names no parent) or below those it created.
+    Else Forbidden."""
+    scope = bottle.request.environ.get("taskboard.agent")
+    if scope is None:
+        return None
+    if isinstance(body, dict) and body.get("status") == "done":
+        raise Forbidden("an agent cannot move a task to done: that is a person's approval")
+    if task_id == scope["task_id"]:
+        raise Forbidden("an agent cannot change its own task")
+    if task_id is not None and not _created_by(scope, task_id):
+        raise Forbidden(f"task {task_id} was not created by this agent's run (nor is it below "
+                        "one that was): the board tools change only those")
+    parent = body.get("parent_task_id") if isinstance(body, dict) else None
+    if task_id is None and isinstance(body, dict) and parent is None:
+        body["parent_task_id"] = parent = scope["task_id"]  # none named: below its own task
+    if task_id is None and isinstance(parent, int) and not isinstance(parent, bool) and \
+            parent != scope["task_id"] and not _created_by(scope, parent):
+        raise Forbidden(f"parent_task_id {parent} is neither this agent's task nor one it "
+                        "created")
+    return scope
+
+
+def _created_by(scope: dict, task_id: int) -> bool:
+    """Whether the task is one the run created, or below one (along parent_task_id)."""
+    seen = set()
+    while task_id is not None and task_id not in seen:
+        if task_id in scope["created"]:
+            return True
+        seen.add(task_id)
+        row = task_row(task_id) if 0 < task_id < 2**63 else None
+        task_id = row["parent_task_id"] if row else None
+    return False
 
 
 # --- schedules ----------------------------------------------------------------------
@@ -11936,6 +11944,85 @@ def host_name(environ) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+def asked_by_owner(environ) -> bool:
+    """Whether the request carries the board's token or a live session (or the board has
+    no token): what an open route may show only to the owner."""
+    if runtime.config["no_auth"]:
+        return True
+    scheme, _, value = (environ.get("HTTP_AUTHORIZATION") or "").partition(" ")
+    if scheme.lower() == "bearer":
+        return hmac.compare_digest(value.strip().encode(), runtime.config["token"].encode())
+    cookie = bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE)
+    return bool(cookie) and session_alive(cookie)
+
+
+def requester() -> str:
+    """Who makes this request, as an approval records it: a personal token, or a person."""
+    token = bottle.request.environ.get("taskboard.token")
+    return f"token:{token['name']}" if token is not None else "person"
+
+
+def token_refusal(environ, token: dict) -> ApiError | None:
+    """Why a personal token may not make this request (design §19), if it may not."""
+    method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+    if (method, path) == ("POST", "/mcp"):
+        return None  # each tool asks for its own scope (client_tools())
+    if OWNER_PATHS.fullmatch(path):
+        return Forbidden(f"{path[:100]} is the board owner's: a personal token cannot reach it")
+    need = "read" if method in ("GET", "HEAD") else next(
+        (scope for scope, verb, pattern in TOKEN_ROUTES
+         if verb == method and pattern.fullmatch(path)), None)
+    if need is None:
+        return Forbidden(f"a personal token cannot {method} {path[:100]}: that is the board "
+                         "owner's")
+    if need not in json.loads(token["scopes_json"]):
+        return Forbidden(f"token {token['name']!r} has no {need} scope")
+    return None
+
+
+def run_token_refusal(environ, scope: dict) -> ApiError | None:
+    """A run token reaches its own project's tasks through RUN_TOKEN_ROUTES; which of them
+    it may change, the routes ask agent_bounds()."""
+    method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+    if (method, path) == ("POST", "/mcp"):  # the tools call the routes below, as here
+        return None
+    for allowed_method, pattern in RUN_TOKEN_ROUTES:
+        match = pattern.fullmatch(path)
+        if match is None or method != allowed_method:
+            continue
+        ids = match.groupdict()
+        if ids.get("project") is not None:
+            project_id = int(ids["project"])
+        else:
+            task = task_row(int(ids["task"])) if int(ids["task"]) < 2**63 else None
+            project_id = task["project_id"] if task else scope["project_id"]
+        if project_id == scope["project_id"]:
+            return None
+        return Forbidden("the board tools reach only the tasks of their own project")
+    return Forbidden(f"the board tools cannot use {method} {path[:100]}")
+
+
+def local_refusal(environ) -> ApiError | None:
+    peer = environ.get("REMOTE_ADDR") or ""
+    name = host_name(environ)
+    # SECURITY: the socket's peer, never X-Forwarded-For, which anyone can send; never
+    # what a host's forward brings from another machine
+    if not _is_loopback(peer) or any(h in environ for h in PROXY_HEADERS) \
+            or environ.get("taskboard.forwarded") \
+            or name not in LOOPBACK_NAMES or not own_origin(environ):
+        return LocalOnly("desktop commands answer only requests made on this machine "
+                         "(loopback address and host, no proxy, no other origin)")
+    return None
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return ip.is_loopback or bool(getattr(ip, "ipv4_mapped", None) and ip.ipv4_mapped.is_loopback)
+
+
 # =============================================================================
 # ROUTES
 # =============================================================================
@@ -12593,27 +12680,6 @@ def _ws_abort(sock) -> None:
 # argument names in a JSON body.  They answer only the machine itself (design §11): a
 # loopback peer, no proxy header, a loopback Host and no foreign Origin — even with a token.
 
-def local_refusal(environ) -> ApiError | None:
-    peer = environ.get("REMOTE_ADDR") or ""
-    name = host_name(environ)
-    # SECURITY: the socket's peer, never X-Forwarded-For, which anyone can send; never
-    # what a host's forward brings from another machine
-    if not _is_loopback(peer) or any(h in environ for h in PROXY_HEADERS) \
-            or environ.get("taskboard.forwarded") \
-            or name not in LOOPBACK_NAMES or not own_origin(environ):
-        return LocalOnly("desktop commands answer only requests made on this machine "
-                         "(loopback address and host, no proxy, no other origin)")
-    return None
-
-
-def _is_loopback(address: str) -> bool:
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return ip.is_loopback or bool(getattr(ip, "ipv4_mapped", None) and ip.ipv4_mapped.is_loopback)
-
-
 def _shape(types: str = "", required: str = "", **props) -> dict:
     """An object schema from "name:type" words (a type ending in ? may also be null) and
     whole property schemas given by name; `required` names the required properties."""
@@ -13052,72 +13118,6 @@ def local_board_tools(agent: str, run_id: int, task_id: int, project_id: int,
 
 def _mcp_config_path(run_id: int) -> str:
     return os.path.join(runtime.data_dir, "mcp", f"run-{int(run_id)}.json")
-
-
-def revoke_run_token(run: "AgentRun") -> None:
-    if runtime.run_tokens.pop(getattr(run, "board_token", None), None) is not None:
-        with contextlib.suppress(OSError):
-            os.remove(_mcp_config_path(run.run_id))
-
-
-def run_token_refusal(environ, scope: dict) -> ApiError | None:
-    """A run token reaches its own project's tasks through RUN_TOKEN_ROUTES; which of them
-    it may change, the routes ask agent_bounds()."""
-    method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
-    if (method, path) == ("POST", "/mcp"):  # the tools call the routes below, as here
-        return None
-    for allowed_method, pattern in RUN_TOKEN_ROUTES:
-        match = pattern.fullmatch(path)
-        if match is None or method != allowed_method:
-            continue
-        ids = match.groupdict()
-        if ids.get("project") is not None:
-            project_id = int(ids["project"])
-        else:
-            task = task_row(int(ids["task"])) if int(ids["task"]) < 2**63 else None
-            project_id = task["project_id"] if task else scope["project_id"]
-        if project_id == scope["project_id"]:
-            return None
-        return Forbidden("the board tools reach only the tasks of their own project")
-    return Forbidden(f"the board tools cannot use {method} {path[:100]}")
-
-
-def agent_bounds(body, task_id: int | None = None) -> dict | None:
-    """The scope of the run token that makes this request (None: a person), once the change
-    is within its bounds (design §11): it edits and moves only tasks its run created and
-    their descendants, never its own task, never to done (a person's approval), and creates
-    tasks below its own task (when the body names no parent) or below those it created.
-    Else Forbidden."""
-    scope = bottle.request.environ.get("taskboard.agent")
-    if scope is None:
-        return None
-    if isinstance(body, dict) and body.get("status") == "done":
-        raise Forbidden("an agent cannot move a task to done: that is a person's approval")
-    if task_id == scope["task_id"]:
-        raise Forbidden("an agent cannot change its own task")
-    if task_id is not None and not _created_by(scope, task_id):
-        raise Forbidden(f"task {task_id} was not created by this agent's run (nor is it below "
-                        "one that was): the board tools change only those")
-    parent = body.get("parent_task_id") if isinstance(body, dict) else None
-    if task_id is None and isinstance(body, dict) and parent is None:
-        body["parent_task_id"] = parent = scope["task_id"]  # none named: below its own task
-    if task_id is None and isinstance(parent, int) and not isinstance(parent, bool) and \
-            parent != scope["task_id"] and not _created_by(scope, parent):
-        raise Forbidden(f"parent_task_id {parent} is neither this agent's task nor one it "
-                        "created")
-    return scope
-
-
-def _created_by(scope: dict, task_id: int) -> bool:
-    """Whether the task is one the run created, or below one (along parent_task_id)."""
-    seen = set()
-    while task_id is not None and task_id not in seen:
-        if task_id in scope["created"]:
-            return True
-        seen.add(task_id)
-        row = task_row(task_id) if 0 < task_id < 2**63 else None
-        task_id = row["parent_task_id"] if row else None
-    return False
 
 
 def mcp_serve(argv: list[str]) -> int:
