@@ -4962,127 +4962,100 @@ def _dependencies_changed(project_id: int) -> None:
 
 def start_run(task_id: int, *, resume: bool = False, prompt: str | None = None,
               note: str | None = None, mcp_port: int | None = None,
-              attempt: dict | None = None) -> None:
-    """Start an agent for a task (or its `attempt`) holding a slot: fresh, or its session
-    resumed with `prompt`, as its machine begins a run.  Whatever goes wrong, the slot is
-    given back."""
-    machine_of(task_host_row(task_id)).begin(_start_guarded, task_id, resume, prompt, note,
-                                             mcp_port, attempt)
+              owner: "RunOwner | None" = None) -> None:
+    """Start the agent of a task (or of the `owner` given: one of its attempts) holding a
+    slot: fresh, or its session resumed with `prompt`, as its machine begins a run.
+    Whatever goes wrong, the slot is given back."""
+    owner = owner or TaskOwner(task_id)
+    machine_of(task_host_row(task_id)).begin(_start_guarded, owner, resume, prompt, note,
+                                             mcp_port)
 
 
-def _start_guarded(task_id: int, resume: bool, prompt: str | None, note: str | None,
-                   mcp_port: int | None, attempt: dict | None) -> None:
+def _start_guarded(owner: "RunOwner", resume: bool, prompt: str | None, note: str | None,
+                   mcp_port: int | None) -> None:
     try:
-        _start_run(task_id, resume, prompt, note, mcp_port, attempt)
+        _start_run(owner, resume, prompt, note, mcp_port)
     except (HostDown, sqlite3.Error, OSError, GitError) as exc:
-        if attempt is not None:  # it fails alone; the other attempts go on
-            runtime.agents.release((task_id, attempt["n"]))
-            _attempt_failed(attempt, f"the agent could not start: {exc}")
-            return
-        if isinstance(exc, HostDown):  # lost while the run was being prepared
-            context = run_context_rows(task_id)
-            if context is not None and context["host"] is not None:
-                wait_for_host(context["task"], context["host"], str(exc))
-            else:
-                runtime.agents.release(task_id)
-            return
-        if not isinstance(exc, GitError):  # e.g. the task was deleted meanwhile
-            log.exception("task %s: the agent could not start", task_id)
-        runtime.agents.release(task_id)
-        if task_row(task_id) is not None:
-            _fail_task(task_id, f"the agent could not start: {exc}")
+        owner.could_not_start(exc)
 
 
-def _start_run(task_id: int, resume: bool, prompt: str | None, note: str | None,
-               mcp_port: int | None, attempt: dict | None = None) -> None:
-    slot = task_id if attempt is None else (task_id, attempt["n"])
-    context = run_context_rows(task_id)
+def _start_run(owner: "RunOwner", resume: bool, prompt: str | None, note: str | None,
+               mcp_port: int | None) -> None:
+    context = run_context_rows(owner.task_id)
     if context is None or context["task"]["status"] != "in_progress":
-        runtime.agents.release(slot)
+        runtime.agents.release(owner.slot)
         return
     task, project, host = context["task"], context["project"], context["host"]
-    if attempt is None and task["attempts"] is not None and _run_attempts(task):
-        return  # a set of attempts none of which was picked: they run instead
-    machine = machine_of(host)
-    own = attempt or task  # whose agent, model, effort and session the run has
+    if owner.runs_instead(task):
+        return
+    machine, own = machine_of(host), owner.own(task)
     try:
         agent, command, sandboxed = run_agent(project, own["agent"], machine)
     except CannotRun as exc:
-        if exc.until is not None:  # the agent's usage limit: wait it out
-            _wait_for_limit(task, exc.agent, exc.until, None, functools.partial(
-                start_run, task_id, resume=resume, prompt=prompt, note=note, mcp_port=mcp_port,
-                attempt=attempt), slot)
-        elif attempt is not None:
-            runtime.agents.release(slot)
-            _attempt_failed(attempt, str(exc))
-        elif exc.sandbox:  # not started, not charged: it starts once the sandbox works
-            wait_for_sandbox(task, str(exc))
-        else:
-            runtime.agents.release(task_id)
-            _fail_task(task_id, str(exc))
+        owner.cannot_run(task, exc, owner.again(resume=resume, prompt=prompt, note=note,
+                                                mcp_port=mcp_port))
         return
     except HostDown as exc:
-        if attempt is not None:
-            raise
-        wait_for_host(task, host, str(exc))
-        if exc.shown:  # its check disables it and shows the new key
-            gevent.spawn(check_host, host["id"])
+        owner.wait_for_host(task, host, exc)
         return
-    adapter = ADAPTERS[agent]
     session_id = own["session_id"] if resume and \
         session_agent_row(own["session_id"]) == agent else None
     if session_id is None:
         prompt = None  # a fresh session needs the whole story, revisions included
-    tools = adapter.BOARD_TOOLS and machine.reaches_board
+    tools = ADAPTERS[agent].BOARD_TOOLS and machine.reaches_board
     text = prompt if prompt is not None else build_prompt(context, note=note, tools=tools)
-    cwd = machine.checkout(task, project) if attempt is None else \
-        machine.checkout(attempt_task(task, attempt), {**project, "auto_branch": 1})
+    cwd = machine.checkout(*owner.checkout(task, project))
     attachments = machine.attachments(task, context["attachments"])
     two_way = AGENTS[agent].two_way
-    effort = task["thinking_effort"] if attempt is None else attempt["effort"]
-    run = prepare_run(machine, project, agent, command, "task", cwd, own["model"], effort,
-                      text, task_run_flags(project, session_id, attachments), task_id=task_id,
-                      session_id=session_id, tools=tools, mcp_port=mcp_port,
-                      sandboxed=sandboxed, files=[attachments], attempt=attempt,
-                      on_finish=finish_run if attempt is None else finish_attempt,
+    run = prepare_run(machine, project, agent, command, "task", cwd, own["model"],
+                      own["effort"], text, task_run_flags(project, session_id, attachments),
+                      task_id=owner.task_id, session_id=session_id, tools=tools,
+                      mcp_port=mcp_port, sandboxed=sandboxed, files=[attachments],
+                      owner=owner, on_finish=finish_run,
                       channel=run_channel(project) if two_way else None)
-    run_id = run.run_id
-    if agent == "claude" and attempt is None:
-        run.queued.extend(queued_message_rows(task_id))  # sent while no agent ran
+    if agent == "claude":
+        run.queued.extend(owner.queued_messages())  # sent while no agent ran
+    _log_start(run, project, agent, own["effort"], session_id, two_way)
+    _launch(run, owner, sandboxed)
+
+
+def _log_start(run: "AgentRun", project: dict, agent: str, effort: str,
+               session_id: str | None, two_way: bool) -> None:
+    """What the log says of a run about to start: which agent, where, how sandboxed and
+    whether it can ask for approvals."""
+    task_id, run_id, where = run.task_id, run.run_id, run.machine.where
     what = f"resuming session {session_id}" if session_id else "starting the agent"
-    if attempt is not None:
-        what = f"attempt {attempt['n']}: {what}"
-    runtime.logs.append(task_id, "system", f"{what} ({agent}, {run.model_name}"
-                        f", effort {effort}) in {cwd}{machine.where}", run_id)
-    if sandboxed or project["sandbox"] == "auto":
-        runtime.logs.append(task_id, "system", "in the sandbox (bubblewrap)" if sandboxed else
-                            f"not sandboxed: bubblewrap does not work{machine.where}: "
-                            f"{machine.sandbox()['error']}", run_id)
+    runtime.logs.append(task_id, "system", f"{run.owner.said}{what} ({agent}, "
+                        f"{run.model_name}, effort {effort}) in {run.cwd}{where}", run_id)
+    if run.sandbox is not None or project["sandbox"] == "auto":
+        runtime.logs.append(task_id, "system", "in the sandbox (bubblewrap)" if run.sandbox
+                            is not None else f"not sandboxed: bubblewrap does not work{where}: "
+                            f"{run.machine.sandbox()['error']}", run_id)
     if not two_way and project["permission_mode"] != "auto-accept":
         runtime.logs.append(task_id, "system", f"approvals not available for this agent "
                             f"({agent}): what would need a person's approval is refused "
                             "(permission mode auto-accept lets it run)", run_id)
+
+
+def _launch(run: "AgentRun", owner: "RunOwner", sandboxed: bool) -> None:
+    """The prepared run takes its held slot and starts: the owner and its task show it
+    running; what cannot start fails the owner."""
     try:
         launched = runtime.agents.launch(run)
     except OSError as exc:
         revoke_run_token(run)
-        runtime.agents.release(slot)
-        update_run_row(run_id, {"status": "failed", "error": str(exc), "ended_at": now_iso()})
-        if attempt is not None:
-            _attempt_failed(attempt, f"could not start {run.argv[0]!r} in {cwd}: {exc}", run_id)
-        else:
-            _fail_task(task_id, f"could not start {run.argv[0]!r} in {cwd}: {exc}", run_id)
+        update_run_row(run.run_id, {"status": "failed", "error": str(exc),
+                                    "ended_at": now_iso()})
+        owner.give_up(f"could not start {run.argv[0]!r} in {run.cwd}: {exc}", run.run_id)
         return
     if not launched:
         revoke_run_token(run)
-        update_run_row(run_id, {"status": "stopped", "ended_at": now_iso()})
+        update_run_row(run.run_id, {"status": "stopped", "ended_at": now_iso()})
         return
-    if attempt is not None:
-        _publish_attempt(update_attempt_row(attempt["id"], {"status": "running",
-                                                            "run_id": run_id}))
-    _publish_task(update_task_row(task_id, {"is_running": 1, "last_error": None,
-                                            "waiting_until": None, "waiting_for_json": None,
-                                            "sandboxed": sandboxed}))
+    owner.started(run.run_id)
+    _publish_task(update_task_row(owner.task_id, {
+        "is_running": 1, "last_error": None, "waiting_until": None, "waiting_for_json": None,
+        "sandboxed": sandboxed}))
 
 
 def wait_for_sandbox(task: dict, why: str) -> None:
@@ -5113,13 +5086,11 @@ def retry_sandbox() -> float | None:
 
 
 def record_session(run: "AgentRun", session_id: str) -> None:
-    """Keep the session id: of the run, and of the task when it is the task's own agent
+    """Keep the session id: of the run, and of its owner when it is the owner's own agent
     (a verifier's session must never be resumed as the task's)."""
     update_run_row(run.run_id, {"session_id": session_id})
     if run.on_finish is finish_run:
-        _publish_task(update_task_row(run.task_id, {"session_id": session_id}))
-    elif run.on_finish is finish_attempt:
-        update_attempt_row(run.attempt["id"], {"session_id": session_id})
+        run.owner.record_session(session_id)
 
 
 def publish_usage(run: "AgentRun") -> None:
@@ -5132,72 +5103,71 @@ def publish_usage(run: "AgentRun") -> None:
 
 
 def finish_run(run: "AgentRun") -> None:
-    """Record how a run ended, add its usage to the task, and move the task on.
+    """Record how a task's or an attempt's run ended, add its usage to the task, and move
+    its owner on: done, retried, waiting for a limit, failed or stopped.
 
     The run's log is written first, so whoever sees the task move has seen all of it.
     """
+    owner = run.owner
     task = task_row(run.task_id)
-    outcome, reason = close_run(run, task)
+    outcome, reason = close_run(run, task and owner.work(task), owner.said)
     status = outcome if outcome in ("ok", "stopped", "interrupted") else "failed"
-    until = limit_resets(run.parser) if outcome == "wait" else None
-    waits = runtime.limit_waits.pop(run.task_id, 0) + 1  # in a row, this one included
-    if until is not None:
-        set_agent_limit(run_agent_row(run.run_id), until, reason)
-        if waits > MAX_LIMIT_WAITS:
-            outcome, until = "retry", None
-            reason = f"{reason} (still limited after {waits - 1} waits)"
-    elif outcome == "wait":  # the reset moved past the longest wait meanwhile
-        outcome = "retry"
+    outcome, reason, until, waits = _limit_outcome(run, outcome, reason)
     denials = len(run.parser.denials)
     task = finish_run_rows(run.run_id, {
         "status": status, "exit_code": run.exit_code, "error": reason, **run.usage_columns(),
-        "permission_denials": denials, "head_end": run.machine.head(run.cwd)}, {
-        "is_running": 0, "permission_denials": denials,
-        **({"session_id": run.parser.session_id} if run.parser.session_id else {}),
-        **({"last_error": reason} if outcome in ("retry", "fail") else {})})
-    runtime.agents.forget(run, keep_slot=outcome in ("retry", "wait") and task is not None)
+        "permission_denials": denials, "head_end": run.machine.head(run.cwd)},
+        owner.task_changes(run, outcome, reason))
+    kept = outcome in ("retry", "wait") and task is not None
+    runtime.agents.forget(run, keep_slot=kept)
+    owner.recorded(run)
     publish_host_runs(run)
     for project_id in run.machine.neighbours(run.project_id):  # a slot is free
         schedule_queue(project_id)
     check_budget()
-    if task is None:
+    if task is None:  # deleted meanwhile: an attempt's row, kept, says it stopped
+        owner.stopped(outcome, False)
         return
     _publish_task(task)
-    if outcome == "wait" and task["status"] == "in_progress":
-        runtime.limit_waits[run.task_id] = waits
-        _wait_for_limit(task, run_agent_row(run.run_id), until, run.run_id, functools.partial(
-            start_run, run.task_id, resume=True, prompt="continue"))
+    if owner.stopped(outcome, task["status"] == "in_progress"):
+        if kept:
+            runtime.agents.release(run.slot)
+    elif outcome == "wait" and task["status"] == "in_progress":
+        runtime.limit_waits[run.slot] = waits
+        _wait_for_limit(owner, task, run_agent_row(run.run_id), until, run.run_id,
+                        owner.again(resume=True, prompt="continue"))
     elif outcome == "wait":
-        runtime.agents.release(run.task_id)
-    elif outcome == "ok" and task["awaiting_subtasks"] and task["status"] == "in_progress":
-        runtime.logs.append(run.task_id, "system", "the agent finished; the task waits for "
-                            "its sub-tasks", run.run_id)
-        _publish_task(update_task_row(run.task_id, {"agent_done": 1}))
-        settle_parent(run.task_id)
+        runtime.agents.release(run.slot)
     elif outcome == "ok":
-        moved = move_task(run.task_id, "testing", manual=False, only_from="in_progress",
-                          reason="the agent finished")
-        late = queued_message_rows(run.task_id)  # sent as the agent was finishing
-        if moved["status"] == "testing" and late:
-            for message in late:  # first: the resumed run must not send them again
-                _message_sent(message, None)
-            try:
-                request_changes(run.task_id, "\n\n".join(m["text"] for m in late))
-            except Conflict as exc:
-                runtime.logs.append(run.task_id, "system", "the messages above could not "
-                                    f"resume the agent: {exc.message}", is_error=True)
-        elif moved["status"] == "testing":
-            start_verifier(run.task_id)
+        owner.done(run, task)
     elif outcome == "retry":
-        _retry_or_fail(task, reason, run.run_id)
+        _retry_or_fail(owner, task, reason, run.run_id)
     elif outcome == "fail":
-        _fail_task(run.task_id, reason, run.run_id)
+        owner.fail(reason, run.run_id)
     elif outcome == "no_session":
-        runtime.logs.append(run.task_id, "system", f"{reason}; starting a fresh session",
-                            run.run_id)
-        if runtime.agents.reserve(run.task_id, run.project_id, None):
-            start_run(run.task_id)
+        runtime.logs.append(run.task_id, "system", f"{owner.said}{reason}; starting a fresh "
+                            "session", run.run_id)
+        if runtime.agents.reserve(run.slot, run.project_id, None):
+            owner.again()()
     schedule_queue(run.project_id)
+
+
+def _limit_outcome(run: "AgentRun", outcome: str, reason: str | None) \
+        -> tuple[str, str | None, float | None, int]:
+    """A run that ended on its agent's usage limit: the limit kept, and the wait it asks
+    for (outcome "wait", until when, the waits in a row, this one included) unless the
+    reset is unknown or past the longest wait, or its owner waited MAX_LIMIT_WAITS times in
+    a row (then "retry", as a failure)."""
+    until = limit_resets(run.parser) if outcome == "wait" else None
+    waits = runtime.limit_waits.pop(run.slot, 0) + 1
+    if until is not None:
+        set_agent_limit(run_agent_row(run.run_id), until, reason)
+        if waits > MAX_LIMIT_WAITS:
+            reason = f"{reason} (still limited after {waits - 1} waits)"
+            return "retry", reason, None, waits
+    elif outcome == "wait":  # the reset moved past the longest wait meanwhile
+        outcome = "retry"
+    return outcome, reason, until, waits
 
 
 def close_run(run: "AgentRun", task: dict | None, said: str = "") -> tuple[str, str | None]:
@@ -5216,33 +5186,211 @@ def close_run(run: "AgentRun", task: dict | None, said: str = "") -> tuple[str, 
     return judge_run(run.parser, run.exit_code, run.stop_reason)
 
 
-def _retry_or_fail(task: dict, reason: str, run_id: int) -> None:
-    """A retryable failure: try again after a backoff while retries are left, else fail."""
+def _retry_or_fail(owner: "RunOwner", task: dict, reason: str, run_id: int) -> None:
+    """A retryable failure of a task's or an attempt's run: try again after a backoff
+    (with a fifth of jitter either way) while the project's retries are left, else fail."""
     project = project_row(task["project_id"])
     if task["status"] != "in_progress" or project is None:
-        runtime.agents.release(task["id"])
+        runtime.agents.release(owner.slot)
         return
-    if task["retry_count"] >= project["max_retries"]:
-        runtime.agents.release(task["id"])
-        _fail_task(task["id"], f"{reason} (no retries left of {project['max_retries']})", run_id)
+    if owner.retries(task) >= project["max_retries"]:
+        owner.give_up(f"{reason} (no retries left of {project['max_retries']})", run_id)
         return
-    task = bump_retry_row(task["id"])
-    attempt = task["retry_count"]
-    delay = backoff(runtime.config["retry_base_seconds"], attempt) * \
+    retry = owner.count_retry()
+    delay = backoff(runtime.config["retry_base_seconds"], retry) * \
         (1 + secrets.SystemRandom().uniform(-0.2, 0.2))
-    runtime.logs.append(task["id"], "system", f"attempt failed: {reason}; retry {attempt} of "
-                        f"{project['max_retries']} in {delay:.1f}s", run_id, is_error=True)
-    _publish_task(task)
+    runtime.logs.append(task["id"], "system", f"{owner.tried} failed: {reason}; retry {retry} "
+                        f"of {project['max_retries']} in {delay:.1f}s", run_id, is_error=True)
     note = f"A previous attempt at this task failed: {reason}. Check the current state of " \
         "the working directory before continuing."
-    runtime.agents.retry_later(task["id"], project["id"], delay,
-                               functools.partial(start_run, task["id"], note=note))
+    runtime.agents.retry_later(owner.slot, project["id"], delay, owner.again(note=note))
 
 
 def _fail_task(task_id: int, reason: str, run_id: int | None = None) -> None:
     runtime.logs.append(task_id, "system", f"failed: {reason}", run_id, is_error=True)
     _publish_task(update_task_row(task_id, {"last_error": reason}))
     move_task(task_id, "failed", manual=False, only_from="in_progress", reason=reason)
+
+
+# --- whose run it is -------------------------------------------------------------
+# A task's own run and an attempt's (design §18) take one path, start to end, retries and
+# verdict; what differs is their owner: the slot it holds, the checkout it works in, the
+# session, retry count and rows it keeps, what it publishes and what a failure does to it.
+
+class RunOwner:
+    """Whose agent run (and whose verifier's) it is: a task's (TaskOwner) or one of its
+    attempts' (AttemptOwner, in SERVICES: ATTEMPTS).  One owner follows its runs through
+    retries and waits."""
+
+    task_id: int
+    #: the AgentPool key of its runs: the task's id, or (task id, n)
+    slot: object
+    #: how the log begins what it says of the owner's runs
+    said = ""
+    #: what the log calls one failed try of its agent
+    tried = "attempt"
+    #: the task's status while the owner's work waits for the verifier's verdict
+    verified_in = "testing"
+    #: its attempt's row (None: the task's own run) and its number, for the diff
+    attempt = None
+    n = None
+
+    def again(self, **how) -> "functools.partial":
+        """Its agent started again (`how`: start_run's resume, prompt, note)."""
+        return functools.partial(start_run, self.task_id, owner=self, **how)
+
+    def cannot_run(self, task: dict, exc: "CannotRun", start) -> None:
+        """Its agent cannot run now: at its usage limit it waits, then start() runs it as
+        it was about to; a sandbox that does not work, it waits for (a task; an attempt
+        fails); else it fails."""
+        if exc.until is not None:
+            _wait_for_limit(self, task, exc.agent, exc.until, None, start)
+        elif exc.sandbox:  # not started, not charged: it starts once the sandbox works
+            self.wait_for_sandbox(task, str(exc))
+        else:
+            self.give_up(str(exc))
+
+    def give_up(self, reason: str, run_id: int | None = None) -> None:
+        """The slot goes back and the owner fails."""
+        runtime.agents.release(self.slot)
+        self.fail(reason, run_id)
+
+    def work(self, task: dict) -> dict:
+        """The task as the owner's checkout sees it."""
+        return task
+
+    def checkout(self, task: dict, project: dict) -> tuple[dict, dict]:
+        """The task and project its machine makes the owner's checkout of."""
+        return self.work(task), project
+
+
+class TaskOwner(RunOwner):
+    """A task's own agent: its slot is the task's id, its session and retries the task's."""
+
+    def __init__(self, task_id: int):
+        self.task_id = self.slot = task_id
+
+    def runs_instead(self, task: dict) -> bool:
+        """A set of attempts none of which was picked runs instead (_run_attempts)."""
+        return task["attempts"] is not None and _run_attempts(task)
+
+    def own(self, task: dict) -> dict:
+        """Whose agent, model, effort and session the run has."""
+        return {"agent": task["agent"], "model": task["model"],
+                "effort": task["thinking_effort"], "session_id": task["session_id"]}
+
+    def queued_messages(self) -> list[dict]:
+        return queued_message_rows(self.task_id)
+
+    def started(self, run_id: int) -> None:
+        pass  # the task shows it running
+
+    def record_session(self, session_id: str) -> None:
+        _publish_task(update_task_row(self.task_id, {"session_id": session_id}))
+
+    def task_changes(self, run: "AgentRun", outcome: str, reason: str | None) -> dict:
+        """What the end of its run changes in the task's row."""
+        return {"is_running": 0, "permission_denials": len(run.parser.denials),
+                **({"session_id": run.parser.session_id} if run.parser.session_id else {}),
+                **({"last_error": reason} if outcome in ("retry", "fail") else {})}
+
+    def recorded(self, run: "AgentRun") -> None:
+        pass  # the task's row took the run's usage
+
+    def stopped(self, outcome: str, running: bool) -> bool:
+        return outcome in ("stopped", "interrupted")
+
+    def retries(self, task: dict) -> int:
+        return task["retry_count"]
+
+    def count_retry(self) -> int:
+        task = bump_retry_row(self.task_id)
+        _publish_task(task)
+        return task["retry_count"]
+
+    def fail(self, reason: str, run_id: int | None = None) -> None:
+        _fail_task(self.task_id, reason, run_id)
+
+    def could_not_start(self, exc: Exception) -> None:
+        """Its run could not be prepared: a lost host waits for it, else the task fails."""
+        if isinstance(exc, HostDown):  # lost while the run was being prepared
+            context = run_context_rows(self.task_id)
+            if context is not None and context["host"] is not None:
+                wait_for_host(context["task"], context["host"], str(exc))
+            else:
+                runtime.agents.release(self.slot)
+            return
+        if not isinstance(exc, GitError):  # e.g. the task was deleted meanwhile
+            log.exception("task %s: the agent could not start", self.task_id)
+        runtime.agents.release(self.slot)
+        if task_row(self.task_id) is not None:
+            _fail_task(self.task_id, f"the agent could not start: {exc}")
+
+    def wait_for_host(self, task: dict, host: dict, exc: "HostDown") -> None:
+        wait_for_host(task, host, str(exc))
+        if exc.shown:  # its check disables it and shows the new key
+            gevent.spawn(check_host, host["id"])
+
+    def wait_for_sandbox(self, task: dict, why: str) -> None:
+        wait_for_sandbox(task, why)
+
+    def done(self, run: "AgentRun", task: dict) -> None:
+        """The agent finished: the task waits for its sub-tasks, or goes to testing (the
+        verifier's, or back to the agent with the messages sent as it was finishing)."""
+        if task["awaiting_subtasks"] and task["status"] == "in_progress":
+            runtime.logs.append(run.task_id, "system", "the agent finished; the task waits "
+                                "for its sub-tasks", run.run_id)
+            _publish_task(update_task_row(run.task_id, {"agent_done": 1}))
+            settle_parent(run.task_id)
+            return
+        moved = move_task(run.task_id, "testing", manual=False, only_from="in_progress",
+                          reason="the agent finished")
+        late = queued_message_rows(run.task_id)  # sent as the agent was finishing
+        if moved["status"] == "testing" and late:
+            for message in late:  # first: the resumed run must not send them again
+                _message_sent(message, None)
+            try:
+                request_changes(run.task_id, "\n\n".join(m["text"] for m in late))
+            except Conflict as exc:
+                runtime.logs.append(run.task_id, "system", "the messages above could not "
+                                    f"resume the agent: {exc.message}", is_error=True)
+        elif moved["status"] == "testing":
+            start_verifier(self)
+
+    def verifies(self, context: dict) -> bool:
+        """Whether its verifier runs now: the task in testing, in an autoTest project."""
+        return context["task"]["status"] == "testing" and bool(context["project"]["auto_test"])
+
+    def unverified(self, why: str, run_id: int | None = None) -> None:
+        runtime.logs.append(self.task_id, "system", f"{why}; the task waits in testing",
+                            run_id, is_error=True)
+
+    def verifier_stopped(self, run: "AgentRun", outcome: str, problem: str | None) -> None:
+        pass  # a person's move, or the board's stop: the verifier runs again when due
+
+    def judged(self, run: "AgentRun", verdict: dict | None, problem: str | None) -> None:
+        """The verifier's verdict moves the task: approved, done; rejected, back to the
+        agent with its feedback (after MAX_AUTO_REVISIONS, to a person); none, it waits."""
+        task_id = self.task_id
+        if verdict is None:
+            runtime.logs.append(task_id, "system", f"no verdict from the verifier ({problem});"
+                                " the task waits in testing", run.run_id, is_error=True)
+            _publish_task(task_row(task_id))
+            return
+        summary = verdict.get("summary") or ""
+        if verdict["verdict"] == "approve":
+            move_task(task_id, "done", manual=False, only_from="testing",
+                      reason=f"approved by the verifier: {summary}"[:500])
+        elif verifier_rejections(task_id) > MAX_AUTO_REVISIONS:
+            runtime.logs.append(task_id, "system", f"the verifier rejected the work again "
+                                f"({summary}); after {MAX_AUTO_REVISIONS} automatic revisions"
+                                " the task waits in testing for you", run.run_id,
+                                is_error=True)
+        else:
+            feedback = verdict.get("feedback") or summary or "The verifier rejected the work."
+            runtime.logs.append(task_id, "system", f"the verifier rejected the work: "
+                                f"{summary}", run.run_id, is_error=True)
+            request_changes(task_id, f"[verifier] {feedback}")
 
 
 def set_agent_limit(agent: str, until: float, reason: str) -> None:
@@ -5268,16 +5416,16 @@ def _limit_lifted(agent: str) -> None:
         schedule_queue(project_id)
 
 
-def _wait_for_limit(task: dict, agent: str, until: float, run_id: int | None, start,
-                    slot=None) -> None:
-    """The task holding a slot waits for its agent's usage limit to lift, then start() runs
-    its agent as it was about to (a resumed session, a change request, a retry's note)."""
+def _wait_for_limit(owner: RunOwner, task: dict, agent: str, until: float,
+                    run_id: int | None, start) -> None:
+    """The owner holding a slot waits for its agent's usage limit to lift, then start()
+    runs its agent as it was about to (a resumed session, a change request, a retry's
+    note)."""
     at = iso_at(until)
     runtime.logs.append(task["id"], "system", f"the {agent} agent is at its usage limit; the "
                         f"task continues by itself at {at}", run_id, is_error=True)
     _publish_task(update_task_row(task["id"], {"waiting_until": at}))
-    runtime.agents.retry_later(slot or task["id"], task["project_id"], _seconds_until(until),
-                               start)
+    runtime.agents.retry_later(owner.slot, task["project_id"], _seconds_until(until), start)
 
 
 def _seconds_until(until: float) -> float:
@@ -5422,7 +5570,8 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
                 kind: str, cwd: str, tier: str, effort: str, prompt: str, flags=(), *,
                 task_id: int | None = None, session_id: str | None = None,
                 mode: str | None = None, tools: bool = False, mcp_port: int | None = None,
-                plan=None, sandboxed: bool = False, files=(), **kw) -> "AgentRun":
+                plan=None, sandboxed: bool = False, files=(), owner: "RunOwner | None" = None,
+                **kw) -> "AgentRun":
     """A task's, verifier's or planner's run (`kind`; a planner's `plan`: its id and
     values), not started: its invocation (design §6, §14), its runs row, the board tools
     for `tools`, the run there, its adapter, and with `sandboxed` its sandbox (`files`:
@@ -5445,14 +5594,15 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
             "model": tier, "cwd": cwd, "resumed": int(bool(session_id)),
             "session_id": session_id, "head_start": machine.head(cwd), "simulated": simulated,
             "host_id": (machine.host or {}).get("id"), "sandboxed": sandboxed,
-            "attempt_id": (kw.get("attempt") or {}).get("id")})
+            "attempt_id": owner and owner.attempt and owner.attempt["id"]})
         token = None
         try:  # a host's run gets its settings there before it starts
             if tools:
                 token = machine.board_tools(agent, run_id, task_id, project["id"], invocation,
                                             mcp_port)
             run = AgentRun(task_id, project["id"], run_id, prompt, model=tier, machine=machine,
-                           **machine.invocation(invocation, str(run_id), sandbox), **kw)
+                           **machine.invocation(invocation, str(run_id), sandbox), owner=owner,
+                           **kw)
         except (HostDown, OSError) as exc:  # the run never started: so says its row
             runtime.run_tokens.pop(token, None)
             update_run_row(run_id, {"status": "failed", "error": str(exc),
@@ -5932,20 +6082,23 @@ MAX_AUTO_REVISIONS = 3
 VERIFIER_FLAGS = ("--tools", "Read,Grep,Glob,Bash", "--allowedTools", *VERIFIER_TOOLS)
 
 
-def start_verifier(task_id: int) -> None:
-    """Start the verifier for a task that just entered testing (autoTest projects)."""
+def start_verifier(owner: "RunOwner") -> None:
+    """Start the verifier on the owner's work: a task's that just entered testing (autoTest
+    projects), or an attempt's that did its work (in its worktree).  An agent at its usage
+    limit checks it when the limit lifts; what cannot run is logged, and the owner goes on
+    without a verdict (a task waits in testing, an attempt is done)."""
+    task_id = owner.task_id
     context = run_context_rows(task_id)
-    if context is None or context["task"]["status"] != "testing":
+    if context is None or not owner.verifies(context) or \
+            runtime.agents.verifiers.get(owner.slot):
         return
     task, project, host = context["task"], context["project"], context["host"]
-    if not project["auto_test"] or runtime.agents.verifiers.get(task_id):
-        return
     machine = machine_of(host)
     try:
         agent, command, sandboxed = run_agent(project, task["agent"], machine)
     except CannotRun as exc:
         if exc.until is not None:
-            _verify_after_limit(task_id, exc.until, last_move_row(task_id))
+            _verify_after_limit(owner, exc.until, last_move_row(task_id))
             return
         missing = str(exc)
     except HostDown as exc:
@@ -5953,35 +6106,36 @@ def start_verifier(task_id: int) -> None:
     else:
         missing = None
     if missing:
-        runtime.logs.append(task_id, "system", f"the verifier cannot run: {missing};"
-                            " the task waits in testing", is_error=True)
+        owner.unverified(f"the verifier cannot run: {missing}")
         return
     if task["waiting_until"]:
         _publish_task(update_task_row(task_id, {"waiting_until": None}))
-    cwd = machine.review_cwd(task, project)
-    prompt = verifier_prompt(task, project, task_diff(task_id))
+    cwd = machine.review_cwd(*owner.checkout(task, project))
+    prompt = verifier_prompt(task, project, task_diff(task_id, owner.n))
     try:
         run = prepare_run(machine, project, agent, command, "verifier", cwd, task["model"],
                           task["thinking_effort"], prompt, VERIFIER_FLAGS, mode="read-only",
-                          task_id=task_id, sandboxed=sandboxed, on_finish=finish_verifier)
+                          task_id=task_id, sandboxed=sandboxed, owner=owner,
+                          on_finish=finish_verifier)
     except (HostDown, OSError) as exc:
-        runtime.logs.append(task_id, "system", f"the verifier could not start: {exc}; the "
-                            "task waits in testing", is_error=True)
+        owner.unverified(f"the verifier could not start: {exc}")
         return
-    run_id = run.run_id
     run.moves_before = last_move_row(task_id)
-    runtime.logs.append(task_id, "system", f"the verifier checks the work (autoTest; {agent}, "
-                        f"{run.model_name}, read-only)", run_id)
+    runtime.logs.append(task_id, "system", f"{owner.said}the verifier checks the work "
+                        f"(autoTest; {agent}, {run.model_name}, read-only)", run.run_id)
     try:
         runtime.agents.launch_verifier(run)
     except OSError as exc:
-        update_run_row(run_id, {"status": "failed", "error": str(exc), "ended_at": now_iso()})
-        runtime.logs.append(task_id, "system", f"the verifier could not start: {exc}; the "
-                            "task waits in testing", run_id, is_error=True)
+        update_run_row(run.run_id, {"status": "failed", "error": str(exc),
+                                    "ended_at": now_iso()})
+        owner.unverified(f"the verifier could not start: {exc}", run.run_id)
 
 
 def finish_verifier(run: "AgentRun") -> None:
-    """Act on the verifier's verdict, unless the task was moved while it worked."""
+    """Act on the verifier's verdict (its owner's: a task's, an attempt's), unless the task
+    was moved while it worked; a verifier that ended on its agent's usage limit checks the
+    work again when the limit lifts."""
+    owner = run.owner
     runtime.logs.flush([run.task_id])
     runtime.agents.forget(run)
     outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
@@ -5997,42 +6151,27 @@ def finish_verifier(run: "AgentRun") -> None:
     if until is not None:
         set_agent_limit(run_agent_row(run.run_id), until, problem)
     task = task_row(run.task_id)
-    if task is None or outcome in ("stopped", "interrupted"):
+    if task is None:
         return
-    if task["status"] != "testing" or last_move_row(run.task_id) != run.moves_before:
+    if outcome in ("stopped", "interrupted"):
+        owner.verifier_stopped(run, outcome, problem)
+    elif task["status"] != owner.verified_in or last_move_row(run.task_id) != run.moves_before:
         runtime.logs.append(run.task_id, "system", "the verifier's verdict is ignored: the "
                             "task was moved meanwhile", run.run_id)
-        return
-    if until is not None:
-        _verify_after_limit(run.task_id, until, run.moves_before, run.run_id)
-        return
-    if verdict is None:
-        runtime.logs.append(run.task_id, "system", f"no verdict from the verifier ({problem}); "
-                            "the task waits in testing", run.run_id, is_error=True)
-        _publish_task(task)
-        return
-    summary = verdict.get("summary") or ""
-    if verdict["verdict"] == "approve":
-        move_task(run.task_id, "done", manual=False, only_from="testing",
-                  reason=f"approved by the verifier: {summary}"[:500])
-    elif verifier_rejections(run.task_id) > MAX_AUTO_REVISIONS:
-        runtime.logs.append(run.task_id, "system", f"the verifier rejected the work again "
-                            f"({summary}); after {MAX_AUTO_REVISIONS} automatic revisions the "
-                            "task waits in testing for you", run.run_id, is_error=True)
+    elif until is not None:
+        _verify_after_limit(owner, until, run.moves_before, run.run_id)
     else:
-        feedback = verdict.get("feedback") or summary or "The verifier rejected the work."
-        runtime.logs.append(run.task_id, "system", f"the verifier rejected the work: {summary}",
-                            run.run_id, is_error=True)
-        request_changes(run.task_id, f"[verifier] {feedback}")
+        owner.judged(run, verdict, problem)
 
 
-def _verify_after_limit(task_id: int, until: float, moves_before, run_id=None) -> None:
+def _verify_after_limit(owner: "RunOwner", until: float, moves_before,
+                        run_id: int | None = None) -> None:
     """The verifier's agent is at its usage limit: the task shows when the verifier checks
-    the work, and it does then, unless the task was moved meanwhile (a restart re-arms it:
-    verify_waiting_tasks)."""
-    at = iso_at(until)
-    runtime.logs.append(task_id, "system", f"the verifier's agent is at its usage limit; it "
-                        f"checks the work at {at}", run_id, is_error=True)
+    the owner's work, and it does then, unless the task was moved meanwhile (a restart
+    re-arms a task's: verify_waiting_tasks)."""
+    task_id, at = owner.task_id, iso_at(until)
+    runtime.logs.append(task_id, "system", f"{owner.said}the verifier's agent is at its "
+                        f"usage limit; it checks the work at {at}", run_id, is_error=True)
     _publish_task(update_task_row(task_id, {"waiting_until": at}))
     scheduled_by = runtime
 
@@ -6040,7 +6179,7 @@ def _verify_after_limit(task_id: int, until: float, moves_before, run_id=None) -
         if runtime is not scheduled_by or last_move_row(task_id) != moves_before:
             return  # a restart (which re-arms it), or the task moved on
         try:
-            start_verifier(task_id)
+            start_verifier(owner)
         except Exception:  # a background timer: log and carry on
             log.exception("task %s: the verifier could not start", task_id)
     runtime.greenlets = [g for g in runtime.greenlets if not g.dead]
@@ -6050,7 +6189,7 @@ def _verify_after_limit(task_id: int, until: float, moves_before, run_id=None) -
 def verify_waiting_tasks() -> None:
     """At start-up: the tasks in testing whose verifier waited for a usage limit."""
     for task in waiting_verifier_rows():
-        _verify_after_limit(task["id"], parse_iso(task["waiting_until"]).timestamp(),
+        _verify_after_limit(TaskOwner(task["id"]), parse_iso(task["waiting_until"]).timestamp(),
                             last_move_row(task["id"]))
 
 
@@ -6153,7 +6292,7 @@ def _start_queued_attempts(project: dict, limited: set) -> None:
                 (attempt["task_id"], attempt["n"]), project["id"], None):
             resume = bool(attempt["session_id"])
             start_run(attempt["task_id"], resume=resume, prompt="continue" if resume else None,
-                      attempt=attempt)
+                      owner=AttemptOwner(attempt))
 
 
 def attempt_task(task: dict, attempt: dict) -> dict:
@@ -6174,68 +6313,123 @@ def record_checkout(task: dict, changes: dict) -> None:
         _publish_task(update_task_row(task["id"], changes))
 
 
-def finish_attempt(run: "AgentRun") -> None:
-    """Record how an attempt's run ended: retried, waiting for a limit, failed or stopped
-    as a task's run would be; its work done, it is judged (_judge_attempt)."""
-    attempt, slot = run.attempt, run.slot
-    task = task_row(run.task_id)
-    outcome, reason = close_run(run, task and attempt_task(task, attempt),
-                                f"attempt {attempt['n']}: ")
-    until = limit_resets(run.parser) if outcome == "wait" else None
-    if until is not None:
-        set_agent_limit(attempt["agent"], until, reason)
-    elif outcome == "wait":
-        outcome = "retry"
-    finish_run_rows(run.run_id, {
-        "status": outcome if outcome in ("ok", "stopped", "interrupted") else "failed",
-        "exit_code": run.exit_code, "error": reason, **run.usage_columns(),
-        "head_end": run.machine.head(run.cwd)}, {"is_running": int(any(  # another's runs
-            s != slot and s in runtime.agents.runs for s in runtime.agents.slots(run.task_id)))})
-    project = project_row(run.project_id)
-    running = task is not None and project is not None and task["status"] == "in_progress"
-    again = running and (outcome == "wait" or outcome == "retry" and
-                         attempt["retry_count"] < project["max_retries"])
-    runtime.agents.forget(run, keep_slot=again)
-    attempt = update_attempt_row(attempt["id"], {"session_id": run.parser.session_id or
-                                                 attempt["session_id"]},
-                                 find_row("runs", id=run.run_id))
-    publish_host_runs(run)
-    for project_id in [run.project_id, *run.machine.neighbours(run.project_id)]:
-        schedule_queue(project_id)  # a slot is free
-    check_budget()
-    n = attempt["n"]
-    if outcome == "interrupted" and running:  # the board stops: it resumes at the restart
-        _publish_attempt(update_attempt_row(attempt["id"], {"status": "queued"}))
-    elif not running or outcome in ("stopped", "interrupted"):
-        _attempt_ended(attempt, "stopped")
-    elif outcome == "wait":
-        _wait_for_limit(task, attempt["agent"], until, run.run_id, functools.partial(
-            start_run, run.task_id, resume=True, prompt="continue", attempt=attempt), slot)
-    elif again:
-        attempt = update_attempt_row(attempt["id"], {"retry_count": attempt["retry_count"] + 1})
-        delay = backoff(runtime.config["retry_base_seconds"], attempt["retry_count"])
-        runtime.logs.append(run.task_id, "system", f"attempt {n} failed: {reason}; retry "
-                            f"{attempt['retry_count']} of {project['max_retries']} in "
-                            f"{delay:.1f}s", run.run_id, is_error=True)
-        note = f"A previous attempt at this task failed: {reason}. Check the current state " \
-            "of the working directory before continuing."
-        runtime.agents.retry_later(slot, run.project_id, delay, functools.partial(
-            start_run, run.task_id, note=note, attempt=attempt))
-    elif outcome in ("retry", "fail"):
-        _attempt_failed(attempt, reason, run.run_id)
-    elif outcome == "no_session":
-        runtime.logs.append(run.task_id, "system", f"attempt {n}: {reason}; starting a "
-                            "fresh session", run.run_id)
-        _publish_attempt(update_attempt_row(attempt["id"], {"status": "queued",
-                                                            "session_id": None}))
-    else:
-        runtime.agents.judge(slot, _judge_attempt, task, project, attempt, run)
+class AttemptOwner(RunOwner):
+    """Attempt n's agent (RunOwner): its slot (task id, n), its own branch and worktree,
+    session and retries; it fails alone (the other attempts go on), and its work done, it
+    is judged (_judge_attempt) while the task stays in_progress."""
+
+    verified_in = "in_progress"
+
+    def __init__(self, attempt: dict):
+        self.attempt, self.n, self.task_id = attempt, attempt["n"], attempt["task_id"]
+        self.slot = (self.task_id, self.n)
+        self.said = self.tried = f"attempt {self.n}"
+        self.said += ": "
+
+    def runs_instead(self, task: dict) -> bool:
+        return False
+
+    def own(self, task: dict) -> dict:
+        a = self.attempt
+        return {"agent": a["agent"], "model": a["model"], "effort": a["effort"],
+                "session_id": a["session_id"]}
+
+    def work(self, task: dict) -> dict:
+        return attempt_task(task, self.attempt)
+
+    def checkout(self, task: dict, project: dict) -> tuple[dict, dict]:
+        return self.work(task), {**project, "auto_branch": 1}
+
+    def queued_messages(self) -> list[dict]:
+        return []  # messages wait until an attempt is picked
+
+    def started(self, run_id: int) -> None:
+        self.update({"status": "running", "run_id": run_id})
+
+    def record_session(self, session_id: str) -> None:
+        self.attempt = update_attempt_row(self.attempt["id"], {"session_id": session_id})
+
+    def task_changes(self, run: "AgentRun", outcome: str, reason: str | None) -> dict:
+        return {"is_running": int(any(s != self.slot and s in runtime.agents.runs
+                                      for s in runtime.agents.slots(self.task_id)))}
+
+    def recorded(self, run: "AgentRun") -> None:
+        """The attempt takes the run's cost, time, tokens and session."""
+        self.attempt = update_attempt_row(self.attempt["id"], {
+            "session_id": run.parser.session_id or self.attempt["session_id"]},
+            find_row("runs", id=run.run_id))
+
+    def stopped(self, outcome: str, running: bool) -> bool:
+        """A stop, or the task left in_progress: the attempt stops (the board's stop:
+        queued, it resumes at the restart)."""
+        if outcome == "interrupted" and running:
+            self.update({"status": "queued"})
+        elif not running or outcome in ("stopped", "interrupted"):
+            _attempt_ended(self.attempt, "stopped")
+        else:
+            return False
+        return True
+
+    def retries(self, task: dict) -> int:
+        return self.attempt["retry_count"]
+
+    def count_retry(self) -> int:
+        self.update({"retry_count": self.attempt["retry_count"] + 1})
+        return self.attempt["retry_count"]
+
+    def fail(self, reason: str, run_id: int | None = None) -> None:
+        _attempt_failed(self.attempt, reason, run_id)
+
+    def could_not_start(self, exc: Exception) -> None:
+        self.give_up(f"the agent could not start: {exc}")
+
+    def wait_for_host(self, task: dict, host: dict, exc: "HostDown") -> None:
+        self.could_not_start(exc)
+
+    def wait_for_sandbox(self, task: dict, why: str) -> None:
+        self.give_up(why)
+
+    def done(self, run: "AgentRun", task: dict) -> None:
+        runtime.agents.judge(self.slot, _judge_attempt, task, project_row(run.project_id),
+                             self, run)
+
+    def verifies(self, context: dict) -> bool:
+        """Whether its verifier runs now: the task in_progress, the attempt not ended."""
+        row = find_row("attempts", id=self.attempt["id"])
+        return context["task"]["status"] == "in_progress" and row is not None and \
+            row["status"] == "running"
+
+    def unverified(self, why: str, run_id: int | None = None) -> None:
+        runtime.logs.append(self.task_id, "system", f"{self.said}{why}", run_id,
+                            is_error=True)
+        _attempt_ended(self.attempt, "done")
+
+    def verifier_stopped(self, run: "AgentRun", outcome: str, problem: str | None) -> None:
+        """The board's stop: it resumes, and is judged, at the restart; another stop (a
+        pick, a move): its work stays done, without a verdict."""
+        if outcome == "interrupted":
+            self.update({"status": "queued"})
+        else:
+            self.judged(run, None, problem)
+
+    def judged(self, run: "AgentRun", verdict: dict | None, problem: str | None) -> None:
+        """The verdict is the attempt's, to compare: it never moves the task."""
+        said = f"the verifier says {verdict['verdict']}: {verdict.get('summary') or ''}" \
+            if verdict else f"no verdict from the verifier ({problem})"
+        runtime.logs.append(self.task_id, "system", f"{self.said}{said}", run.run_id,
+                            is_error=verdict is None)
+        _attempt_ended(self.attempt, "done", verdict=verdict and verdict["verdict"],
+                       summary=verdict and _cut(str(verdict.get("summary") or ""), 2000))
+
+    def update(self, changes: dict) -> None:
+        self.attempt = update_attempt_row(self.attempt["id"], changes)
+        _publish_attempt(self.attempt)
 
 
-def _judge_attempt(task: dict, project: dict, attempt: dict, run: "AgentRun") -> None:
+def _judge_attempt(task: dict, project: dict, owner: AttemptOwner, run: "AgentRun") -> None:
     """An attempt did its work: its diff, the project's check once more in its worktree
     (sandboxed as its run was), then with autoTest the verifier's verdict."""
-    n, machine, cwd = attempt["n"], run.machine, run.cwd
+    n, machine, cwd = owner.n, run.machine, run.cwd
     stats = task_diff(task["id"], n)["stats"]
     changes = {"diff_json": json_dumps({"files": stats["files"], "additions": stats[
         "insertions"], "deletions": stats["deletions"]})}
@@ -6248,56 +6442,13 @@ def _judge_attempt(task: dict, project: dict, attempt: dict, run: "AgentRun") ->
         changes["check_json"] = json_dumps({"command": command, "exitCode": code,
                                             "passed": code == 0,
                                             "output": out[-STOP_CHECK_TAIL:]})
-    attempt = update_attempt_row(attempt["id"], changes)
-    _publish_attempt(attempt)
+    owner.update(changes)
     if task_row(task["id"])["status"] != "in_progress":
-        _attempt_ended(attempt, "stopped")
-    elif not project["auto_test"] or not _verify_attempt(task, project, attempt, machine, cwd):
-        _attempt_ended(attempt, "done")
-
-
-def _verify_attempt(task, project, attempt, machine, cwd) -> bool:
-    """Start the verifier on an attempt's work; False when it cannot run (logged)."""
-    try:
-        agent, command, sandboxed = run_agent(project, task["agent"], machine)
-        run = prepare_run(machine, project, agent, command, "verifier", cwd, task["model"],
-                          task["thinking_effort"], verifier_prompt(
-                              task, project, task_diff(task["id"], attempt["n"])),
-                          VERIFIER_FLAGS, mode="read-only", task_id=task["id"],
-                          sandboxed=sandboxed, attempt=attempt,
-                          on_finish=finish_attempt_verifier)
-        runtime.agents.launch_verifier(run)
-    except (CannotRun, HostDown, OSError) as exc:
-        runtime.logs.append(task["id"], "system", f"attempt {attempt['n']}: the verifier "
-                            f"cannot run: {exc}", is_error=True)
-        return False
-    runtime.logs.append(task["id"], "system", f"attempt {attempt['n']}: the verifier checks "
-                        f"the work ({agent}, {run.model_name}, read-only)", run.run_id)
-    return True
-
-
-def finish_attempt_verifier(run: "AgentRun") -> None:
-    runtime.logs.flush([run.task_id])
-    runtime.agents.forget(run)
-    outcome, reason = judge_run(run.parser, run.exit_code, run.stop_reason)
-    verdict, problem = parse_verdict(run.parser.texts) if outcome == "ok" else (None, reason)
-    finish_run_rows(run.run_id, {
-        "status": "stopped" if outcome in ("stopped", "interrupted") else {
-            "approve": "approved", "reject": "rejected"}[verdict["verdict"]] if verdict
-        else "failed", "exit_code": run.exit_code, "error": problem,
-        **run.usage_columns()}, {})
-    publish_host_runs(run)
-    check_budget()
-    if outcome == "interrupted":  # the board stops: it resumes, and is judged, at the restart
-        _publish_attempt(update_attempt_row(run.attempt["id"], {"status": "queued"}))
-        return
-    n = run.attempt["n"]
-    runtime.logs.append(run.task_id, "system", f"attempt {n}: the verifier says "
-                        f"{verdict['verdict']}: {verdict.get('summary') or ''}" if verdict else
-                        f"attempt {n}: no verdict from the verifier ({problem})", run.run_id,
-                        is_error=verdict is None)
-    _attempt_ended(run.attempt, "done", verdict=verdict and verdict["verdict"],
-                   summary=verdict and _cut(str(verdict.get("summary") or ""), 2000))
+        _attempt_ended(owner.attempt, "stopped")
+    elif not project["auto_test"]:
+        _attempt_ended(owner.attempt, "done")
+    else:
+        start_verifier(owner)
 
 
 def _attempt_failed(attempt: dict, reason: str, run_id: int | None = None) -> None:
@@ -10116,11 +10267,11 @@ class AgentRun:
 
     def __init__(self, task_id, project_id, run_id, prompt, *, argv, cwd, env, model,
                  machine=None, root=None, timeout_s=0.0, idle_s=0.0, on_finish=None,
-                 channel=None, attempt=None):
+                 channel=None, owner=None):
         self.task_id, self.project_id, self.run_id = task_id, project_id, run_id
-        #: An attempt's run (design §18): the attempt's row; its slot is (task id, n).
-        self.attempt = attempt
-        self.slot = task_id if attempt is None else (task_id, attempt["n"])
+        #: Whose run it is (a task's, an attempt's: RunOwner); its slot is the owner's.
+        self.owner = owner
+        self.slot = task_id if owner is None else owner.slot
         #: A task run's two-way channel (design §12): {auto_allow, approval_timeout_minutes,
         #: stop_check: (command, max blocks) or None}; None: the prompt, then EOF.
         self.channel = channel
