@@ -865,52 +865,71 @@ class Field:
             if self.nullable:
                 return None
             raise Invalid(f"{name} must not be null", name)
-        kind = self.kind
-        if kind in ("str", "secret"):
-            if not isinstance(value, str):
-                raise Invalid(f"{name} must be a string, not {json_dumps(value)[:60]}", name)
-            if self.required and not value.strip():
-                raise Invalid(f"{name} must not be empty", name)
-            if self.maxlen and len(value) > self.maxlen:
-                raise Invalid(f"{name} is longer than {self.maxlen} characters", name)
-            if self.pattern and (value or self.default != "") \
-                    and not self.pattern.fullmatch(value):
-                raise Invalid(f"{name} {value[:80]!r} is not valid: {self.doc}", name)
-        elif kind == "enum":
-            if value not in self.choices:
-                raise Invalid(f"{name} {json_dumps(value)[:60]} is not one of: "
-                              f"{', '.join(self.choices)}", name)
-        elif kind in ("int", "number"):
-            ok = (int,) if kind == "int" else (int, float)
-            if isinstance(value, bool) or not isinstance(value, ok) or value != value:
-                word = "an integer" if kind == "int" else "a number"
-                raise Invalid(f"{name} must be {word}, not {json_dumps(value)[:60]}", name)
-            if not -2**63 <= value < 2**63:
-                raise Invalid(f"{name} {value} is out of range", name)
-            if (self.lo is not None and value < self.lo) or \
-                    (self.hi is not None and value > self.hi):
-                raise Invalid(f"{name} {value} is out of range {self.lo}..{self.hi}", name)
-        elif kind in ("bool", "flag"):
-            if value not in (True, False, 0, 1) or isinstance(value, float):
-                raise Invalid(f"{name} must be true or false, not {json_dumps(value)[:60]}", name)
-            value = int(bool(value))
-        elif kind == "tags":
-            value = _parse_tags(value, name)
-        elif kind == "tools":
-            value = _parse_tools(value, name)
-        elif kind == "events":
-            if not isinstance(value, list) or not value:
-                raise Invalid(f"{name} must be a non-empty array of event names", name)
-            for event in value:
-                if not isinstance(event, str) or event not in self.choices:
-                    raise Invalid(f"{name}: {json_dumps(event)[:60]} is not one of: "
-                                  f"{', '.join(self.choices)}", name)
-            value = json_dumps(list(dict.fromkeys(value)))
+        parser = self.PARSERS.get(self.kind)
+        if parser:
+            value = parser(self, value)
         if self.check:
             self.check(value, name)
-        if kind == "json" and self.column.endswith("_json"):  # kept as JSON text
+        if self.kind == "json" and self.column.endswith("_json"):  # kept as JSON text
             value = json_dumps(value)
         return value
+
+    def _parse_string(self, value):
+        name = self.name
+        if not isinstance(value, str):
+            raise Invalid(f"{name} must be a string, not {json_dumps(value)[:60]}", name)
+        if self.required and not value.strip():
+            raise Invalid(f"{name} must not be empty", name)
+        if self.maxlen and len(value) > self.maxlen:
+            raise Invalid(f"{name} is longer than {self.maxlen} characters", name)
+        if self.pattern and (value or self.default != "") \
+                and not self.pattern.fullmatch(value):
+            raise Invalid(f"{name} {value[:80]!r} is not valid: {self.doc}", name)
+        return value
+
+    def _parse_enum(self, value):
+        if value not in self.choices:
+            raise Invalid(f"{self.name} {json_dumps(value)[:60]} is not one of: "
+                          f"{', '.join(self.choices)}", self.name)
+        return value
+
+    def _parse_number(self, value):
+        name, kind = self.name, self.kind
+        ok = (int,) if kind == "int" else (int, float)
+        if isinstance(value, bool) or not isinstance(value, ok) or value != value:
+            word = "an integer" if kind == "int" else "a number"
+            raise Invalid(f"{name} must be {word}, not {json_dumps(value)[:60]}", name)
+        if not -2**63 <= value < 2**63:
+            raise Invalid(f"{name} {value} is out of range", name)
+        if (self.lo is not None and value < self.lo) or \
+                (self.hi is not None and value > self.hi):
+            raise Invalid(f"{name} {value} is out of range {self.lo}..{self.hi}", name)
+        return value
+
+    def _parse_boolean(self, value):
+        if value not in (True, False, 0, 1) or isinstance(value, float):
+            raise Invalid(f"{self.name} must be true or false, not "
+                          f"{json_dumps(value)[:60]}", self.name)
+        return int(bool(value))
+
+    def _parse_events(self, value):
+        name = self.name
+        if not isinstance(value, list) or not value:
+            raise Invalid(f"{name} must be a non-empty array of event names", name)
+        for event in value:
+            if not isinstance(event, str) or event not in self.choices:
+                raise Invalid(f"{name}: {json_dumps(event)[:60]} is not one of: "
+                              f"{', '.join(self.choices)}", name)
+        return json_dumps(list(dict.fromkeys(value)))
+
+    #: How parse checks a value of each kind and turns it into its column value; a kind
+    #: not here (json, time) is taken as it is.
+    PARSERS = {"str": _parse_string, "secret": _parse_string, "enum": _parse_enum,
+               "int": _parse_number, "number": _parse_number,
+               "bool": _parse_boolean, "flag": _parse_boolean,
+               "tags": lambda self, value: _parse_tags(value, self.name),
+               "tools": lambda self, value: _parse_tools(value, self.name),
+               "events": _parse_events}
 
     def render(self, value):
         """Turn a column value into its JSON value."""
