@@ -890,52 +890,71 @@ class Field:
             if self.nullable:
                 return None
             raise Invalid(f"{name} must not be null", name)
-        kind = self.kind
-        if kind in ("str", "secret"):
-            if not isinstance(value, str):
-                raise Invalid(f"{name} must be a string, not {json_dumps(value)[:60]}", name)
-            if self.required and not value.strip():
-                raise Invalid(f"{name} must not be empty", name)
-            if self.maxlen and len(value) > self.maxlen:
-                raise Invalid(f"{name} is longer than {self.maxlen} characters", name)
-            if self.pattern and (value or self.default != "") \
-                    and not self.pattern.fullmatch(value):
-                raise Invalid(f"{name} {value[:80]!r} is not valid: {self.doc}", name)
-        elif kind == "enum":
-            if value not in self.choices:
-                raise Invalid(f"{name} {json_dumps(value)[:60]} is not one of: "
-                              f"{', '.join(self.choices)}", name)
-        elif kind in ("int", "number"):
-            ok = (int,) if kind == "int" else (int, float)
-            if isinstance(value, bool) or not isinstance(value, ok) or value != value:
-                word = "an integer" if kind == "int" else "a number"
-                raise Invalid(f"{name} must be {word}, not {json_dumps(value)[:60]}", name)
-            if not -2**63 <= value < 2**63:
-                raise Invalid(f"{name} {value} is out of range", name)
-            if (self.lo is not None and value < self.lo) or \
-                    (self.hi is not None and value > self.hi):
-                raise Invalid(f"{name} {value} is out of range {self.lo}..{self.hi}", name)
-        elif kind in ("bool", "flag"):
-            if value not in (True, False, 0, 1) or isinstance(value, float):
-                raise Invalid(f"{name} must be true or false, not {json_dumps(value)[:60]}", name)
-            value = int(bool(value))
-        elif kind == "tags":
-            value = _parse_tags(value, name)
-        elif kind == "tools":
-            value = _parse_tools(value, name)
-        elif kind == "events":
-            if not isinstance(value, list) or not value:
-                raise Invalid(f"{name} must be a non-empty array of event names", name)
-            for event in value:
-                if not isinstance(event, str) or event not in self.choices:
-                    raise Invalid(f"{name}: {json_dumps(event)[:60]} is not one of: "
-                                  f"{', '.join(self.choices)}", name)
-            value = json_dumps(list(dict.fromkeys(value)))
+        parser = self.PARSERS.get(self.kind)
+        if parser:
+            value = parser(self, value)
         if self.check:
             self.check(value, name)
-        if kind == "json" and self.column.endswith("_json"):  # kept as JSON text
+        if self.kind == "json" and self.column.endswith("_json"):  # kept as JSON text
             value = json_dumps(value)
         return value
+
+    def _parse_string(self, value):
+        name = self.name
+        if not isinstance(value, str):
+            raise Invalid(f"{name} must be a string, not {json_dumps(value)[:60]}", name)
+        if self.required and not value.strip():
+            raise Invalid(f"{name} must not be empty", name)
+        if self.maxlen and len(value) > self.maxlen:
+            raise Invalid(f"{name} is longer than {self.maxlen} characters", name)
+        if self.pattern and (value or self.default != "") \
+                and not self.pattern.fullmatch(value):
+            raise Invalid(f"{name} {value[:80]!r} is not valid: {self.doc}", name)
+        return value
+
+    def _parse_enum(self, value):
+        if value not in self.choices:
+            raise Invalid(f"{self.name} {json_dumps(value)[:60]} is not one of: "
+                          f"{', '.join(self.choices)}", self.name)
+        return value
+
+    def _parse_number(self, value):
+        name, kind = self.name, self.kind
+        ok = (int,) if kind == "int" else (int, float)
+        if isinstance(value, bool) or not isinstance(value, ok) or value != value:
+            word = "an integer" if kind == "int" else "a number"
+            raise Invalid(f"{name} must be {word}, not {json_dumps(value)[:60]}", name)
+        if not -2**63 <= value < 2**63:
+            raise Invalid(f"{name} {value} is out of range", name)
+        if (self.lo is not None and value < self.lo) or \
+                (self.hi is not None and value > self.hi):
+            raise Invalid(f"{name} {value} is out of range {self.lo}..{self.hi}", name)
+        return value
+
+    def _parse_boolean(self, value):
+        if value not in (True, False, 0, 1) or isinstance(value, float):
+            raise Invalid(f"{self.name} must be true or false, not "
+                          f"{json_dumps(value)[:60]}", self.name)
+        return int(bool(value))
+
+    def _parse_events(self, value):
+        name = self.name
+        if not isinstance(value, list) or not value:
+            raise Invalid(f"{name} must be a non-empty array of event names", name)
+        for event in value:
+            if not isinstance(event, str) or event not in self.choices:
+                raise Invalid(f"{name}: {json_dumps(event)[:60]} is not one of: "
+                              f"{', '.join(self.choices)}", name)
+        return json_dumps(list(dict.fromkeys(value)))
+
+    #: How parse checks a value of each kind and turns it into its column value; a kind
+    #: not here (json, time) is taken as it is.
+    PARSERS = {"str": _parse_string, "secret": _parse_string, "enum": _parse_enum,
+               "int": _parse_number, "number": _parse_number,
+               "bool": _parse_boolean, "flag": _parse_boolean,
+               "tags": lambda self, value: _parse_tags(value, self.name),
+               "tools": lambda self, value: _parse_tools(value, self.name),
+               "events": _parse_events}
 
     def render(self, value):
         """Turn a column value into its JSON value."""
@@ -13905,77 +13924,15 @@ def board_url(host: str, port: int) -> str:
 def parse_args(argv=None, environ=None) -> dict:
     """The configuration from flags, their TASKBOARD_* twins and the defaults."""
     environ = os.environ if environ is None else environ
-    parser = argparse.ArgumentParser(prog="taskboard.py", description=__doc__.splitlines()[0])
-    for option in OPTIONS:
-        parser.add_argument(option.flag, default=environ.get(option.env, option.default),
-                            help=f"{option.help} (env {option.env}, default {option.default})")
-    parser.add_argument("--backup", metavar="PATH",
-                        help="copy the database to PATH (a file, or a folder to put a dated "
-                             "copy in) with SQLite's online backup, safe while the board "
-                             "runs, then exit")
-    parser.add_argument("--demo", action="store_true",
-                        help="create a Demo project on a scratch repository, whose tasks the "
-                             "built-in simulated agent runs (other projects keep their CLI)")
-    parser.add_argument("--no-auth", action="store_true",
-                        default=environ.get("TASKBOARD_NO_AUTH", "") in ("1", "true", "yes"),
-                        help="no token at all (env TASKBOARD_NO_AUTH=1); only on a loopback "
-                             "address")
+    parser = _argument_parser(environ)
     args = parser.parse_args(argv)
-    if args.no_auth and not is_loopback_host(args.host):
-        parser.error(f"--no-auth is refused on {args.host!r}: without a token the board may "
-                     "only listen on a loopback address (127.0.0.1, ::1, localhost)")
-    if args.no_auth and (args.token or args.token_file):
-        parser.error("--no-auth and a token (--token, --token-file) contradict each other")
-    if args.token and len(args.token.strip()) < TOKEN_MIN_LENGTH:
-        parser.error(f"the token must be at least {TOKEN_MIN_LENGTH} characters long")
-    try:
-        trusted = [ipaddress.ip_network(n.strip(), strict=False) for n in
-                   environ.get("TASKBOARD_TRUSTED_PROXIES", "").split(",") if n.strip()]
-    except ValueError as exc:
-        parser.error(f"TASKBOARD_TRUSTED_PROXIES: {exc}")
-    try:
-        port = int(args.port)
-        if not 0 <= port <= 65535:
-            raise ValueError
-    except ValueError:
-        parser.error(f"port must be a number from 0 to 65535, not {args.port!r}")
-    if args.db:
-        db_path = os.path.abspath(os.path.expanduser(args.db))
-        data_dir = os.path.dirname(db_path)
-    else:  # systemd's StateDirectory, else the XDG data home
-        base = environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-        data_dir = environ.get("STATE_DIRECTORY", "").split(":")[0] or \
-            os.path.join(base, "taskboard")
-        db_path = os.path.join(data_dir, "taskboard.db")
-    try:
-        agent_argv = shlex.split(args.agent_command)
-    except ValueError as exc:
-        parser.error(f"agent command {args.agent_command!r} cannot be parsed: {exc}")
-    if not agent_argv:
-        parser.error("agent command must not be empty")
-    agents = {"claude": agent_argv}
-    for name, cli in AGENTS.items():
-        if name == "claude":
-            continue
-        command = environ.get(cli.env) or cli.command
-        try:
-            agents[name] = shlex.split(command)
-        except ValueError as exc:
-            parser.error(f"{cli.env} {command!r} cannot be parsed: {exc}")
-        if not agents[name]:
-            parser.error(f"{cli.env} must not be empty")
-    contact = environ.get("TASKBOARD_PUSH_CONTACT", "mailto:taskboard@localhost")
-    if not re.fullmatch(r"mailto:[^@\s]+@(localhost|[\w-]+(\.[\w-]+)+)|https://\S+", contact):
-        parser.error(f"TASKBOARD_PUSH_CONTACT must be a mailto: or https: URL, not "
-                     f"{contact[:80]!r}")
-    retry_base = environ.get("TASKBOARD_RETRY_BASE_SECONDS", "30")
-    try:
-        retry_base = float(retry_base)
-        if not 0 <= retry_base <= 86_400:
-            raise ValueError
-    except ValueError:
-        parser.error("TASKBOARD_RETRY_BASE_SECONDS must be a number of seconds from 0 to "
-                     f"86400, not {retry_base!r}")
+    _check_auth_flags(parser, args)
+    trusted = _trusted_proxies(parser, environ)
+    port = _listen_port(parser, args.port)
+    db_path, data_dir = _database_path(args.db, environ)
+    agent_argv, agents = _agent_commands(parser, args.agent_command, environ)
+    contact = _push_contact(parser, environ)
+    retry_base = _retry_base_seconds(parser, environ)
     return {"host": args.host, "port": port, "db_path": db_path, "data_dir": data_dir,
             "agent_command": args.agent_command,
             "agent_argv": agent_argv, "agents": agents,
@@ -13992,6 +13949,115 @@ def parse_args(argv=None, environ=None) -> dict:
             "bwrap": shlex.split(environ.get("TASKBOARD_BWRAP") or "bwrap"),
             "git_host_token": environ.get("TASKBOARD_GIT_HOST_TOKEN")
             or environ.get("GITHUB_TOKEN")}
+
+
+def _argument_parser(environ) -> argparse.ArgumentParser:
+    """The flags: one per option of OPTIONS (its environment variable its default), and
+    --backup, --demo and --no-auth."""
+    parser = argparse.ArgumentParser(prog="taskboard.py", description=__doc__.splitlines()[0])
+    for option in OPTIONS:
+        parser.add_argument(option.flag, default=environ.get(option.env, option.default),
+                            help=f"{option.help} (env {option.env}, default {option.default})")
+    parser.add_argument("--backup", metavar="PATH",
+                        help="copy the database to PATH (a file, or a folder to put a dated "
+                             "copy in) with SQLite's online backup, safe while the board "
+                             "runs, then exit")
+    parser.add_argument("--demo", action="store_true",
+                        help="create a Demo project on a scratch repository, whose tasks the "
+                             "built-in simulated agent runs (other projects keep their CLI)")
+    parser.add_argument("--no-auth", action="store_true",
+                        default=environ.get("TASKBOARD_NO_AUTH", "") in ("1", "true", "yes"),
+                        help="no token at all (env TASKBOARD_NO_AUTH=1); only on a loopback "
+                             "address")
+    return parser
+
+
+def _check_auth_flags(parser, args) -> None:
+    """--no-auth only on a loopback address and without a token; a token long enough."""
+    if args.no_auth and not is_loopback_host(args.host):
+        parser.error(f"--no-auth is refused on {args.host!r}: without a token the board may "
+                     "only listen on a loopback address (127.0.0.1, ::1, localhost)")
+    if args.no_auth and (args.token or args.token_file):
+        parser.error("--no-auth and a token (--token, --token-file) contradict each other")
+    if args.token and len(args.token.strip()) < TOKEN_MIN_LENGTH:
+        parser.error(f"the token must be at least {TOKEN_MIN_LENGTH} characters long")
+
+
+def _trusted_proxies(parser, environ) -> list:
+    """The networks of TASKBOARD_TRUSTED_PROXIES (comma-separated)."""
+    try:
+        return [ipaddress.ip_network(n.strip(), strict=False) for n in
+                environ.get("TASKBOARD_TRUSTED_PROXIES", "").split(",") if n.strip()]
+    except ValueError as exc:
+        parser.error(f"TASKBOARD_TRUSTED_PROXIES: {exc}")
+
+
+def _listen_port(parser, value) -> int:
+    """The port to listen on: 0 (any free one) to 65535."""
+    try:
+        port = int(value)
+        if not 0 <= port <= 65535:
+            raise ValueError
+    except ValueError:
+        parser.error(f"port must be a number from 0 to 65535, not {value!r}")
+    return port
+
+
+def _database_path(db, environ) -> tuple[str, str]:
+    """(the database's path, its folder): --db, else systemd's StateDirectory, else the
+    XDG data home."""
+    if db:
+        db_path = os.path.abspath(os.path.expanduser(db))
+        return db_path, os.path.dirname(db_path)
+    base = environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    data_dir = environ.get("STATE_DIRECTORY", "").split(":")[0] or \
+        os.path.join(base, "taskboard")
+    return os.path.join(data_dir, "taskboard.db"), data_dir
+
+
+def _agent_commands(parser, agent_command: str, environ) -> tuple[list, dict]:
+    """(claude's argv, {agent: argv}): claude's from --agent-command, each other CLI's from
+    its environment variable or its default command."""
+    try:
+        agent_argv = shlex.split(agent_command)
+    except ValueError as exc:
+        parser.error(f"agent command {agent_command!r} cannot be parsed: {exc}")
+    if not agent_argv:
+        parser.error("agent command must not be empty")
+    agents = {"claude": agent_argv}
+    for name, cli in AGENTS.items():
+        if name == "claude":
+            continue
+        command = environ.get(cli.env) or cli.command
+        try:
+            agents[name] = shlex.split(command)
+        except ValueError as exc:
+            parser.error(f"{cli.env} {command!r} cannot be parsed: {exc}")
+        if not agents[name]:
+            parser.error(f"{cli.env} must not be empty")
+    return agent_argv, agents
+
+
+def _push_contact(parser, environ) -> str:
+    """Whom push services may write to (TASKBOARD_PUSH_CONTACT): a mailto: or https: URL."""
+    contact = environ.get("TASKBOARD_PUSH_CONTACT", "mailto:taskboard@localhost")
+    if not re.fullmatch(r"mailto:[^@\s]+@(localhost|[\w-]+(\.[\w-]+)+)|https://\S+", contact):
+        parser.error(f"TASKBOARD_PUSH_CONTACT must be a mailto: or https: URL, not "
+                     f"{contact[:80]!r}")
+    return contact
+
+
+def _retry_base_seconds(parser, environ) -> float:
+    """The base of the retry backoff, in seconds (TASKBOARD_RETRY_BASE_SECONDS)."""
+    retry_base = environ.get("TASKBOARD_RETRY_BASE_SECONDS", "30")
+    try:
+        retry_base = float(retry_base)
+        if not 0 <= retry_base <= 86_400:
+            raise ValueError
+    except ValueError:
+        parser.error("TASKBOARD_RETRY_BASE_SECONDS must be a number of seconds from 0 to "
+                     f"86400, not {retry_base!r}")
+    return retry_base
 
 
 def init(config: dict, resume_runs: bool = True) -> Runtime:
