@@ -1,9 +1,10 @@
 """Best of N: one task run by several agents at once, compared and picked (design §18)."""
 
 import os
+import re
 
 import taskboard
-from agent_helpers import RUN, alive, assert_stays, query, read_calls
+from agent_helpers import RUN, alive, assert_stays, logs, query, read_calls
 from conftest import assert_error, assert_refused, git, wait_for
 
 #: Each attempt acts by its model: haiku's writes small.txt and passes the check (the
@@ -238,3 +239,52 @@ def test_the_verifier_judges_each_attempt_and_statistics_count_the_pick(api, cli
     assert rows[("claude", "model_medium")]["winRate"] == 1.0
     assert rows[("claude", "model_small")]["picks"] == 0
     assert rows[("claude", "model_small")]["meanCostUsd"] > 0
+
+
+# --- one rule for a task's run and an attempt's -------------------------------------------------
+
+def test_an_attempts_verifier_waits_for_its_agents_usage_limit_as_a_tasks_does(
+        api, client, repo, fake_agent_dir):
+    """Both attempts' agents ask a person; Claude hits its usage limit meanwhile.  Once
+    answered they finish, and each one's verifier checks the work when the limit lifts (as
+    a task's verifier does) instead of ending without a verdict."""
+    project = api.project(workingDir=str(repo), maxConcurrent=2, autoTest=1)
+    task_id = api.task(project["id"], description="fake:ask")["id"]
+    client.post_json(f"/api/tasks/{task_id}/attempts", {"agents": PAIR}, status=202)
+    asked = wait_for(lambda: len(rows := [
+        a for a in client.get(f"/api/tasks/{task_id}/approvals").json
+        if a["status"] == "pending"]) == 2 and rows, RUN, message="both agents ask")
+    reset = taskboard.time.time() + 8
+    taskboard.set_agent_limit("claude", reset, "a test's limit")
+    for approval in asked:
+        client.post_json(f"/api/approvals/{approval['id']}", {"decision": "allow"})
+    wait_for(lambda: task(client, task_id)["status"] == "testing", 3 * RUN,
+             message="both attempts judged after the reset")
+    assert [a["verdict"] for a in attempts(client, task_id)] == ["approve", "approve"]
+    waited = sorted(e["message"] for e in logs(client, task_id)
+                    if "the verifier's agent is at its usage limit" in e["message"])
+    assert {m[:len("attempt n:")] for m in waited} == {"attempt 1:", "attempt 2:"}, waited
+    verifiers = [c for c in read_calls(fake_agent_dir)
+                 if c["stdin"].startswith("You are reviewing the work")]
+    assert len(verifiers) == 2 and all(c["time"] >= reset for c in verifiers), \
+        "no verifier before the reset"
+
+
+def test_an_attempt_is_retried_by_the_rule_of_a_tasks_run(api, client, repo, tb,
+                                                          fake_agent_dir):
+    """The same backoff with its jitter (a fifth either way), the same count of retries
+    against maxRetries, the same last error."""
+    tb.config["retry_base_seconds"] = 0.5
+    _, task_id = run_two(api, client, repo, "fake:ok fake@haiku:exit=3", maxRetries=1)
+    wait_for(lambda: task(client, task_id)["status"] == "testing", RUN,
+             message="the attempt that worked moves the task to testing")
+    failed, worked = attempts(client, task_id)
+    assert worked["status"] == "done"
+    assert failed["status"] == "failed"
+    assert failed["error"].endswith("(no retries left of 1)"), failed["error"]
+    [retry] = [m for e in logs(client, task_id) if (m := re.fullmatch(
+        r"attempt 1 failed: .*; retry 1 of 1 in (\d+\.\d)s", e["message"]))]
+    assert 0.4 <= float(retry[1]) <= 0.6
+    first, second = [c for c in read_calls(fake_agent_dir) if c["cwd"].endswith("-1")]
+    assert "A previous attempt at this task failed" in second["stdin"]
+    assert second["time"] - first["time"] >= 0.4
