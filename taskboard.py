@@ -5552,7 +5552,7 @@ def task_approvals(task_id: int) -> list[dict]:
 
 def answer_approval(approval_id: int, body) -> dict:
     """A person's (or a personal token's) answer to an approval or question."""
-    return decide_approval(approval_id, body, requester())
+    return decide_approval(approval_id, body, requester(bottle.request.environ))
 
 
 def decide_approval(approval_id: int, body, decided_by: str = "person") -> dict:
@@ -11597,10 +11597,7 @@ def body_refusal(environ) -> ApiError | None:
 
 
 def read_json(required: bool = True):
-    """The request body as parsed JSON (its headers were checked by body_refusal); in a
-    board tool's call in process, the tool's body."""
-    if "taskboard.body" in bottle.request.environ:
-        return bottle.request.environ["taskboard.body"]
+    """The request body as parsed JSON (its headers were checked by body_refusal)."""
     raw = bottle.request.body.read(MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
         raise PayloadTooLarge("request body is larger than 1 mib")
@@ -11960,9 +11957,9 @@ def agent_of(environ) -> dict | None:
     return environ.get("taskboard.agent")
 
 
-def requester() -> str:
-    """Who makes this request, as an approval records it: a personal token, or a person."""
-    token = bottle.request.environ.get("taskboard.token")
+def requester(environ) -> str:
+    """Who makes the request, as an approval records it: a personal token, or a person."""
+    token = environ.get("taskboard.token")
     return f"token:{token['name']}" if token is not None else "person"
 
 
@@ -12041,7 +12038,7 @@ def board_tools_http():
     if version is not None and version not in MCP_VERSIONS:
         raise RpcError(-32600, f"MCP-Protocol-Version {version[:40]!r} is not one of: "
                        f"{', '.join(MCP_VERSIONS)}")
-    answer = mcp_http(body)
+    answer = mcp_http(body, bottle.request.environ)
     if answer is None:
         bottle.response.status = 202
         return ""
@@ -12791,15 +12788,15 @@ COMMANDS = {
         {"type": "array", "items": _OBJECT},
         lambda a, board: [{k: t[k] for k in ("id", "task_key", "title", "status", "priority",
                                              "task_type", "parent_task_id")}
-                          for t in board.call("GET", f"/api/projects/{board.project()}/tasks")
+                          for t in board.tasks(board.project())
                           if a.get("status") in (None, t["status"])]),
     "create_task": Command(
         "tool", "Create a sub-task in this project: below the task you are working on "
         "(which then waits until its sub-tasks are finished), or below a task you created "
         "when you pass its id as parent_task_id.",
         {**_TASK_FIELDS_IN, "parent_task_id": {"type": ["integer", "null"]}}, ["title"],
-        _TASK, lambda a, board: board.call("POST", f"/api/projects/{board.project()}/tasks",
-                                           {"parent_task_id": board.own, **a})),
+        _TASK, lambda a, board: board.create(board.project(), {"parent_task_id": board.own,
+                                                               **a})),
     "update_task": Command(
         "tool", "Change fields of a task you created (or one below it), not its status.",
         {"id": {"type": "integer"}, **_TASK_FIELDS_IN}, ["id"], _TASK,
@@ -13159,12 +13156,11 @@ def mcp_serve(argv: list[str]) -> int:
     return 0
 
 
-def mcp_http(body):
+def mcp_http(body, environ):
     """POST /mcp: the answers to a JSON-RPC message or batch; None when it held only
-    notifications.  The tools call the board's routes in this process, within the bounds
-    of the caller's credential (a run's token keeps its bounds)."""
-    scope = bottle.request.environ.get("taskboard.agent") or {}
-    board = BoardApi(scope.get("task_id"))
+    notifications.  The tools call the board's services, within the bounds of the
+    request's credential (a run's token keeps its bounds)."""
+    board = BoardApi(agent_of(environ), requester(environ))
     messages = body if isinstance(body, list) else [body]
     answers = []
     for message in messages:
@@ -13173,7 +13169,7 @@ def mcp_http(body):
                 "code": -32600, "message": "invalid request"}})
         elif "id" in message:
             answers.append({"jsonrpc": "2.0", "id": message["id"], **_mcp_reply(
-                message, board, _tools(bottle.request.environ))})
+                message, board, _tools(environ))})
     if not answers:
         return None
     return answers if isinstance(body, list) else answers[0]
@@ -13236,8 +13232,8 @@ CLIENT_TOOLS = {
         "it is done.", {"project_id": _ID, **_TASK_FIELDS_IN, "status": {
             "type": "string", "enum": ["backlog", "in_progress"]}},
         ["project_id", "title"], _TASK,
-        lambda a, board: board.call("POST", f"/api/projects/{int(a['project_id'])}/tasks",
-                                    {k: v for k, v in a.items() if k != "project_id"})),
+        lambda a, board: board.create(int(a["project_id"]), {
+            k: v for k, v in a.items() if k != "project_id"})),
     "update_task": Command(
         "write", "Change fields of a task (title, description, acceptance_criteria, "
         "task_type, priority); use move_task for its status.",
@@ -13268,7 +13264,7 @@ CLIENT_TOOLS = {
          "message": {"type": "string"}, "answers": {"type": "object"}},
         ["id", "decision"], _ref("Approval"),
         lambda a, board: decide_approval(int(a["id"]), {
-            k: v for k, v in a.items() if k != "id"}, requester())),
+            k: v for k, v in a.items() if k != "id"}, board.decided_by)),
     "send_message": Command(
         "write", "Send a message to a task's agent: a running agent reads it when its turn "
         "ends (interrupt true: at once); a task in testing or failed resumes its agent with "
@@ -13291,7 +13287,7 @@ def client_task_list(project_id, status, limit) -> RawJson:
 
 
 def _task_for_client(task_id: int, board: "BoardApi") -> dict:
-    task = board.call("GET", f"/api/tasks/{task_id}")
+    task = board.task(task_id)
     return {**task, "logs": json.loads(task_logs(task_id, 20)), "requests": [
         a for a in task_approvals(task_id) if a["status"] == "pending"]}
 
@@ -13357,59 +13353,57 @@ def _mcp_answer(method, params, board: "BoardApi | None", tools: dict):
 
 
 class BoardApi:
-    """The board's API as the tools call it, in this request (POST /mcp), within the bounds
-    of its credential; `own`: the task a run's agent works on (None: a person's client)."""
+    """The board as the tools call it (POST /mcp): its services, within the bounds of the
+    request's credential.  `agent`: a run token's scope (None: a person's client), which
+    reaches only its own project's tasks (run_reach_refusal) and changes only those
+    agent_bounds() allows; `own`: the task its run works on; `decided_by`: who answers a
+    request (answer_request), as an approval records it."""
 
-    def __init__(self, own: int | None):
-        self.own = own
+    def __init__(self, agent: dict | None, decided_by: str = "person"):
+        self.agent, self.decided_by = agent, decided_by
+        self.own = agent["task_id"] if agent is not None else None
 
-    def call(self, method: str, path: str, body=None):
-        return _call_in_process(method, path, body)
+    def reach(self, project_id: int | None = None, task_id: int | None = None) -> None:
+        """Forbidden when a run token may not reach the project or the task."""
+        if self.agent is not None and \
+                (error := run_reach_refusal(self.agent, project_id, task_id)):
+            raise error
 
     def project(self) -> int:
         if self.own is None:
             raise ValueError("this tool works inside a task's run: which project?")
-        return self.call("GET", f"/api/tasks/{self.own}")["project_id"]
+        return self.task(self.own)["project_id"]
+
+    def tasks(self, project_id: int) -> list[dict]:
+        self.reach(project_id=project_id)
+        return json.loads(list_tasks(project_id))
+
+    def task(self, task_id: int) -> dict:
+        self.reach(task_id=task_id)
+        return get_task(task_id)
+
+    def create(self, project_id: int, fields: dict) -> dict:
+        self.reach(project_id=project_id)
+        return create_task_by(self.agent, project_id, fields)
 
     def update(self, task_id: int, fields: dict) -> dict:
         if "status" in fields:
             raise ValueError("a task's status changes by moving it (the tool that moves a "
                              "task), not by updating it")
-        return self.call("PUT", f"/api/tasks/{task_id}", fields)
+        self.reach(task_id=task_id)
+        return update_task_by(self.agent, task_id, fields)
 
     def move(self, task_id: int, status) -> dict:
         if task_id == self.own:
             raise ValueError("you cannot change the status of the task you are working on")
-        return self.call("PATCH", f"/api/tasks/{task_id}/status", {"status": status})
+        self.reach(task_id=task_id)
+        return move_task_by(self.agent, task_id, {"status": status})
 
     def detail(self, task_id: int) -> dict:
-        detail = self.call("GET", f"/api/tasks/{task_id}/detail")
+        self.reach(task_id=task_id)
+        detail = json.loads(task_detail(task_id))
         detail["logs"] = detail["logs"][-20:]
         return detail
-
-
-def _call_in_process(method: str, path: str, body):
-    """A board tool's call of a route, answered in this request: the route's own code with
-    the tool's body, after the checks an HTTP call of the same credential meets (a run
-    token reaches only RUN_TOKEN_ROUTES of its project; agent_bounds() does the rest)."""
-    environ = bottle.request.environ
-    scope = environ.get("taskboard.agent")
-    try:
-        route, ids = app.router.match({"REQUEST_METHOD": method, "PATH_INFO": path})
-    except bottle.HTTPError as exc:
-        raise ValueError(f"{method} {path[:100]}: {exc.status_line.lower()}") from None
-    refusal = run_token_refusal({"REQUEST_METHOD": method, "PATH_INFO": path}, route, ids,
-                                scope) if scope is not None else None
-    if refusal is not None:
-        raise ValueError(refusal.message)
-    environ["taskboard.body"] = body
-    try:
-        answer = route.callback(**ids)
-    except ApiError as exc:
-        raise ValueError(exc.message) from None
-    finally:
-        del environ["taskboard.body"]
-    return json.loads(answer) if isinstance(answer, RawJson) else answer
 
 
 # =============================================================================
