@@ -5831,7 +5831,7 @@ def task_approvals(task_id: int) -> list[dict]:
 
 def answer_approval(approval_id: int, body) -> dict:
     """A person's (or a personal token's) answer to an approval or question."""
-    return decide_approval(approval_id, body, requester())
+    return decide_approval(approval_id, body, requester(bottle.request.environ))
 
 
 def decide_approval(approval_id: int, body, decided_by: str = "person") -> dict:
@@ -8782,20 +8782,7 @@ def _digest(text: str) -> str:
 # its scopes, and schedules, which start work on a clock.
 
 # --- personal tokens ------------------------------------------------------------------
-
-#: What a personal token's scopes reach besides GETs and /ws (read) and /mcp (each tool
-#: asks for its own): (scope, method, path pattern).  The rest stays the owner's.
-TOKEN_ROUTES = (
-    ("write", "POST", re.compile(r"/api/projects/\d+/tasks")),
-    ("write", "PUT", re.compile(r"/api/tasks/\d+")),
-    ("write", "PATCH", re.compile(r"/api/tasks/\d+/status")),
-    ("write", "POST", re.compile(r"/api/tasks/\d+/(messages|attempts|attempts/\d+/pick)")),
-    ("approve", "POST", re.compile(r"/api/approvals/\d+")),
-)
-#: What only the board's token or a session reaches, GETs included.
-OWNER_PATHS = re.compile(r"/api/(settings|hosts|tokens|push|desktop|projects/\d+/webhooks)"
-                         r"(/.*)?")
-
+# What each may call, its routes say (their scope: see SCOPES in HTTP PLUMBING).
 
 def token_view(row: dict) -> dict:
     return render(TOKEN_FIELDS, row)
@@ -8841,21 +8828,38 @@ def personal_token(secret: str) -> dict | None:
     return row
 
 
+# --- run tokens ---------------------------------------------------------------------
+# A run's board tools (BOARD TOOLS (MCP)) hold a token, its scope in runtime.run_tokens:
+# {project_id, task_id (the run's own task), created (the ids of the tasks it made)}.  It
+# reaches only its project's tasks and changes only those its run created, over HTTP (the
+# routes declared run_token=True) and in the tools alike.
+
 def revoke_run_token(run: "AgentRun") -> None:
     if runtime.run_tokens.pop(getattr(run, "board_token", None), None) is not None:
         with contextlib.suppress(OSError):
             os.remove(_mcp_config_path(run.run_id))
 
 
-def agent_bounds(body, task_id: int | None = None) -> dict | None:
-    """The scope of the run token that makes this request (None: a person), once the change
-    is within its bounds (design §11): it edits and moves only tasks its run created and
-    their descendants, never its own task, never to done (a person's approval), and creates
-    tasks below its own task (when the body names no parent) or below those it created.
-    Else Forbidden."""
-    scope = bottle.request.environ.get("taskboard.agent")
+def run_reach_refusal(scope: dict, project_id: int | None = None,
+                      task_id: int | None = None) -> ApiError | None:
+    """Forbidden when the project, or the task's project, is not the run token's own; a task
+    not found counts as its own (the service then says 404)."""
+    if task_id is not None:
+        task = task_row(task_id) if 0 < task_id < 2**63 else None
+        project_id = task["project_id"] if task else scope["project_id"]
+    if project_id is not None and project_id != scope["project_id"]:
+        return Forbidden("the board tools reach only the tasks of their own project")
+    return None
+
+
+def agent_bounds(scope: dict | None, body, task_id: int | None = None) -> None:
+    """Forbidden unless the change a run token's agent asks (scope: its token's; None: a
+    person, unbounded) is within its bounds (design §11): it edits and moves only tasks its
+    run created and their descendants, never its own task, never to done (a person's
+    approval), and creates tasks below its own task (when the body names no parent) or
+    below those it created."""
     if scope is None:
-        return None
+        return
     if isinstance(body, dict) and body.get("status") == "done":
         raise Forbidden("an agent cannot move a task to done: that is a person's approval")
     if task_id == scope["task_id"]:
@@ -8870,7 +8874,6 @@ def agent_bounds(body, task_id: int | None = None) -> dict | None:
             parent != scope["task_id"] and not _created_by(scope, parent):
         raise Forbidden(f"parent_task_id {parent} is neither this agent's task nor one it "
                         "created")
-    return scope
 
 
 def _created_by(scope: dict, task_id: int) -> bool:
@@ -8883,6 +8886,35 @@ def _created_by(scope: dict, task_id: int) -> bool:
         row = task_row(task_id) if 0 < task_id < 2**63 else None
         task_id = row["parent_task_id"] if row else None
     return False
+
+
+# --- what a request asks of a task ------------------------------------------------------
+# A person's, a personal token's or a running agent's (agent: its run token's scope, None
+# for the others): the routes and the board tools both ask these.
+
+def create_task_by(agent: dict | None, project_id: int, body) -> dict:
+    """create_task(), within the agent's bounds; the task is then one its run created."""
+    agent_bounds(agent, body)
+    task = create_task(project_id, body)
+    if agent is not None:
+        agent["created"].add(task["id"])
+    return task
+
+
+def update_task_by(agent: dict | None, task_id: int, body) -> dict:
+    """update_task(), within the agent's bounds; a person's edit releases an imported task."""
+    agent_bounds(agent, body, task_id)
+    task = update_task(task_id, body)
+    return task if agent is not None else release_task(task_id)
+
+
+def move_task_by(agent: dict | None, task_id: int, body) -> dict:
+    """move_task() to the body's status, within the agent's bounds; a person's move releases
+    an imported task."""
+    body = validate_known(lambda: get_task(task_id), STATUS_FIELDS, body)
+    agent_bounds(agent, body, task_id)
+    task = move_task(task_id, body["status"])
+    return task if agent is not None else release_task(task_id)
 
 
 # --- schedules ----------------------------------------------------------------------
@@ -11534,13 +11566,29 @@ def _pgid(pid: int) -> int | None:
 # HTTP PLUMBING
 # =============================================================================
 
+#: Who may call a route, said where it is declared (`scope=`): the owner (the board's token,
+#: a session, or a board run with --no-auth), and a personal token with that scope ("read",
+#: "write", "approve"); "owner": the owner alone, even to read; "tools": any credential, each
+#: board tool then asking for its own (POST /mcp).  Beside it, `run_token=True`: a running
+#: agent's board tools may call it too (run_token_refusal); `open=True`: it needs no
+#: credential (one sent is still checked); `local=True`: it answers this machine alone.
+SCOPES = ("read", "write", "approve", "owner", "tools")
+
+
 class Router(bottle.Router):
     """bottle's router, compiling a method's patterns when it next matches one: bottle
-    compiles them all again at each route added, a tenth of the start-up for 80 routes."""
+    compiles them all again at each route added, a tenth of the start-up for 80 routes.
+    It refuses a route that does not say who may call it (SCOPES)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.stale = set()
+
+    def add(self, rule, method, target, name=None):
+        if target.config.get("scope") not in SCOPES:
+            raise ValueError(f"route {method} {rule} must say who may call it: scope= one of "
+                             f"{', '.join(SCOPES)}")
+        super().add(rule, method, target, name)
 
     def _compile(self, method):
         self.stale.add(method)
@@ -11562,9 +11610,6 @@ UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
 #: Headers a reverse proxy adds; refused with --no-auth.
 PROXY_HEADERS = ("HTTP_FORWARDED", "HTTP_X_FORWARDED_FOR", "HTTP_X_REAL_IP")
-#: The only /api paths open without a credential (a notification's button and the source
-#: host's webhook bring their own).
-OPEN_PATHS = re.compile(r"/api/(health|login|approvals/[0-9]+/act|git-host/webhook)")
 #: Methods are compared exactly (RFC 9110: case-sensitive); any other gets 405.
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 SESSION_COOKIE = "taskboard_session"
@@ -11699,7 +11744,8 @@ class ApiPlugin:
             spool = None
             try:
                 environ = bottle.request.environ
-                error = refusal(environ) or (body_refusal(environ) if checks_body else None)
+                error = refusal(environ, route, kwargs) or \
+                    (body_refusal(environ) if checks_body else None)
                 if error is not None:
                     raise error
                 spool = spool_chunked_body(environ, body_cap(route))
@@ -11774,10 +11820,7 @@ def body_refusal(environ) -> ApiError | None:
 
 
 def read_json(required: bool = True):
-    """The request body as parsed JSON (its headers were checked by body_refusal); in a
-    board tool's call in process, the tool's body."""
-    if "taskboard.body" in bottle.request.environ:
-        return bottle.request.environ["taskboard.body"]
+    """The request body as parsed JSON (its headers were checked by body_refusal)."""
     raw = bottle.request.body.read(MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
         raise PayloadTooLarge("request body is larger than 1 mib")
@@ -11947,12 +11990,13 @@ def own_origin(environ) -> bool:
         and origin.lower().startswith(("http://", "https://"))
 
 
-def refusal(environ) -> ApiError | None:
-    """Why a request must be refused before it reaches a route, if it must."""
+def refusal(environ, route, ids: dict) -> ApiError | None:
+    """Why a request must be refused before it reaches `route` (`ids`: the ids in its URL),
+    if it must."""
     method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
     if method not in METHODS:
         return MethodNotAllowed(f"method {method[:20]!r} is not allowed")
-    if path.startswith("/api/desktop/") and (error := local_refusal(environ)):
+    if route.config.get("local") and (error := local_refusal(environ)):
         return error
     name = host_name(environ)
     config = runtime.config
@@ -11972,57 +12016,61 @@ def refusal(environ) -> ApiError | None:
         return Forbidden("this board runs with --no-auth, so it refuses proxied requests")
     if method in UNSAFE_METHODS and not own_origin(environ):
         return Forbidden(f"origin {environ['HTTP_ORIGIN'][:100]!r} is not this board's")
-    return credential_refusal(environ, path, proxied)
+    return credential_refusal(environ, route, ids, proxied)
 
 
-def credential_refusal(environ, path: str, proxied: bool) -> ApiError | None:
+def credential_refusal(environ, route, ids: dict, proxied: bool) -> ApiError | None:
     """A wrong, revoked or expired credential is always 401 (never anonymous access), and
-    a client that sent too many is told to wait; a run token is held to its bounds.  A
-    valid credential is looked at first, so it is never refused for failures (anyone's
-    from the same address)."""
-    needs_auth = path in ("/ws", "/mcp") or \
-        (path.startswith("/api/") and not OPEN_PATHS.fullmatch(path))
+    a client that sent too many is told to wait; a personal token or a run token is held
+    to what the route declares.  A valid credential is looked at first, so it is never
+    refused for failures (anyone's from the same address)."""
     bearer = environ.get("HTTP_AUTHORIZATION")
-    if environ.get("taskboard.forwarded"):
-        # SECURITY: through a host's forward comes another machine, whatever the address:
-        # a run token always, --no-auth or not (design §15, v5)
-        scheme, _, value = (bearer or "").partition(" ")
-        if scheme.lower() != "bearer" or value.strip() not in runtime.run_tokens:
-            return runtime.failures.refused(client_address(environ)) or Unauthorized(
-                "what comes through a host's forward needs a run's token")
-    cookie = None if bearer is not None or runtime.config["no_auth"] or not needs_auth else \
-        bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE)
-    if bearer is None and not cookie:
-        if needs_auth and not runtime.config["no_auth"]:
-            return Unauthorized("a valid token is required: send 'authorization: bearer "
-                                "<token>' or log in at /login")
+    scheme, _, value = (bearer or "").partition(" ")
+    value = value.strip() if scheme.lower() == "bearer" else None
+    # SECURITY: through a host's forward comes another machine, whatever the address: a run
+    # token always, --no-auth or not (design §15, v5)
+    if environ.get("taskboard.forwarded") and value not in runtime.run_tokens:
+        return runtime.failures.refused(client_address(environ)) or Unauthorized(
+            "what comes through a host's forward needs a run's token")
+    if bearer is None:
+        return session_refusal(environ, route)
+    if is_board_token(value):
         return None
-    client = client_address(environ)
-    if cookie:
-        if session_alive(cookie):
-            return None
-        return runtime.failures.refused(client) or Unauthorized(
-            "the session has ended: log in again at /login",
-            headers={"Set-Cookie": EXPIRED_COOKIE})
-    scheme, _, value = bearer.partition(" ")
-    value = value.strip()
-    token = runtime.config["token"]
-    if scheme.lower() == "bearer" and token is not None and \
-            hmac.compare_digest(value.encode(), token.encode()):
-        return None
-    if scheme.lower() == "bearer" and value.startswith(PERSONAL_TOKEN_PREFIX):
-        token = personal_token(value)
-        if token is not None:
-            environ["taskboard.token"] = token
-            return token_refusal(environ, token)
-    scope = runtime.run_tokens.get(value) if scheme.lower() == "bearer" else None
+    personal = personal_token(value) if value and value.startswith(PERSONAL_TOKEN_PREFIX) \
+        else None
+    if personal is not None:
+        environ["taskboard.token"] = personal
+        return token_refusal(environ, route, personal)
+    scope = runtime.run_tokens.get(value)
     if scope is None:
-        return runtime.failures.refused(client) or \
+        return runtime.failures.refused(client_address(environ)) or \
             Unauthorized("the token is wrong, revoked or expired")
     if proxied:
         return Forbidden("the board tools reach the board directly, not through a proxy")
     environ["taskboard.agent"] = scope  # a board tool of a running agent, not a person
-    return run_token_refusal(environ, scope)
+    return run_token_refusal(environ, route, ids, scope)
+
+
+def is_board_token(value: str | None) -> bool:
+    """Whether a bearer's value is the board's token (the owner's)."""
+    token = runtime.config["token"]
+    return value is not None and token is not None and \
+        hmac.compare_digest(value.encode(), token.encode())
+
+
+def session_refusal(environ, route) -> ApiError | None:
+    """A request without a bearer: a route that is not open needs a live session's cookie
+    (unless the board runs with --no-auth)."""
+    if route.config.get("open") or runtime.config["no_auth"]:
+        return None
+    cookie = bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE)
+    if not cookie:
+        return Unauthorized("a valid token is required: send 'authorization: bearer "
+                            "<token>' or log in at /login")
+    if session_alive(cookie):
+        return None
+    return runtime.failures.refused(client_address(environ)) or Unauthorized(
+        "the session has ended: log in again at /login", headers={"Set-Cookie": EXPIRED_COOKIE})
 
 
 class Failures:
@@ -12126,50 +12174,43 @@ def asked_by_owner(environ) -> bool:
     return bool(cookie) and session_alive(cookie)
 
 
-def requester() -> str:
-    """Who makes this request, as an approval records it: a personal token, or a person."""
-    token = bottle.request.environ.get("taskboard.token")
+def agent_of(environ) -> dict | None:
+    """The run token's scope when a running agent's board tools make the request (None: a
+    person, or a personal token)."""
+    return environ.get("taskboard.agent")
+
+
+def requester(environ) -> str:
+    """Who makes the request, as an approval records it: a personal token, or a person."""
+    token = environ.get("taskboard.token")
     return f"token:{token['name']}" if token is not None else "person"
 
 
-def token_refusal(environ, token: dict) -> ApiError | None:
-    """Why a personal token may not make this request (design §19), if it may not."""
-    method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
-    if (method, path) == ("POST", "/mcp"):
-        return None  # each tool asks for its own scope (client_tools())
-    if OWNER_PATHS.fullmatch(path):
-        return Forbidden(f"{path[:100]} is the board owner's: a personal token cannot reach it")
-    need = "read" if method in ("GET", "HEAD") else next(
-        (scope for scope, verb, pattern in TOKEN_ROUTES
-         if verb == method and pattern.fullmatch(path)), None)
-    if need is None:
-        return Forbidden(f"a personal token cannot {method} {path[:100]}: that is the board "
-                         "owner's")
+def token_refusal(environ, route, token: dict) -> ApiError | None:
+    """Why a personal token may not make this request (design §19), if it may not: the
+    route's scope is not one of the token's."""
+    need = route.config["scope"]
+    if need == "tools":
+        return None  # each tool asks for its own scope (_tools())
+    if need == "owner":
+        method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")[:100]
+        if method in ("GET", "HEAD"):
+            return Forbidden(f"{path} is the board owner's: a personal token cannot reach it")
+        return Forbidden(f"a personal token cannot {method} {path}: that is the board owner's")
     if need not in json.loads(token["scopes_json"]):
         return Forbidden(f"token {token['name']!r} has no {need} scope")
     return None
 
 
-def run_token_refusal(environ, scope: dict) -> ApiError | None:
-    """A run token reaches its own project's tasks through RUN_TOKEN_ROUTES; which of them
-    it may change, the routes ask agent_bounds()."""
-    method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
-    if (method, path) == ("POST", "/mcp"):  # the tools call the routes below, as here
-        return None
-    for allowed_method, pattern in RUN_TOKEN_ROUTES:
-        match = pattern.fullmatch(path)
-        if match is None or method != allowed_method:
-            continue
-        ids = match.groupdict()
-        if ids.get("project") is not None:
-            project_id = int(ids["project"])
-        else:
-            task = task_row(int(ids["task"])) if int(ids["task"]) < 2**63 else None
-            project_id = task["project_id"] if task else scope["project_id"]
-        if project_id == scope["project_id"]:
-            return None
-        return Forbidden("the board tools reach only the tasks of their own project")
-    return Forbidden(f"the board tools cannot use {method} {path[:100]}")
+def run_token_refusal(environ, route, ids: dict, scope: dict) -> ApiError | None:
+    """A run token calls the routes declared run_token=True (by their own method: not HEAD)
+    for its own project's tasks; which of them it may change, their services ask
+    agent_bounds()."""
+    method = environ["REQUEST_METHOD"]
+    if not route.config.get("run_token") or method != route.method:
+        return Forbidden(f"the board tools cannot use {method} "
+                         f"{environ.get('PATH_INFO', '')[:100]}")
+    return run_reach_refusal(scope, **ids)
 
 
 def local_refusal(environ) -> ApiError | None:
@@ -12206,7 +12247,7 @@ def _service_route(method: str, rule: str, service, returns: str, name=None, **c
               **config)
 
 
-@app.post("/mcp", body="McpMessage", returns="McpAnswer")
+@app.post("/mcp", scope="tools", run_token=True, body="McpMessage", returns="McpAnswer")
 def board_tools_http():
     """The board's MCP over the streamable HTTP transport (design §19), answered as JSON
     (no event stream): a JSON-RPC message or a batch; only notifications → 202, no body.
@@ -12220,14 +12261,14 @@ def board_tools_http():
     if version is not None and version not in MCP_VERSIONS:
         raise RpcError(-32600, f"MCP-Protocol-Version {version[:40]!r} is not one of: "
                        f"{', '.join(MCP_VERSIONS)}")
-    answer = mcp_http(body)
+    answer = mcp_http(body, bottle.request.environ)
     if answer is None:
         bottle.response.status = 202
         return ""
     return answer
 
 
-@app.post("/api/login", body="Login", returns="Ok")
+@app.post("/api/login", scope="owner", open=True, body="Login", returns="Ok")
 def api_login():
     body = read_json()
     given = body.get("token") if isinstance(body, dict) else None
@@ -12253,7 +12294,8 @@ def log_in(given: str) -> None:
                                max_age=SESSION_DAYS * 86_400)
 
 
-@app.post("/api/git-host/webhook", body="GitHostEvent", returns="GitHostEventResult")
+@app.post("/api/git-host/webhook", scope="owner", open=True, body="GitHostEvent",
+           returns="GitHostEventResult")
 def api_git_host_webhook():
     raw = bottle.request.body.read(MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
@@ -12261,7 +12303,7 @@ def api_git_host_webhook():
     return git_host_event(raw, bottle.request.get_header("X-Hub-Signature-256"))
 
 
-@app.post("/api/logout", returns="Ok")
+@app.post("/api/logout", scope="owner", returns="Ok")
 def api_logout():
     end_session(bottle.request.get_cookie(SESSION_COOKIE) or "")
     bottle.response.set_header("Set-Cookie", EXPIRED_COOKIE)
@@ -12270,34 +12312,25 @@ def api_logout():
 
 # --- tasks -------------------------------------------------------------------
 
-@app.post("/api/projects/<project_id:int>/tasks", body=TASK_FIELDS, status=201,
-          returns="Task")
+@app.post("/api/projects/<project_id:int>/tasks", scope="write", run_token=True,
+          body=TASK_FIELDS, status=201, returns="Task")
 def api_create_task(project_id):
-    body = read_json()
-    scope = agent_bounds(body)
-    task = create_task(project_id, body)
-    if scope is not None:
-        scope["created"].add(task["id"])
-    return task
+    return create_task_by(agent_of(bottle.request.environ), project_id, read_json())
 
 
-@app.put("/api/tasks/<task_id:int>", body=TASK_FIELDS, partial=True, returns="Task")
+@app.put("/api/tasks/<task_id:int>", scope="write", run_token=True, body=TASK_FIELDS,
+         partial=True, returns="Task")
 def api_update_task(task_id):
-    body = read_json()
-    by_agent = agent_bounds(body, task_id) is not None
-    task = update_task(task_id, body)
-    return task if by_agent else release_task(task_id)
+    return update_task_by(agent_of(bottle.request.environ), task_id, read_json())
 
 
-@app.patch("/api/tasks/<task_id:int>/status", body="Status", returns="Task")
+@app.patch("/api/tasks/<task_id:int>/status", scope="write", run_token=True, body="Status",
+           returns="Task")
 def api_move_task(task_id):
-    body = validate_known(lambda: get_task(task_id), STATUS_FIELDS, read_json())
-    by_agent = agent_bounds(body, task_id) is not None
-    task = move_task(task_id, body["status"])
-    return task if by_agent else release_task(task_id)
+    return move_task_by(agent_of(bottle.request.environ), task_id, read_json())
 
 
-@app.get("/api/projects", returns="ProjectListEntry[]",
+@app.get("/api/projects", scope="read", returns="ProjectListEntry[]",
          query={"fields": {"type": "string", "pattern": r"^[A-Za-z]+(,[A-Za-z]+)*$",
                            "description": "more fields of the full project in each entry, "
                            "comma-separated (e.g. agent,host)"}})
@@ -12305,14 +12338,14 @@ def api_list_projects():
     return list_projects(bottle.request.query.get("fields") or "")
 
 
-@app.get("/api/approvals", returns="Approval[]",
+@app.get("/api/approvals", scope="read", returns="Approval[]",
          query={"status": {"type": "string", "enum": list(APPROVAL_STATUSES)}})
 def api_list_approvals():
     """Every project's approvals; ?status=pending is the "Needs you" inbox."""
     return list_approvals(bottle.request.query.get("status") or None)
 
 
-@app.get("/api/tasks/<task_id:int>/logs", returns="LogEntry[]", revalidate=True,
+@app.get("/api/tasks/<task_id:int>/logs", scope="read", returns="LogEntry[]", revalidate=True,
          query={"before": {"type": "integer", "minimum": 1, "description": "only the "
                            "entries below this id (the first id of the page you have)"},
                 "kind": {"type": "string", "pattern": LOG_KIND_RE.pattern,
@@ -12331,8 +12364,8 @@ def api_task_logs(task_id):
 
 # --- attachments ---------------------------------------------------------------
 
-@app.post("/api/tasks/<task_id:int>/attachments", body="Upload", returns="Attachment",
-          status=201)
+@app.post("/api/tasks/<task_id:int>/attachments", scope="owner", body="Upload",
+          returns="Attachment", status=201)
 def api_add_attachment(task_id):
     environ = bottle.request.environ
     if int(environ.get("CONTENT_LENGTH") or 0) > MAX_UPLOAD_BYTES + UPLOAD_SLACK_BYTES:
@@ -12349,7 +12382,7 @@ def api_add_attachment(task_id):
                           upload.content_type)
 
 
-@app.get("/api/attachments/<attachment_id:int>", returns="file")
+@app.get("/api/attachments/<attachment_id:int>", scope="read", returns="file")
 def api_get_attachment(attachment_id):
     """Inline only for an inert type; anything else (older rows too) downloads as bytes.
 
@@ -12373,7 +12406,7 @@ def api_get_attachment(attachment_id):
 
 # --- statistics ------------------------------------------------------------------
 
-@app.get("/api/projects/<project_id:int>/activity", returns="Activity[]")
+@app.get("/api/projects/<project_id:int>/activity", scope="read", returns="Activity[]")
 def api_project_activity(project_id):
     return project_activity(project_id, query_int("limit", 50, 1, 1000),
                             query_int("offset", 0, 0, 2**62))
@@ -12382,99 +12415,113 @@ def api_project_activity(project_id):
 # --- the service routes: the index of the API ----------------------------------
 
 #: Routes that hand the ids in their URL, and their body if they take one, to a service:
-#: (method, rule, service, response schema[, route config]); see _service_route().
+#: (method, rule, scope, service, response schema[, route config]); see _service_route()
+#: and, for the scope and config's run_token and open, SCOPES.
 SERVICE_ROUTES = (
-    ("GET", "/api/health", health, "Health"),
-    ("GET", "/api/agents", list_agents, "AgentCli[]"),
-    ("POST", "/api/projects", create_project, "Project", {"body": PROJECT_FIELDS, "status": 201}),
-    ("PUT", "/api/projects/<project_id:int>", update_project, "Project",
+    ("GET", "/api/health", "read", health, "Health", {"open": True}),
+    ("GET", "/api/agents", "read", list_agents, "AgentCli[]"),
+    ("POST", "/api/projects", "owner", create_project, "Project",
+     {"body": PROJECT_FIELDS, "status": 201}),
+    ("PUT", "/api/projects/<project_id:int>", "owner", update_project, "Project",
      {"body": PROJECT_FIELDS, "partial": True}),
-    ("POST", "/api/projects/<project_id:int>/plan", start_plan, "PlanStarted",
+    ("POST", "/api/projects/<project_id:int>/plan", "owner", start_plan, "PlanStarted",
      {"body": PLAN_FIELDS}),
-    ("PUT", "/api/settings", update_settings, "Settings",
+    ("PUT", "/api/settings", "owner", update_settings, "Settings",
      {"body": SETTINGS_FIELDS, "partial": True}),
-    ("GET", "/api/projects/summary", project_summaries, "ProjectSummary[]"),
-    ("GET", "/api/projects/<project_id:int>", get_project, "Project"),
-    ("DELETE", "/api/projects/<project_id:int>", delete_project, "Ok"),
-    ("GET", "/api/projects/<project_id:int>/tasks", list_tasks, "Task[]", {"revalidate": True}),
-    ("GET", "/api/tasks/<task_id:int>", get_task, "Task", {"revalidate": True}),
-    ("GET", "/api/tasks/<task_id:int>/detail", task_detail, "TaskDetail", {"revalidate": True}),
-    ("GET", "/api/tasks/<task_id:int>/revisions", task_revisions, "Revision[]"),
-    ("DELETE", "/api/tasks/<task_id:int>", delete_task, "Ok"),
-    ("DELETE", "/api/attachments/<attachment_id:int>", delete_attachment, "Ok"),
+    ("GET", "/api/projects/summary", "read", project_summaries, "ProjectSummary[]"),
+    ("GET", "/api/projects/<project_id:int>", "read", get_project, "Project"),
+    ("DELETE", "/api/projects/<project_id:int>", "owner", delete_project, "Ok"),
+    ("GET", "/api/projects/<project_id:int>/tasks", "read", list_tasks, "Task[]",
+     {"revalidate": True, "run_token": True}),
+    ("GET", "/api/tasks/<task_id:int>", "read", get_task, "Task",
+     {"revalidate": True, "run_token": True}),
+    ("GET", "/api/tasks/<task_id:int>/detail", "read", task_detail, "TaskDetail",
+     {"revalidate": True, "run_token": True}),
+    ("GET", "/api/tasks/<task_id:int>/revisions", "read", task_revisions, "Revision[]"),
+    ("DELETE", "/api/tasks/<task_id:int>", "owner", delete_task, "Ok"),
+    ("DELETE", "/api/attachments/<attachment_id:int>", "owner", delete_attachment, "Ok"),
     ("GET", "/api/projects/<project_id:int>/webhooks/<webhook_id:int>/deliveries",
-     webhook_deliveries, "Delivery[]"),
+     "owner", webhook_deliveries, "Delivery[]"),
     ("POST", "/api/projects/<project_id:int>/webhooks/<webhook_id:int>/test",
-     test_webhook, "SendTest"),
-    ("GET", "/api/projects/<project_id:int>/plan/status", plan_status, "PlanStatus"),
-    ("POST", "/api/projects/<project_id:int>/plan/cancel", cancel_plan, "PlanCancelled"),
-    ("GET", "/api/projects/<project_id:int>/stats", project_stats, "ProjectStats"),
-    ("GET", "/api/stats/agent-usage", agent_usage, "AgentUsage"),
-    ("GET", "/api/settings", get_settings, "Settings"),
-    ("GET", "/api/tasks/<task_id:int>/approvals", task_approvals, "Approval[]"),
-    ("POST", "/api/approvals/<approval_id:int>", answer_approval, "Approval",
+     "owner", test_webhook, "SendTest"),
+    ("GET", "/api/projects/<project_id:int>/plan/status", "read", plan_status, "PlanStatus"),
+    ("POST", "/api/projects/<project_id:int>/plan/cancel", "owner", cancel_plan,
+     "PlanCancelled"),
+    ("GET", "/api/projects/<project_id:int>/stats", "read", project_stats, "ProjectStats"),
+    ("GET", "/api/stats/agent-usage", "read", agent_usage, "AgentUsage"),
+    ("GET", "/api/settings", "owner", get_settings, "Settings"),
+    ("GET", "/api/tasks/<task_id:int>/approvals", "read", task_approvals, "Approval[]"),
+    ("POST", "/api/approvals/<approval_id:int>", "approve", answer_approval, "Approval",
      {"body": DECISION_FIELDS, "name": "api_decide_approval"}),  # its operationId as before
-    ("POST", "/api/approvals/<approval_id:int>/act", act_on_approval, "ActResult",
-     {"body": ACT_FIELDS}),
-    ("GET", "/api/inbox", inbox, "Inbox"),
-    ("GET", "/api/push/key", push_key, "PushKey"),
-    ("GET", "/api/push/subscriptions", list_push_devices, "PushSubscription[]"),
-    ("POST", "/api/push/subscriptions", add_push_device, "PushSubscription",
+    ("POST", "/api/approvals/<approval_id:int>/act", "owner", act_on_approval, "ActResult",
+     {"body": ACT_FIELDS, "open": True}),  # its token in the body
+    ("GET", "/api/inbox", "read", inbox, "Inbox"),
+    ("GET", "/api/push/key", "owner", push_key, "PushKey"),
+    ("GET", "/api/push/subscriptions", "owner", list_push_devices, "PushSubscription[]"),
+    ("POST", "/api/push/subscriptions", "owner", add_push_device, "PushSubscription",
      {"body": PUSH_FIELDS, "status": 201}),
-    ("DELETE", "/api/push/subscriptions/<device_id:int>", remove_push_device, "Ok"),
-    ("POST", "/api/push/subscriptions/<device_id:int>/test", test_push_device, "SendTest"),
-    ("GET", "/api/tasks/<task_id:int>/messages", task_messages, "Message[]"),
-    ("POST", "/api/tasks/<task_id:int>/messages", post_message, "Message",
+    ("DELETE", "/api/push/subscriptions/<device_id:int>", "owner", remove_push_device, "Ok"),
+    ("POST", "/api/push/subscriptions/<device_id:int>/test", "owner", test_push_device,
+     "SendTest"),
+    ("GET", "/api/tasks/<task_id:int>/messages", "read", task_messages, "Message[]"),
+    ("POST", "/api/tasks/<task_id:int>/messages", "write", post_message, "Message",
      {"body": MESSAGE_FIELDS, "status": 201}),
-    ("GET", "/api/tasks/<task_id:int>/review", task_review, "ReviewComment[]"),
-    ("GET", "/api/hosts", list_hosts, "Host[]"),
-    ("POST", "/api/hosts", create_host, "Host", {"body": HOST_FIELDS, "status": 201}),
-    ("GET", "/api/hosts/<host_id:int>", get_host, "Host"),
-    ("PUT", "/api/hosts/<host_id:int>", update_host, "Host",
+    ("GET", "/api/tasks/<task_id:int>/review", "read", task_review, "ReviewComment[]"),
+    ("GET", "/api/hosts", "owner", list_hosts, "Host[]"),
+    ("POST", "/api/hosts", "owner", create_host, "Host", {"body": HOST_FIELDS, "status": 201}),
+    ("GET", "/api/hosts/<host_id:int>", "owner", get_host, "Host"),
+    ("PUT", "/api/hosts/<host_id:int>", "owner", update_host, "Host",
      {"body": HOST_FIELDS, "partial": True}),
-    ("DELETE", "/api/hosts/<host_id:int>", delete_host, "Ok"),
-    ("POST", "/api/hosts/<host_id:int>/check", check_host, "Host"),
-    ("POST", "/api/tasks/<task_id:int>/review", post_review, "Message",
+    ("DELETE", "/api/hosts/<host_id:int>", "owner", delete_host, "Ok"),
+    ("POST", "/api/hosts/<host_id:int>/check", "owner", check_host, "Host"),
+    ("POST", "/api/tasks/<task_id:int>/review", "owner", post_review, "Message",
      {"body": REVIEW_FIELDS, "status": 201}),
-    ("POST", "/api/tasks/<task_id:int>/pr/release", release_pr_comment, "Task",
+    ("POST", "/api/tasks/<task_id:int>/pr/release", "owner", release_pr_comment, "Task",
      {"body": PR_RELEASE_FIELDS}),
-    ("GET", "/api/tasks/<task_id:int>/attempts", list_attempts, "Attempt[]"),
-    ("POST", "/api/tasks/<task_id:int>/attempts", start_attempts, "Attempt[]",
+    ("GET", "/api/tasks/<task_id:int>/attempts", "read", list_attempts, "Attempt[]"),
+    ("POST", "/api/tasks/<task_id:int>/attempts", "write", start_attempts, "Attempt[]",
      {"body": ATTEMPTS_BODY_FIELDS, "status": 202}),
-    ("POST", "/api/tasks/<task_id:int>/attempts/<n:int>/pick", pick_attempt, "Attempt[]"),
-    ("GET", "/api/tasks/<task_id:int>/attempts/<n:int>/diff", task_diff, "Diff"),
-    ("GET", "/api/stats/attempts", attempt_stats, "AttemptStats"),
-    ("GET", "/api/tokens", list_tokens, "Token[]"),
-    ("POST", "/api/tokens", create_token, "NewToken", {"body": TOKEN_FIELDS, "status": 201}),
-    ("DELETE", "/api/tokens/<token_id:int>", delete_token, "Ok"),
-    ("GET", "/api/projects/<project_id:int>/schedules", list_schedules, "Schedule[]"),
-    ("POST", "/api/projects/<project_id:int>/schedules", create_schedule, "Schedule",
+    ("POST", "/api/tasks/<task_id:int>/attempts/<n:int>/pick", "write", pick_attempt,
+     "Attempt[]"),
+    ("GET", "/api/tasks/<task_id:int>/attempts/<n:int>/diff", "read", task_diff, "Diff"),
+    ("GET", "/api/stats/attempts", "read", attempt_stats, "AttemptStats"),
+    ("GET", "/api/tokens", "owner", list_tokens, "Token[]"),
+    ("POST", "/api/tokens", "owner", create_token, "NewToken",
+     {"body": TOKEN_FIELDS, "status": 201}),
+    ("DELETE", "/api/tokens/<token_id:int>", "owner", delete_token, "Ok"),
+    ("GET", "/api/projects/<project_id:int>/schedules", "read", list_schedules, "Schedule[]"),
+    ("POST", "/api/projects/<project_id:int>/schedules", "owner", create_schedule, "Schedule",
      {"body": SCHEDULE_FIELDS, "status": 201}),
-    ("GET", "/api/schedules/<schedule_id:int>", get_schedule, "Schedule"),
-    ("PUT", "/api/schedules/<schedule_id:int>", update_schedule, "Schedule",
+    ("GET", "/api/schedules/<schedule_id:int>", "read", get_schedule, "Schedule"),
+    ("PUT", "/api/schedules/<schedule_id:int>", "owner", update_schedule, "Schedule",
      {"body": SCHEDULE_FIELDS, "partial": True}),
-    ("DELETE", "/api/schedules/<schedule_id:int>", delete_schedule, "Ok"),
+    ("DELETE", "/api/schedules/<schedule_id:int>", "owner", delete_schedule, "Ok"),
 )
-for _method, _rule, _service, _returns, *_config in SERVICE_ROUTES:
-    _service_route(_method, _rule, _service, _returns, **(_config[0] if _config else {}))
-# The five CRUD routes of each per-project resource.
-for _kind, _schema in ((TEMPLATES, "Template"), (SNIPPETS, "Snippet"), (WEBHOOKS, "Webhook")):
+for _method, _rule, _scope, _service, _returns, *_config in SERVICE_ROUTES:
+    _service_route(_method, _rule, _service, _returns, scope=_scope,
+                   **(_config[0] if _config else {}))
+# The five CRUD routes of each per-project resource; only the owner changes them, and reads
+# webhooks (their URLs and secrets).
+for _kind, _schema, _read in ((TEMPLATES, "Template", "read"), (SNIPPETS, "Snippet", "read"),
+                              (WEBHOOKS, "Webhook", "owner")):
     _base = f"/api/projects/<project_id:int>/{_kind.table}"
     _service_route("GET", _base, functools.partial(list_resources, _kind), f"{_schema}[]",
-                   name=f"api_list_{_kind.table}")
+                   name=f"api_list_{_kind.table}", scope=_read)
     _service_route("POST", _base, functools.partial(create_resource, _kind), _schema,
-                   name=f"api_create_{_kind.noun}", body=_kind.fields, status=201)
+                   name=f"api_create_{_kind.noun}", scope="owner", body=_kind.fields,
+                   status=201)
     _service_route("GET", f"{_base}/<item_id:int>", functools.partial(get_resource, _kind),
-                   _schema, name=f"api_get_{_kind.noun}")
+                   _schema, name=f"api_get_{_kind.noun}", scope=_read)
     _service_route("PUT", f"{_base}/<item_id:int>", functools.partial(update_resource, _kind),
-                   _schema, name=f"api_update_{_kind.noun}", body=_kind.fields, partial=True)
+                   _schema, name=f"api_update_{_kind.noun}", scope="owner", body=_kind.fields,
+                   partial=True)
     _service_route("DELETE", f"{_base}/<item_id:int>", functools.partial(delete_resource, _kind),
-                   "Ok", name=f"api_delete_{_kind.noun}")
+                   "Ok", name=f"api_delete_{_kind.noun}", scope="owner")
 
 
 # --- the board -------------------------------------------------------------------
 
-@app.get("/api/openapi.json", revalidate=True)
+@app.get("/api/openapi.json", scope="read", revalidate=True)
 @functools.cache
 def api_openapi() -> RawJson:
     """The OpenAPI document as JSON text, made once: routes and field tables are fixed
@@ -12482,7 +12529,7 @@ def api_openapi() -> RawJson:
     return RawJson(json_dumps(openapi()))
 
 
-@app.get("/static/<path:path>")
+@app.get("/static/<path:path>", scope="read", open=True)
 def page_static(path: str):
     """A file of the board's pages, with the headers every page gets."""
     mimetype = "text/javascript" if path.endswith((".js", ".mjs")) else \
@@ -12494,7 +12541,7 @@ def page_static(path: str):
     return response
 
 
-@app.get("/", name="page_index")
+@app.get("/", name="page_index", scope="read", open=True)
 def page_index():
     """The board's page; it names every module it loads as modulepreload (design §3 v4), so
     the browser fetches them in one round trip instead of as a waterfall of imports."""
@@ -12502,7 +12549,7 @@ def page_index():
     return built_page("text/html", page, {"Content-Security-Policy": policy})
 
 
-@app.get("/sw.js")
+@app.get("/sw.js", scope="read", open=True)
 def page_service_worker():
     """The board's service worker, at the root so that its scope is the whole board; the
     build stamp in it changes with the board's files, so an upgraded server replaces it."""
@@ -12583,7 +12630,7 @@ def imported(modules: dict[str, str], roots) -> list[str]:
     return order
 
 
-@app.get("/login")
+@app.get("/login", scope="read", open=True)
 def page_login():
     """The login page; /login?token=T (the URL printed at start) signs the browser in and
     opens the board, so the token leaves the address bar (as Jupyter does)."""
@@ -12767,7 +12814,9 @@ def connection_cap(file_limit: int | None) -> int:
 
 
 def ws_refusal(environ) -> ApiError | None:
-    if error := refusal(environ):
+    # the /ws route, whatever the method: the library refuses an upgrade but by GET, after
+    route, ids = app.router.match({"REQUEST_METHOD": "GET", "PATH_INFO": "/ws"})
+    if error := refusal(environ, route, ids):
         return error
     if not own_origin(environ):
         return Forbidden(f"origin {environ['HTTP_ORIGIN'][:100]!r} is not this board's")
@@ -12778,7 +12827,7 @@ def ws_refusal(environ) -> ApiError | None:
     return None
 
 
-@app.get("/ws")
+@app.get("/ws", scope="read")
 def ws_events():
     ws = bottle.request.environ.get("wsgi.websocket")
     if ws is None:
@@ -12962,15 +13011,15 @@ COMMANDS = {
         {"type": "array", "items": _OBJECT},
         lambda a, board: [{k: t[k] for k in ("id", "task_key", "title", "status", "priority",
                                              "task_type", "parent_task_id")}
-                          for t in board.call("GET", f"/api/projects/{board.project()}/tasks")
+                          for t in board.tasks(board.project())
                           if a.get("status") in (None, t["status"])]),
     "create_task": Command(
         "tool", "Create a sub-task in this project: below the task you are working on "
         "(which then waits until its sub-tasks are finished), or below a task you created "
         "when you pass its id as parent_task_id.",
         {**_TASK_FIELDS_IN, "parent_task_id": {"type": ["integer", "null"]}}, ["title"],
-        _TASK, lambda a, board: board.call("POST", f"/api/projects/{board.project()}/tasks",
-                                           {"parent_task_id": board.own, **a})),
+        _TASK, lambda a, board: board.create(board.project(), {"parent_task_id": board.own,
+                                                               **a})),
     "update_task": Command(
         "tool", "Change fields of a task you created (or one below it), not its status.",
         {"id": {"type": "integer"}, **_TASK_FIELDS_IN}, ["id"], _TASK,
@@ -12998,7 +13047,7 @@ def _desktop_route(name: str, command: Command) -> None:
         return command.run(functools.partial(_desktop_arg, name, body), body)
     local_command.__doc__ = f"Desktop command {name}: {command.doc}"
     app.route(f"/api/desktop/{name}", "POST", local_command, name=f"local_{name}",
-              body="Desktop", returns="Desktop")
+              scope="owner", local=True, body="Desktop", returns="Desktop")
 
 
 for _name, _command in COMMANDS.items():
@@ -13184,7 +13233,7 @@ def openapi() -> dict:
             continue
         path = re.sub(r"<(\w+)(:[^>]*)?>", r"{\1}", route.rule)
         op = _operation(route, schemas)
-        if OPEN_PATHS.fullmatch(re.sub(r"<\w+:int>", "1", route.rule)):
+        if route.config.get("open"):
             op["security"] = []
         paths.setdefault(path, {})[route.method.lower()] = op
     return {"openapi": "3.1.0",
@@ -13252,16 +13301,6 @@ def _operation(route, schemas) -> dict:
 # Each task run gets, through --mcp-config, the board tools: a stdio MCP server (`python
 # taskboard.py --mcp --url URL`) whose token reaches only that project's tasks, and only while
 # the run lives.
-
-#: Routes a run token may use: (method, path pattern); the ids must be its project's.
-RUN_TOKEN_ROUTES = (
-    ("GET", re.compile(r"/api/projects/(?P<project>\d+)/tasks")),
-    ("POST", re.compile(r"/api/projects/(?P<project>\d+)/tasks")),
-    ("GET", re.compile(r"/api/tasks/(?P<task>\d+)(/detail)?")),
-    ("PUT", re.compile(r"/api/tasks/(?P<task>\d+)")),
-    ("PATCH", re.compile(r"/api/tasks/(?P<task>\d+)/status")),
-)
-
 
 def local_board_tools(agent: str, run_id: int, task_id: int, project_id: int,
                       invocation: dict, mcp_port: int | None = None) -> str:
@@ -13340,12 +13379,11 @@ def mcp_serve(argv: list[str]) -> int:
     return 0
 
 
-def mcp_http(body):
+def mcp_http(body, environ):
     """POST /mcp: the answers to a JSON-RPC message or batch; None when it held only
-    notifications.  The tools call the board's routes in this process, within the bounds
-    of the caller's credential (a run's token keeps its bounds)."""
-    scope = bottle.request.environ.get("taskboard.agent") or {}
-    board = BoardApi(scope.get("task_id"))
+    notifications.  The tools call the board's services, within the bounds of the
+    request's credential (a run's token keeps its bounds)."""
+    board = BoardApi(agent_of(environ), requester(environ))
     messages = body if isinstance(body, list) else [body]
     answers = []
     for message in messages:
@@ -13354,7 +13392,7 @@ def mcp_http(body):
                 "code": -32600, "message": "invalid request"}})
         elif "id" in message:
             answers.append({"jsonrpc": "2.0", "id": message["id"], **_mcp_reply(
-                message, board, _tools(bottle.request.environ))})
+                message, board, _tools(environ))})
     if not answers:
         return None
     return answers if isinstance(body, list) else answers[0]
@@ -13417,8 +13455,8 @@ CLIENT_TOOLS = {
         "it is done.", {"project_id": _ID, **_TASK_FIELDS_IN, "status": {
             "type": "string", "enum": ["backlog", "in_progress"]}},
         ["project_id", "title"], _TASK,
-        lambda a, board: board.call("POST", f"/api/projects/{int(a['project_id'])}/tasks",
-                                    {k: v for k, v in a.items() if k != "project_id"})),
+        lambda a, board: board.create(int(a["project_id"]), {
+            k: v for k, v in a.items() if k != "project_id"})),
     "update_task": Command(
         "write", "Change fields of a task (title, description, acceptance_criteria, "
         "task_type, priority); use move_task for its status.",
@@ -13449,7 +13487,7 @@ CLIENT_TOOLS = {
          "message": {"type": "string"}, "answers": {"type": "object"}},
         ["id", "decision"], _ref("Approval"),
         lambda a, board: decide_approval(int(a["id"]), {
-            k: v for k, v in a.items() if k != "id"}, requester())),
+            k: v for k, v in a.items() if k != "id"}, board.decided_by)),
     "send_message": Command(
         "write", "Send a message to a task's agent: a running agent reads it when its turn "
         "ends (interrupt true: at once); a task in testing or failed resumes its agent with "
@@ -13472,7 +13510,7 @@ def client_task_list(project_id, status, limit) -> RawJson:
 
 
 def _task_for_client(task_id: int, board: "BoardApi") -> dict:
-    task = board.call("GET", f"/api/tasks/{task_id}")
+    task = board.task(task_id)
     return {**task, "logs": json.loads(task_logs(task_id, 20)), "requests": [
         a for a in task_approvals(task_id) if a["status"] == "pending"]}
 
@@ -13534,59 +13572,57 @@ def _mcp_answer(method, params, board: "BoardApi | None", tools: dict):
 
 
 class BoardApi:
-    """The board's API as the tools call it, in this request (POST /mcp), within the bounds
-    of its credential; `own`: the task a run's agent works on (None: a person's client)."""
+    """The board as the tools call it (POST /mcp): its services, within the bounds of the
+    request's credential.  `agent`: a run token's scope (None: a person's client), which
+    reaches only its own project's tasks (run_reach_refusal) and changes only those
+    agent_bounds() allows; `own`: the task its run works on; `decided_by`: who answers a
+    request (answer_request), as an approval records it."""
 
-    def __init__(self, own: int | None):
-        self.own = own
+    def __init__(self, agent: dict | None, decided_by: str = "person"):
+        self.agent, self.decided_by = agent, decided_by
+        self.own = agent["task_id"] if agent is not None else None
 
-    def call(self, method: str, path: str, body=None):
-        return _call_in_process(method, path, body)
+    def reach(self, project_id: int | None = None, task_id: int | None = None) -> None:
+        """Forbidden when a run token may not reach the project or the task."""
+        if self.agent is not None and \
+                (error := run_reach_refusal(self.agent, project_id, task_id)):
+            raise error
 
     def project(self) -> int:
         if self.own is None:
             raise ValueError("this tool works inside a task's run: which project?")
-        return self.call("GET", f"/api/tasks/{self.own}")["project_id"]
+        return self.task(self.own)["project_id"]
+
+    def tasks(self, project_id: int) -> list[dict]:
+        self.reach(project_id=project_id)
+        return json.loads(list_tasks(project_id))
+
+    def task(self, task_id: int) -> dict:
+        self.reach(task_id=task_id)
+        return get_task(task_id)
+
+    def create(self, project_id: int, fields: dict) -> dict:
+        self.reach(project_id=project_id)
+        return create_task_by(self.agent, project_id, fields)
 
     def update(self, task_id: int, fields: dict) -> dict:
         if "status" in fields:
             raise ValueError("a task's status changes by moving it (the tool that moves a "
                              "task), not by updating it")
-        return self.call("PUT", f"/api/tasks/{task_id}", fields)
+        self.reach(task_id=task_id)
+        return update_task_by(self.agent, task_id, fields)
 
     def move(self, task_id: int, status) -> dict:
         if task_id == self.own:
             raise ValueError("you cannot change the status of the task you are working on")
-        return self.call("PATCH", f"/api/tasks/{task_id}/status", {"status": status})
+        self.reach(task_id=task_id)
+        return move_task_by(self.agent, task_id, {"status": status})
 
     def detail(self, task_id: int) -> dict:
-        detail = self.call("GET", f"/api/tasks/{task_id}/detail")
+        self.reach(task_id=task_id)
+        detail = json.loads(task_detail(task_id))
         detail["logs"] = detail["logs"][-20:]
         return detail
-
-
-def _call_in_process(method: str, path: str, body):
-    """A board tool's call of a route, answered in this request: the route's own code with
-    the tool's body, after the checks an HTTP call of the same credential meets (a run
-    token reaches only RUN_TOKEN_ROUTES of its project; agent_bounds() does the rest)."""
-    environ = bottle.request.environ
-    scope = environ.get("taskboard.agent")
-    refusal = run_token_refusal({"REQUEST_METHOD": method, "PATH_INFO": path}, scope) \
-        if scope is not None else None
-    if refusal is not None:
-        raise ValueError(refusal.message)
-    try:
-        route, ids = app.router.match({"REQUEST_METHOD": method, "PATH_INFO": path})
-    except bottle.HTTPError as exc:
-        raise ValueError(f"{method} {path[:100]}: {exc.status_line.lower()}") from None
-    environ["taskboard.body"] = body
-    try:
-        answer = route.callback(**ids)
-    except ApiError as exc:
-        raise ValueError(exc.message) from None
-    finally:
-        del environ["taskboard.body"]
-    return json.loads(answer) if isinstance(answer, RawJson) else answer
 
 
 # =============================================================================

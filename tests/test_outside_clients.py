@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import bottle
 import pytest
 import websocket
 
@@ -79,6 +80,18 @@ def test_each_scope_reaches_only_its_own_and_the_owners_things_stay_the_owners(
                                   expect_errors=True)
         assert_error(response, 403)
     assert client.get(f"/api/projects/{project['id']}", headers=bearer()).status_int == 200
+
+
+def test_a_route_that_does_not_say_who_may_call_it_is_refused_when_declared():
+    """Each route declares its scope: a new GET is not readable by every token by default."""
+    app = bottle.Bottle()
+    vars(app)["router"] = taskboard.Router()
+    with pytest.raises(ValueError, match="must say who may call it"):
+        app.route("/api/new-thing", "GET", lambda: {"secret": True})
+    with pytest.raises(ValueError, match="must say who may call it"):
+        app.route("/api/new-thing", "GET", lambda: {}, scope="admin")
+    app.route("/api/new-thing", "GET", lambda: {}, scope="owner")
+    assert all(route.config["scope"] in taskboard.SCOPES for route in taskboard.app.routes)
 
 
 def test_a_wrong_expired_or_deleted_token_is_401_and_counted(client, tb):
