@@ -8992,12 +8992,12 @@ def remote_invocation(link: "HostLink", name: str, invocation: dict,
     if link.port:  # the board, through the connection's remote forward
         own["TASKBOARD_URL"] = f"http://127.0.0.1:{link.port}"
     env_file = link.path("runs", f"{name}.env")
-    if sandbox is not None:  # REMOTE_RUN builds it there (SANDBOX_RUN)
-        own.update(sandbox_env(sandbox, link.path(), files=[env_file[:-4] + ".mcp.json"]))
+    argv, own = sandboxed(invocation["argv"], invocation["cwd"], own, sandbox, link.path(),
+                          files=[env_file[:-4] + ".mcp.json"])
     link.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
                .encode(), "the run's settings")
     remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
-        f"{shlex.quote(invocation['cwd'])} {shlex.join(invocation['argv'])}"
+        f"{shlex.quote(invocation['cwd'])} {shlex.join(argv)}"
     return {**invocation, "argv": link.argv(remote),
             "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
 
@@ -10536,6 +10536,9 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_NEVER TB_HIDE \
     TB_RO TB_RW TB_FILES
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
+#: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
+#: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.
+SANDBOXED = 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"'
 #: Under the home directory: each agent CLI's own state (logins, sessions: resume works),
 #: writable in the sandbox with ~/.cache; its folders are made first, so that what the
 #: CLI keeps there outlives the run.
@@ -10577,6 +10580,20 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_FILES": "\n".join([*sandbox["files"], *files])}
 
 
+def sandboxed(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
+              show=(), files=(), check: bool = False) -> tuple[list[str], dict]:
+    """A command of a run (its agent; with `check`, its stop check: only its first word is
+    a program to show) and its environment, in the run's sandbox when it has one: the one
+    place a run's command is wrapped, here or on a host (see sandbox_env() for `base`,
+    `show` and `files`)."""
+    if sandbox is None:
+        return argv, env
+    if check:
+        sandbox = {**sandbox, "command": argv[:1]}
+    return ["sh", "-c", SANDBOXED, "sh", cwd, *argv], {
+        **env, **sandbox_env(sandbox, base, show=show, files=files)}
+
+
 # =============================================================================
 # MACHINES
 # =============================================================================
@@ -10602,14 +10619,14 @@ REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$
 #: The POSIX sh wrapper of a run on a host, sent with every run (nothing is installed
 #: there): `sh -c WRAPPER sh ENV_FILE WORKTREE ARGV...`.  It reads the run's variables
 #: from the 0600 file the board wrote (and removes it), starts the CLI in the worktree in
-#: its own process group, says the group's id on stderr, and kills the group when the
-#: channel closes: a newline on stderr every few seconds fails once nobody reads it.
+#: its own process group (ARGV is sandboxed()'s: in its sandbox when it has one), says the
+#: group's id on stderr, and kills the group when the channel closes: a newline on stderr
+#: every few seconds fails once nobody reads it.
 REMOTE_RUN = REMOTE_PROFILE + r'''
 f=$1; dir=$2; shift 2
 unset GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_KEY_1 GIT_CONFIG_VALUE_1
 . "$f"; rm -f -- "$f"
 cd -- "$dir" || exit 127
-''' + SANDBOX_RUN + r'''
 exec 3<&0
 if command -v setsid >/dev/null 2>&1; then setsid "$@" <&3 3<&- &
 else perl -e 'setpgrp(0, 0); exec { $ARGV[0] } @ARGV or exit 127' "$@" <&3 3<&- &
@@ -10815,21 +10832,18 @@ class ThisMachine:
             -> subprocess.Popen:
         """Start an agent's process, its stdio piped, in a process group of its own: the
         one place every run's command starts (task, verifier, planner), in the sandbox
-        when it has one (SANDBOX_RUN)."""
+        when it has one (sandboxed())."""
         argv, env = self._sandboxed(argv, cwd, env, sandbox)
         return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
 
     @staticmethod
-    def _sandboxed(argv: list[str], cwd: str, env: dict, sandbox: dict | None):
-        """A command and its environment in the sandbox, when it has one: sh builds it,
-        then becomes bubblewrap (exec)."""
-        if sandbox is None:
-            return argv, env
-        return ["sh", "-c", 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"', "sh", cwd,
-                *argv], {**env, **sandbox_env(sandbox, os.path.realpath(runtime.data_dir), show=[
-                    sys.executable, os.path.abspath(__file__)])}  # the board tools' server
+    def _sandboxed(argv: list[str], cwd: str, env: dict, sandbox: dict | None,
+                   check: bool = False):
+        """sandboxed() here: the data dir hidden, the board tools' server shown."""
+        return sandboxed(argv, cwd, env, sandbox, os.path.realpath(runtime.data_dir),
+                         show=[sys.executable, os.path.abspath(__file__)], check=check)
 
     def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
         """A run's invocation (run_invocation()'s) as it starts there; `name`: the run's,
@@ -10863,7 +10877,7 @@ class ThisMachine:
         if shutil.which(argv[0], path=env.get("PATH")) is None \
                 and not os.access(os.path.join(cwd, argv[0]), os.X_OK):
             return None
-        argv, env = self._sandboxed(argv, cwd, env, sandbox)
+        argv, env = self._sandboxed(argv, cwd, env, sandbox, check=True)
         return run_command(argv, cwd, STOP_CHECK_TIMEOUT_SECONDS, env=env,
                            stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL)
 
@@ -11175,10 +11189,15 @@ class HostLink:
     def check(self, cwd: str, argv: list[str], env: dict, sandbox: dict | None = None) \
             -> tuple[int | None, str] | None:
         """The stop check there: in its worktree, with the host's login environment,
-        nothing of the board's (design §15); not in the sandbox."""
+        nothing of the board's (design §15), in its sandbox as here (design §17)."""
         try:
-            code, out = self.run(f"cd {shlex.quote(cwd)} && {shlex.join(argv)} 2>&1",
-                                 timeout=STOP_CHECK_TIMEOUT_SECONDS)
+            command = argv[0]
+            argv, own = sandboxed(argv, cwd, {}, sandbox, self.path(), check=True)
+            code, out = self.run(
+                f"cd {shlex.quote(cwd)} && {{ command -v {shlex.quote(command)} >/dev/null "
+                f"2>&1 || [ -x {shlex.quote(command)} ] || exit 127; }} && "
+                + "".join(f"export {k}={shlex.quote(v)}; " for k, v in own.items())
+                + f"{shlex.join(argv)} 2>&1", timeout=STOP_CHECK_TIMEOUT_SECONDS)
         except HostDown as exc:
             return None, str(exc)
         if code == 127:  # the shell there did not find it
