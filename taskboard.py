@@ -8971,56 +8971,6 @@ def host_full(host_id: int | None) -> str | None:
         f"(maxConcurrent {host['max_concurrent']}); wait for one to finish or raise it"
 
 
-def not_on_host(agent: str, host: dict) -> str | None:
-    """Why an agent CLI cannot start on a host its last check found it missing on."""
-    check = json.loads(host["last_check_json"] or "null") or {}
-    seen = (check.get("agents") or {}).get(agent) or {}
-    if not check.get("ok") or seen.get("found") is not False:
-        return None
-    return f"the {agent} agent command was not found on host {host['name']!r}: install it " \
-        f"there (npm install -g {AGENTS[agent].package}) or set the host's agentCommands"
-
-
-def remote_invocation(link: "HostLink", name: str, invocation: dict,
-                      sandbox: dict | None = None) -> dict:
-    """A run's invocation sent to its host: the run's own variables (what it adds to the
-    board's environment) go to a 0600 file there, never on a command line; the argv is the
-    ssh client of its channel, which runs REMOTE_RUN; the board's environment stays here."""
-    own = {k: v for k, v in invocation["env"].items()
-           if os.environ.get(k) != v and re.fullmatch(r"[A-Za-z_]\w*", k)}
-    own.pop("TASKBOARD_URL", None)
-    if link.port:  # the board, through the connection's remote forward
-        own["TASKBOARD_URL"] = f"http://127.0.0.1:{link.port}"
-    env_file = link.path("runs", f"{name}.env")
-    argv, own = sandboxed(invocation["argv"], invocation["cwd"], own, sandbox, link.path(),
-                          files=[env_file[:-4] + ".mcp.json"])
-    link.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
-               .encode(), "the run's settings")
-    remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
-        f"{shlex.quote(invocation['cwd'])} {shlex.join(argv)}"
-    return {**invocation, "argv": link.argv(remote),
-            "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
-
-
-def remote_worktree(task: dict, project: dict, link: "HostLink") -> str:
-    """Where the task's worktree is on its project's host (an absolute path)."""
-    return link.path("worktrees", project["id"], task["task_key"])
-
-
-def remote_clone(project: dict, host: dict, link: "HostLink") -> str:
-    """The start of a script run on the host: the project's clone at <baseDir>/repos/<slug>
-    ($repo), cloned from repoUrl (else workingDir's origin) the first time, then fetched."""
-    url = project["repo_url"] or _origin_url(project["working_dir"])
-    if not url:
-        raise GitError(f"project {project['name']!r} runs on host {host['name']!r} but has "
-                       "no repoUrl, and its workingDir has no origin to clone")
-    return f"""set -e
-repo={shlex.quote(link.repository(project))}
-mkdir -p "$(dirname "$repo")"
-[ -d "$repo/.git" ] || git clone -q -- {shlex.quote(url)} "$repo" >&2
-git -C "$repo" fetch -q origin >&2 || true"""
-
-
 def remote_checkout(task: dict, project: dict, host: dict, link: "HostLink",
                     run_id: int | None = None) -> str:
     """The task's worktree on the host (design §15): the project's clone at
@@ -9098,23 +9048,6 @@ def bring_branch_home(task: dict, project: dict) -> None:
     _publish_task(update_task_row(task["id"], {"branch_at": root}))
 
 
-def _origin_url(folder: str) -> str | None:
-    code, out = run_command(["git", "remote", "get-url", "origin"], folder, 10)
-    return out.strip() or None if code == 0 else None
-
-
-def copy_attachments(task: dict, attachments: list[dict], link: "HostLink") -> str:
-    """Copy the task's attachments to <baseDir>/attachments/<task_key>/ on the host; the
-    folder's path there."""
-    folder = link.path("attachments", task["task_key"])
-    link.run(f"rm -rf {shlex.quote(folder)}")  # what an earlier run was given
-    for item in attachments:
-        with open(os.path.join(runtime.data_dir, item["path"]), "rb") as f:
-            link.write(posixpath.join(folder, item["file_name"]), f.read(),
-                       f"attachment {item['file_name']!r}")
-    return folder
-
-
 # --- health ------------------------------------------------------------------------
 
 def health() -> dict:
@@ -9175,6 +9108,13 @@ def list_agents() -> list[dict]:
 # =============================================================================
 # What an agent prints, read: the stream parser, costs, how a run ended, usage limits
 # and one adapter per CLI.
+
+def cli_version(out: str) -> str | None:
+    """The first stdout line that looks like a version ("2.1.197 (Claude Code)",
+    "codex-cli 0.169.0"); None (unknown) when none does."""
+    return next((line.strip() for line in out.splitlines() if VERSION_LINE.match(line.strip())),
+                None)
+
 
 #: Tool inputs worth showing in a tool call's one-line summary, by preference.
 SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description",
@@ -10708,6 +10648,37 @@ def _ssh_error(stderr: str, fallback: str, host: dict | None = None) -> str:
     return error
 
 
+def local_board_tools(agent: str, run_id: int, task_id: int, project_id: int,
+                      invocation: dict, mcp_port: int | None = None) -> str:
+    """The board tools of a run here: a token, the 0600 config file that holds it (Claude's
+    --mcp-config) and the server's command, given to the adapter as {command, args,
+    config}; the token.  The server reads it from the file (`--config`), so it is never on
+    a command line."""
+    token = secrets.token_urlsafe(24)
+    runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
+                                 "created": set()}
+    url = runtime.url if mcp_port is None else re.sub(r":\d+$", f":{mcp_port}", runtime.url)
+    path = _mcp_config_path(run_id)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    server = {"command": sys.executable,
+              "args": [os.path.abspath(__file__), "--mcp", "--url", url, "--config", path]}
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump({"mcpServers": {"taskboard": {**server, "env": {
+            "TASKBOARD_MCP_TOKEN": token, "TASKBOARD_TASK_ID": str(task_id)}}}}, f)
+    ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], {**server,
+                                                                        "config": path})
+    return token
+
+
+def _mcp_config_path(run_id: int) -> str:
+    return os.path.join(runtime.data_dir, "mcp", f"run-{int(run_id)}.json")
+
+
+def running_as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
 class ThisMachine:
     """The board's own machine, as a run's code sees it: the seam between where a run
     happens and what it does, whose other kind is HostLink (an SSH host).  Both give what
@@ -10883,6 +10854,93 @@ class ThisMachine:
 
 
 THIS_MACHINE = ThisMachine()
+
+
+def not_on_host(agent: str, host: dict) -> str | None:
+    """Why an agent CLI cannot start on a host its last check found it missing on."""
+    check = json.loads(host["last_check_json"] or "null") or {}
+    seen = (check.get("agents") or {}).get(agent) or {}
+    if not check.get("ok") or seen.get("found") is not False:
+        return None
+    return f"the {agent} agent command was not found on host {host['name']!r}: install it " \
+        f"there (npm install -g {AGENTS[agent].package}) or set the host's agentCommands"
+
+
+def remote_invocation(link: "HostLink", name: str, invocation: dict,
+                      sandbox: dict | None = None) -> dict:
+    """A run's invocation sent to its host: the run's own variables (what it adds to the
+    board's environment) go to a 0600 file there, never on a command line; the argv is the
+    ssh client of its channel, which runs REMOTE_RUN; the board's environment stays here."""
+    own = {k: v for k, v in invocation["env"].items()
+           if os.environ.get(k) != v and re.fullmatch(r"[A-Za-z_]\w*", k)}
+    own.pop("TASKBOARD_URL", None)
+    if link.port:  # the board, through the connection's remote forward
+        own["TASKBOARD_URL"] = f"http://127.0.0.1:{link.port}"
+    env_file = link.path("runs", f"{name}.env")
+    argv, own = sandboxed(invocation["argv"], invocation["cwd"], own, sandbox, link.path(),
+                          files=[env_file[:-4] + ".mcp.json"])
+    link.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
+               .encode(), "the run's settings")
+    remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
+        f"{shlex.quote(invocation['cwd'])} {shlex.join(argv)}"
+    return {**invocation, "argv": link.argv(remote),
+            "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
+
+
+def remote_worktree(task: dict, project: dict, link: "HostLink") -> str:
+    """Where the task's worktree is on its project's host (an absolute path)."""
+    return link.path("worktrees", project["id"], task["task_key"])
+
+
+def remote_clone(project: dict, host: dict, link: "HostLink") -> str:
+    """The start of a script run on the host: the project's clone at <baseDir>/repos/<slug>
+    ($repo), cloned from repoUrl (else workingDir's origin) the first time, then fetched."""
+    url = project["repo_url"] or _origin_url(project["working_dir"])
+    if not url:
+        raise GitError(f"project {project['name']!r} runs on host {host['name']!r} but has "
+                       "no repoUrl, and its workingDir has no origin to clone")
+    return f"""set -e
+repo={shlex.quote(link.repository(project))}
+mkdir -p "$(dirname "$repo")"
+[ -d "$repo/.git" ] || git clone -q -- {shlex.quote(url)} "$repo" >&2
+git -C "$repo" fetch -q origin >&2 || true"""
+
+
+def _origin_url(folder: str) -> str | None:
+    code, out = run_command(["git", "remote", "get-url", "origin"], folder, 10)
+    return out.strip() or None if code == 0 else None
+
+
+def copy_attachments(task: dict, attachments: list[dict], link: "HostLink") -> str:
+    """Copy the task's attachments to <baseDir>/attachments/<task_key>/ on the host; the
+    folder's path there."""
+    folder = link.path("attachments", task["task_key"])
+    link.run(f"rm -rf {shlex.quote(folder)}")  # what an earlier run was given
+    for item in attachments:
+        with open(os.path.join(runtime.data_dir, item["path"]), "rb") as f:
+            link.write(posixpath.join(folder, item["file_name"]), f.read(),
+                       f"attachment {item['file_name']!r}")
+    return folder
+
+
+def remote_board_tools(link: "HostLink", agent: str, run_id: int, task_id: int,
+                       project_id: int, invocation: dict) -> str | None:
+    """The board tools of a run on a host: /mcp through the connection's remote forward,
+    given to the adapter as {url, token} (Claude's --mcp-config names a 0600 file there; the
+    token is never on a command line); the token, or None when there is no forward."""
+    if not link.port:
+        return None
+    token = secrets.token_urlsafe(24)
+    server = {"url": f"http://127.0.0.1:{link.port}/mcp", "token": token}
+    if agent == "claude":
+        server["config"] = link.path("runs", f"{int(run_id)}.mcp.json")
+        config = {"mcpServers": {"taskboard": {"type": "http", "url": server["url"],
+                                               "headers": {"Authorization": f"Bearer {token}"}}}}
+        link.write(server["config"], json_dumps(config).encode(), "the board tools' settings")
+    ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], server)
+    runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
+                                 "created": set()}
+    return token
 
 
 class HostLink:
@@ -12993,33 +13051,6 @@ RUN_TOKEN_ROUTES = (
 )
 
 
-def local_board_tools(agent: str, run_id: int, task_id: int, project_id: int,
-                      invocation: dict, mcp_port: int | None = None) -> str:
-    """The board tools of a run here: a token, the 0600 config file that holds it (Claude's
-    --mcp-config) and the server's command, given to the adapter as {command, args,
-    config}; the token.  The server reads it from the file (`--config`), so it is never on
-    a command line."""
-    token = secrets.token_urlsafe(24)
-    runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
-                                 "created": set()}
-    url = runtime.url if mcp_port is None else re.sub(r":\d+$", f":{mcp_port}", runtime.url)
-    path = _mcp_config_path(run_id)
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    server = {"command": sys.executable,
-              "args": [os.path.abspath(__file__), "--mcp", "--url", url, "--config", path]}
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"mcpServers": {"taskboard": {**server, "env": {
-            "TASKBOARD_MCP_TOKEN": token, "TASKBOARD_TASK_ID": str(task_id)}}}}, f)
-    ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], {**server,
-                                                                        "config": path})
-    return token
-
-
-def _mcp_config_path(run_id: int) -> str:
-    return os.path.join(runtime.data_dir, "mcp", f"run-{int(run_id)}.json")
-
-
 def revoke_run_token(run: "AgentRun") -> None:
     if runtime.run_tokens.pop(getattr(run, "board_token", None), None) is not None:
         with contextlib.suppress(OSError):
@@ -13154,26 +13185,6 @@ def mcp_http(body):
     if not answers:
         return None
     return answers if isinstance(body, list) else answers[0]
-
-
-def remote_board_tools(link: "HostLink", agent: str, run_id: int, task_id: int,
-                       project_id: int, invocation: dict) -> str | None:
-    """The board tools of a run on a host: /mcp through the connection's remote forward,
-    given to the adapter as {url, token} (Claude's --mcp-config names a 0600 file there; the
-    token is never on a command line); the token, or None when there is no forward."""
-    if not link.port:
-        return None
-    token = secrets.token_urlsafe(24)
-    server = {"url": f"http://127.0.0.1:{link.port}/mcp", "token": token}
-    if agent == "claude":
-        server["config"] = link.path("runs", f"{int(run_id)}.mcp.json")
-        config = {"mcpServers": {"taskboard": {"type": "http", "url": server["url"],
-                                               "headers": {"Authorization": f"Bearer {token}"}}}}
-        link.write(server["config"], json_dumps(config).encode(), "the board tools' settings")
-    ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], server)
-    runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
-                                 "created": set()}
-    return token
 
 
 #: The protocol revisions of the initialize handshake the board speaks, newest last.
@@ -13904,13 +13915,6 @@ def check_agent_command() -> None:
         agent["checking"] = False
 
 
-def cli_version(out: str) -> str | None:
-    """The first stdout line that looks like a version ("2.1.197 (Claude Code)",
-    "codex-cli 0.169.0"); None (unknown) when none does."""
-    return next((line.strip() for line in out.splitlines() if VERSION_LINE.match(line.strip())),
-                None)
-
-
 class ForwardedHandler(Handler):
     """The handler of what a host's remote forward brings: marked as such, and no /ws."""
 
@@ -14035,10 +14039,6 @@ def run_backup(config: dict) -> int:
         return 1
     print(f"backed up {source} to {target} ({size:,} bytes, integrity ok)")
     return 0
-
-
-def running_as_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def main(argv=None) -> None:
