@@ -4259,7 +4259,7 @@ def _check_clone_source(values: dict) -> None:
     else the origin of its workingDir."""
     if values.get("host_id") is not None and not values.get("repo_url") \
             and host_row(values["host_id"]) is not None \
-            and not _origin_url(values["working_dir"]):  # (a missing host: the store's 400)
+            and not origin_url(values["working_dir"]):  # (a missing host: the store's 400)
         raise Invalid(f"repoUrl must be set: the project runs on a host, which clones it, and "
                       f"workingDir {values['working_dir'][:200]!r} has no origin remote",
                       "repoUrl")
@@ -8976,10 +8976,10 @@ def remote_checkout(task: dict, project: dict, host: dict, link: "HostLink",
     """The task's worktree on the host (design §15): the project's clone at
     <baseDir>/repos/<slug>, fetched before each run, and a worktree per task on the task's
     branch; its absolute path there."""
-    worktree = shlex.quote(remote_worktree(task, project, link))
+    worktree = shlex.quote(link.worktree(task, project))
     branch = task["branch_name"] or branch_name(task)
     pr_base = project["pr_base_branch"]
-    script = f"""{remote_clone(project, host, link)}
+    script = f"""{link.clone_script(project)}
 wt={worktree}; b={shlex.quote(branch)}; pr={shlex.quote(pr_base)}
 f={shlex.quote(task.get("from_branch") or pr_base)}
 if git -C "$repo" rev-parse --verify -q "refs/heads/$f" >/dev/null; then pr=$f; fi
@@ -9612,7 +9612,7 @@ class ClaudeAdapter:
     #: Whether the run is in the board's sandbox, which the CLI's own must not nest in.
     sandboxed = False
     #: Whether a task run of this CLI gets the board tools (the stdio MCP server of
-    #: local_board_tools, remote_board_tools), so its agent can create sub-tasks.
+    #: the machines' board_tools()), so its agent can create sub-tasks.
     BOARD_TOOLS = True
 
     def __init__(self, model: str | None = None, base_usage: dict | None = None):
@@ -10648,30 +10648,7 @@ def _ssh_error(stderr: str, fallback: str, host: dict | None = None) -> str:
     return error
 
 
-def local_board_tools(agent: str, run_id: int, task_id: int, project_id: int,
-                      invocation: dict, mcp_port: int | None = None) -> str:
-    """The board tools of a run here: a token, the 0600 config file that holds it (Claude's
-    --mcp-config) and the server's command, given to the adapter as {command, args,
-    config}; the token.  The server reads it from the file (`--config`), so it is never on
-    a command line."""
-    token = secrets.token_urlsafe(24)
-    runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
-                                 "created": set()}
-    url = runtime.url if mcp_port is None else re.sub(r":\d+$", f":{mcp_port}", runtime.url)
-    path = _mcp_config_path(run_id)
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    server = {"command": sys.executable,
-              "args": [os.path.abspath(__file__), "--mcp", "--url", url, "--config", path]}
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"mcpServers": {"taskboard": {**server, "env": {
-            "TASKBOARD_MCP_TOKEN": token, "TASKBOARD_TASK_ID": str(task_id)}}}}, f)
-    ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], {**server,
-                                                                        "config": path})
-    return token
-
-
-def _mcp_config_path(run_id: int) -> str:
+def mcp_config_path(run_id: int) -> str:
     return os.path.join(runtime.data_dir, "mcp", f"run-{int(run_id)}.json")
 
 
@@ -10791,9 +10768,27 @@ class ThisMachine:
     #: Whether a run there reaches the board's tools.
     reaches_board = True
 
-    def board_tools(self, agent, run_id, task_id, project_id, invocation, mcp_port=None):
-        """Give the run (its invocation) the board tools; their token."""
-        return local_board_tools(agent, run_id, task_id, project_id, invocation, mcp_port)
+    def board_tools(self, agent: str, run_id: int, task_id: int, project_id: int,
+                    invocation: dict, mcp_port: int | None = None) -> str | None:
+        """The board tools of a run here: a token, the 0600 config file that holds it (Claude's
+        --mcp-config) and the server's command, given to the adapter as {command, args,
+        config}; the token.  The server reads it from the file (`--config`), so it is never on
+        a command line."""
+        token = secrets.token_urlsafe(24)
+        runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
+                                     "created": set()}
+        url = runtime.url if mcp_port is None else re.sub(r":\d+$", f":{mcp_port}", runtime.url)
+        path = mcp_config_path(run_id)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        server = {"command": sys.executable,
+                  "args": [os.path.abspath(__file__), "--mcp", "--url", url, "--config", path]}
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"mcpServers": {"taskboard": {**server, "env": {
+                "TASKBOARD_MCP_TOKEN": token, "TASKBOARD_TASK_ID": str(task_id)}}}}, f)
+        ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], {**server,
+                                                                            "config": path})
+        return token
 
     def sandbox(self) -> dict:
         """bubblewrap there: {engine, works, version, error} (design §17)."""
@@ -10820,7 +10815,7 @@ class ThisMachine:
         """A run's invocation (run_invocation()'s) as it starts there; `name`: the run's,
         for its files (a sandboxed run reads its board tools' config)."""
         if sandbox is not None and name.isdigit():
-            sandbox["files"].append(_mcp_config_path(int(name)))
+            sandbox["files"].append(mcp_config_path(int(name)))
         return {**invocation, "root": repo_root(invocation["cwd"])}
 
     def started(self, run: "AgentRun") -> None:
@@ -10856,91 +10851,9 @@ class ThisMachine:
 THIS_MACHINE = ThisMachine()
 
 
-def not_on_host(agent: str, host: dict) -> str | None:
-    """Why an agent CLI cannot start on a host its last check found it missing on."""
-    check = json.loads(host["last_check_json"] or "null") or {}
-    seen = (check.get("agents") or {}).get(agent) or {}
-    if not check.get("ok") or seen.get("found") is not False:
-        return None
-    return f"the {agent} agent command was not found on host {host['name']!r}: install it " \
-        f"there (npm install -g {AGENTS[agent].package}) or set the host's agentCommands"
-
-
-def remote_invocation(link: "HostLink", name: str, invocation: dict,
-                      sandbox: dict | None = None) -> dict:
-    """A run's invocation sent to its host: the run's own variables (what it adds to the
-    board's environment) go to a 0600 file there, never on a command line; the argv is the
-    ssh client of its channel, which runs REMOTE_RUN; the board's environment stays here."""
-    own = {k: v for k, v in invocation["env"].items()
-           if os.environ.get(k) != v and re.fullmatch(r"[A-Za-z_]\w*", k)}
-    own.pop("TASKBOARD_URL", None)
-    if link.port:  # the board, through the connection's remote forward
-        own["TASKBOARD_URL"] = f"http://127.0.0.1:{link.port}"
-    env_file = link.path("runs", f"{name}.env")
-    argv, own = sandboxed(invocation["argv"], invocation["cwd"], own, sandbox, link.path(),
-                          files=[env_file[:-4] + ".mcp.json"])
-    link.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
-               .encode(), "the run's settings")
-    remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
-        f"{shlex.quote(invocation['cwd'])} {shlex.join(argv)}"
-    return {**invocation, "argv": link.argv(remote),
-            "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
-
-
-def remote_worktree(task: dict, project: dict, link: "HostLink") -> str:
-    """Where the task's worktree is on its project's host (an absolute path)."""
-    return link.path("worktrees", project["id"], task["task_key"])
-
-
-def remote_clone(project: dict, host: dict, link: "HostLink") -> str:
-    """The start of a script run on the host: the project's clone at <baseDir>/repos/<slug>
-    ($repo), cloned from repoUrl (else workingDir's origin) the first time, then fetched."""
-    url = project["repo_url"] or _origin_url(project["working_dir"])
-    if not url:
-        raise GitError(f"project {project['name']!r} runs on host {host['name']!r} but has "
-                       "no repoUrl, and its workingDir has no origin to clone")
-    return f"""set -e
-repo={shlex.quote(link.repository(project))}
-mkdir -p "$(dirname "$repo")"
-[ -d "$repo/.git" ] || git clone -q -- {shlex.quote(url)} "$repo" >&2
-git -C "$repo" fetch -q origin >&2 || true"""
-
-
-def _origin_url(folder: str) -> str | None:
+def origin_url(folder: str) -> str | None:
     code, out = run_command(["git", "remote", "get-url", "origin"], folder, 10)
     return out.strip() or None if code == 0 else None
-
-
-def copy_attachments(task: dict, attachments: list[dict], link: "HostLink") -> str:
-    """Copy the task's attachments to <baseDir>/attachments/<task_key>/ on the host; the
-    folder's path there."""
-    folder = link.path("attachments", task["task_key"])
-    link.run(f"rm -rf {shlex.quote(folder)}")  # what an earlier run was given
-    for item in attachments:
-        with open(os.path.join(runtime.data_dir, item["path"]), "rb") as f:
-            link.write(posixpath.join(folder, item["file_name"]), f.read(),
-                       f"attachment {item['file_name']!r}")
-    return folder
-
-
-def remote_board_tools(link: "HostLink", agent: str, run_id: int, task_id: int,
-                       project_id: int, invocation: dict) -> str | None:
-    """The board tools of a run on a host: /mcp through the connection's remote forward,
-    given to the adapter as {url, token} (Claude's --mcp-config names a 0600 file there; the
-    token is never on a command line); the token, or None when there is no forward."""
-    if not link.port:
-        return None
-    token = secrets.token_urlsafe(24)
-    server = {"url": f"http://127.0.0.1:{link.port}/mcp", "token": token}
-    if agent == "claude":
-        server["config"] = link.path("runs", f"{int(run_id)}.mcp.json")
-        config = {"mcpServers": {"taskboard": {"type": "http", "url": server["url"],
-                                               "headers": {"Authorization": f"Bearer {token}"}}}}
-        link.write(server["config"], json_dumps(config).encode(), "the board tools' settings")
-    ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], server)
-    runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
-                                 "created": set()}
-    return token
 
 
 class HostLink:
@@ -10983,7 +10896,7 @@ class HostLink:
             with contextlib.suppress(FileNotFoundError):  # a dead master's (a killed board)
                 os.remove(self.control)
             # a remote run's requests come in on a listener of their own (forwarded())
-            forward = f"127.0.0.1:0:127.0.0.1:{forward_port()}"
+            forward = f"127.0.0.1:0:127.0.0.1:{runtime.forward.port()}"
             master = self.master = subprocess.Popen(
                 ["ssh", "-M", "-N", *ssh_options(self.host), "-o", f"ControlPath={self.control}",
                  "-o", "ControlPersist=no", "-R", forward, self.host["address"]],
@@ -11120,7 +11033,17 @@ class HostLink:
 
     def agent_command(self, agent: str) -> tuple[list | None, str | None]:
         commands = json.loads(self.host["agent_commands_json"] or "{}")  # else its name
-        return shlex.split(commands.get(agent) or agent), not_on_host(agent, self.host)
+        return shlex.split(commands.get(agent) or agent), self._missing(agent)
+
+    def _missing(self, agent: str) -> str | None:
+        """Why an agent CLI cannot start on the host its last check found it missing on."""
+        check = json.loads(self.host["last_check_json"] or "null") or {}
+        seen = (check.get("agents") or {}).get(agent) or {}
+        if not check.get("ok") or seen.get("found") is not False:
+            return None
+        return f"the {agent} agent command was not found on host {self.host['name']!r}: " \
+            f"install it there (npm install -g {AGENTS[agent].package}) or set the host's " \
+            "agentCommands"
 
     def ready(self) -> None:
         if not self.host["enabled"]:
@@ -11147,20 +11070,44 @@ class HostLink:
         """The project's clone there, fetched (GitError, HostDown)."""
         repo = self.repository(project)
         with self.repo_lock(repo):
-            code, out = self.run(remote_clone(project, self.host, self) + "\ngit -C \"$repo\" "
+            code, out = self.run(self.clone_script(project) + "\ngit -C \"$repo\" "
                                  "merge -q --ff-only '@{u}' >&2 || true", timeout=600)
         if code != 0:
             raise GitError(f"the clone on host {self.host['name']!r} could not be fetched: "
                            f"{_cut(out.strip().splitlines()[-1] if out.strip() else '', 300)}")
         return repo
 
-    def review_cwd(self, task: dict, project: dict) -> str:
-        return remote_worktree(task, project, self)
+    def worktree(self, task: dict, project: dict) -> str:
+        """Where the task's worktree is on its project's host (an absolute path)."""
+        return self.path("worktrees", project["id"], task["task_key"])
 
-    worktree = review_cwd
+    review_cwd = worktree
+
+    def clone_script(self, project: dict) -> str:
+        """The start of a script run on the host: the project's clone at <baseDir>/repos/<slug>
+        ($repo), cloned from repoUrl (else workingDir's origin) the first time, then fetched."""
+        url = project["repo_url"] or origin_url(project["working_dir"])
+        if not url:
+            raise GitError(f"project {project['name']!r} runs on host {self.host['name']!r} but "
+                           "has no repoUrl, and its workingDir has no origin to clone")
+        return f"""set -e
+repo={shlex.quote(self.repository(project))}
+mkdir -p "$(dirname "$repo")"
+[ -d "$repo/.git" ] || git clone -q -- {shlex.quote(url)} "$repo" >&2
+git -C "$repo" fetch -q origin >&2 || true"""
 
     def attachments(self, task: dict, attachments: list[dict]) -> str | None:
-        return copy_attachments(task, attachments, self) if attachments else None
+        """Copy the task's attachments to <baseDir>/attachments/<task_key>/ on the host; the
+        folder's path there."""
+        if not attachments:
+            return None
+        folder = self.path("attachments", task["task_key"])
+        self.run(f"rm -rf {shlex.quote(folder)}")  # what an earlier run was given
+        for item in attachments:
+            with open(os.path.join(runtime.data_dir, item["path"]), "rb") as f:
+                self.write(posixpath.join(folder, item["file_name"]), f.read(),
+                           f"attachment {item['file_name']!r}")
+        return folder
 
     def remove_worktree(self, task: dict, project: dict, only_if_done: bool,
                         merged: bool) -> None:
@@ -11180,7 +11127,7 @@ class HostLink:
                     f'{shlex.quote(task["base_commit"])}..{branch})" = 0 ] && ' \
                     f'git -C {repo} branch -D {branch}' if task["base_commit"] else ""
                 self.run(f"git -C {repo} worktree remove --force "
-                         f"{shlex.quote(remote_worktree(task, project, self))}; "
+                         f"{shlex.quote(self.worktree(task, project))}; "
                          f"git -C {repo} worktree prune{empty}; true", timeout=60)
         except HostDown as exc:
             if task_row(task["id"]) is not None:
@@ -11191,8 +11138,26 @@ class HostLink:
     def reaches_board(self) -> bool:
         return bool(self.port)  # the connection's remote forward
 
-    def board_tools(self, agent, run_id, task_id, project_id, invocation, mcp_port=None):
-        return remote_board_tools(self, agent, run_id, task_id, project_id, invocation)
+    def board_tools(self, agent: str, run_id: int, task_id: int, project_id: int,
+                    invocation: dict, mcp_port: int | None = None) -> str | None:
+        """The board tools of a run on a host: /mcp through the connection's remote forward,
+        given to the adapter as {url, token} (Claude's --mcp-config names a 0600 file there; the
+        token is never on a command line); the token, or None when there is no forward."""
+        if not self.port:
+            return None
+        token = secrets.token_urlsafe(24)
+        server = {"url": f"http://127.0.0.1:{self.port}/mcp", "token": token}
+        if agent == "claude":
+            server["config"] = self.path("runs", f"{int(run_id)}.mcp.json")
+            config = {"mcpServers": {"taskboard": {
+                "type": "http", "url": server["url"],
+                "headers": {"Authorization": f"Bearer {token}"}}}}
+            self.write(server["config"], json_dumps(config).encode(),
+                       "the board tools' settings")
+        ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], server)
+        runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
+                                     "created": set()}
+        return token
 
     def sandbox(self) -> dict:
         """bubblewrap there, as the host's last check found it."""
@@ -11202,17 +11167,32 @@ class HostLink:
 
     def spawn(self, argv: list[str], cwd: str, env: dict, sandbox: dict | None = None) \
             -> subprocess.Popen:
-        """The ssh client of a run's channel (argv: remote_invocation's), which dies with
+        """The ssh client of a run's channel (argv: invocation()'s), which dies with
         the board; its other end (REMOTE_RUN) starts the agent in the worktree there."""
         return subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True,
                                 preexec_fn=_die_with_board)
 
     def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
-        """The run's settings go to the host first (OSError, HostDown); its process here is
-        the ssh client of its channel (REMOTE_RUN on the other end, which wraps it in the
-        sandbox there), which dies with the board."""
-        return remote_invocation(self, name, invocation, sandbox)
+        """A run's invocation sent to its host first (OSError, HostDown): the run's own
+        variables (what it adds to the board's environment) go to a 0600 file there, never on
+        a command line; the argv is the ssh client of its channel, which runs REMOTE_RUN (in
+        the sandbox there when it has one) and dies with the board; the board's environment
+        stays here."""
+        own = {k: v for k, v in invocation["env"].items()
+               if os.environ.get(k) != v and re.fullmatch(r"[A-Za-z_]\w*", k)}
+        own.pop("TASKBOARD_URL", None)
+        if self.port:  # the board, through the connection's remote forward
+            own["TASKBOARD_URL"] = f"http://127.0.0.1:{self.port}"
+        env_file = self.path("runs", f"{name}.env")
+        argv, own = sandboxed(invocation["argv"], invocation["cwd"], own, sandbox, self.path(),
+                              files=[env_file[:-4] + ".mcp.json"])
+        self.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
+                   .encode(), "the run's settings")
+        remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
+            f"{shlex.quote(invocation['cwd'])} {shlex.join(argv)}"
+        return {**invocation, "argv": self.argv(remote),
+                "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
 
     def started(self, run: "AgentRun") -> None:
         publish_host_runs(run)  # the process to remember is its group there: see heard()
@@ -13054,7 +13034,7 @@ RUN_TOKEN_ROUTES = (
 def revoke_run_token(run: "AgentRun") -> None:
     if runtime.run_tokens.pop(getattr(run, "board_token", None), None) is not None:
         with contextlib.suppress(OSError):
-            os.remove(_mcp_config_path(run.run_id))
+            os.remove(mcp_config_path(run.run_id))
 
 
 def run_token_refusal(environ, scope: dict) -> ApiError | None:
@@ -13716,8 +13696,8 @@ class Runtime:
         #: connection was lost left there, to kill when it is reachable again
         self.links = {}
         self.leftovers = {}
-        #: the listener hosts' remote forwards reach (forward_port()), once one is needed
-        self.forward = None
+        #: the listener hosts' remote forwards reach, started once one is needed
+        self.forward = ForwardListener()
         #: the open pull requests the board follows (design §16)
         self.prs = PullRequests()
         #: the background clocks (Worker) and one-off greenlets; the chores of one change
@@ -13881,8 +13861,7 @@ def shutdown() -> None:
     runtime.chores.kill()  # what the runs' ends asked for
     for link in runtime.links.values():
         link.close()
-    if runtime.forward is not None:
-        runtime.forward.stop(timeout=1)
+    runtime.forward.stop()
     runtime.logs.stop()
     for sub in list(runtime.events.subscribers):
         sub.close()
@@ -13940,16 +13919,24 @@ def forwarded(environ, start_response):
     return [body]
 
 
-def forward_port() -> int:
-    """The port of the listener that hosts' remote forwards reach: a loopback port of its
-    own, serving forwarded(), started when a host's connection first needs it."""
-    if runtime.forward is None:
-        runtime.forward = Server(("127.0.0.1", 0), forwarded, handler_class=ForwardedHandler,
-                                 log=None,
-                                 error_log=logging.getLogger("taskboard.http"),
+class ForwardListener:
+    """The listener that hosts' remote forwards reach (runtime.forward): a loopback port of
+    its own, serving forwarded(), started when a host's connection first needs its port."""
+
+    def __init__(self):
+        self.server = None
+
+    def port(self) -> int:
+        if self.server is None:
+            self.server = Server(("127.0.0.1", 0), forwarded, handler_class=ForwardedHandler,
+                                 log=None, error_log=logging.getLogger("taskboard.http"),
                                  environ={"SERVER_NAME": "127.0.0.1"})
-        runtime.forward.start()
-    return runtime.forward.server_port
+            self.server.start()
+        return self.server.server_port
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop(timeout=1)
 
 
 def make_server(host: str, port: int) -> Server:
