@@ -4421,7 +4421,7 @@ def _reserve_slot(task_id: int) -> bool:
     row = found(task_slot_row(task_id), f"task {task_id} not found")
     if row["status"] == "in_progress" or row["attempts_open"]:
         return False  # running, or its attempts take slots of their own
-    if full := host_full(row["host_id"]):
+    if full := host_machine(row["host_id"]).full():
         raise Conflict(full)
     return runtime.agents.reserve(task_id, row["project_id"], row["max_concurrent"], row["slug"])
 
@@ -4608,7 +4608,7 @@ def run_queue(project_id: int) -> list[int]:
         if states[task["id"]][0] != "ready" or (task["agent"] or project["agent"]) in limited:
             continue  # not ready, or its agent waits out a usage limit
         if runtime.agents.used(project_id) >= project["max_concurrent"] or \
-                host_full(project["host_id"]):
+                host_machine(project["host_id"]).full():
             break
         try:
             move_task(task["id"], "in_progress", manual=False, only_from="backlog",
@@ -4924,8 +4924,7 @@ def retry_sandbox() -> float | None:
     runtime.sandbox = try_sandbox(runtime.config["bwrap"])  # a host's: its check's
     for task in waiting:
         project = project_row(task["project_id"])
-        machine = project_machine(project) if project is not None else None
-        if machine is not None and machine.sandbox()["works"] and \
+        if project is not None and project_machine(project).sandbox()["works"] and \
                 task["status"] == "in_progress" and runtime.agents.reserve(
                     task["id"], task["project_id"], None):
             start_run(task["id"], resume=bool(task["session_id"]), prompt="continue")
@@ -4976,7 +4975,7 @@ def finish_run(run: "AgentRun") -> None:
         **({"session_id": run.parser.session_id} if run.parser.session_id else {}),
         **({"last_error": reason} if outcome in ("retry", "fail") else {})})
     runtime.agents.forget(run, keep_slot=outcome in ("retry", "wait") and task is not None)
-    publish_host_runs(run)
+    run.machine.runs_changed()
     for project_id in run.machine.neighbours(run.project_id):  # a slot is free
         schedule_queue(project_id)
     check_budget()
@@ -5121,10 +5120,8 @@ def resume_interrupted_runs() -> None:
     """At start-up: kill what survived the last server, then give every in_progress task
     its agent back — its own session resumed ("continue"), not counted as a retry."""
     for run in running_rows("runs"):
-        if run["pid"] and run["host_id"]:  # killed when the host is reached again
-            runtime.leftovers.setdefault(run["host_id"], set()).add(run["pid"])
-        elif run["pid"]:
-            kill_survivor(run["pid"], run["proc_start"])
+        if run["pid"]:  # on a host: killed when the host is reached again
+            host_machine(run["host_id"]).kill_survivor(run["pid"], run["proc_start"])
     for task in restart_rows():
         if task["agent_done"]:  # waits for its sub-tasks, with no agent
             settle_parent(task["id"])
@@ -5665,7 +5662,7 @@ def finish_verifier(run: "AgentRun") -> None:
     finish_run_rows(run.run_id, {
         "status": "stopped" if outcome in ("stopped", "interrupted") else status,
         "exit_code": run.exit_code, "error": problem, **run.usage_columns()}, {})
-    publish_host_runs(run)
+    run.machine.runs_changed()
     check_budget()
     until = limit_resets(run.parser) if outcome == "wait" else None
     if until is not None:
@@ -5821,7 +5818,7 @@ def _start_queued_attempts(project: dict, limited: set) -> None:
     the project and its host have free slots."""
     for attempt in queued_attempt_rows(project["id"]):
         if runtime.agents.used(project["id"]) >= project["max_concurrent"] or \
-                host_full(project["host_id"]):
+                host_machine(project["host_id"]).full():
             return
         if attempt["agent"] not in limited and runtime.agents.reserve(
                 (attempt["task_id"], attempt["n"]), project["id"], None):
@@ -5873,7 +5870,7 @@ def finish_attempt(run: "AgentRun") -> None:
     attempt = update_attempt_row(attempt["id"], {"session_id": run.parser.session_id or
                                                  attempt["session_id"]},
                                  find_row("runs", id=run.run_id))
-    publish_host_runs(run)
+    run.machine.runs_changed()
     for project_id in [run.project_id, *run.machine.neighbours(run.project_id)]:
         schedule_queue(project_id)  # a slot is free
     check_budget()
@@ -5960,7 +5957,7 @@ def finish_attempt_verifier(run: "AgentRun") -> None:
             "approve": "approved", "reject": "rejected"}[verdict["verdict"]] if verdict
         else "failed", "exit_code": run.exit_code, "error": problem,
         **run.usage_columns()}, {})
-    publish_host_runs(run)
+    run.machine.runs_changed()
     check_budget()
     if outcome == "interrupted":  # the board stops: it resumes, and is judged, at the restart
         _publish_attempt(update_attempt_row(run.attempt["id"], {"status": "queued"}))
@@ -6083,8 +6080,6 @@ def _clear_attempts(task: dict, project: dict, rows: list[dict], keep=None) -> N
     """The worktrees of a set's attempts go, with their branches unless
     keepAttemptBranches; `keep`'s worktree becomes the task's."""
     machine = project_machine(project)
-    if machine is None:
-        return
     repo = machine.repository(project)
     gone = [part for a in rows if a is not keep and a["branch_name"] for part in (
         machine.worktree(attempt_task(task, a), project),
@@ -6233,8 +6228,7 @@ def remove_worktree(task: dict, project: dict, only_if_done: bool = False,
     or they were merged.  With only_if_done, nothing happens unless the task is still
     done and has no agent.  What fails goes to the task's log."""
     try:
-        if (machine := project_machine(project)) is not None:
-            machine.remove_worktree(task, project, only_if_done, merged)
+        project_machine(project).remove_worktree(task, project, only_if_done, merged)
     except GitError as exc:
         if task_row(task["id"]) is None:
             log.warning("task %s: its worktree was not removed: %s", task["id"], exc)
@@ -6305,7 +6299,7 @@ def open_pull_request(task: dict, project: dict) -> None:
     repo = project["git_host_repo"] or _repo_of_origin(root)
     refs = f"refs/heads/{task['branch_name']}:refs/heads/{task['branch_name']}"
     try:  # from the project's machine (a host's clone, with the host's credentials)
-        machine = found(project_machine(project), "the project's host is gone")
+        machine = project_machine(project)
         where = machine.repository(project)
         with machine.repo_lock(where):
             machine.git(where, "push", "origin", refs, timeout=PUSH_TIMEOUT_SECONDS)
@@ -7240,8 +7234,7 @@ def task_git(task: dict, project: dict) -> tuple:
     """Where the git commands of a task on a branch run: (its repository, its worktree or
     None), each a run(argv, timeout) as a machine's shell() gives; (None, None) outside git
     or on a host whose connection is not open (a read never waits for one)."""
-    machine = project_machine(project)
-    return machine.task_git(task, project) if machine is not None else (None, None)
+    return project_machine(project).task_git(task, project)
 
 
 def task_commits(task: dict) -> list[dict]:
@@ -7777,7 +7770,7 @@ def start_plan(project_id: int, body) -> dict:
     stamp = max(int(time.time() * 1000), runtime.last_plan_ms + 1)
     runtime.last_plan_ms = stamp
     plan_id = f"plan-{project_id}-{stamp}"
-    machine = found(project_machine(project), "the project's host is gone")
+    machine = project_machine(project)
     try:  # on a host: its connection, its clone fetched, the run's settings sent there
         agent, command, sandboxed = run_agent(project, values.get("agent"), machine)
         prompt = planner_prompt(project, values)
@@ -8919,14 +8912,6 @@ def _discovered(out: str) -> dict:
     return found_
 
 
-def publish_host_runs(run: "AgentRun") -> None:
-    """host:updated for the host of a run that started or ended: its `running` changed."""
-    host = run.machine.host
-    row = host_row(host["id"]) if host is not None else None
-    if row is not None:
-        runtime.events.publish("host:updated", host_view(row))
-
-
 def host_came_back(host: dict) -> None:
     """The host is reachable: start the tasks that wait for it."""
     for task in waiting_task_rows(host["id"]):
@@ -8957,18 +8942,6 @@ def wait_for_host(task: dict, host: dict, error: str) -> None:
     runtime.logs.append(task["id"], "system", f"waiting for host {host['name']!r}: {error}")
     _publish_task(update_task_row(task["id"], {"waiting_for_json": json_dumps(waiting),
                                                "is_running": 0}))
-
-
-def host_full(host_id: int | None) -> str | None:
-    """Why the host cannot take another agent now (its maxConcurrent), or None."""
-    host = host_row(host_id) if host_id is not None else None
-    if host is None:
-        return None
-    used = sum(runtime.agents.used(p) for p in host_project_rows(host_id))
-    if used < host["max_concurrent"]:
-        return None
-    return f"host {host['name']!r} already runs {used} agent{'s' if used != 1 else ''} " \
-        f"(maxConcurrent {host['max_concurrent']}); wait for one to finish or raise it"
 
 
 def remote_checkout(task: dict, project: dict, host: dict, link: "HostLink",
@@ -9018,34 +8991,10 @@ cd "$wt" && pwd -P && git rev-parse HEAD"""
 
 
 def bring_branch_home(task: dict, project: dict) -> None:
-    """An approved task of a project on a host: its branch is fetched from the host's clone
-    into workingDir's repository over the host's connection, PR or not (design §15), and
-    the task says where the branch is."""
-    host = host_row(project["host_id"]) if project["host_id"] is not None else None
-    if host is None or not task["branch_name"]:
-        return
-    link, branch = host_link(host), task["branch_name"]
-    root = repo_root(project["working_dir"])
-    try:
-        clone = link.repository(project)
-        with link.repo_lock(clone), git_lock(root):
-            code, out = run_command(
-                ["git", "fetch", "--no-tags", "--upload-pack",
-                 f"{REMOTE_PROFILE}; git-upload-pack", f"{host['address']}:{clone}",
-                 f"refs/heads/{branch}:refs/heads/{branch}"], root, 300,
-                stderr=subprocess.STDOUT, env={**os.environ, **GIT_ENV, "GIT_SSH_COMMAND":
-                                              shlex.join(link.argv("")[:-2])})
-    except HostDown as exc:
-        code, out = 255, str(exc)
-    if code != 0:
-        runtime.logs.append(task["id"], "system", f"branch {branch} stays on host "
-                            f"{host['name']!r}, in {task['branch_at'] or 'its clone'}: it "
-                            f"could not be fetched into {root}: {_cut(out.strip(), 500)}",
-                            is_error=True)
-        return
-    runtime.logs.append(task["id"], "system", f"branch {branch} fetched from host "
-                        f"{host['name']!r} into {root}")
-    _publish_task(update_task_row(task["id"], {"branch_at": root}))
+    """An approved task's branch comes home to workingDir's repository from the machine
+    its runs used, PR or not (design §15), and the task says where the branch is."""
+    if task["branch_name"] and (home := project_machine(project).bring_home(task, project)):
+        _publish_task(update_task_row(task["id"], {"branch_at": home}))
 
 
 # --- health ------------------------------------------------------------------------
@@ -10683,6 +10632,24 @@ class ThisMachine:
         project)."""
         return []
 
+    def full(self) -> str | None:
+        """Why the machine cannot take another agent now, or None: here each project's
+        maxConcurrent alone says."""
+        return None
+
+    def runs_changed(self) -> None:
+        """A run there started or ended: what the machine tells (nothing here)."""
+
+    def bring_home(self, task: dict, project: dict) -> str | None:
+        """Bring an approved task's branch into workingDir's repository; the folder it is
+        in now, or None when it needed no bringing (here: it is there) or could not come
+        (logged)."""
+        return None
+
+    def kill_survivor(self, pid: int, started: int | None) -> None:
+        """At start-up: a run's process group a previous server left there goes."""
+        kill_survivor(pid, started)
+
     def begin(self, start, *args) -> None:
         """Start a run (start(*args)): here at once."""
         start(*args)
@@ -11019,6 +10986,50 @@ class HostLink:
         """The other projects on this host: a run's end frees a slot they may use."""
         return [p for p in host_project_rows(self.host["id"]) if p != project_id]
 
+    def full(self) -> str | None:
+        """Why the host cannot take another agent now (its maxConcurrent), or None."""
+        used = sum(runtime.agents.used(p) for p in host_project_rows(self.host["id"]))
+        if used < self.host["max_concurrent"]:
+            return None
+        return f"host {self.host['name']!r} already runs {used} agent" \
+            f"{'s' if used != 1 else ''} (maxConcurrent {self.host['max_concurrent']}); " \
+            "wait for one to finish or raise it"
+
+    def runs_changed(self) -> None:
+        """host:updated: its `running` changed."""
+        row = host_row(self.host["id"])
+        if row is not None:
+            runtime.events.publish("host:updated", render(HOST_FIELDS, row))
+
+    def bring_home(self, task: dict, project: dict) -> str | None:
+        """The branch is fetched from the host's clone over its connection."""
+        branch = task["branch_name"]
+        root = repo_root(project["working_dir"])
+        try:
+            clone = self.repository(project)
+            with self.repo_lock(clone), git_lock(root):
+                code, out = run_command(
+                    ["git", "fetch", "--no-tags", "--upload-pack",
+                     f"{REMOTE_PROFILE}; git-upload-pack", f"{self.host['address']}:{clone}",
+                     f"refs/heads/{branch}:refs/heads/{branch}"], root, 300,
+                    stderr=subprocess.STDOUT, env={**os.environ, **GIT_ENV, "GIT_SSH_COMMAND":
+                                                  shlex.join(self.argv("")[:-2])})
+        except HostDown as exc:
+            code, out = 255, str(exc)
+        if code != 0:
+            runtime.logs.append(task["id"], "system", f"branch {branch} stays on host "
+                                f"{self.host['name']!r}, in {task['branch_at'] or 'its clone'}"
+                                f": it could not be fetched into {root}: "
+                                f"{_cut(out.strip(), 500)}", is_error=True)
+            return None
+        runtime.logs.append(task["id"], "system", f"branch {branch} fetched from host "
+                            f"{self.host['name']!r} into {root}")
+        return root
+
+    def kill_survivor(self, pid: int, started: int | None) -> None:
+        """Killed when the host is reached again."""
+        runtime.leftovers.setdefault(self.host["id"], set()).add(pid)
+
     def begin(self, start, *args) -> None:
         """In the background: the connection may take seconds to open."""
         starter = gevent.spawn(start, *args)
@@ -11195,7 +11206,7 @@ git -C "$repo" fetch -q origin >&2 || true"""
                 "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
 
     def started(self, run: "AgentRun") -> None:
-        publish_host_runs(run)  # the process to remember is its group there: see heard()
+        self.runs_changed()  # the process to remember is its group there: see heard()
 
     def heard(self, run: "AgentRun", text: str) -> bool:
         found = run.group is None and REMOTE_GROUP_RE.match(text)
@@ -11268,12 +11279,60 @@ def machine_of(host: dict | None) -> "ThisMachine | HostLink":
     return THIS_MACHINE if host is None else host_link(host)
 
 
-def project_machine(project: dict) -> "ThisMachine | HostLink | None":
-    """machine_of() the project's host (None when its host is gone)."""
-    if project["host_id"] is None:
+def host_machine(host_id: int | None) -> "ThisMachine | HostLink | MissingHost":
+    """The machine of runs on a host (None: this one), which says so when it was deleted."""
+    if host_id is None:
         return THIS_MACHINE
-    host = host_row(project["host_id"])
-    return host_link(host) if host is not None else None
+    host = host_row(host_id)
+    return host_link(host) if host is not None else MissingHost(host_id)
+
+
+def project_machine(project: dict) -> "ThisMachine | HostLink | MissingHost":
+    """The machine the project's runs use."""
+    return host_machine(project["host_id"])
+
+
+class MissingHost:
+    """The machine of a project whose host was deleted meanwhile (a host a project names
+    cannot be deleted): nothing runs there, what would reach it raises HostDown, and what
+    only reads or cleans up finds nothing."""
+    host = None
+    reaches_board = False
+
+    def __init__(self, host_id: int):
+        self.host_id = host_id
+        self.where = f" on host {host_id}, which was deleted"
+
+    def _gone(self, *args, **kwargs):
+        raise HostDown(f"the project's host (host {self.host_id}) is gone")
+
+    agent_command = ready = has_git = repository = worktree = review_cwd = source = \
+        attachments = repo_lock = shell = git = invocation = board_tools = _gone
+
+    def sandbox(self) -> dict:
+        return {"engine": "bubblewrap", "works": False, "version": None,
+                "error": "the project's host is gone"}
+
+    def task_git(self, task: dict, project: dict) -> tuple:
+        return None, None
+
+    def head(self, cwd: str) -> None:
+        return None
+
+    def full(self) -> None:
+        return None  # its runs stop at ready()
+
+    def remove_worktree(self, task, project, only_if_done, merged) -> None:
+        """Nothing: what was on the host went with it."""
+
+    def bring_home(self, task: dict, project: dict) -> None:
+        return None
+
+    def runs_changed(self) -> None:
+        """Nothing: no host to tell of."""
+
+    def kill_survivor(self, pid: int, started: int | None) -> None:
+        """Nothing: the host is never reached again."""
 
 
 def scan_host_key(host: dict) -> tuple[str | None, str]:
