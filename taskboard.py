@@ -10469,8 +10469,8 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_FILES": "\n".join([*sandbox["files"], *files])}
 
 
-def sandboxed(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
-              show=(), files=(), check: bool = False) -> tuple[list[str], dict]:
+def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
+               show=(), files=(), check: bool = False) -> tuple[list[str], dict]:
     """A command of a run (its agent; with `check`, its stop check: only its first word is
     a program to show) and its environment, in the run's sandbox when it has one: the one
     place a run's command is wrapped, here or on a host (see sandbox_env() for `base`,
@@ -10508,7 +10508,7 @@ REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$
 #: The POSIX sh wrapper of a run on a host, sent with every run (nothing is installed
 #: there): `sh -c WRAPPER sh ENV_FILE WORKTREE ARGV...`.  It reads the run's variables
 #: from the 0600 file the board wrote (and removes it), starts the CLI in the worktree in
-#: its own process group (ARGV is sandboxed()'s: in its sandbox when it has one), says the
+#: its own process group (ARGV is in_sandbox()'s: in its sandbox when it has one), says the
 #: group's id on stderr, and kills the group when the channel closes: a newline on stderr
 #: every few seconds fails once nobody reads it.
 REMOTE_RUN = REMOTE_PROFILE + r'''
@@ -10765,17 +10765,17 @@ class ThisMachine:
             -> subprocess.Popen:
         """Start an agent's process, its stdio piped, in a process group of its own: the
         one place every run's command starts (task, verifier, planner), in the sandbox
-        when it has one (sandboxed())."""
-        argv, env = self._sandboxed(argv, cwd, env, sandbox)
+        when it has one (in_sandbox())."""
+        argv, env = self._in_sandbox(argv, cwd, env, sandbox)
         return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
 
     @staticmethod
-    def _sandboxed(argv: list[str], cwd: str, env: dict, sandbox: dict | None,
-                   check: bool = False):
-        """sandboxed() here: the data dir hidden, the board tools' server shown."""
-        return sandboxed(argv, cwd, env, sandbox, os.path.realpath(runtime.data_dir),
+    def _in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None,
+                    check: bool = False):
+        """in_sandbox() here: the data dir hidden, the board tools' server shown."""
+        return in_sandbox(argv, cwd, env, sandbox, os.path.realpath(runtime.data_dir),
                          show=[sys.executable, os.path.abspath(__file__)], check=check)
 
     def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
@@ -10810,7 +10810,7 @@ class ThisMachine:
         if shutil.which(argv[0], path=env.get("PATH")) is None \
                 and not os.access(os.path.join(cwd, argv[0]), os.X_OK):
             return None
-        argv, env = self._sandboxed(argv, cwd, env, sandbox, check=True)
+        argv, env = self._in_sandbox(argv, cwd, env, sandbox, check=True)
         return run_command(argv, cwd, STOP_CHECK_TIMEOUT_SECONDS, env=env,
                            stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL)
 
@@ -11196,8 +11196,8 @@ git -C "$repo" fetch -q origin >&2 || true"""
         if self.port:  # the board, through the connection's remote forward
             own["TASKBOARD_URL"] = f"http://127.0.0.1:{self.port}"
         env_file = self.path("runs", f"{name}.env")
-        argv, own = sandboxed(invocation["argv"], invocation["cwd"], own, sandbox, self.path(),
-                              files=[env_file[:-4] + ".mcp.json"])
+        argv, own = in_sandbox(invocation["argv"], invocation["cwd"], own, sandbox, self.path(),
+                               files=[env_file[:-4] + ".mcp.json"])
         self.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
                    .encode(), "the run's settings")
         remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
@@ -11241,7 +11241,7 @@ git -C "$repo" fetch -q origin >&2 || true"""
         nothing of the board's (design §15), in its sandbox as here (design §17)."""
         try:
             command = argv[0]
-            argv, own = sandboxed(argv, cwd, {}, sandbox, self.path(), check=True)
+            argv, own = in_sandbox(argv, cwd, {}, sandbox, self.path(), check=True)
             code, out = self.run(
                 f"cd {shlex.quote(cwd)} && {{ command -v {shlex.quote(command)} >/dev/null "
                 f"2>&1 || [ -x {shlex.quote(command)} ] || exit 127; }} && "
