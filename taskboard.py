@@ -10776,7 +10776,7 @@ class ThisMachine:
                     check: bool = False):
         """in_sandbox() here: the data dir hidden, the board tools' server shown."""
         return in_sandbox(argv, cwd, env, sandbox, os.path.realpath(runtime.data_dir),
-                         show=[sys.executable, os.path.abspath(__file__)], check=check)
+                          show=[sys.executable, os.path.abspath(__file__)], check=check)
 
     def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
         """A run's invocation (run_invocation()'s) as it starts there; `name`: the run's,
