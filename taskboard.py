@@ -29,7 +29,7 @@ One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
     SERVICES: GIT AND THE SOURCE HOST ·
     SERVICES: PHONES AND WEBHOOKS · SERVICES: PLANNING, RESOURCES AND SETTINGS ·
     SERVICES: OUTSIDE CLIENTS · SERVICES: HOSTS · AGENT OUTPUT · SUPERVISORS · SANDBOX ·
-    MACHINES · HTTP PLUMBING ·
+    MACHINES: THIS ONE · MACHINES: SSH HOSTS · HTTP PLUMBING ·
     ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) · SIMULATED AGENT ·
     MAIN
 
@@ -5291,15 +5291,6 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
     return run
 
 
-def not_installed(agent: str) -> str:
-    """Why a run of an agent whose command is not found cannot start, and what to do."""
-    cli = AGENTS[agent]
-    command = runtime.config["agents"][agent][0]
-    flag = "--agent-command / " if agent == "claude" else ""
-    return f"the {agent} agent command {command!r} is not installed: install it with " \
-        f"`npm install -g {cli.package}` or set {flag}{cli.env}"
-
-
 def run_invocation(agent: str, project: dict, cwd: str, tier: str, effort: str, prompt: str,
                    claude_flags=(), *, mode: str | None = None, session_id: str | None = None,
                    task_id: int | None = None, command: list | None = None,
@@ -5377,18 +5368,6 @@ def task_run_flags(project: dict, session_id: str | None, attachment_dir: str | 
     if attachment_dir:
         flags += ["--add-dir", attachment_dir]
     return flags
-
-
-def repo_root(cwd: str) -> str:
-    """The top of the git repository around cwd (cwd itself outside one)."""
-    code, out = run_command(["git", "rev-parse", "--show-toplevel"], cwd, timeout=10)
-    return out.strip() if code == 0 and out.strip() else cwd
-
-
-def git_head(cwd: str) -> str | None:
-    """The commit checked out in cwd, or None when it is not a git repository."""
-    code, out = run_command(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd, timeout=10)
-    return out.strip() or None if code == 0 else None
 
 
 # =============================================================================
@@ -6112,14 +6091,6 @@ def attempt_stats() -> dict:
 # With autoBranch each task works in its own worktree and branch (design §10); git runs one
 # operation at a time per repository; the source host is called in the background only.
 
-#: git never waits for a password on a terminal: a push without credentials fails at once.
-#: It runs no hook nor fsmonitor: what an agent wrote (a tracked hooks folder) never runs
-#: as the board.
-GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "echo", "SSH_ASKPASS": "echo",
-           "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=20", "LC_ALL": "C",
-           "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.hooksPath",
-           "GIT_CONFIG_VALUE_0": os.devnull, "GIT_CONFIG_KEY_1": "core.fsmonitor",
-           "GIT_CONFIG_VALUE_1": "false"}
 #: How often synced projects import new issues.
 SYNC_INTERVAL_SECONDS = 300.0
 #: Timeout of a source-host API call and of a push.
@@ -6129,33 +6100,6 @@ PUSH_TIMEOUT_SECONDS = 120.0
 
 class GitError(Exception):
     """A git command failed; the message says which and why."""
-
-
-def git(cwd: str, *args: str, timeout: float = 60) -> str:
-    """Run `git args` in cwd; its output, or GitError with git's own message."""
-    return git_output(args, *run_command(["git", *args], cwd, timeout, stderr=subprocess.STDOUT,
-                                         env={**os.environ, **GIT_ENV}))
-
-
-def git_output(args, code: int | None, out: str) -> str:
-    """A git command's output (here or on a host), or GitError with git's last word."""
-    if code != 0:
-        detail = out.strip().splitlines()[-1] if out.strip() else f"exit code {code}"
-        raise GitError(f"git {args[0]} failed: {_cut(detail, 300)}")
-    return out
-
-
-def git_lock(path: str) -> "gevent.lock.RLock":
-    """The lock that serialises git operations on one repository (its worktrees share
-    it: the key is the repository's common .git directory)."""
-    code, common = run_command(["git", "rev-parse", "--path-format=absolute",
-                                "--git-common-dir"], path, 10)
-    key = os.path.realpath(common.strip() if code == 0 and common.strip() else path)
-    return runtime.git_locks.setdefault(key, gevent.lock.RLock())
-
-
-def worktree_path(task: dict) -> str:
-    return os.path.join(runtime.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
 
 
 def branch_name(task: dict) -> str:
@@ -10484,117 +10428,67 @@ def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base:
 
 
 # =============================================================================
-# MACHINES
+# MACHINES: THIS ONE
 # =============================================================================
-# Where a run happens: this machine (ThisMachine) or an SSH host (HostLink), the one
-# seam every run goes through.
+# Where a run happens: this machine (ThisMachine) or an SSH host (HostLink, in MACHINES:
+# SSH HOSTS), the one seam every run goes through; and git, as the board runs it here.
 
-# --- hosts: agents on other machines, over OpenSSH (design §15) ------------------
-
-class HostDown(Exception):
-    """A host cannot be reached or refused the connection; `shown`: the fingerprint of a
-    host key that differs from the pinned one."""
-
-    def __init__(self, message: str, shown: str | None = None):
-        super().__init__(message)
-        self.shown = shown
-
-
-#: Sourced by every command sent to a host, its output dropped: the login's PATH.
-REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$p" ' \
-    '>/dev/null 2>&1 </dev/null; done; export GIT_TERMINAL_PROMPT=0 LC_ALL=C ' \
-    'GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null ' \
-    'GIT_CONFIG_KEY_1=core.fsmonitor GIT_CONFIG_VALUE_1=false'
-#: The POSIX sh wrapper of a run on a host, sent with every run (nothing is installed
-#: there): `sh -c WRAPPER sh ENV_FILE WORKTREE ARGV...`.  It reads the run's variables
-#: from the 0600 file the board wrote (and removes it), starts the CLI in the worktree in
-#: its own process group (ARGV is in_sandbox()'s: in its sandbox when it has one), says the
-#: group's id on stderr, and kills the group when the channel closes: a newline on stderr
-#: every few seconds fails once nobody reads it.
-REMOTE_RUN = REMOTE_PROFILE + r'''
-f=$1; dir=$2; shift 2
-unset GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_KEY_1 GIT_CONFIG_VALUE_1
-. "$f"; rm -f -- "$f"
-cd -- "$dir" || exit 127
-exec 3<&0
-if command -v setsid >/dev/null 2>&1; then setsid "$@" <&3 3<&- &
-else perl -e 'setpgrp(0, 0); exec { $ARGV[0] } @ARGV or exit 127' "$@" <&3 3<&- &
-fi
-pid=$!
-exec 3<&-
-printf 'taskboard-pgid %s\n' "$pid" >&2
-( trap '' PIPE
-  while sleep 3 </dev/null >/dev/null 2>&1; do
-    kill -0 "$pid" 2>/dev/null || exit 0
-    printf '\n' >&2 || break
-  done
-  kill -s TERM -- "-$pid" 2>/dev/null; sleep 5; kill -s KILL -- "-$pid" 2>/dev/null
-) </dev/null >/dev/null &
-beat=$!
-wait "$pid"; code=$?
-rm -f -- "${f%.env}.mcp.json"
-kill "$beat" 2>/dev/null
-kill -s KILL -- "-$pid" 2>/dev/null
-exit "$code"
-'''
-#: The first stderr line of a remote run: its process group on the host.
-REMOTE_GROUP_RE = re.compile(r"^taskboard-pgid (\d+)$")
+#: git never waits for a password on a terminal: a push without credentials fails at once.
+#: It runs no hook nor fsmonitor: what an agent wrote (a tracked hooks folder) never runs
+#: as the board.
+GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "echo", "SSH_ASKPASS": "echo",
+           "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=20", "LC_ALL": "C",
+           "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.hooksPath",
+           "GIT_CONFIG_VALUE_0": os.devnull, "GIT_CONFIG_KEY_1": "core.fsmonitor",
+           "GIT_CONFIG_VALUE_1": "false"}
 
 
-#: libc's prctl, loaded by the first ssh_options() (never in a forked child).
-_PRCTL = []
+def git(cwd: str, *args: str, timeout: float = 60) -> str:
+    """Run `git args` in cwd; its output, or GitError with git's own message."""
+    return git_output(args, *run_command(["git", *args], cwd, timeout, stderr=subprocess.STDOUT,
+                                         env={**os.environ, **GIT_ENV}))
 
 
-def _die_with_board() -> None:
-    """preexec_fn of the board's ssh processes: SIGKILL when the board dies, even by -9
-    (Linux), so that no connection or run outlives it."""
-    for prctl in _PRCTL:
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def git_output(args, code: int | None, out: str) -> str:
+    """A git command's output (here or on a host), or GitError with git's last word."""
+    if code != 0:
+        detail = out.strip().splitlines()[-1] if out.strip() else f"exit code {code}"
+        raise GitError(f"git {args[0]} failed: {_cut(detail, 300)}")
+    return out
 
 
-def host_alias(host_id: int) -> str:
-    """The name a host's key is pinned under, whatever its address or port."""
-    return f"taskboard-host-{host_id}"
+def git_lock(path: str) -> "gevent.lock.RLock":
+    """The lock that serialises git operations on one repository (its worktrees share
+    it: the key is the repository's common .git directory)."""
+    code, common = run_command(["git", "rev-parse", "--path-format=absolute",
+                                "--git-common-dir"], path, 10)
+    key = os.path.realpath(common.strip() if code == 0 and common.strip() else path)
+    return runtime.git_locks.setdefault(key, gevent.lock.RLock())
 
 
-def ssh_folder() -> str:
-    folder = os.path.join(runtime.data_dir, "ssh")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    return folder
+def git_head(cwd: str) -> str | None:
+    """The commit checked out in cwd, or None when it is not a git repository."""
+    code, out = run_command(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd, timeout=10)
+    return out.strip() or None if code == 0 else None
 
 
-def ssh_options(host: dict, known_hosts: str | None = None) -> list[str]:
-    """What every ssh of the board passes for a host: its port and key, BatchMode, the
-    board's own known_hosts (the key pinned under host_alias), no forwarding of agents."""
-    if not _PRCTL and sys.platform == "linux":
-        import ctypes  # only a board with hosts needs it
-        _PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
-    known_hosts = known_hosts or os.path.join(ssh_folder(), "known_hosts")
-    options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-               "-o", f"UserKnownHostsFile={known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
-               "-o", f"HostKeyAlias={host_alias(host['id'])}",
-               "-o", "HashKnownHosts=no", "-o", "UpdateHostKeys=no", "-o", "ForwardAgent=no",
-               "-o", "ForwardX11=no", "-o", "RequestTTY=no", "-o", "PermitLocalCommand=no",
-               "-o", f"ConnectTimeout={SSH_CONNECT_SECONDS}",
-               "-o", f"ServerAliveInterval={SSH_ALIVE_SECONDS}", "-o", "ServerAliveCountMax=3"]
-    if host["port"] != 22:
-        options += ["-p", str(host["port"])]
-    if host["identity_file"]:
-        options += ["-i", os.path.expanduser(host["identity_file"]), "-o", "IdentitiesOnly=yes"]
-    return options
+def repo_root(cwd: str) -> str:
+    """The top of the git repository around cwd (cwd itself outside one)."""
+    code, out = run_command(["git", "rev-parse", "--show-toplevel"], cwd, timeout=10)
+    return out.strip() if code == 0 and out.strip() else cwd
 
 
-def _ssh_error(stderr: str, fallback: str, host: dict | None = None) -> str:
-    """ssh's last word on why it failed, with what to do when the host refused the key."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()
-             and not line.startswith(("Warning: Permanently added", "Allocated port"))]
-    error = _cut(lines[-1], 500) if lines else fallback
-    if host is not None and "Permission denied (publickey" in error:
-        key = os.path.expanduser(host["identity_file"]) if host["identity_file"] else \
-            "ssh's own choice of key (no key file is set)"
-        error += f": the host refused the key {key}; check the key file, and that its " \
-            "public key (.pub) is in ~/.ssh/authorized_keys of the login on the host"
-    return error
+def worktree_path(task: dict) -> str:
+    return os.path.join(runtime.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
+
+
+def not_installed(agent: str) -> str:
+    """Why a run of an agent whose command is not found cannot start, and what to do."""
+    cli = AGENTS[agent]
+    command = runtime.config["agents"][agent][0]
+    flag = "--agent-command / " if agent == "claude" else ""
+    return f"the {agent} agent command {command!r} is not installed: install it with " \
+        f"`npm install -g {cli.package}` or set {flag}{cli.env}"
 
 
 def mcp_config_path(run_id: int) -> str:
@@ -10603,6 +10497,39 @@ def mcp_config_path(run_id: int) -> str:
 
 def running_as_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def process_start(pid: int) -> int | None:
+    """The kernel's start time of a process (clock ticks since boot), to tell it from a
+    later process that got the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def kill_survivor(pid: int, started: int | None) -> bool:
+    """Kill the process group of an agent a previous server left running, if it is still
+    that agent (same pid, same start time, its own group)."""
+    alive = process_start(pid)
+    if alive is not None and (alive != started or _pgid(pid) != pid):
+        return False  # the pid belongs to some other process now
+    if alive is None and not any(_pgid(int(p)) == pid for p in os.listdir("/proc")
+                                 if p.isdigit()):
+        return False  # nothing of that group is left
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+        log.warning("killed agent process group %s left by a previous server", pid)
+        return True
+    return False
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
 
 
 class ThisMachine:
@@ -10816,6 +10743,120 @@ class ThisMachine:
 
 
 THIS_MACHINE = ThisMachine()
+
+
+# =============================================================================
+# MACHINES: SSH HOSTS
+# =============================================================================
+# Agents on other machines, over OpenSSH (design §15): a host's connection and machine
+# (HostLink), a deleted host's (MissingHost), and which machine a project's runs use.
+
+# --- hosts: agents on other machines, over OpenSSH (design §15) ------------------
+
+class HostDown(Exception):
+    """A host cannot be reached or refused the connection; `shown`: the fingerprint of a
+    host key that differs from the pinned one."""
+
+    def __init__(self, message: str, shown: str | None = None):
+        super().__init__(message)
+        self.shown = shown
+
+
+#: Sourced by every command sent to a host, its output dropped: the login's PATH.
+REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$p" ' \
+    '>/dev/null 2>&1 </dev/null; done; export GIT_TERMINAL_PROMPT=0 LC_ALL=C ' \
+    'GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null ' \
+    'GIT_CONFIG_KEY_1=core.fsmonitor GIT_CONFIG_VALUE_1=false'
+#: The POSIX sh wrapper of a run on a host, sent with every run (nothing is installed
+#: there): `sh -c WRAPPER sh ENV_FILE WORKTREE ARGV...`.  It reads the run's variables
+#: from the 0600 file the board wrote (and removes it), starts the CLI in the worktree in
+#: its own process group (ARGV is in_sandbox()'s: in its sandbox when it has one), says the
+#: group's id on stderr, and kills the group when the channel closes: a newline on stderr
+#: every few seconds fails once nobody reads it.
+REMOTE_RUN = REMOTE_PROFILE + r'''
+f=$1; dir=$2; shift 2
+unset GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_KEY_1 GIT_CONFIG_VALUE_1
+. "$f"; rm -f -- "$f"
+cd -- "$dir" || exit 127
+exec 3<&0
+if command -v setsid >/dev/null 2>&1; then setsid "$@" <&3 3<&- &
+else perl -e 'setpgrp(0, 0); exec { $ARGV[0] } @ARGV or exit 127' "$@" <&3 3<&- &
+fi
+pid=$!
+exec 3<&-
+printf 'taskboard-pgid %s\n' "$pid" >&2
+( trap '' PIPE
+  while sleep 3 </dev/null >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || exit 0
+    printf '\n' >&2 || break
+  done
+  kill -s TERM -- "-$pid" 2>/dev/null; sleep 5; kill -s KILL -- "-$pid" 2>/dev/null
+) </dev/null >/dev/null &
+beat=$!
+wait "$pid"; code=$?
+rm -f -- "${f%.env}.mcp.json"
+kill "$beat" 2>/dev/null
+kill -s KILL -- "-$pid" 2>/dev/null
+exit "$code"
+'''
+#: The first stderr line of a remote run: its process group on the host.
+REMOTE_GROUP_RE = re.compile(r"^taskboard-pgid (\d+)$")
+
+
+#: libc's prctl, loaded by the first ssh_options() (never in a forked child).
+_PRCTL = []
+
+
+def _die_with_board() -> None:
+    """preexec_fn of the board's ssh processes: SIGKILL when the board dies, even by -9
+    (Linux), so that no connection or run outlives it."""
+    for prctl in _PRCTL:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def host_alias(host_id: int) -> str:
+    """The name a host's key is pinned under, whatever its address or port."""
+    return f"taskboard-host-{host_id}"
+
+
+def ssh_folder() -> str:
+    folder = os.path.join(runtime.data_dir, "ssh")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
+
+
+def ssh_options(host: dict, known_hosts: str | None = None) -> list[str]:
+    """What every ssh of the board passes for a host: its port and key, BatchMode, the
+    board's own known_hosts (the key pinned under host_alias), no forwarding of agents."""
+    if not _PRCTL and sys.platform == "linux":
+        import ctypes  # only a board with hosts needs it
+        _PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
+    known_hosts = known_hosts or os.path.join(ssh_folder(), "known_hosts")
+    options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+               "-o", f"UserKnownHostsFile={known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
+               "-o", f"HostKeyAlias={host_alias(host['id'])}",
+               "-o", "HashKnownHosts=no", "-o", "UpdateHostKeys=no", "-o", "ForwardAgent=no",
+               "-o", "ForwardX11=no", "-o", "RequestTTY=no", "-o", "PermitLocalCommand=no",
+               "-o", f"ConnectTimeout={SSH_CONNECT_SECONDS}",
+               "-o", f"ServerAliveInterval={SSH_ALIVE_SECONDS}", "-o", "ServerAliveCountMax=3"]
+    if host["port"] != 22:
+        options += ["-p", str(host["port"])]
+    if host["identity_file"]:
+        options += ["-i", os.path.expanduser(host["identity_file"]), "-o", "IdentitiesOnly=yes"]
+    return options
+
+
+def _ssh_error(stderr: str, fallback: str, host: dict | None = None) -> str:
+    """ssh's last word on why it failed, with what to do when the host refused the key."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()
+             and not line.startswith(("Warning: Permanently added", "Allocated port"))]
+    error = _cut(lines[-1], 500) if lines else fallback
+    if host is not None and "Permission denied (publickey" in error:
+        key = os.path.expanduser(host["identity_file"]) if host["identity_file"] else \
+            "ssh's own choice of key (no key file is set)"
+        error += f": the host refused the key {key}; check the key file, and that its " \
+            "public key (.pub) is in ~/.ssh/authorized_keys of the login on the host"
+    return error
 
 
 def origin_url(folder: str) -> str | None:
@@ -11380,39 +11421,6 @@ def kill_remote_group(link: "HostLink", group: int, signum=signal.SIGKILL) -> No
     with contextlib.suppress(HostDown):
         link.run(f"kill -s {signal.Signals(signum).name[3:]} -- -{int(group)} 2>/dev/null; "
                  "true", timeout=30)
-
-
-def process_start(pid: int) -> int | None:
-    """The kernel's start time of a process (clock ticks since boot), to tell it from a
-    later process that got the same pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def kill_survivor(pid: int, started: int | None) -> bool:
-    """Kill the process group of an agent a previous server left running, if it is still
-    that agent (same pid, same start time, its own group)."""
-    alive = process_start(pid)
-    if alive is not None and (alive != started or _pgid(pid) != pid):
-        return False  # the pid belongs to some other process now
-    if alive is None and not any(_pgid(int(p)) == pid for p in os.listdir("/proc")
-                                 if p.isdigit()):
-        return False  # nothing of that group is left
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-        log.warning("killed agent process group %s left by a previous server", pid)
-        return True
-    return False
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except (ProcessLookupError, PermissionError):
-        return None
 
 
 # =============================================================================
