@@ -29,7 +29,7 @@ One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
     SERVICES: GIT · SERVICES: THE SOURCE HOST ·
     SERVICES: PHONES AND WEBHOOKS · SERVICES: PLANNING, RESOURCES AND SETTINGS ·
     SERVICES: OUTSIDE CLIENTS · SERVICES: HOSTS · AGENT OUTPUT · SUPERVISORS · SANDBOX ·
-    MACHINES · HTTP PLUMBING ·
+    MACHINES: THIS ONE · MACHINES: SSH HOSTS · HTTP PLUMBING ·
     ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) · SIMULATED AGENT ·
     MAIN
 
@@ -4359,7 +4359,7 @@ def _check_clone_source(values: dict) -> None:
     else the origin of its workingDir."""
     if values.get("host_id") is not None and not values.get("repo_url") \
             and host_row(values["host_id"]) is not None \
-            and not _origin_url(values["working_dir"]):  # (a missing host: the store's 400)
+            and not origin_url(values["working_dir"]):  # (a missing host: the store's 400)
         raise Invalid(f"repoUrl must be set: the project runs on a host, which clones it, and "
                       f"workingDir {values['working_dir'][:200]!r} has no origin remote",
                       "repoUrl")
@@ -4556,7 +4556,7 @@ def _reserve_slot(task_id: int) -> bool:
     row = found(task_slot_row(task_id), f"task {task_id} not found")
     if row["status"] == "in_progress" or row["attempts_open"]:
         return False  # running, or its attempts take slots of their own
-    if full := host_full(row["host_id"]):
+    if full := host_machine(row["host_id"]).full():
         raise Conflict(full)
     return runtime.agents.reserve(task_id, row["project_id"], row["max_concurrent"], row["slug"])
 
@@ -4807,7 +4807,7 @@ def run_queue(project_id: int) -> list[int]:
         if states[task["id"]][0] != "ready" or (task["agent"] or project["agent"]) in limited:
             continue  # not ready, or its agent waits out a usage limit
         if runtime.agents.used(project_id) >= project["max_concurrent"] or \
-                host_full(project["host_id"]):
+                host_machine(project["host_id"]).full():
             break
         try:
             move_task(task["id"], "in_progress", manual=False, only_from="backlog",
@@ -5096,8 +5096,7 @@ def retry_sandbox() -> float | None:
     runtime.sandbox = try_sandbox(runtime.config["bwrap"])  # a host's: its check's
     for task in waiting:
         project = project_row(task["project_id"])
-        machine = project_machine(project) if project is not None else None
-        if machine is not None and machine.sandbox()["works"] and \
+        if project is not None and project_machine(project).sandbox()["works"] and \
                 task["status"] == "in_progress" and runtime.agents.reserve(
                     task["id"], task["project_id"], None):
             start_run(task["id"], resume=bool(task["session_id"]), prompt="continue")
@@ -5140,7 +5139,7 @@ def finish_run(run: "AgentRun") -> None:
     kept = outcome in ("retry", "wait") and task is not None
     runtime.agents.forget(run, keep_slot=kept)
     owner.recorded(run)
-    publish_host_runs(run)
+    run.machine.runs_changed()
     for project_id in run.machine.neighbours(run.project_id):  # a slot is free
         schedule_queue(project_id)
     check_budget()
@@ -5468,10 +5467,8 @@ def resume_interrupted_runs() -> None:
     """At start-up: kill what survived the last server, then give every in_progress task
     its agent back — its own session resumed ("continue"), not counted as a retry."""
     for run in running_rows("runs"):
-        if run["pid"] and run["host_id"]:  # killed when the host is reached again
-            runtime.leftovers.setdefault(run["host_id"], set()).add(run["pid"])
-        elif run["pid"]:
-            kill_survivor(run["pid"], run["proc_start"])
+        if run["pid"]:  # on a host: killed when the host is reached again
+            host_machine(run["host_id"]).kill_survivor(run["pid"], run["proc_start"])
     for task in restart_rows():
         if task["agent_done"]:  # waits for its sub-tasks, with no agent
             settle_parent(task["id"])
@@ -5633,15 +5630,6 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
     return run
 
 
-def not_installed(agent: str) -> str:
-    """Why a run of an agent whose command is not found cannot start, and what to do."""
-    cli = AGENTS[agent]
-    command = runtime.config["agents"][agent][0]
-    flag = "--agent-command / " if agent == "claude" else ""
-    return f"the {agent} agent command {command!r} is not installed: install it with " \
-        f"`npm install -g {cli.package}` or set {flag}{cli.env}"
-
-
 def run_invocation(agent: str, project: dict, cwd: str, tier: str, effort: str, prompt: str,
                    claude_flags=(), *, mode: str | None = None, session_id: str | None = None,
                    task_id: int | None = None, command: list | None = None,
@@ -5719,18 +5707,6 @@ def task_run_flags(project: dict, session_id: str | None, attachment_dir: str | 
     if attachment_dir:
         flags += ["--add-dir", attachment_dir]
     return flags
-
-
-def repo_root(cwd: str) -> str:
-    """The top of the git repository around cwd (cwd itself outside one)."""
-    code, out = run_command(["git", "rev-parse", "--show-toplevel"], cwd, timeout=10)
-    return out.strip() if code == 0 and out.strip() else cwd
-
-
-def git_head(cwd: str) -> str | None:
-    """The commit checked out in cwd, or None when it is not a git repository."""
-    code, out = run_command(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd, timeout=10)
-    return out.strip() or None if code == 0 else None
 
 
 # =============================================================================
@@ -6164,7 +6140,7 @@ def finish_verifier(run: "AgentRun") -> None:
     finish_run_rows(run.run_id, {
         "status": "stopped" if outcome in ("stopped", "interrupted") else status,
         "exit_code": run.exit_code, "error": problem, **run.usage_columns()}, {})
-    publish_host_runs(run)
+    run.machine.runs_changed()
     check_budget()
     until = limit_resets(run.parser) if outcome == "wait" else None
     if until is not None:
@@ -6305,7 +6281,7 @@ def _start_queued_attempts(project: dict, limited: set) -> None:
     the project and its host have free slots."""
     for attempt in queued_attempt_rows(project["id"]):
         if runtime.agents.used(project["id"]) >= project["max_concurrent"] or \
-                host_full(project["host_id"]):
+                host_machine(project["host_id"]).full():
             return
         if attempt["agent"] not in limited and runtime.agents.reserve(
                 (attempt["task_id"], attempt["n"]), project["id"], None):
@@ -6579,8 +6555,6 @@ def _clear_attempts(task: dict, project: dict, rows: list[dict], keep=None) -> N
     """The worktrees of a set's attempts go, with their branches unless
     keepAttemptBranches; `keep`'s worktree becomes the task's."""
     machine = project_machine(project)
-    if machine is None:
-        return
     repo = machine.repository(project)
     gone = [part for a in rows if a is not keep and a["branch_name"] for part in (
         machine.worktree(attempt_task(task, a), project),
@@ -6609,46 +6583,11 @@ def attempt_stats() -> dict:
 # Branches and worktrees, commits and diffs.  With autoBranch each task works in its own
 # worktree and branch (design §10); git runs one operation at a time per repository.
 
-#: git never waits for a password on a terminal: a push without credentials fails at once.
-#: It runs no hook nor fsmonitor: what an agent wrote (a tracked hooks folder) never runs
-#: as the board.
-GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "echo", "SSH_ASKPASS": "echo",
-           "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=20", "LC_ALL": "C",
-           "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.hooksPath",
-           "GIT_CONFIG_VALUE_0": os.devnull, "GIT_CONFIG_KEY_1": "core.fsmonitor",
-           "GIT_CONFIG_VALUE_1": "false"}
 #: How often synced projects import new issues.
 SYNC_INTERVAL_SECONDS = 300.0
 #: Timeout of a source-host API call and of a push.
 GIT_HOST_TIMEOUT_SECONDS = 30.0
 PUSH_TIMEOUT_SECONDS = 120.0
-
-
-def git(cwd: str, *args: str, timeout: float = 60) -> str:
-    """Run `git args` in cwd; its output, or GitError with git's own message."""
-    return git_output(args, *run_command(["git", *args], cwd, timeout, stderr=subprocess.STDOUT,
-                                         env={**os.environ, **GIT_ENV}))
-
-
-def git_output(args, code: int | None, out: str) -> str:
-    """A git command's output (here or on a host), or GitError with git's last word."""
-    if code != 0:
-        detail = out.strip().splitlines()[-1] if out.strip() else f"exit code {code}"
-        raise GitError(f"git {args[0]} failed: {_cut(detail, 300)}")
-    return out
-
-
-def git_lock(path: str) -> "gevent.lock.RLock":
-    """The lock that serialises git operations on one repository (its worktrees share
-    it: the key is the repository's common .git directory)."""
-    code, common = run_command(["git", "rev-parse", "--path-format=absolute",
-                                "--git-common-dir"], path, 10)
-    key = os.path.realpath(common.strip() if code == 0 and common.strip() else path)
-    return runtime.git_locks.setdefault(key, gevent.lock.RLock())
-
-
-def worktree_path(task: dict) -> str:
-    return os.path.join(runtime.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
 
 
 def branch_name(task: dict) -> str:
@@ -6721,8 +6660,7 @@ def remove_worktree(task: dict, project: dict, only_if_done: bool = False,
     or they were merged.  With only_if_done, nothing happens unless the task is still
     done and has no agent.  What fails goes to the task's log."""
     try:
-        if (machine := project_machine(project)) is not None:
-            machine.remove_worktree(task, project, only_if_done, merged)
+        project_machine(project).remove_worktree(task, project, only_if_done, merged)
     except GitError as exc:
         if task_row(task["id"]) is None:
             log.warning("task %s: its worktree was not removed: %s", task["id"], exc)
@@ -6845,8 +6783,7 @@ def task_git(task: dict, project: dict) -> tuple:
     """Where the git commands of a task on a branch run: (its repository, its worktree or
     None), each a run(argv, timeout) as a machine's shell() gives; (None, None) outside git
     or on a host whose connection is not open (a read never waits for one)."""
-    machine = project_machine(project)
-    return machine.task_git(task, project) if machine is not None else (None, None)
+    return project_machine(project).task_git(task, project)
 
 
 def task_commits(task: dict) -> list[dict]:
@@ -6948,7 +6885,7 @@ def open_pull_request(task: dict, project: dict) -> None:
     repo = project["git_host_repo"] or _repo_of_origin(root)
     refs = f"refs/heads/{task['branch_name']}:refs/heads/{task['branch_name']}"
     try:  # from the project's machine (a host's clone, with the host's credentials)
-        machine = found(project_machine(project), "the project's host is gone")
+        machine = project_machine(project)
         where = machine.repository(project)
         with machine.repo_lock(where):
             machine.git(where, "push", "origin", refs, timeout=PUSH_TIMEOUT_SECONDS)
@@ -8063,7 +8000,7 @@ def start_plan(project_id: int, body) -> dict:
     stamp = max(int(time.time() * 1000), runtime.last_plan_ms + 1)
     runtime.last_plan_ms = stamp
     plan_id = f"plan-{project_id}-{stamp}"
-    machine = found(project_machine(project), "the project's host is gone")
+    machine = project_machine(project)
     try:  # on a host: its connection, its clone fetched, the run's settings sent there
         agent, command, sandboxed = run_agent(project, values.get("agent"), machine)
         prompt = planner_prompt(project, values)
@@ -8837,7 +8774,7 @@ def personal_token(secret: str) -> dict | None:
 def revoke_run_token(run: "AgentRun") -> None:
     if runtime.run_tokens.pop(getattr(run, "board_token", None), None) is not None:
         with contextlib.suppress(OSError):
-            os.remove(_mcp_config_path(run.run_id))
+            os.remove(mcp_config_path(run.run_id))
 
 
 def run_reach_refusal(scope: dict, project_id: int | None = None,
@@ -9199,14 +9136,6 @@ def _discovered(out: str) -> dict:
     return found_
 
 
-def publish_host_runs(run: "AgentRun") -> None:
-    """host:updated for the host of a run that started or ended: its `running` changed."""
-    host = run.machine.host
-    row = host_row(host["id"]) if host is not None else None
-    if row is not None:
-        runtime.events.publish("host:updated", host_view(row))
-
-
 def host_came_back(host: dict) -> None:
     """The host is reachable: start the tasks that wait for it."""
     for task in waiting_task_rows(host["id"]):
@@ -9239,77 +9168,15 @@ def wait_for_host(task: dict, host: dict, error: str) -> None:
                                                "is_running": 0}))
 
 
-def host_full(host_id: int | None) -> str | None:
-    """Why the host cannot take another agent now (its maxConcurrent), or None."""
-    host = host_row(host_id) if host_id is not None else None
-    if host is None:
-        return None
-    used = sum(runtime.agents.used(p) for p in host_project_rows(host_id))
-    if used < host["max_concurrent"]:
-        return None
-    return f"host {host['name']!r} already runs {used} agent{'s' if used != 1 else ''} " \
-        f"(maxConcurrent {host['max_concurrent']}); wait for one to finish or raise it"
-
-
-def not_on_host(agent: str, host: dict) -> str | None:
-    """Why an agent CLI cannot start on a host its last check found it missing on."""
-    check = json.loads(host["last_check_json"] or "null") or {}
-    seen = (check.get("agents") or {}).get(agent) or {}
-    if not check.get("ok") or seen.get("found") is not False:
-        return None
-    return f"the {agent} agent command was not found on host {host['name']!r}: install it " \
-        f"there (npm install -g {AGENTS[agent].package}) or set the host's agentCommands"
-
-
-def remote_invocation(link: "HostLink", name: str, invocation: dict,
-                      sandbox: dict | None = None) -> dict:
-    """A run's invocation sent to its host: the run's own variables (what it adds to the
-    board's environment) go to a 0600 file there, never on a command line; the argv is the
-    ssh client of its channel, which runs REMOTE_RUN; the board's environment stays here."""
-    own = {k: v for k, v in invocation["env"].items()
-           if os.environ.get(k) != v and re.fullmatch(r"[A-Za-z_]\w*", k)}
-    own.pop("TASKBOARD_URL", None)
-    if link.port:  # the board, through the connection's remote forward
-        own["TASKBOARD_URL"] = f"http://127.0.0.1:{link.port}"
-    env_file = link.path("runs", f"{name}.env")
-    if sandbox is not None:  # REMOTE_RUN builds it there (SANDBOX_RUN)
-        own.update(sandbox_env(sandbox, link.path(), files=[env_file[:-4] + ".mcp.json"]))
-    link.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
-               .encode(), "the run's settings")
-    remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
-        f"{shlex.quote(invocation['cwd'])} {shlex.join(invocation['argv'])}"
-    return {**invocation, "argv": link.argv(remote),
-            "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
-
-
-def remote_worktree(task: dict, project: dict, link: "HostLink") -> str:
-    """Where the task's worktree is on its project's host (an absolute path)."""
-    return link.path("worktrees", project["id"], task["task_key"])
-
-
-def remote_clone(project: dict, host: dict, link: "HostLink") -> str:
-    """The start of a script run on the host: the project's clone at <baseDir>/repos/<slug>
-    ($repo), cloned from repoUrl (else workingDir's origin) the first time, then fetched."""
-    url = project["repo_url"] or _origin_url(project["working_dir"])
-    if not url:
-        raise GitError(f"project {project['name']!r} runs on host {host['name']!r} but has "
-                       "no repoUrl, and its workingDir has no origin to clone")
-    return f"""set -e
-repo={shlex.quote(link.repository(project))}
-mkdir -p "$(dirname "$repo")"
-[ -d "$repo/.git" ] || git clone -q -- {shlex.quote(url)} "$repo" >&2
-git -C "$repo" fetch -q origin >&2 || true"""
-
-
 def remote_checkout(task: dict, project: dict, host: dict, link: "HostLink",
                     run_id: int | None = None) -> str:
     """The task's worktree on the host (design §15): the project's clone at
     <baseDir>/repos/<slug>, fetched before each run, and a worktree per task on the task's
     branch; its absolute path there."""
-    worktree = shlex.quote(remote_worktree(task, project, link))
+    worktree = shlex.quote(link.worktree(task, project))
     branch = task["branch_name"] or branch_name(task)
     pr_base = project["pr_base_branch"]
-    script = f"""{remote_clone(project, host, link)}
+    script = f"""{link.clone_script(project)}
 wt={worktree}; b={shlex.quote(branch)}; pr={shlex.quote(pr_base)}
 f={shlex.quote(task.get("from_branch") or pr_base)}
 if git -C "$repo" rev-parse --verify -q "refs/heads/$f" >/dev/null; then pr=$f; fi
@@ -9348,51 +9215,10 @@ cd "$wt" && pwd -P && git rev-parse HEAD"""
 
 
 def bring_branch_home(task: dict, project: dict) -> None:
-    """An approved task of a project on a host: its branch is fetched from the host's clone
-    into workingDir's repository over the host's connection, PR or not (design §15), and
-    the task says where the branch is."""
-    host = host_row(project["host_id"]) if project["host_id"] is not None else None
-    if host is None or not task["branch_name"]:
-        return
-    link, branch = host_link(host), task["branch_name"]
-    root = repo_root(project["working_dir"])
-    try:
-        clone = link.repository(project)
-        with link.repo_lock(clone), git_lock(root):
-            code, out = run_command(
-                ["git", "fetch", "--no-tags", "--upload-pack",
-                 f"{REMOTE_PROFILE}; git-upload-pack", f"{host['address']}:{clone}",
-                 f"refs/heads/{branch}:refs/heads/{branch}"], root, 300,
-                stderr=subprocess.STDOUT, env={**os.environ, **GIT_ENV, "GIT_SSH_COMMAND":
-                                              shlex.join(link.argv("")[:-2])})
-    except HostDown as exc:
-        code, out = 255, str(exc)
-    if code != 0:
-        runtime.logs.append(task["id"], "system", f"branch {branch} stays on host "
-                            f"{host['name']!r}, in {task['branch_at'] or 'its clone'}: it "
-                            f"could not be fetched into {root}: {_cut(out.strip(), 500)}",
-                            is_error=True)
-        return
-    runtime.logs.append(task["id"], "system", f"branch {branch} fetched from host "
-                        f"{host['name']!r} into {root}")
-    _publish_task(update_task_row(task["id"], {"branch_at": root}))
-
-
-def _origin_url(folder: str) -> str | None:
-    code, out = run_command(["git", "remote", "get-url", "origin"], folder, 10)
-    return out.strip() or None if code == 0 else None
-
-
-def copy_attachments(task: dict, attachments: list[dict], link: "HostLink") -> str:
-    """Copy the task's attachments to <baseDir>/attachments/<task_key>/ on the host; the
-    folder's path there."""
-    folder = link.path("attachments", task["task_key"])
-    link.run(f"rm -rf {shlex.quote(folder)}")  # what an earlier run was given
-    for item in attachments:
-        with open(os.path.join(runtime.data_dir, item["path"]), "rb") as f:
-            link.write(posixpath.join(folder, item["file_name"]), f.read(),
-                       f"attachment {item['file_name']!r}")
-    return folder
+    """An approved task's branch comes home to workingDir's repository from the machine
+    its runs used, PR or not (design §15), and the task says where the branch is."""
+    if task["branch_name"] and (home := project_machine(project).bring_home(task, project)):
+        _publish_task(update_task_row(task["id"], {"branch_at": home}))
 
 
 # --- health ------------------------------------------------------------------------
@@ -9455,6 +9281,13 @@ def list_agents() -> list[dict]:
 # =============================================================================
 # What an agent prints, read: the stream parser, costs, how a run ended, usage limits
 # and one adapter per CLI.
+
+def cli_version(out: str) -> str | None:
+    """The first stdout line that looks like a version ("2.1.197 (Claude Code)",
+    "codex-cli 0.169.0"); None (unknown) when none does."""
+    return next((line.strip() for line in out.splitlines() if VERSION_LINE.match(line.strip())),
+                None)
+
 
 #: Tool inputs worth showing in a tool call's one-line summary, by preference.
 SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description",
@@ -9943,7 +9776,7 @@ class ClaudeAdapter:
     #: Whether the run is in the board's sandbox, which the CLI's own must not nest in.
     sandboxed = False
     #: Whether a task run of this CLI gets the board tools (the stdio MCP server of
-    #: local_board_tools, remote_board_tools), so its agent can create sub-tasks.
+    #: the machines' board_tools()), so its agent can create sub-tasks.
     BOARD_TOOLS = True
 
     def __init__(self, model: str | None = None, base_usage: dict | None = None):
@@ -10807,6 +10640,9 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_NEVER TB_HIDE \
     TB_RO TB_RW TB_FILES
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
+#: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
+#: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.
+SANDBOXED = 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"'
 #: Under the home directory: each agent CLI's own state (logins, sessions: resume works),
 #: writable in the sandbox with ~/.cache; its folders are made first, so that what the
 #: CLI keeps there outlives the run.
@@ -10848,110 +10684,123 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_FILES": "\n".join([*sandbox["files"], *files])}
 
 
+def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
+               show=(), files=(), check: bool = False) -> tuple[list[str], dict]:
+    """A command of a run (its agent; with `check`, its stop check: only its first word is
+    a program to show) and its environment, in the run's sandbox when it has one: the one
+    place a run's command is wrapped, here or on a host (see sandbox_env() for `base`,
+    `show` and `files`)."""
+    if sandbox is None:
+        return argv, env
+    if check:
+        sandbox = {**sandbox, "command": argv[:1]}
+    return ["sh", "-c", SANDBOXED, "sh", cwd, *argv], {
+        **env, **sandbox_env(sandbox, base, show=show, files=files)}
+
+
 # =============================================================================
-# MACHINES
+# MACHINES: THIS ONE
 # =============================================================================
-# Where a run happens: this machine (ThisMachine) or an SSH host (HostLink), the one
-# seam every run goes through.
+# Where a run happens: this machine (ThisMachine) or an SSH host (HostLink, in MACHINES:
+# SSH HOSTS), the one seam every run goes through; and git, as the board runs it here.
 
-# --- hosts: agents on other machines, over OpenSSH (design §15) ------------------
-
-
-#: Sourced by every command sent to a host, its output dropped: the login's PATH.
-REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$p" ' \
-    '>/dev/null 2>&1 </dev/null; done; export GIT_TERMINAL_PROMPT=0 LC_ALL=C ' \
-    'GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null ' \
-    'GIT_CONFIG_KEY_1=core.fsmonitor GIT_CONFIG_VALUE_1=false'
-#: The POSIX sh wrapper of a run on a host, sent with every run (nothing is installed
-#: there): `sh -c WRAPPER sh ENV_FILE WORKTREE ARGV...`.  It reads the run's variables
-#: from the 0600 file the board wrote (and removes it), starts the CLI in the worktree in
-#: its own process group, says the group's id on stderr, and kills the group when the
-#: channel closes: a newline on stderr every few seconds fails once nobody reads it.
-REMOTE_RUN = REMOTE_PROFILE + r'''
-f=$1; dir=$2; shift 2
-unset GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_KEY_1 GIT_CONFIG_VALUE_1
-. "$f"; rm -f -- "$f"
-cd -- "$dir" || exit 127
-''' + SANDBOX_RUN + r'''
-exec 3<&0
-if command -v setsid >/dev/null 2>&1; then setsid "$@" <&3 3<&- &
-else perl -e 'setpgrp(0, 0); exec { $ARGV[0] } @ARGV or exit 127' "$@" <&3 3<&- &
-fi
-pid=$!
-exec 3<&-
-printf 'taskboard-pgid %s\n' "$pid" >&2
-( trap '' PIPE
-  while sleep 3 </dev/null >/dev/null 2>&1; do
-    kill -0 "$pid" 2>/dev/null || exit 0
-    printf '\n' >&2 || break
-  done
-  kill -s TERM -- "-$pid" 2>/dev/null; sleep 5; kill -s KILL -- "-$pid" 2>/dev/null
-) </dev/null >/dev/null &
-beat=$!
-wait "$pid"; code=$?
-rm -f -- "${f%.env}.mcp.json"
-kill "$beat" 2>/dev/null
-kill -s KILL -- "-$pid" 2>/dev/null
-exit "$code"
-'''
-#: The first stderr line of a remote run: its process group on the host.
-REMOTE_GROUP_RE = re.compile(r"^taskboard-pgid (\d+)$")
+#: git never waits for a password on a terminal: a push without credentials fails at once.
+#: It runs no hook nor fsmonitor: what an agent wrote (a tracked hooks folder) never runs
+#: as the board.
+GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "echo", "SSH_ASKPASS": "echo",
+           "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=20", "LC_ALL": "C",
+           "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.hooksPath",
+           "GIT_CONFIG_VALUE_0": os.devnull, "GIT_CONFIG_KEY_1": "core.fsmonitor",
+           "GIT_CONFIG_VALUE_1": "false"}
 
 
-#: libc's prctl, loaded by the first ssh_options() (never in a forked child).
-_PRCTL = []
+def git(cwd: str, *args: str, timeout: float = 60) -> str:
+    """Run `git args` in cwd; its output, or GitError with git's own message."""
+    return git_output(args, *run_command(["git", *args], cwd, timeout, stderr=subprocess.STDOUT,
+                                         env={**os.environ, **GIT_ENV}))
 
 
-def _die_with_board() -> None:
-    """preexec_fn of the board's ssh processes: SIGKILL when the board dies, even by -9
-    (Linux), so that no connection or run outlives it."""
-    for prctl in _PRCTL:
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def git_output(args, code: int | None, out: str) -> str:
+    """A git command's output (here or on a host), or GitError with git's last word."""
+    if code != 0:
+        detail = out.strip().splitlines()[-1] if out.strip() else f"exit code {code}"
+        raise GitError(f"git {args[0]} failed: {_cut(detail, 300)}")
+    return out
 
 
-def host_alias(host_id: int) -> str:
-    """The name a host's key is pinned under, whatever its address or port."""
-    return f"taskboard-host-{host_id}"
+def git_lock(path: str) -> "gevent.lock.RLock":
+    """The lock that serialises git operations on one repository (its worktrees share
+    it: the key is the repository's common .git directory)."""
+    code, common = run_command(["git", "rev-parse", "--path-format=absolute",
+                                "--git-common-dir"], path, 10)
+    key = os.path.realpath(common.strip() if code == 0 and common.strip() else path)
+    return runtime.git_locks.setdefault(key, gevent.lock.RLock())
 
 
-def ssh_folder() -> str:
-    folder = os.path.join(runtime.data_dir, "ssh")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    return folder
+def git_head(cwd: str) -> str | None:
+    """The commit checked out in cwd, or None when it is not a git repository."""
+    code, out = run_command(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd, timeout=10)
+    return out.strip() or None if code == 0 else None
 
 
-def ssh_options(host: dict, known_hosts: str | None = None) -> list[str]:
-    """What every ssh of the board passes for a host: its port and key, BatchMode, the
-    board's own known_hosts (the key pinned under host_alias), no forwarding of agents."""
-    if not _PRCTL and sys.platform == "linux":
-        import ctypes  # only a board with hosts needs it
-        _PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
-    known_hosts = known_hosts or os.path.join(ssh_folder(), "known_hosts")
-    options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-               "-o", f"UserKnownHostsFile={known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
-               "-o", f"HostKeyAlias={host_alias(host['id'])}",
-               "-o", "HashKnownHosts=no", "-o", "UpdateHostKeys=no", "-o", "ForwardAgent=no",
-               "-o", "ForwardX11=no", "-o", "RequestTTY=no", "-o", "PermitLocalCommand=no",
-               "-o", f"ConnectTimeout={SSH_CONNECT_SECONDS}",
-               "-o", f"ServerAliveInterval={SSH_ALIVE_SECONDS}", "-o", "ServerAliveCountMax=3"]
-    if host["port"] != 22:
-        options += ["-p", str(host["port"])]
-    if host["identity_file"]:
-        options += ["-i", os.path.expanduser(host["identity_file"]), "-o", "IdentitiesOnly=yes"]
-    return options
+def repo_root(cwd: str) -> str:
+    """The top of the git repository around cwd (cwd itself outside one)."""
+    code, out = run_command(["git", "rev-parse", "--show-toplevel"], cwd, timeout=10)
+    return out.strip() if code == 0 and out.strip() else cwd
 
 
-def _ssh_error(stderr: str, fallback: str, host: dict | None = None) -> str:
-    """ssh's last word on why it failed, with what to do when the host refused the key."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()
-             and not line.startswith(("Warning: Permanently added", "Allocated port"))]
-    error = _cut(lines[-1], 500) if lines else fallback
-    if host is not None and "Permission denied (publickey" in error:
-        key = os.path.expanduser(host["identity_file"]) if host["identity_file"] else \
-            "ssh's own choice of key (no key file is set)"
-        error += f": the host refused the key {key}; check the key file, and that its " \
-            "public key (.pub) is in ~/.ssh/authorized_keys of the login on the host"
-    return error
+def worktree_path(task: dict) -> str:
+    return os.path.join(runtime.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
+
+
+def not_installed(agent: str) -> str:
+    """Why a run of an agent whose command is not found cannot start, and what to do."""
+    cli = AGENTS[agent]
+    command = runtime.config["agents"][agent][0]
+    flag = "--agent-command / " if agent == "claude" else ""
+    return f"the {agent} agent command {command!r} is not installed: install it with " \
+        f"`npm install -g {cli.package}` or set {flag}{cli.env}"
+
+
+def mcp_config_path(run_id: int) -> str:
+    return os.path.join(runtime.data_dir, "mcp", f"run-{int(run_id)}.json")
+
+
+def running_as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def process_start(pid: int) -> int | None:
+    """The kernel's start time of a process (clock ticks since boot), to tell it from a
+    later process that got the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def kill_survivor(pid: int, started: int | None) -> bool:
+    """Kill the process group of an agent a previous server left running, if it is still
+    that agent (same pid, same start time, its own group)."""
+    alive = process_start(pid)
+    if alive is not None and (alive != started or _pgid(pid) != pid):
+        return False  # the pid belongs to some other process now
+    if alive is None and not any(_pgid(int(p)) == pid for p in os.listdir("/proc")
+                                 if p.isdigit()):
+        return False  # nothing of that group is left
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+        log.warning("killed agent process group %s left by a previous server", pid)
+        return True
+    return False
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
 
 
 class ThisMachine:
@@ -10980,6 +10829,24 @@ class ThisMachine:
         """The other projects a run's end frees a slot for: none here (slots are per
         project)."""
         return []
+
+    def full(self) -> str | None:
+        """Why the machine cannot take another agent now, or None: here each project's
+        maxConcurrent alone says."""
+        return None
+
+    def runs_changed(self) -> None:
+        """A run there started or ended: what the machine tells (nothing here)."""
+
+    def bring_home(self, task: dict, project: dict) -> str | None:
+        """Bring an approved task's branch into workingDir's repository; the folder it is
+        in now, or None when it needed no bringing (here: it is there) or could not come
+        (logged)."""
+        return None
+
+    def kill_survivor(self, pid: int, started: int | None) -> None:
+        """At start-up: a run's process group a previous server left there goes."""
+        kill_survivor(pid, started)
 
     def begin(self, start, *args) -> None:
         """Start a run (start(*args)): here at once."""
@@ -11066,9 +10933,27 @@ class ThisMachine:
     #: Whether a run there reaches the board's tools.
     reaches_board = True
 
-    def board_tools(self, agent, run_id, task_id, project_id, invocation, mcp_port=None):
-        """Give the run (its invocation) the board tools; their token."""
-        return local_board_tools(agent, run_id, task_id, project_id, invocation, mcp_port)
+    def board_tools(self, agent: str, run_id: int, task_id: int, project_id: int,
+                    invocation: dict, mcp_port: int | None = None) -> str | None:
+        """The board tools of a run here: a token, the 0600 config file that holds it (Claude's
+        --mcp-config) and the server's command, given to the adapter as {command, args,
+        config}; the token.  The server reads it from the file (`--config`), so it is never on
+        a command line."""
+        token = secrets.token_urlsafe(24)
+        runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
+                                     "created": set()}
+        url = runtime.url if mcp_port is None else re.sub(r":\d+$", f":{mcp_port}", runtime.url)
+        path = mcp_config_path(run_id)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        server = {"command": sys.executable,
+                  "args": [os.path.abspath(__file__), "--mcp", "--url", url, "--config", path]}
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"mcpServers": {"taskboard": {**server, "env": {
+                "TASKBOARD_MCP_TOKEN": token, "TASKBOARD_TASK_ID": str(task_id)}}}}, f)
+        ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], {**server,
+                                                                            "config": path})
+        return token
 
     def sandbox(self) -> dict:
         """bubblewrap there: {engine, works, version, error} (design §17)."""
@@ -11078,27 +10963,24 @@ class ThisMachine:
             -> subprocess.Popen:
         """Start an agent's process, its stdio piped, in a process group of its own: the
         one place every run's command starts (task, verifier, planner), in the sandbox
-        when it has one (SANDBOX_RUN)."""
-        argv, env = self._sandboxed(argv, cwd, env, sandbox)
+        when it has one (in_sandbox())."""
+        argv, env = self._in_sandbox(argv, cwd, env, sandbox)
         return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
 
     @staticmethod
-    def _sandboxed(argv: list[str], cwd: str, env: dict, sandbox: dict | None):
-        """A command and its environment in the sandbox, when it has one: sh builds it,
-        then becomes bubblewrap (exec)."""
-        if sandbox is None:
-            return argv, env
-        return ["sh", "-c", 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"', "sh", cwd,
-                *argv], {**env, **sandbox_env(sandbox, os.path.realpath(runtime.data_dir), show=[
-                    sys.executable, os.path.abspath(__file__)])}  # the board tools' server
+    def _in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None,
+                    check: bool = False):
+        """in_sandbox() here: the data dir hidden, the board tools' server shown."""
+        return in_sandbox(argv, cwd, env, sandbox, os.path.realpath(runtime.data_dir),
+                          show=[sys.executable, os.path.abspath(__file__)], check=check)
 
     def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
         """A run's invocation (run_invocation()'s) as it starts there; `name`: the run's,
         for its files (a sandboxed run reads its board tools' config)."""
         if sandbox is not None and name.isdigit():
-            sandbox["files"].append(_mcp_config_path(int(name)))
+            sandbox["files"].append(mcp_config_path(int(name)))
         return {**invocation, "root": repo_root(invocation["cwd"])}
 
     def started(self, run: "AgentRun") -> None:
@@ -11126,12 +11008,122 @@ class ThisMachine:
         if shutil.which(argv[0], path=env.get("PATH")) is None \
                 and not os.access(os.path.join(cwd, argv[0]), os.X_OK):
             return None
-        argv, env = self._sandboxed(argv, cwd, env, sandbox)
+        argv, env = self._in_sandbox(argv, cwd, env, sandbox, check=True)
         return run_command(argv, cwd, STOP_CHECK_TIMEOUT_SECONDS, env=env,
                            stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL)
 
 
 THIS_MACHINE = ThisMachine()
+
+
+# =============================================================================
+# MACHINES: SSH HOSTS
+# =============================================================================
+# Agents on other machines, over OpenSSH (design §15): a host's connection and machine
+# (HostLink), a deleted host's (MissingHost), and which machine a project's runs use.
+
+# --- hosts: agents on other machines, over OpenSSH (design §15) ------------------
+
+#: Sourced by every command sent to a host, its output dropped: the login's PATH.
+REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$p" ' \
+    '>/dev/null 2>&1 </dev/null; done; export GIT_TERMINAL_PROMPT=0 LC_ALL=C ' \
+    'GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null ' \
+    'GIT_CONFIG_KEY_1=core.fsmonitor GIT_CONFIG_VALUE_1=false'
+#: The POSIX sh wrapper of a run on a host, sent with every run (nothing is installed
+#: there): `sh -c WRAPPER sh ENV_FILE WORKTREE ARGV...`.  It reads the run's variables
+#: from the 0600 file the board wrote (and removes it), starts the CLI in the worktree in
+#: its own process group (ARGV is in_sandbox()'s: in its sandbox when it has one), says the
+#: group's id on stderr, and kills the group when the channel closes: a newline on stderr
+#: every few seconds fails once nobody reads it.
+REMOTE_RUN = REMOTE_PROFILE + r'''
+f=$1; dir=$2; shift 2
+unset GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_KEY_1 GIT_CONFIG_VALUE_1
+. "$f"; rm -f -- "$f"
+cd -- "$dir" || exit 127
+exec 3<&0
+if command -v setsid >/dev/null 2>&1; then setsid "$@" <&3 3<&- &
+else perl -e 'setpgrp(0, 0); exec { $ARGV[0] } @ARGV or exit 127' "$@" <&3 3<&- &
+fi
+pid=$!
+exec 3<&-
+printf 'taskboard-pgid %s\n' "$pid" >&2
+( trap '' PIPE
+  while sleep 3 </dev/null >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || exit 0
+    printf '\n' >&2 || break
+  done
+  kill -s TERM -- "-$pid" 2>/dev/null; sleep 5; kill -s KILL -- "-$pid" 2>/dev/null
+) </dev/null >/dev/null &
+beat=$!
+wait "$pid"; code=$?
+rm -f -- "${f%.env}.mcp.json"
+kill "$beat" 2>/dev/null
+kill -s KILL -- "-$pid" 2>/dev/null
+exit "$code"
+'''
+#: The first stderr line of a remote run: its process group on the host.
+REMOTE_GROUP_RE = re.compile(r"^taskboard-pgid (\d+)$")
+
+
+#: libc's prctl, loaded by the first ssh_options() (never in a forked child).
+_PRCTL = []
+
+
+def _die_with_board() -> None:
+    """preexec_fn of the board's ssh processes: SIGKILL when the board dies, even by -9
+    (Linux), so that no connection or run outlives it."""
+    for prctl in _PRCTL:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def host_alias(host_id: int) -> str:
+    """The name a host's key is pinned under, whatever its address or port."""
+    return f"taskboard-host-{host_id}"
+
+
+def ssh_folder() -> str:
+    folder = os.path.join(runtime.data_dir, "ssh")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
+
+
+def ssh_options(host: dict, known_hosts: str | None = None) -> list[str]:
+    """What every ssh of the board passes for a host: its port and key, BatchMode, the
+    board's own known_hosts (the key pinned under host_alias), no forwarding of agents."""
+    if not _PRCTL and sys.platform == "linux":
+        import ctypes  # only a board with hosts needs it
+        _PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
+    known_hosts = known_hosts or os.path.join(ssh_folder(), "known_hosts")
+    options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+               "-o", f"UserKnownHostsFile={known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
+               "-o", f"HostKeyAlias={host_alias(host['id'])}",
+               "-o", "HashKnownHosts=no", "-o", "UpdateHostKeys=no", "-o", "ForwardAgent=no",
+               "-o", "ForwardX11=no", "-o", "RequestTTY=no", "-o", "PermitLocalCommand=no",
+               "-o", f"ConnectTimeout={SSH_CONNECT_SECONDS}",
+               "-o", f"ServerAliveInterval={SSH_ALIVE_SECONDS}", "-o", "ServerAliveCountMax=3"]
+    if host["port"] != 22:
+        options += ["-p", str(host["port"])]
+    if host["identity_file"]:
+        options += ["-i", os.path.expanduser(host["identity_file"]), "-o", "IdentitiesOnly=yes"]
+    return options
+
+
+def _ssh_error(stderr: str, fallback: str, host: dict | None = None) -> str:
+    """ssh's last word on why it failed, with what to do when the host refused the key."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()
+             and not line.startswith(("Warning: Permanently added", "Allocated port"))]
+    error = _cut(lines[-1], 500) if lines else fallback
+    if host is not None and "Permission denied (publickey" in error:
+        key = os.path.expanduser(host["identity_file"]) if host["identity_file"] else \
+            "ssh's own choice of key (no key file is set)"
+        error += f": the host refused the key {key}; check the key file, and that its " \
+            "public key (.pub) is in ~/.ssh/authorized_keys of the login on the host"
+    return error
+
+
+def origin_url(folder: str) -> str | None:
+    code, out = run_command(["git", "remote", "get-url", "origin"], folder, 10)
+    return out.strip() or None if code == 0 else None
 
 
 class HostLink:
@@ -11174,7 +11166,7 @@ class HostLink:
             with contextlib.suppress(FileNotFoundError):  # a dead master's (a killed board)
                 os.remove(self.control)
             # a remote run's requests come in on a listener of their own (forwarded())
-            forward = f"127.0.0.1:0:127.0.0.1:{forward_port()}"
+            forward = f"127.0.0.1:0:127.0.0.1:{runtime.forward.port()}"
             master = self.master = subprocess.Popen(
                 ["ssh", "-M", "-N", *ssh_options(self.host), "-o", f"ControlPath={self.control}",
                  "-o", "ControlPersist=no", "-R", forward, self.host["address"]],
@@ -11297,6 +11289,50 @@ class HostLink:
         """The other projects on this host: a run's end frees a slot they may use."""
         return [p for p in host_project_rows(self.host["id"]) if p != project_id]
 
+    def full(self) -> str | None:
+        """Why the host cannot take another agent now (its maxConcurrent), or None."""
+        used = sum(runtime.agents.used(p) for p in host_project_rows(self.host["id"]))
+        if used < self.host["max_concurrent"]:
+            return None
+        return f"host {self.host['name']!r} already runs {used} agent" \
+            f"{'s' if used != 1 else ''} (maxConcurrent {self.host['max_concurrent']}); " \
+            "wait for one to finish or raise it"
+
+    def runs_changed(self) -> None:
+        """host:updated: its `running` changed."""
+        row = host_row(self.host["id"])
+        if row is not None:
+            runtime.events.publish("host:updated", render(HOST_FIELDS, row))
+
+    def bring_home(self, task: dict, project: dict) -> str | None:
+        """The branch is fetched from the host's clone over its connection."""
+        branch = task["branch_name"]
+        root = repo_root(project["working_dir"])
+        try:
+            clone = self.repository(project)
+            with self.repo_lock(clone), git_lock(root):
+                code, out = run_command(
+                    ["git", "fetch", "--no-tags", "--upload-pack",
+                     f"{REMOTE_PROFILE}; git-upload-pack", f"{self.host['address']}:{clone}",
+                     f"refs/heads/{branch}:refs/heads/{branch}"], root, 300,
+                    stderr=subprocess.STDOUT, env={**os.environ, **GIT_ENV, "GIT_SSH_COMMAND":
+                                                  shlex.join(self.argv("")[:-2])})
+        except HostDown as exc:
+            code, out = 255, str(exc)
+        if code != 0:
+            runtime.logs.append(task["id"], "system", f"branch {branch} stays on host "
+                                f"{self.host['name']!r}, in {task['branch_at'] or 'its clone'}"
+                                f": it could not be fetched into {root}: "
+                                f"{_cut(out.strip(), 500)}", is_error=True)
+            return None
+        runtime.logs.append(task["id"], "system", f"branch {branch} fetched from host "
+                            f"{self.host['name']!r} into {root}")
+        return root
+
+    def kill_survivor(self, pid: int, started: int | None) -> None:
+        """Killed when the host is reached again."""
+        runtime.leftovers.setdefault(self.host["id"], set()).add(pid)
+
     def begin(self, start, *args) -> None:
         """In the background: the connection may take seconds to open."""
         starter = gevent.spawn(start, *args)
@@ -11311,7 +11347,17 @@ class HostLink:
 
     def agent_command(self, agent: str) -> tuple[list | None, str | None]:
         commands = json.loads(self.host["agent_commands_json"] or "{}")  # else its name
-        return shlex.split(commands.get(agent) or agent), not_on_host(agent, self.host)
+        return shlex.split(commands.get(agent) or agent), self._missing(agent)
+
+    def _missing(self, agent: str) -> str | None:
+        """Why an agent CLI cannot start on the host its last check found it missing on."""
+        check = json.loads(self.host["last_check_json"] or "null") or {}
+        seen = (check.get("agents") or {}).get(agent) or {}
+        if not check.get("ok") or seen.get("found") is not False:
+            return None
+        return f"the {agent} agent command was not found on host {self.host['name']!r}: " \
+            f"install it there (npm install -g {AGENTS[agent].package}) or set the host's " \
+            "agentCommands"
 
     def ready(self) -> None:
         if not self.host["enabled"]:
@@ -11338,20 +11384,44 @@ class HostLink:
         """The project's clone there, fetched (GitError, HostDown)."""
         repo = self.repository(project)
         with self.repo_lock(repo):
-            code, out = self.run(remote_clone(project, self.host, self) + "\ngit -C \"$repo\" "
+            code, out = self.run(self.clone_script(project) + "\ngit -C \"$repo\" "
                                  "merge -q --ff-only '@{u}' >&2 || true", timeout=600)
         if code != 0:
             raise GitError(f"the clone on host {self.host['name']!r} could not be fetched: "
                            f"{_cut(out.strip().splitlines()[-1] if out.strip() else '', 300)}")
         return repo
 
-    def review_cwd(self, task: dict, project: dict) -> str:
-        return remote_worktree(task, project, self)
+    def worktree(self, task: dict, project: dict) -> str:
+        """Where the task's worktree is on its project's host (an absolute path)."""
+        return self.path("worktrees", project["id"], task["task_key"])
 
-    worktree = review_cwd
+    review_cwd = worktree
+
+    def clone_script(self, project: dict) -> str:
+        """The start of a script run on the host: the project's clone at <baseDir>/repos/<slug>
+        ($repo), cloned from repoUrl (else workingDir's origin) the first time, then fetched."""
+        url = project["repo_url"] or origin_url(project["working_dir"])
+        if not url:
+            raise GitError(f"project {project['name']!r} runs on host {self.host['name']!r} but "
+                           "has no repoUrl, and its workingDir has no origin to clone")
+        return f"""set -e
+repo={shlex.quote(self.repository(project))}
+mkdir -p "$(dirname "$repo")"
+[ -d "$repo/.git" ] || git clone -q -- {shlex.quote(url)} "$repo" >&2
+git -C "$repo" fetch -q origin >&2 || true"""
 
     def attachments(self, task: dict, attachments: list[dict]) -> str | None:
-        return copy_attachments(task, attachments, self) if attachments else None
+        """Copy the task's attachments to <baseDir>/attachments/<task_key>/ on the host; the
+        folder's path there."""
+        if not attachments:
+            return None
+        folder = self.path("attachments", task["task_key"])
+        self.run(f"rm -rf {shlex.quote(folder)}")  # what an earlier run was given
+        for item in attachments:
+            with open(os.path.join(runtime.data_dir, item["path"]), "rb") as f:
+                self.write(posixpath.join(folder, item["file_name"]), f.read(),
+                           f"attachment {item['file_name']!r}")
+        return folder
 
     def remove_worktree(self, task: dict, project: dict, only_if_done: bool,
                         merged: bool) -> None:
@@ -11371,7 +11441,7 @@ class HostLink:
                     f'{shlex.quote(task["base_commit"])}..{branch})" = 0 ] && ' \
                     f'git -C {repo} branch -D {branch}' if task["base_commit"] else ""
                 self.run(f"git -C {repo} worktree remove --force "
-                         f"{shlex.quote(remote_worktree(task, project, self))}; "
+                         f"{shlex.quote(self.worktree(task, project))}; "
                          f"git -C {repo} worktree prune{empty}; true", timeout=60)
         except HostDown as exc:
             if task_row(task["id"]) is not None:
@@ -11382,8 +11452,26 @@ class HostLink:
     def reaches_board(self) -> bool:
         return bool(self.port)  # the connection's remote forward
 
-    def board_tools(self, agent, run_id, task_id, project_id, invocation, mcp_port=None):
-        return remote_board_tools(self, agent, run_id, task_id, project_id, invocation)
+    def board_tools(self, agent: str, run_id: int, task_id: int, project_id: int,
+                    invocation: dict, mcp_port: int | None = None) -> str | None:
+        """The board tools of a run on a host: /mcp through the connection's remote forward,
+        given to the adapter as {url, token} (Claude's --mcp-config names a 0600 file there; the
+        token is never on a command line); the token, or None when there is no forward."""
+        if not self.port:
+            return None
+        token = secrets.token_urlsafe(24)
+        server = {"url": f"http://127.0.0.1:{self.port}/mcp", "token": token}
+        if agent == "claude":
+            server["config"] = self.path("runs", f"{int(run_id)}.mcp.json")
+            config = {"mcpServers": {"taskboard": {
+                "type": "http", "url": server["url"],
+                "headers": {"Authorization": f"Bearer {token}"}}}}
+            self.write(server["config"], json_dumps(config).encode(),
+                       "the board tools' settings")
+        ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], server)
+        runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
+                                     "created": set()}
+        return token
 
     def sandbox(self) -> dict:
         """bubblewrap there, as the host's last check found it."""
@@ -11393,20 +11481,35 @@ class HostLink:
 
     def spawn(self, argv: list[str], cwd: str, env: dict, sandbox: dict | None = None) \
             -> subprocess.Popen:
-        """The ssh client of a run's channel (argv: remote_invocation's), which dies with
+        """The ssh client of a run's channel (argv: invocation()'s), which dies with
         the board; its other end (REMOTE_RUN) starts the agent in the worktree there."""
         return subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True,
                                 preexec_fn=_die_with_board)
 
     def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
-        """The run's settings go to the host first (OSError, HostDown); its process here is
-        the ssh client of its channel (REMOTE_RUN on the other end, which wraps it in the
-        sandbox there), which dies with the board."""
-        return remote_invocation(self, name, invocation, sandbox)
+        """A run's invocation sent to its host first (OSError, HostDown): the run's own
+        variables (what it adds to the board's environment) go to a 0600 file there, never on
+        a command line; the argv is the ssh client of its channel, which runs REMOTE_RUN (in
+        the sandbox there when it has one) and dies with the board; the board's environment
+        stays here."""
+        own = {k: v for k, v in invocation["env"].items()
+               if os.environ.get(k) != v and re.fullmatch(r"[A-Za-z_]\w*", k)}
+        own.pop("TASKBOARD_URL", None)
+        if self.port:  # the board, through the connection's remote forward
+            own["TASKBOARD_URL"] = f"http://127.0.0.1:{self.port}"
+        env_file = self.path("runs", f"{name}.env")
+        argv, own = in_sandbox(invocation["argv"], invocation["cwd"], own, sandbox, self.path(),
+                               files=[env_file[:-4] + ".mcp.json"])
+        self.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
+                   .encode(), "the run's settings")
+        remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
+            f"{shlex.quote(invocation['cwd'])} {shlex.join(argv)}"
+        return {**invocation, "argv": self.argv(remote),
+                "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
 
     def started(self, run: "AgentRun") -> None:
-        publish_host_runs(run)  # the process to remember is its group there: see heard()
+        self.runs_changed()  # the process to remember is its group there: see heard()
 
     def heard(self, run: "AgentRun", text: str) -> bool:
         found = run.group is None and REMOTE_GROUP_RE.match(text)
@@ -11438,10 +11541,15 @@ class HostLink:
     def check(self, cwd: str, argv: list[str], env: dict, sandbox: dict | None = None) \
             -> tuple[int | None, str] | None:
         """The stop check there: in its worktree, with the host's login environment,
-        nothing of the board's (design §15); not in the sandbox."""
+        nothing of the board's (design §15), in its sandbox as here (design §17)."""
         try:
-            code, out = self.run(f"cd {shlex.quote(cwd)} && {shlex.join(argv)} 2>&1",
-                                 timeout=STOP_CHECK_TIMEOUT_SECONDS)
+            command = argv[0]
+            argv, own = in_sandbox(argv, cwd, {}, sandbox, self.path(), check=True)
+            code, out = self.run(
+                f"cd {shlex.quote(cwd)} && {{ command -v {shlex.quote(command)} >/dev/null "
+                f"2>&1 || [ -x {shlex.quote(command)} ] || exit 127; }} && "
+                + "".join(f"export {k}={shlex.quote(v)}; " for k, v in own.items())
+                + f"{shlex.join(argv)} 2>&1", timeout=STOP_CHECK_TIMEOUT_SECONDS)
         except HostDown as exc:
             return None, str(exc)
         if code == 127:  # the shell there did not find it
@@ -11474,12 +11582,60 @@ def machine_of(host: dict | None) -> "ThisMachine | HostLink":
     return THIS_MACHINE if host is None else host_link(host)
 
 
-def project_machine(project: dict) -> "ThisMachine | HostLink | None":
-    """machine_of() the project's host (None when its host is gone)."""
-    if project["host_id"] is None:
+def host_machine(host_id: int | None) -> "ThisMachine | HostLink | MissingHost":
+    """The machine of runs on a host (None: this one), which says so when it was deleted."""
+    if host_id is None:
         return THIS_MACHINE
-    host = host_row(project["host_id"])
-    return host_link(host) if host is not None else None
+    host = host_row(host_id)
+    return host_link(host) if host is not None else MissingHost(host_id)
+
+
+def project_machine(project: dict) -> "ThisMachine | HostLink | MissingHost":
+    """The machine the project's runs use."""
+    return host_machine(project["host_id"])
+
+
+class MissingHost:
+    """The machine of a project whose host was deleted meanwhile (a host a project names
+    cannot be deleted): nothing runs there, what would reach it raises HostDown, and what
+    only reads or cleans up finds nothing."""
+    host = None
+    reaches_board = False
+
+    def __init__(self, host_id: int):
+        self.host_id = host_id
+        self.where = f" on host {host_id}, which was deleted"
+
+    def _gone(self, *args, **kwargs):
+        raise HostDown(f"the project's host (host {self.host_id}) is gone")
+
+    agent_command = ready = has_git = repository = worktree = review_cwd = source = \
+        attachments = repo_lock = shell = git = invocation = board_tools = _gone
+
+    def sandbox(self) -> dict:
+        return {"engine": "bubblewrap", "works": False, "version": None,
+                "error": "the project's host is gone"}
+
+    def task_git(self, task: dict, project: dict) -> tuple:
+        return None, None
+
+    def head(self, cwd: str) -> None:
+        return None
+
+    def full(self) -> None:
+        return None  # its runs stop at ready()
+
+    def remove_worktree(self, task, project, only_if_done, merged) -> None:
+        """Nothing: what was on the host went with it."""
+
+    def bring_home(self, task: dict, project: dict) -> None:
+        return None
+
+    def runs_changed(self) -> None:
+        """Nothing: no host to tell of."""
+
+    def kill_survivor(self, pid: int, started: int | None) -> None:
+        """Nothing: the host is never reached again."""
 
 
 def scan_host_key(host: dict) -> tuple[str | None, str]:
@@ -11527,39 +11683,6 @@ def kill_remote_group(link: "HostLink", group: int, signum=signal.SIGKILL) -> No
     with contextlib.suppress(HostDown):
         link.run(f"kill -s {signal.Signals(signum).name[3:]} -- -{int(group)} 2>/dev/null; "
                  "true", timeout=30)
-
-
-def process_start(pid: int) -> int | None:
-    """The kernel's start time of a process (clock ticks since boot), to tell it from a
-    later process that got the same pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def kill_survivor(pid: int, started: int | None) -> bool:
-    """Kill the process group of an agent a previous server left running, if it is still
-    that agent (same pid, same start time, its own group)."""
-    alive = process_start(pid)
-    if alive is not None and (alive != started or _pgid(pid) != pid):
-        return False  # the pid belongs to some other process now
-    if alive is None and not any(_pgid(int(p)) == pid for p in os.listdir("/proc")
-                                 if p.isdigit()):
-        return False  # nothing of that group is left
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-        log.warning("killed agent process group %s left by a previous server", pid)
-        return True
-    return False
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except (ProcessLookupError, PermissionError):
-        return None
 
 
 # =============================================================================
@@ -13302,32 +13425,6 @@ def _operation(route, schemas) -> dict:
 # taskboard.py --mcp --url URL`) whose token reaches only that project's tasks, and only while
 # the run lives.
 
-def local_board_tools(agent: str, run_id: int, task_id: int, project_id: int,
-                      invocation: dict, mcp_port: int | None = None) -> str:
-    """The board tools of a run here: a token, the 0600 config file that holds it (Claude's
-    --mcp-config) and the server's command, given to the adapter as {command, args,
-    config}; the token.  The server reads it from the file (`--config`), so it is never on
-    a command line."""
-    token = secrets.token_urlsafe(24)
-    runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
-                                 "created": set()}
-    url = runtime.url if mcp_port is None else re.sub(r":\d+$", f":{mcp_port}", runtime.url)
-    path = _mcp_config_path(run_id)
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    server = {"command": sys.executable,
-              "args": [os.path.abspath(__file__), "--mcp", "--url", url, "--config", path]}
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"mcpServers": {"taskboard": {**server, "env": {
-            "TASKBOARD_MCP_TOKEN": token, "TASKBOARD_TASK_ID": str(task_id)}}}}, f)
-    ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], {**server,
-                                                                        "config": path})
-    return token
-
-
-def _mcp_config_path(run_id: int) -> str:
-    return os.path.join(runtime.data_dir, "mcp", f"run-{int(run_id)}.json")
-
 
 def mcp_serve(argv: list[str]) -> int:
     """The board's MCP over stdio until stdin closes, for a client that starts its servers
@@ -13396,26 +13493,6 @@ def mcp_http(body, environ):
     if not answers:
         return None
     return answers if isinstance(body, list) else answers[0]
-
-
-def remote_board_tools(link: "HostLink", agent: str, run_id: int, task_id: int,
-                       project_id: int, invocation: dict) -> str | None:
-    """The board tools of a run on a host: /mcp through the connection's remote forward,
-    given to the adapter as {url, token} (Claude's --mcp-config names a 0600 file there; the
-    token is never on a command line); the token, or None when there is no forward."""
-    if not link.port:
-        return None
-    token = secrets.token_urlsafe(24)
-    server = {"url": f"http://127.0.0.1:{link.port}/mcp", "token": token}
-    if agent == "claude":
-        server["config"] = link.path("runs", f"{int(run_id)}.mcp.json")
-        config = {"mcpServers": {"taskboard": {"type": "http", "url": server["url"],
-                                               "headers": {"Authorization": f"Bearer {token}"}}}}
-        link.write(server["config"], json_dumps(config).encode(), "the board tools' settings")
-    ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], server)
-    runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
-                                 "created": set()}
-    return token
 
 
 #: The protocol revisions of the initialize handshake the board speaks, newest last.
@@ -13941,8 +14018,8 @@ class Runtime:
         #: connection was lost left there, to kill when it is reachable again
         self.links = {}
         self.leftovers = {}
-        #: the listener hosts' remote forwards reach (forward_port()), once one is needed
-        self.forward = None
+        #: the listener hosts' remote forwards reach, started once one is needed
+        self.forward = ForwardListener()
         #: the open pull requests the board follows (design §16)
         self.prs = PullRequests()
         #: the background clocks (Worker) and one-off greenlets; the chores of one change
@@ -14153,8 +14230,7 @@ def shutdown() -> None:
     runtime.chores.kill()  # what the runs' ends asked for
     for link in runtime.links.values():
         link.close()
-    if runtime.forward is not None:
-        runtime.forward.stop(timeout=1)
+    runtime.forward.stop()
     runtime.logs.stop()
     for sub in list(runtime.events.subscribers):
         sub.close()
@@ -14187,13 +14263,6 @@ def check_agent_command() -> None:
         agent["checking"] = False
 
 
-def cli_version(out: str) -> str | None:
-    """The first stdout line that looks like a version ("2.1.197 (Claude Code)",
-    "codex-cli 0.169.0"); None (unknown) when none does."""
-    return next((line.strip() for line in out.splitlines() if VERSION_LINE.match(line.strip())),
-                None)
-
-
 class ForwardedHandler(Handler):
     """The handler of what a host's remote forward brings: marked as such, and no /ws."""
 
@@ -14219,16 +14288,24 @@ def forwarded(environ, start_response):
     return [body]
 
 
-def forward_port() -> int:
-    """The port of the listener that hosts' remote forwards reach: a loopback port of its
-    own, serving forwarded(), started when a host's connection first needs it."""
-    if runtime.forward is None:
-        runtime.forward = Server(("127.0.0.1", 0), forwarded, handler_class=ForwardedHandler,
-                                 log=None,
-                                 error_log=logging.getLogger("taskboard.http"),
+class ForwardListener:
+    """The listener that hosts' remote forwards reach (runtime.forward): a loopback port of
+    its own, serving forwarded(), started when a host's connection first needs its port."""
+
+    def __init__(self):
+        self.server = None
+
+    def port(self) -> int:
+        if self.server is None:
+            self.server = Server(("127.0.0.1", 0), forwarded, handler_class=ForwardedHandler,
+                                 log=None, error_log=logging.getLogger("taskboard.http"),
                                  environ={"SERVER_NAME": "127.0.0.1"})
-        runtime.forward.start()
-    return runtime.forward.server_port
+            self.server.start()
+        return self.server.server_port
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop(timeout=1)
 
 
 def make_server(host: str, port: int) -> Server:
@@ -14318,10 +14395,6 @@ def run_backup(config: dict) -> int:
         return 1
     print(f"backed up {source} to {target} ({size:,} bytes, integrity ok)")
     return 0
-
-
-def running_as_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def main(argv=None) -> None:

@@ -415,3 +415,31 @@ def test_the_stop_check_and_an_attempts_check_run_in_the_sandbox(client, api, tb
             f"/api/tasks/{task['id']}/logs").json if e["kind"] == "stop_check"}
     assert checks == {"bubblewrap": [True, True], "none": [False, False]}
     assert stop_checks == {"bubblewrap": {"passed"}, "none": {"failed"}}
+
+
+def test_the_stop_check_and_an_attempts_check_run_in_the_sandbox_on_a_host(
+        client, api, tb, sandboxed, sshd, tmp_path):
+    """As on this machine (the test above): a host's stop check and an attempt's check run in
+    the run's sandbox there (design §17 v6), blind to what the board keeps on the host's
+    machine (here the same one: the board's database); unsandboxed they see it (the control)."""
+    from ssh_helpers import trusted_host
+    make_repo(api.workdir)
+    host = trusted_host(client, sshd, tmp_path)
+    assert host["lastCheck"]["sandbox"]["works"] is True, host["lastCheck"]
+    hidden = tb.config["db_path"]
+    checks, stop_checks = {}, {}
+    for mode in ("bubblewrap", "none"):
+        project = api.project(slug=f"far-{mode}", host=host["id"], repoUrl=str(api.workdir),
+                              sandbox=mode, maxConcurrent=2, stopCheckCommand=f"test ! -e {hidden}",
+                              sandboxPaths={"readWrite": [str(sandboxed)]} if mode != "none"
+                              else None)
+        task = api.task(project["id"], description="fake:ok")
+        client.post_json(f"/api/tasks/{task['id']}/attempts", {"agents": [
+            {"agent": "claude"}, {"agent": "claude", "model": "model_small"}]}, status=202)
+        wait_status(client, task["id"], "testing", timeout=4 * RUN)  # two runs over ssh
+        checks[mode] = [a["check"]["passed"] for a in client.get(
+            f"/api/tasks/{task['id']}/attempts").json]
+        stop_checks[mode] = {e["message"].split("` ")[1][:6] for e in client.get(
+            f"/api/tasks/{task['id']}/logs").json if e["kind"] == "stop_check"}
+    assert checks == {"bubblewrap": [True, True], "none": [False, False]}
+    assert stop_checks == {"bubblewrap": {"passed"}, "none": {"failed"}}
