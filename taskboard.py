@@ -10096,54 +10096,67 @@ class OpenCodeAdapter(ClaudeAdapter):
             self.session = str(event["sessionID"])
             events.append({"type": "system", "subtype": "init", "session_id": self.session,
                            "model": self.model, "permissionMode": "opencode"})
-        kind, part = event.get("type"), _dict(event.get("part"))
-        if kind == "step_start":
-            return events
-        if kind in ("text", "reasoning"):
-            if kind == "text":
-                self.text = str(part.get("text") or "")
-            return events + [_text_event("text" if kind == "text" else "thinking",
-                                         str(part.get("text") or ""))]
-        if kind == "tool_use":
-            state = _dict(part.get("state"))
-            call_id = part.get("callID") or part.get("id")
-            exit_code = _dict(state.get("metadata")).get("exit")
-            failed = state.get("status") == "error" or exit_code not in (None, 0)
-            output = state.get("output") if state.get("status") != "error" else state.get("error")
-            if state.get("status") == "error" and "rejected permission" in str(output):
-                self.rejected = f"{part.get('tool')}: {output}"
-            return events + [_tool_call_event(call_id, str(part.get("tool") or "tool"),
-                                              state.get("input")),
-                             _tool_result_event(call_id, output, failed)]
-        if kind == "step_finish":
-            tokens = _dict(part.get("tokens"))
-            cache = _dict(tokens.get("cache"))
-            step = {"input_tokens": tokens.get("input") or 0,
-                    "output_tokens": (tokens.get("output") or 0) + (tokens.get("reasoning") or 0),
-                    "cache_read_input_tokens": cache.get("read") or 0,
-                    "cache_creation_input_tokens": cache.get("write") or 0}
-            for key, value in step.items():
-                self.usage[key] += value if isinstance(value, int) else 0
-            if isinstance(part.get("cost"), (int, float)):
-                self.cost += part["cost"]
-            self.reason = part.get("reason")
-            # an assistant line without content: StreamParser adds its usage once (by id)
-            return events + [{"type": "assistant", "total_cost_usd": self.cost, "message": {
-                "id": str(part.get("id")), "content": [], "usage": step}}]
-        if kind == "error":
-            self.done = True
-            error = _dict(event.get("error"))
-            data = _dict(error.get("data"))
-            message = f"{error.get('name')}: {data.get('message')}"
-            headers = {str(k).lower(): v for k, v in _dict(data.get("responseHeaders")).items()}
-            for header in ("retry-after-ms", "retry-after"):
-                if headers.get(header):  # when the limit resets: the line's timestamp + it
-                    message += f" ({header}: {headers[header]}, at {event.get('timestamp')})"
-            status = data.get("statusCode") if isinstance(data.get("statusCode"), int) \
-                else _http_status(message)
-            return events + [_result_event(False, message, dict(self.usage), errors=[message],
-                                           cost=self.cost, status=status)]
-        return events + [RAW_LINE]
+        kind = event.get("type")
+        line = self.LINES.get(kind) if isinstance(kind, str) else None  # (an array: no key)
+        return events + (line(self, event, _dict(event.get("part"))) if line else [RAW_LINE])
+
+    def _text(self, event, part):
+        self.text = str(part.get("text") or "")
+        return [_text_event("text", self.text)]
+
+    def _reasoning(self, event, part):
+        return [_text_event("thinking", str(part.get("text") or ""))]
+
+    def _tool_use(self, event, part):
+        """A tool call and its result come in one line; a rejected permission is kept for
+        the result (the run did not finish)."""
+        state = _dict(part.get("state"))
+        call_id = part.get("callID") or part.get("id")
+        exit_code = _dict(state.get("metadata")).get("exit")
+        failed = state.get("status") == "error" or exit_code not in (None, 0)
+        output = state.get("output") if state.get("status") != "error" else state.get("error")
+        if state.get("status") == "error" and "rejected permission" in str(output):
+            self.rejected = f"{part.get('tool')}: {output}"
+        return [_tool_call_event(call_id, str(part.get("tool") or "tool"), state.get("input")),
+                _tool_result_event(call_id, output, failed)]
+
+    def _step_finish(self, event, part):
+        """A step's usage and cost, added to the run's; its reason says whether it stopped."""
+        tokens = _dict(part.get("tokens"))
+        cache = _dict(tokens.get("cache"))
+        step = {"input_tokens": tokens.get("input") or 0,
+                "output_tokens": (tokens.get("output") or 0) + (tokens.get("reasoning") or 0),
+                "cache_read_input_tokens": cache.get("read") or 0,
+                "cache_creation_input_tokens": cache.get("write") or 0}
+        for key, value in step.items():
+            self.usage[key] += value if isinstance(value, int) else 0
+        if isinstance(part.get("cost"), (int, float)):
+            self.cost += part["cost"]
+        self.reason = part.get("reason")
+        # an assistant line without content: StreamParser adds its usage once (by id)
+        return [{"type": "assistant", "total_cost_usd": self.cost, "message": {
+            "id": str(part.get("id")), "content": [], "usage": step}}]
+
+    def _error(self, event, part):
+        """An error line ends the run: it is the result."""
+        self.done = True
+        error = _dict(event.get("error"))
+        data = _dict(error.get("data"))
+        message = f"{error.get('name')}: {data.get('message')}"
+        headers = {str(k).lower(): v for k, v in _dict(data.get("responseHeaders")).items()}
+        for header in ("retry-after-ms", "retry-after"):
+            if headers.get(header):  # when the limit resets: the line's timestamp + it
+                message += f" ({header}: {headers[header]}, at {event.get('timestamp')})"
+        status = data.get("statusCode") if isinstance(data.get("statusCode"), int) \
+            else _http_status(message)
+        return [_result_event(False, message, dict(self.usage), errors=[message],
+                              cost=self.cost, status=status)]
+
+    #: What translate makes of each type of line (self, the line, its part); a type not
+    #: here is shown raw.
+    LINES = {"step_start": lambda self, event, part: [], "text": _text,
+             "reasoning": _reasoning, "tool_use": _tool_use, "step_finish": _step_finish,
+             "error": _error}
 
     def finish(self, exit_code):
         if self.done or exit_code != 0:
