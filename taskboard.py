@@ -6382,20 +6382,7 @@ def open_pull_request(task: dict, project: dict) -> None:
         return
     root = repo_root(project["working_dir"])
     repo = project["git_host_repo"] or _repo_of_origin(root)
-    refs = f"refs/heads/{task['branch_name']}:refs/heads/{task['branch_name']}"
-    try:  # from the project's machine (a host's clone, with the host's credentials)
-        machine = found(project_machine(project), "the project's host is gone")
-        where = machine.repository(project)
-        with machine.repo_lock(where):
-            machine.git(where, "push", "origin", refs, timeout=PUSH_TIMEOUT_SECONDS)
-    except (GitError, HostDown, NotFound) as exc:
-        if pr:
-            runtime.logs.append(task["id"], "pr", f"pull request #{pr['number']} was not "
-                                f"updated: pushing {task['branch_name']} failed ({exc})",
-                                is_error=True)
-        else:
-            say(f"no pull request: pushing {task['branch_name']} to origin failed ({exc})",
-                is_error=True)
+    if not _push_branch(task, project, pr, say):
         return
     if pr:
         _publish_task(update_pr_row(task["id"], {"needsYou": None, "checks": "pending"}))
@@ -6408,6 +6395,37 @@ def open_pull_request(task: dict, project: dict) -> None:
         say("no pull request: set the project's Repository (gitHostRepo, owner/repo) in its "
             "Source host settings", is_error=True)
         return
+    status, answer = _post_pull_request(task, project, repo)
+    if status == 201 and isinstance(answer, dict) and answer.get("html_url"):
+        follow_pull_request(task, repo, answer)
+    else:
+        say(f"the pull request was not opened: {_host_problem(status, answer)}", is_error=True)
+
+
+def _push_branch(task: dict, project: dict, pr: dict | None, say) -> bool:
+    """Push the task's branch to origin from the project's machine (a host's clone, with
+    the host's credentials); False, said on the task's log, when that failed."""
+    refs = f"refs/heads/{task['branch_name']}:refs/heads/{task['branch_name']}"
+    try:
+        machine = found(project_machine(project), "the project's host is gone")
+        where = machine.repository(project)
+        with machine.repo_lock(where):
+            machine.git(where, "push", "origin", refs, timeout=PUSH_TIMEOUT_SECONDS)
+    except (GitError, HostDown, NotFound) as exc:
+        if pr:
+            runtime.logs.append(task["id"], "pr", f"pull request #{pr['number']} was not "
+                                f"updated: pushing {task['branch_name']} failed ({exc})",
+                                is_error=True)
+        else:
+            say(f"no pull request: pushing {task['branch_name']} to origin failed ({exc})",
+                is_error=True)
+        return False
+    return True
+
+
+def _post_pull_request(task: dict, project: dict, repo: str) -> tuple[int, object]:
+    """Open the task's pull request on the source host: (status, answer); one already
+    open for the branch is taken as opened (201)."""
     body = "\n\n".join(filter(None, [
         f"Task **{task['task_key']}**: {task['title']}", task["description"].strip(),
         "## Acceptance criteria\n" + task["acceptance_criteria"].strip()
@@ -6422,10 +6440,7 @@ def open_pull_request(task: dict, project: dict) -> None:
         answer = open_ones[0] if status == 200 and isinstance(open_ones, list) and open_ones \
             else answer
         status = 201 if isinstance(answer, dict) and answer.get("html_url") else status
-    if status == 201 and isinstance(answer, dict) and answer.get("html_url"):
-        follow_pull_request(task, repo, answer)
-    else:
-        say(f"the pull request was not opened: {_host_problem(status, answer)}", is_error=True)
+    return status, answer
 
 
 def close_issue(task: dict, project: dict) -> None:
