@@ -6705,14 +6705,7 @@ def look_at_pull_request(row: dict, get) -> None:
     number = pr["number"]
     status, pull = get(f"/repos/{repo}/pulls/{number}")
     if status in (301, 302, 307, 308, 404, 410):
-        moved = status < 400
-        error = f"pull request #{number} of {repo} " + (
-            "moved: the repository was renamed or transferred" if moved else
-            "is gone: it was deleted, or its repository renamed") + \
-            f" (the source host answered {status}); the board no longer follows it"
-        _publish_task(update_pr_row(task_id, {"error": error}))
-        runtime.logs.append(task_id, "pr", error, is_error=True)
-        return
+        return _pr_lost(task_id, repo, number, status)
     if status != 200 or not isinstance(pull, dict):
         raise GitHostTrouble(_host_problem(status, pull))
     if pull.get("merged") or pull.get("merged_at"):
@@ -6720,18 +6713,7 @@ def look_at_pull_request(row: dict, get) -> None:
     if pull.get("state") == "closed":
         return pr_ended(row, pr, "closed")
     sha = str(_dict(pull.get("head")).get("sha") or "")
-    since = f"per_page=100&since={urllib.parse.quote(row['since'])}"  # after the last revision
-    answers = {}
-    for name, path in (("runs", f"/repos/{repo}/commits/{sha}/check-runs?per_page=100"),
-                       ("statuses", f"/repos/{repo}/commits/{sha}/status?per_page=100"),
-                       ("reviews", f"/repos/{repo}/pulls/{number}/reviews?per_page=100"),
-                       ("lines", f"/repos/{repo}/pulls/{number}/comments?{since}"),
-                       ("notes", f"/repos/{repo}/issues/{number}/comments?{since}")):
-        status, answers[name] = get(path)
-        if status == 404 and name in ("runs", "statuses"):  # a host without checks
-            answers[name] = {}
-        elif status != 200:
-            raise GitHostTrouble(_host_problem(status, answers[name]))
+    answers = _pr_details(get, repo, number, sha, row["since"])
     runs = _latest(_dict(answers["runs"]).get("check_runs"), "name")
     statuses = _latest(_dict(answers["statuses"]).get("statuses"), "context")
     reviews = [r for r in answers["reviews"] if isinstance(r, dict)] \
@@ -6751,6 +6733,36 @@ def look_at_pull_request(row: dict, get) -> None:
         _publish_task(update_pr_row(task_id, {"held": held}))
     if signals:
         send_pr_back(row, {**pr, **shown}, signals)
+
+
+def _pr_lost(task_id: int, repo: str, number: int, status: int) -> None:
+    """The source host redirects or no longer knows the PR: say so on the task, which
+    stops following it."""
+    moved = status < 400
+    error = f"pull request #{number} of {repo} " + (
+        "moved: the repository was renamed or transferred" if moved else
+        "is gone: it was deleted, or its repository renamed") + \
+        f" (the source host answered {status}); the board no longer follows it"
+    _publish_task(update_pr_row(task_id, {"error": error}))
+    runtime.logs.append(task_id, "pr", error, is_error=True)
+
+
+def _pr_details(get, repo: str, number: int, sha: str, since: str) -> dict:
+    """The head's check runs and statuses, the PR's reviews, and its line and
+    conversation comments since the last revision ({name: answer})."""
+    since = f"per_page=100&since={urllib.parse.quote(since)}"  # after the last revision
+    answers = {}
+    for name, path in (("runs", f"/repos/{repo}/commits/{sha}/check-runs?per_page=100"),
+                       ("statuses", f"/repos/{repo}/commits/{sha}/status?per_page=100"),
+                       ("reviews", f"/repos/{repo}/pulls/{number}/reviews?per_page=100"),
+                       ("lines", f"/repos/{repo}/pulls/{number}/comments?{since}"),
+                       ("notes", f"/repos/{repo}/issues/{number}/comments?{since}")):
+        status, answers[name] = get(path)
+        if status == 404 and name in ("runs", "statuses"):  # a host without checks
+            answers[name] = {}
+        elif status != 200:
+            raise GitHostTrouble(_host_problem(status, answers[name]))
+    return answers
 
 
 def _latest(items, key: str) -> list[dict]:
