@@ -9603,6 +9603,13 @@ def _cut(text: str, limit: int = MAX_LOG_MESSAGE) -> str:
     return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more]"
 
 
+#: How a run ended that the board ended (its stop reason): outcome and why.
+ENDED_BY_THE_BOARD = {
+    "stopped": ("stopped", None), "interrupted": ("interrupted", None),
+    "timeout": ("retry", "the run exceeded the project's task timeout and was killed"),
+    "idle": ("retry", "the agent printed nothing for too long (idle timeout) and was killed")}
+
+
 def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | None) \
         -> tuple[str, str | None]:
     """How a run ended: ok, retry, fail, no_session, stopped or interrupted, and why.
@@ -9610,12 +9617,8 @@ def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | No
     The result line's is_error decides, never its subtype: the CLI says "success" with
     is_error true when it is not logged in.  A killed run prints no result at all.
     """
-    if stop_reason in ("stopped", "interrupted"):
-        return stop_reason, None
-    if stop_reason == "timeout":
-        return "retry", "the run exceeded the project's task timeout and was killed"
-    if stop_reason == "idle":
-        return "retry", "the agent printed nothing for too long (idle timeout) and was killed"
+    if stop_reason in ENDED_BY_THE_BOARD:
+        return ENDED_BY_THE_BOARD[stop_reason]
     result = parser.result
     if result is None:
         return "retry", f"the agent exited with code {exit_code} without a result"
@@ -9623,6 +9626,11 @@ def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | No
         if exit_code == 0:
             return "ok", None
         return "retry", f"the agent exited with code {exit_code}"
+    return _judge_error(parser, result)
+
+
+def _judge_error(parser: StreamParser, result: dict) -> tuple[str, str]:
+    """How a run ended whose result is an error: by what its text and fields say."""
     text = " ".join([str(result.get("result") or ""), *map(str, result.get("errors") or [])])
     lowered = text.lower()
     status = result.get("api_error_status")
