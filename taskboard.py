@@ -12956,18 +12956,7 @@ def _object_schema(fields, *, only=None, request=False, partial=False) -> dict:
         if (only is not None and f.name not in only) or (request and f.readonly) \
                 or (not request and f.write_only):
             continue
-        props[f.name] = prop = f.schema()
-        # What Field.parse() and the fields' checks require of a string, as a pattern.
-        if f.check is _check_working_dir:
-            prop["pattern"] = "^/"  # an absolute path (of an existing directory)
-        elif f.check is _check_webhook_url:  # URL_RE, which ignores case
-            prop["pattern"] = URL_RE.pattern.replace("https?", "[Hh][Tt][Tt][Pp][Ss]?")
-        elif f.kind == "str" and f.pattern is not None and f.default == "":
-            prop["pattern"] = f"^$|(?:{prop['pattern']})"  # empty is allowed, as Field.parse
-        elif f.kind == "str" and f.required and f.pattern is None:
-            prop.update(minLength=1, pattern=r"\S")  # not empty, not only spaces
-        if f.readonly and f.name in _NULLABLE_OUTPUT:
-            prop["type"] = [prop["type"], "null"]
+        props[f.name] = _property_schema(f)
     schema = {"type": "object", "properties": props}
     required = [f.name for f in fields if f.required and f.name in props]
     if request:
@@ -12975,6 +12964,23 @@ def _object_schema(fields, *, only=None, request=False, partial=False) -> dict:
         if required and not partial:
             schema["required"] = required
     return schema
+
+
+def _property_schema(f: Field) -> dict:
+    """The field's JSON schema, with what Field.parse() and the field's check require of a
+    string as a pattern."""
+    prop = f.schema()
+    if f.check is _check_working_dir:
+        prop["pattern"] = "^/"  # an absolute path (of an existing directory)
+    elif f.check is _check_webhook_url:  # URL_RE, which ignores case
+        prop["pattern"] = URL_RE.pattern.replace("https?", "[Hh][Tt][Tt][Pp][Ss]?")
+    elif f.kind == "str" and f.pattern is not None and f.default == "":
+        prop["pattern"] = f"^$|(?:{prop['pattern']})"  # empty is allowed, as Field.parse
+    elif f.kind == "str" and f.required and f.pattern is None:
+        prop.update(minLength=1, pattern=r"\S")  # not empty, not only spaces
+    if f.readonly and f.name in _NULLABLE_OUTPUT:
+        prop["type"] = [prop["type"], "null"]
+    return prop
 
 
 def openapi() -> dict:
