@@ -6883,6 +6883,29 @@ def open_pull_request(task: dict, project: dict) -> None:
         return
     root = repo_root(project["working_dir"])
     repo = project["git_host_repo"] or _repo_of_origin(root)
+    if not _push_branch(task, project, pr, say):
+        return
+    if pr:
+        _publish_task(update_pr_row(task["id"], {"needsYou": None, "checks": "pending"}))
+        runtime.logs.append(task["id"], "pr", f"pushed {task['branch_name']}: pull request "
+                            f"#{pr['number']} updated")
+        runtime.prs.wake(task["id"])
+        return
+    say(f"pushed {task['branch_name']} to origin")
+    if not repo:
+        say("no pull request: set the project's Repository (gitHostRepo, owner/repo) in its "
+            "Source host settings", is_error=True)
+        return
+    status, answer = _post_pull_request(task, project, repo)
+    if status == 201 and isinstance(answer, dict) and answer.get("html_url"):
+        follow_pull_request(task, repo, answer)
+    else:
+        say(f"the pull request was not opened: {_host_problem(status, answer)}", is_error=True)
+
+
+def _push_branch(task: dict, project: dict, pr: dict | None, say) -> bool:
+    """Push the task's branch to origin from the project's machine (a host's clone, with
+    the host's credentials); False, said on the task's log, when that failed."""
     refs = f"refs/heads/{task['branch_name']}:refs/heads/{task['branch_name']}"
     try:  # from the project's machine (a host's clone, with the host's credentials)
         machine = project_machine(project)
@@ -6897,18 +6920,13 @@ def open_pull_request(task: dict, project: dict) -> None:
         else:
             say(f"no pull request: pushing {task['branch_name']} to origin failed ({exc})",
                 is_error=True)
-        return
-    if pr:
-        _publish_task(update_pr_row(task["id"], {"needsYou": None, "checks": "pending"}))
-        runtime.logs.append(task["id"], "pr", f"pushed {task['branch_name']}: pull request "
-                            f"#{pr['number']} updated")
-        runtime.prs.wake(task["id"])
-        return
-    say(f"pushed {task['branch_name']} to origin")
-    if not repo:
-        say("no pull request: set the project's Repository (gitHostRepo, owner/repo) in its "
-            "Source host settings", is_error=True)
-        return
+        return False
+    return True
+
+
+def _post_pull_request(task: dict, project: dict, repo: str) -> tuple[int, object]:
+    """Open the task's pull request on the source host: (status, answer); one already
+    open for the branch is taken as opened (201)."""
     body = "\n\n".join(filter(None, [
         f"Task **{task['task_key']}**: {task['title']}", task["description"].strip(),
         "## Acceptance criteria\n" + task["acceptance_criteria"].strip()
@@ -6923,10 +6941,7 @@ def open_pull_request(task: dict, project: dict) -> None:
         answer = open_ones[0] if status == 200 and isinstance(open_ones, list) and open_ones \
             else answer
         status = 201 if isinstance(answer, dict) and answer.get("html_url") else status
-    if status == 201 and isinstance(answer, dict) and answer.get("html_url"):
-        follow_pull_request(task, repo, answer)
-    else:
-        say(f"the pull request was not opened: {_host_problem(status, answer)}", is_error=True)
+    return status, answer
 
 
 def close_issue(task: dict, project: dict) -> None:
@@ -7182,14 +7197,7 @@ def look_at_pull_request(row: dict, get) -> None:
     number = pr["number"]
     status, pull = get(f"/repos/{repo}/pulls/{number}")
     if status in (301, 302, 307, 308, 404, 410):
-        moved = status < 400
-        error = f"pull request #{number} of {repo} " + (
-            "moved: the repository was renamed or transferred" if moved else
-            "is gone: it was deleted, or its repository renamed") + \
-            f" (the source host answered {status}); the board no longer follows it"
-        _publish_task(update_pr_row(task_id, {"error": error}))
-        runtime.logs.append(task_id, "pr", error, is_error=True)
-        return
+        return _pr_lost(task_id, repo, number, status)
     if status != 200 or not isinstance(pull, dict):
         raise GitHostTrouble(_host_problem(status, pull))
     if pull.get("merged") or pull.get("merged_at"):
@@ -7197,18 +7205,7 @@ def look_at_pull_request(row: dict, get) -> None:
     if pull.get("state") == "closed":
         return pr_ended(row, pr, "closed")
     sha = str(_dict(pull.get("head")).get("sha") or "")
-    since = f"per_page=100&since={urllib.parse.quote(row['since'])}"  # after the last revision
-    answers = {}
-    for name, path in (("runs", f"/repos/{repo}/commits/{sha}/check-runs?per_page=100"),
-                       ("statuses", f"/repos/{repo}/commits/{sha}/status?per_page=100"),
-                       ("reviews", f"/repos/{repo}/pulls/{number}/reviews?per_page=100"),
-                       ("lines", f"/repos/{repo}/pulls/{number}/comments?{since}"),
-                       ("notes", f"/repos/{repo}/issues/{number}/comments?{since}")):
-        status, answers[name] = get(path)
-        if status == 404 and name in ("runs", "statuses"):  # a host without checks
-            answers[name] = {}
-        elif status != 200:
-            raise GitHostTrouble(_host_problem(status, answers[name]))
+    answers = _pr_details(get, repo, number, sha, row["since"])
     runs = _latest(_dict(answers["runs"]).get("check_runs"), "name")
     statuses = _latest(_dict(answers["statuses"]).get("statuses"), "context")
     reviews = [r for r in answers["reviews"] if isinstance(r, dict)] \
@@ -7228,6 +7225,36 @@ def look_at_pull_request(row: dict, get) -> None:
         _publish_task(update_pr_row(task_id, {"held": held}))
     if signals:
         send_pr_back(row, {**pr, **shown}, signals)
+
+
+def _pr_lost(task_id: int, repo: str, number: int, status: int) -> None:
+    """The source host redirects or no longer knows the PR: say so on the task, which
+    stops following it."""
+    moved = status < 400
+    error = f"pull request #{number} of {repo} " + (
+        "moved: the repository was renamed or transferred" if moved else
+        "is gone: it was deleted, or its repository renamed") + \
+        f" (the source host answered {status}); the board no longer follows it"
+    _publish_task(update_pr_row(task_id, {"error": error}))
+    runtime.logs.append(task_id, "pr", error, is_error=True)
+
+
+def _pr_details(get, repo: str, number: int, sha: str, since: str) -> dict:
+    """The head's check runs and statuses, the PR's reviews, and its line and
+    conversation comments since the last revision ({name: answer})."""
+    since = f"per_page=100&since={urllib.parse.quote(since)}"  # after the last revision
+    answers = {}
+    for name, path in (("runs", f"/repos/{repo}/commits/{sha}/check-runs?per_page=100"),
+                       ("statuses", f"/repos/{repo}/commits/{sha}/status?per_page=100"),
+                       ("reviews", f"/repos/{repo}/pulls/{number}/reviews?per_page=100"),
+                       ("lines", f"/repos/{repo}/pulls/{number}/comments?{since}"),
+                       ("notes", f"/repos/{repo}/issues/{number}/comments?{since}")):
+        status, answers[name] = get(path)
+        if status == 404 and name in ("runs", "statuses"):  # a host without checks
+            answers[name] = {}
+        elif status != 200:
+            raise GitHostTrouble(_host_problem(status, answers[name]))
+    return answers
 
 
 def _latest(items, key: str) -> list[dict]:
@@ -9553,6 +9580,13 @@ def tool_summary(tool_input) -> str:
     return _cut(json_dumps(tool_input), 200)
 
 
+#: How a run ended that the board ended (its stop reason): outcome and why.
+ENDED_BY_THE_BOARD = {
+    "stopped": ("stopped", None), "interrupted": ("interrupted", None),
+    "timeout": ("retry", "the run exceeded the project's task timeout and was killed"),
+    "idle": ("retry", "the agent printed nothing for too long (idle timeout) and was killed")}
+
+
 def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | None) \
         -> tuple[str, str | None]:
     """How a run ended: ok, retry, fail, no_session, stopped or interrupted, and why.
@@ -9560,12 +9594,8 @@ def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | No
     The result line's is_error decides, never its subtype: the CLI says "success" with
     is_error true when it is not logged in.  A killed run prints no result at all.
     """
-    if stop_reason in ("stopped", "interrupted"):
-        return stop_reason, None
-    if stop_reason == "timeout":
-        return "retry", "the run exceeded the project's task timeout and was killed"
-    if stop_reason == "idle":
-        return "retry", "the agent printed nothing for too long (idle timeout) and was killed"
+    if stop_reason in ENDED_BY_THE_BOARD:
+        return ENDED_BY_THE_BOARD[stop_reason]
     result = parser.result
     if result is None:
         return "retry", f"the agent exited with code {exit_code} without a result"
@@ -9573,6 +9603,11 @@ def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | No
         if exit_code == 0:
             return "ok", None
         return "retry", f"the agent exited with code {exit_code}"
+    return _judge_error(parser, result)
+
+
+def _judge_error(parser: StreamParser, result: dict) -> tuple[str, str]:
+    """How a run ended whose result is an error: by what its text and fields say."""
     text = " ".join([str(result.get("result") or ""), *map(str, result.get("errors") or [])])
     lowered = text.lower()
     status = result.get("api_error_status")
@@ -10073,54 +10108,67 @@ class OpenCodeAdapter(ClaudeAdapter):
             self.session = str(event["sessionID"])
             events.append({"type": "system", "subtype": "init", "session_id": self.session,
                            "model": self.model, "permissionMode": "opencode"})
-        kind, part = event.get("type"), _dict(event.get("part"))
-        if kind == "step_start":
-            return events
-        if kind in ("text", "reasoning"):
-            if kind == "text":
-                self.text = str(part.get("text") or "")
-            return events + [_text_event("text" if kind == "text" else "thinking",
-                                         str(part.get("text") or ""))]
-        if kind == "tool_use":
-            state = _dict(part.get("state"))
-            call_id = part.get("callID") or part.get("id")
-            exit_code = _dict(state.get("metadata")).get("exit")
-            failed = state.get("status") == "error" or exit_code not in (None, 0)
-            output = state.get("output") if state.get("status") != "error" else state.get("error")
-            if state.get("status") == "error" and "rejected permission" in str(output):
-                self.rejected = f"{part.get('tool')}: {output}"
-            return events + [_tool_call_event(call_id, str(part.get("tool") or "tool"),
-                                              state.get("input")),
-                             _tool_result_event(call_id, output, failed)]
-        if kind == "step_finish":
-            tokens = _dict(part.get("tokens"))
-            cache = _dict(tokens.get("cache"))
-            step = {"input_tokens": tokens.get("input") or 0,
-                    "output_tokens": (tokens.get("output") or 0) + (tokens.get("reasoning") or 0),
-                    "cache_read_input_tokens": cache.get("read") or 0,
-                    "cache_creation_input_tokens": cache.get("write") or 0}
-            for key, value in step.items():
-                self.usage[key] += value if isinstance(value, int) else 0
-            if isinstance(part.get("cost"), (int, float)):
-                self.cost += part["cost"]
-            self.reason = part.get("reason")
-            # an assistant line without content: StreamParser adds its usage once (by id)
-            return events + [{"type": "assistant", "total_cost_usd": self.cost, "message": {
-                "id": str(part.get("id")), "content": [], "usage": step}}]
-        if kind == "error":
-            self.done = True
-            error = _dict(event.get("error"))
-            data = _dict(error.get("data"))
-            message = f"{error.get('name')}: {data.get('message')}"
-            headers = {str(k).lower(): v for k, v in _dict(data.get("responseHeaders")).items()}
-            for header in ("retry-after-ms", "retry-after"):
-                if headers.get(header):  # when the limit resets: the line's timestamp + it
-                    message += f" ({header}: {headers[header]}, at {event.get('timestamp')})"
-            status = data.get("statusCode") if isinstance(data.get("statusCode"), int) \
-                else _http_status(message)
-            return events + [_result_event(False, message, dict(self.usage), errors=[message],
-                                           cost=self.cost, status=status)]
-        return events + [RAW_LINE]
+        kind = event.get("type")
+        line = self.LINES.get(kind) if isinstance(kind, str) else None  # (an array: no key)
+        return events + (line(self, event, _dict(event.get("part"))) if line else [RAW_LINE])
+
+    def _text(self, event, part):
+        self.text = str(part.get("text") or "")
+        return [_text_event("text", self.text)]
+
+    def _reasoning(self, event, part):
+        return [_text_event("thinking", str(part.get("text") or ""))]
+
+    def _tool_use(self, event, part):
+        """A tool call and its result come in one line; a rejected permission is kept for
+        the result (the run did not finish)."""
+        state = _dict(part.get("state"))
+        call_id = part.get("callID") or part.get("id")
+        exit_code = _dict(state.get("metadata")).get("exit")
+        failed = state.get("status") == "error" or exit_code not in (None, 0)
+        output = state.get("output") if state.get("status") != "error" else state.get("error")
+        if state.get("status") == "error" and "rejected permission" in str(output):
+            self.rejected = f"{part.get('tool')}: {output}"
+        return [_tool_call_event(call_id, str(part.get("tool") or "tool"), state.get("input")),
+                _tool_result_event(call_id, output, failed)]
+
+    def _step_finish(self, event, part):
+        """A step's usage and cost, added to the run's; its reason says whether it stopped."""
+        tokens = _dict(part.get("tokens"))
+        cache = _dict(tokens.get("cache"))
+        step = {"input_tokens": tokens.get("input") or 0,
+                "output_tokens": (tokens.get("output") or 0) + (tokens.get("reasoning") or 0),
+                "cache_read_input_tokens": cache.get("read") or 0,
+                "cache_creation_input_tokens": cache.get("write") or 0}
+        for key, value in step.items():
+            self.usage[key] += value if isinstance(value, int) else 0
+        if isinstance(part.get("cost"), (int, float)):
+            self.cost += part["cost"]
+        self.reason = part.get("reason")
+        # an assistant line without content: StreamParser adds its usage once (by id)
+        return [{"type": "assistant", "total_cost_usd": self.cost, "message": {
+            "id": str(part.get("id")), "content": [], "usage": step}}]
+
+    def _error(self, event, part):
+        """An error line ends the run: it is the result."""
+        self.done = True
+        error = _dict(event.get("error"))
+        data = _dict(error.get("data"))
+        message = f"{error.get('name')}: {data.get('message')}"
+        headers = {str(k).lower(): v for k, v in _dict(data.get("responseHeaders")).items()}
+        for header in ("retry-after-ms", "retry-after"):
+            if headers.get(header):  # when the limit resets: the line's timestamp + it
+                message += f" ({header}: {headers[header]}, at {event.get('timestamp')})"
+        status = data.get("statusCode") if isinstance(data.get("statusCode"), int) \
+            else _http_status(message)
+        return [_result_event(False, message, dict(self.usage), errors=[message],
+                              cost=self.cost, status=status)]
+
+    #: What translate makes of each type of line (self, the line, its part); a type not
+    #: here is shown raw.
+    LINES = {"step_start": lambda self, event, part: [], "text": _text,
+             "reasoning": _reasoning, "tool_use": _tool_use, "step_finish": _step_finish,
+             "error": _error}
 
     def finish(self, exit_code):
         if self.done or exit_code != 0:
@@ -13302,18 +13350,7 @@ def _object_schema(fields, *, only=None, request=False, partial=False) -> dict:
         if (only is not None and f.name not in only) or (request and f.readonly) \
                 or (not request and f.write_only):
             continue
-        props[f.name] = prop = f.schema()
-        # What Field.parse() and the fields' checks require of a string, as a pattern.
-        if f.check is _check_working_dir:
-            prop["pattern"] = "^/"  # an absolute path (of an existing directory)
-        elif f.check is _check_webhook_url:  # URL_RE, which ignores case
-            prop["pattern"] = URL_RE.pattern.replace("https?", "[Hh][Tt][Tt][Pp][Ss]?")
-        elif f.kind == "str" and f.pattern is not None and f.default == "":
-            prop["pattern"] = f"^$|(?:{prop['pattern']})"  # empty is allowed, as Field.parse
-        elif f.kind == "str" and f.required and f.pattern is None:
-            prop.update(minLength=1, pattern=r"\S")  # not empty, not only spaces
-        if f.readonly and f.name in _NULLABLE_OUTPUT:
-            prop["type"] = [prop["type"], "null"]
+        props[f.name] = _property_schema(f)
     schema = {"type": "object", "properties": props}
     required = [f.name for f in fields if f.required and f.name in props]
     if request:
@@ -13321,6 +13358,23 @@ def _object_schema(fields, *, only=None, request=False, partial=False) -> dict:
         if required and not partial:
             schema["required"] = required
     return schema
+
+
+def _property_schema(f: Field) -> dict:
+    """The field's JSON schema, with what Field.parse() and the field's check require of a
+    string as a pattern."""
+    prop = f.schema()
+    if f.check is _check_working_dir:
+        prop["pattern"] = "^/"  # an absolute path (of an existing directory)
+    elif f.check is _check_webhook_url:  # URL_RE, which ignores case
+        prop["pattern"] = URL_RE.pattern.replace("https?", "[Hh][Tt][Tt][Pp][Ss]?")
+    elif f.kind == "str" and f.pattern is not None and f.default == "":
+        prop["pattern"] = f"^$|(?:{prop['pattern']})"  # empty is allowed, as Field.parse
+    elif f.kind == "str" and f.required and f.pattern is None:
+        prop.update(minLength=1, pattern=r"\S")  # not empty, not only spaces
+    if f.readonly and f.name in _NULLABLE_OUTPUT:
+        prop["type"] = [prop["type"], "null"]
+    return prop
 
 
 def openapi() -> dict:
