@@ -4975,7 +4975,8 @@ def _dependencies_changed(project_id: int) -> None:
 # SERVICES: RUNS
 # =============================================================================
 # An agent run from start to end (AgentRun in SUPERVISORS owns its process): prepared,
-# started, ended, retried, waiting for a limit or the sandbox.
+# started, ended, retried, waiting for a limit or the sandbox; the same path for a task's
+# own run and an attempt's, which differ by their owner (RunOwner).
 
 # --- runs ----------------------------------------------------------------------
 
@@ -6283,11 +6284,12 @@ def _start_queued_attempts(project: dict, limited: set) -> None:
         if runtime.agents.used(project["id"]) >= project["max_concurrent"] or \
                 host_machine(project["host_id"]).full():
             return
-        if attempt["agent"] not in limited and runtime.agents.reserve(
-                (attempt["task_id"], attempt["n"]), project["id"], None):
+        owner = AttemptOwner(attempt)
+        if attempt["agent"] not in limited and runtime.agents.reserve(owner.slot, project["id"],
+                                                                      None):
             resume = bool(attempt["session_id"])
             start_run(attempt["task_id"], resume=resume, prompt="continue" if resume else None,
-                      owner=AttemptOwner(attempt))
+                      owner=owner)
 
 
 def attempt_task(task: dict, attempt: dict) -> dict:
@@ -6318,8 +6320,8 @@ class AttemptOwner(RunOwner):
     def __init__(self, attempt: dict):
         self.attempt, self.n, self.task_id = attempt, attempt["n"], attempt["task_id"]
         self.slot = (self.task_id, self.n)
-        self.said = self.tried = f"attempt {self.n}"
-        self.said += ": "
+        self.tried = f"attempt {self.n}"
+        self.said = f"{self.tried}: "
 
     def runs_instead(self, task: dict) -> bool:
         return False
