@@ -6164,7 +6164,8 @@ def remove_worktree(task: dict, project: dict, only_if_done: bool = False,
     or they were merged.  With only_if_done, nothing happens unless the task is still
     done and has no agent.  What fails goes to the task's log."""
     try:
-        project_machine(project).remove_worktree(task, project, only_if_done, merged)
+        project_machine(project).remove_worktree(
+            task, project, _still_done if only_if_done else None, merged)
     except GitError as exc:
         if task_row(task["id"]) is None:
             log.warning("task %s: its worktree was not removed: %s", task["id"], exc)
@@ -10624,8 +10625,9 @@ class ThisMachine:
         return path if project["auto_branch"] and os.path.isdir(path) \
             else project["working_dir"]
 
-    def remove_worktree(self, task: dict, project: dict, only_if_done: bool,
-                        merged: bool) -> None:
+    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool) -> None:
+        """Remove a task's worktree, and its branch when merged or it has no commits of its
+        own; with only_if, only if only_if(task) holds under the repository's lock."""
         path = worktree_path(task)
         branch = task["branch_name"]
         if not (project["auto_branch"] or os.path.isdir(path)) or git_head(
@@ -10633,7 +10635,7 @@ class ThisMachine:
             return
         root = repo_root(project["working_dir"])
         with git_lock(root):
-            if only_if_done and not _still_done(task):
+            if only_if is not None and not only_if(task):
                 return
             if os.path.isdir(path):
                 try:
@@ -10871,8 +10873,9 @@ class HostLink:
         self.lock = gevent.lock.Semaphore()
         self.control = os.path.join(ssh_folder(), f"{host['id']}.sock")
         if len(self.control) > 85:  # a socket's path has at most 107 bytes (ssh adds 17)
-            self.control = os.path.join(tempfile.gettempdir(), f"taskboard-{os.getuid()}-"
-                                        f"{_digest(runtime.data_dir)[:12]}-{host['id']}.sock")
+            board = hashlib.sha256(runtime.data_dir.encode("utf-8", "replace")).hexdigest()
+            self.control = os.path.join(tempfile.gettempdir(),
+                                        f"taskboard-{os.getuid()}-{board[:12]}-{host['id']}.sock")
 
     def same(self, host: dict) -> bool:
         keys = ("address", "port", "identity_file", "host_key")
@@ -11163,16 +11166,15 @@ git -C "$repo" fetch -q origin >&2 || true"""
                            f"attachment {item['file_name']!r}")
         return folder
 
-    def remove_worktree(self, task: dict, project: dict, only_if_done: bool,
-                        merged: bool) -> None:
+    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool) -> None:
         """In the background: the host may be slow to reach (nothing when it cannot be)."""
         if task["branch_name"]:
-            gevent.spawn(self._remove_worktree, task, project, only_if_done, merged)
+            gevent.spawn(self._remove_worktree, task, project, only_if, merged)
 
-    def _remove_worktree(self, task, project, only_if_done, merged) -> None:
+    def _remove_worktree(self, task, project, only_if, merged) -> None:
         try:
             with self.repo_lock(self.repository(project)):
-                if only_if_done and not _still_done(task):
+                if only_if is not None and not only_if(task):
                     return
                 repo = shlex.quote(self.repository(project))
                 branch = shlex.quote(task["branch_name"])
@@ -11365,7 +11367,7 @@ class MissingHost:
     def full(self) -> None:
         return None  # its runs stop at ready()
 
-    def remove_worktree(self, task, project, only_if_done, merged) -> None:
+    def remove_worktree(self, task, project, only_if, merged) -> None:
         """Nothing: what was on the host went with it."""
 
     def bring_home(self, task: dict, project: dict) -> None:
