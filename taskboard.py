@@ -10455,6 +10455,26 @@ def worktree_args(task: dict, project: dict, worktree: str, branch: str,
             project["pr_base_branch"], order]
 
 
+#: A task's worktree removed, the other end of WORKTREE_SCRIPT, which both machines run in
+#: the repository: `sh -c WORKTREE_REMOVE sh WORKTREE BRANCH BASE MERGED`.  BRANCH goes too
+#: when MERGED, or when it has no commits of its own since BASE.
+WORKTREE_REMOVE = r"""wt=$1; b=$2; base=$3; merged=$4
+if [ -d "$wt" ]; then git worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf -- "$wt"; fi
+git worktree prune
+[ -n "$b" ] || exit 0
+if [ -n "$merged" ] || { [ -n "$base" ] &&
+    [ "$(git rev-list --count "$base..$b" 2>/dev/null)" = 0 ]; }; then
+  git branch -D "$b" >/dev/null 2>&1
+fi
+true"""
+
+
+def worktree_gone_args(task: dict, worktree: str, merged: bool) -> list[str]:
+    """WORKTREE_REMOVE's arguments for a task's worktree."""
+    return [worktree, task["branch_name"] or "", task["base_commit"] or "",
+            "1" if merged else ""]
+
+
 def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str]:
     """What WORKTREE_SCRIPT did, the worktree's path and HEAD; GitError when it failed."""
     lines = out.strip().splitlines()
@@ -10629,7 +10649,6 @@ class ThisMachine:
         """Remove a task's worktree, and its branch when merged or it has no commits of its
         own; with only_if, only if only_if(task) holds under the repository's lock."""
         path = worktree_path(task)
-        branch = task["branch_name"]
         if not (project["auto_branch"] or os.path.isdir(path)) or git_head(
                 project["working_dir"]) is None:
             return
@@ -10637,16 +10656,8 @@ class ThisMachine:
         with git_lock(root):
             if only_if is not None and not only_if(task):
                 return
-            if os.path.isdir(path):
-                try:
-                    git(root, "worktree", "remove", "--force", path)
-                except GitError:
-                    shutil.rmtree(path, ignore_errors=True)
-                    run_command(["git", "worktree", "prune"], root, 30)
-            if branch and (merged or task["base_commit"] and git(
-                    root, "rev-list", "--count", f"{task['base_commit']}..{branch}"
-            ).strip() == "0"):
-                run_command(["git", "branch", "-D", branch], root, 30)
+            run_command(["sh", "-c", WORKTREE_REMOVE, "sh", *worktree_gone_args(
+                task, path, merged)], root, 60, env={**os.environ, **GIT_ENV})
 
     def attachments(self, task: dict, attachments: list[dict]) -> str | None:
         """The folder of a task's attachments for its run (None without any)."""
@@ -11176,15 +11187,9 @@ git -C "$repo" fetch -q origin >&2 || true"""
             with self.repo_lock(self.repository(project)):
                 if only_if is not None and not only_if(task):
                     return
-                repo = shlex.quote(self.repository(project))
-                branch = shlex.quote(task["branch_name"])
-                empty = f" && git -C {repo} branch -D {branch}" if merged else \
-                    f' && [ "$(git -C {repo} rev-list --count ' \
-                    f'{shlex.quote(task["base_commit"])}..{branch})" = 0 ] && ' \
-                    f'git -C {repo} branch -D {branch}' if task["base_commit"] else ""
-                self.run(f"git -C {repo} worktree remove --force "
-                         f"{shlex.quote(self.worktree(task, project))}; "
-                         f"git -C {repo} worktree prune{empty}; true", timeout=60)
+                self.run(f"cd {shlex.quote(self.repository(project))} && " + shlex.join([
+                    "sh", "-c", WORKTREE_REMOVE, "sh", *worktree_gone_args(
+                        task, self.worktree(task, project), merged)]) + "; true", timeout=60)
         except HostDown as exc:
             if task_row(task["id"]) is not None:
                 runtime.logs.append(task["id"], "system", f"the worktree{self.where} was not "
