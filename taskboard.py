@@ -8679,8 +8679,9 @@ def fire_schedule(row: dict, now: dt.datetime) -> None:
 # =============================================================================
 # SERVICES: HOSTS
 # =============================================================================
-# Agents on other machines (design §15): hosts, their checks and keys, code and runs
-# there as services see them, and health.  MACHINES holds their connections.
+# Agents on other machines (design §15): hosts as a resource, their checks and keys, the
+# tasks that wait for one, a branch brought home, and health.  What runs there, and how,
+# is the host's machine's (MACHINES: SSH HOSTS).
 
 # --- hosts ---------------------------------------------------------------------------
 
@@ -10537,10 +10538,12 @@ def _pgid(pid: int) -> int | None:
 
 class ThisMachine:
     """The board's own machine, as a run's code sees it: the seam between where a run
-    happens and what it does, whose other kind is HostLink (an SSH host).  Both give what
-    runs need: the agent's command and readiness, the checkout, attachments and board
-    tools of a run, spawn() (every agent process starts there), a short command in a
-    folder, git, a repository and its lock, the stop check, and how the log says where."""
+    happens and what it does, whose other kinds are HostLink (an SSH host) and MissingHost
+    (a deleted one).  Each gives what runs need: the agent's command and readiness, a
+    task's worktree made and removed (WORKTREE_SCRIPT, WORKTREE_REMOVE), attachments and
+    board tools of a run, spawn() (every agent process starts there, in_sandbox()), a
+    short command in a folder, git, a repository and its lock, the stop check (sandboxed
+    as its run), its slots, its branch brought home, and how the log says where."""
     host = None
     where = ""
 
