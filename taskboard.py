@@ -5024,7 +5024,7 @@ def _start_run(owner: "RunOwner", resume: bool, prompt: str | None, note: str | 
         prompt = None  # a fresh session needs the whole story, revisions included
     tools = ADAPTERS[agent].BOARD_TOOLS and machine.reaches_board
     text = prompt if prompt is not None else build_prompt(context, note=note, tools=tools)
-    cwd = machine.checkout(*owner.checkout(task, project))
+    cwd = task_checkout(*owner.checkout(task, project), machine)
     attachments = machine.attachments(task, context["attachments"])
     two_way = AGENTS[agent].two_way
     run = prepare_run(machine, project, agent, command, "task", cwd, own["model"],
@@ -6596,41 +6596,33 @@ def branch_name(task: dict) -> str:
     return f"{task['task_type']}/{task['task_key'].lower()}-{slugify(task['title'], 40)}"
 
 
-def task_checkout(task: dict, project: dict, run_id: int | None = None) -> str:
-    """Where the task's agent works: with autoBranch, its worktree (made, or made again
-    from its kept branch, at the same path); else, or outside git, workingDir."""
+def task_checkout(task: dict, project: dict, machine: "ThisMachine | HostLink",
+                  run_id: int | None = None) -> str:
+    """Where the task's agent works on its machine: with autoBranch (implied on a host),
+    its worktree (made, or made again from its kept branch, at the same path); else, or
+    outside git, workingDir."""
     cwd = project["working_dir"]
-    if not project["auto_branch"]:
+    if not (project["auto_branch"] or machine.branches_always):
         if project["max_concurrent"] > 1:
             runtime.logs.append(task["id"], "system", "warning: this project runs up to "
                                 f"{project['max_concurrent']} agents in one checkout; turn on "
                                 "autoBranch to give each task its own worktree", run_id)
         return cwd
-    if git_head(cwd) is None:
+    if not machine.has_git(project):
         runtime.logs.append(task["id"], "system", f"no branch made: {cwd} is not a git "
                             "repository with a commit; the agent works in it directly", run_id)
         return cwd
-    root = repo_root(cwd)
-    path = worktree_path(task)
-    with git_lock(root):
-        if os.path.isdir(path) and run_command(["git", "rev-parse", "--git-dir"], path,
-                                               10)[0] == 0:
-            return path
-        git(root, "worktree", "prune")
-        branch = task["branch_name"] or branch_name(task)
-        changes = {"branch_name": branch}
-        if run_command(["git", "rev-parse", "--verify", "-q", f"refs/heads/{branch}"],
-                       root, 10)[0] == 0:
-            git(root, "worktree", "add", path, branch)
-            what = f"worktree {path} made again from branch {branch}"
-        else:  # an attempt's: from its task's branch, when there is one
-            base = _base_ref(root, task.get("from_branch") or project["pr_base_branch"])
-            if base == "HEAD":
-                base = _base_ref(root, project["pr_base_branch"])
-            git(root, "worktree", "add", "-b", branch, path, base)
-            changes["base_commit"] = git(root, "rev-parse", base).strip()
-            what = f"worktree {path} on new branch {branch} from {base}"
-    runtime.logs.append(task["id"], "system", what, run_id)
+    branch = task["branch_name"] or branch_name(task)
+    what, path, head, at = machine.make_worktree(task, project, branch)
+    if what == "kept":
+        return path
+    changes = {"branch_name": branch, **({"branch_at": at} if at else {})}
+    if what.startswith("new "):
+        changes["base_commit"] = head
+        said = f"worktree {path}{machine.where} on new branch {branch} from {what[4:]}"
+    else:
+        said = f"worktree {path}{machine.where} made again from branch {branch}"
+    runtime.logs.append(task["id"], "system", said, run_id)
     record_checkout(task, changes)
     return path
 
@@ -6662,7 +6654,8 @@ def remove_worktree(task: dict, project: dict, only_if_done: bool = False,
     or they were merged.  With only_if_done, nothing happens unless the task is still
     done and has no agent.  What fails goes to the task's log."""
     try:
-        project_machine(project).remove_worktree(task, project, only_if_done, merged)
+        project_machine(project).remove_worktree(
+            task, project, _still_done if only_if_done else None, merged)
     except GitError as exc:
         if task_row(task["id"]) is None:
             log.warning("task %s: its worktree was not removed: %s", task["id"], exc)
@@ -7055,14 +7048,6 @@ def _host_problem(status: int | None, answer) -> str:
                  "access)"}.get(status, "")
     return f"the source host answered {status}{': ' + str(message)[:200] if message else ''}" \
         + hint
-
-
-def _base_ref(root: str, base: str) -> str:
-    """prBaseBranch if it exists here, else origin's copy of it, else HEAD."""
-    for ref in (f"refs/heads/{base}", f"refs/remotes/origin/{base}"):
-        if run_command(["git", "rev-parse", "--verify", "-q", ref], root, 10)[0] == 0:
-            return ref.removeprefix("refs/heads/").removeprefix("refs/remotes/")
-    return "HEAD"
 
 
 def _repo_of_origin(root: str) -> str:
@@ -9003,8 +8988,9 @@ def fire_schedule(row: dict, now: dt.datetime) -> None:
 # =============================================================================
 # SERVICES: HOSTS
 # =============================================================================
-# Agents on other machines (design §15): hosts, their checks and keys, code and runs
-# there as services see them, and health.  MACHINES holds their connections.
+# Agents on other machines (design §15): hosts as a resource, their checks and keys, the
+# tasks that wait for one, a branch brought home, and health.  What runs there, and how,
+# is the host's machine's (MACHINES: SSH HOSTS).
 
 # --- hosts ---------------------------------------------------------------------------
 
@@ -9195,52 +9181,6 @@ def wait_for_host(task: dict, host: dict, error: str) -> None:
     runtime.logs.append(task["id"], "system", f"waiting for host {host['name']!r}: {error}")
     _publish_task(update_task_row(task["id"], {"waiting_for_json": json_dumps(waiting),
                                                "is_running": 0}))
-
-
-def remote_checkout(task: dict, project: dict, host: dict, link: "HostLink",
-                    run_id: int | None = None) -> str:
-    """The task's worktree on the host (design §15): the project's clone at
-    <baseDir>/repos/<slug>, fetched before each run, and a worktree per task on the task's
-    branch; its absolute path there."""
-    worktree = shlex.quote(link.worktree(task, project))
-    branch = task["branch_name"] or branch_name(task)
-    pr_base = project["pr_base_branch"]
-    script = f"""{link.clone_script(project)}
-wt={worktree}; b={shlex.quote(branch)}; pr={shlex.quote(pr_base)}
-f={shlex.quote(task.get("from_branch") or pr_base)}
-if git -C "$repo" rev-parse --verify -q "refs/heads/$f" >/dev/null; then pr=$f; fi
-mkdir -p "$(dirname "$wt")"
-if git -C "$wt" rev-parse --git-dir >/dev/null 2>&1; then echo kept
-else
-  git -C "$repo" worktree prune
-  if git -C "$repo" rev-parse --verify -q "refs/heads/$b" >/dev/null; then
-    git -C "$repo" worktree add -q "$wt" "$b" >&2; echo again
-  else
-    if git -C "$repo" rev-parse --verify -q "refs/remotes/origin/$pr" >/dev/null; then
-      from="origin/$pr"
-    elif git -C "$repo" rev-parse --verify -q "refs/heads/$pr" >/dev/null; then from=$pr
-    else from=HEAD; fi
-    git -C "$repo" worktree add -q -b "$b" "$wt" "$from" >&2; echo "new $from"
-  fi
-fi
-cd "$wt" && pwd -P && git rev-parse HEAD"""
-    with link.repo_lock(link.repository(project)):
-        code, out = link.run(script, timeout=600)
-    lines = out.strip().splitlines()
-    if code != 0 or len(lines) < 3:
-        raise GitError(f"the worktree on host {host['name']!r} could not be made: "
-                       f"{_cut(lines[-1] if lines else f'exit code {code}', 300)}")
-    what, path, head = lines[-3:]
-    if what != "kept":
-        changes = {"branch_name": branch,
-                   "branch_at": f"{host['name']}:{link.repository(project)}"}
-        if what.startswith("new"):
-            changes["base_commit"] = head
-        runtime.logs.append(task["id"], "system", f"worktree {path} on host {host['name']!r}"
-                            f" on {'new ' if what.startswith('new') else ''}branch {branch}"
-                            + (f" from {what[4:]}" if what.startswith("new") else ""), run_id)
-        record_checkout(task, changes)
-    return path
 
 
 def bring_branch_home(task: dict, project: dict) -> None:
@@ -10803,6 +10743,70 @@ def worktree_path(task: dict) -> str:
     return os.path.join(runtime.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
 
 
+#: A task's worktree, kept or made (design §10, §15): the one description both machines run,
+#: in the repository, hooks off: `sh -c WORKTREE_SCRIPT sh WORKTREE BRANCH FROM BASE ORDER`.
+#: A checkout at WORKTREE is kept; else it is made again from BRANCH when that exists, else
+#: on a new BRANCH from FROM or else BASE, as found in ORDER's namespaces (else HEAD).  It
+#: prints what it did (kept, again, or new <ref>), the worktree's real path and its HEAD.
+WORKTREE_SCRIPT = r"""set -e
+wt=$1; b=$2; f=$3; pr=$4; order=$5
+if [ -d "$wt" ] && git -C "$wt" rev-parse --git-dir >/dev/null 2>&1; then echo kept
+else
+  git worktree prune
+  mkdir -p "$(dirname "$wt")"
+  if git rev-parse --verify -q "refs/heads/$b" >/dev/null; then
+    git worktree add -q "$wt" "$b" >&2; echo again
+  else
+    from=HEAD
+    for want in "$f" "$pr"; do for ns in $order; do
+      if git rev-parse --verify -q "$ns$want" >/dev/null; then
+        from=${ns#refs/heads/}$want; from=${from#refs/remotes/}; break 2
+      fi
+    done; done
+    git worktree add -q -b "$b" "$wt" "$from" >&2; echo "new $from"
+  fi
+fi
+cd "$wt" && pwd -P && git rev-parse HEAD"""
+
+
+def worktree_args(task: dict, project: dict, worktree: str, branch: str,
+                  order: str) -> list[str]:
+    """WORKTREE_SCRIPT's arguments for a task's worktree; an attempt's starts from its
+    task's branch when there is one."""
+    return [worktree, branch, task.get("from_branch") or project["pr_base_branch"],
+            project["pr_base_branch"], order]
+
+
+#: A task's worktree removed, the other end of WORKTREE_SCRIPT, which both machines run in
+#: the repository: `sh -c WORKTREE_REMOVE sh WORKTREE BRANCH BASE MERGED`.  BRANCH goes too
+#: when MERGED, or when it has no commits of its own since BASE.
+WORKTREE_REMOVE = r"""wt=$1; b=$2; base=$3; merged=$4
+if [ -d "$wt" ]; then git worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf -- "$wt"; fi
+git worktree prune
+[ -n "$b" ] || exit 0
+if [ -n "$merged" ] || { [ -n "$base" ] &&
+    [ "$(git rev-list --count "$base..$b" 2>/dev/null)" = 0 ]; }; then
+  git branch -D "$b" >/dev/null 2>&1
+fi
+true"""
+
+
+def worktree_gone_args(task: dict, worktree: str, merged: bool) -> list[str]:
+    """WORKTREE_REMOVE's arguments for a task's worktree."""
+    return [worktree, task["branch_name"] or "", task["base_commit"] or "",
+            "1" if merged else ""]
+
+
+def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str]:
+    """What WORKTREE_SCRIPT did, the worktree's path and HEAD; GitError when it failed."""
+    lines = out.strip().splitlines()
+    if code != 0 or len(lines) < 3:
+        raise GitError(f"the worktree{where} could not be made: "
+                       f"{_cut(lines[-1] if lines else f'exit code {code}', 300)}")
+    what, path, head = lines[-3:]
+    return what, path, head
+
+
 def not_installed(agent: str) -> str:
     """Why a run of an agent whose command is not found cannot start, and what to do."""
     cli = AGENTS[agent]
@@ -10855,10 +10859,12 @@ def _pgid(pid: int) -> int | None:
 
 class ThisMachine:
     """The board's own machine, as a run's code sees it: the seam between where a run
-    happens and what it does, whose other kind is HostLink (an SSH host).  Both give what
-    runs need: the agent's command and readiness, the checkout, attachments and board
-    tools of a run, spawn() (every agent process starts there), a short command in a
-    folder, git, a repository and its lock, the stop check, and how the log says where."""
+    happens and what it does, whose other kinds are HostLink (an SSH host) and MissingHost
+    (a deleted one).  Each gives what runs need: the agent's command and readiness, a
+    task's worktree made and removed (WORKTREE_SCRIPT, WORKTREE_REMOVE), attachments and
+    board tools of a run, spawn() (every agent process starts there, in_sandbox()), a
+    short command in a folder, git, a repository and its lock, the stop check (sandboxed
+    as its run), its slots, its branch brought home, and how the log says where."""
     host = None
     where = ""
 
@@ -10932,9 +10938,19 @@ class ThisMachine:
         return (self.shell(self.repository(project)),
                 self.shell(path) if os.path.isdir(path) else None)
 
-    def checkout(self, task: dict, project: dict) -> str:
-        """Where a task's agent works (its worktree with autoBranch)."""
-        return task_checkout(task, project)
+    #: Whether every task there works on a branch of its own (here: with autoBranch).
+    branches_always = False
+
+    def make_worktree(self, task: dict, project: dict, branch: str) -> tuple:
+        """Keep or make a task's worktree on `branch` (WORKTREE_SCRIPT): what it did, its
+        path, its HEAD, and where the branch is when not in workingDir (GitError)."""
+        root, path = self.repository(project), worktree_path(task)
+        with git_lock(root):
+            code, out = run_command(["sh", "-c", WORKTREE_SCRIPT, "sh", *worktree_args(
+                task, project, path, branch, "refs/heads/ refs/remotes/origin/")], root, 600,
+                stderr=subprocess.STDOUT, env={**os.environ, **GIT_ENV})
+        what, _, head = worktree_made(code, out, self.where)
+        return what, path, head, None
 
     def source(self, project: dict) -> str:
         """Where a planner reads the project's code (OSError when it is not there)."""
@@ -10953,27 +10969,19 @@ class ThisMachine:
         return path if project["auto_branch"] and os.path.isdir(path) \
             else project["working_dir"]
 
-    def remove_worktree(self, task: dict, project: dict, only_if_done: bool,
-                        merged: bool) -> None:
+    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool) -> None:
+        """Remove a task's worktree, and its branch when merged or it has no commits of its
+        own; with only_if, only if only_if(task) holds under the repository's lock."""
         path = worktree_path(task)
-        branch = task["branch_name"]
         if not (project["auto_branch"] or os.path.isdir(path)) or git_head(
                 project["working_dir"]) is None:
             return
         root = repo_root(project["working_dir"])
         with git_lock(root):
-            if only_if_done and not _still_done(task):
+            if only_if is not None and not only_if(task):
                 return
-            if os.path.isdir(path):
-                try:
-                    git(root, "worktree", "remove", "--force", path)
-                except GitError:
-                    shutil.rmtree(path, ignore_errors=True)
-                    run_command(["git", "worktree", "prune"], root, 30)
-            if branch and (merged or task["base_commit"] and git(
-                    root, "rev-list", "--count", f"{task['base_commit']}..{branch}"
-            ).strip() == "0"):
-                run_command(["git", "branch", "-D", branch], root, 30)
+            run_command(["sh", "-c", WORKTREE_REMOVE, "sh", *worktree_gone_args(
+                task, path, merged)], root, 60, env={**os.environ, **GIT_ENV})
 
     def attachments(self, task: dict, attachments: list[dict]) -> str | None:
         """The folder of a task's attachments for its run (None without any)."""
@@ -11191,8 +11199,9 @@ class HostLink:
         self.lock = gevent.lock.Semaphore()
         self.control = os.path.join(ssh_folder(), f"{host['id']}.sock")
         if len(self.control) > 85:  # a socket's path has at most 107 bytes (ssh adds 17)
-            self.control = os.path.join(tempfile.gettempdir(), f"taskboard-{os.getuid()}-"
-                                        f"{_digest(runtime.data_dir)[:12]}-{host['id']}.sock")
+            board = hashlib.sha256(runtime.data_dir.encode("utf-8", "replace")).hexdigest()
+            self.control = os.path.join(tempfile.gettempdir(),
+                                        f"taskboard-{os.getuid()}-{board[:12]}-{host['id']}.sock")
 
     def same(self, host: dict) -> bool:
         keys = ("address", "port", "identity_file", "host_key")
@@ -11427,8 +11436,18 @@ class HostLink:
             return None, None
         return root, checkout
 
-    def checkout(self, task: dict, project: dict) -> str:
-        return remote_checkout(task, project, self.host, self)
+    branches_always = True  # design §15
+
+    def make_worktree(self, task: dict, project: dict, branch: str) -> tuple:
+        """The worktree in the project's clone there, fetched first; the clone's branches
+        are older than origin's."""
+        repo = self.repository(project)
+        with self.repo_lock(repo):
+            code, out = self.run(self.clone_script(project) + '\ncd "$repo"\nsh -c ' + shlex.join(
+                [WORKTREE_SCRIPT, "sh", *worktree_args(task, project, self.worktree(
+                    task, project), branch, "refs/remotes/origin/ refs/heads/")]), timeout=600)
+        what, path, head = worktree_made(code, out, self.where)
+        return what, path, head, f"{self.host['name']}:{repo}"
 
     def source(self, project: dict) -> str:
         """The project's clone there, fetched (GitError, HostDown)."""
@@ -11473,26 +11492,19 @@ git -C "$repo" fetch -q origin >&2 || true"""
                            f"attachment {item['file_name']!r}")
         return folder
 
-    def remove_worktree(self, task: dict, project: dict, only_if_done: bool,
-                        merged: bool) -> None:
+    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool) -> None:
         """In the background: the host may be slow to reach (nothing when it cannot be)."""
         if task["branch_name"]:
-            gevent.spawn(self._remove_worktree, task, project, only_if_done, merged)
+            gevent.spawn(self._remove_worktree, task, project, only_if, merged)
 
-    def _remove_worktree(self, task, project, only_if_done, merged) -> None:
+    def _remove_worktree(self, task, project, only_if, merged) -> None:
         try:
             with self.repo_lock(self.repository(project)):
-                if only_if_done and not _still_done(task):
+                if only_if is not None and not only_if(task):
                     return
-                repo = shlex.quote(self.repository(project))
-                branch = shlex.quote(task["branch_name"])
-                empty = f" && git -C {repo} branch -D {branch}" if merged else \
-                    f' && [ "$(git -C {repo} rev-list --count ' \
-                    f'{shlex.quote(task["base_commit"])}..{branch})" = 0 ] && ' \
-                    f'git -C {repo} branch -D {branch}' if task["base_commit"] else ""
-                self.run(f"git -C {repo} worktree remove --force "
-                         f"{shlex.quote(self.worktree(task, project))}; "
-                         f"git -C {repo} worktree prune{empty}; true", timeout=60)
+                self.run(f"cd {shlex.quote(self.repository(project))} && " + shlex.join([
+                    "sh", "-c", WORKTREE_REMOVE, "sh", *worktree_gone_args(
+                        task, self.worktree(task, project), merged)]) + "; true", timeout=60)
         except HostDown as exc:
             if task_row(task["id"]) is not None:
                 runtime.logs.append(task["id"], "system", f"the worktree{self.where} was not "
@@ -11675,7 +11687,7 @@ class MissingHost:
     def full(self) -> None:
         return None  # its runs stop at ready()
 
-    def remove_worktree(self, task, project, only_if_done, merged) -> None:
+    def remove_worktree(self, task, project, only_if, merged) -> None:
         """Nothing: what was on the host went with it."""
 
     def bring_home(self, task: dict, project: dict) -> None:

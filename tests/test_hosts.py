@@ -105,6 +105,26 @@ def test_a_host_a_project_names_cannot_be_deleted(client, api):
     assert client.get(f"/api/hosts/{host['id']}").json["name"] == "box"
 
 
+def test_a_deleted_hosts_machine_says_so_instead_of_being_none(client, api, tb):
+    """The machine of a project whose host is gone (a race: a host a project names cannot be
+    deleted) is one that says so: what would reach the host raises HostDown, reads and
+    clean-ups find nothing (internals: the API cannot make this state)."""
+    host = client.post_json("/api/hosts", {"name": "box", "address": "me@box.example"},
+                            status=201).json
+    client.delete(f"/api/hosts/{host['id']}")
+    project = {**api.project(name="Shop"), "host_id": host["id"]}
+    machine = taskboard.project_machine(project)
+    task = {"id": 1, "task_key": "SHOP-1", "branch_name": "b", "base_commit": None}
+    with pytest.raises(taskboard.HostDown, match=r"host \(host \d+\) is gone"):
+        machine.repository(project)
+    with pytest.raises(taskboard.HostDown, match=r"host \(host \d+\) is gone"):
+        machine.agent_command("claude")
+    assert machine.task_git(task, project) == (None, None)
+    assert machine.sandbox()["works"] is False and machine.full() is None
+    machine.remove_worktree(task, project, None, False)
+    assert machine.bring_home(task, project) is None
+
+
 def test_a_project_cannot_name_a_host_that_is_not_there(api, client, snapshot):
     assert_refused(snapshot, client.post_json, "/api/projects",
                    {"name": "P", "slug": "p", "workingDir": str(api.workdir), "host": 99},
