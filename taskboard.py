@@ -5550,11 +5550,6 @@ def task_approvals(task_id: int) -> list[dict]:
     return [approval_view(r) for r in found(approval_rows(task_id), f"task {task_id} not found")]
 
 
-def answer_approval(approval_id: int, body) -> dict:
-    """A person's (or a personal token's) answer to an approval or question."""
-    return decide_approval(approval_id, body, requester(bottle.request.environ))
-
-
 def decide_approval(approval_id: int, body, decided_by: str = "person") -> dict:
     """Answer a pending request, exactly once (409 when it is no longer pending): allow,
     with a question's answers and the rules to remember, or deny with a message."""
@@ -6920,16 +6915,16 @@ def pr_ended(row: dict, pr: dict, state: str) -> None:
         remove_worktree(task, project, only_if_done=True, merged=True)
 
 
-def git_host_event(raw: bytes, signature: str | None) -> dict:
+def git_host_event(raw: bytes, signature: str | None, client: str) -> dict:
     """The source host's webhook: with a valid X-Hub-Signature-256, look now at the
     followed PRs the event names (by number or head commit); the payload is never
-    trusted beyond that: the look reads the host's API."""
+    trusted beyond that: the look reads the host's API.  A wrong signature counts against
+    the client (its address)."""
     secret = runtime.settings.get("gitHostWebhookSecret")
     expected = "sha256=" + hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest() \
         if secret else None
     if expected is None or not hmac.compare_digest(expected.encode(),
                                                    (signature or "").encode()):
-        client = client_address(bottle.request.environ)
         raise runtime.failures.refused(client) or Unauthorized(
             "the webhook's X-Hub-Signature-256 is missing or wrong" if secret else
             "set gitHostWebhookSecret in the settings to receive the source host's webhooks")
@@ -7047,15 +7042,14 @@ ACT_REFUSED = ("this notification's button was used already, has expired or is n
                "this request: open the board to answer")
 
 
-def act_on_approval(approval_id: int, body) -> dict:
+def act_on_approval(approval_id: int, body, client: str) -> dict:
     """A notification's Allow or Deny, without a session: its token works once, for
     ACTION_TOKEN_MINUTES, and only for its approval (403 otherwise, the approval as it was).
     The answer is the least needed (design §13): {id, status, decidedBy}.  Only a token
-    the board never issued counts as a wrong credential."""
+    the board never issued counts as a wrong credential (of the client: its address)."""
     values = validate(ACT_FIELDS, body)
     spent = spend_action_row(_digest(values["token"]), approval_id)
     if spent is None:  # not a token the board issued: a guess
-        client = client_address(bottle.request.environ)
         raise runtime.failures.refused(client) or Forbidden(ACT_REFUSED, "token")
     if not spent:  # the board's, but used, expired or another request's: a late tap
         raise Forbidden(ACT_REFUSED, "token")
@@ -9217,10 +9211,10 @@ def copy_attachments(task: dict, attachments: list[dict], link: "HostLink") -> s
 
 # --- health ------------------------------------------------------------------------
 
-def health() -> dict:
+def health(owner: bool) -> dict:
     """Open to all: the agent CLIs' found and version (never a path or arguments), and of
     the hosts in use only how many there are and are reachable; their names and states
-    need the owner's credential (design §11)."""
+    only for the owner (asked with the owner's credential: design §11)."""
     db_state = db_check()
     hosts = hosts_in_use() if db_state == "ok" else []
     answer = {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
@@ -9228,7 +9222,7 @@ def health() -> dict:
               "hostsInUse": {"count": len(hosts),
                              "reachable": sum(host["reachable"] is True for host in hosts)},
               "sandbox": dict(runtime.sandbox)}
-    if asked_by_owner(bottle.request.environ):
+    if owner:
         answer["hosts"] = hosts
     return answer
 
@@ -12045,6 +12039,11 @@ def board_tools_http():
     return answer
 
 
+@app.get("/api/health", scope="read", open=True, returns="Health")
+def api_health():
+    return health(owner=asked_by_owner(bottle.request.environ))
+
+
 @app.post("/api/login", scope="owner", open=True, body="Login", returns="Ok")
 def api_login():
     body = read_json()
@@ -12077,7 +12076,8 @@ def api_git_host_webhook():
     raw = bottle.request.body.read(MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
         raise PayloadTooLarge("request body is larger than 1 mib")
-    return git_host_event(raw, bottle.request.get_header("X-Hub-Signature-256"))
+    return git_host_event(raw, bottle.request.get_header("X-Hub-Signature-256"),
+                          client_address(bottle.request.environ))
 
 
 @app.post("/api/logout", scope="owner", returns="Ok")
@@ -12120,6 +12120,20 @@ def api_list_projects():
 def api_list_approvals():
     """Every project's approvals; ?status=pending is the "Needs you" inbox."""
     return list_approvals(bottle.request.query.get("status") or None)
+
+
+@app.post("/api/approvals/<approval_id:int>", scope="approve", body=DECISION_FIELDS,
+          returns="Approval")
+def api_decide_approval(approval_id):
+    """A person's (or a personal token's) answer to an approval or question."""
+    return decide_approval(approval_id, read_json(), requester(bottle.request.environ))
+
+
+@app.post("/api/approvals/<approval_id:int>/act", scope="owner", open=True, body=ACT_FIELDS,
+          returns="ActResult")
+def api_act_on_approval(approval_id):
+    """A notification's button: its token in the body, no session."""
+    return act_on_approval(approval_id, read_json(), client_address(bottle.request.environ))
 
 
 @app.get("/api/tasks/<task_id:int>/logs", scope="read", returns="LogEntry[]", revalidate=True,
@@ -12195,7 +12209,6 @@ def api_project_activity(project_id):
 #: (method, rule, scope, service, response schema[, route config]); see _service_route()
 #: and, for the scope and config's run_token and open, SCOPES.
 SERVICE_ROUTES = (
-    ("GET", "/api/health", "read", health, "Health", {"open": True}),
     ("GET", "/api/agents", "read", list_agents, "AgentCli[]"),
     ("POST", "/api/projects", "owner", create_project, "Project",
      {"body": PROJECT_FIELDS, "status": 201}),
@@ -12228,10 +12241,6 @@ SERVICE_ROUTES = (
     ("GET", "/api/stats/agent-usage", "read", agent_usage, "AgentUsage"),
     ("GET", "/api/settings", "owner", get_settings, "Settings"),
     ("GET", "/api/tasks/<task_id:int>/approvals", "read", task_approvals, "Approval[]"),
-    ("POST", "/api/approvals/<approval_id:int>", "approve", answer_approval, "Approval",
-     {"body": DECISION_FIELDS, "name": "api_decide_approval"}),  # its operationId as before
-    ("POST", "/api/approvals/<approval_id:int>/act", "owner", act_on_approval, "ActResult",
-     {"body": ACT_FIELDS, "open": True}),  # its token in the body
     ("GET", "/api/inbox", "read", inbox, "Inbox"),
     ("GET", "/api/push/key", "owner", push_key, "PushKey"),
     ("GET", "/api/push/subscriptions", "owner", list_push_devices, "PushSubscription[]"),
