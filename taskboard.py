@@ -5224,7 +5224,7 @@ def build_prompt(context: dict, *, note: str | None = None, tools: bool = True) 
     if note:
         parts.append("## Previous attempt\n" + note)
     if tools:  # the CLI takes the board tools' MCP server (the adapter's BOARD_TOOLS)
-        names = ", ".join(name for name, c in COMMANDS.items() if c.kind == "tool")
+        names = ", ".join(RUN_TOOL_NAMES)
         parts.append(f"## Board tools\nThe taskboard tools ({names}) show and change this "
                      "project's tasks. A task you create is a sub-task of this one by "
                      "default, and this task then waits until its sub-tasks are finished.")
@@ -8647,6 +8647,11 @@ def personal_token(secret: str) -> dict | None:
 # {project_id, task_id (the run's own task), created (the ids of the tasks it made)}.  It
 # reaches only its project's tasks and changes only those its run created, over HTTP (the
 # routes declared run_token=True) and in the tools alike.
+
+#: A run's board tools (RUN_TOOLS), as its prompt names them.
+RUN_TOOL_NAMES = ("list_tasks", "create_task", "update_task", "change_task_status",
+                  "get_task_detail")
+
 
 def revoke_run_token(run: "AgentRun") -> None:
     if runtime.run_tokens.pop(getattr(run, "board_token", None), None) is not None:
@@ -12718,107 +12723,83 @@ _TASK_FIELDS_IN = {
     "task_type": {"type": "string", "enum": list(TASK_TYPES)},
     "priority": {"type": "integer", "minimum": 0, "maximum": 3}}
 
-Command = collections.namedtuple("Command", "kind doc args required returns run")
-#: The spec's desktop commands (POST /api/desktop/<name>; run(arg, body)) and the agents'
-#: board tools over MCP (run(arguments, BoardApi)); routes, MCP, OpenAPI and docs read it.
+#: A desktop command (run(arg, body)) or a board tool (run(arguments, BoardApi)): its
+#: description, the JSON schemas of its arguments and result, and (an outside client's
+#: tool) the scope a personal token needs to be offered it.
+Command = collections.namedtuple("Command", "doc args required returns run scope",
+                                 defaults=(None,))
+#: The spec's desktop commands, each a route POST /api/desktop/<name> that only the owner
+#: on this machine may call; the routes, OpenAPI and docs read it.
 COMMANDS = {
     "stop_task": Command(
-        "desktop", "Stop the task's agent; the task goes back to backlog.",
+        "Stop the task's agent; the task goes back to backlog.",
         {"id": _ID, "taskId": _ID}, [], _TASK, lambda arg, b: stop_task(arg("id"))),
     "restart_task": Command(
-        "desktop", "Kill the agent and start a fresh session.",
+        "Kill the agent and start a fresh session.",
         {"id": _ID, "taskId": _ID, "mcpPort": _PORT}, [], _TASK,
         lambda arg, b: restart_task(arg("id"), arg("mcpPort"))),
     "request_changes": Command(
-        "desktop", "Record feedback and resume the agent's session with it.",
+        "Record feedback and resume the agent's session with it.",
         {"id": _ID, "taskId": _ID, "feedback": {"type": "string", "pattern": r"\S"},
          "mcpPort": _PORT}, ["feedback"], _TASK,
         lambda arg, b: request_changes(arg("id"), b.get("feedback"), arg("mcpPort"))),
     "get_task_diff": Command(
-        "desktop", "The task's diff, stats and commits.", {"taskId": _ID}, ["taskId"],
+        "The task's diff, stats and commits.", {"taskId": _ID}, ["taskId"],
         _OBJECT, lambda arg, b: task_diff(arg("taskId"))),
     "add_task_dependency": Command(
-        "desktop", "Make a task wait for another (or change the condition).",
+        "Make a task wait for another (or change the condition).",
         {"taskId": _ID, "dependsOnId": _ID,
          "conditionType": {"type": "string", "enum": list(CONDITIONS), "default": "always"}},
         ["taskId", "dependsOnId"], _ref("Dependency"),
         lambda arg, b: add_dependency(arg("taskId"), arg("dependsOnId"),
                                       b.get("conditionType", "always"))),
     "remove_task_dependency": Command(
-        "desktop", "Remove a dependency edge.", {"taskId": _ID, "dependsOnId": _ID},
+        "Remove a dependency edge.", {"taskId": _ID, "dependsOnId": _ID},
         ["taskId", "dependsOnId"], _OK,
         lambda arg, b: remove_dependency(arg("taskId"), arg("dependsOnId"))),
     "get_task_dependencies": Command(
-        "desktop", "The ids of the tasks a task waits for and of those waiting for it.",
+        "The ids of the tasks a task waits for and of those waiting for it.",
         {"taskId": _ID}, ["taskId"],
         _shape("", "parents children", parents=_IDS, children=_IDS),
         lambda arg, b: task_dependencies(arg("taskId"))),
     "get_dependency_graph": Command(
-        "desktop", "A project's tasks and dependency edges.", {"projectId": _ID},
+        "A project's tasks and dependency edges.", {"projectId": _ID},
         ["projectId"], _OBJECT, lambda arg, b: dependency_graph(arg("projectId"))),
     "get_execution_waves": Command(
-        "desktop", "A project's unfinished tasks in waves that may run in parallel.",
+        "A project's unfinished tasks in waves that may run in parallel.",
         {"projectId": _ID}, ["projectId"], {"type": "array", "items": {
             "type": "array", "items": _TASK}},
         lambda arg, b: waves_of(arg("projectId"))),
     "get_pipeline_status": Command(
-        "desktop", "Each task's place in the pipeline: ready, waiting, blocked, ...",
+        "Each task's place in the pipeline: ready, waiting, blocked, ...",
         {"projectId": _ID}, ["projectId"], _OBJECT,
         lambda arg, b: pipeline_status(arg("projectId"))),
     "reorder_queue": Command(
-        "desktop", "Run a project's tasks in exactly this order.",
+        "Run a project's tasks in exactly this order.",
         {"projectId": _ID, "taskIds": {"type": "array", "minItems": 1, "uniqueItems": True,
                                        "items": _ID}}, ["projectId", "taskIds"], _OK,
         lambda arg, b: reorder_queue(arg("projectId"), b.get("taskIds"))),
     "get_agent_activity": Command(
-        "desktop", "The running agents of a project and the files they touch.",
+        "The running agents of a project and the files they touch.",
         {"projectId": _ID}, ["projectId"], _OBJECT,
         lambda arg, b: agent_activity(arg("projectId"))),
     "get_active_file_map": Command(
-        "desktop", "Every file any running agent touches, with the tasks touching it.", {},
+        "Every file any running agent touches, with the tasks touching it.", {},
         [], {"type": "object", "additionalProperties": _IDS},
         lambda arg, b: agent_activity(None)["fileMap"]),
     "get_task_events": Command(
-        "desktop", "A task's structured events: raw agent lines, status changes, messages.",
+        "A task's structured events: raw agent lines, status changes, messages.",
         {"taskId": _ID, "limit": {"type": "integer", "minimum": 1, "maximum": 10_000,
                                   "default": 500}}, ["taskId"], _ref("TaskEvent[]"),
         lambda arg, b: task_events(arg("taskId"), arg("limit"))),
     "get_agent_md": Command(
-        "desktop", "The project's agent-instructions file.", {"projectId": _ID},
+        "The project's agent-instructions file.", {"projectId": _ID},
         ["projectId"], _AGENT_MD, lambda arg, b: agent_md(arg("projectId"))),
     "save_agent_md": Command(
-        "desktop", "Write the project's agent-instructions file.",
+        "Write the project's agent-instructions file.",
         {"projectId": _ID, "content": {"type": "string"}}, ["projectId", "content"],
         _AGENT_MD,
         lambda arg, b: save_agent_md(arg("projectId"), b.get("content"))),
-    "list_tasks": Command(
-        "tool", "List the tasks of this project (id, key, title, status, priority, type, "
-        "parent).", {"status": {"type": "string", "enum": list(STATUSES)}}, [],
-        {"type": "array", "items": _OBJECT},
-        lambda a, board: [{k: t[k] for k in ("id", "task_key", "title", "status", "priority",
-                                             "task_type", "parent_task_id")}
-                          for t in board.tasks(board.project())
-                          if a.get("status") in (None, t["status"])]),
-    "create_task": Command(
-        "tool", "Create a sub-task in this project: below the task you are working on "
-        "(which then waits until its sub-tasks are finished), or below a task you created "
-        "when you pass its id as parent_task_id.",
-        {**_TASK_FIELDS_IN, "parent_task_id": {"type": ["integer", "null"]}}, ["title"],
-        _TASK, lambda a, board: board.create(board.project(), {"parent_task_id": board.own,
-                                                               **a})),
-    "update_task": Command(
-        "tool", "Change fields of a task you created (or one below it), not its status.",
-        {"id": {"type": "integer"}, **_TASK_FIELDS_IN}, ["id"], _TASK,
-        lambda a, board: board.update(int(a["id"]), {k: v for k, v in a.items() if k != "id"})),
-    "change_task_status": Command(
-        "tool", "Move a task you created (or one below it) to a status; never the task you "
-        "are working on, never to done (a person approves).", {"id": {"type": "integer"},
-                         "status": {"type": "string", "enum": list(STATUSES)}},
-        ["id", "status"], _TASK, lambda a, board: board.move(int(a["id"]), a.get("status"))),
-    "get_task_detail": Command(
-        "tool", "A task with its revisions, attachments, commits and latest log entries.",
-        {"id": {"type": "integer"}}, ["id"], _OBJECT,
-        lambda a, board: board.detail(int(a["id"]))),
 }
 
 
@@ -12837,8 +12818,7 @@ def _desktop_route(name: str, command: Command) -> None:
 
 
 for _name, _command in COMMANDS.items():
-    if _command.kind == "desktop":
-        _desktop_route(_name, _command)
+    _desktop_route(_name, _command)
 
 
 def _desktop_arg(command: str, body: dict, name: str) -> int | None:
@@ -13212,16 +13192,16 @@ _LIST_ENTRY = tuple(f for f in TASK_FIELDS if f.name in (
     "pending_approvals", "parent_task_id"))
 
 #: The board's work for an outside MCP client (design §19), with the board's token or a
-#: personal token: each tool under the scope it needs (Command.kind), offered only to a
-#: token that has it.  A run's token gets COMMANDS' tools instead.
+#: personal token: each tool under the scope it needs (Command.scope), offered only to a
+#: token that has it.  A run's token gets RUN_TOOLS instead.
 CLIENT_TOOLS = {
     "list_projects": Command(
-        "read", "List the board's projects: id, name, slug, workingDir (the code folder its "
+        "List the board's projects: id, name, slug, workingDir (the code folder its "
         "agents work in) and agent (the CLI its tasks run). Start here to find a project_id.",
         {}, [], {"type": "array", "items": _OBJECT},
-        lambda a, board: list_projects("agent")),
+        lambda a, board: list_projects("agent"), scope="read"),
     "list_tasks": Command(
-        "read", "List the tasks of a project, priority first: id, task_key, title, status "
+        "List the tasks of a project, priority first: id, task_key, title, status "
         "(backlog, in_progress, testing, done, failed), priority (0-3), task_type, agent, "
         "is_running, pending_approvals (requests waiting for an answer) and parent_task_id. "
         "Give status to list only those; at most limit (default 100) are listed.",
@@ -13229,59 +13209,59 @@ CLIENT_TOOLS = {
          "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
         ["project_id"], {"type": "array", "items": _OBJECT},
         lambda a, board: client_task_list(a["project_id"], a.get("status"),
-                                          a.get("limit", 100))),
+                                          a.get("limit", 100)), scope="read"),
     "get_task": Command(
-        "read", "One task: every field, its newest 20 log lines (what its agent did and said) "
+        "One task: every field, its newest 20 log lines (what its agent did and said) "
         "and its pending requests (approvals and questions; answer them with "
         "answer_request).", {"task_id": _TASK_ID}, ["task_id"], _OBJECT,
-        lambda a, board: _task_for_client(int(a["task_id"]), board)),
+        lambda a, board: _task_for_client(int(a["task_id"]), board), scope="read"),
     "create_task": Command(
-        "write", "Create a task in a project's backlog (status in_progress starts its agent "
+        "Create a task in a project's backlog (status in_progress starts its agent "
         "at once). title is required; description says what to do, acceptance_criteria when "
         "it is done.", {"project_id": _ID, **_TASK_FIELDS_IN, "status": {
             "type": "string", "enum": ["backlog", "in_progress"]}},
         ["project_id", "title"], _TASK,
         lambda a, board: board.create(int(a["project_id"]), {
-            k: v for k, v in a.items() if k != "project_id"})),
+            k: v for k, v in a.items() if k != "project_id"}), scope="write"),
     "update_task": Command(
-        "write", "Change fields of a task (title, description, acceptance_criteria, "
+        "Change fields of a task (title, description, acceptance_criteria, "
         "task_type, priority); use move_task for its status.",
         {"task_id": _TASK_ID, **_TASK_FIELDS_IN}, ["task_id"], _TASK,
         lambda a, board: board.update(int(a["task_id"]), {
-            k: v for k, v in a.items() if k != "task_id"})),
+            k: v for k, v in a.items() if k != "task_id"}), scope="write"),
     "move_task": Command(
-        "write", "Move a task to a status: in_progress starts its agent, testing waits for "
+        "Move a task to a status: in_progress starts its agent, testing waits for "
         "review, done approves the work, backlog stops its agent, failed gives it up.",
         {"task_id": _TASK_ID, "status": {"type": "string", "enum": list(STATUSES)}},
         ["task_id", "status"], _TASK,
-        lambda a, board: board.move(int(a["task_id"]), a.get("status"))),
+        lambda a, board: board.move(int(a["task_id"]), a.get("status")), scope="write"),
     "stop_task": Command(
-        "write", "Stop a running task's agent (every process of it); the task goes back to "
+        "Stop a running task's agent (every process of it); the task goes back to "
         "the backlog.", {"task_id": _TASK_ID}, ["task_id"], _TASK,
-        lambda a, board: stop_task(int(a["task_id"]))),
+        lambda a, board: stop_task(int(a["task_id"])), scope="write"),
     "list_requests": Command(
-        "read", "Every request of a running agent waiting for an answer, in every project: "
+        "Every request of a running agent waiting for an answer, in every project: "
         "tool calls it asks to make (kind tool: toolName and input) and questions it asks "
         "(kind question: input.questions with their options). Answer with answer_request.",
         {}, [], {"type": "array", "items": _OBJECT},
-        lambda a, board: list_approvals("pending")),
+        lambda a, board: list_approvals("pending"), scope="read"),
     "answer_request": Command(
-        "approve", "Answer a request of list_requests by its id: decision allow or deny (a "
+        "Answer a request of list_requests by its id: decision allow or deny (a "
         "tool call; message tells the agent why when denying); for a question, decision "
         "allow with answers {question text: chosen label, or labels, or your own text}.",
         {"id": _ID, "decision": {"type": "string", "enum": list(DECISIONS)},
          "message": {"type": "string"}, "answers": {"type": "object"}},
         ["id", "decision"], _ref("Approval"),
         lambda a, board: decide_approval(int(a["id"]), {
-            k: v for k, v in a.items() if k != "id"}, board.decided_by)),
+            k: v for k, v in a.items() if k != "id"}, board.decided_by), scope="approve"),
     "send_message": Command(
-        "write", "Send a message to a task's agent: a running agent reads it when its turn "
+        "Send a message to a task's agent: a running agent reads it when its turn "
         "ends (interrupt true: at once); a task in testing or failed resumes its agent with "
         "it as a change request.", {"task_id": _TASK_ID, "text": {"type": "string"},
                                     "interrupt": {"type": "boolean"}},
         ["task_id", "text"], _ref("Message"),
         lambda a, board: post_message(int(a["task_id"]), {
-            k: v for k, v in a.items() if k != "task_id"})),
+            k: v for k, v in a.items() if k != "task_id"}), scope="write"),
 }
 
 
@@ -13301,8 +13281,37 @@ def _task_for_client(task_id: int, board: "BoardApi") -> dict:
         a for a in task_approvals(task_id) if a["status"] == "pending"]}
 
 
-#: A run's board tools (design §6): COMMANDS' tools.
-RUN_TOOLS = {name: c for name, c in COMMANDS.items() if c.kind == "tool"}
+#: A run's board tools (design §6), in the order its prompt names them (RUN_TOOL_NAMES).
+RUN_TOOLS = {
+    "list_tasks": Command(
+        "List the tasks of this project (id, key, title, status, priority, type, "
+        "parent).", {"status": {"type": "string", "enum": list(STATUSES)}}, [],
+        {"type": "array", "items": _OBJECT},
+        lambda a, board: [{k: t[k] for k in ("id", "task_key", "title", "status", "priority",
+                                             "task_type", "parent_task_id")}
+                          for t in board.tasks(board.project())
+                          if a.get("status") in (None, t["status"])]),
+    "create_task": Command(
+        "Create a sub-task in this project: below the task you are working on "
+        "(which then waits until its sub-tasks are finished), or below a task you created "
+        "when you pass its id as parent_task_id.",
+        {**_TASK_FIELDS_IN, "parent_task_id": {"type": ["integer", "null"]}}, ["title"],
+        _TASK, lambda a, board: board.create(board.project(), {"parent_task_id": board.own,
+                                                               **a})),
+    "update_task": Command(
+        "Change fields of a task you created (or one below it), not its status.",
+        {"id": {"type": "integer"}, **_TASK_FIELDS_IN}, ["id"], _TASK,
+        lambda a, board: board.update(int(a["id"]), {k: v for k, v in a.items() if k != "id"})),
+    "change_task_status": Command(
+        "Move a task you created (or one below it) to a status; never the task you "
+        "are working on, never to done (a person approves).", {"id": {"type": "integer"},
+                         "status": {"type": "string", "enum": list(STATUSES)}},
+        ["id", "status"], _TASK, lambda a, board: board.move(int(a["id"]), a.get("status"))),
+    "get_task_detail": Command(
+        "A task with its revisions, attachments, commits and latest log entries.",
+        {"id": {"type": "integer"}}, ["id"], _OBJECT,
+        lambda a, board: board.detail(int(a["id"]))),
+}
 
 
 def _tools(environ) -> dict:
@@ -13311,7 +13320,7 @@ def _tools(environ) -> dict:
         return RUN_TOOLS
     token = environ.get("taskboard.token")
     scopes = json.loads(token["scopes_json"]) if token is not None else TOKEN_SCOPES
-    return {name: c for name, c in CLIENT_TOOLS.items() if c.kind in scopes}
+    return {name: c for name, c in CLIENT_TOOLS.items() if c.scope in scopes}
 
 
 class InvalidParams(ValueError):
