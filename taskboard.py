@@ -13673,12 +13673,12 @@ def _demo_change(cwd, title, answer) -> tuple[str, str, str, str]:
     """The edit a Demo task asks for, by its title: (file, text to replace, "" to append;
     its replacement; the summary).  A task a person added gets a line in NOTES.md."""
     words = title.lower()
-    app = os.path.join(cwd, "app.py")
+    app_py = os.path.join(cwd, "app.py")
     if "greeting" in words:
-        return (app, "", '\n\ndef greet(name):\n    return f"Hello, {name}!"\n',
+        return (app_py, "", '\n\ndef greet(name):\n    return f"Hello, {name}!"\n',
                 "Added greet(name) to app.py: greet('Ada') returns 'Hello, Ada!'.")
     if "off-by-one" in words:
-        return (app, "range(1, n)", "range(1, n + 1)",
+        return (app_py, "range(1, n)", "range(1, n + 1)",
                 "Fixed count_to in app.py: count_to(3) now returns [1, 2, 3].")
     if "readme" in words:
         style = answer if answer in _DEMO_README else "Short"
