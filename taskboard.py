@@ -12034,27 +12034,6 @@ def _service_route(method: str, rule: str, service, returns: str, name=None, **c
               **config)
 
 
-@app.post("/mcp", scope="tools", run_token=True, body="McpMessage", returns="McpAnswer")
-def board_tools_http():
-    """The board's MCP over the streamable HTTP transport (design §19), answered as JSON
-    (no event stream): a JSON-RPC message or a batch; only notifications → 202, no body.
-    A revision the client names (MCP-Protocol-Version) that the board does not speak, or a
-    body that is not JSON → 400 with a JSON-RPC error."""
-    try:
-        body = read_json()
-    except (Invalid, InvalidJson) as exc:
-        raise RpcError(-32700, exc.message) from None
-    version = bottle.request.get_header("MCP-Protocol-Version")
-    if version is not None and version not in MCP_VERSIONS:
-        raise RpcError(-32600, f"MCP-Protocol-Version {version[:40]!r} is not one of: "
-                       f"{', '.join(MCP_VERSIONS)}")
-    answer = mcp_http(body, bottle.request.environ)
-    if answer is None:
-        bottle.response.status = 202
-        return ""
-    return answer
-
-
 @app.get("/api/health", scope="read", open=True, returns="Health")
 def api_health():
     return health(owner=asked_by_owner(bottle.request.environ))
@@ -12322,14 +12301,6 @@ for _kind, _schema, _read in ((TEMPLATES, "Template", "read"), (SNIPPETS, "Snipp
 
 
 # --- the board -------------------------------------------------------------------
-
-@app.get("/api/openapi.json", scope="read", revalidate=True)
-@functools.cache
-def api_openapi() -> RawJson:
-    """The OpenAPI document as JSON text, made once: routes and field tables are fixed
-    once the module is loaded (it took 6.7 ms to build, at every board's start)."""
-    return RawJson(json_dumps(openapi()))
-
 
 @app.get("/static/<path:path>", scope="read", open=True)
 def page_static(path: str):
@@ -13072,6 +13043,14 @@ def _operation(route, schemas) -> dict:
     return op
 
 
+@app.get("/api/openapi.json", scope="read", revalidate=True)
+@functools.cache
+def api_openapi() -> RawJson:
+    """The OpenAPI document as JSON text, made once: routes and field tables are fixed
+    once the module is loaded (it took 6.7 ms to build, at every board's start)."""
+    return RawJson(json_dumps(openapi()))
+
+
 # =============================================================================
 # BOARD TOOLS (MCP)
 # =============================================================================
@@ -13433,6 +13412,27 @@ class BoardApi:
         detail = json.loads(task_detail(task_id))
         detail["logs"] = detail["logs"][-20:]
         return detail
+
+
+@app.post("/mcp", scope="tools", run_token=True, body="McpMessage", returns="McpAnswer")
+def board_tools_http():
+    """The board's MCP over the streamable HTTP transport (design §19), answered as JSON
+    (no event stream): a JSON-RPC message or a batch; only notifications → 202, no body.
+    A revision the client names (MCP-Protocol-Version) that the board does not speak, or a
+    body that is not JSON → 400 with a JSON-RPC error."""
+    try:
+        body = read_json()
+    except (Invalid, InvalidJson) as exc:
+        raise RpcError(-32700, exc.message) from None
+    version = bottle.request.get_header("MCP-Protocol-Version")
+    if version is not None and version not in MCP_VERSIONS:
+        raise RpcError(-32600, f"MCP-Protocol-Version {version[:40]!r} is not one of: "
+                       f"{', '.join(MCP_VERSIONS)}")
+    answer = mcp_http(body, bottle.request.environ)
+    if answer is None:
+        bottle.response.status = 202
+        return ""
+    return answer
 
 
 # =============================================================================
