@@ -8670,47 +8670,47 @@ def revoke_run_token(run: "AgentRun") -> None:
             os.remove(_mcp_config_path(run.run_id))
 
 
-def run_reach_refusal(scope: dict, project_id: int | None = None,
+def run_reach_refusal(agent: dict, project_id: int | None = None,
                       task_id: int | None = None) -> ApiError | None:
     """Forbidden when the project, or the task's project, is not the run token's own; a task
     not found counts as its own (the service then says 404)."""
     if task_id is not None:
         task = task_row(task_id) if 0 < task_id < 2**63 else None
-        project_id = task["project_id"] if task else scope["project_id"]
-    if project_id is not None and project_id != scope["project_id"]:
+        project_id = task["project_id"] if task else agent["project_id"]
+    if project_id is not None and project_id != agent["project_id"]:
         return Forbidden("the board tools reach only the tasks of their own project")
     return None
 
 
-def agent_bounds(scope: dict | None, body, task_id: int | None = None) -> None:
-    """Forbidden unless the change a run token's agent asks (scope: its token's; None: a
-    person, unbounded) is within its bounds (design §11): it edits and moves only tasks its
-    run created and their descendants, never its own task, never to done (a person's
+def agent_bounds(agent: dict | None, body, task_id: int | None = None) -> None:
+    """Forbidden unless the change a running agent asks (agent: its run token's scope; None:
+    a person, unbounded) is within its bounds (design §11): it edits and moves only tasks
+    its run created and their descendants, never its own task, never to done (a person's
     approval), and creates tasks below its own task (when the body names no parent) or
     below those it created."""
-    if scope is None:
+    if agent is None:
         return
     if isinstance(body, dict) and body.get("status") == "done":
         raise Forbidden("an agent cannot move a task to done: that is a person's approval")
-    if task_id == scope["task_id"]:
+    if task_id == agent["task_id"]:
         raise Forbidden("an agent cannot change its own task")
-    if task_id is not None and not _created_by(scope, task_id):
+    if task_id is not None and not _created_by(agent, task_id):
         raise Forbidden(f"task {task_id} was not created by this agent's run (nor is it below "
                         "one that was): the board tools change only those")
     parent = body.get("parent_task_id") if isinstance(body, dict) else None
     if task_id is None and isinstance(body, dict) and parent is None:
-        body["parent_task_id"] = parent = scope["task_id"]  # none named: below its own task
+        body["parent_task_id"] = parent = agent["task_id"]  # none named: below its own task
     if task_id is None and isinstance(parent, int) and not isinstance(parent, bool) and \
-            parent != scope["task_id"] and not _created_by(scope, parent):
+            parent != agent["task_id"] and not _created_by(agent, parent):
         raise Forbidden(f"parent_task_id {parent} is neither this agent's task nor one it "
                         "created")
 
 
-def _created_by(scope: dict, task_id: int) -> bool:
+def _created_by(agent: dict, task_id: int) -> bool:
     """Whether the task is one the run created, or below one (along parent_task_id)."""
     seen = set()
     while task_id is not None and task_id not in seen:
-        if task_id in scope["created"]:
+        if task_id in agent["created"]:
             return True
         seen.add(task_id)
         row = task_row(task_id) if 0 < task_id < 2**63 else None
@@ -11828,14 +11828,14 @@ def credential_refusal(environ, route, ids: dict, proxied: bool) -> ApiError | N
     if personal is not None:
         environ["taskboard.token"] = personal
         return token_refusal(environ, route, personal)
-    scope = runtime.run_tokens.get(value)
-    if scope is None:
+    agent = runtime.run_tokens.get(value)
+    if agent is None:
         return runtime.failures.refused(client_address(environ)) or \
             Unauthorized("the token is wrong, revoked or expired")
     if proxied:
         return Forbidden("the board tools reach the board directly, not through a proxy")
-    environ["taskboard.agent"] = scope  # a board tool of a running agent, not a person
-    return run_token_refusal(environ, route, ids, scope)
+    environ["taskboard.agent"] = agent  # a board tool of a running agent, not a person
+    return run_token_refusal(environ, route, ids, agent)
 
 
 def is_board_token(value: str | None) -> bool:
@@ -11989,7 +11989,7 @@ def token_refusal(environ, route, token: dict) -> ApiError | None:
     return None
 
 
-def run_token_refusal(environ, route, ids: dict, scope: dict) -> ApiError | None:
+def run_token_refusal(environ, route, ids: dict, agent: dict) -> ApiError | None:
     """A run token calls the routes declared run_token=True (by their own method: not HEAD)
     for its own project's tasks; which of them it may change, their services ask
     agent_bounds()."""
@@ -11997,7 +11997,7 @@ def run_token_refusal(environ, route, ids: dict, scope: dict) -> ApiError | None
     if not route.config.get("run_token") or method != route.method:
         return Forbidden(f"the board tools cannot use {method} "
                          f"{environ.get('PATH_INFO', '')[:100]}")
-    return run_reach_refusal(scope, **ids)
+    return run_reach_refusal(agent, **ids)
 
 
 def local_refusal(environ) -> ApiError | None:
