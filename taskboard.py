@@ -33,8 +33,9 @@ One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
     ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) · SIMULATED AGENT ·
     MAIN
 
-Layers: ROUTES call SERVICES; only SERVICES change state (one transaction each, events
-published after commit; every status change through move_task()); only the STORE
+Layers: ROUTES call SERVICES, and each route declares who may call it (SCOPES); only
+SERVICES change state (one transaction each, events published after commit; every status
+change through move_task()); services never read the HTTP request; only the STORE
 sections touch the database; SUPERVISORS own agent processes and report through
 services; a run's MACHINE (this one or an SSH host) is the one place it is spawned.
 The contract is design.md and spec/interface.md of the shared folder.
