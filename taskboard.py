@@ -33,8 +33,9 @@ One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
     ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) · SIMULATED AGENT ·
     MAIN
 
-Layers: ROUTES call SERVICES; only SERVICES change state (one transaction each, events
-published after commit; every status change through move_task()); only the STORE
+Layers: ROUTES call SERVICES, and each route declares who may call it (SCOPES); only
+SERVICES change state (one transaction each, events published after commit; every status
+change through move_task()); services never read the HTTP request; only the STORE
 sections touch the database; SUPERVISORS own agent processes and report through
 services; a run's MACHINE (this one or an SSH host) is the one place it is spawned.
 The contract is design.md and spec/interface.md of the shared folder.
@@ -777,6 +778,17 @@ def run_command(argv: list[str], cwd: str | None = None, timeout: float = 30,
             proc.kill()
             proc.wait()
         proc.stdout.close()
+
+
+def cli_version(out: str) -> str | None:
+    """The first stdout line that looks like a version ("2.1.197 (Claude Code)",
+    "codex-cli 0.169.0"); None (unknown) when none does."""
+    return next((line.strip() for line in out.splitlines() if VERSION_LINE.match(line.strip())),
+                None)
+
+
+def running_as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def reaches(children, start, goal) -> bool:
@@ -5509,7 +5521,7 @@ def build_prompt(context: dict, *, note: str | None = None, tools: bool = True) 
     if note:
         parts.append("## Previous attempt\n" + note)
     if tools:  # the CLI takes the board tools' MCP server (the adapter's BOARD_TOOLS)
-        names = ", ".join(name for name, c in COMMANDS.items() if c.kind == "tool")
+        names = ", ".join(RUN_TOOL_NAMES)
         parts.append(f"## Board tools\nThe taskboard tools ({names}) show and change this "
                      "project's tasks. A task you create is a sub-task of this one by "
                      "default, and this task then waits until its sub-tasks are finished.")
@@ -5804,11 +5816,6 @@ def list_approvals(status: str | None = None) -> list[dict]:
 
 def task_approvals(task_id: int) -> list[dict]:
     return [approval_view(r) for r in found(approval_rows(task_id), f"task {task_id} not found")]
-
-
-def answer_approval(approval_id: int, body) -> dict:
-    """A person's (or a personal token's) answer to an approval or question."""
-    return decide_approval(approval_id, body, requester(bottle.request.environ))
 
 
 def decide_approval(approval_id: int, body, decided_by: str = "person") -> dict:
@@ -7493,16 +7500,16 @@ def pr_ended(row: dict, pr: dict, state: str) -> None:
         remove_worktree(task, project, only_if_done=True, merged=True)
 
 
-def git_host_event(raw: bytes, signature: str | None) -> dict:
+def git_host_event(raw: bytes, signature: str | None, client: str) -> dict:
     """The source host's webhook: with a valid X-Hub-Signature-256, look now at the
     followed PRs the event names (by number or head commit); the payload is never
-    trusted beyond that: the look reads the host's API."""
+    trusted beyond that: the look reads the host's API.  A wrong signature counts against
+    the client (its address)."""
     secret = runtime.settings.get("gitHostWebhookSecret")
     expected = "sha256=" + hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest() \
         if secret else None
     if expected is None or not hmac.compare_digest(expected.encode(),
                                                    (signature or "").encode()):
-        client = client_address(bottle.request.environ)
         raise runtime.failures.refused(client) or Unauthorized(
             "the webhook's X-Hub-Signature-256 is missing or wrong" if secret else
             "set gitHostWebhookSecret in the settings to receive the source host's webhooks")
@@ -7620,15 +7627,14 @@ ACT_REFUSED = ("this notification's button was used already, has expired or is n
                "this request: open the board to answer")
 
 
-def act_on_approval(approval_id: int, body) -> dict:
+def act_on_approval(approval_id: int, body, client: str) -> dict:
     """A notification's Allow or Deny, without a session: its token works once, for
     ACTION_TOKEN_MINUTES, and only for its approval (403 otherwise, the approval as it was).
     The answer is the least needed (design §13): {id, status, decidedBy}.  Only a token
-    the board never issued counts as a wrong credential."""
+    the board never issued counts as a wrong credential (of the client: its address)."""
     values = validate(ACT_FIELDS, body)
     spent = spend_action_row(_digest(values["token"]), approval_id)
     if spent is None:  # not a token the board issued: a guess
-        client = client_address(bottle.request.environ)
         raise runtime.failures.refused(client) or Forbidden(ACT_REFUSED, "token")
     if not spent:  # the board's, but used, expired or another request's: a late tap
         raise Forbidden(ACT_REFUSED, "token")
@@ -8785,53 +8791,58 @@ def personal_token(secret: str) -> dict | None:
 # reaches only its project's tasks and changes only those its run created, over HTTP (the
 # routes declared run_token=True) and in the tools alike.
 
+#: A run's board tools (RUN_TOOLS), as its prompt names them.
+RUN_TOOL_NAMES = ("list_tasks", "create_task", "update_task", "change_task_status",
+                  "get_task_detail")
+
+
 def revoke_run_token(run: "AgentRun") -> None:
     if runtime.run_tokens.pop(getattr(run, "board_token", None), None) is not None:
         with contextlib.suppress(OSError):
             os.remove(mcp_config_path(run.run_id))
 
 
-def run_reach_refusal(scope: dict, project_id: int | None = None,
+def run_reach_refusal(agent: dict, project_id: int | None = None,
                       task_id: int | None = None) -> ApiError | None:
     """Forbidden when the project, or the task's project, is not the run token's own; a task
     not found counts as its own (the service then says 404)."""
     if task_id is not None:
         task = task_row(task_id) if 0 < task_id < 2**63 else None
-        project_id = task["project_id"] if task else scope["project_id"]
-    if project_id is not None and project_id != scope["project_id"]:
+        project_id = task["project_id"] if task else agent["project_id"]
+    if project_id is not None and project_id != agent["project_id"]:
         return Forbidden("the board tools reach only the tasks of their own project")
     return None
 
 
-def agent_bounds(scope: dict | None, body, task_id: int | None = None) -> None:
-    """Forbidden unless the change a run token's agent asks (scope: its token's; None: a
-    person, unbounded) is within its bounds (design §11): it edits and moves only tasks its
-    run created and their descendants, never its own task, never to done (a person's
+def agent_bounds(agent: dict | None, body, task_id: int | None = None) -> None:
+    """Forbidden unless the change a running agent asks (agent: its run token's scope; None:
+    a person, unbounded) is within its bounds (design §11): it edits and moves only tasks
+    its run created and their descendants, never its own task, never to done (a person's
     approval), and creates tasks below its own task (when the body names no parent) or
     below those it created."""
-    if scope is None:
+    if agent is None:
         return
     if isinstance(body, dict) and body.get("status") == "done":
         raise Forbidden("an agent cannot move a task to done: that is a person's approval")
-    if task_id == scope["task_id"]:
+    if task_id == agent["task_id"]:
         raise Forbidden("an agent cannot change its own task")
-    if task_id is not None and not _created_by(scope, task_id):
+    if task_id is not None and not _created_by(agent, task_id):
         raise Forbidden(f"task {task_id} was not created by this agent's run (nor is it below "
                         "one that was): the board tools change only those")
     parent = body.get("parent_task_id") if isinstance(body, dict) else None
     if task_id is None and isinstance(body, dict) and parent is None:
-        body["parent_task_id"] = parent = scope["task_id"]  # none named: below its own task
+        body["parent_task_id"] = parent = agent["task_id"]  # none named: below its own task
     if task_id is None and isinstance(parent, int) and not isinstance(parent, bool) and \
-            parent != scope["task_id"] and not _created_by(scope, parent):
+            parent != agent["task_id"] and not _created_by(agent, parent):
         raise Forbidden(f"parent_task_id {parent} is neither this agent's task nor one it "
                         "created")
 
 
-def _created_by(scope: dict, task_id: int) -> bool:
+def _created_by(agent: dict, task_id: int) -> bool:
     """Whether the task is one the run created, or below one (along parent_task_id)."""
     seen = set()
     while task_id is not None and task_id not in seen:
-        if task_id in scope["created"]:
+        if task_id in agent["created"]:
             return True
         seen.add(task_id)
         row = task_row(task_id) if 0 < task_id < 2**63 else None
@@ -9192,10 +9203,10 @@ def bring_branch_home(task: dict, project: dict) -> None:
 
 # --- health ------------------------------------------------------------------------
 
-def health() -> dict:
+def health(owner: bool) -> dict:
     """Open to all: the agent CLIs' found and version (never a path or arguments), and of
     the hosts in use only how many there are and are reachable; their names and states
-    need the owner's credential (design §11)."""
+    only for the owner (asked with the owner's credential: design §11)."""
     db_state = db_check()
     hosts = hosts_in_use() if db_state == "ok" else []
     answer = {"ok": db_state == "ok", "version": __version__, "agent": dict(runtime.agent),
@@ -9203,7 +9214,7 @@ def health() -> dict:
               "hostsInUse": {"count": len(hosts),
                              "reachable": sum(host["reachable"] is True for host in hosts)},
               "sandbox": dict(runtime.sandbox)}
-    if asked_by_owner(bottle.request.environ):
+    if owner:
         answer["hosts"] = hosts
     return answer
 
@@ -12226,14 +12237,14 @@ def credential_refusal(environ, route, ids: dict, proxied: bool) -> ApiError | N
     if personal is not None:
         environ["taskboard.token"] = personal
         return token_refusal(environ, route, personal)
-    scope = runtime.run_tokens.get(value)
-    if scope is None:
+    agent = runtime.run_tokens.get(value)
+    if agent is None:
         return runtime.failures.refused(client_address(environ)) or \
             Unauthorized("the token is wrong, revoked or expired")
     if proxied:
         return Forbidden("the board tools reach the board directly, not through a proxy")
-    environ["taskboard.agent"] = scope  # a board tool of a running agent, not a person
-    return run_token_refusal(environ, route, ids, scope)
+    environ["taskboard.agent"] = agent  # a board tool of a running agent, not a person
+    return run_token_refusal(environ, route, ids, agent)
 
 
 def is_board_token(value: str | None) -> bool:
@@ -12387,7 +12398,7 @@ def token_refusal(environ, route, token: dict) -> ApiError | None:
     return None
 
 
-def run_token_refusal(environ, route, ids: dict, scope: dict) -> ApiError | None:
+def run_token_refusal(environ, route, ids: dict, agent: dict) -> ApiError | None:
     """A run token calls the routes declared run_token=True (by their own method: not HEAD)
     for its own project's tasks; which of them it may change, their services ask
     agent_bounds()."""
@@ -12395,7 +12406,7 @@ def run_token_refusal(environ, route, ids: dict, scope: dict) -> ApiError | None
     if not route.config.get("run_token") or method != route.method:
         return Forbidden(f"the board tools cannot use {method} "
                          f"{environ.get('PATH_INFO', '')[:100]}")
-    return run_reach_refusal(scope, **ids)
+    return run_reach_refusal(agent, **ids)
 
 
 def local_refusal(environ) -> ApiError | None:
@@ -12432,25 +12443,9 @@ def _service_route(method: str, rule: str, service, returns: str, name=None, **c
               **config)
 
 
-@app.post("/mcp", scope="tools", run_token=True, body="McpMessage", returns="McpAnswer")
-def board_tools_http():
-    """The board's MCP over the streamable HTTP transport (design §19), answered as JSON
-    (no event stream): a JSON-RPC message or a batch; only notifications → 202, no body.
-    A revision the client names (MCP-Protocol-Version) that the board does not speak, or a
-    body that is not JSON → 400 with a JSON-RPC error."""
-    try:
-        body = read_json()
-    except (Invalid, InvalidJson) as exc:
-        raise RpcError(-32700, exc.message) from None
-    version = bottle.request.get_header("MCP-Protocol-Version")
-    if version is not None and version not in MCP_VERSIONS:
-        raise RpcError(-32600, f"MCP-Protocol-Version {version[:40]!r} is not one of: "
-                       f"{', '.join(MCP_VERSIONS)}")
-    answer = mcp_http(body, bottle.request.environ)
-    if answer is None:
-        bottle.response.status = 202
-        return ""
-    return answer
+@app.get("/api/health", scope="read", open=True, returns="Health")
+def api_health():
+    return health(owner=asked_by_owner(bottle.request.environ))
 
 
 @app.post("/api/login", scope="owner", open=True, body="Login", returns="Ok")
@@ -12485,7 +12480,8 @@ def api_git_host_webhook():
     raw = bottle.request.body.read(MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
         raise PayloadTooLarge("request body is larger than 1 mib")
-    return git_host_event(raw, bottle.request.get_header("X-Hub-Signature-256"))
+    return git_host_event(raw, bottle.request.get_header("X-Hub-Signature-256"),
+                          client_address(bottle.request.environ))
 
 
 @app.post("/api/logout", scope="owner", returns="Ok")
@@ -12528,6 +12524,20 @@ def api_list_projects():
 def api_list_approvals():
     """Every project's approvals; ?status=pending is the "Needs you" inbox."""
     return list_approvals(bottle.request.query.get("status") or None)
+
+
+@app.post("/api/approvals/<approval_id:int>", scope="approve", body=DECISION_FIELDS,
+          returns="Approval")
+def api_decide_approval(approval_id):
+    """A person's (or a personal token's) answer to an approval or question."""
+    return decide_approval(approval_id, read_json(), requester(bottle.request.environ))
+
+
+@app.post("/api/approvals/<approval_id:int>/act", scope="owner", open=True, body=ACT_FIELDS,
+          returns="ActResult")
+def api_act_on_approval(approval_id):
+    """A notification's button: its token in the body, no session."""
+    return act_on_approval(approval_id, read_json(), client_address(bottle.request.environ))
 
 
 @app.get("/api/tasks/<task_id:int>/logs", scope="read", returns="LogEntry[]", revalidate=True,
@@ -12603,7 +12613,6 @@ def api_project_activity(project_id):
 #: (method, rule, scope, service, response schema[, route config]); see _service_route()
 #: and, for the scope and config's run_token and open, SCOPES.
 SERVICE_ROUTES = (
-    ("GET", "/api/health", "read", health, "Health", {"open": True}),
     ("GET", "/api/agents", "read", list_agents, "AgentCli[]"),
     ("POST", "/api/projects", "owner", create_project, "Project",
      {"body": PROJECT_FIELDS, "status": 201}),
@@ -12636,10 +12645,6 @@ SERVICE_ROUTES = (
     ("GET", "/api/stats/agent-usage", "read", agent_usage, "AgentUsage"),
     ("GET", "/api/settings", "owner", get_settings, "Settings"),
     ("GET", "/api/tasks/<task_id:int>/approvals", "read", task_approvals, "Approval[]"),
-    ("POST", "/api/approvals/<approval_id:int>", "approve", answer_approval, "Approval",
-     {"body": DECISION_FIELDS, "name": "api_decide_approval"}),  # its operationId as before
-    ("POST", "/api/approvals/<approval_id:int>/act", "owner", act_on_approval, "ActResult",
-     {"body": ACT_FIELDS, "open": True}),  # its token in the body
     ("GET", "/api/inbox", "read", inbox, "Inbox"),
     ("GET", "/api/push/key", "owner", push_key, "PushKey"),
     ("GET", "/api/push/subscriptions", "owner", list_push_devices, "PushSubscription[]"),
@@ -12705,14 +12710,6 @@ for _kind, _schema, _read in ((TEMPLATES, "Template", "read"), (SNIPPETS, "Snipp
 
 
 # --- the board -------------------------------------------------------------------
-
-@app.get("/api/openapi.json", scope="read", revalidate=True)
-@functools.cache
-def api_openapi() -> RawJson:
-    """The OpenAPI document as JSON text, made once: routes and field tables are fixed
-    once the module is loaded (it took 6.7 ms to build, at every board's start)."""
-    return RawJson(json_dumps(openapi()))
-
 
 @app.get("/static/<path:path>", scope="read", open=True)
 def page_static(path: str):
@@ -13117,107 +13114,83 @@ _TASK_FIELDS_IN = {
     "task_type": {"type": "string", "enum": list(TASK_TYPES)},
     "priority": {"type": "integer", "minimum": 0, "maximum": 3}}
 
-Command = collections.namedtuple("Command", "kind doc args required returns run")
-#: The spec's desktop commands (POST /api/desktop/<name>; run(arg, body)) and the agents'
-#: board tools over MCP (run(arguments, BoardApi)); routes, MCP, OpenAPI and docs read it.
+#: A desktop command (run(arg, body)) or a board tool (run(arguments, BoardApi)): its
+#: description, the JSON schemas of its arguments and result, and (an outside client's
+#: tool) the scope a personal token needs to be offered it.
+Command = collections.namedtuple("Command", "doc args required returns run scope",
+                                 defaults=(None,))
+#: The spec's desktop commands, each a route POST /api/desktop/<name> that only the owner
+#: on this machine may call; the routes, OpenAPI and docs read it.
 COMMANDS = {
     "stop_task": Command(
-        "desktop", "Stop the task's agent; the task goes back to backlog.",
+        "Stop the task's agent; the task goes back to backlog.",
         {"id": _ID, "taskId": _ID}, [], _TASK, lambda arg, b: stop_task(arg("id"))),
     "restart_task": Command(
-        "desktop", "Kill the agent and start a fresh session.",
+        "Kill the agent and start a fresh session.",
         {"id": _ID, "taskId": _ID, "mcpPort": _PORT}, [], _TASK,
         lambda arg, b: restart_task(arg("id"), arg("mcpPort"))),
     "request_changes": Command(
-        "desktop", "Record feedback and resume the agent's session with it.",
+        "Record feedback and resume the agent's session with it.",
         {"id": _ID, "taskId": _ID, "feedback": {"type": "string", "pattern": r"\S"},
          "mcpPort": _PORT}, ["feedback"], _TASK,
         lambda arg, b: request_changes(arg("id"), b.get("feedback"), arg("mcpPort"))),
     "get_task_diff": Command(
-        "desktop", "The task's diff, stats and commits.", {"taskId": _ID}, ["taskId"],
+        "The task's diff, stats and commits.", {"taskId": _ID}, ["taskId"],
         _OBJECT, lambda arg, b: task_diff(arg("taskId"))),
     "add_task_dependency": Command(
-        "desktop", "Make a task wait for another (or change the condition).",
+        "Make a task wait for another (or change the condition).",
         {"taskId": _ID, "dependsOnId": _ID,
          "conditionType": {"type": "string", "enum": list(CONDITIONS), "default": "always"}},
         ["taskId", "dependsOnId"], _ref("Dependency"),
         lambda arg, b: add_dependency(arg("taskId"), arg("dependsOnId"),
                                       b.get("conditionType", "always"))),
     "remove_task_dependency": Command(
-        "desktop", "Remove a dependency edge.", {"taskId": _ID, "dependsOnId": _ID},
+        "Remove a dependency edge.", {"taskId": _ID, "dependsOnId": _ID},
         ["taskId", "dependsOnId"], _OK,
         lambda arg, b: remove_dependency(arg("taskId"), arg("dependsOnId"))),
     "get_task_dependencies": Command(
-        "desktop", "The ids of the tasks a task waits for and of those waiting for it.",
+        "The ids of the tasks a task waits for and of those waiting for it.",
         {"taskId": _ID}, ["taskId"],
         _shape("", "parents children", parents=_IDS, children=_IDS),
         lambda arg, b: task_dependencies(arg("taskId"))),
     "get_dependency_graph": Command(
-        "desktop", "A project's tasks and dependency edges.", {"projectId": _ID},
+        "A project's tasks and dependency edges.", {"projectId": _ID},
         ["projectId"], _OBJECT, lambda arg, b: dependency_graph(arg("projectId"))),
     "get_execution_waves": Command(
-        "desktop", "A project's unfinished tasks in waves that may run in parallel.",
+        "A project's unfinished tasks in waves that may run in parallel.",
         {"projectId": _ID}, ["projectId"], {"type": "array", "items": {
             "type": "array", "items": _TASK}},
         lambda arg, b: waves_of(arg("projectId"))),
     "get_pipeline_status": Command(
-        "desktop", "Each task's place in the pipeline: ready, waiting, blocked, ...",
+        "Each task's place in the pipeline: ready, waiting, blocked, ...",
         {"projectId": _ID}, ["projectId"], _OBJECT,
         lambda arg, b: pipeline_status(arg("projectId"))),
     "reorder_queue": Command(
-        "desktop", "Run a project's tasks in exactly this order.",
+        "Run a project's tasks in exactly this order.",
         {"projectId": _ID, "taskIds": {"type": "array", "minItems": 1, "uniqueItems": True,
                                        "items": _ID}}, ["projectId", "taskIds"], _OK,
         lambda arg, b: reorder_queue(arg("projectId"), b.get("taskIds"))),
     "get_agent_activity": Command(
-        "desktop", "The running agents of a project and the files they touch.",
+        "The running agents of a project and the files they touch.",
         {"projectId": _ID}, ["projectId"], _OBJECT,
         lambda arg, b: agent_activity(arg("projectId"))),
     "get_active_file_map": Command(
-        "desktop", "Every file any running agent touches, with the tasks touching it.", {},
+        "Every file any running agent touches, with the tasks touching it.", {},
         [], {"type": "object", "additionalProperties": _IDS},
         lambda arg, b: agent_activity(None)["fileMap"]),
     "get_task_events": Command(
-        "desktop", "A task's structured events: raw agent lines, status changes, messages.",
+        "A task's structured events: raw agent lines, status changes, messages.",
         {"taskId": _ID, "limit": {"type": "integer", "minimum": 1, "maximum": 10_000,
                                   "default": 500}}, ["taskId"], _ref("TaskEvent[]"),
         lambda arg, b: task_events(arg("taskId"), arg("limit"))),
     "get_agent_md": Command(
-        "desktop", "The project's agent-instructions file.", {"projectId": _ID},
+        "The project's agent-instructions file.", {"projectId": _ID},
         ["projectId"], _AGENT_MD, lambda arg, b: agent_md(arg("projectId"))),
     "save_agent_md": Command(
-        "desktop", "Write the project's agent-instructions file.",
+        "Write the project's agent-instructions file.",
         {"projectId": _ID, "content": {"type": "string"}}, ["projectId", "content"],
         _AGENT_MD,
         lambda arg, b: save_agent_md(arg("projectId"), b.get("content"))),
-    "list_tasks": Command(
-        "tool", "List the tasks of this project (id, key, title, status, priority, type, "
-        "parent).", {"status": {"type": "string", "enum": list(STATUSES)}}, [],
-        {"type": "array", "items": _OBJECT},
-        lambda a, board: [{k: t[k] for k in ("id", "task_key", "title", "status", "priority",
-                                             "task_type", "parent_task_id")}
-                          for t in board.tasks(board.project())
-                          if a.get("status") in (None, t["status"])]),
-    "create_task": Command(
-        "tool", "Create a sub-task in this project: below the task you are working on "
-        "(which then waits until its sub-tasks are finished), or below a task you created "
-        "when you pass its id as parent_task_id.",
-        {**_TASK_FIELDS_IN, "parent_task_id": {"type": ["integer", "null"]}}, ["title"],
-        _TASK, lambda a, board: board.create(board.project(), {"parent_task_id": board.own,
-                                                               **a})),
-    "update_task": Command(
-        "tool", "Change fields of a task you created (or one below it), not its status.",
-        {"id": {"type": "integer"}, **_TASK_FIELDS_IN}, ["id"], _TASK,
-        lambda a, board: board.update(int(a["id"]), {k: v for k, v in a.items() if k != "id"})),
-    "change_task_status": Command(
-        "tool", "Move a task you created (or one below it) to a status; never the task you "
-        "are working on, never to done (a person approves).", {"id": {"type": "integer"},
-                         "status": {"type": "string", "enum": list(STATUSES)}},
-        ["id", "status"], _TASK, lambda a, board: board.move(int(a["id"]), a.get("status"))),
-    "get_task_detail": Command(
-        "tool", "A task with its revisions, attachments, commits and latest log entries.",
-        {"id": {"type": "integer"}}, ["id"], _OBJECT,
-        lambda a, board: board.detail(int(a["id"]))),
 }
 
 
@@ -13236,8 +13209,7 @@ def _desktop_route(name: str, command: Command) -> None:
 
 
 for _name, _command in COMMANDS.items():
-    if _command.kind == "desktop":
-        _desktop_route(_name, _command)
+    _desktop_route(_name, _command)
 
 
 def _desktop_arg(command: str, body: dict, name: str) -> int | None:
@@ -13486,6 +13458,14 @@ def _operation(route, schemas) -> dict:
     return op
 
 
+@app.get("/api/openapi.json", scope="read", revalidate=True)
+@functools.cache
+def api_openapi() -> RawJson:
+    """The OpenAPI document as JSON text, made once: routes and field tables are fixed
+    once the module is loaded (it took 6.7 ms to build, at every board's start)."""
+    return RawJson(json_dumps(openapi()))
+
+
 # =============================================================================
 # BOARD TOOLS (MCP)
 # =============================================================================
@@ -13571,16 +13551,16 @@ _LIST_ENTRY = tuple(f for f in TASK_FIELDS if f.name in (
     "pending_approvals", "parent_task_id"))
 
 #: The board's work for an outside MCP client (design §19), with the board's token or a
-#: personal token: each tool under the scope it needs (Command.kind), offered only to a
-#: token that has it.  A run's token gets COMMANDS' tools instead.
+#: personal token: each tool under the scope it needs (Command.scope), offered only to a
+#: token that has it.  A run's token gets RUN_TOOLS instead.
 CLIENT_TOOLS = {
     "list_projects": Command(
-        "read", "List the board's projects: id, name, slug, workingDir (the code folder its "
+        "List the board's projects: id, name, slug, workingDir (the code folder its "
         "agents work in) and agent (the CLI its tasks run). Start here to find a project_id.",
         {}, [], {"type": "array", "items": _OBJECT},
-        lambda a, board: list_projects("agent")),
+        lambda a, board: list_projects("agent"), scope="read"),
     "list_tasks": Command(
-        "read", "List the tasks of a project, priority first: id, task_key, title, status "
+        "List the tasks of a project, priority first: id, task_key, title, status "
         "(backlog, in_progress, testing, done, failed), priority (0-3), task_type, agent, "
         "is_running, pending_approvals (requests waiting for an answer) and parent_task_id. "
         "Give status to list only those; at most limit (default 100) are listed.",
@@ -13588,59 +13568,59 @@ CLIENT_TOOLS = {
          "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
         ["project_id"], {"type": "array", "items": _OBJECT},
         lambda a, board: client_task_list(a["project_id"], a.get("status"),
-                                          a.get("limit", 100))),
+                                          a.get("limit", 100)), scope="read"),
     "get_task": Command(
-        "read", "One task: every field, its newest 20 log lines (what its agent did and said) "
+        "One task: every field, its newest 20 log lines (what its agent did and said) "
         "and its pending requests (approvals and questions; answer them with "
         "answer_request).", {"task_id": _TASK_ID}, ["task_id"], _OBJECT,
-        lambda a, board: _task_for_client(int(a["task_id"]), board)),
+        lambda a, board: _task_for_client(int(a["task_id"]), board), scope="read"),
     "create_task": Command(
-        "write", "Create a task in a project's backlog (status in_progress starts its agent "
+        "Create a task in a project's backlog (status in_progress starts its agent "
         "at once). title is required; description says what to do, acceptance_criteria when "
         "it is done.", {"project_id": _ID, **_TASK_FIELDS_IN, "status": {
             "type": "string", "enum": ["backlog", "in_progress"]}},
         ["project_id", "title"], _TASK,
         lambda a, board: board.create(int(a["project_id"]), {
-            k: v for k, v in a.items() if k != "project_id"})),
+            k: v for k, v in a.items() if k != "project_id"}), scope="write"),
     "update_task": Command(
-        "write", "Change fields of a task (title, description, acceptance_criteria, "
+        "Change fields of a task (title, description, acceptance_criteria, "
         "task_type, priority); use move_task for its status.",
         {"task_id": _TASK_ID, **_TASK_FIELDS_IN}, ["task_id"], _TASK,
         lambda a, board: board.update(int(a["task_id"]), {
-            k: v for k, v in a.items() if k != "task_id"})),
+            k: v for k, v in a.items() if k != "task_id"}), scope="write"),
     "move_task": Command(
-        "write", "Move a task to a status: in_progress starts its agent, testing waits for "
+        "Move a task to a status: in_progress starts its agent, testing waits for "
         "review, done approves the work, backlog stops its agent, failed gives it up.",
         {"task_id": _TASK_ID, "status": {"type": "string", "enum": list(STATUSES)}},
         ["task_id", "status"], _TASK,
-        lambda a, board: board.move(int(a["task_id"]), a.get("status"))),
+        lambda a, board: board.move(int(a["task_id"]), a.get("status")), scope="write"),
     "stop_task": Command(
-        "write", "Stop a running task's agent (every process of it); the task goes back to "
+        "Stop a running task's agent (every process of it); the task goes back to "
         "the backlog.", {"task_id": _TASK_ID}, ["task_id"], _TASK,
-        lambda a, board: stop_task(int(a["task_id"]))),
+        lambda a, board: stop_task(int(a["task_id"])), scope="write"),
     "list_requests": Command(
-        "read", "Every request of a running agent waiting for an answer, in every project: "
+        "Every request of a running agent waiting for an answer, in every project: "
         "tool calls it asks to make (kind tool: toolName and input) and questions it asks "
         "(kind question: input.questions with their options). Answer with answer_request.",
         {}, [], {"type": "array", "items": _OBJECT},
-        lambda a, board: list_approvals("pending")),
+        lambda a, board: list_approvals("pending"), scope="read"),
     "answer_request": Command(
-        "approve", "Answer a request of list_requests by its id: decision allow or deny (a "
+        "Answer a request of list_requests by its id: decision allow or deny (a "
         "tool call; message tells the agent why when denying); for a question, decision "
         "allow with answers {question text: chosen label, or labels, or your own text}.",
         {"id": _ID, "decision": {"type": "string", "enum": list(DECISIONS)},
          "message": {"type": "string"}, "answers": {"type": "object"}},
         ["id", "decision"], _ref("Approval"),
         lambda a, board: decide_approval(int(a["id"]), {
-            k: v for k, v in a.items() if k != "id"}, board.decided_by)),
+            k: v for k, v in a.items() if k != "id"}, board.decided_by), scope="approve"),
     "send_message": Command(
-        "write", "Send a message to a task's agent: a running agent reads it when its turn "
+        "Send a message to a task's agent: a running agent reads it when its turn "
         "ends (interrupt true: at once); a task in testing or failed resumes its agent with "
         "it as a change request.", {"task_id": _TASK_ID, "text": {"type": "string"},
                                     "interrupt": {"type": "boolean"}},
         ["task_id", "text"], _ref("Message"),
         lambda a, board: post_message(int(a["task_id"]), {
-            k: v for k, v in a.items() if k != "task_id"})),
+            k: v for k, v in a.items() if k != "task_id"}), scope="write"),
 }
 
 
@@ -13660,8 +13640,37 @@ def _task_for_client(task_id: int, board: "BoardApi") -> dict:
         a for a in task_approvals(task_id) if a["status"] == "pending"]}
 
 
-#: A run's board tools (design §6): COMMANDS' tools.
-RUN_TOOLS = {name: c for name, c in COMMANDS.items() if c.kind == "tool"}
+#: A run's board tools (design §6), in the order its prompt names them (RUN_TOOL_NAMES).
+RUN_TOOLS = {
+    "list_tasks": Command(
+        "List the tasks of this project (id, key, title, status, priority, type, "
+        "parent).", {"status": {"type": "string", "enum": list(STATUSES)}}, [],
+        {"type": "array", "items": _OBJECT},
+        lambda a, board: [{k: t[k] for k in ("id", "task_key", "title", "status", "priority",
+                                             "task_type", "parent_task_id")}
+                          for t in board.tasks(board.project())
+                          if a.get("status") in (None, t["status"])]),
+    "create_task": Command(
+        "Create a sub-task in this project: below the task you are working on "
+        "(which then waits until its sub-tasks are finished), or below a task you created "
+        "when you pass its id as parent_task_id.",
+        {**_TASK_FIELDS_IN, "parent_task_id": {"type": ["integer", "null"]}}, ["title"],
+        _TASK, lambda a, board: board.create(board.project(), {"parent_task_id": board.own,
+                                                               **a})),
+    "update_task": Command(
+        "Change fields of a task you created (or one below it), not its status.",
+        {"id": {"type": "integer"}, **_TASK_FIELDS_IN}, ["id"], _TASK,
+        lambda a, board: board.update(int(a["id"]), {k: v for k, v in a.items() if k != "id"})),
+    "change_task_status": Command(
+        "Move a task you created (or one below it) to a status; never the task you "
+        "are working on, never to done (a person approves).", {"id": {"type": "integer"},
+                         "status": {"type": "string", "enum": list(STATUSES)}},
+        ["id", "status"], _TASK, lambda a, board: board.move(int(a["id"]), a.get("status"))),
+    "get_task_detail": Command(
+        "A task with its revisions, attachments, commits and latest log entries.",
+        {"id": {"type": "integer"}}, ["id"], _OBJECT,
+        lambda a, board: board.detail(int(a["id"]))),
+}
 
 
 def _tools(environ) -> dict:
@@ -13670,7 +13679,7 @@ def _tools(environ) -> dict:
         return RUN_TOOLS
     token = environ.get("taskboard.token")
     scopes = json.loads(token["scopes_json"]) if token is not None else TOKEN_SCOPES
-    return {name: c for name, c in CLIENT_TOOLS.items() if c.kind in scopes}
+    return {name: c for name, c in CLIENT_TOOLS.items() if c.scope in scopes}
 
 
 def _mcp_reply(message: dict, board: "BoardApi | None", tools: dict) -> dict:
@@ -13768,6 +13777,27 @@ class BoardApi:
         detail = json.loads(task_detail(task_id))
         detail["logs"] = detail["logs"][-20:]
         return detail
+
+
+@app.post("/mcp", scope="tools", run_token=True, body="McpMessage", returns="McpAnswer")
+def board_tools_http():
+    """The board's MCP over the streamable HTTP transport (design §19), answered as JSON
+    (no event stream): a JSON-RPC message or a batch; only notifications → 202, no body.
+    A revision the client names (MCP-Protocol-Version) that the board does not speak, or a
+    body that is not JSON → 400 with a JSON-RPC error."""
+    try:
+        body = read_json()
+    except (Invalid, InvalidJson) as exc:
+        raise RpcError(-32700, exc.message) from None
+    version = bottle.request.get_header("MCP-Protocol-Version")
+    if version is not None and version not in MCP_VERSIONS:
+        raise RpcError(-32600, f"MCP-Protocol-Version {version[:40]!r} is not one of: "
+                       f"{', '.join(MCP_VERSIONS)}")
+    answer = mcp_http(body, bottle.request.environ)
+    if answer is None:
+        bottle.response.status = 202
+        return ""
+    return answer
 
 
 # =============================================================================

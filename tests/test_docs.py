@@ -47,7 +47,7 @@ def test_readme_documents_setting_with_its_default(field):
     assert re.search(rf"\| `{field.name}` \| `{default}` \|", README), field.name
 
 
-@pytest.mark.parametrize("name", sorted(taskboard.COMMANDS))
+@pytest.mark.parametrize("name", sorted({*taskboard.COMMANDS, *taskboard.RUN_TOOLS}))
 def test_readme_documents_command(name):
     """Desktop commands are routes (checked above); board tools are named in the text."""
     assert f"`{name}`" in README or f"/api/desktop/{name}`" in README, name

@@ -73,6 +73,7 @@ def test_mcp_lists_creates_sub_tasks_and_refuses_to_move_its_own_task(running, c
         names = {t["name"] for t in mcp.request("tools/list")["result"]["tools"]}
         assert names == {"list_tasks", "create_task", "update_task", "change_task_status",
                          "get_task_detail"}
+        assert tuple(taskboard.RUN_TOOLS) == taskboard.RUN_TOOL_NAMES  # as its prompt names them
         listed, failed = mcp.tool("list_tasks")
         assert not failed and [t["id"] for t in listed] == [task["id"]]
         child, failed = mcp.tool("create_task", title="Write the tests")
