@@ -780,17 +780,6 @@ def run_command(argv: list[str], cwd: str | None = None, timeout: float = 30,
         proc.stdout.close()
 
 
-def cli_version(out: str) -> str | None:
-    """The first stdout line that looks like a version ("2.1.197 (Claude Code)",
-    "codex-cli 0.169.0"); None (unknown) when none does."""
-    return next((line.strip() for line in out.splitlines() if VERSION_LINE.match(line.strip())),
-                None)
-
-
-def running_as_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0
-
-
 def reaches(children, start, goal) -> bool:
     """Whether goal can be reached from start along children[node] (a cycle check)."""
     seen, stack = set(), [start]
