@@ -12354,7 +12354,7 @@ def asked_by_owner(environ) -> bool:
         return True
     scheme, _, value = (environ.get("HTTP_AUTHORIZATION") or "").partition(" ")
     if scheme.lower() == "bearer":
-        return hmac.compare_digest(value.strip().encode(), runtime.config["token"].encode())
+        return is_board_token(value.strip())
     cookie = bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE)
     return bool(cookie) and session_alive(cookie)
 
