@@ -24,14 +24,17 @@ One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
 
     CONFIGURATION · ERRORS · UTILITIES · FIELDS ·
     STORE · STORE: PROJECTS, HOSTS, TASKS AND RUNS · STORE: THE REST · EVENTS ·
+    AGENT OUTPUT · SIMULATED AGENT · SANDBOX · MACHINES: THIS ONE · MACHINES: SSH HOSTS ·
     SERVICES: PROJECTS AND TASKS · SERVICES: RUNS ·
     SERVICES: THE AGENT CHANNEL AND THE VERIFIER · SERVICES: ATTEMPTS ·
     SERVICES: GIT · SERVICES: THE SOURCE HOST ·
     SERVICES: PHONES AND WEBHOOKS · SERVICES: PLANNING, RESOURCES AND SETTINGS ·
-    SERVICES: OUTSIDE CLIENTS · SERVICES: HOSTS · AGENT OUTPUT · SUPERVISORS · SANDBOX ·
-    MACHINES: THIS ONE · MACHINES: SSH HOSTS · HTTP PLUMBING ·
-    ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) · SIMULATED AGENT ·
+    SERVICES: OUTSIDE CLIENTS · SERVICES: HOSTS · SUPERVISORS ·
+    HTTP PLUMBING · ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) ·
     MAIN
+
+Each section uses only what the sections above it define, except the SERVICES sections and
+SUPERVISORS, which call each other (tests/test_layout.py).
 
 Layers: ROUTES call SERVICES, and each route declares who may call it (SCOPES); only
 SERVICES change state (one transaction each, events published after commit; every status
@@ -4287,6 +4290,2336 @@ class LogWriter(Worker):
         now = time.monotonic()
         return min((self.last_flush.get(t, 0) + self.interval - now
                     for t in set(self.pending) | set(self.events)), default=None)
+
+
+# =============================================================================
+# AGENT OUTPUT
+# =============================================================================
+# What an agent prints, read: the stream parser, costs, how a run ended, usage limits
+# and one adapter per CLI.
+
+def cli_version(out: str) -> str | None:
+    """The first stdout line that looks like a version ("2.1.197 (Claude Code)",
+    "codex-cli 0.169.0"); None (unknown) when none does."""
+    return next((line.strip() for line in out.splitlines() if VERSION_LINE.match(line.strip())),
+                None)
+
+
+#: Tool inputs worth showing in a tool call's one-line summary, by preference.
+SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description",
+                "prompt", "notebook_path")
+#: The token counts a run keeps, in PRICES' order, and the CLI's name for each.
+USAGE_KEYS = {"input": "input_tokens", "output": "output_tokens",
+              "cache_read": "cache_read_input_tokens",
+              "cache_creation": "cache_creation_input_tokens"}
+
+
+def usd(tokens, prices) -> float:
+    """What token counts cost at prices per million, both in USAGE_KEYS order."""
+    return sum(map(operator.mul, tokens, prices)) / 1_000_000
+
+
+def claude_prices(model: str) -> tuple | None:
+    """The PRICES of the tier a Claude model's name belongs to ("claude-opus-4-8"), if any."""
+    family = next((f for f in CLAUDE_FAMILIES if f in model), None)
+    return PRICES[CLAUDE_FAMILIES[family]] if family else None
+
+
+class StreamParser:
+    """Turns stream-json lines into log entries and keeps the run's state (usage counted
+    once per message.id; the result's totals win)."""
+
+    def __init__(self, adapter=None):
+        #: A non-Claude CLI's adapter: translates each line into Claude-shaped events.
+        self.adapter = adapter
+        #: USD per million tokens to estimate with (None: the tier's PRICES); a Claude run's
+        #: are those of the model its messages name.
+        self.prices = None
+        #: The cost the CLI reported before its result (OpenCode's steps), if any.
+        self.cost_so_far = None
+        #: The simulated agent's run (design §2): it spends nothing, whatever it reports.
+        self.simulated = False
+        self.session_id = None
+        self.last_type = "raw"
+        self.tool_calls = 0
+        self.texts = collections.deque(maxlen=20)  # the latest text blocks, for verdicts
+        self.recent_tools = collections.deque(maxlen=5)
+        self.files = set()
+        self.root = None  # the repository root that file paths are made relative to
+        self.result = None
+        self.event = None  # the latest line as parsed (a dict), None when it was not one
+        self.api_error = None
+        #: When a usage limit the CLI hit lifts (epoch seconds; Claude's rate_limit_event)
+        self.limit_resets = None
+        #: The latest lines on stderr: Gemini's daily quota names its reset only there.
+        self.stderr = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self.denials = []
+        self.usage = dict.fromkeys(USAGE_KEYS, 0)
+        self._results_usage = dict.fromkeys(USAGE_KEYS, 0)  # the turns ended so far
+        self.usage_changes = 0  # how often usage was added to: a cheap "has it changed"
+        self._messages = 0  # assistant messages (by id), usage counted once each
+        #: Their latest ids: the blocks of a message come as consecutive lines, and a
+        #: set of every id would grow with the run.
+        self._recent_messages = collections.deque(maxlen=16)
+        self._model = None  # the model self.prices is for
+        self._tool_started = {}
+        self._tool_names = {}
+
+    def feed(self, line: str) -> list[dict]:
+        """The log entries of one stdout line (a non-JSON line is kept as `raw`)."""
+        self.last_type, self.event = "raw", None
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return [{"kind": "raw", "message": _cut(line)}]
+        # NOTE: half a surrogate pair could never be written: the task's log stopped there
+        event = lone_surrogates_replaced(event, line)
+        if not isinstance(event, dict):
+            return [{"kind": "raw", "message": _cut(line)}]
+        kind = event.get("type")
+        self.last_type, self.event = str(kind or "raw"), event
+        if self.adapter is not None:
+            events = self.adapter.translate(event)
+            if events is None:  # a line the adapter does not know: kept as written
+                events = [RAW_LINE]
+            return [entry for e in events for entry in (
+                [{"kind": "raw", "message": _cut(line)}] if e is RAW_LINE else self._handle(e))]
+        return self._handle(event)
+
+    def close(self, exit_code: int | None) -> list[dict]:
+        """The log entries of what the adapter makes of the process's end (an
+        OpenCode run's result)."""
+        if self.adapter is None:
+            return []
+        return [entry for e in self.adapter.finish(exit_code) for entry in self._handle(e)]
+
+    def _handle(self, event: dict) -> list[dict]:
+        kind = event.get("type")
+        if event.get("session_id") and not self.session_id:
+            self.session_id = str(event["session_id"])
+        if handle := self.HANDLERS.get(kind):
+            return handle(self, event)
+        if kind == "rate_limit_event":
+            return self._rate_limit(_dict(event.get("rate_limit_info")))
+        return []
+
+    def _rate_limit(self, info):
+        """Claude's report of its plan's limits, sent every turn: only a refusal is news."""
+        if info.get("status") != "rejected":
+            return []
+        resets = info.get("resetsAt")
+        if isinstance(resets, (int, float)) and not isinstance(resets, bool):
+            self.limit_resets = float(resets)
+        when = f", resets at {iso_at(self.limit_resets)}" if self.limit_resets else ""
+        return [{"kind": "system", "is_error": True, "message": f"usage limit reached "
+                 f"({info.get('rateLimitType') or 'limit'}{when})"}]
+
+    def _system(self, event):
+        subtype = event.get("subtype")
+        if subtype == "init":
+            return [{"kind": "system", "message": f"session {event.get('session_id')} "
+                     f"(model {event.get('model')}, {event.get('permissionMode')} permissions)"}]
+        if "rate" in str(subtype) or "retry" in str(subtype):
+            return [{"kind": "system", "is_error": True,
+                     "message": f"{subtype}: " + _cut(json_dumps(event), 500)}]
+        if subtype == "warning":  # an adapter's: a CLI's error line that is not the end
+            return [{"kind": "system", "is_error": True,
+                     "message": "agent warning: " + _cut(str(event.get("message")), 1000)}]
+        return []
+
+    def _assistant(self, event):
+        message = _dict(event.get("message"))
+        if event.get("error"):
+            self.api_error = str(event["error"])
+        usage = message.get("usage")
+        if isinstance(usage, dict) and message.get("id") not in self._recent_messages:
+            self._recent_messages.append(message.get("id"))
+            self._messages += 1
+            self._add_usage(usage)
+        if isinstance(event.get("total_cost_usd"), (int, float)):  # an adapter's, so far
+            self.cost_so_far = float(event["total_cost_usd"])
+        model = message.get("model")
+        if self.adapter is None and model and model != self._model:
+            self._model = model
+            self.prices = claude_prices(str(model)) or self.prices
+        entries = []
+        for block in message.get("content") or []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and block.get("text"):
+                self.texts.append(str(block["text"]))
+                entries.append({"kind": "text", "message": _cut(block["text"]),
+                                **({"is_error": True} if event.get("error") else {})})
+            elif block.get("type") == "thinking" and block.get("thinking"):
+                entries.append({"kind": "thinking", "message": _cut(block["thinking"])})
+            elif block.get("type") == "tool_use":
+                name = str(block.get("name") or "tool")
+                self.tool_calls += 1
+                self.recent_tools.append(name)
+                self._note_file(block.get("input"))
+                self._tool_started[block.get("id")] = time.monotonic()
+                self._tool_names[block.get("id")] = name
+                entries.append({"kind": "tool_call", "tool": name,
+                                "message": f"{name}: {tool_summary(block.get('input'))}"})
+        return entries
+
+    def _user(self, event):
+        entries = []
+        content = _dict(event.get("message")).get("content")
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            started = self._tool_started.pop(block.get("tool_use_id"), None)
+            text = block.get("content")
+            if isinstance(text, list):
+                text = "\n".join(str(part.get("text", "")) for part in text
+                                 if isinstance(part, dict))
+            entries.append({
+                "kind": "tool_result", "tool": self._tool_names.get(block.get("tool_use_id")),
+                "message": _cut(str(text or "")), "is_error": bool(block.get("is_error")),
+                "duration_ms": None if started is None else
+                int((time.monotonic() - started) * 1000)})
+        return entries
+
+    def _result(self, event):
+        """A turn's end; a process that is sent more turns prints one per turn, each with
+        that turn's usage and the process's cumulative cost."""
+        self.result = event
+        if isinstance(event.get("usage"), dict):
+            self.usage = dict(self._results_usage)
+            self._add_usage(event["usage"])
+            self._results_usage = dict(self.usage)
+        entries = []
+        denials = event.get("permission_denials")
+        for denial in denials if isinstance(denials, list) else []:
+            denial = _dict(denial)
+            self.denials.append(denial)
+            entries.append({"kind": "system", "is_error": True, "tool": denial.get("tool_name"),
+                            "message": f"permission denied: {denial.get('tool_name')} "
+                            f"{tool_summary(denial.get('tool_input'))} — allow the tool or "
+                            "change the project's permission mode"})
+        text = event.get("result") or "; ".join(map(str, event.get("errors") or [])) or ""
+        if event.get("is_error"):
+            entries.append({"kind": "system", "is_error": True,
+                            "message": f"the agent reported an error ({event.get('subtype')}): "
+                            + _cut(text, 1000)})
+        else:
+            entries.append({"kind": "system", "message": "finished: " + _cut(text, 2000)})
+        return entries
+
+    @property
+    def turns(self) -> int:
+        """API round trips: the result's count once there is one, else one per assistant
+        message so far."""
+        counted = (self.result or {}).get("num_turns")
+        return counted if isinstance(counted, int) else self._messages
+
+    HANDLERS = {"system": _system, "assistant": _assistant, "user": _user, "result": _result}
+
+    def _note_file(self, tool_input):
+        """Remember the file a tool call reads or writes, relative to the repository."""
+        path = _dict(tool_input).get("file_path") or _dict(tool_input).get("notebook_path")
+        if not isinstance(path, str) or not path:
+            return
+        if self.root and os.path.isabs(path):
+            relative = os.path.relpath(path, self.root)
+            path = path if relative.startswith("..") else relative
+        self.files.add(path)
+
+    def _add_usage(self, usage: dict):
+        self.usage_changes += 1
+        for key, name in USAGE_KEYS.items():
+            value = usage.get(name)
+            if isinstance(value, int):
+                self.usage[key] += value
+
+    @property
+    def cost_estimated(self) -> bool:
+        """True when cost() is an estimate: no result reported a cost."""
+        return not self.simulated and not (
+            self.result and isinstance(self.result.get("total_cost_usd"), (int, float)))
+
+    def cost(self, model: str) -> float:
+        """The CLI's cost when it reported one (so far, before its result), else an estimate
+        from the run's prices (PRICES of the tier unless the model has its own)."""
+        if self.simulated:
+            return 0.0
+        if not self.cost_estimated:
+            return float(self.result["total_cost_usd"])
+        if self.cost_so_far is not None and self.result is None:
+            return self.cost_so_far
+        return usd(self.usage.values(), self.prices or PRICES[model])
+
+
+def _json_object(text: str | None) -> dict | None:
+    """The JSON object a variable holds (e.g. a user's OPENCODE_CONFIG_CONTENT): {} when it
+    is unset, None when it holds something else."""
+    if text is None:
+        return {}
+    with contextlib.suppress(ValueError):
+        value = json.loads(text)
+        return value if isinstance(value, dict) else None
+    return None
+
+
+def tool_summary(tool_input) -> str:
+    for key in SUMMARY_KEYS:
+        if isinstance(_dict(tool_input).get(key), str):
+            return _cut(tool_input[key].strip().replace("\n", " "), 200)
+    return _cut(json_dumps(tool_input), 200)
+
+
+#: How a run ended that the board ended (its stop reason): outcome and why.
+ENDED_BY_THE_BOARD = {
+    "stopped": ("stopped", None), "interrupted": ("interrupted", None),
+    "timeout": ("retry", "the run exceeded the project's task timeout and was killed"),
+    "idle": ("retry", "the agent printed nothing for too long (idle timeout) and was killed")}
+
+
+def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | None) \
+        -> tuple[str, str | None]:
+    """How a run ended: ok, retry, fail, no_session, stopped or interrupted, and why.
+
+    The result line's is_error decides, never its subtype: the CLI says "success" with
+    is_error true when it is not logged in.  A killed run prints no result at all.
+    """
+    if stop_reason in ENDED_BY_THE_BOARD:
+        return ENDED_BY_THE_BOARD[stop_reason]
+    result = parser.result
+    if result is None:
+        return "retry", f"the agent exited with code {exit_code} without a result"
+    if not result.get("is_error"):
+        if exit_code == 0:
+            return "ok", None
+        return "retry", f"the agent exited with code {exit_code}"
+    return _judge_error(parser, result)
+
+
+def _judge_error(parser: StreamParser, result: dict) -> tuple[str, str]:
+    """How a run ended whose result is an error: by what its text and fields say."""
+    text = " ".join([str(result.get("result") or ""), *map(str, result.get("errors") or [])])
+    lowered = text.lower()
+    status = result.get("api_error_status")
+    if "no conversation found" in lowered:
+        return "no_session", "the agent has no such session to resume in this directory"
+    if result.get("subtype") == "error_max_turns":
+        return "fail", "the agent reached its maximum number of turns"
+    if result.get("subtype") == "error_max_budget_usd":
+        return "fail", "the agent reached the project's budget (taskBudgetUsd)"
+    if result.get("terminal_reason") == "prompt_too_long" or "prompt is too long" in lowered:
+        return "fail", "the prompt is too long for the model"
+    if parser.api_error == "authentication_failed" or "not logged in" in lowered \
+            or "login" in lowered and "please run" in lowered:
+        return "fail", "the agent CLI is not logged in: run its login (e.g. `claude login`) " \
+            "as the user running the board, or set its API key"
+    if limit_resets(parser) is not None:
+        return "wait", "the agent's usage limit was reached: " + _cut(text, 300)
+    if (isinstance(status, int) and (status >= 500 or status == 429)) or any(
+            word in lowered for word in ("overloaded", "rate limit", "rate_limit")):
+        return "retry", "the model API failed: " + _cut(text, 300)
+    return "fail", "the agent reported an error: " + _cut(text, 300)
+
+
+# --- usage limits -------------------------------------------------------------------------
+# A CLI that hits its plan's usage limit or a rate limit says when it lifts: Claude in a
+# rate_limit_event (resetsAt) or its text ("resets 2pm (Europe/Berlin)"), Codex "try again
+# in 2 hours 5 minutes", Gemini "Please retry in 37.2s", an API's Retry-After.  Such a run
+# is not a failure: the task waits and continues by itself then (design §14).
+
+#: Words that make an error a limit rather than a fault: Codex "You've hit your usage
+#: limit. … try again at 8:20 AM.", Gemini "[API Error: You have exhausted your daily quota
+#: on this model.]" (codex-gemini-NOTES.md), Claude "You've hit your limit · resets 2pm".
+LIMIT_WORDS = re.compile(r"usage limit|rate.?limit|quota|hit your limit|limit reached|"
+                         r"too many requests|resource.?exhausted|\b429\b", re.I)
+#: A Unix time after "resets"/"reset at"/a pipe (Claude's old "usage limit reached|1700000000").
+LIMIT_EPOCH = re.compile(r"(?:resets?(?:_?at)?\W{0,3}|\|)(\d{10})(?:\.\d+)?\b", re.I)
+#: An ISO time after "reset", "until" or "after".
+LIMIT_ISO = re.compile(r"(?:resets?|until|after)\W{0,12}(?:at\W{0,3})?"
+                       r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?"
+                       r"(?:Z|[+-]\d\d:?\d\d)?)", re.I)
+#: A clock time after "resets" or "try again at", maybe with a date: "resets 2pm", "resets at
+#: 14:30 (Europe/Berlin)", "resets Oct 6 at 2pm", Codex's "try again at Nov 29th, 2026 6:50 AM".
+LIMIT_CLOCK = re.compile(r"(?:resets?|try again)\s+(?:at\s+|on\s+)?(?:([A-Z][a-z]{2,8})\s+"
+                         r"(\d{1,2})(?:st|nd|rd|th)?,?\s+(?:(\d{4}),?\s+)?(?:at\s+)?)?"
+                         r"(\d{1,2})(?::(\d\d))?\s*([ap]\.?m\.?)?"
+                         r"(?:\s*\(([A-Za-z_]+(?:/[A-Za-z_+-]+)*)\))?", re.I)
+#: A clock time this much past is "now", not tomorrow (the message was printed a moment ago).
+LIMIT_PAST_SECONDS = 300
+#: A wait: "try again in 2 hours 5 minutes", "retry in 37.2s", "retry-after: 30",
+#: "retryDelay": "37s".
+LIMIT_WAIT = re.compile(r"(?:try again|retry|resets?|available again)\s*(?:in|after)\s+"
+                        r"((?:\d+(?:\.\d+)?\s*[a-z]+[\s,]*(?:and\s+)?)+)|"
+                        r"retry-?after\W{0,3}(\d+(?:\.\d+)?)|"
+                        r"retryDelay\W{0,4}(\d+(?:\.\d+)?)s|"
+                        r"retry-?after-?ms\W{0,3}(\d+)", re.I)
+LIMIT_UNITS = {"d": 86400, "day": 86400, "days": 86400, "h": 3600, "hr": 3600, "hrs": 3600,
+               "hour": 3600, "hours": 3600, "m": 60, "min": 60, "mins": 60, "minute": 60,
+               "minutes": 60, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+               "ms": 0.001}
+#: The longest wait the board takes from a CLI (a week's limit and a day to spare).
+LIMIT_MAX_SECONDS = 8 * 86400
+#: The least wait: a reset already past still gets the API a moment.
+LIMIT_MIN_SECONDS = 5
+#: The stderr lines a run keeps for a reset its result does not name (Gemini's stack trace
+#: of a quota error is about 30 lines, the API's "Please retry in 3600s." near its end).
+STDERR_TAIL_LINES = 50
+#: Waits in a row after which a task's limit counts as a failed attempt (a CLI that keeps
+#: saying "retry in 2s" must not loop for ever).
+MAX_LIMIT_WAITS = 10
+
+
+def limit_resets(parser: StreamParser, now: float | None = None) -> float | None:
+    """When the usage or rate limit that ended the run lifts (Unix time), or None when the
+    run did not end on one or the CLI did not say when."""
+    result = parser.result or {}
+    if not result.get("is_error"):
+        return None
+    now = time.time() if now is None else now
+    text = " ".join([str(result.get("result") or ""), *map(str, result.get("errors") or [])])
+    if result.get("api_error_status") != 429 and not LIMIT_WORDS.search(text):
+        return None  # an error of another kind, even after a limit event earlier in the run
+    at = parser.limit_resets if parser.limit_resets is not None else reset_time(text, now)
+    for line in reversed(parser.stderr if at is None else ()):  # the latest reset named
+        at = reset_time(line, now)
+        if at is not None:
+            break
+    if at is None or at - now > LIMIT_MAX_SECONDS:
+        return None
+    return max(at, now + LIMIT_MIN_SECONDS)
+
+
+def reset_time(text: str, now: float) -> float | None:
+    """The first reset time a limit message names (Unix time), else None."""
+    if match := LIMIT_EPOCH.search(text):
+        return float(match.group(1))
+    if match := LIMIT_ISO.search(text):
+        with contextlib.suppress(ValueError):
+            when = dt.datetime.fromisoformat(match.group(1).replace("Z", "+00:00"))
+            return (when if when.tzinfo else when.astimezone()).timestamp()
+    if match := LIMIT_WAIT.search(text):
+        if match.group(1):
+            parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]+)", match.group(1), re.I)
+            seconds = [float(n) * LIMIT_UNITS[u.lower()] for n, u in parts
+                       if u.lower() in LIMIT_UNITS]
+            if seconds:
+                return now + sum(seconds)
+        elif match.group(4):
+            return now + int(match.group(4)) / 1000
+        else:
+            return now + float(match.group(2) or match.group(3))
+    for match in LIMIT_CLOCK.finditer(text):
+        month, day, year, hour, minute, half, zone = match.groups()
+        if half or minute:
+            return _next_clock(now, int(hour), int(minute or 0), (half or "")[:1].lower(),
+                               zone, (month, int(day), year and int(year)) if month else None)
+    return None
+
+
+def _next_clock(now: float, hour: int, minute: int, half: str, zone: str | None,
+                date: tuple | None = None) -> float | None:
+    """When the clock next shows hour:minute (half: "a", "p" or "") in zone (else the
+    server's), on date (month name, day, year or None) when one is named."""
+    if half and not 1 <= hour <= 12:
+        return None
+    if half:
+        hour = hour % 12 + (12 if half == "p" else 0)
+    if hour > 23 or minute > 59:
+        return None
+    try:
+        tz = zoneinfo.ZoneInfo(zone) if zone else None
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        tz = None
+    today = dt.datetime.fromtimestamp(now, tz).date()  # tz None: the server's local date
+
+    def at(day: dt.date) -> float:  # a wall-clock time there, daylight saving included
+        return dt.datetime.combine(day, dt.time(hour, minute), tzinfo=tz).timestamp()
+    if date is None:
+        when = at(today)
+        return when if when > now - LIMIT_PAST_SECONDS else at(today + dt.timedelta(days=1))
+    month, day, year = date
+    try:
+        number = dt.datetime.strptime(month[:3].title(), "%b").month
+        when = at(dt.date(year or today.year, number, day))
+        if year is None and when <= now - LIMIT_PAST_SECONDS:  # "Jan 2" said in December
+            when = at(dt.date(today.year + 1, number, day))
+    except ValueError:
+        return None
+    return when
+
+
+# --- agent adapters ----------------------------------------------------------------------
+# One adapter per agent CLI (design §14) builds its invocation and turns each line it prints
+# into the Claude-shaped events StreamParser reads (system init, assistant blocks, user
+# tool results, a final result), so the log, usage, cost, judge_run, retries and events are
+# shared.  translate() returns None for a line it does not know: that line stays a raw log
+# entry and the run goes on.  finish() may add events once the process has exited.
+
+#: What an adapter's translate() puts among its events for "and keep this line as raw".
+RAW_LINE = {"type": "raw"}
+#: An HTTP status named in a CLI's error text (an API error's code), for judge_run.
+HTTP_STATUS_RE = re.compile(r"(?:\"code\"\s*:\s*|status(?: code)?[ :=]*|http\W{0,2}|error\W{0,3}|"
+                            r"rejected \()([45]\d\d)\b|\b([45]\d\d) (?=too many|internal|"
+                            r"unauthorized|forbidden|not found|bad gateway|bad request|"
+                            r"service unavailable|gateway timeout)", re.I)
+
+
+def _http_status(text: str) -> int | None:
+    """The HTTP status a CLI's error text names; 429 for its words for a limit."""
+    if match := HTTP_STATUS_RE.search(text or ""):
+        return int(match.group(1) or match.group(2))
+    return 429 if LIMIT_WORDS.search(text or "") else None
+
+
+def _text_event(kind: str, text: str) -> dict:
+    block = {"type": "text", "text": text} if kind == "text" else \
+        {"type": "thinking", "thinking": text}
+    return {"type": "assistant", "message": {"content": [block]}}
+
+
+def _tool_call_event(call_id, name: str, tool_input) -> dict:
+    return {"type": "assistant", "message": {"content": [
+        {"type": "tool_use", "id": call_id, "name": name, "input": tool_input}]}}
+
+
+def _tool_result_event(call_id, output, is_error: bool) -> dict:
+    return {"type": "user", "message": {"content": [
+        {"type": "tool_result", "tool_use_id": call_id, "content": str(output or ""),
+         "is_error": is_error}]}}
+
+
+def _result_event(ok: bool, text: str, usage: dict, *, errors=(), cost=None, status=None) -> dict:
+    return {"type": "result", "subtype": "success" if ok else "error", "is_error": not ok,
+            "result": text, "usage": usage, "errors": [str(e) for e in errors],
+            "api_error_status": status, **({} if cost is None else {"total_cost_usd": cost})}
+
+
+class ClaudeAdapter:
+    """Claude Code: its stream-json is the board's own shape; the prompt goes on stdin
+    (through the two-way channel of a task run)."""
+
+    #: Whether the run is in the board's sandbox, which the CLI's own must not nest in.
+    sandboxed = False
+    #: Whether a task run of this CLI gets the board tools (the stdio MCP server of
+    #: the machines' board_tools()), so its agent can create sub-tasks.
+    BOARD_TOOLS = True
+
+    def __init__(self, model: str | None = None, base_usage: dict | None = None):
+        self.model = model
+        self.base_usage = base_usage or {}
+        self.text = ""  # an adapter's latest text: the result's
+
+    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
+        raise NotImplementedError("Claude runs are built by agent_invocation()")
+
+    def environment(self, permission_mode: str) -> dict:
+        """Variables the run's environment needs on top of the board's (the permission
+        mode's, where a flag cannot say it)."""
+        return {}
+
+    @staticmethod
+    def board_tools(argv: list, env: dict, server: dict) -> None:
+        """Add the board tools' MCP server ({command, args, config}: its 0600 config file)
+        to a run's argv or environment, allowed in every permission mode: the run's token
+        bounds what the tools may do (design §11)."""
+        argv += ["--mcp-config", server["config"]]
+
+    def translate(self, event: dict) -> list[dict] | None:
+        return [event]
+
+    def finish(self, exit_code: int | None) -> list[dict]:
+        return []
+
+
+class CodexAdapter(ClaudeAdapter):
+    """OpenAI Codex CLI, `codex exec --json` (agent-cli.md §3.3, codex-gemini-NOTES.md):
+    the prompt comes on stdin (`-` as the prompt argument), then EOF; resume is
+    `exec [options] resume <thread id> -`, the exec options before `resume`.  It reports no
+    cost, and its usage counts the whole thread: base_usage is what the earlier runs of the
+    thread already counted."""
+
+    #: The sandbox of each permission mode.  exec cannot ask for approvals, so default is
+    #: workspace-write like allow-tools: edits inside the project, no network.
+    SANDBOX = {"auto-accept": "danger-full-access", "allow-tools": "workspace-write",
+               "default": "workspace-write", "read-only": "read-only"}
+    TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
+
+    def __init__(self, model=None, base_usage=None):
+        super().__init__(model, base_usage)
+        self.started = set()
+        self.error = None
+        self.done = False
+
+    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
+        argv = [*argv, "exec", "--json", "--skip-git-repo-check", "-s",
+                "danger-full-access" if self.sandboxed else self.SANDBOX[permission_mode],
+                "-c", f"model_reasoning_effort={effort}"]
+        if model:
+            argv += ["-m", model]
+        if session_id:
+            argv += ["resume", session_id]
+        return [*argv, "-"]  # the prompt on stdin: an argument is limited to 128 KiB
+
+    @staticmethod
+    def board_tools(argv, env, server):
+        """A `-c mcp_servers.taskboard=…` before the prompt's `-` (and `resume <thread>`;
+        every resume needs it again).  Its MCP servers get a filtered environment, so the
+        server reads its token from the config file; exec cannot ask, so the tools are
+        approved (else refused outside danger-full-access); required, so codex waits for
+        the server to start (an optional one gets about a second, then is left out)."""
+        where = [f"command={json.dumps(server['command'])}",
+                 f"args={json.dumps(server['args'])}"] if "url" not in server else [
+            f"url={json.dumps(server['url'])}",  # on a host: /mcp, its token in the env
+            'bearer_token_env_var="TASKBOARD_MCP_TOKEN"']
+        if "url" in server:
+            env["TASKBOARD_MCP_TOKEN"] = server["token"]
+        spec = ", ".join([*where, "required=true", f"startup_timeout_sec={MCP_START_SECONDS}",
+                          'default_tools_approval_mode="approve"'])
+        at = len(argv) - (3 if argv[-3:-2] == ["resume"] else 1)
+        argv[at:at] = ["-c", f"mcp_servers.taskboard={{{spec}}}"]
+
+    def translate(self, event):
+        kind = event.get("type")
+        if kind == "thread.started":
+            return [{"type": "system", "subtype": "init", "session_id": event.get("thread_id"),
+                     "model": self.model, "permissionMode": "sandbox"}]
+        if kind in ("turn.started", "item.updated"):
+            return []
+        if kind == "error":
+            self.error = str(event.get("message") or "")
+            return [{"type": "system", "subtype": "warning", "message": self.error}]
+        if kind == "turn.completed":
+            self.done = True
+            return [_result_event(True, self.text, self._usage(event.get("usage")))]
+        if kind == "turn.failed":
+            self.done = True
+            message = str(_dict(event.get("error")).get("message") or self.error or "")
+            return [_result_event(False, message, self._usage(event.get("usage")),
+                                  errors=[message], status=_http_status(message))]
+        item = _dict(event.get("item"))
+        if kind not in ("item.started", "item.completed") or not item:
+            return None
+        return self._item(kind, item)
+
+    def _item(self, kind, item):
+        item_type, item_id = item.get("type"), item.get("id")
+        if item_type in self.TOOL_ITEMS:
+            events = []
+            if item_id not in self.started:
+                self.started.add(item_id)
+                events.append(_tool_call_event(item_id, *self._tool(item)))
+            if kind == "item.completed":
+                code = item.get("exit_code")
+                failed = item.get("status") == "failed" or code not in (None, 0)
+                output = item.get("aggregated_output") or item.get("result") or \
+                    _dict(item.get("error")).get("message") or item.get("status") or ""
+                events.append(_tool_result_event(item_id, output, failed))
+            return events
+        if kind == "item.started":
+            return []
+        if item_type == "agent_message":
+            self.text = str(item.get("text") or "")
+            return [_text_event("text", self.text)]
+        if item_type == "reasoning":
+            return [_text_event("thinking", str(item.get("text") or ""))]
+        if item_type == "error":  # a warning: a failure ends the turn with turn.failed
+            return [{"type": "system", "subtype": "warning", "message": item.get("message")}]
+        if item_type == "todo_list":
+            return []
+        return None
+
+    @staticmethod
+    def _tool(item):
+        item_type = item.get("type")
+        if item_type == "command_execution":
+            return "shell", {"command": item.get("command")}
+        if item_type == "file_change":
+            changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
+            return "file_change", {"file_path": changes[0].get("path") if changes else None,
+                                   "changes": changes}
+        if item_type == "mcp_tool_call":
+            return f"mcp__{item.get('server')}__{item.get('tool')}", item.get("arguments")
+        return item_type, {"query": item.get("query")}
+
+    def _usage(self, usage) -> dict:
+        """The thread's cumulative usage as this run's share, in Claude's names."""
+        usage = _dict(usage)
+        cached = usage.get("cached_input_tokens") or 0
+        total = {"input_tokens": (usage.get("input_tokens") or 0) - cached,
+                 "output_tokens": usage.get("output_tokens") or 0,
+                 "cache_read_input_tokens": cached,
+                 "cache_creation_input_tokens": usage.get("cache_write_input_tokens") or 0}
+        return {k: max(0, v - (self.base_usage.get(k) or 0)) for k, v in total.items()}
+
+    def finish(self, exit_code):
+        if self.done or not self.error:
+            return []  # no error seen either: judge_run says it ended without a result
+        return [_result_event(False, self.error, {}, errors=[self.error],
+                              status=_http_status(self.error))]
+
+
+class GeminiAdapter(ClaudeAdapter):
+    """Gemini CLI, `gemini -o stream-json` with the prompt on stdin and no -p (agent-cli.md
+    §3.4, codex-gemini-NOTES.md): headless because stdin is not a terminal; --skip-trust, or
+    it refuses an untrusted folder (exit 55).  `--resume <session id>` continues a session
+    of the same folder.  Assistant text comes in delta chunks (joined here until the next
+    other line); no cost, and its usage counts this run only."""
+
+    #: Its --approval-mode of each permission mode.  Headless, default drops the edit and
+    #: shell tools, so default is auto_edit (edits, no shell); plan refuses writes outside
+    #: its own plans folder and has no shell.
+    APPROVAL = {"auto-accept": "yolo", "allow-tools": "auto_edit", "default": "auto_edit",
+                "read-only": "plan"}
+    #: No board tools: 0.61 takes an MCP server only from a settings file, and the one that
+    #: leaves the project and the user's settings alone (GEMINI_CLI_SYSTEM_DEFAULTS_PATH) is
+    #: read only when root owns it and every folder above it.
+    BOARD_TOOLS = False
+
+    def __init__(self, model=None, base_usage=None):
+        super().__init__(model, base_usage)
+        self.pending = []
+
+    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
+        argv = [*argv, "-o", "stream-json", "--skip-trust",
+                "--approval-mode", self.APPROVAL[permission_mode]]
+        if model:
+            argv += ["-m", model]
+        if session_id:
+            argv += ["--resume", session_id]
+        return argv
+
+    def _flush(self) -> list[dict]:
+        if not self.pending:
+            return []
+        self.text, self.pending = "".join(self.pending), []
+        return [_text_event("text", self.text)]
+
+    def translate(self, event):
+        kind = event.get("type")
+        if kind == "message" and event.get("role") == "assistant":
+            self.pending.append(str(event.get("content") or ""))
+            return [] if event.get("delta") else self._flush()
+        events = self._flush()
+        if kind == "init":
+            return events + [{"type": "system", "subtype": "init", "model": event.get("model"),
+                              "session_id": event.get("session_id"),
+                              "permissionMode": "approval-mode"}]
+        if kind == "message":
+            return events  # the prompt, echoed
+        if kind == "tool_use":
+            return events + [_tool_call_event(event.get("tool_id"),
+                                              str(event.get("tool_name") or "tool"),
+                                              event.get("parameters"))]
+        if kind == "tool_result":
+            error = _dict(event.get("error")).get("message")
+            return events + [_tool_result_event(event.get("tool_id"),
+                                                event.get("output") or error,
+                                                event.get("status") != "success")]
+        if kind == "error":
+            return events + [{"type": "system", "subtype": "warning",
+                              "message": event.get("message")}]
+        if kind == "result":
+            stats = _dict(event.get("stats"))
+            cached = stats.get("cached") or 0
+            usage = {"input_tokens": max(0, (stats.get("input_tokens") or 0) - cached),
+                     "output_tokens": stats.get("output_tokens") or 0,
+                     "cache_read_input_tokens": cached}
+            ok = event.get("status") == "success"
+            message = str(_dict(event.get("error")).get("message") or "")
+            return events + [_result_event(ok, self.text if ok else
+                                           message, usage, errors=[message] if message else [],
+                                           status=_http_status(message))]
+        return events + [RAW_LINE]
+
+    def finish(self, exit_code):
+        return self._flush()
+
+
+class OpenCodeAdapter(ClaudeAdapter):
+    """OpenCode, `opencode run --format json` (tests/fixtures/agent-streams/
+    opencode-NOTES.md): prompt on stdin, then EOF; no init and no result line, so the
+    session starts with the first line's sessionID and the result is made at exit (exit 0
+    and a last step that stopped = done).  Usage and cost come per step: summed here."""
+
+    #: read-only: the plan agent refuses edit and write, but its bash runs and can write
+    #: files, so bash and edit are denied outright (they leave the model's tool list).
+    READ_ONLY_PERMISSION = {"bash": "deny", "edit": "deny"}
+
+    def __init__(self, model=None, base_usage=None):
+        super().__init__(model, base_usage)
+        self.session = None
+        self.usage = dict.fromkeys(USAGE_KEYS.values(), 0)
+        self.cost = 0.0
+        self.reason = None
+        self.rejected = None
+        self.done = False
+
+    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
+        argv = [*argv, "run", "--format", "json", "--dir", cwd]
+        if model:
+            argv += ["-m", model]
+        if permission_mode == "auto-accept":
+            argv.append("--auto")
+        elif permission_mode == "read-only":
+            argv += ["--agent", "plan"]
+        if session_id:
+            argv += ["--session", session_id]
+        return argv
+
+    def environment(self, permission_mode):
+        if permission_mode != "read-only":
+            return {}
+        return {"OPENCODE_PERMISSION": json.dumps(self.READ_ONLY_PERMISSION)}
+
+    @staticmethod
+    def board_tools(argv, env, server):
+        """An `mcp.taskboard` local server in OPENCODE_CONFIG_CONTENT (the layer above the
+        project's opencode.json, merged into what the user set there), every field set so
+        that no lower layer's leaks in; its tools (`taskboard_*`) allowed, or a user's
+        `"*": "ask"` would have them rejected headless.  A value of the user's that is not
+        an object stays as it is: OpenCode reports a bad one, and a rule for every tool
+        (`"allow"`) must not shrink to the board's."""
+        config = _json_object(env.get("OPENCODE_CONFIG_CONTENT"))
+        if config is None:
+            return
+        where = {"type": "local", "command": [server["command"], *server["args"]],
+                 "environment": {}} if "url" not in server else {  # on a host: /mcp
+            "type": "remote", "url": server["url"],
+            "headers": {"Authorization": f"Bearer {server['token']}"}}
+        config["mcp"] = {**_dict(config.get("mcp")), "taskboard": {
+            **where, "enabled": True, "timeout": MCP_START_SECONDS * 1000}}
+        env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
+        if (permission := _json_object(env.get("OPENCODE_PERMISSION"))) is not None:
+            env["OPENCODE_PERMISSION"] = json.dumps({**permission, "taskboard_*": "allow"})
+
+    def translate(self, event):
+        events = []
+        if event.get("sessionID") and not self.session:
+            self.session = str(event["sessionID"])
+            events.append({"type": "system", "subtype": "init", "session_id": self.session,
+                           "model": self.model, "permissionMode": "opencode"})
+        kind = event.get("type")
+        line = self.LINES.get(kind) if isinstance(kind, str) else None  # (an array: no key)
+        return events + (line(self, event, _dict(event.get("part"))) if line else [RAW_LINE])
+
+    def _text(self, event, part):
+        self.text = str(part.get("text") or "")
+        return [_text_event("text", self.text)]
+
+    def _reasoning(self, event, part):
+        return [_text_event("thinking", str(part.get("text") or ""))]
+
+    def _tool_use(self, event, part):
+        """A tool call and its result come in one line; a rejected permission is kept for
+        the result (the run did not finish)."""
+        state = _dict(part.get("state"))
+        call_id = part.get("callID") or part.get("id")
+        exit_code = _dict(state.get("metadata")).get("exit")
+        failed = state.get("status") == "error" or exit_code not in (None, 0)
+        output = state.get("output") if state.get("status") != "error" else state.get("error")
+        if state.get("status") == "error" and "rejected permission" in str(output):
+            self.rejected = f"{part.get('tool')}: {output}"
+        return [_tool_call_event(call_id, str(part.get("tool") or "tool"), state.get("input")),
+                _tool_result_event(call_id, output, failed)]
+
+    def _step_finish(self, event, part):
+        """A step's usage and cost, added to the run's; its reason says whether it stopped."""
+        tokens = _dict(part.get("tokens"))
+        cache = _dict(tokens.get("cache"))
+        step = {"input_tokens": tokens.get("input") or 0,
+                "output_tokens": (tokens.get("output") or 0) + (tokens.get("reasoning") or 0),
+                "cache_read_input_tokens": cache.get("read") or 0,
+                "cache_creation_input_tokens": cache.get("write") or 0}
+        for key, value in step.items():
+            self.usage[key] += value if isinstance(value, int) else 0
+        if isinstance(part.get("cost"), (int, float)):
+            self.cost += part["cost"]
+        self.reason = part.get("reason")
+        # an assistant line without content: StreamParser adds its usage once (by id)
+        return [{"type": "assistant", "total_cost_usd": self.cost, "message": {
+            "id": str(part.get("id")), "content": [], "usage": step}}]
+
+    def _error(self, event, part):
+        """An error line ends the run: it is the result."""
+        self.done = True
+        error = _dict(event.get("error"))
+        data = _dict(error.get("data"))
+        message = f"{error.get('name')}: {data.get('message')}"
+        headers = {str(k).lower(): v for k, v in _dict(data.get("responseHeaders")).items()}
+        for header in ("retry-after-ms", "retry-after"):
+            if headers.get(header):  # when the limit resets: the line's timestamp + it
+                message += f" ({header}: {headers[header]}, at {event.get('timestamp')})"
+        status = data.get("statusCode") if isinstance(data.get("statusCode"), int) \
+            else _http_status(message)
+        return [_result_event(False, message, dict(self.usage), errors=[message],
+                              cost=self.cost, status=status)]
+
+    #: What translate makes of each type of line (self, the line, its part); a type not
+    #: here is shown raw.
+    LINES = {"step_start": lambda self, event, part: [], "text": _text,
+             "reasoning": _reasoning, "tool_use": _tool_use, "step_finish": _step_finish,
+             "error": _error}
+
+    def finish(self, exit_code):
+        if self.done or exit_code != 0:
+            return []  # an error line was the result; else judge_run: no result
+        self.done = True
+        ok = self.reason == "stop" and not self.rejected
+        errors = [] if ok else [f"the agent stopped without finishing: {self.rejected}"
+                                if self.rejected else "the agent stopped without a final "
+                                "answer"]
+        return [_result_event(ok, self.text if ok else errors[0], dict(self.usage), errors=errors,
+                              cost=self.cost)]
+
+
+#: Each agent's adapter class.
+ADAPTERS = {"claude": ClaudeAdapter, "codex": CodexAdapter, "gemini": GeminiAdapter,
+            "opencode": OpenCodeAdapter}
+
+
+# =============================================================================
+# SIMULATED AGENT
+# =============================================================================
+# `python taskboard.py --simulate-agent ...` speaks the agent CLI's contract (argv, prompt
+# on stdin, stream-json on stdout) with believable tool calls and pacing, so --demo works
+# with no agent installed.  It edits and commits only in a repository --demo created.
+
+#: The file marking a scratch repository made by --demo.
+DEMO_MARKER = ".taskboard-demo"
+#: How the Demo project's runs start the simulated agent.
+SIMULATED_AGENT = [sys.executable, os.path.abspath(__file__), "--simulate-agent"]
+
+
+def simulate_agent(argv: list[str]) -> int:
+    """Pretend to be the agent CLI for one run; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="taskboard.py --simulate-agent", add_help=False)
+    parser.add_argument("--model", default="sonnet")
+    parser.add_argument("--resume")
+    parser.add_argument("--version", action="store_true")
+    known, _ = parser.parse_known_args(argv)
+    if known.version:
+        print(f"{__version__} (taskboard simulated agent)")
+        return 0
+    session = known.resume or str(uuid.uuid4())
+
+    def emit(event):
+        print(json_dumps({**event, "session_id": session}), flush=True)
+
+    talk = _SimulatedChannel(emit) if "--input-format" in argv else None
+    prompt = (talk.next_turn() or "") if talk else sys.stdin.read()
+    allowed = argv[argv.index("--allowedTools") + 1] if "--allowedTools" in argv else ""
+    asks = talk is not None and "--dangerously-skip-permissions" not in argv \
+        and "Edit" not in allowed
+    pace = float(os.environ.get("TASKBOARD_SIMULATE_PACE", "1"))
+    title = next((line.lstrip("# ").split(": ", 1)[-1] for line in prompt.splitlines()
+                  if line.strip()), "the task")
+    cwd = os.getcwd()
+    demo = os.path.exists(os.path.join(cwd, DEMO_MARKER))
+    turn = itertools.count(1)
+
+    model = f"simulated-{known.model}"
+    usage = dict(zip(USAGE_KEYS.values(), (900, 120, 2000, 300)))  # each message's
+    turn_usage = dict.fromkeys(USAGE_KEYS.values(), 0)
+    spent = 0.0  # the process's cost so far, priced as the board prices the model
+
+    def say(block):
+        nonlocal spent
+        for key, value in usage.items():
+            turn_usage[key] += value
+        spent += usd(usage.values(), claude_prices(model) or PRICES["model_medium"])
+        emit({"type": "assistant", "message": {
+            "id": f"msg_sim_{session[:8]}_{next(turn)}", "type": "message",
+            "role": "assistant", "model": model, "content": [block], "usage": usage}})
+
+    def tool(name, tool_input, run):
+        tool_id = f"toolu_sim_{uuid.uuid4().hex[:12]}"
+        say({"type": "tool_use", "id": tool_id, "name": name, "input": tool_input})
+        time.sleep(0.6 * pace)
+        answer = talk.ask({"subtype": "can_use_tool", "tool_name": name, "input": tool_input,
+                           "tool_use_id": tool_id, "permission_suggestions": [{
+                               "type": "addRules", "rules": [{"toolName": name}],
+                               "behavior": "allow", "destination": "localSettings"}]}) \
+            if asks and name == "Edit" else {"behavior": "allow"}
+        if answer.get("behavior") == "allow":
+            output, failed = run()
+        else:
+            output, failed = str(answer.get("message") or "The tool call was denied."), True
+        emit({"type": "user", "message": {"role": "user", "content": [{
+            "type": "tool_result", "tool_use_id": tool_id, "content": output,
+            "is_error": failed}]}})
+        time.sleep(0.3 * pace)
+
+    def shell(args):
+        code, out = run_command(args, cwd=cwd, stderr=subprocess.STDOUT)
+        return out.strip() or "(no output)", code != 0
+
+    emit({"type": "system", "subtype": "init", "cwd": cwd, "model": model,
+          "permissionMode": "simulated", "tools": ["Bash", "Read", "Edit"], "mcp_servers": []})
+    time.sleep(0.4 * pace)
+    say({"type": "thinking", "thinking": f"The task is: {title}. I'll look around first."})
+    time.sleep(0.5 * pace)
+    say({"type": "text", "text": "Let me look at the repository."})
+    tool("Bash", {"command": "ls -a", "description": "List files"},
+         lambda: ("\n".join(sorted(os.listdir(cwd))), False))
+    if prompt.startswith("You are planning"):  # the board's planner: answer with a plan
+        topic = prompt.split("## Topic\n", 1)[-1].split("\n\n", 1)[0].strip() or "the topic"
+        summary = "Here is the plan.\n```json\n" + json.dumps(_simulated_plan(topic), indent=2) \
+            + "\n```"
+        time.sleep(0.5 * pace)
+        say({"type": "text", "text": summary})
+    elif prompt.startswith("You are reviewing the work"):  # the verifier: approve
+        summary = 'The work looks right.\n```json\n{"verdict": "approve", "summary": ' \
+            '"the simulated verifier approves"}\n```'
+        say({"type": "text", "text": summary})
+    else:
+        answer = None
+        if talk is not None and "ask me" in prompt.lower():
+            answers = _dict(_dict(talk.ask({
+                "subtype": "can_use_tool", "tool_name": "AskUserQuestion",
+                "input": _SIMULATED_QUESTION}).get("updatedInput")).get("answers"))
+            answer = next(iter(answers.values()), None)
+            say({"type": "text", "text": f"Thanks, I'll go with: {json_dumps(answers)}."})
+        summary = _simulated_work(cwd, title, demo, answer, tool, shell, say)
+
+    def finish(text):
+        for again in range(3):  # the board's stop check may send it back to work
+            if talk is None or talk.hook is None or talk.ask({
+                    "subtype": "hook_callback", "callback_id": talk.hook, "input": {
+                        "hook_event_name": "Stop", "stop_hook_active": again > 0}}).get(
+                        "decision") != "block":
+                break
+            say({"type": "text", "text": "The stop check failed, so I looked again."})
+        emit({"type": "result", "subtype": "success", "is_error": False,
+              "num_turns": next(turn), "result": text, "permission_denials": [],
+              "total_cost_usd": round(spent, 6), "usage": dict(turn_usage)})
+        turn_usage.update(dict.fromkeys(turn_usage, 0))
+
+    finish(summary)
+    while talk is not None and (text := talk.next_turn()) is not None:
+        say({"type": "text", "text": f"You said: {text}"})
+        finish(f"You said: {text}")
+    return 0
+
+
+_SIMULATED_QUESTION = {"questions": [{
+    "question": "How should the README read?", "header": "Style", "multiSelect": False,
+    "options": [{"label": "Short", "description": "what it has and how to run it"},
+                {"label": "Friendly", "description": "a warm welcome and a first try"}]}]}
+
+
+class _SimulatedChannel:
+    """The simulated agent's side of the two-way protocol (design §12): it answers the
+    board's control requests, keeps its user turns and waits for answers to its own."""
+
+    def __init__(self, emit):
+        self.emit, self.turns, self.hook = emit, collections.deque(), None
+        self.numbers = itertools.count(1)
+
+    def next_turn(self) -> str | None:
+        """The next user message's text; None when the board closed stdin."""
+        while not self.turns:
+            if self._read() is None:
+                return None
+        return self.turns.popleft()
+
+    def ask(self, request: dict) -> dict:
+        """Send a control request and wait for its answer ({} when stdin ends)."""
+        request_id = f"sim-{next(self.numbers)}"
+        self.emit({"type": "control_request", "request_id": request_id, "request": request})
+        while (answer := self._read()) is not None:
+            if answer and answer.get("request_id") == request_id:
+                return _dict(answer.get("response"))
+        return {}
+
+    def _read(self) -> dict | None:
+        """One stdin line handled; the answer to a request of ours, {} for anything else."""
+        line = sys.stdin.readline()
+        if not line:
+            return None
+        try:
+            message = _dict(json.loads(line))
+        except ValueError:
+            return {}
+        request = _dict(message.get("request"))
+        if message.get("type") == "user":
+            content = _dict(message.get("message")).get("content")
+            self.turns.append(content if isinstance(content, str) else json_dumps(content))
+        elif message.get("type") == "control_request":
+            if request.get("subtype") == "initialize":
+                stop = (_dict(request.get("hooks")).get("Stop") or [{}])[0]
+                self.hook = (_dict(stop).get("hookCallbackIds") or [None])[0]
+            self.emit({"type": "control_response", "response": {
+                "subtype": "success", "request_id": message.get("request_id"),
+                "response": {}}})
+        elif message.get("type") == "control_response":
+            return _dict(message.get("response"))
+        return {}
+
+
+def _simulated_plan(topic: str) -> dict:
+    steps = [("Explore how {} fits the code", "chore", 1),
+             ("Build the core of {}", "feature", 2),
+             ("Test {}", "test", 1), ("Document {}", "docs", 0)]
+    return {"tasks": [{"title": title.format(topic[:80]), "task_type": kind,
+                       "priority": priority,
+                       "description": f"Part of the plan for: {topic[:200]}",
+                       "acceptance_criteria": "A reviewer agrees it is done."}
+                      for title, kind, priority in steps],
+            "dependencies": [[0, 1], [1, 2], [1, 3]]}
+
+
+def _simulated_work(cwd, title, demo, answer, tool, shell, say) -> str:
+    if not demo:
+        say({"type": "text", "text": "This is not a demo repository, so I change nothing."})
+        summary = "Looked around; nothing was changed (simulated agent outside the demo)."
+        say({"type": "text", "text": summary})
+        return summary
+    path, old, new, summary = _demo_change(cwd, title, answer)
+
+    def edit():
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            text = ""
+        if old not in text:
+            return f"String to replace not found in file.\nString: {old}", True
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text.replace(old, new, 1) if old else text + new)
+        return f"The file {path} has been updated.", False
+
+    def commit():
+        output, failed = shell(["git", "add", "-A"])
+        if failed:
+            return output, True
+        return shell(["git", "-c", "user.name=Simulated Agent", "-c",
+                      "user.email=agent@taskboard.invalid", "commit", "-qm",
+                      f"Simulated work: {title}"])
+    tool("Edit", {"file_path": path, "old_string": old, "new_string": new}, edit)
+    tool("Bash", {"command": f"git add -A && git commit -m 'Simulated work: {title}'",
+                  "description": "Commit the change"}, commit)
+    say({"type": "text", "text": summary})
+    return summary
+
+
+#: What the README of the demo reads like, by the answer to the demo's question.
+_DEMO_README = {
+    "Short": "\n`app.py` has `count_to(n)`, the numbers 1 to n, and `greet(name)`. Run "
+             "`python3 -c 'import app; print(app.count_to(3))'`.\n",
+    "Friendly": "\nWelcome! This little app counts with you: `count_to(3)` gives `[1, 2, 3]`, "
+                "and `greet('Ada')` says hello. Try it with `python3 -c 'import app; "
+                "print(app.greet(\"you\"))'`.\n"}
+
+
+def _demo_change(cwd, title, answer) -> tuple[str, str, str, str]:
+    """The edit a Demo task asks for, by its title: (file, text to replace, "" to append;
+    its replacement; the summary).  A task a person added gets a line in NOTES.md."""
+    words = title.lower()
+    app_py = os.path.join(cwd, "app.py")
+    if "greeting" in words:
+        return (app_py, "", '\n\ndef greet(name):\n    return f"Hello, {name}!"\n',
+                "Added greet(name) to app.py: greet('Ada') returns 'Hello, Ada!'.")
+    if "off-by-one" in words:
+        return (app_py, "range(1, n)", "range(1, n + 1)",
+                "Fixed count_to in app.py: count_to(3) now returns [1, 2, 3].")
+    if "readme" in words:
+        style = answer if answer in _DEMO_README else "Short"
+        return (os.path.join(cwd, "README.md"), "# Demo app\n",
+                "# Demo app\n" + _DEMO_README[style],
+                f"Documented the app in README.md, {style.lower()} as you asked.")
+    return (os.path.join(cwd, "NOTES.md"), "", f"- {title}\n",
+            f"Added a note for “{title}” to NOTES.md and committed it.")
+
+
+# =============================================================================
+# SANDBOX
+# =============================================================================
+# A sandboxed run (design §17) goes through bubblewrap, wrapped once where its machine
+# spawns it: the machine read-only, its own PID, IPC and UTS namespaces (it sees and
+# signals only its own processes, and dies with the board's handle on it), private /tmp,
+# the board's data dir and the person's home hidden but for what the run needs, and
+# writable only its checkout, what a commit writes, its CLI's state and ~/.cache.
+
+#: bubblewrap's namespaces and limits for every sandboxed run (and its try at start):
+#: no nested user namespace, so the CLIs' own sandboxes cannot nest inside it.
+SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
+                "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
+                "--unshare-uts", "--hostname", "sandbox", "--die-with-parent", "--new-session",
+                "--cap-drop", "ALL")
+#: The sandbox of a run (design §17), built where it is spawned (here or on a host) by
+#: `sh`, from the run's variables: TB_BWRAP, TB_BASE (the board's folder there: hidden),
+#: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
+#: to run), TB_READ_ONLY (a planner's or verifier's checkout), TB_STATE (its CLI's state
+#: under home: writable, folders made first), TB_NEVER (never seen under home), TB_HIDE
+#: (other projects), TB_RO and TB_RW (sandboxPaths), TB_FILES (the run's own, read-only).
+#: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
+#: folder, other projects and credential stores hidden again, then the checkout and the
+#: git metadata a commit writes, and read-only what must never be written (hooks, config,
+#: what points git elsewhere).  The arguments go NUL-separated to `bwrap --args 4`; $dir
+#: is the checkout, "$@" the run's argv, which becomes bubblewrap's.
+SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
+  a=$(mktemp) || exit 126
+  { p() { printf '%s\0' "$@"; }
+    each() { while IFS= read -r x; do [ -n "$x" ] && p "$@" "$x" "$x"; done; }
+    inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}
+      p --ro-bind-try "$d" "$d"; [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
+    h=$(cd -- "$HOME" && pwd -P)
+    p BASE --tmpfs "$h"
+    for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done
+    n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
+      [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
+    printf '%s\n' "$TB_SHOW" | while IFS= read -r x; do [ -n "$x" ] && inst "$x"; done
+    IFS=:; for d in $PATH; do case $d in "$h"/*) p --ro-bind-try "$d" "$d";; esac; done
+    unset IFS
+    printf '%s\n' "$h/.gitconfig" "$h/.config/git" "$TB_RO" | each --ro-bind-try
+    printf '%s\n' "$TB_STATE" | while IFS= read -r x; do [ -n "$x" ] || continue
+      case $x in */) [ -d "$h/$x" ] || mkdir -p -m 700 -- "$h/$x";; esac
+      p --bind-try "$h/${x%/}" "$h/${x%/}"
+    done
+    printf '%s\n' "$TB_RW" | each --bind-try
+    p --tmpfs "$TB_BASE"
+    printf '%s\n' "$TB_HIDE" | while IFS= read -r x; do [ -d "$x" ] || continue
+      case $dir/ in "$x"/*) ;; *) p --tmpfs "$x";; esac; done
+    printf '%s\n' "$TB_NEVER" | while IFS= read -r x; do [ -n "$x" ] || continue
+      if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
+        p --ro-bind /dev/null "$h/$x"; fi; done
+    if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
+    g=$(git rev-parse --path-format=absolute --git-common-dir --git-dir 2>/dev/null) && {
+      c=${g%%"
+"*}; g=${g#*"
+"}
+      case $c in "$dir"/*) inside=1;; *) inside=;; esac
+      if [ "$c" != "$g" ] || [ -z "$inside" ]; then p --ro-bind "$c" "$c"
+        if [ -z "$TB_READ_ONLY" ]; then
+          for x in objects refs logs; do p --bind-try "$c/$x" "$c/$x"; done
+          [ "$c" != "$g" ] && p --bind "$g" "$g"; fi; fi
+      for x in "$c/hooks" "$c/config"; do [ -e "$x" ] && p --ro-bind "$x" "$x"; done
+      if [ "$c" != "$g" ]; then for x in commondir gitdir config.worktree; do
+          if [ -e "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
+          else p --ro-bind /dev/null "$g/$x"; fi; done
+        [ -e "$dir/.git" ] && p --ro-bind "$dir/.git" "$dir/.git"; fi; }
+    printf '%s\n' "$TB_FILES" | each --ro-bind-try; :
+  } > "$a" || exit 126
+  exec 4<"$a"; rm -f -- "$a"
+  set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
+  unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_NEVER TB_HIDE \
+    TB_RO TB_RW TB_FILES
+fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
+#: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
+#: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.
+SANDBOXED = 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"'
+#: Under the home directory: each agent CLI's own state (logins, sessions: resume works),
+#: writable in the sandbox with ~/.cache; its folders are made first, so that what the
+#: CLI keeps there outlives the run.
+CLI_STATE = {"claude": (".claude/", ".claude.json"), "codex": (".codex/",),
+             "gemini": (".gemini/",), "opencode": (".config/opencode/", ".local/share/opencode/",
+                                                   ".local/state/opencode/")}
+
+
+def try_sandbox(bwrap: list[str]) -> dict:
+    """Try bubblewrap for real, a trivial command in the runs' namespaces: {engine,
+    works, version, error} (the error its own words: missing, no user namespaces ...)."""
+    code, out = run_command([*bwrap, *SANDBOX_BASE, "--", "true"], timeout=15,
+                            stderr=subprocess.STDOUT)
+    state = {"engine": "bubblewrap", "works": code == 0, "version": None,
+             "error": None if code == 0 else _cut(out.strip() or f"exit code {code}", 300)}
+    if code is not None:
+        code, out = run_command([*bwrap, "--version"], timeout=15)
+        state["version"] = out.strip().removeprefix("bubblewrap ") if code == 0 else None
+    if not state["works"]:
+        log.warning("sandbox: bubblewrap (%s) does not work here: %s", shlex.join(bwrap),
+                    state["error"])
+    return state
+
+
+def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
+    """The variables SANDBOX_RUN builds a run's sandbox from (design §17).  `sandbox`:
+    {agent, command (the CLI's own words), files (the run's own, read-only: its MCP config,
+    its attachments), paths (sandboxPaths), read_only (a planner's or verifier's: its
+    checkout too), hide (other projects' folders)}; `base`: the board's folder where the
+    run happens (the data dir, a host's baseDir); `show`: more programs the run starts."""
+    paths = sandbox.get("paths") or {}
+    return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
+            "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
+            "TB_READ_ONLY": "1" if sandbox.get("read_only") else "",
+            "TB_STATE": "\n".join([*CLI_STATE.get(sandbox["agent"], ()), ".cache/"]),
+            "TB_NEVER": "\n".join(NEVER_VISIBLE), "TB_HIDE": "\n".join(sandbox.get("hide") or ()),
+            "TB_RO": "\n".join(paths.get("readOnly", ())),
+            "TB_RW": "\n".join(paths.get("readWrite", ())),
+            "TB_FILES": "\n".join([*sandbox["files"], *files])}
+
+
+def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
+               show=(), files=(), check: bool = False) -> tuple[list[str], dict]:
+    """A command of a run (its agent; with `check`, its stop check: only its first word is
+    a program to show) and its environment, in the run's sandbox when it has one: the one
+    place a run's command is wrapped, here or on a host (see sandbox_env() for `base`,
+    `show` and `files`)."""
+    if sandbox is None:
+        return argv, env
+    if check:
+        sandbox = {**sandbox, "command": argv[:1]}
+    return ["sh", "-c", SANDBOXED, "sh", cwd, *argv], {
+        **env, **sandbox_env(sandbox, base, show=show, files=files)}
+
+
+# =============================================================================
+# MACHINES: THIS ONE
+# =============================================================================
+# Where a run happens: this machine (ThisMachine) or an SSH host (HostLink, in MACHINES:
+# SSH HOSTS), the one seam every run goes through; and git, as the board runs it here.
+
+#: git never waits for a password on a terminal: a push without credentials fails at once.
+#: It runs no hook nor fsmonitor: what an agent wrote (a tracked hooks folder) never runs
+#: as the board.
+GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "echo", "SSH_ASKPASS": "echo",
+           "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=20", "LC_ALL": "C",
+           "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.hooksPath",
+           "GIT_CONFIG_VALUE_0": os.devnull, "GIT_CONFIG_KEY_1": "core.fsmonitor",
+           "GIT_CONFIG_VALUE_1": "false"}
+
+
+def git(cwd: str, *args: str, timeout: float = 60) -> str:
+    """Run `git args` in cwd; its output, or GitError with git's own message."""
+    return git_output(args, *run_command(["git", *args], cwd, timeout, stderr=subprocess.STDOUT,
+                                         env={**os.environ, **GIT_ENV}))
+
+
+def git_output(args, code: int | None, out: str) -> str:
+    """A git command's output (here or on a host), or GitError with git's last word."""
+    if code != 0:
+        detail = out.strip().splitlines()[-1] if out.strip() else f"exit code {code}"
+        raise GitError(f"git {args[0]} failed: {_cut(detail, 300)}")
+    return out
+
+
+def git_lock(path: str) -> "gevent.lock.RLock":
+    """The lock that serialises git operations on one repository (its worktrees share
+    it: the key is the repository's common .git directory)."""
+    code, common = run_command(["git", "rev-parse", "--path-format=absolute",
+                                "--git-common-dir"], path, 10)
+    key = os.path.realpath(common.strip() if code == 0 and common.strip() else path)
+    return runtime.git_locks.setdefault(key, gevent.lock.RLock())
+
+
+def git_head(cwd: str) -> str | None:
+    """The commit checked out in cwd, or None when it is not a git repository."""
+    code, out = run_command(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd, timeout=10)
+    return out.strip() or None if code == 0 else None
+
+
+def repo_root(cwd: str) -> str:
+    """The top of the git repository around cwd (cwd itself outside one)."""
+    code, out = run_command(["git", "rev-parse", "--show-toplevel"], cwd, timeout=10)
+    return out.strip() if code == 0 and out.strip() else cwd
+
+
+def worktree_path(task: dict) -> str:
+    return os.path.join(runtime.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
+
+
+#: A task's worktree, kept or made (design §10, §15): the one description both machines run,
+#: in the repository, hooks off: `sh -c WORKTREE_SCRIPT sh WORKTREE BRANCH FROM BASE ORDER`.
+#: A checkout at WORKTREE is kept; else it is made again from BRANCH when that exists, else
+#: on a new BRANCH from FROM or else BASE, as found in ORDER's namespaces (else HEAD).  It
+#: prints what it did (kept, again, or new <ref>), the worktree's real path and its HEAD.
+WORKTREE_SCRIPT = r"""set -e
+wt=$1; b=$2; f=$3; pr=$4; order=$5
+if [ -d "$wt" ] && git -C "$wt" rev-parse --git-dir >/dev/null 2>&1; then echo kept
+else
+  git worktree prune
+  mkdir -p "$(dirname "$wt")"
+  if git rev-parse --verify -q "refs/heads/$b" >/dev/null; then
+    git worktree add -q "$wt" "$b" >&2; echo again
+  else
+    from=HEAD
+    for want in "$f" "$pr"; do for ns in $order; do
+      if git rev-parse --verify -q "$ns$want" >/dev/null; then
+        from=${ns#refs/heads/}$want; from=${from#refs/remotes/}; break 2
+      fi
+    done; done
+    git worktree add -q -b "$b" "$wt" "$from" >&2; echo "new $from"
+  fi
+fi
+cd "$wt" && pwd -P && git rev-parse HEAD"""
+
+
+def worktree_args(task: dict, project: dict, worktree: str, branch: str,
+                  order: str) -> list[str]:
+    """WORKTREE_SCRIPT's arguments for a task's worktree; an attempt's starts from its
+    task's branch when there is one."""
+    return [worktree, branch, task.get("from_branch") or project["pr_base_branch"],
+            project["pr_base_branch"], order]
+
+
+#: A task's worktree removed, the other end of WORKTREE_SCRIPT, which both machines run in
+#: the repository: `sh -c WORKTREE_REMOVE sh WORKTREE BRANCH BASE MERGED`.  BRANCH goes too
+#: when MERGED, or when it has no commits of its own since BASE.
+WORKTREE_REMOVE = r"""wt=$1; b=$2; base=$3; merged=$4
+if [ -d "$wt" ]; then git worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf -- "$wt"; fi
+git worktree prune
+[ -n "$b" ] || exit 0
+if [ -n "$merged" ] || { [ -n "$base" ] &&
+    [ "$(git rev-list --count "$base..$b" 2>/dev/null)" = 0 ]; }; then
+  git branch -D "$b" >/dev/null 2>&1
+fi
+true"""
+
+
+def worktree_gone_args(task: dict, worktree: str, merged: bool) -> list[str]:
+    """WORKTREE_REMOVE's arguments for a task's worktree."""
+    return [worktree, task["branch_name"] or "", task["base_commit"] or "",
+            "1" if merged else ""]
+
+
+def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str]:
+    """What WORKTREE_SCRIPT did, the worktree's path and HEAD; GitError when it failed."""
+    lines = out.strip().splitlines()
+    if code != 0 or len(lines) < 3:
+        raise GitError(f"the worktree{where} could not be made: "
+                       f"{_cut(lines[-1] if lines else f'exit code {code}', 300)}")
+    what, path, head = lines[-3:]
+    return what, path, head
+
+
+def not_installed(agent: str) -> str:
+    """Why a run of an agent whose command is not found cannot start, and what to do."""
+    cli = AGENTS[agent]
+    command = runtime.config["agents"][agent][0]
+    flag = "--agent-command / " if agent == "claude" else ""
+    return f"the {agent} agent command {command!r} is not installed: install it with " \
+        f"`npm install -g {cli.package}` or set {flag}{cli.env}"
+
+
+def mcp_config_path(run_id: int) -> str:
+    return os.path.join(runtime.data_dir, "mcp", f"run-{int(run_id)}.json")
+
+
+def running_as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def process_start(pid: int) -> int | None:
+    """The kernel's start time of a process (clock ticks since boot), to tell it from a
+    later process that got the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def kill_survivor(pid: int, started: int | None) -> bool:
+    """Kill the process group of an agent a previous server left running, if it is still
+    that agent (same pid, same start time, its own group)."""
+    alive = process_start(pid)
+    if alive is not None and (alive != started or _pgid(pid) != pid):
+        return False  # the pid belongs to some other process now
+    if alive is None and not any(_pgid(int(p)) == pid for p in os.listdir("/proc")
+                                 if p.isdigit()):
+        return False  # nothing of that group is left
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+        log.warning("killed agent process group %s left by a previous server", pid)
+        return True
+    return False
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
+class ThisMachine:
+    """The board's own machine, as a run's code sees it: the seam between where a run
+    happens and what it does, whose other kinds are HostLink (an SSH host) and MissingHost
+    (a deleted one).  Each gives what runs need: the agent's command and readiness, a
+    task's worktree made and removed (WORKTREE_SCRIPT, WORKTREE_REMOVE), attachments and
+    board tools of a run, spawn() (every agent process starts there, in_sandbox()), a
+    short command in a folder, git, a repository and its lock, the stop check (sandboxed
+    as its run), its slots, its branch brought home, and how the log says where."""
+    host = None
+    where = ""
+
+    def shell(self, cwd: str, reopen: bool = True):
+        """run(argv, timeout) -> (exit code, stdout) in cwd."""
+        return lambda argv, timeout=30: run_command(argv, cwd, timeout)
+
+    def git(self, cwd: str, *args: str, timeout: float = 60) -> str:
+        return git(cwd, *args, timeout=timeout)
+
+    def head(self, cwd: str) -> str | None:
+        return git_head(cwd)
+
+    def repo_lock(self, path: str) -> "gevent.lock.RLock":
+        return git_lock(path)
+
+    def neighbours(self, project_id: int) -> list[int]:
+        """The other projects a run's end frees a slot for: none here (slots are per
+        project)."""
+        return []
+
+    def full(self) -> str | None:
+        """Why the machine cannot take another agent now, or None: here each project's
+        maxConcurrent alone says."""
+        return None
+
+    def runs_changed(self) -> None:
+        """A run there started or ended: what the machine tells (nothing here)."""
+
+    def bring_home(self, task: dict, project: dict) -> str | None:
+        """Bring an approved task's branch into workingDir's repository; the folder it is
+        in now, or None when it needed no bringing (here: it is there) or could not come
+        (logged)."""
+        return None
+
+    def kill_survivor(self, pid: int, started: int | None) -> None:
+        """At start-up: a run's process group a previous server left there goes."""
+        kill_survivor(pid, started)
+
+    def begin(self, start, *args) -> None:
+        """Start a run (start(*args)): here at once."""
+        start(*args)
+
+    def has_git(self, project: dict) -> bool:
+        """Whether the project's branches can be made there."""
+        return git_head(project["working_dir"]) is not None
+
+    def worktree_at(self, cwd: str) -> bool:
+        """Whether a run's cwd is a worktree of the board's (not workingDir itself)."""
+        return os.path.isdir(cwd) and cwd.startswith(
+            os.path.join(runtime.data_dir, "worktrees") + os.sep)
+
+    def agent_command(self, agent: str) -> tuple[list | None, str | None]:
+        """An agent CLI's command line there (None: as configured) and why it cannot
+        start (None: it can)."""
+        on_path = shutil.which(runtime.config["agents"][agent][0]) is not None
+        return None, None if on_path else not_installed(agent)
+
+    def ready(self) -> None:
+        """Raise HostDown when runs cannot start there: never here."""
+
+    def repository(self, project: dict) -> str:
+        """The repository of the project's branches there."""
+        return repo_root(project["working_dir"])
+
+    def task_git(self, task: dict, project: dict) -> tuple:
+        """See task_git()."""
+        if not git_head(project["working_dir"]):
+            return None, None
+        path = worktree_path(task)
+        return (self.shell(self.repository(project)),
+                self.shell(path) if os.path.isdir(path) else None)
+
+    #: Whether every task there works on a branch of its own (here: with autoBranch).
+    branches_always = False
+
+    def make_worktree(self, task: dict, project: dict, branch: str) -> tuple:
+        """Keep or make a task's worktree on `branch` (WORKTREE_SCRIPT): what it did, its
+        path, its HEAD, and where the branch is when not in workingDir (GitError)."""
+        root, path = self.repository(project), worktree_path(task)
+        with git_lock(root):
+            code, out = run_command(["sh", "-c", WORKTREE_SCRIPT, "sh", *worktree_args(
+                task, project, path, branch, "refs/heads/ refs/remotes/origin/")], root, 600,
+                stderr=subprocess.STDOUT, env={**os.environ, **GIT_ENV})
+        what, _, head = worktree_made(code, out, self.where)
+        return what, path, head, None
+
+    def source(self, project: dict) -> str:
+        """Where a planner reads the project's code (OSError when it is not there)."""
+        if not os.path.isdir(project["working_dir"]):
+            raise FileNotFoundError(f"the project's workingDir {project['working_dir']!r} "
+                                    "does not exist")
+        return project["working_dir"]
+
+    def worktree(self, task: dict, project: dict) -> str:
+        """Where a task's worktree is (or would be)."""
+        return worktree_path(task)
+
+    def review_cwd(self, task: dict, project: dict) -> str:
+        """Where the verifier looks at a task's work."""
+        path = worktree_path(task)
+        return path if project["auto_branch"] and os.path.isdir(path) \
+            else project["working_dir"]
+
+    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool) -> None:
+        """Remove a task's worktree, and its branch when merged or it has no commits of its
+        own; with only_if, only if only_if(task) holds under the repository's lock."""
+        path = worktree_path(task)
+        if not (project["auto_branch"] or os.path.isdir(path)) or git_head(
+                project["working_dir"]) is None:
+            return
+        root = repo_root(project["working_dir"])
+        with git_lock(root):
+            if only_if is not None and not only_if(task):
+                return
+            run_command(["sh", "-c", WORKTREE_REMOVE, "sh", *worktree_gone_args(
+                task, path, merged)], root, 60, env={**os.environ, **GIT_ENV})
+
+    def attachments(self, task: dict, attachments: list[dict]) -> str | None:
+        """The folder of a task's attachments for its run (None without any)."""
+        return os.path.join(runtime.data_dir, "attachments", str(task["id"])) \
+            if attachments else None
+
+    #: Whether a run there reaches the board's tools.
+    reaches_board = True
+
+    def board_tools(self, agent: str, run_id: int, task_id: int, project_id: int,
+                    invocation: dict, mcp_port: int | None = None) -> str | None:
+        """The board tools of a run here: a token, the 0600 config file that holds it (Claude's
+        --mcp-config) and the server's command, given to the adapter as {command, args,
+        config}; the token.  The server reads it from the file (`--config`), so it is never on
+        a command line."""
+        token = secrets.token_urlsafe(24)
+        runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
+                                     "created": set()}
+        url = runtime.url if mcp_port is None else re.sub(r":\d+$", f":{mcp_port}", runtime.url)
+        path = mcp_config_path(run_id)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        server = {"command": sys.executable,
+                  "args": [os.path.abspath(__file__), "--mcp", "--url", url, "--config", path]}
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"mcpServers": {"taskboard": {**server, "env": {
+                "TASKBOARD_MCP_TOKEN": token, "TASKBOARD_TASK_ID": str(task_id)}}}}, f)
+        ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], {**server,
+                                                                            "config": path})
+        return token
+
+    def sandbox(self) -> dict:
+        """bubblewrap there: {engine, works, version, error} (design §17)."""
+        return runtime.sandbox
+
+    def spawn(self, argv: list[str], cwd: str, env: dict, sandbox: dict | None = None) \
+            -> subprocess.Popen:
+        """Start an agent's process, its stdio piped, in a process group of its own: the
+        one place every run's command starts (task, verifier, planner), in the sandbox
+        when it has one (in_sandbox())."""
+        argv, env = self._in_sandbox(argv, cwd, env, sandbox)
+        return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+
+    @staticmethod
+    def _in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None,
+                    check: bool = False):
+        """in_sandbox() here: the data dir hidden, the board tools' server shown."""
+        return in_sandbox(argv, cwd, env, sandbox, os.path.realpath(runtime.data_dir),
+                          show=[sys.executable, os.path.abspath(__file__)], check=check)
+
+    def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
+        """A run's invocation (run_invocation()'s) as it starts there; `name`: the run's,
+        for its files (a sandboxed run reads its board tools' config)."""
+        if sandbox is not None and name.isdigit():
+            sandbox["files"].append(mcp_config_path(int(name)))
+        return {**invocation, "root": repo_root(invocation["cwd"])}
+
+    def started(self, run: "AgentRun") -> None:
+        """A run's process was spawned there: remembered, so that a restarted server can
+        recognise and kill a survivor."""
+        update_run_row(run.run_id, {"pid": run.proc.pid, "proc_start": process_start(run.proc.pid)})
+
+    def heard(self, run: "AgentRun", text: str) -> bool:
+        """Whether a line of a run's stderr was its machine's, not its agent's."""
+        return False
+
+    def kill_group(self, run: "AgentRun", signum: int) -> None:
+        """Signal every process of a run."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(run.proc.pid, signum)
+
+    def ended(self, run: "AgentRun") -> None:
+        """A run's process exited: what its machine makes of that (nothing here)."""
+
+    def check(self, cwd: str, argv: list[str], env: dict, sandbox: dict | None = None) \
+            -> tuple[int | None, str] | None:
+        """The stop check in cwd with the run's environment (and in its sandbox): (exit
+        code, or None when it ran out of time; the end of its output), None when its
+        command is not found."""
+        if shutil.which(argv[0], path=env.get("PATH")) is None \
+                and not os.access(os.path.join(cwd, argv[0]), os.X_OK):
+            return None
+        argv, env = self._in_sandbox(argv, cwd, env, sandbox, check=True)
+        return run_command(argv, cwd, STOP_CHECK_TIMEOUT_SECONDS, env=env,
+                           stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL)
+
+
+THIS_MACHINE = ThisMachine()
+
+
+# =============================================================================
+# MACHINES: SSH HOSTS
+# =============================================================================
+# Agents on other machines, over OpenSSH (design §15): a host's connection and machine
+# (HostLink), a deleted host's (MissingHost), and which machine a project's runs use.
+
+# --- hosts: agents on other machines, over OpenSSH (design §15) ------------------
+
+#: Sourced by every command sent to a host, its output dropped: the login's PATH.
+REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$p" ' \
+    '>/dev/null 2>&1 </dev/null; done; export GIT_TERMINAL_PROMPT=0 LC_ALL=C ' \
+    'GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null ' \
+    'GIT_CONFIG_KEY_1=core.fsmonitor GIT_CONFIG_VALUE_1=false'
+#: The POSIX sh wrapper of a run on a host, sent with every run (nothing is installed
+#: there): `sh -c WRAPPER sh ENV_FILE WORKTREE ARGV...`.  It reads the run's variables
+#: from the 0600 file the board wrote (and removes it), starts the CLI in the worktree in
+#: its own process group (ARGV is in_sandbox()'s: in its sandbox when it has one), says the
+#: group's id on stderr, and kills the group when the channel closes: a newline on stderr
+#: every few seconds fails once nobody reads it.
+REMOTE_RUN = REMOTE_PROFILE + r'''
+f=$1; dir=$2; shift 2
+unset GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_KEY_1 GIT_CONFIG_VALUE_1
+. "$f"; rm -f -- "$f"
+cd -- "$dir" || exit 127
+exec 3<&0
+if command -v setsid >/dev/null 2>&1; then setsid "$@" <&3 3<&- &
+else perl -e 'setpgrp(0, 0); exec { $ARGV[0] } @ARGV or exit 127' "$@" <&3 3<&- &
+fi
+pid=$!
+exec 3<&-
+printf 'taskboard-pgid %s\n' "$pid" >&2
+( trap '' PIPE
+  while sleep 3 </dev/null >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || exit 0
+    printf '\n' >&2 || break
+  done
+  kill -s TERM -- "-$pid" 2>/dev/null; sleep 5; kill -s KILL -- "-$pid" 2>/dev/null
+) </dev/null >/dev/null &
+beat=$!
+wait "$pid"; code=$?
+rm -f -- "${f%.env}.mcp.json"
+kill "$beat" 2>/dev/null
+kill -s KILL -- "-$pid" 2>/dev/null
+exit "$code"
+'''
+#: The first stderr line of a remote run: its process group on the host.
+REMOTE_GROUP_RE = re.compile(r"^taskboard-pgid (\d+)$")
+
+
+#: libc's prctl, loaded by the first ssh_options() (never in a forked child).
+_PRCTL = []
+
+
+def _die_with_board() -> None:
+    """preexec_fn of the board's ssh processes: SIGKILL when the board dies, even by -9
+    (Linux), so that no connection or run outlives it."""
+    for prctl in _PRCTL:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def host_alias(host_id: int) -> str:
+    """The name a host's key is pinned under, whatever its address or port."""
+    return f"taskboard-host-{host_id}"
+
+
+def ssh_folder() -> str:
+    folder = os.path.join(runtime.data_dir, "ssh")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
+
+
+def ssh_options(host: dict, known_hosts: str | None = None) -> list[str]:
+    """What every ssh of the board passes for a host: its port and key, BatchMode, the
+    board's own known_hosts (the key pinned under host_alias), no forwarding of agents."""
+    if not _PRCTL and sys.platform == "linux":
+        import ctypes  # only a board with hosts needs it
+        _PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
+    known_hosts = known_hosts or os.path.join(ssh_folder(), "known_hosts")
+    options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+               "-o", f"UserKnownHostsFile={known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
+               "-o", f"HostKeyAlias={host_alias(host['id'])}",
+               "-o", "HashKnownHosts=no", "-o", "UpdateHostKeys=no", "-o", "ForwardAgent=no",
+               "-o", "ForwardX11=no", "-o", "RequestTTY=no", "-o", "PermitLocalCommand=no",
+               "-o", f"ConnectTimeout={SSH_CONNECT_SECONDS}",
+               "-o", f"ServerAliveInterval={SSH_ALIVE_SECONDS}", "-o", "ServerAliveCountMax=3"]
+    if host["port"] != 22:
+        options += ["-p", str(host["port"])]
+    if host["identity_file"]:
+        options += ["-i", os.path.expanduser(host["identity_file"]), "-o", "IdentitiesOnly=yes"]
+    return options
+
+
+def _ssh_error(stderr: str, fallback: str, host: dict | None = None) -> str:
+    """ssh's last word on why it failed, with what to do when the host refused the key."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()
+             and not line.startswith(("Warning: Permanently added", "Allocated port"))]
+    error = _cut(lines[-1], 500) if lines else fallback
+    if host is not None and "Permission denied (publickey" in error:
+        key = os.path.expanduser(host["identity_file"]) if host["identity_file"] else \
+            "ssh's own choice of key (no key file is set)"
+        error += f": the host refused the key {key}; check the key file, and that its " \
+            "public key (.pub) is in ~/.ssh/authorized_keys of the login on the host"
+    return error
+
+
+def origin_url(folder: str) -> str | None:
+    code, out = run_command(["git", "remote", "get-url", "origin"], folder, 10)
+    return out.strip() or None if code == 0 else None
+
+
+class HostLink:
+    """One host's connection: an OpenSSH master the board keeps as its own child (`ssh -M
+    -N`), which every run, git command and copy on the host shares (ControlPath), and
+    which ends with the board.  It is opened when first needed and again when it drops.
+    Its remote forward lets runs there reach the board (`port` on the host's loopback)."""
+
+    def __init__(self, host: dict):
+        self.host = dict(host)
+        self.master = None
+        self.port = None
+        self.home = None
+        self.errors = collections.deque(maxlen=20)
+        self.lock = gevent.lock.Semaphore()
+        self.control = os.path.join(ssh_folder(), f"{host['id']}.sock")
+        if len(self.control) > 85:  # a socket's path has at most 107 bytes (ssh adds 17)
+            board = hashlib.sha256(runtime.data_dir.encode("utf-8", "replace")).hexdigest()
+            self.control = os.path.join(tempfile.gettempdir(),
+                                        f"taskboard-{os.getuid()}-{board[:12]}-{host['id']}.sock")
+
+    def same(self, host: dict) -> bool:
+        keys = ("address", "port", "identity_file", "host_key")
+        return all(self.host[k] == host[k] for k in keys)
+
+    def argv(self, command: str) -> list[str]:
+        """ssh running one command on the host through the master."""
+        return ["ssh", *ssh_options(self.host), "-o", f"ControlPath={self.control}",
+                "-o", "ControlMaster=no", "-o", "ClearAllForwardings=yes", "-T",
+                self.host["address"], command]
+
+    def up(self) -> None:
+        """Open the master unless it is open; raise HostDown saying why it cannot be."""
+        with self.lock:
+            if self.master is not None and self.master.poll() is None:
+                return  # a master that lost its host exits (ServerAliveCountMax)
+            self.close()
+            if not self.host["host_key"]:
+                raise HostDown("the host key is not trusted yet: check the host, compare "
+                               "its fingerprint and trust it")
+            with contextlib.suppress(FileNotFoundError):  # a dead master's (a killed board)
+                os.remove(self.control)
+            # a remote run's requests come in on a listener of their own (forwarded())
+            forward = f"127.0.0.1:0:127.0.0.1:{runtime.forward.port()}"
+            master = self.master = subprocess.Popen(
+                ["ssh", "-M", "-N", *ssh_options(self.host), "-o", f"ControlPath={self.control}",
+                 "-o", "ControlPersist=no", "-R", forward, self.host["address"]],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                start_new_session=True, preexec_fn=_die_with_board)
+            self.errors.clear()
+            reader = gevent.spawn(self._read_master, master)
+            deadline = time.monotonic() + SSH_CONNECT_SECONDS + 5
+            while not self._check():
+                # NOTE: close() may run meanwhile (the host was changed or deleted)
+                if master.poll() is not None or self.master is not master or \
+                        time.monotonic() > deadline:
+                    if self.master is master:
+                        self.close()
+                    elif master.poll() is None:
+                        master.kill()
+                    reader.join(2)  # the master's last words
+                    raise self._failure("\n".join(self.errors))
+                gevent.sleep(0.05)
+        for group in runtime.leftovers.pop(self.host["id"], set()):
+            gevent.spawn(kill_remote_group, self, group)
+
+    def _check(self) -> bool:
+        return subprocess.run(["ssh", "-o", f"ControlPath={self.control}", "-O", "check",
+                               "-o", "BatchMode=yes", self.host["address"]],
+                              capture_output=True, timeout=10).returncode == 0
+
+    def _read_master(self, master) -> None:
+        for line in master.stderr:
+            text = line.decode("utf-8", "replace").strip()
+            found_port = re.match(r"Allocated port (\d+) for remote forward", text)
+            if found_port:
+                self.port = int(found_port.group(1))
+            elif text:
+                self.errors.append(text)
+
+    def _failure(self, stderr: str) -> HostDown:
+        if "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr or \
+                "Host key verification failed" in stderr:
+            shown = re.search(r"SHA256:[A-Za-z0-9+/]{43}", stderr)
+            shown = shown.group(0) if shown else scan_host_key(self.host)[0]
+            return HostDown(f"the host key changed: {self.host['host_key']} is pinned, the "
+                            f"host shows {shown or 'another key'}; the host is disabled until "
+                            "a person checks and trusts the new key", shown)
+        return HostDown(_ssh_error(stderr, "the connection could not be opened", self.host))
+
+    def run(self, command: str, stdin: bytes | None = None, timeout: float = 120,
+            reopen: bool = True) -> tuple[int | None, str]:
+        """Run a shell command on the host (the login's PATH); its exit code and stdout
+        (then stderr, when it failed), or (None, why) when it ran out of time, as
+        run_command() answers here.  HostDown when the connection fails (ssh's 255), at
+        once without reopen when it is not open."""
+        master = self.master
+        if reopen:
+            self.up()
+        elif master is None or master.poll() is not None:
+            raise HostDown("the connection to the host is not open")
+        try:
+            done = subprocess.run(self.argv(f"{REMOTE_PROFILE}; {command}"), input=stdin,
+                                  capture_output=True, timeout=timeout,
+                                  preexec_fn=_die_with_board)
+        except subprocess.TimeoutExpired:  # as run_command() answers
+            return None, f"the command on the host did not finish within {timeout:g}s"
+        out = done.stdout.decode("utf-8", "replace")
+        if done.returncode != 0:
+            out += done.stderr.decode("utf-8", "replace")
+        master = self.master
+        if done.returncode == 255 and (master is None or master.poll() is not None):
+            raise HostDown(_ssh_error(out, "the connection was lost"))
+        return done.returncode, out
+
+    def path(self, *parts, reopen: bool = True) -> str:
+        """The absolute path of parts under the host's baseDir (~ is the login's home)."""
+        base = self.host["base_dir"]
+        if base == "~" or base.startswith("~/"):
+            if self.home is None:
+                code, out = self.run('printf %s "$HOME"', timeout=30, reopen=reopen)
+                if code != 0 or not out.startswith("/"):
+                    raise HostDown(f"the host's home folder is unknown: {_cut(out, 200)}")
+                self.home = out
+            base = self.home + base[1:]
+        return posixpath.join(base, *map(str, parts))
+
+    def write(self, path: str, data: bytes, what: str) -> None:
+        """Write a file on the host that only its login may read; OSError naming what."""
+        code, out = self.run(f"umask 077 && mkdir -p {shlex.quote(posixpath.dirname(path))} "
+                             f"&& cat > {shlex.quote(path)}", stdin=data)
+        if code != 0:
+            raise OSError(f"{what} could not be written on host {self.host['name']!r}: "
+                          f"{_cut(out.strip(), 300)}")
+
+    def shell(self, cwd: str, reopen: bool = True):
+        """run(argv, timeout) -> (exit code, stdout) in cwd on the host, as run_command()
+        runs one here (HostDown when the host cannot be reached)."""
+        def run(argv, timeout=30):
+            return self.run(f"cd {shlex.quote(cwd)} && {shlex.join(argv)}", timeout=timeout,
+                            reopen=reopen)
+        return run
+
+    @property
+    def where(self) -> str:
+        return f" on host {self.host['name']!r}"
+
+    def git(self, cwd: str, *args: str, timeout: float = 60) -> str:
+        return git_output(args, *self.run(f"git -C {shlex.quote(cwd)} {shlex.join(args)}",
+                                          timeout=timeout))
+
+    def head(self, cwd: str) -> str | None:
+        try:
+            return self.git(cwd, "rev-parse", "--verify", "-q", "HEAD",
+                            timeout=30).strip() or None
+        except (GitError, HostDown):
+            return None
+
+    def repo_lock(self, path: str) -> "gevent.lock.RLock":
+        return runtime.git_locks.setdefault(f"host:{self.host['id']}:{path}",
+                                            gevent.lock.RLock())
+
+    def neighbours(self, project_id: int) -> list[int]:
+        """The other projects on this host: a run's end frees a slot they may use."""
+        return [p for p in host_project_rows(self.host["id"]) if p != project_id]
+
+    def full(self) -> str | None:
+        """Why the host cannot take another agent now (its maxConcurrent), or None."""
+        used = sum(runtime.agents.used(p) for p in host_project_rows(self.host["id"]))
+        if used < self.host["max_concurrent"]:
+            return None
+        return f"host {self.host['name']!r} already runs {used} agent" \
+            f"{'s' if used != 1 else ''} (maxConcurrent {self.host['max_concurrent']}); " \
+            "wait for one to finish or raise it"
+
+    def runs_changed(self) -> None:
+        """host:updated: its `running` changed."""
+        row = host_row(self.host["id"])
+        if row is not None:
+            runtime.events.publish("host:updated", render(HOST_FIELDS, row))
+
+    def bring_home(self, task: dict, project: dict) -> str | None:
+        """The branch is fetched from the host's clone over its connection."""
+        branch = task["branch_name"]
+        root = repo_root(project["working_dir"])
+        try:
+            clone = self.repository(project)
+            with self.repo_lock(clone), git_lock(root):
+                code, out = run_command(
+                    ["git", "fetch", "--no-tags", "--upload-pack",
+                     f"{REMOTE_PROFILE}; git-upload-pack", f"{self.host['address']}:{clone}",
+                     f"refs/heads/{branch}:refs/heads/{branch}"], root, 300,
+                    stderr=subprocess.STDOUT, env={**os.environ, **GIT_ENV, "GIT_SSH_COMMAND":
+                                                  shlex.join(self.argv("")[:-2])})
+        except HostDown as exc:
+            code, out = 255, str(exc)
+        if code != 0:
+            runtime.logs.append(task["id"], "system", f"branch {branch} stays on host "
+                                f"{self.host['name']!r}, in {task['branch_at'] or 'its clone'}"
+                                f": it could not be fetched into {root}: "
+                                f"{_cut(out.strip(), 500)}", is_error=True)
+            return None
+        runtime.logs.append(task["id"], "system", f"branch {branch} fetched from host "
+                            f"{self.host['name']!r} into {root}")
+        return root
+
+    def kill_survivor(self, pid: int, started: int | None) -> None:
+        """Killed when the host is reached again."""
+        runtime.leftovers.setdefault(self.host["id"], set()).add(pid)
+
+    def begin(self, start, *args) -> None:
+        """In the background: the connection may take seconds to open."""
+        starter = gevent.spawn(start, *args)
+        runtime.agents.starters.add(starter)
+        starter.link(runtime.agents.starters.discard)
+
+    def has_git(self, project: dict) -> bool:
+        return True  # its clone of repoUrl, checked when the project was saved
+
+    def worktree_at(self, cwd: str) -> bool:
+        return True  # a run there always works in a worktree of the clone
+
+    def agent_command(self, agent: str) -> tuple[list | None, str | None]:
+        commands = json.loads(self.host["agent_commands_json"] or "{}")  # else its name
+        return shlex.split(commands.get(agent) or agent), self._missing(agent)
+
+    def _missing(self, agent: str) -> str | None:
+        """Why an agent CLI cannot start on the host its last check found it missing on."""
+        check = json.loads(self.host["last_check_json"] or "null") or {}
+        seen = (check.get("agents") or {}).get(agent) or {}
+        if not check.get("ok") or seen.get("found") is not False:
+            return None
+        return f"the {agent} agent command was not found on host {self.host['name']!r}: " \
+            f"install it there (npm install -g {AGENTS[agent].package}) or set the host's " \
+            "agentCommands"
+
+    def ready(self) -> None:
+        if not self.host["enabled"]:
+            raise HostDown("the host is disabled")
+        self.up()
+
+    def repository(self, project: dict, reopen: bool = True) -> str:
+        return self.path("repos", project["slug"], reopen=reopen)  # fetched before each run
+
+    def task_git(self, task: dict, project: dict) -> tuple:
+        try:  # only while connected: a read never waits for the connection
+            root = self.shell(self.repository(project, reopen=False), reopen=False)
+            path = self.path("worktrees", project["id"], task["task_key"], reopen=False)
+            checkout = self.shell(path, reopen=False) if root(["test", "-d", path])[0] == 0 \
+                else None
+        except HostDown:
+            return None, None
+        return root, checkout
+
+    branches_always = True  # design §15
+
+    def make_worktree(self, task: dict, project: dict, branch: str) -> tuple:
+        """The worktree in the project's clone there, fetched first; the clone's branches
+        are older than origin's."""
+        repo = self.repository(project)
+        with self.repo_lock(repo):
+            code, out = self.run(self.clone_script(project) + '\ncd "$repo"\nsh -c ' + shlex.join(
+                [WORKTREE_SCRIPT, "sh", *worktree_args(task, project, self.worktree(
+                    task, project), branch, "refs/remotes/origin/ refs/heads/")]), timeout=600)
+        what, path, head = worktree_made(code, out, self.where)
+        return what, path, head, f"{self.host['name']}:{repo}"
+
+    def source(self, project: dict) -> str:
+        """The project's clone there, fetched (GitError, HostDown)."""
+        repo = self.repository(project)
+        with self.repo_lock(repo):
+            code, out = self.run(self.clone_script(project) + "\ngit -C \"$repo\" "
+                                 "merge -q --ff-only '@{u}' >&2 || true", timeout=600)
+        if code != 0:
+            raise GitError(f"the clone on host {self.host['name']!r} could not be fetched: "
+                           f"{_cut(out.strip().splitlines()[-1] if out.strip() else '', 300)}")
+        return repo
+
+    def worktree(self, task: dict, project: dict) -> str:
+        """Where the task's worktree is on its project's host (an absolute path)."""
+        return self.path("worktrees", project["id"], task["task_key"])
+
+    review_cwd = worktree
+
+    def clone_script(self, project: dict) -> str:
+        """The start of a script run on the host: the project's clone at <baseDir>/repos/<slug>
+        ($repo), cloned from repoUrl (else workingDir's origin) the first time, then fetched."""
+        url = project["repo_url"] or origin_url(project["working_dir"])
+        if not url:
+            raise GitError(f"project {project['name']!r} runs on host {self.host['name']!r} but "
+                           "has no repoUrl, and its workingDir has no origin to clone")
+        return f"""set -e
+repo={shlex.quote(self.repository(project))}
+mkdir -p "$(dirname "$repo")"
+[ -d "$repo/.git" ] || git clone -q -- {shlex.quote(url)} "$repo" >&2
+git -C "$repo" fetch -q origin >&2 || true"""
+
+    def attachments(self, task: dict, attachments: list[dict]) -> str | None:
+        """Copy the task's attachments to <baseDir>/attachments/<task_key>/ on the host; the
+        folder's path there."""
+        if not attachments:
+            return None
+        folder = self.path("attachments", task["task_key"])
+        self.run(f"rm -rf {shlex.quote(folder)}")  # what an earlier run was given
+        for item in attachments:
+            with open(os.path.join(runtime.data_dir, item["path"]), "rb") as f:
+                self.write(posixpath.join(folder, item["file_name"]), f.read(),
+                           f"attachment {item['file_name']!r}")
+        return folder
+
+    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool) -> None:
+        """In the background: the host may be slow to reach (nothing when it cannot be)."""
+        if task["branch_name"]:
+            gevent.spawn(self._remove_worktree, task, project, only_if, merged)
+
+    def _remove_worktree(self, task, project, only_if, merged) -> None:
+        try:
+            with self.repo_lock(self.repository(project)):
+                if only_if is not None and not only_if(task):
+                    return
+                self.run(f"cd {shlex.quote(self.repository(project))} && " + shlex.join([
+                    "sh", "-c", WORKTREE_REMOVE, "sh", *worktree_gone_args(
+                        task, self.worktree(task, project), merged)]) + "; true", timeout=60)
+        except HostDown as exc:
+            if task_row(task["id"]) is not None:
+                runtime.logs.append(task["id"], "system", f"the worktree{self.where} was not "
+                                    f"removed: {exc}", is_error=True)
+
+    @property
+    def reaches_board(self) -> bool:
+        return bool(self.port)  # the connection's remote forward
+
+    def board_tools(self, agent: str, run_id: int, task_id: int, project_id: int,
+                    invocation: dict, mcp_port: int | None = None) -> str | None:
+        """The board tools of a run on a host: /mcp through the connection's remote forward,
+        given to the adapter as {url, token} (Claude's --mcp-config names a 0600 file there; the
+        token is never on a command line); the token, or None when there is no forward."""
+        if not self.port:
+            return None
+        token = secrets.token_urlsafe(24)
+        server = {"url": f"http://127.0.0.1:{self.port}/mcp", "token": token}
+        if agent == "claude":
+            server["config"] = self.path("runs", f"{int(run_id)}.mcp.json")
+            config = {"mcpServers": {"taskboard": {
+                "type": "http", "url": server["url"],
+                "headers": {"Authorization": f"Bearer {token}"}}}}
+            self.write(server["config"], json_dumps(config).encode(),
+                       "the board tools' settings")
+        ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], server)
+        runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
+                                     "created": set()}
+        return token
+
+    def sandbox(self) -> dict:
+        """bubblewrap there, as the host's last check found it."""
+        check = json.loads(self.host["last_check_json"] or "null") or {}
+        return check.get("sandbox") or {"engine": "bubblewrap", "works": False,
+                                        "version": None, "error": "not checked yet"}
+
+    def spawn(self, argv: list[str], cwd: str, env: dict, sandbox: dict | None = None) \
+            -> subprocess.Popen:
+        """The ssh client of a run's channel (argv: invocation()'s), which dies with
+        the board; its other end (REMOTE_RUN) starts the agent in the worktree there."""
+        return subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True,
+                                preexec_fn=_die_with_board)
+
+    def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
+        """A run's invocation sent to its host first (OSError, HostDown): the run's own
+        variables (what it adds to the board's environment) go to a 0600 file there, never on
+        a command line; the argv is the ssh client of its channel, which runs REMOTE_RUN (in
+        the sandbox there when it has one) and dies with the board; the board's environment
+        stays here."""
+        own = {k: v for k, v in invocation["env"].items()
+               if os.environ.get(k) != v and re.fullmatch(r"[A-Za-z_]\w*", k)}
+        own.pop("TASKBOARD_URL", None)
+        if self.port:  # the board, through the connection's remote forward
+            own["TASKBOARD_URL"] = f"http://127.0.0.1:{self.port}"
+        env_file = self.path("runs", f"{name}.env")
+        argv, own = in_sandbox(invocation["argv"], invocation["cwd"], own, sandbox, self.path(),
+                               files=[env_file[:-4] + ".mcp.json"])
+        self.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
+                   .encode(), "the run's settings")
+        remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
+            f"{shlex.quote(invocation['cwd'])} {shlex.join(argv)}"
+        return {**invocation, "argv": self.argv(remote),
+                "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
+
+    def started(self, run: "AgentRun") -> None:
+        self.runs_changed()  # the process to remember is its group there: see heard()
+
+    def heard(self, run: "AgentRun", text: str) -> bool:
+        found = run.group is None and REMOTE_GROUP_RE.match(text)
+        if found:
+            run.group = int(found.group(1))
+            if run.run_id is not None:
+                update_run_row(run.run_id, {"pid": run.group})
+        return bool(found)
+
+    def kill_group(self, run: "AgentRun", signum: int) -> None:
+        """Over the connection; closing the channel (SIGKILL) ends the group too."""
+        if run.group is not None and run.proc.poll() is None:
+            gevent.spawn(kill_remote_group, self, run.group, signum)
+        if signum == signal.SIGKILL or run.group is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(run.proc.pid, signal.SIGKILL)
+
+    def ended(self, run: "AgentRun") -> None:
+        if run.exit_code != 255 or run.stop_reason is not None:
+            return
+        if run.task_id is not None:
+            why = run.parser.stderr[-1] if run.parser.stderr else "ssh 255"
+            runtime.logs.append(run.task_id, "system", f"the connection to host "
+                                f"{self.host['name']!r} was lost: {why}", run.run_id,
+                                is_error=True)
+        if run.group is not None:
+            runtime.leftovers.setdefault(self.host["id"], set()).add(run.group)
+
+    def check(self, cwd: str, argv: list[str], env: dict, sandbox: dict | None = None) \
+            -> tuple[int | None, str] | None:
+        """The stop check there: in its worktree, with the host's login environment,
+        nothing of the board's (design §15), in its sandbox as here (design §17)."""
+        try:
+            command = argv[0]
+            argv, own = in_sandbox(argv, cwd, {}, sandbox, self.path(), check=True)
+            code, out = self.run(
+                f"cd {shlex.quote(cwd)} && {{ command -v {shlex.quote(command)} >/dev/null "
+                f"2>&1 || [ -x {shlex.quote(command)} ] || exit 127; }} && "
+                + "".join(f"export {k}={shlex.quote(v)}; " for k, v in own.items())
+                + f"{shlex.join(argv)} 2>&1", timeout=STOP_CHECK_TIMEOUT_SECONDS)
+        except HostDown as exc:
+            return None, str(exc)
+        if code == 127:  # the shell there did not find it
+            return None
+        return code, out[-STOP_CHECK_TAIL:]
+
+    def close(self) -> None:
+        master, self.master, self.port = self.master, None, None
+        if master is not None and master.poll() is None:
+            master.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                master.wait(5)
+            if master.poll() is None:
+                master.kill()
+
+
+def host_link(host: dict) -> HostLink:
+    """The host's connection; made again when its address, port, key or pin changed."""
+    link = runtime.links.get(host["id"])
+    if link is None or not link.same(host):
+        if link is not None:
+            link.close()
+        link = runtime.links[host["id"]] = HostLink(host)
+    link.host = dict(host)  # its name, folder, commands and state as they are now
+    return link
+
+
+def machine_of(host: dict | None) -> "ThisMachine | HostLink":
+    """The machine a project's runs use: this one, or its host's connection."""
+    return THIS_MACHINE if host is None else host_link(host)
+
+
+def host_machine(host_id: int | None) -> "ThisMachine | HostLink | MissingHost":
+    """The machine of runs on a host (None: this one), which says so when it was deleted."""
+    if host_id is None:
+        return THIS_MACHINE
+    host = host_row(host_id)
+    return host_link(host) if host is not None else MissingHost(host_id)
+
+
+def project_machine(project: dict) -> "ThisMachine | HostLink | MissingHost":
+    """The machine the project's runs use."""
+    return host_machine(project["host_id"])
+
+
+class MissingHost:
+    """The machine of a project whose host was deleted meanwhile (a host a project names
+    cannot be deleted): nothing runs there, what would reach it raises HostDown, and what
+    only reads or cleans up finds nothing."""
+    host = None
+    reaches_board = False
+
+    def __init__(self, host_id: int):
+        self.host_id = host_id
+        self.where = f" on host {host_id}, which was deleted"
+
+    def _gone(self, *args, **kwargs):
+        raise HostDown(f"the project's host (host {self.host_id}) is gone")
+
+    agent_command = ready = has_git = repository = worktree = review_cwd = source = \
+        attachments = repo_lock = shell = git = invocation = board_tools = _gone
+
+    def sandbox(self) -> dict:
+        return {"engine": "bubblewrap", "works": False, "version": None,
+                "error": "the project's host is gone"}
+
+    def task_git(self, task: dict, project: dict) -> tuple:
+        return None, None
+
+    def head(self, cwd: str) -> None:
+        return None
+
+    def full(self) -> None:
+        return None  # its runs stop at ready()
+
+    def remove_worktree(self, task, project, only_if, merged) -> None:
+        """Nothing: what was on the host went with it."""
+
+    def bring_home(self, task: dict, project: dict) -> None:
+        return None
+
+    def runs_changed(self) -> None:
+        """Nothing: no host to tell of."""
+
+    def kill_survivor(self, pid: int, started: int | None) -> None:
+        """Nothing: the host is never reached again."""
+
+
+def scan_host_key(host: dict) -> tuple[str | None, str]:
+    """The host key the host shows, without logging in: (fingerprint, its known_hosts
+    line), or (None, why not)."""
+    with tempfile.TemporaryDirectory(dir=ssh_folder()) as folder:
+        seen = os.path.join(folder, "seen")
+        options = ssh_options(host, known_hosts=seen)
+        options[options.index("StrictHostKeyChecking=yes")] = "StrictHostKeyChecking=accept-new"
+        try:
+            done = subprocess.run(["ssh", *options, "-o", "ControlPath=none",
+                                   "-o", "PreferredAuthentications=none",
+                                   "-o", "PubkeyAuthentication=no", host["address"], "true"],
+                                  capture_output=True, text=True, timeout=SSH_CONNECT_SECONDS + 5,
+                                  stdin=subprocess.DEVNULL, preexec_fn=_die_with_board)
+        except subprocess.TimeoutExpired:
+            return None, "the host did not answer"
+        try:
+            with open(seen) as f:
+                line = f.read().strip().splitlines()[0]
+        except (OSError, IndexError):
+            return None, _ssh_error(done.stderr, "the host showed no key")
+        printed = subprocess.run(["ssh-keygen", "-lf", seen], capture_output=True, text=True,
+                                 timeout=10).stdout.split()
+    return (printed[1], line) if len(printed) > 1 else (None, "ssh-keygen cannot read the key")
+
+
+def pin_host_key(host_id: int, line: str | None) -> None:
+    """Write (line) or remove (None) the host's key in the board's known_hosts."""
+    path = os.path.join(ssh_folder(), "known_hosts")
+    alias = host_alias(host_id)
+    kept = []
+    with contextlib.suppress(FileNotFoundError), open(path) as f:
+        kept = [k for k in f.read().splitlines() if k.split(" ", 1)[0] != alias]
+    if line is not None:
+        kept.append(f"{alias} {line.split(' ', 1)[1]}")
+    fd = os.open(path + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("".join(k + "\n" for k in kept))
+    os.replace(path + ".new", path)
+
+
+def kill_remote_group(link: "HostLink", group: int, signum=signal.SIGKILL) -> None:
+    """Signal an agent's process group on its host (nothing when it is unreachable)."""
+    with contextlib.suppress(HostDown):
+        link.run(f"kill -s {signal.Signals(signum).name[3:]} -- -{int(group)} 2>/dev/null; "
+                 "true", timeout=30)
 
 
 # =============================================================================
@@ -9246,890 +11579,6 @@ def list_agents() -> list[dict]:
 
 
 # =============================================================================
-# AGENT OUTPUT
-# =============================================================================
-# What an agent prints, read: the stream parser, costs, how a run ended, usage limits
-# and one adapter per CLI.
-
-def cli_version(out: str) -> str | None:
-    """The first stdout line that looks like a version ("2.1.197 (Claude Code)",
-    "codex-cli 0.169.0"); None (unknown) when none does."""
-    return next((line.strip() for line in out.splitlines() if VERSION_LINE.match(line.strip())),
-                None)
-
-
-#: Tool inputs worth showing in a tool call's one-line summary, by preference.
-SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description",
-                "prompt", "notebook_path")
-#: The token counts a run keeps, in PRICES' order, and the CLI's name for each.
-USAGE_KEYS = {"input": "input_tokens", "output": "output_tokens",
-              "cache_read": "cache_read_input_tokens",
-              "cache_creation": "cache_creation_input_tokens"}
-
-
-def usd(tokens, prices) -> float:
-    """What token counts cost at prices per million, both in USAGE_KEYS order."""
-    return sum(map(operator.mul, tokens, prices)) / 1_000_000
-
-
-def claude_prices(model: str) -> tuple | None:
-    """The PRICES of the tier a Claude model's name belongs to ("claude-opus-4-8"), if any."""
-    family = next((f for f in CLAUDE_FAMILIES if f in model), None)
-    return PRICES[CLAUDE_FAMILIES[family]] if family else None
-
-
-class StreamParser:
-    """Turns stream-json lines into log entries and keeps the run's state (usage counted
-    once per message.id; the result's totals win)."""
-
-    def __init__(self, adapter=None):
-        #: A non-Claude CLI's adapter: translates each line into Claude-shaped events.
-        self.adapter = adapter
-        #: USD per million tokens to estimate with (None: the tier's PRICES); a Claude run's
-        #: are those of the model its messages name.
-        self.prices = None
-        #: The cost the CLI reported before its result (OpenCode's steps), if any.
-        self.cost_so_far = None
-        #: The simulated agent's run (design §2): it spends nothing, whatever it reports.
-        self.simulated = False
-        self.session_id = None
-        self.last_type = "raw"
-        self.tool_calls = 0
-        self.texts = collections.deque(maxlen=20)  # the latest text blocks, for verdicts
-        self.recent_tools = collections.deque(maxlen=5)
-        self.files = set()
-        self.root = None  # the repository root that file paths are made relative to
-        self.result = None
-        self.event = None  # the latest line as parsed (a dict), None when it was not one
-        self.api_error = None
-        #: When a usage limit the CLI hit lifts (epoch seconds; Claude's rate_limit_event)
-        self.limit_resets = None
-        #: The latest lines on stderr: Gemini's daily quota names its reset only there.
-        self.stderr = collections.deque(maxlen=STDERR_TAIL_LINES)
-        self.denials = []
-        self.usage = dict.fromkeys(USAGE_KEYS, 0)
-        self._results_usage = dict.fromkeys(USAGE_KEYS, 0)  # the turns ended so far
-        self.usage_changes = 0  # how often usage was added to: a cheap "has it changed"
-        self._messages = 0  # assistant messages (by id), usage counted once each
-        #: Their latest ids: the blocks of a message come as consecutive lines, and a
-        #: set of every id would grow with the run.
-        self._recent_messages = collections.deque(maxlen=16)
-        self._model = None  # the model self.prices is for
-        self._tool_started = {}
-        self._tool_names = {}
-
-    def feed(self, line: str) -> list[dict]:
-        """The log entries of one stdout line (a non-JSON line is kept as `raw`)."""
-        self.last_type, self.event = "raw", None
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return [{"kind": "raw", "message": _cut(line)}]
-        # NOTE: half a surrogate pair could never be written: the task's log stopped there
-        event = lone_surrogates_replaced(event, line)
-        if not isinstance(event, dict):
-            return [{"kind": "raw", "message": _cut(line)}]
-        kind = event.get("type")
-        self.last_type, self.event = str(kind or "raw"), event
-        if self.adapter is not None:
-            events = self.adapter.translate(event)
-            if events is None:  # a line the adapter does not know: kept as written
-                events = [RAW_LINE]
-            return [entry for e in events for entry in (
-                [{"kind": "raw", "message": _cut(line)}] if e is RAW_LINE else self._handle(e))]
-        return self._handle(event)
-
-    def close(self, exit_code: int | None) -> list[dict]:
-        """The log entries of what the adapter makes of the process's end (an
-        OpenCode run's result)."""
-        if self.adapter is None:
-            return []
-        return [entry for e in self.adapter.finish(exit_code) for entry in self._handle(e)]
-
-    def _handle(self, event: dict) -> list[dict]:
-        kind = event.get("type")
-        if event.get("session_id") and not self.session_id:
-            self.session_id = str(event["session_id"])
-        if handle := self.HANDLERS.get(kind):
-            return handle(self, event)
-        if kind == "rate_limit_event":
-            return self._rate_limit(_dict(event.get("rate_limit_info")))
-        return []
-
-    def _rate_limit(self, info):
-        """Claude's report of its plan's limits, sent every turn: only a refusal is news."""
-        if info.get("status") != "rejected":
-            return []
-        resets = info.get("resetsAt")
-        if isinstance(resets, (int, float)) and not isinstance(resets, bool):
-            self.limit_resets = float(resets)
-        when = f", resets at {iso_at(self.limit_resets)}" if self.limit_resets else ""
-        return [{"kind": "system", "is_error": True, "message": f"usage limit reached "
-                 f"({info.get('rateLimitType') or 'limit'}{when})"}]
-
-    def _system(self, event):
-        subtype = event.get("subtype")
-        if subtype == "init":
-            return [{"kind": "system", "message": f"session {event.get('session_id')} "
-                     f"(model {event.get('model')}, {event.get('permissionMode')} permissions)"}]
-        if "rate" in str(subtype) or "retry" in str(subtype):
-            return [{"kind": "system", "is_error": True,
-                     "message": f"{subtype}: " + _cut(json_dumps(event), 500)}]
-        if subtype == "warning":  # an adapter's: a CLI's error line that is not the end
-            return [{"kind": "system", "is_error": True,
-                     "message": "agent warning: " + _cut(str(event.get("message")), 1000)}]
-        return []
-
-    def _assistant(self, event):
-        message = _dict(event.get("message"))
-        if event.get("error"):
-            self.api_error = str(event["error"])
-        usage = message.get("usage")
-        if isinstance(usage, dict) and message.get("id") not in self._recent_messages:
-            self._recent_messages.append(message.get("id"))
-            self._messages += 1
-            self._add_usage(usage)
-        if isinstance(event.get("total_cost_usd"), (int, float)):  # an adapter's, so far
-            self.cost_so_far = float(event["total_cost_usd"])
-        model = message.get("model")
-        if self.adapter is None and model and model != self._model:
-            self._model = model
-            self.prices = claude_prices(str(model)) or self.prices
-        entries = []
-        for block in message.get("content") or []:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text" and block.get("text"):
-                self.texts.append(str(block["text"]))
-                entries.append({"kind": "text", "message": _cut(block["text"]),
-                                **({"is_error": True} if event.get("error") else {})})
-            elif block.get("type") == "thinking" and block.get("thinking"):
-                entries.append({"kind": "thinking", "message": _cut(block["thinking"])})
-            elif block.get("type") == "tool_use":
-                name = str(block.get("name") or "tool")
-                self.tool_calls += 1
-                self.recent_tools.append(name)
-                self._note_file(block.get("input"))
-                self._tool_started[block.get("id")] = time.monotonic()
-                self._tool_names[block.get("id")] = name
-                entries.append({"kind": "tool_call", "tool": name,
-                                "message": f"{name}: {tool_summary(block.get('input'))}"})
-        return entries
-
-    def _user(self, event):
-        entries = []
-        content = _dict(event.get("message")).get("content")
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict) or block.get("type") != "tool_result":
-                continue
-            started = self._tool_started.pop(block.get("tool_use_id"), None)
-            text = block.get("content")
-            if isinstance(text, list):
-                text = "\n".join(str(part.get("text", "")) for part in text
-                                 if isinstance(part, dict))
-            entries.append({
-                "kind": "tool_result", "tool": self._tool_names.get(block.get("tool_use_id")),
-                "message": _cut(str(text or "")), "is_error": bool(block.get("is_error")),
-                "duration_ms": None if started is None else
-                int((time.monotonic() - started) * 1000)})
-        return entries
-
-    def _result(self, event):
-        """A turn's end; a process that is sent more turns prints one per turn, each with
-        that turn's usage and the process's cumulative cost."""
-        self.result = event
-        if isinstance(event.get("usage"), dict):
-            self.usage = dict(self._results_usage)
-            self._add_usage(event["usage"])
-            self._results_usage = dict(self.usage)
-        entries = []
-        denials = event.get("permission_denials")
-        for denial in denials if isinstance(denials, list) else []:
-            denial = _dict(denial)
-            self.denials.append(denial)
-            entries.append({"kind": "system", "is_error": True, "tool": denial.get("tool_name"),
-                            "message": f"permission denied: {denial.get('tool_name')} "
-                            f"{tool_summary(denial.get('tool_input'))} — allow the tool or "
-                            "change the project's permission mode"})
-        text = event.get("result") or "; ".join(map(str, event.get("errors") or [])) or ""
-        if event.get("is_error"):
-            entries.append({"kind": "system", "is_error": True,
-                            "message": f"the agent reported an error ({event.get('subtype')}): "
-                            + _cut(text, 1000)})
-        else:
-            entries.append({"kind": "system", "message": "finished: " + _cut(text, 2000)})
-        return entries
-
-    @property
-    def turns(self) -> int:
-        """API round trips: the result's count once there is one, else one per assistant
-        message so far."""
-        counted = (self.result or {}).get("num_turns")
-        return counted if isinstance(counted, int) else self._messages
-
-    HANDLERS = {"system": _system, "assistant": _assistant, "user": _user, "result": _result}
-
-    def _note_file(self, tool_input):
-        """Remember the file a tool call reads or writes, relative to the repository."""
-        path = _dict(tool_input).get("file_path") or _dict(tool_input).get("notebook_path")
-        if not isinstance(path, str) or not path:
-            return
-        if self.root and os.path.isabs(path):
-            relative = os.path.relpath(path, self.root)
-            path = path if relative.startswith("..") else relative
-        self.files.add(path)
-
-    def _add_usage(self, usage: dict):
-        self.usage_changes += 1
-        for key, name in USAGE_KEYS.items():
-            value = usage.get(name)
-            if isinstance(value, int):
-                self.usage[key] += value
-
-    @property
-    def cost_estimated(self) -> bool:
-        """True when cost() is an estimate: no result reported a cost."""
-        return not self.simulated and not (
-            self.result and isinstance(self.result.get("total_cost_usd"), (int, float)))
-
-    def cost(self, model: str) -> float:
-        """The CLI's cost when it reported one (so far, before its result), else an estimate
-        from the run's prices (PRICES of the tier unless the model has its own)."""
-        if self.simulated:
-            return 0.0
-        if not self.cost_estimated:
-            return float(self.result["total_cost_usd"])
-        if self.cost_so_far is not None and self.result is None:
-            return self.cost_so_far
-        return usd(self.usage.values(), self.prices or PRICES[model])
-
-
-def _json_object(text: str | None) -> dict | None:
-    """The JSON object a variable holds (e.g. a user's OPENCODE_CONFIG_CONTENT): {} when it
-    is unset, None when it holds something else."""
-    if text is None:
-        return {}
-    with contextlib.suppress(ValueError):
-        value = json.loads(text)
-        return value if isinstance(value, dict) else None
-    return None
-
-
-def tool_summary(tool_input) -> str:
-    for key in SUMMARY_KEYS:
-        if isinstance(_dict(tool_input).get(key), str):
-            return _cut(tool_input[key].strip().replace("\n", " "), 200)
-    return _cut(json_dumps(tool_input), 200)
-
-
-#: How a run ended that the board ended (its stop reason): outcome and why.
-ENDED_BY_THE_BOARD = {
-    "stopped": ("stopped", None), "interrupted": ("interrupted", None),
-    "timeout": ("retry", "the run exceeded the project's task timeout and was killed"),
-    "idle": ("retry", "the agent printed nothing for too long (idle timeout) and was killed")}
-
-
-def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | None) \
-        -> tuple[str, str | None]:
-    """How a run ended: ok, retry, fail, no_session, stopped or interrupted, and why.
-
-    The result line's is_error decides, never its subtype: the CLI says "success" with
-    is_error true when it is not logged in.  A killed run prints no result at all.
-    """
-    if stop_reason in ENDED_BY_THE_BOARD:
-        return ENDED_BY_THE_BOARD[stop_reason]
-    result = parser.result
-    if result is None:
-        return "retry", f"the agent exited with code {exit_code} without a result"
-    if not result.get("is_error"):
-        if exit_code == 0:
-            return "ok", None
-        return "retry", f"the agent exited with code {exit_code}"
-    return _judge_error(parser, result)
-
-
-def _judge_error(parser: StreamParser, result: dict) -> tuple[str, str]:
-    """How a run ended whose result is an error: by what its text and fields say."""
-    text = " ".join([str(result.get("result") or ""), *map(str, result.get("errors") or [])])
-    lowered = text.lower()
-    status = result.get("api_error_status")
-    if "no conversation found" in lowered:
-        return "no_session", "the agent has no such session to resume in this directory"
-    if result.get("subtype") == "error_max_turns":
-        return "fail", "the agent reached its maximum number of turns"
-    if result.get("subtype") == "error_max_budget_usd":
-        return "fail", "the agent reached the project's budget (taskBudgetUsd)"
-    if result.get("terminal_reason") == "prompt_too_long" or "prompt is too long" in lowered:
-        return "fail", "the prompt is too long for the model"
-    if parser.api_error == "authentication_failed" or "not logged in" in lowered \
-            or "login" in lowered and "please run" in lowered:
-        return "fail", "the agent CLI is not logged in: run its login (e.g. `claude login`) " \
-            "as the user running the board, or set its API key"
-    if limit_resets(parser) is not None:
-        return "wait", "the agent's usage limit was reached: " + _cut(text, 300)
-    if (isinstance(status, int) and (status >= 500 or status == 429)) or any(
-            word in lowered for word in ("overloaded", "rate limit", "rate_limit")):
-        return "retry", "the model API failed: " + _cut(text, 300)
-    return "fail", "the agent reported an error: " + _cut(text, 300)
-
-
-# --- usage limits -------------------------------------------------------------------------
-# A CLI that hits its plan's usage limit or a rate limit says when it lifts: Claude in a
-# rate_limit_event (resetsAt) or its text ("resets 2pm (Europe/Berlin)"), Codex "try again
-# in 2 hours 5 minutes", Gemini "Please retry in 37.2s", an API's Retry-After.  Such a run
-# is not a failure: the task waits and continues by itself then (design §14).
-
-#: Words that make an error a limit rather than a fault: Codex "You've hit your usage
-#: limit. … try again at 8:20 AM.", Gemini "[API Error: You have exhausted your daily quota
-#: on this model.]" (codex-gemini-NOTES.md), Claude "You've hit your limit · resets 2pm".
-LIMIT_WORDS = re.compile(r"usage limit|rate.?limit|quota|hit your limit|limit reached|"
-                         r"too many requests|resource.?exhausted|\b429\b", re.I)
-#: A Unix time after "resets"/"reset at"/a pipe (Claude's old "usage limit reached|1700000000").
-LIMIT_EPOCH = re.compile(r"(?:resets?(?:_?at)?\W{0,3}|\|)(\d{10})(?:\.\d+)?\b", re.I)
-#: An ISO time after "reset", "until" or "after".
-LIMIT_ISO = re.compile(r"(?:resets?|until|after)\W{0,12}(?:at\W{0,3})?"
-                       r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?"
-                       r"(?:Z|[+-]\d\d:?\d\d)?)", re.I)
-#: A clock time after "resets" or "try again at", maybe with a date: "resets 2pm", "resets at
-#: 14:30 (Europe/Berlin)", "resets Oct 6 at 2pm", Codex's "try again at Nov 29th, 2026 6:50 AM".
-LIMIT_CLOCK = re.compile(r"(?:resets?|try again)\s+(?:at\s+|on\s+)?(?:([A-Z][a-z]{2,8})\s+"
-                         r"(\d{1,2})(?:st|nd|rd|th)?,?\s+(?:(\d{4}),?\s+)?(?:at\s+)?)?"
-                         r"(\d{1,2})(?::(\d\d))?\s*([ap]\.?m\.?)?"
-                         r"(?:\s*\(([A-Za-z_]+(?:/[A-Za-z_+-]+)*)\))?", re.I)
-#: A clock time this much past is "now", not tomorrow (the message was printed a moment ago).
-LIMIT_PAST_SECONDS = 300
-#: A wait: "try again in 2 hours 5 minutes", "retry in 37.2s", "retry-after: 30",
-#: "retryDelay": "37s".
-LIMIT_WAIT = re.compile(r"(?:try again|retry|resets?|available again)\s*(?:in|after)\s+"
-                        r"((?:\d+(?:\.\d+)?\s*[a-z]+[\s,]*(?:and\s+)?)+)|"
-                        r"retry-?after\W{0,3}(\d+(?:\.\d+)?)|"
-                        r"retryDelay\W{0,4}(\d+(?:\.\d+)?)s|"
-                        r"retry-?after-?ms\W{0,3}(\d+)", re.I)
-LIMIT_UNITS = {"d": 86400, "day": 86400, "days": 86400, "h": 3600, "hr": 3600, "hrs": 3600,
-               "hour": 3600, "hours": 3600, "m": 60, "min": 60, "mins": 60, "minute": 60,
-               "minutes": 60, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-               "ms": 0.001}
-#: The longest wait the board takes from a CLI (a week's limit and a day to spare).
-LIMIT_MAX_SECONDS = 8 * 86400
-#: The least wait: a reset already past still gets the API a moment.
-LIMIT_MIN_SECONDS = 5
-#: The stderr lines a run keeps for a reset its result does not name (Gemini's stack trace
-#: of a quota error is about 30 lines, the API's "Please retry in 3600s." near its end).
-STDERR_TAIL_LINES = 50
-#: Waits in a row after which a task's limit counts as a failed attempt (a CLI that keeps
-#: saying "retry in 2s" must not loop for ever).
-MAX_LIMIT_WAITS = 10
-
-
-def limit_resets(parser: StreamParser, now: float | None = None) -> float | None:
-    """When the usage or rate limit that ended the run lifts (Unix time), or None when the
-    run did not end on one or the CLI did not say when."""
-    result = parser.result or {}
-    if not result.get("is_error"):
-        return None
-    now = time.time() if now is None else now
-    text = " ".join([str(result.get("result") or ""), *map(str, result.get("errors") or [])])
-    if result.get("api_error_status") != 429 and not LIMIT_WORDS.search(text):
-        return None  # an error of another kind, even after a limit event earlier in the run
-    at = parser.limit_resets if parser.limit_resets is not None else reset_time(text, now)
-    for line in reversed(parser.stderr if at is None else ()):  # the latest reset named
-        at = reset_time(line, now)
-        if at is not None:
-            break
-    if at is None or at - now > LIMIT_MAX_SECONDS:
-        return None
-    return max(at, now + LIMIT_MIN_SECONDS)
-
-
-def reset_time(text: str, now: float) -> float | None:
-    """The first reset time a limit message names (Unix time), else None."""
-    if match := LIMIT_EPOCH.search(text):
-        return float(match.group(1))
-    if match := LIMIT_ISO.search(text):
-        with contextlib.suppress(ValueError):
-            when = dt.datetime.fromisoformat(match.group(1).replace("Z", "+00:00"))
-            return (when if when.tzinfo else when.astimezone()).timestamp()
-    if match := LIMIT_WAIT.search(text):
-        if match.group(1):
-            parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]+)", match.group(1), re.I)
-            seconds = [float(n) * LIMIT_UNITS[u.lower()] for n, u in parts
-                       if u.lower() in LIMIT_UNITS]
-            if seconds:
-                return now + sum(seconds)
-        elif match.group(4):
-            return now + int(match.group(4)) / 1000
-        else:
-            return now + float(match.group(2) or match.group(3))
-    for match in LIMIT_CLOCK.finditer(text):
-        month, day, year, hour, minute, half, zone = match.groups()
-        if half or minute:
-            return _next_clock(now, int(hour), int(minute or 0), (half or "")[:1].lower(),
-                               zone, (month, int(day), year and int(year)) if month else None)
-    return None
-
-
-def _next_clock(now: float, hour: int, minute: int, half: str, zone: str | None,
-                date: tuple | None = None) -> float | None:
-    """When the clock next shows hour:minute (half: "a", "p" or "") in zone (else the
-    server's), on date (month name, day, year or None) when one is named."""
-    if half and not 1 <= hour <= 12:
-        return None
-    if half:
-        hour = hour % 12 + (12 if half == "p" else 0)
-    if hour > 23 or minute > 59:
-        return None
-    try:
-        tz = zoneinfo.ZoneInfo(zone) if zone else None
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        tz = None
-    today = dt.datetime.fromtimestamp(now, tz).date()  # tz None: the server's local date
-
-    def at(day: dt.date) -> float:  # a wall-clock time there, daylight saving included
-        return dt.datetime.combine(day, dt.time(hour, minute), tzinfo=tz).timestamp()
-    if date is None:
-        when = at(today)
-        return when if when > now - LIMIT_PAST_SECONDS else at(today + dt.timedelta(days=1))
-    month, day, year = date
-    try:
-        number = dt.datetime.strptime(month[:3].title(), "%b").month
-        when = at(dt.date(year or today.year, number, day))
-        if year is None and when <= now - LIMIT_PAST_SECONDS:  # "Jan 2" said in December
-            when = at(dt.date(today.year + 1, number, day))
-    except ValueError:
-        return None
-    return when
-
-
-# --- agent adapters ----------------------------------------------------------------------
-# One adapter per agent CLI (design §14) builds its invocation and turns each line it prints
-# into the Claude-shaped events StreamParser reads (system init, assistant blocks, user
-# tool results, a final result), so the log, usage, cost, judge_run, retries and events are
-# shared.  translate() returns None for a line it does not know: that line stays a raw log
-# entry and the run goes on.  finish() may add events once the process has exited.
-
-#: What an adapter's translate() puts among its events for "and keep this line as raw".
-RAW_LINE = {"type": "raw"}
-#: An HTTP status named in a CLI's error text (an API error's code), for judge_run.
-HTTP_STATUS_RE = re.compile(r"(?:\"code\"\s*:\s*|status(?: code)?[ :=]*|http\W{0,2}|error\W{0,3}|"
-                            r"rejected \()([45]\d\d)\b|\b([45]\d\d) (?=too many|internal|"
-                            r"unauthorized|forbidden|not found|bad gateway|bad request|"
-                            r"service unavailable|gateway timeout)", re.I)
-
-
-def _http_status(text: str) -> int | None:
-    """The HTTP status a CLI's error text names; 429 for its words for a limit."""
-    if match := HTTP_STATUS_RE.search(text or ""):
-        return int(match.group(1) or match.group(2))
-    return 429 if LIMIT_WORDS.search(text or "") else None
-
-
-def _text_event(kind: str, text: str) -> dict:
-    block = {"type": "text", "text": text} if kind == "text" else \
-        {"type": "thinking", "thinking": text}
-    return {"type": "assistant", "message": {"content": [block]}}
-
-
-def _tool_call_event(call_id, name: str, tool_input) -> dict:
-    return {"type": "assistant", "message": {"content": [
-        {"type": "tool_use", "id": call_id, "name": name, "input": tool_input}]}}
-
-
-def _tool_result_event(call_id, output, is_error: bool) -> dict:
-    return {"type": "user", "message": {"content": [
-        {"type": "tool_result", "tool_use_id": call_id, "content": str(output or ""),
-         "is_error": is_error}]}}
-
-
-def _result_event(ok: bool, text: str, usage: dict, *, errors=(), cost=None, status=None) -> dict:
-    return {"type": "result", "subtype": "success" if ok else "error", "is_error": not ok,
-            "result": text, "usage": usage, "errors": [str(e) for e in errors],
-            "api_error_status": status, **({} if cost is None else {"total_cost_usd": cost})}
-
-
-class ClaudeAdapter:
-    """Claude Code: its stream-json is the board's own shape; the prompt goes on stdin
-    (through the two-way channel of a task run)."""
-
-    #: Whether the run is in the board's sandbox, which the CLI's own must not nest in.
-    sandboxed = False
-    #: Whether a task run of this CLI gets the board tools (the stdio MCP server of
-    #: the machines' board_tools()), so its agent can create sub-tasks.
-    BOARD_TOOLS = True
-
-    def __init__(self, model: str | None = None, base_usage: dict | None = None):
-        self.model = model
-        self.base_usage = base_usage or {}
-        self.text = ""  # an adapter's latest text: the result's
-
-    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
-        raise NotImplementedError("Claude runs are built by agent_invocation()")
-
-    def environment(self, permission_mode: str) -> dict:
-        """Variables the run's environment needs on top of the board's (the permission
-        mode's, where a flag cannot say it)."""
-        return {}
-
-    @staticmethod
-    def board_tools(argv: list, env: dict, server: dict) -> None:
-        """Add the board tools' MCP server ({command, args, config}: its 0600 config file)
-        to a run's argv or environment, allowed in every permission mode: the run's token
-        bounds what the tools may do (design §11)."""
-        argv += ["--mcp-config", server["config"]]
-
-    def translate(self, event: dict) -> list[dict] | None:
-        return [event]
-
-    def finish(self, exit_code: int | None) -> list[dict]:
-        return []
-
-
-class CodexAdapter(ClaudeAdapter):
-    """OpenAI Codex CLI, `codex exec --json` (agent-cli.md §3.3, codex-gemini-NOTES.md):
-    the prompt comes on stdin (`-` as the prompt argument), then EOF; resume is
-    `exec [options] resume <thread id> -`, the exec options before `resume`.  It reports no
-    cost, and its usage counts the whole thread: base_usage is what the earlier runs of the
-    thread already counted."""
-
-    #: The sandbox of each permission mode.  exec cannot ask for approvals, so default is
-    #: workspace-write like allow-tools: edits inside the project, no network.
-    SANDBOX = {"auto-accept": "danger-full-access", "allow-tools": "workspace-write",
-               "default": "workspace-write", "read-only": "read-only"}
-    TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
-
-    def __init__(self, model=None, base_usage=None):
-        super().__init__(model, base_usage)
-        self.started = set()
-        self.error = None
-        self.done = False
-
-    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
-        argv = [*argv, "exec", "--json", "--skip-git-repo-check", "-s",
-                "danger-full-access" if self.sandboxed else self.SANDBOX[permission_mode],
-                "-c", f"model_reasoning_effort={effort}"]
-        if model:
-            argv += ["-m", model]
-        if session_id:
-            argv += ["resume", session_id]
-        return [*argv, "-"]  # the prompt on stdin: an argument is limited to 128 KiB
-
-    @staticmethod
-    def board_tools(argv, env, server):
-        """A `-c mcp_servers.taskboard=…` before the prompt's `-` (and `resume <thread>`;
-        every resume needs it again).  Its MCP servers get a filtered environment, so the
-        server reads its token from the config file; exec cannot ask, so the tools are
-        approved (else refused outside danger-full-access); required, so codex waits for
-        the server to start (an optional one gets about a second, then is left out)."""
-        where = [f"command={json.dumps(server['command'])}",
-                 f"args={json.dumps(server['args'])}"] if "url" not in server else [
-            f"url={json.dumps(server['url'])}",  # on a host: /mcp, its token in the env
-            'bearer_token_env_var="TASKBOARD_MCP_TOKEN"']
-        if "url" in server:
-            env["TASKBOARD_MCP_TOKEN"] = server["token"]
-        spec = ", ".join([*where, "required=true", f"startup_timeout_sec={MCP_START_SECONDS}",
-                          'default_tools_approval_mode="approve"'])
-        at = len(argv) - (3 if argv[-3:-2] == ["resume"] else 1)
-        argv[at:at] = ["-c", f"mcp_servers.taskboard={{{spec}}}"]
-
-    def translate(self, event):
-        kind = event.get("type")
-        if kind == "thread.started":
-            return [{"type": "system", "subtype": "init", "session_id": event.get("thread_id"),
-                     "model": self.model, "permissionMode": "sandbox"}]
-        if kind in ("turn.started", "item.updated"):
-            return []
-        if kind == "error":
-            self.error = str(event.get("message") or "")
-            return [{"type": "system", "subtype": "warning", "message": self.error}]
-        if kind == "turn.completed":
-            self.done = True
-            return [_result_event(True, self.text, self._usage(event.get("usage")))]
-        if kind == "turn.failed":
-            self.done = True
-            message = str(_dict(event.get("error")).get("message") or self.error or "")
-            return [_result_event(False, message, self._usage(event.get("usage")),
-                                  errors=[message], status=_http_status(message))]
-        item = _dict(event.get("item"))
-        if kind not in ("item.started", "item.completed") or not item:
-            return None
-        return self._item(kind, item)
-
-    def _item(self, kind, item):
-        item_type, item_id = item.get("type"), item.get("id")
-        if item_type in self.TOOL_ITEMS:
-            events = []
-            if item_id not in self.started:
-                self.started.add(item_id)
-                events.append(_tool_call_event(item_id, *self._tool(item)))
-            if kind == "item.completed":
-                code = item.get("exit_code")
-                failed = item.get("status") == "failed" or code not in (None, 0)
-                output = item.get("aggregated_output") or item.get("result") or \
-                    _dict(item.get("error")).get("message") or item.get("status") or ""
-                events.append(_tool_result_event(item_id, output, failed))
-            return events
-        if kind == "item.started":
-            return []
-        if item_type == "agent_message":
-            self.text = str(item.get("text") or "")
-            return [_text_event("text", self.text)]
-        if item_type == "reasoning":
-            return [_text_event("thinking", str(item.get("text") or ""))]
-        if item_type == "error":  # a warning: a failure ends the turn with turn.failed
-            return [{"type": "system", "subtype": "warning", "message": item.get("message")}]
-        if item_type == "todo_list":
-            return []
-        return None
-
-    @staticmethod
-    def _tool(item):
-        item_type = item.get("type")
-        if item_type == "command_execution":
-            return "shell", {"command": item.get("command")}
-        if item_type == "file_change":
-            changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
-            return "file_change", {"file_path": changes[0].get("path") if changes else None,
-                                   "changes": changes}
-        if item_type == "mcp_tool_call":
-            return f"mcp__{item.get('server')}__{item.get('tool')}", item.get("arguments")
-        return item_type, {"query": item.get("query")}
-
-    def _usage(self, usage) -> dict:
-        """The thread's cumulative usage as this run's share, in Claude's names."""
-        usage = _dict(usage)
-        cached = usage.get("cached_input_tokens") or 0
-        total = {"input_tokens": (usage.get("input_tokens") or 0) - cached,
-                 "output_tokens": usage.get("output_tokens") or 0,
-                 "cache_read_input_tokens": cached,
-                 "cache_creation_input_tokens": usage.get("cache_write_input_tokens") or 0}
-        return {k: max(0, v - (self.base_usage.get(k) or 0)) for k, v in total.items()}
-
-    def finish(self, exit_code):
-        if self.done or not self.error:
-            return []  # no error seen either: judge_run says it ended without a result
-        return [_result_event(False, self.error, {}, errors=[self.error],
-                              status=_http_status(self.error))]
-
-
-class GeminiAdapter(ClaudeAdapter):
-    """Gemini CLI, `gemini -o stream-json` with the prompt on stdin and no -p (agent-cli.md
-    §3.4, codex-gemini-NOTES.md): headless because stdin is not a terminal; --skip-trust, or
-    it refuses an untrusted folder (exit 55).  `--resume <session id>` continues a session
-    of the same folder.  Assistant text comes in delta chunks (joined here until the next
-    other line); no cost, and its usage counts this run only."""
-
-    #: Its --approval-mode of each permission mode.  Headless, default drops the edit and
-    #: shell tools, so default is auto_edit (edits, no shell); plan refuses writes outside
-    #: its own plans folder and has no shell.
-    APPROVAL = {"auto-accept": "yolo", "allow-tools": "auto_edit", "default": "auto_edit",
-                "read-only": "plan"}
-    #: No board tools: 0.61 takes an MCP server only from a settings file, and the one that
-    #: leaves the project and the user's settings alone (GEMINI_CLI_SYSTEM_DEFAULTS_PATH) is
-    #: read only when root owns it and every folder above it.
-    BOARD_TOOLS = False
-
-    def __init__(self, model=None, base_usage=None):
-        super().__init__(model, base_usage)
-        self.pending = []
-
-    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
-        argv = [*argv, "-o", "stream-json", "--skip-trust",
-                "--approval-mode", self.APPROVAL[permission_mode]]
-        if model:
-            argv += ["-m", model]
-        if session_id:
-            argv += ["--resume", session_id]
-        return argv
-
-    def _flush(self) -> list[dict]:
-        if not self.pending:
-            return []
-        self.text, self.pending = "".join(self.pending), []
-        return [_text_event("text", self.text)]
-
-    def translate(self, event):
-        kind = event.get("type")
-        if kind == "message" and event.get("role") == "assistant":
-            self.pending.append(str(event.get("content") or ""))
-            return [] if event.get("delta") else self._flush()
-        events = self._flush()
-        if kind == "init":
-            return events + [{"type": "system", "subtype": "init", "model": event.get("model"),
-                              "session_id": event.get("session_id"),
-                              "permissionMode": "approval-mode"}]
-        if kind == "message":
-            return events  # the prompt, echoed
-        if kind == "tool_use":
-            return events + [_tool_call_event(event.get("tool_id"),
-                                              str(event.get("tool_name") or "tool"),
-                                              event.get("parameters"))]
-        if kind == "tool_result":
-            error = _dict(event.get("error")).get("message")
-            return events + [_tool_result_event(event.get("tool_id"),
-                                                event.get("output") or error,
-                                                event.get("status") != "success")]
-        if kind == "error":
-            return events + [{"type": "system", "subtype": "warning",
-                              "message": event.get("message")}]
-        if kind == "result":
-            stats = _dict(event.get("stats"))
-            cached = stats.get("cached") or 0
-            usage = {"input_tokens": max(0, (stats.get("input_tokens") or 0) - cached),
-                     "output_tokens": stats.get("output_tokens") or 0,
-                     "cache_read_input_tokens": cached}
-            ok = event.get("status") == "success"
-            message = str(_dict(event.get("error")).get("message") or "")
-            return events + [_result_event(ok, self.text if ok else
-                                           message, usage, errors=[message] if message else [],
-                                           status=_http_status(message))]
-        return events + [RAW_LINE]
-
-    def finish(self, exit_code):
-        return self._flush()
-
-
-class OpenCodeAdapter(ClaudeAdapter):
-    """OpenCode, `opencode run --format json` (tests/fixtures/agent-streams/
-    opencode-NOTES.md): prompt on stdin, then EOF; no init and no result line, so the
-    session starts with the first line's sessionID and the result is made at exit (exit 0
-    and a last step that stopped = done).  Usage and cost come per step: summed here."""
-
-    #: read-only: the plan agent refuses edit and write, but its bash runs and can write
-    #: files, so bash and edit are denied outright (they leave the model's tool list).
-    READ_ONLY_PERMISSION = {"bash": "deny", "edit": "deny"}
-
-    def __init__(self, model=None, base_usage=None):
-        super().__init__(model, base_usage)
-        self.session = None
-        self.usage = dict.fromkeys(USAGE_KEYS.values(), 0)
-        self.cost = 0.0
-        self.reason = None
-        self.rejected = None
-        self.done = False
-
-    def invocation(self, argv, prompt, *, model, effort, permission_mode, session_id, cwd):
-        argv = [*argv, "run", "--format", "json", "--dir", cwd]
-        if model:
-            argv += ["-m", model]
-        if permission_mode == "auto-accept":
-            argv.append("--auto")
-        elif permission_mode == "read-only":
-            argv += ["--agent", "plan"]
-        if session_id:
-            argv += ["--session", session_id]
-        return argv
-
-    def environment(self, permission_mode):
-        if permission_mode != "read-only":
-            return {}
-        return {"OPENCODE_PERMISSION": json.dumps(self.READ_ONLY_PERMISSION)}
-
-    @staticmethod
-    def board_tools(argv, env, server):
-        """An `mcp.taskboard` local server in OPENCODE_CONFIG_CONTENT (the layer above the
-        project's opencode.json, merged into what the user set there), every field set so
-        that no lower layer's leaks in; its tools (`taskboard_*`) allowed, or a user's
-        `"*": "ask"` would have them rejected headless.  A value of the user's that is not
-        an object stays as it is: OpenCode reports a bad one, and a rule for every tool
-        (`"allow"`) must not shrink to the board's."""
-        config = _json_object(env.get("OPENCODE_CONFIG_CONTENT"))
-        if config is None:
-            return
-        where = {"type": "local", "command": [server["command"], *server["args"]],
-                 "environment": {}} if "url" not in server else {  # on a host: /mcp
-            "type": "remote", "url": server["url"],
-            "headers": {"Authorization": f"Bearer {server['token']}"}}
-        config["mcp"] = {**_dict(config.get("mcp")), "taskboard": {
-            **where, "enabled": True, "timeout": MCP_START_SECONDS * 1000}}
-        env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
-        if (permission := _json_object(env.get("OPENCODE_PERMISSION"))) is not None:
-            env["OPENCODE_PERMISSION"] = json.dumps({**permission, "taskboard_*": "allow"})
-
-    def translate(self, event):
-        events = []
-        if event.get("sessionID") and not self.session:
-            self.session = str(event["sessionID"])
-            events.append({"type": "system", "subtype": "init", "session_id": self.session,
-                           "model": self.model, "permissionMode": "opencode"})
-        kind = event.get("type")
-        line = self.LINES.get(kind) if isinstance(kind, str) else None  # (an array: no key)
-        return events + (line(self, event, _dict(event.get("part"))) if line else [RAW_LINE])
-
-    def _text(self, event, part):
-        self.text = str(part.get("text") or "")
-        return [_text_event("text", self.text)]
-
-    def _reasoning(self, event, part):
-        return [_text_event("thinking", str(part.get("text") or ""))]
-
-    def _tool_use(self, event, part):
-        """A tool call and its result come in one line; a rejected permission is kept for
-        the result (the run did not finish)."""
-        state = _dict(part.get("state"))
-        call_id = part.get("callID") or part.get("id")
-        exit_code = _dict(state.get("metadata")).get("exit")
-        failed = state.get("status") == "error" or exit_code not in (None, 0)
-        output = state.get("output") if state.get("status") != "error" else state.get("error")
-        if state.get("status") == "error" and "rejected permission" in str(output):
-            self.rejected = f"{part.get('tool')}: {output}"
-        return [_tool_call_event(call_id, str(part.get("tool") or "tool"), state.get("input")),
-                _tool_result_event(call_id, output, failed)]
-
-    def _step_finish(self, event, part):
-        """A step's usage and cost, added to the run's; its reason says whether it stopped."""
-        tokens = _dict(part.get("tokens"))
-        cache = _dict(tokens.get("cache"))
-        step = {"input_tokens": tokens.get("input") or 0,
-                "output_tokens": (tokens.get("output") or 0) + (tokens.get("reasoning") or 0),
-                "cache_read_input_tokens": cache.get("read") or 0,
-                "cache_creation_input_tokens": cache.get("write") or 0}
-        for key, value in step.items():
-            self.usage[key] += value if isinstance(value, int) else 0
-        if isinstance(part.get("cost"), (int, float)):
-            self.cost += part["cost"]
-        self.reason = part.get("reason")
-        # an assistant line without content: StreamParser adds its usage once (by id)
-        return [{"type": "assistant", "total_cost_usd": self.cost, "message": {
-            "id": str(part.get("id")), "content": [], "usage": step}}]
-
-    def _error(self, event, part):
-        """An error line ends the run: it is the result."""
-        self.done = True
-        error = _dict(event.get("error"))
-        data = _dict(error.get("data"))
-        message = f"{error.get('name')}: {data.get('message')}"
-        headers = {str(k).lower(): v for k, v in _dict(data.get("responseHeaders")).items()}
-        for header in ("retry-after-ms", "retry-after"):
-            if headers.get(header):  # when the limit resets: the line's timestamp + it
-                message += f" ({header}: {headers[header]}, at {event.get('timestamp')})"
-        status = data.get("statusCode") if isinstance(data.get("statusCode"), int) \
-            else _http_status(message)
-        return [_result_event(False, message, dict(self.usage), errors=[message],
-                              cost=self.cost, status=status)]
-
-    #: What translate makes of each type of line (self, the line, its part); a type not
-    #: here is shown raw.
-    LINES = {"step_start": lambda self, event, part: [], "text": _text,
-             "reasoning": _reasoning, "tool_use": _tool_use, "step_finish": _step_finish,
-             "error": _error}
-
-    def finish(self, exit_code):
-        if self.done or exit_code != 0:
-            return []  # an error line was the result; else judge_run: no result
-        self.done = True
-        ok = self.reason == "stop" and not self.rejected
-        errors = [] if ok else [f"the agent stopped without finishing: {self.rejected}"
-                                if self.rejected else "the agent stopped without a final "
-                                "answer"]
-        return [_result_event(ok, self.text if ok else errors[0], dict(self.usage), errors=errors,
-                              cost=self.cost)]
-
-
-#: Each agent's adapter class.
-ADAPTERS = {"claude": ClaudeAdapter, "codex": CodexAdapter, "gemini": GeminiAdapter,
-            "opencode": OpenCodeAdapter}
-
-
-# =============================================================================
 # SUPERVISORS
 # =============================================================================
 # An AgentRun owns one agent process: it writes the prompt, drains stdout and stderr at
@@ -10553,1198 +12002,6 @@ def end_runs(runs: list[AgentRun], reason: str) -> None:
         run.kill(reason)
     for run in runs:
         run.finished.wait(KILL_GRACE_SECONDS + 5)
-
-
-# =============================================================================
-# SANDBOX
-# =============================================================================
-# A sandboxed run (design §17) goes through bubblewrap, wrapped once where its machine
-# spawns it: the machine read-only, its own PID, IPC and UTS namespaces (it sees and
-# signals only its own processes, and dies with the board's handle on it), private /tmp,
-# the board's data dir and the person's home hidden but for what the run needs, and
-# writable only its checkout, what a commit writes, its CLI's state and ~/.cache.
-
-#: bubblewrap's namespaces and limits for every sandboxed run (and its try at start):
-#: no nested user namespace, so the CLIs' own sandboxes cannot nest inside it.
-SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
-                "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
-                "--unshare-uts", "--hostname", "sandbox", "--die-with-parent", "--new-session",
-                "--cap-drop", "ALL")
-#: The sandbox of a run (design §17), built where it is spawned (here or on a host) by
-#: `sh`, from the run's variables: TB_BWRAP, TB_BASE (the board's folder there: hidden),
-#: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
-#: to run), TB_READ_ONLY (a planner's or verifier's checkout), TB_STATE (its CLI's state
-#: under home: writable, folders made first), TB_NEVER (never seen under home), TB_HIDE
-#: (other projects), TB_RO and TB_RW (sandboxPaths), TB_FILES (the run's own, read-only).
-#: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
-#: folder, other projects and credential stores hidden again, then the checkout and the
-#: git metadata a commit writes, and read-only what must never be written (hooks, config,
-#: what points git elsewhere).  The arguments go NUL-separated to `bwrap --args 4`; $dir
-#: is the checkout, "$@" the run's argv, which becomes bubblewrap's.
-SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
-  a=$(mktemp) || exit 126
-  { p() { printf '%s\0' "$@"; }
-    each() { while IFS= read -r x; do [ -n "$x" ] && p "$@" "$x" "$x"; done; }
-    inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}
-      p --ro-bind-try "$d" "$d"; [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
-    h=$(cd -- "$HOME" && pwd -P)
-    p BASE --tmpfs "$h"
-    for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done
-    n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
-      [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
-    printf '%s\n' "$TB_SHOW" | while IFS= read -r x; do [ -n "$x" ] && inst "$x"; done
-    IFS=:; for d in $PATH; do case $d in "$h"/*) p --ro-bind-try "$d" "$d";; esac; done
-    unset IFS
-    printf '%s\n' "$h/.gitconfig" "$h/.config/git" "$TB_RO" | each --ro-bind-try
-    printf '%s\n' "$TB_STATE" | while IFS= read -r x; do [ -n "$x" ] || continue
-      case $x in */) [ -d "$h/$x" ] || mkdir -p -m 700 -- "$h/$x";; esac
-      p --bind-try "$h/${x%/}" "$h/${x%/}"
-    done
-    printf '%s\n' "$TB_RW" | each --bind-try
-    p --tmpfs "$TB_BASE"
-    printf '%s\n' "$TB_HIDE" | while IFS= read -r x; do [ -d "$x" ] || continue
-      case $dir/ in "$x"/*) ;; *) p --tmpfs "$x";; esac; done
-    printf '%s\n' "$TB_NEVER" | while IFS= read -r x; do [ -n "$x" ] || continue
-      if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
-        p --ro-bind /dev/null "$h/$x"; fi; done
-    if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
-    g=$(git rev-parse --path-format=absolute --git-common-dir --git-dir 2>/dev/null) && {
-      c=${g%%"
-"*}; g=${g#*"
-"}
-      case $c in "$dir"/*) inside=1;; *) inside=;; esac
-      if [ "$c" != "$g" ] || [ -z "$inside" ]; then p --ro-bind "$c" "$c"
-        if [ -z "$TB_READ_ONLY" ]; then
-          for x in objects refs logs; do p --bind-try "$c/$x" "$c/$x"; done
-          [ "$c" != "$g" ] && p --bind "$g" "$g"; fi; fi
-      for x in "$c/hooks" "$c/config"; do [ -e "$x" ] && p --ro-bind "$x" "$x"; done
-      if [ "$c" != "$g" ]; then for x in commondir gitdir config.worktree; do
-          if [ -e "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
-          else p --ro-bind /dev/null "$g/$x"; fi; done
-        [ -e "$dir/.git" ] && p --ro-bind "$dir/.git" "$dir/.git"; fi; }
-    printf '%s\n' "$TB_FILES" | each --ro-bind-try; :
-  } > "$a" || exit 126
-  exec 4<"$a"; rm -f -- "$a"
-  set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
-  unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_NEVER TB_HIDE \
-    TB_RO TB_RW TB_FILES
-fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
-#: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
-#: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.
-SANDBOXED = 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"'
-#: Under the home directory: each agent CLI's own state (logins, sessions: resume works),
-#: writable in the sandbox with ~/.cache; its folders are made first, so that what the
-#: CLI keeps there outlives the run.
-CLI_STATE = {"claude": (".claude/", ".claude.json"), "codex": (".codex/",),
-             "gemini": (".gemini/",), "opencode": (".config/opencode/", ".local/share/opencode/",
-                                                   ".local/state/opencode/")}
-
-
-def try_sandbox(bwrap: list[str]) -> dict:
-    """Try bubblewrap for real, a trivial command in the runs' namespaces: {engine,
-    works, version, error} (the error its own words: missing, no user namespaces ...)."""
-    code, out = run_command([*bwrap, *SANDBOX_BASE, "--", "true"], timeout=15,
-                            stderr=subprocess.STDOUT)
-    state = {"engine": "bubblewrap", "works": code == 0, "version": None,
-             "error": None if code == 0 else _cut(out.strip() or f"exit code {code}", 300)}
-    if code is not None:
-        code, out = run_command([*bwrap, "--version"], timeout=15)
-        state["version"] = out.strip().removeprefix("bubblewrap ") if code == 0 else None
-    if not state["works"]:
-        log.warning("sandbox: bubblewrap (%s) does not work here: %s", shlex.join(bwrap),
-                    state["error"])
-    return state
-
-
-def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
-    """The variables SANDBOX_RUN builds a run's sandbox from (design §17).  `sandbox`:
-    {agent, command (the CLI's own words), files (the run's own, read-only: its MCP config,
-    its attachments), paths (sandboxPaths), read_only (a planner's or verifier's: its
-    checkout too), hide (other projects' folders)}; `base`: the board's folder where the
-    run happens (the data dir, a host's baseDir); `show`: more programs the run starts."""
-    paths = sandbox.get("paths") or {}
-    return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
-            "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
-            "TB_READ_ONLY": "1" if sandbox.get("read_only") else "",
-            "TB_STATE": "\n".join([*CLI_STATE.get(sandbox["agent"], ()), ".cache/"]),
-            "TB_NEVER": "\n".join(NEVER_VISIBLE), "TB_HIDE": "\n".join(sandbox.get("hide") or ()),
-            "TB_RO": "\n".join(paths.get("readOnly", ())),
-            "TB_RW": "\n".join(paths.get("readWrite", ())),
-            "TB_FILES": "\n".join([*sandbox["files"], *files])}
-
-
-def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
-               show=(), files=(), check: bool = False) -> tuple[list[str], dict]:
-    """A command of a run (its agent; with `check`, its stop check: only its first word is
-    a program to show) and its environment, in the run's sandbox when it has one: the one
-    place a run's command is wrapped, here or on a host (see sandbox_env() for `base`,
-    `show` and `files`)."""
-    if sandbox is None:
-        return argv, env
-    if check:
-        sandbox = {**sandbox, "command": argv[:1]}
-    return ["sh", "-c", SANDBOXED, "sh", cwd, *argv], {
-        **env, **sandbox_env(sandbox, base, show=show, files=files)}
-
-
-# =============================================================================
-# MACHINES: THIS ONE
-# =============================================================================
-# Where a run happens: this machine (ThisMachine) or an SSH host (HostLink, in MACHINES:
-# SSH HOSTS), the one seam every run goes through; and git, as the board runs it here.
-
-#: git never waits for a password on a terminal: a push without credentials fails at once.
-#: It runs no hook nor fsmonitor: what an agent wrote (a tracked hooks folder) never runs
-#: as the board.
-GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "echo", "SSH_ASKPASS": "echo",
-           "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=20", "LC_ALL": "C",
-           "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.hooksPath",
-           "GIT_CONFIG_VALUE_0": os.devnull, "GIT_CONFIG_KEY_1": "core.fsmonitor",
-           "GIT_CONFIG_VALUE_1": "false"}
-
-
-def git(cwd: str, *args: str, timeout: float = 60) -> str:
-    """Run `git args` in cwd; its output, or GitError with git's own message."""
-    return git_output(args, *run_command(["git", *args], cwd, timeout, stderr=subprocess.STDOUT,
-                                         env={**os.environ, **GIT_ENV}))
-
-
-def git_output(args, code: int | None, out: str) -> str:
-    """A git command's output (here or on a host), or GitError with git's last word."""
-    if code != 0:
-        detail = out.strip().splitlines()[-1] if out.strip() else f"exit code {code}"
-        raise GitError(f"git {args[0]} failed: {_cut(detail, 300)}")
-    return out
-
-
-def git_lock(path: str) -> "gevent.lock.RLock":
-    """The lock that serialises git operations on one repository (its worktrees share
-    it: the key is the repository's common .git directory)."""
-    code, common = run_command(["git", "rev-parse", "--path-format=absolute",
-                                "--git-common-dir"], path, 10)
-    key = os.path.realpath(common.strip() if code == 0 and common.strip() else path)
-    return runtime.git_locks.setdefault(key, gevent.lock.RLock())
-
-
-def git_head(cwd: str) -> str | None:
-    """The commit checked out in cwd, or None when it is not a git repository."""
-    code, out = run_command(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd, timeout=10)
-    return out.strip() or None if code == 0 else None
-
-
-def repo_root(cwd: str) -> str:
-    """The top of the git repository around cwd (cwd itself outside one)."""
-    code, out = run_command(["git", "rev-parse", "--show-toplevel"], cwd, timeout=10)
-    return out.strip() if code == 0 and out.strip() else cwd
-
-
-def worktree_path(task: dict) -> str:
-    return os.path.join(runtime.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
-
-
-#: A task's worktree, kept or made (design §10, §15): the one description both machines run,
-#: in the repository, hooks off: `sh -c WORKTREE_SCRIPT sh WORKTREE BRANCH FROM BASE ORDER`.
-#: A checkout at WORKTREE is kept; else it is made again from BRANCH when that exists, else
-#: on a new BRANCH from FROM or else BASE, as found in ORDER's namespaces (else HEAD).  It
-#: prints what it did (kept, again, or new <ref>), the worktree's real path and its HEAD.
-WORKTREE_SCRIPT = r"""set -e
-wt=$1; b=$2; f=$3; pr=$4; order=$5
-if [ -d "$wt" ] && git -C "$wt" rev-parse --git-dir >/dev/null 2>&1; then echo kept
-else
-  git worktree prune
-  mkdir -p "$(dirname "$wt")"
-  if git rev-parse --verify -q "refs/heads/$b" >/dev/null; then
-    git worktree add -q "$wt" "$b" >&2; echo again
-  else
-    from=HEAD
-    for want in "$f" "$pr"; do for ns in $order; do
-      if git rev-parse --verify -q "$ns$want" >/dev/null; then
-        from=${ns#refs/heads/}$want; from=${from#refs/remotes/}; break 2
-      fi
-    done; done
-    git worktree add -q -b "$b" "$wt" "$from" >&2; echo "new $from"
-  fi
-fi
-cd "$wt" && pwd -P && git rev-parse HEAD"""
-
-
-def worktree_args(task: dict, project: dict, worktree: str, branch: str,
-                  order: str) -> list[str]:
-    """WORKTREE_SCRIPT's arguments for a task's worktree; an attempt's starts from its
-    task's branch when there is one."""
-    return [worktree, branch, task.get("from_branch") or project["pr_base_branch"],
-            project["pr_base_branch"], order]
-
-
-#: A task's worktree removed, the other end of WORKTREE_SCRIPT, which both machines run in
-#: the repository: `sh -c WORKTREE_REMOVE sh WORKTREE BRANCH BASE MERGED`.  BRANCH goes too
-#: when MERGED, or when it has no commits of its own since BASE.
-WORKTREE_REMOVE = r"""wt=$1; b=$2; base=$3; merged=$4
-if [ -d "$wt" ]; then git worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf -- "$wt"; fi
-git worktree prune
-[ -n "$b" ] || exit 0
-if [ -n "$merged" ] || { [ -n "$base" ] &&
-    [ "$(git rev-list --count "$base..$b" 2>/dev/null)" = 0 ]; }; then
-  git branch -D "$b" >/dev/null 2>&1
-fi
-true"""
-
-
-def worktree_gone_args(task: dict, worktree: str, merged: bool) -> list[str]:
-    """WORKTREE_REMOVE's arguments for a task's worktree."""
-    return [worktree, task["branch_name"] or "", task["base_commit"] or "",
-            "1" if merged else ""]
-
-
-def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str]:
-    """What WORKTREE_SCRIPT did, the worktree's path and HEAD; GitError when it failed."""
-    lines = out.strip().splitlines()
-    if code != 0 or len(lines) < 3:
-        raise GitError(f"the worktree{where} could not be made: "
-                       f"{_cut(lines[-1] if lines else f'exit code {code}', 300)}")
-    what, path, head = lines[-3:]
-    return what, path, head
-
-
-def not_installed(agent: str) -> str:
-    """Why a run of an agent whose command is not found cannot start, and what to do."""
-    cli = AGENTS[agent]
-    command = runtime.config["agents"][agent][0]
-    flag = "--agent-command / " if agent == "claude" else ""
-    return f"the {agent} agent command {command!r} is not installed: install it with " \
-        f"`npm install -g {cli.package}` or set {flag}{cli.env}"
-
-
-def mcp_config_path(run_id: int) -> str:
-    return os.path.join(runtime.data_dir, "mcp", f"run-{int(run_id)}.json")
-
-
-def running_as_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0
-
-
-def process_start(pid: int) -> int | None:
-    """The kernel's start time of a process (clock ticks since boot), to tell it from a
-    later process that got the same pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def kill_survivor(pid: int, started: int | None) -> bool:
-    """Kill the process group of an agent a previous server left running, if it is still
-    that agent (same pid, same start time, its own group)."""
-    alive = process_start(pid)
-    if alive is not None and (alive != started or _pgid(pid) != pid):
-        return False  # the pid belongs to some other process now
-    if alive is None and not any(_pgid(int(p)) == pid for p in os.listdir("/proc")
-                                 if p.isdigit()):
-        return False  # nothing of that group is left
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-        log.warning("killed agent process group %s left by a previous server", pid)
-        return True
-    return False
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except (ProcessLookupError, PermissionError):
-        return None
-
-
-class ThisMachine:
-    """The board's own machine, as a run's code sees it: the seam between where a run
-    happens and what it does, whose other kinds are HostLink (an SSH host) and MissingHost
-    (a deleted one).  Each gives what runs need: the agent's command and readiness, a
-    task's worktree made and removed (WORKTREE_SCRIPT, WORKTREE_REMOVE), attachments and
-    board tools of a run, spawn() (every agent process starts there, in_sandbox()), a
-    short command in a folder, git, a repository and its lock, the stop check (sandboxed
-    as its run), its slots, its branch brought home, and how the log says where."""
-    host = None
-    where = ""
-
-    def shell(self, cwd: str, reopen: bool = True):
-        """run(argv, timeout) -> (exit code, stdout) in cwd."""
-        return lambda argv, timeout=30: run_command(argv, cwd, timeout)
-
-    def git(self, cwd: str, *args: str, timeout: float = 60) -> str:
-        return git(cwd, *args, timeout=timeout)
-
-    def head(self, cwd: str) -> str | None:
-        return git_head(cwd)
-
-    def repo_lock(self, path: str) -> "gevent.lock.RLock":
-        return git_lock(path)
-
-    def neighbours(self, project_id: int) -> list[int]:
-        """The other projects a run's end frees a slot for: none here (slots are per
-        project)."""
-        return []
-
-    def full(self) -> str | None:
-        """Why the machine cannot take another agent now, or None: here each project's
-        maxConcurrent alone says."""
-        return None
-
-    def runs_changed(self) -> None:
-        """A run there started or ended: what the machine tells (nothing here)."""
-
-    def bring_home(self, task: dict, project: dict) -> str | None:
-        """Bring an approved task's branch into workingDir's repository; the folder it is
-        in now, or None when it needed no bringing (here: it is there) or could not come
-        (logged)."""
-        return None
-
-    def kill_survivor(self, pid: int, started: int | None) -> None:
-        """At start-up: a run's process group a previous server left there goes."""
-        kill_survivor(pid, started)
-
-    def begin(self, start, *args) -> None:
-        """Start a run (start(*args)): here at once."""
-        start(*args)
-
-    def has_git(self, project: dict) -> bool:
-        """Whether the project's branches can be made there."""
-        return git_head(project["working_dir"]) is not None
-
-    def worktree_at(self, cwd: str) -> bool:
-        """Whether a run's cwd is a worktree of the board's (not workingDir itself)."""
-        return os.path.isdir(cwd) and cwd.startswith(
-            os.path.join(runtime.data_dir, "worktrees") + os.sep)
-
-    def agent_command(self, agent: str) -> tuple[list | None, str | None]:
-        """An agent CLI's command line there (None: as configured) and why it cannot
-        start (None: it can)."""
-        on_path = shutil.which(runtime.config["agents"][agent][0]) is not None
-        return None, None if on_path else not_installed(agent)
-
-    def ready(self) -> None:
-        """Raise HostDown when runs cannot start there: never here."""
-
-    def repository(self, project: dict) -> str:
-        """The repository of the project's branches there."""
-        return repo_root(project["working_dir"])
-
-    def task_git(self, task: dict, project: dict) -> tuple:
-        """See task_git()."""
-        if not git_head(project["working_dir"]):
-            return None, None
-        path = worktree_path(task)
-        return (self.shell(self.repository(project)),
-                self.shell(path) if os.path.isdir(path) else None)
-
-    #: Whether every task there works on a branch of its own (here: with autoBranch).
-    branches_always = False
-
-    def make_worktree(self, task: dict, project: dict, branch: str) -> tuple:
-        """Keep or make a task's worktree on `branch` (WORKTREE_SCRIPT): what it did, its
-        path, its HEAD, and where the branch is when not in workingDir (GitError)."""
-        root, path = self.repository(project), worktree_path(task)
-        with git_lock(root):
-            code, out = run_command(["sh", "-c", WORKTREE_SCRIPT, "sh", *worktree_args(
-                task, project, path, branch, "refs/heads/ refs/remotes/origin/")], root, 600,
-                stderr=subprocess.STDOUT, env={**os.environ, **GIT_ENV})
-        what, _, head = worktree_made(code, out, self.where)
-        return what, path, head, None
-
-    def source(self, project: dict) -> str:
-        """Where a planner reads the project's code (OSError when it is not there)."""
-        if not os.path.isdir(project["working_dir"]):
-            raise FileNotFoundError(f"the project's workingDir {project['working_dir']!r} "
-                                    "does not exist")
-        return project["working_dir"]
-
-    def worktree(self, task: dict, project: dict) -> str:
-        """Where a task's worktree is (or would be)."""
-        return worktree_path(task)
-
-    def review_cwd(self, task: dict, project: dict) -> str:
-        """Where the verifier looks at a task's work."""
-        path = worktree_path(task)
-        return path if project["auto_branch"] and os.path.isdir(path) \
-            else project["working_dir"]
-
-    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool) -> None:
-        """Remove a task's worktree, and its branch when merged or it has no commits of its
-        own; with only_if, only if only_if(task) holds under the repository's lock."""
-        path = worktree_path(task)
-        if not (project["auto_branch"] or os.path.isdir(path)) or git_head(
-                project["working_dir"]) is None:
-            return
-        root = repo_root(project["working_dir"])
-        with git_lock(root):
-            if only_if is not None and not only_if(task):
-                return
-            run_command(["sh", "-c", WORKTREE_REMOVE, "sh", *worktree_gone_args(
-                task, path, merged)], root, 60, env={**os.environ, **GIT_ENV})
-
-    def attachments(self, task: dict, attachments: list[dict]) -> str | None:
-        """The folder of a task's attachments for its run (None without any)."""
-        return os.path.join(runtime.data_dir, "attachments", str(task["id"])) \
-            if attachments else None
-
-    #: Whether a run there reaches the board's tools.
-    reaches_board = True
-
-    def board_tools(self, agent: str, run_id: int, task_id: int, project_id: int,
-                    invocation: dict, mcp_port: int | None = None) -> str | None:
-        """The board tools of a run here: a token, the 0600 config file that holds it (Claude's
-        --mcp-config) and the server's command, given to the adapter as {command, args,
-        config}; the token.  The server reads it from the file (`--config`), so it is never on
-        a command line."""
-        token = secrets.token_urlsafe(24)
-        runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
-                                     "created": set()}
-        url = runtime.url if mcp_port is None else re.sub(r":\d+$", f":{mcp_port}", runtime.url)
-        path = mcp_config_path(run_id)
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        server = {"command": sys.executable,
-                  "args": [os.path.abspath(__file__), "--mcp", "--url", url, "--config", path]}
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"mcpServers": {"taskboard": {**server, "env": {
-                "TASKBOARD_MCP_TOKEN": token, "TASKBOARD_TASK_ID": str(task_id)}}}}, f)
-        ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], {**server,
-                                                                            "config": path})
-        return token
-
-    def sandbox(self) -> dict:
-        """bubblewrap there: {engine, works, version, error} (design §17)."""
-        return runtime.sandbox
-
-    def spawn(self, argv: list[str], cwd: str, env: dict, sandbox: dict | None = None) \
-            -> subprocess.Popen:
-        """Start an agent's process, its stdio piped, in a process group of its own: the
-        one place every run's command starts (task, verifier, planner), in the sandbox
-        when it has one (in_sandbox())."""
-        argv, env = self._in_sandbox(argv, cwd, env, sandbox)
-        return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
-
-    @staticmethod
-    def _in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None,
-                    check: bool = False):
-        """in_sandbox() here: the data dir hidden, the board tools' server shown."""
-        return in_sandbox(argv, cwd, env, sandbox, os.path.realpath(runtime.data_dir),
-                          show=[sys.executable, os.path.abspath(__file__)], check=check)
-
-    def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
-        """A run's invocation (run_invocation()'s) as it starts there; `name`: the run's,
-        for its files (a sandboxed run reads its board tools' config)."""
-        if sandbox is not None and name.isdigit():
-            sandbox["files"].append(mcp_config_path(int(name)))
-        return {**invocation, "root": repo_root(invocation["cwd"])}
-
-    def started(self, run: "AgentRun") -> None:
-        """A run's process was spawned there: remembered, so that a restarted server can
-        recognise and kill a survivor."""
-        update_run_row(run.run_id, {"pid": run.proc.pid, "proc_start": process_start(run.proc.pid)})
-
-    def heard(self, run: "AgentRun", text: str) -> bool:
-        """Whether a line of a run's stderr was its machine's, not its agent's."""
-        return False
-
-    def kill_group(self, run: "AgentRun", signum: int) -> None:
-        """Signal every process of a run."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(run.proc.pid, signum)
-
-    def ended(self, run: "AgentRun") -> None:
-        """A run's process exited: what its machine makes of that (nothing here)."""
-
-    def check(self, cwd: str, argv: list[str], env: dict, sandbox: dict | None = None) \
-            -> tuple[int | None, str] | None:
-        """The stop check in cwd with the run's environment (and in its sandbox): (exit
-        code, or None when it ran out of time; the end of its output), None when its
-        command is not found."""
-        if shutil.which(argv[0], path=env.get("PATH")) is None \
-                and not os.access(os.path.join(cwd, argv[0]), os.X_OK):
-            return None
-        argv, env = self._in_sandbox(argv, cwd, env, sandbox, check=True)
-        return run_command(argv, cwd, STOP_CHECK_TIMEOUT_SECONDS, env=env,
-                           stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL)
-
-
-THIS_MACHINE = ThisMachine()
-
-
-# =============================================================================
-# MACHINES: SSH HOSTS
-# =============================================================================
-# Agents on other machines, over OpenSSH (design §15): a host's connection and machine
-# (HostLink), a deleted host's (MissingHost), and which machine a project's runs use.
-
-# --- hosts: agents on other machines, over OpenSSH (design §15) ------------------
-
-#: Sourced by every command sent to a host, its output dropped: the login's PATH.
-REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$p" ' \
-    '>/dev/null 2>&1 </dev/null; done; export GIT_TERMINAL_PROMPT=0 LC_ALL=C ' \
-    'GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null ' \
-    'GIT_CONFIG_KEY_1=core.fsmonitor GIT_CONFIG_VALUE_1=false'
-#: The POSIX sh wrapper of a run on a host, sent with every run (nothing is installed
-#: there): `sh -c WRAPPER sh ENV_FILE WORKTREE ARGV...`.  It reads the run's variables
-#: from the 0600 file the board wrote (and removes it), starts the CLI in the worktree in
-#: its own process group (ARGV is in_sandbox()'s: in its sandbox when it has one), says the
-#: group's id on stderr, and kills the group when the channel closes: a newline on stderr
-#: every few seconds fails once nobody reads it.
-REMOTE_RUN = REMOTE_PROFILE + r'''
-f=$1; dir=$2; shift 2
-unset GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_KEY_1 GIT_CONFIG_VALUE_1
-. "$f"; rm -f -- "$f"
-cd -- "$dir" || exit 127
-exec 3<&0
-if command -v setsid >/dev/null 2>&1; then setsid "$@" <&3 3<&- &
-else perl -e 'setpgrp(0, 0); exec { $ARGV[0] } @ARGV or exit 127' "$@" <&3 3<&- &
-fi
-pid=$!
-exec 3<&-
-printf 'taskboard-pgid %s\n' "$pid" >&2
-( trap '' PIPE
-  while sleep 3 </dev/null >/dev/null 2>&1; do
-    kill -0 "$pid" 2>/dev/null || exit 0
-    printf '\n' >&2 || break
-  done
-  kill -s TERM -- "-$pid" 2>/dev/null; sleep 5; kill -s KILL -- "-$pid" 2>/dev/null
-) </dev/null >/dev/null &
-beat=$!
-wait "$pid"; code=$?
-rm -f -- "${f%.env}.mcp.json"
-kill "$beat" 2>/dev/null
-kill -s KILL -- "-$pid" 2>/dev/null
-exit "$code"
-'''
-#: The first stderr line of a remote run: its process group on the host.
-REMOTE_GROUP_RE = re.compile(r"^taskboard-pgid (\d+)$")
-
-
-#: libc's prctl, loaded by the first ssh_options() (never in a forked child).
-_PRCTL = []
-
-
-def _die_with_board() -> None:
-    """preexec_fn of the board's ssh processes: SIGKILL when the board dies, even by -9
-    (Linux), so that no connection or run outlives it."""
-    for prctl in _PRCTL:
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def host_alias(host_id: int) -> str:
-    """The name a host's key is pinned under, whatever its address or port."""
-    return f"taskboard-host-{host_id}"
-
-
-def ssh_folder() -> str:
-    folder = os.path.join(runtime.data_dir, "ssh")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    return folder
-
-
-def ssh_options(host: dict, known_hosts: str | None = None) -> list[str]:
-    """What every ssh of the board passes for a host: its port and key, BatchMode, the
-    board's own known_hosts (the key pinned under host_alias), no forwarding of agents."""
-    if not _PRCTL and sys.platform == "linux":
-        import ctypes  # only a board with hosts needs it
-        _PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
-    known_hosts = known_hosts or os.path.join(ssh_folder(), "known_hosts")
-    options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-               "-o", f"UserKnownHostsFile={known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
-               "-o", f"HostKeyAlias={host_alias(host['id'])}",
-               "-o", "HashKnownHosts=no", "-o", "UpdateHostKeys=no", "-o", "ForwardAgent=no",
-               "-o", "ForwardX11=no", "-o", "RequestTTY=no", "-o", "PermitLocalCommand=no",
-               "-o", f"ConnectTimeout={SSH_CONNECT_SECONDS}",
-               "-o", f"ServerAliveInterval={SSH_ALIVE_SECONDS}", "-o", "ServerAliveCountMax=3"]
-    if host["port"] != 22:
-        options += ["-p", str(host["port"])]
-    if host["identity_file"]:
-        options += ["-i", os.path.expanduser(host["identity_file"]), "-o", "IdentitiesOnly=yes"]
-    return options
-
-
-def _ssh_error(stderr: str, fallback: str, host: dict | None = None) -> str:
-    """ssh's last word on why it failed, with what to do when the host refused the key."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()
-             and not line.startswith(("Warning: Permanently added", "Allocated port"))]
-    error = _cut(lines[-1], 500) if lines else fallback
-    if host is not None and "Permission denied (publickey" in error:
-        key = os.path.expanduser(host["identity_file"]) if host["identity_file"] else \
-            "ssh's own choice of key (no key file is set)"
-        error += f": the host refused the key {key}; check the key file, and that its " \
-            "public key (.pub) is in ~/.ssh/authorized_keys of the login on the host"
-    return error
-
-
-def origin_url(folder: str) -> str | None:
-    code, out = run_command(["git", "remote", "get-url", "origin"], folder, 10)
-    return out.strip() or None if code == 0 else None
-
-
-class HostLink:
-    """One host's connection: an OpenSSH master the board keeps as its own child (`ssh -M
-    -N`), which every run, git command and copy on the host shares (ControlPath), and
-    which ends with the board.  It is opened when first needed and again when it drops.
-    Its remote forward lets runs there reach the board (`port` on the host's loopback)."""
-
-    def __init__(self, host: dict):
-        self.host = dict(host)
-        self.master = None
-        self.port = None
-        self.home = None
-        self.errors = collections.deque(maxlen=20)
-        self.lock = gevent.lock.Semaphore()
-        self.control = os.path.join(ssh_folder(), f"{host['id']}.sock")
-        if len(self.control) > 85:  # a socket's path has at most 107 bytes (ssh adds 17)
-            board = hashlib.sha256(runtime.data_dir.encode("utf-8", "replace")).hexdigest()
-            self.control = os.path.join(tempfile.gettempdir(),
-                                        f"taskboard-{os.getuid()}-{board[:12]}-{host['id']}.sock")
-
-    def same(self, host: dict) -> bool:
-        keys = ("address", "port", "identity_file", "host_key")
-        return all(self.host[k] == host[k] for k in keys)
-
-    def argv(self, command: str) -> list[str]:
-        """ssh running one command on the host through the master."""
-        return ["ssh", *ssh_options(self.host), "-o", f"ControlPath={self.control}",
-                "-o", "ControlMaster=no", "-o", "ClearAllForwardings=yes", "-T",
-                self.host["address"], command]
-
-    def up(self) -> None:
-        """Open the master unless it is open; raise HostDown saying why it cannot be."""
-        with self.lock:
-            if self.master is not None and self.master.poll() is None:
-                return  # a master that lost its host exits (ServerAliveCountMax)
-            self.close()
-            if not self.host["host_key"]:
-                raise HostDown("the host key is not trusted yet: check the host, compare "
-                               "its fingerprint and trust it")
-            with contextlib.suppress(FileNotFoundError):  # a dead master's (a killed board)
-                os.remove(self.control)
-            # a remote run's requests come in on a listener of their own (forwarded())
-            forward = f"127.0.0.1:0:127.0.0.1:{runtime.forward.port()}"
-            master = self.master = subprocess.Popen(
-                ["ssh", "-M", "-N", *ssh_options(self.host), "-o", f"ControlPath={self.control}",
-                 "-o", "ControlPersist=no", "-R", forward, self.host["address"]],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                start_new_session=True, preexec_fn=_die_with_board)
-            self.errors.clear()
-            reader = gevent.spawn(self._read_master, master)
-            deadline = time.monotonic() + SSH_CONNECT_SECONDS + 5
-            while not self._check():
-                # NOTE: close() may run meanwhile (the host was changed or deleted)
-                if master.poll() is not None or self.master is not master or \
-                        time.monotonic() > deadline:
-                    if self.master is master:
-                        self.close()
-                    elif master.poll() is None:
-                        master.kill()
-                    reader.join(2)  # the master's last words
-                    raise self._failure("\n".join(self.errors))
-                gevent.sleep(0.05)
-        for group in runtime.leftovers.pop(self.host["id"], set()):
-            gevent.spawn(kill_remote_group, self, group)
-
-    def _check(self) -> bool:
-        return subprocess.run(["ssh", "-o", f"ControlPath={self.control}", "-O", "check",
-                               "-o", "BatchMode=yes", self.host["address"]],
-                              capture_output=True, timeout=10).returncode == 0
-
-    def _read_master(self, master) -> None:
-        for line in master.stderr:
-            text = line.decode("utf-8", "replace").strip()
-            found_port = re.match(r"Allocated port (\d+) for remote forward", text)
-            if found_port:
-                self.port = int(found_port.group(1))
-            elif text:
-                self.errors.append(text)
-
-    def _failure(self, stderr: str) -> HostDown:
-        if "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr or \
-                "Host key verification failed" in stderr:
-            shown = re.search(r"SHA256:[A-Za-z0-9+/]{43}", stderr)
-            shown = shown.group(0) if shown else scan_host_key(self.host)[0]
-            return HostDown(f"the host key changed: {self.host['host_key']} is pinned, the "
-                            f"host shows {shown or 'another key'}; the host is disabled until "
-                            "a person checks and trusts the new key", shown)
-        return HostDown(_ssh_error(stderr, "the connection could not be opened", self.host))
-
-    def run(self, command: str, stdin: bytes | None = None, timeout: float = 120,
-            reopen: bool = True) -> tuple[int | None, str]:
-        """Run a shell command on the host (the login's PATH); its exit code and stdout
-        (then stderr, when it failed), or (None, why) when it ran out of time, as
-        run_command() answers here.  HostDown when the connection fails (ssh's 255), at
-        once without reopen when it is not open."""
-        master = self.master
-        if reopen:
-            self.up()
-        elif master is None or master.poll() is not None:
-            raise HostDown("the connection to the host is not open")
-        try:
-            done = subprocess.run(self.argv(f"{REMOTE_PROFILE}; {command}"), input=stdin,
-                                  capture_output=True, timeout=timeout,
-                                  preexec_fn=_die_with_board)
-        except subprocess.TimeoutExpired:  # as run_command() answers
-            return None, f"the command on the host did not finish within {timeout:g}s"
-        out = done.stdout.decode("utf-8", "replace")
-        if done.returncode != 0:
-            out += done.stderr.decode("utf-8", "replace")
-        master = self.master
-        if done.returncode == 255 and (master is None or master.poll() is not None):
-            raise HostDown(_ssh_error(out, "the connection was lost"))
-        return done.returncode, out
-
-    def path(self, *parts, reopen: bool = True) -> str:
-        """The absolute path of parts under the host's baseDir (~ is the login's home)."""
-        base = self.host["base_dir"]
-        if base == "~" or base.startswith("~/"):
-            if self.home is None:
-                code, out = self.run('printf %s "$HOME"', timeout=30, reopen=reopen)
-                if code != 0 or not out.startswith("/"):
-                    raise HostDown(f"the host's home folder is unknown: {_cut(out, 200)}")
-                self.home = out
-            base = self.home + base[1:]
-        return posixpath.join(base, *map(str, parts))
-
-    def write(self, path: str, data: bytes, what: str) -> None:
-        """Write a file on the host that only its login may read; OSError naming what."""
-        code, out = self.run(f"umask 077 && mkdir -p {shlex.quote(posixpath.dirname(path))} "
-                             f"&& cat > {shlex.quote(path)}", stdin=data)
-        if code != 0:
-            raise OSError(f"{what} could not be written on host {self.host['name']!r}: "
-                          f"{_cut(out.strip(), 300)}")
-
-    def shell(self, cwd: str, reopen: bool = True):
-        """run(argv, timeout) -> (exit code, stdout) in cwd on the host, as run_command()
-        runs one here (HostDown when the host cannot be reached)."""
-        def run(argv, timeout=30):
-            return self.run(f"cd {shlex.quote(cwd)} && {shlex.join(argv)}", timeout=timeout,
-                            reopen=reopen)
-        return run
-
-    @property
-    def where(self) -> str:
-        return f" on host {self.host['name']!r}"
-
-    def git(self, cwd: str, *args: str, timeout: float = 60) -> str:
-        return git_output(args, *self.run(f"git -C {shlex.quote(cwd)} {shlex.join(args)}",
-                                          timeout=timeout))
-
-    def head(self, cwd: str) -> str | None:
-        try:
-            return self.git(cwd, "rev-parse", "--verify", "-q", "HEAD",
-                            timeout=30).strip() or None
-        except (GitError, HostDown):
-            return None
-
-    def repo_lock(self, path: str) -> "gevent.lock.RLock":
-        return runtime.git_locks.setdefault(f"host:{self.host['id']}:{path}",
-                                            gevent.lock.RLock())
-
-    def neighbours(self, project_id: int) -> list[int]:
-        """The other projects on this host: a run's end frees a slot they may use."""
-        return [p for p in host_project_rows(self.host["id"]) if p != project_id]
-
-    def full(self) -> str | None:
-        """Why the host cannot take another agent now (its maxConcurrent), or None."""
-        used = sum(runtime.agents.used(p) for p in host_project_rows(self.host["id"]))
-        if used < self.host["max_concurrent"]:
-            return None
-        return f"host {self.host['name']!r} already runs {used} agent" \
-            f"{'s' if used != 1 else ''} (maxConcurrent {self.host['max_concurrent']}); " \
-            "wait for one to finish or raise it"
-
-    def runs_changed(self) -> None:
-        """host:updated: its `running` changed."""
-        row = host_row(self.host["id"])
-        if row is not None:
-            runtime.events.publish("host:updated", render(HOST_FIELDS, row))
-
-    def bring_home(self, task: dict, project: dict) -> str | None:
-        """The branch is fetched from the host's clone over its connection."""
-        branch = task["branch_name"]
-        root = repo_root(project["working_dir"])
-        try:
-            clone = self.repository(project)
-            with self.repo_lock(clone), git_lock(root):
-                code, out = run_command(
-                    ["git", "fetch", "--no-tags", "--upload-pack",
-                     f"{REMOTE_PROFILE}; git-upload-pack", f"{self.host['address']}:{clone}",
-                     f"refs/heads/{branch}:refs/heads/{branch}"], root, 300,
-                    stderr=subprocess.STDOUT, env={**os.environ, **GIT_ENV, "GIT_SSH_COMMAND":
-                                                  shlex.join(self.argv("")[:-2])})
-        except HostDown as exc:
-            code, out = 255, str(exc)
-        if code != 0:
-            runtime.logs.append(task["id"], "system", f"branch {branch} stays on host "
-                                f"{self.host['name']!r}, in {task['branch_at'] or 'its clone'}"
-                                f": it could not be fetched into {root}: "
-                                f"{_cut(out.strip(), 500)}", is_error=True)
-            return None
-        runtime.logs.append(task["id"], "system", f"branch {branch} fetched from host "
-                            f"{self.host['name']!r} into {root}")
-        return root
-
-    def kill_survivor(self, pid: int, started: int | None) -> None:
-        """Killed when the host is reached again."""
-        runtime.leftovers.setdefault(self.host["id"], set()).add(pid)
-
-    def begin(self, start, *args) -> None:
-        """In the background: the connection may take seconds to open."""
-        starter = gevent.spawn(start, *args)
-        runtime.agents.starters.add(starter)
-        starter.link(runtime.agents.starters.discard)
-
-    def has_git(self, project: dict) -> bool:
-        return True  # its clone of repoUrl, checked when the project was saved
-
-    def worktree_at(self, cwd: str) -> bool:
-        return True  # a run there always works in a worktree of the clone
-
-    def agent_command(self, agent: str) -> tuple[list | None, str | None]:
-        commands = json.loads(self.host["agent_commands_json"] or "{}")  # else its name
-        return shlex.split(commands.get(agent) or agent), self._missing(agent)
-
-    def _missing(self, agent: str) -> str | None:
-        """Why an agent CLI cannot start on the host its last check found it missing on."""
-        check = json.loads(self.host["last_check_json"] or "null") or {}
-        seen = (check.get("agents") or {}).get(agent) or {}
-        if not check.get("ok") or seen.get("found") is not False:
-            return None
-        return f"the {agent} agent command was not found on host {self.host['name']!r}: " \
-            f"install it there (npm install -g {AGENTS[agent].package}) or set the host's " \
-            "agentCommands"
-
-    def ready(self) -> None:
-        if not self.host["enabled"]:
-            raise HostDown("the host is disabled")
-        self.up()
-
-    def repository(self, project: dict, reopen: bool = True) -> str:
-        return self.path("repos", project["slug"], reopen=reopen)  # fetched before each run
-
-    def task_git(self, task: dict, project: dict) -> tuple:
-        try:  # only while connected: a read never waits for the connection
-            root = self.shell(self.repository(project, reopen=False), reopen=False)
-            path = self.path("worktrees", project["id"], task["task_key"], reopen=False)
-            checkout = self.shell(path, reopen=False) if root(["test", "-d", path])[0] == 0 \
-                else None
-        except HostDown:
-            return None, None
-        return root, checkout
-
-    branches_always = True  # design §15
-
-    def make_worktree(self, task: dict, project: dict, branch: str) -> tuple:
-        """The worktree in the project's clone there, fetched first; the clone's branches
-        are older than origin's."""
-        repo = self.repository(project)
-        with self.repo_lock(repo):
-            code, out = self.run(self.clone_script(project) + '\ncd "$repo"\nsh -c ' + shlex.join(
-                [WORKTREE_SCRIPT, "sh", *worktree_args(task, project, self.worktree(
-                    task, project), branch, "refs/remotes/origin/ refs/heads/")]), timeout=600)
-        what, path, head = worktree_made(code, out, self.where)
-        return what, path, head, f"{self.host['name']}:{repo}"
-
-    def source(self, project: dict) -> str:
-        """The project's clone there, fetched (GitError, HostDown)."""
-        repo = self.repository(project)
-        with self.repo_lock(repo):
-            code, out = self.run(self.clone_script(project) + "\ngit -C \"$repo\" "
-                                 "merge -q --ff-only '@{u}' >&2 || true", timeout=600)
-        if code != 0:
-            raise GitError(f"the clone on host {self.host['name']!r} could not be fetched: "
-                           f"{_cut(out.strip().splitlines()[-1] if out.strip() else '', 300)}")
-        return repo
-
-    def worktree(self, task: dict, project: dict) -> str:
-        """Where the task's worktree is on its project's host (an absolute path)."""
-        return self.path("worktrees", project["id"], task["task_key"])
-
-    review_cwd = worktree
-
-    def clone_script(self, project: dict) -> str:
-        """The start of a script run on the host: the project's clone at <baseDir>/repos/<slug>
-        ($repo), cloned from repoUrl (else workingDir's origin) the first time, then fetched."""
-        url = project["repo_url"] or origin_url(project["working_dir"])
-        if not url:
-            raise GitError(f"project {project['name']!r} runs on host {self.host['name']!r} but "
-                           "has no repoUrl, and its workingDir has no origin to clone")
-        return f"""set -e
-repo={shlex.quote(self.repository(project))}
-mkdir -p "$(dirname "$repo")"
-[ -d "$repo/.git" ] || git clone -q -- {shlex.quote(url)} "$repo" >&2
-git -C "$repo" fetch -q origin >&2 || true"""
-
-    def attachments(self, task: dict, attachments: list[dict]) -> str | None:
-        """Copy the task's attachments to <baseDir>/attachments/<task_key>/ on the host; the
-        folder's path there."""
-        if not attachments:
-            return None
-        folder = self.path("attachments", task["task_key"])
-        self.run(f"rm -rf {shlex.quote(folder)}")  # what an earlier run was given
-        for item in attachments:
-            with open(os.path.join(runtime.data_dir, item["path"]), "rb") as f:
-                self.write(posixpath.join(folder, item["file_name"]), f.read(),
-                           f"attachment {item['file_name']!r}")
-        return folder
-
-    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool) -> None:
-        """In the background: the host may be slow to reach (nothing when it cannot be)."""
-        if task["branch_name"]:
-            gevent.spawn(self._remove_worktree, task, project, only_if, merged)
-
-    def _remove_worktree(self, task, project, only_if, merged) -> None:
-        try:
-            with self.repo_lock(self.repository(project)):
-                if only_if is not None and not only_if(task):
-                    return
-                self.run(f"cd {shlex.quote(self.repository(project))} && " + shlex.join([
-                    "sh", "-c", WORKTREE_REMOVE, "sh", *worktree_gone_args(
-                        task, self.worktree(task, project), merged)]) + "; true", timeout=60)
-        except HostDown as exc:
-            if task_row(task["id"]) is not None:
-                runtime.logs.append(task["id"], "system", f"the worktree{self.where} was not "
-                                    f"removed: {exc}", is_error=True)
-
-    @property
-    def reaches_board(self) -> bool:
-        return bool(self.port)  # the connection's remote forward
-
-    def board_tools(self, agent: str, run_id: int, task_id: int, project_id: int,
-                    invocation: dict, mcp_port: int | None = None) -> str | None:
-        """The board tools of a run on a host: /mcp through the connection's remote forward,
-        given to the adapter as {url, token} (Claude's --mcp-config names a 0600 file there; the
-        token is never on a command line); the token, or None when there is no forward."""
-        if not self.port:
-            return None
-        token = secrets.token_urlsafe(24)
-        server = {"url": f"http://127.0.0.1:{self.port}/mcp", "token": token}
-        if agent == "claude":
-            server["config"] = self.path("runs", f"{int(run_id)}.mcp.json")
-            config = {"mcpServers": {"taskboard": {
-                "type": "http", "url": server["url"],
-                "headers": {"Authorization": f"Bearer {token}"}}}}
-            self.write(server["config"], json_dumps(config).encode(),
-                       "the board tools' settings")
-        ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], server)
-        runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
-                                     "created": set()}
-        return token
-
-    def sandbox(self) -> dict:
-        """bubblewrap there, as the host's last check found it."""
-        check = json.loads(self.host["last_check_json"] or "null") or {}
-        return check.get("sandbox") or {"engine": "bubblewrap", "works": False,
-                                        "version": None, "error": "not checked yet"}
-
-    def spawn(self, argv: list[str], cwd: str, env: dict, sandbox: dict | None = None) \
-            -> subprocess.Popen:
-        """The ssh client of a run's channel (argv: invocation()'s), which dies with
-        the board; its other end (REMOTE_RUN) starts the agent in the worktree there."""
-        return subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True,
-                                preexec_fn=_die_with_board)
-
-    def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
-        """A run's invocation sent to its host first (OSError, HostDown): the run's own
-        variables (what it adds to the board's environment) go to a 0600 file there, never on
-        a command line; the argv is the ssh client of its channel, which runs REMOTE_RUN (in
-        the sandbox there when it has one) and dies with the board; the board's environment
-        stays here."""
-        own = {k: v for k, v in invocation["env"].items()
-               if os.environ.get(k) != v and re.fullmatch(r"[A-Za-z_]\w*", k)}
-        own.pop("TASKBOARD_URL", None)
-        if self.port:  # the board, through the connection's remote forward
-            own["TASKBOARD_URL"] = f"http://127.0.0.1:{self.port}"
-        env_file = self.path("runs", f"{name}.env")
-        argv, own = in_sandbox(invocation["argv"], invocation["cwd"], own, sandbox, self.path(),
-                               files=[env_file[:-4] + ".mcp.json"])
-        self.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
-                   .encode(), "the run's settings")
-        remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
-            f"{shlex.quote(invocation['cwd'])} {shlex.join(argv)}"
-        return {**invocation, "argv": self.argv(remote),
-                "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
-
-    def started(self, run: "AgentRun") -> None:
-        self.runs_changed()  # the process to remember is its group there: see heard()
-
-    def heard(self, run: "AgentRun", text: str) -> bool:
-        found = run.group is None and REMOTE_GROUP_RE.match(text)
-        if found:
-            run.group = int(found.group(1))
-            if run.run_id is not None:
-                update_run_row(run.run_id, {"pid": run.group})
-        return bool(found)
-
-    def kill_group(self, run: "AgentRun", signum: int) -> None:
-        """Over the connection; closing the channel (SIGKILL) ends the group too."""
-        if run.group is not None and run.proc.poll() is None:
-            gevent.spawn(kill_remote_group, self, run.group, signum)
-        if signum == signal.SIGKILL or run.group is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(run.proc.pid, signal.SIGKILL)
-
-    def ended(self, run: "AgentRun") -> None:
-        if run.exit_code != 255 or run.stop_reason is not None:
-            return
-        if run.task_id is not None:
-            why = run.parser.stderr[-1] if run.parser.stderr else "ssh 255"
-            runtime.logs.append(run.task_id, "system", f"the connection to host "
-                                f"{self.host['name']!r} was lost: {why}", run.run_id,
-                                is_error=True)
-        if run.group is not None:
-            runtime.leftovers.setdefault(self.host["id"], set()).add(run.group)
-
-    def check(self, cwd: str, argv: list[str], env: dict, sandbox: dict | None = None) \
-            -> tuple[int | None, str] | None:
-        """The stop check there: in its worktree, with the host's login environment,
-        nothing of the board's (design §15), in its sandbox as here (design §17)."""
-        try:
-            command = argv[0]
-            argv, own = in_sandbox(argv, cwd, {}, sandbox, self.path(), check=True)
-            code, out = self.run(
-                f"cd {shlex.quote(cwd)} && {{ command -v {shlex.quote(command)} >/dev/null "
-                f"2>&1 || [ -x {shlex.quote(command)} ] || exit 127; }} && "
-                + "".join(f"export {k}={shlex.quote(v)}; " for k, v in own.items())
-                + f"{shlex.join(argv)} 2>&1", timeout=STOP_CHECK_TIMEOUT_SECONDS)
-        except HostDown as exc:
-            return None, str(exc)
-        if code == 127:  # the shell there did not find it
-            return None
-        return code, out[-STOP_CHECK_TAIL:]
-
-    def close(self) -> None:
-        master, self.master, self.port = self.master, None, None
-        if master is not None and master.poll() is None:
-            master.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                master.wait(5)
-            if master.poll() is None:
-                master.kill()
-
-
-def host_link(host: dict) -> HostLink:
-    """The host's connection; made again when its address, port, key or pin changed."""
-    link = runtime.links.get(host["id"])
-    if link is None or not link.same(host):
-        if link is not None:
-            link.close()
-        link = runtime.links[host["id"]] = HostLink(host)
-    link.host = dict(host)  # its name, folder, commands and state as they are now
-    return link
-
-
-def machine_of(host: dict | None) -> "ThisMachine | HostLink":
-    """The machine a project's runs use: this one, or its host's connection."""
-    return THIS_MACHINE if host is None else host_link(host)
-
-
-def host_machine(host_id: int | None) -> "ThisMachine | HostLink | MissingHost":
-    """The machine of runs on a host (None: this one), which says so when it was deleted."""
-    if host_id is None:
-        return THIS_MACHINE
-    host = host_row(host_id)
-    return host_link(host) if host is not None else MissingHost(host_id)
-
-
-def project_machine(project: dict) -> "ThisMachine | HostLink | MissingHost":
-    """The machine the project's runs use."""
-    return host_machine(project["host_id"])
-
-
-class MissingHost:
-    """The machine of a project whose host was deleted meanwhile (a host a project names
-    cannot be deleted): nothing runs there, what would reach it raises HostDown, and what
-    only reads or cleans up finds nothing."""
-    host = None
-    reaches_board = False
-
-    def __init__(self, host_id: int):
-        self.host_id = host_id
-        self.where = f" on host {host_id}, which was deleted"
-
-    def _gone(self, *args, **kwargs):
-        raise HostDown(f"the project's host (host {self.host_id}) is gone")
-
-    agent_command = ready = has_git = repository = worktree = review_cwd = source = \
-        attachments = repo_lock = shell = git = invocation = board_tools = _gone
-
-    def sandbox(self) -> dict:
-        return {"engine": "bubblewrap", "works": False, "version": None,
-                "error": "the project's host is gone"}
-
-    def task_git(self, task: dict, project: dict) -> tuple:
-        return None, None
-
-    def head(self, cwd: str) -> None:
-        return None
-
-    def full(self) -> None:
-        return None  # its runs stop at ready()
-
-    def remove_worktree(self, task, project, only_if, merged) -> None:
-        """Nothing: what was on the host went with it."""
-
-    def bring_home(self, task: dict, project: dict) -> None:
-        return None
-
-    def runs_changed(self) -> None:
-        """Nothing: no host to tell of."""
-
-    def kill_survivor(self, pid: int, started: int | None) -> None:
-        """Nothing: the host is never reached again."""
-
-
-def scan_host_key(host: dict) -> tuple[str | None, str]:
-    """The host key the host shows, without logging in: (fingerprint, its known_hosts
-    line), or (None, why not)."""
-    with tempfile.TemporaryDirectory(dir=ssh_folder()) as folder:
-        seen = os.path.join(folder, "seen")
-        options = ssh_options(host, known_hosts=seen)
-        options[options.index("StrictHostKeyChecking=yes")] = "StrictHostKeyChecking=accept-new"
-        try:
-            done = subprocess.run(["ssh", *options, "-o", "ControlPath=none",
-                                   "-o", "PreferredAuthentications=none",
-                                   "-o", "PubkeyAuthentication=no", host["address"], "true"],
-                                  capture_output=True, text=True, timeout=SSH_CONNECT_SECONDS + 5,
-                                  stdin=subprocess.DEVNULL, preexec_fn=_die_with_board)
-        except subprocess.TimeoutExpired:
-            return None, "the host did not answer"
-        try:
-            with open(seen) as f:
-                line = f.read().strip().splitlines()[0]
-        except (OSError, IndexError):
-            return None, _ssh_error(done.stderr, "the host showed no key")
-        printed = subprocess.run(["ssh-keygen", "-lf", seen], capture_output=True, text=True,
-                                 timeout=10).stdout.split()
-    return (printed[1], line) if len(printed) > 1 else (None, "ssh-keygen cannot read the key")
-
-
-def pin_host_key(host_id: int, line: str | None) -> None:
-    """Write (line) or remove (None) the host's key in the board's known_hosts."""
-    path = os.path.join(ssh_folder(), "known_hosts")
-    alias = host_alias(host_id)
-    kept = []
-    with contextlib.suppress(FileNotFoundError), open(path) as f:
-        kept = [k for k in f.read().splitlines() if k.split(" ", 1)[0] != alias]
-    if line is not None:
-        kept.append(f"{alias} {line.split(' ', 1)[1]}")
-    fd = os.open(path + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write("".join(k + "\n" for k in kept))
-    os.replace(path + ".new", path)
-
-
-def kill_remote_group(link: "HostLink", group: int, signum=signal.SIGKILL) -> None:
-    """Signal an agent's process group on its host (nothing when it is unreachable)."""
-    with contextlib.suppress(HostDown):
-        link.run(f"kill -s {signal.Signals(signum).name[3:]} -- -{int(group)} 2>/dev/null; "
-                 "true", timeout=30)
 
 
 # =============================================================================
@@ -13787,260 +14044,6 @@ def board_tools_http():
         bottle.response.status = 202
         return ""
     return answer
-
-
-# =============================================================================
-# SIMULATED AGENT
-# =============================================================================
-# `python taskboard.py --simulate-agent ...` speaks the agent CLI's contract (argv, prompt
-# on stdin, stream-json on stdout) with believable tool calls and pacing, so --demo works
-# with no agent installed.  It edits and commits only in a repository --demo created.
-
-#: The file marking a scratch repository made by --demo.
-DEMO_MARKER = ".taskboard-demo"
-#: How the Demo project's runs start the simulated agent.
-SIMULATED_AGENT = [sys.executable, os.path.abspath(__file__), "--simulate-agent"]
-
-
-def simulate_agent(argv: list[str]) -> int:
-    """Pretend to be the agent CLI for one run; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="taskboard.py --simulate-agent", add_help=False)
-    parser.add_argument("--model", default="sonnet")
-    parser.add_argument("--resume")
-    parser.add_argument("--version", action="store_true")
-    known, _ = parser.parse_known_args(argv)
-    if known.version:
-        print(f"{__version__} (taskboard simulated agent)")
-        return 0
-    session = known.resume or str(uuid.uuid4())
-
-    def emit(event):
-        print(json_dumps({**event, "session_id": session}), flush=True)
-
-    talk = _SimulatedChannel(emit) if "--input-format" in argv else None
-    prompt = (talk.next_turn() or "") if talk else sys.stdin.read()
-    allowed = argv[argv.index("--allowedTools") + 1] if "--allowedTools" in argv else ""
-    asks = talk is not None and "--dangerously-skip-permissions" not in argv \
-        and "Edit" not in allowed
-    pace = float(os.environ.get("TASKBOARD_SIMULATE_PACE", "1"))
-    title = next((line.lstrip("# ").split(": ", 1)[-1] for line in prompt.splitlines()
-                  if line.strip()), "the task")
-    cwd = os.getcwd()
-    demo = os.path.exists(os.path.join(cwd, DEMO_MARKER))
-    turn = itertools.count(1)
-
-    model = f"simulated-{known.model}"
-    usage = dict(zip(USAGE_KEYS.values(), (900, 120, 2000, 300)))  # each message's
-    turn_usage = dict.fromkeys(USAGE_KEYS.values(), 0)
-    spent = 0.0  # the process's cost so far, priced as the board prices the model
-
-    def say(block):
-        nonlocal spent
-        for key, value in usage.items():
-            turn_usage[key] += value
-        spent += usd(usage.values(), claude_prices(model) or PRICES["model_medium"])
-        emit({"type": "assistant", "message": {
-            "id": f"msg_sim_{session[:8]}_{next(turn)}", "type": "message",
-            "role": "assistant", "model": model, "content": [block], "usage": usage}})
-
-    def tool(name, tool_input, run):
-        tool_id = f"toolu_sim_{uuid.uuid4().hex[:12]}"
-        say({"type": "tool_use", "id": tool_id, "name": name, "input": tool_input})
-        time.sleep(0.6 * pace)
-        answer = talk.ask({"subtype": "can_use_tool", "tool_name": name, "input": tool_input,
-                           "tool_use_id": tool_id, "permission_suggestions": [{
-                               "type": "addRules", "rules": [{"toolName": name}],
-                               "behavior": "allow", "destination": "localSettings"}]}) \
-            if asks and name == "Edit" else {"behavior": "allow"}
-        if answer.get("behavior") == "allow":
-            output, failed = run()
-        else:
-            output, failed = str(answer.get("message") or "The tool call was denied."), True
-        emit({"type": "user", "message": {"role": "user", "content": [{
-            "type": "tool_result", "tool_use_id": tool_id, "content": output,
-            "is_error": failed}]}})
-        time.sleep(0.3 * pace)
-
-    def shell(args):
-        code, out = run_command(args, cwd=cwd, stderr=subprocess.STDOUT)
-        return out.strip() or "(no output)", code != 0
-
-    emit({"type": "system", "subtype": "init", "cwd": cwd, "model": model,
-          "permissionMode": "simulated", "tools": ["Bash", "Read", "Edit"], "mcp_servers": []})
-    time.sleep(0.4 * pace)
-    say({"type": "thinking", "thinking": f"The task is: {title}. I'll look around first."})
-    time.sleep(0.5 * pace)
-    say({"type": "text", "text": "Let me look at the repository."})
-    tool("Bash", {"command": "ls -a", "description": "List files"},
-         lambda: ("\n".join(sorted(os.listdir(cwd))), False))
-    if prompt.startswith("You are planning"):  # the board's planner: answer with a plan
-        topic = prompt.split("## Topic\n", 1)[-1].split("\n\n", 1)[0].strip() or "the topic"
-        summary = "Here is the plan.\n```json\n" + json.dumps(_simulated_plan(topic), indent=2) \
-            + "\n```"
-        time.sleep(0.5 * pace)
-        say({"type": "text", "text": summary})
-    elif prompt.startswith("You are reviewing the work"):  # the verifier: approve
-        summary = 'The work looks right.\n```json\n{"verdict": "approve", "summary": ' \
-            '"the simulated verifier approves"}\n```'
-        say({"type": "text", "text": summary})
-    else:
-        answer = None
-        if talk is not None and "ask me" in prompt.lower():
-            answers = _dict(_dict(talk.ask({
-                "subtype": "can_use_tool", "tool_name": "AskUserQuestion",
-                "input": _SIMULATED_QUESTION}).get("updatedInput")).get("answers"))
-            answer = next(iter(answers.values()), None)
-            say({"type": "text", "text": f"Thanks, I'll go with: {json_dumps(answers)}."})
-        summary = _simulated_work(cwd, title, demo, answer, tool, shell, say)
-
-    def finish(text):
-        for again in range(3):  # the board's stop check may send it back to work
-            if talk is None or talk.hook is None or talk.ask({
-                    "subtype": "hook_callback", "callback_id": talk.hook, "input": {
-                        "hook_event_name": "Stop", "stop_hook_active": again > 0}}).get(
-                        "decision") != "block":
-                break
-            say({"type": "text", "text": "The stop check failed, so I looked again."})
-        emit({"type": "result", "subtype": "success", "is_error": False,
-              "num_turns": next(turn), "result": text, "permission_denials": [],
-              "total_cost_usd": round(spent, 6), "usage": dict(turn_usage)})
-        turn_usage.update(dict.fromkeys(turn_usage, 0))
-
-    finish(summary)
-    while talk is not None and (text := talk.next_turn()) is not None:
-        say({"type": "text", "text": f"You said: {text}"})
-        finish(f"You said: {text}")
-    return 0
-
-
-_SIMULATED_QUESTION = {"questions": [{
-    "question": "How should the README read?", "header": "Style", "multiSelect": False,
-    "options": [{"label": "Short", "description": "what it has and how to run it"},
-                {"label": "Friendly", "description": "a warm welcome and a first try"}]}]}
-
-
-class _SimulatedChannel:
-    """The simulated agent's side of the two-way protocol (design §12): it answers the
-    board's control requests, keeps its user turns and waits for answers to its own."""
-
-    def __init__(self, emit):
-        self.emit, self.turns, self.hook = emit, collections.deque(), None
-        self.numbers = itertools.count(1)
-
-    def next_turn(self) -> str | None:
-        """The next user message's text; None when the board closed stdin."""
-        while not self.turns:
-            if self._read() is None:
-                return None
-        return self.turns.popleft()
-
-    def ask(self, request: dict) -> dict:
-        """Send a control request and wait for its answer ({} when stdin ends)."""
-        request_id = f"sim-{next(self.numbers)}"
-        self.emit({"type": "control_request", "request_id": request_id, "request": request})
-        while (answer := self._read()) is not None:
-            if answer and answer.get("request_id") == request_id:
-                return _dict(answer.get("response"))
-        return {}
-
-    def _read(self) -> dict | None:
-        """One stdin line handled; the answer to a request of ours, {} for anything else."""
-        line = sys.stdin.readline()
-        if not line:
-            return None
-        try:
-            message = _dict(json.loads(line))
-        except ValueError:
-            return {}
-        request = _dict(message.get("request"))
-        if message.get("type") == "user":
-            content = _dict(message.get("message")).get("content")
-            self.turns.append(content if isinstance(content, str) else json_dumps(content))
-        elif message.get("type") == "control_request":
-            if request.get("subtype") == "initialize":
-                stop = (_dict(request.get("hooks")).get("Stop") or [{}])[0]
-                self.hook = (_dict(stop).get("hookCallbackIds") or [None])[0]
-            self.emit({"type": "control_response", "response": {
-                "subtype": "success", "request_id": message.get("request_id"),
-                "response": {}}})
-        elif message.get("type") == "control_response":
-            return _dict(message.get("response"))
-        return {}
-
-
-def _simulated_plan(topic: str) -> dict:
-    steps = [("Explore how {} fits the code", "chore", 1),
-             ("Build the core of {}", "feature", 2),
-             ("Test {}", "test", 1), ("Document {}", "docs", 0)]
-    return {"tasks": [{"title": title.format(topic[:80]), "task_type": kind,
-                       "priority": priority,
-                       "description": f"Part of the plan for: {topic[:200]}",
-                       "acceptance_criteria": "A reviewer agrees it is done."}
-                      for title, kind, priority in steps],
-            "dependencies": [[0, 1], [1, 2], [1, 3]]}
-
-
-def _simulated_work(cwd, title, demo, answer, tool, shell, say) -> str:
-    if not demo:
-        say({"type": "text", "text": "This is not a demo repository, so I change nothing."})
-        summary = "Looked around; nothing was changed (simulated agent outside the demo)."
-        say({"type": "text", "text": summary})
-        return summary
-    path, old, new, summary = _demo_change(cwd, title, answer)
-
-    def edit():
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except FileNotFoundError:
-            text = ""
-        if old not in text:
-            return f"String to replace not found in file.\nString: {old}", True
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text.replace(old, new, 1) if old else text + new)
-        return f"The file {path} has been updated.", False
-
-    def commit():
-        output, failed = shell(["git", "add", "-A"])
-        if failed:
-            return output, True
-        return shell(["git", "-c", "user.name=Simulated Agent", "-c",
-                      "user.email=agent@taskboard.invalid", "commit", "-qm",
-                      f"Simulated work: {title}"])
-    tool("Edit", {"file_path": path, "old_string": old, "new_string": new}, edit)
-    tool("Bash", {"command": f"git add -A && git commit -m 'Simulated work: {title}'",
-                  "description": "Commit the change"}, commit)
-    say({"type": "text", "text": summary})
-    return summary
-
-
-#: What the README of the demo reads like, by the answer to the demo's question.
-_DEMO_README = {
-    "Short": "\n`app.py` has `count_to(n)`, the numbers 1 to n, and `greet(name)`. Run "
-             "`python3 -c 'import app; print(app.count_to(3))'`.\n",
-    "Friendly": "\nWelcome! This little app counts with you: `count_to(3)` gives `[1, 2, 3]`, "
-                "and `greet('Ada')` says hello. Try it with `python3 -c 'import app; "
-                "print(app.greet(\"you\"))'`.\n"}
-
-
-def _demo_change(cwd, title, answer) -> tuple[str, str, str, str]:
-    """The edit a Demo task asks for, by its title: (file, text to replace, "" to append;
-    its replacement; the summary).  A task a person added gets a line in NOTES.md."""
-    words = title.lower()
-    app_py = os.path.join(cwd, "app.py")
-    if "greeting" in words:
-        return (app_py, "", '\n\ndef greet(name):\n    return f"Hello, {name}!"\n',
-                "Added greet(name) to app.py: greet('Ada') returns 'Hello, Ada!'.")
-    if "off-by-one" in words:
-        return (app_py, "range(1, n)", "range(1, n + 1)",
-                "Fixed count_to in app.py: count_to(3) now returns [1, 2, 3].")
-    if "readme" in words:
-        style = answer if answer in _DEMO_README else "Short"
-        return (os.path.join(cwd, "README.md"), "# Demo app\n",
-                "# Demo app\n" + _DEMO_README[style],
-                f"Documented the app in README.md, {style.lower()} as you asked.")
-    return (os.path.join(cwd, "NOTES.md"), "", f"- {title}\n",
-            f"Added a note for “{title}” to NOTES.md and committed it.")
 
 
 # =============================================================================
