@@ -10320,7 +10320,7 @@ def _slack(text: str, limit: int) -> str:
 # SERVICES: PLANNING, RESOURCES AND SETTINGS
 # =============================================================================
 # Planning, attachments, templates, snippets, webhooks as resources, statistics,
-# settings, the demo, sessions and the desktop commands.
+# settings, the demo and login sessions.
 
 # --- planning --------------------------------------------------------------------
 # A read-only agent run whose final JSON block becomes backlog tasks and on_success edges
