@@ -790,7 +790,8 @@ def test_attempts_of_a_remote_task_run_compare_and_pick_on_the_host(
     client.post_json(f"/api/tasks/{task['id']}/attempts", {"agents": [
         {"agent": "claude", "model": "model_small"},
         {"agent": "claude", "model": "model_medium"}]}, status=202)
-    wait_status(client, task["id"], "testing")
+    # two runs, two sandboxed checks and their worktrees, each over ssh: more than one run's
+    wait_status(client, task["id"], "testing", timeout=60)
     small, medium = client.get(f"/api/tasks/{task['id']}/attempts").json
     assert (small["check"]["passed"], medium["check"]["passed"]) == (True, False)
     worktrees = os.path.join(tmp_path, "host", "worktrees", str(project["id"]))

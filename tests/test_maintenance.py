@@ -16,10 +16,12 @@ from conftest import ROOT, assert_error, sql, wait_for
 
 
 @pytest.fixture
-def task_with_logs(api, client):
+def task_with_logs(api, client, tb):
     project = api.project()
     task_id = start(api, project, "fake:lines=120")
     wait_status(client, task_id, "testing")
+    wait_for(lambda: not tb.agents.runs, message="the run's end to be recorded")
+    tb.logs.flush()  # its last lines are in the log now, not in the writer's batch
     return task_id
 
 
