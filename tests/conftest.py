@@ -25,6 +25,12 @@ import taskboard  # noqa: E402
 
 pytest_plugins = ["browser_fixtures", "push_service"]
 
+# What the tests start (boards, simulated agents, the MCP bridge) runs as from a newcomer's
+# shell: with PYTHONDONTWRITEBYTECODE, as some harnesses set it, each such `python
+# taskboard.py` compiled the module again (0.15 s of CPU) and skipped its re-exec as an
+# import (the first lines of taskboard.py), unlike the README's board.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 FAKE_AGENT = os.path.join(ROOT, "tests", "fake_agent.py")
 
 
