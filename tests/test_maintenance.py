@@ -20,6 +20,7 @@ def task_with_logs(api, client):
     project = api.project()
     task_id = start(api, project, "fake:lines=120")
     wait_status(client, task_id, "testing")
+    taskboard.runtime.logs.flush()  # what the run's end still buffers: every entry is stored
     return task_id
 
 
