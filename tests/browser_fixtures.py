@@ -7,6 +7,7 @@ against a real `python taskboard.py` subprocess: the board as a person would run
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -149,13 +150,17 @@ class Board:
 
 
 @pytest.fixture
-def start_board(tmp_path):
+def start_board(tmp_path, migrated_db):
     """start_board(*extra_args, demo=True, token=None, agent_command=None, pace=0.15,
-    env=None) -> a running Board; `pace` scales the simulated agent's pauses (1 = believable)."""
+    env=None) -> a running Board; `pace` scales the simulated agent's pauses (1 = believable).
+    Its database starts as a copy of conftest's migrated_db, as each `tb`'s does."""
     boards = []
 
     def start(*args, **options):
-        board = Board(str(tmp_path / f"board{len(boards)}"), *args, **options)
+        folder = str(tmp_path / f"board{len(boards)}")
+        os.makedirs(os.path.join(folder, "data"), mode=0o700)
+        shutil.copyfile(migrated_db, os.path.join(folder, "data", "tb.db"))
+        board = Board(folder, *args, **options)
         boards.append(board)
         return board
 

@@ -5,6 +5,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -23,6 +24,12 @@ sys.path.insert(0, ROOT)
 import taskboard  # noqa: E402
 
 pytest_plugins = ["browser_fixtures", "push_service"]
+
+# What the tests start (boards, simulated agents, the MCP bridge) runs as from a newcomer's
+# shell: with PYTHONDONTWRITEBYTECODE, as some harnesses set it, each such `python
+# taskboard.py` compiled the module again (0.15 s of CPU) and skipped its re-exec as an
+# import (the first lines of taskboard.py), unlike the README's board.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 FAKE_AGENT = os.path.join(ROOT, "tests", "fake_agent.py")
 
@@ -279,11 +286,46 @@ def config(tmp_path):
          "--agent-command", f"{sys.executable} {FAKE_AGENT}"], environ={})
 
 
+@pytest.fixture(scope="session")
+def migrated_db(tmp_path_factory):
+    """A database as a board's first start leaves it (every migration applied), made once
+    per test process: each `tb` starts from a copy, not from migrating a new one (a third
+    of a board's start)."""
+    folder = tmp_path_factory.mktemp("migrated")
+    config = taskboard.parse_args(["--db", str(folder / "data" / "taskboard.db"),
+                                   "--agent-command", "true"], environ={})
+    config["bwrap"] = [NO_SANDBOX["TASKBOARD_BWRAP"]]
+    taskboard.init(config, resume_runs=False)
+    taskboard.shutdown()
+    # All of it in the database file, which is what gets copied: a checkpoint of the board's
+    # (in a thread of its own) may still hold the write-ahead log open.
+    con = sqlite3.connect(config["db_path"])
+    try:
+        busy, _, _ = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        con.close()
+    assert busy == 0, "the migrated database's write-ahead log could not be folded in"
+    return config["db_path"]
+
+
+@functools.cache
+def unsandboxed():
+    """What taskboard.try_sandbox finds of NO_SANDBOX's bubblewrap, asked once per process
+    (two processes of every board's start)."""
+    return taskboard.try_sandbox([NO_SANDBOX["TASKBOARD_BWRAP"]])
+
+
 @pytest.fixture
-def tb(config, request):
-    if request.node.get_closest_marker("sandbox") is None:
-        config["bwrap"] = [NO_SANDBOX["TASKBOARD_BWRAP"]]
-    runtime = taskboard.init(config)
+def tb(config, request, migrated_db, monkeypatch):
+    if not os.path.exists(config["db_path"]):
+        os.makedirs(config["data_dir"], mode=0o700, exist_ok=True)
+        shutil.copyfile(migrated_db, config["db_path"])
+    with monkeypatch.context() as starting:
+        if request.node.get_closest_marker("sandbox") is None:
+            config["bwrap"] = [NO_SANDBOX["TASKBOARD_BWRAP"]]
+            state = unsandboxed()
+            starting.setattr(taskboard, "try_sandbox", lambda bwrap: dict(state))
+        runtime = taskboard.init(config)
     yield runtime
     taskboard.shutdown()
 
