@@ -393,26 +393,33 @@ echo work > work.txt && git add work.txt && git -c user.name=A -c user.email=a@b
     assert "the agent's work" in git(clone, "log", "--format=%s", done["branch_name"])
 
 
-def test_the_stop_check_and_an_attempts_check_run_in_the_sandbox(client, api, tb, sandboxed,
-                                                                   repo):
-    """The stop check runs what the agent wrote: in a run's sandbox, it and the check run once
-    more when an attempt ends (design §18) are as blind to the board as the run; the same
-    checks unsandboxed see the database (the control)."""
-    hidden = tb.config["db_path"]
+def checks_in_each_mode(client, api, hidden, sandboxed, timeout=RUN, **where):
+    """Two attempts of a task in a bubblewrap project and in a none one (`where`: its host
+    and repository), each with a stop check that fails where `hidden` can be seen; {mode:
+    the attempts' checks passed}, {mode: the stop checks' outcomes}."""
     checks, stop_checks = {}, {}
     for mode in ("bubblewrap", "none"):
         project = api.project(slug=f"best-{mode}", sandbox=mode, maxConcurrent=2,
                               stopCheckCommand=f"test ! -e {hidden}",
                               sandboxPaths={"readWrite": [str(sandboxed)]} if mode != "none"
-                              else None)
+                              else None, **where)
         task = api.task(project["id"], description="fake:ok")
         client.post_json(f"/api/tasks/{task['id']}/attempts", {"agents": [
             {"agent": "claude"}, {"agent": "claude", "model": "model_small"}]}, status=202)
-        wait_status(client, task["id"], "testing")
+        wait_status(client, task["id"], "testing", timeout=timeout)
         checks[mode] = [a["check"]["passed"] for a in client.get(
             f"/api/tasks/{task['id']}/attempts").json]
         stop_checks[mode] = {e["message"].split("` ")[1][:6] for e in client.get(
             f"/api/tasks/{task['id']}/logs").json if e["kind"] == "stop_check"}
+    return checks, stop_checks
+
+
+def test_the_stop_check_and_an_attempts_check_run_in_the_sandbox(client, api, tb, sandboxed,
+                                                                   repo):
+    """The stop check runs what the agent wrote: in a run's sandbox, it and the check run once
+    more when an attempt ends (design §18) are as blind to the board as the run; the same
+    checks unsandboxed see the database (the control)."""
+    checks, stop_checks = checks_in_each_mode(client, api, tb.config["db_path"], sandboxed)
     assert checks == {"bubblewrap": [True, True], "none": [False, False]}
     assert stop_checks == {"bubblewrap": {"passed"}, "none": {"failed"}}
 
@@ -426,20 +433,8 @@ def test_the_stop_check_and_an_attempts_check_run_in_the_sandbox_on_a_host(
     make_repo(api.workdir)
     host = trusted_host(client, sshd, tmp_path)
     assert host["lastCheck"]["sandbox"]["works"] is True, host["lastCheck"]
-    hidden = tb.config["db_path"]
-    checks, stop_checks = {}, {}
-    for mode in ("bubblewrap", "none"):
-        project = api.project(slug=f"far-{mode}", host=host["id"], repoUrl=str(api.workdir),
-                              sandbox=mode, maxConcurrent=2, stopCheckCommand=f"test ! -e {hidden}",
-                              sandboxPaths={"readWrite": [str(sandboxed)]} if mode != "none"
-                              else None)
-        task = api.task(project["id"], description="fake:ok")
-        client.post_json(f"/api/tasks/{task['id']}/attempts", {"agents": [
-            {"agent": "claude"}, {"agent": "claude", "model": "model_small"}]}, status=202)
-        wait_status(client, task["id"], "testing", timeout=4 * RUN)  # two runs over ssh
-        checks[mode] = [a["check"]["passed"] for a in client.get(
-            f"/api/tasks/{task['id']}/attempts").json]
-        stop_checks[mode] = {e["message"].split("` ")[1][:6] for e in client.get(
-            f"/api/tasks/{task['id']}/logs").json if e["kind"] == "stop_check"}
+    checks, stop_checks = checks_in_each_mode(  # two runs over ssh
+        client, api, tb.config["db_path"], sandboxed, timeout=4 * RUN, host=host["id"],
+        repoUrl=str(api.workdir))
     assert checks == {"bubblewrap": [True, True], "none": [False, False]}
     assert stop_checks == {"bubblewrap": {"passed"}, "none": {"failed"}}
