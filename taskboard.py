@@ -6099,17 +6099,25 @@ class HostLink:
                                "its fingerprint and trust it")
             with contextlib.suppress(FileNotFoundError):  # a dead master's (a killed board)
                 os.remove(self.control)
-            # a remote run's requests come in on a listener of their own (forwarded())
+            # a remote run's requests come in on a listener of their own (forwarded());
+            # LogLevel INFO: the master says the forward's port (whatever ~/.ssh/config says)
             forward = f"127.0.0.1:0:127.0.0.1:{runtime.forward.port()}"
             master = self.master = subprocess.Popen(
-                ["ssh", "-M", "-N", *ssh_options(self.host), "-o", f"ControlPath={self.control}",
-                 "-o", "ControlPersist=no", "-R", forward, self.host["address"]],
+                ["ssh", "-M", "-N", *ssh_options(self.host), "-o", "LogLevel=INFO",
+                 "-o", f"ControlPath={self.control}", "-o", "ControlPersist=no",
+                 "-R", forward, self.host["address"]],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 start_new_session=True, preexec_fn=_die_with_board)
             self.errors.clear()
-            reader = gevent.spawn(self._read_master, master)
+            answered = gevent.event.Event()
+            reader = gevent.spawn(self._read_master, master, answered)
             deadline = time.monotonic() + SSH_CONNECT_SECONDS + 5
-            while not self._check():
+            while True:
+                # the master listens on ControlPath before its forward is answered: woken
+                # then (or when it ends), the connection is open and runs know the port
+                answered.wait(max(0.0, deadline - time.monotonic()))
+                if self._check():
+                    break
                 # NOTE: close() may run meanwhile (the host was changed or deleted)
                 if master.poll() is not None or self.master is not master or \
                         time.monotonic() > deadline:
@@ -6128,14 +6136,22 @@ class HostLink:
                                "-o", "BatchMode=yes", self.host["address"]],
                               capture_output=True, timeout=10).returncode == 0
 
-    def _read_master(self, master) -> None:
-        for line in master.stderr:
-            text = line.decode("utf-8", "replace").strip()
-            found_port = re.match(r"Allocated port (\d+) for remote forward", text)
-            if found_port:
-                self.port = int(found_port.group(1))
-            elif text:
-                self.errors.append(text)
+    def _read_master(self, master, answered: "gevent.event.Event") -> None:
+        """What the master says: its forward's port, else why it failed; `answered` is set
+        when the forward was answered (its port, or that it failed) and when it ends."""
+        try:
+            for line in master.stderr:
+                text = line.decode("utf-8", "replace").strip()
+                found_port = re.match(r"Allocated port (\d+) for remote forward", text)
+                if found_port:
+                    self.port = int(found_port.group(1))
+                    answered.set()
+                elif text:
+                    self.errors.append(text)
+                    if "remote port forwarding failed" in text:
+                        answered.set()
+        finally:
+            answered.set()
 
     def _failure(self, stderr: str) -> HostDown:
         if "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr or \
