@@ -5967,7 +5967,8 @@ REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$
 #: from the 0600 file the board wrote (and removes it), starts the CLI in the worktree in
 #: its own process group (ARGV is in_sandbox()'s: in its sandbox when it has one), says the
 #: group's id on stderr, and kills the group when the channel closes: a newline on stderr
-#: every few seconds fails once nobody reads it.
+#: every REMOTE_BEAT_SECONDS fails once nobody reads it.
+REMOTE_BEAT_SECONDS = 1
 REMOTE_RUN = REMOTE_PROFILE + r'''
 f=$1; dir=$2; shift 2
 unset GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_KEY_1 GIT_CONFIG_VALUE_1
@@ -5981,7 +5982,7 @@ pid=$!
 exec 3<&-
 printf 'taskboard-pgid %s\n' "$pid" >&2
 ( trap '' PIPE
-  while sleep 3 </dev/null >/dev/null 2>&1; do
+  while sleep ''' + str(REMOTE_BEAT_SECONDS) + r''' </dev/null >/dev/null 2>&1; do
     kill -0 "$pid" 2>/dev/null || exit 0
     printf '\n' >&2 || break
   done

@@ -752,9 +752,11 @@ def test_the_hosts_clone_is_fetched_before_each_run(client, api, sshd, tmp_path,
 
 def test_a_quiet_run_on_a_host_meets_its_idle_timeout(client, api, remote_project, agent_dir,
                                                      monkeypatch):
-    """The wrapper's heartbeat (an empty stderr line every 3 s) is not the agent's output."""
+    """The wrapper's heartbeat (an empty stderr line every second) is not the agent's
+    output."""
     project, host = remote_project
-    monkeypatch.setattr(taskboard, "SECONDS_PER_MINUTE", 5.0)  # idle after 5 s: > 3 s
+    # idle after two and a half heartbeats
+    monkeypatch.setattr(taskboard, "SECONDS_PER_MINUTE", 2.5 * taskboard.REMOTE_BEAT_SECONDS)
     monkeypatch.setattr(taskboard, "KILL_GRACE_SECONDS", 1)
     client.put_json("/api/settings", {"agentIdleTimeoutMinutes": 1})
     client.put_json(f"/api/projects/{project['id']}", {"maxRetries": 0})
