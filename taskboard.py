@@ -6201,10 +6201,14 @@ class HostLink:
             base = self.home + base[1:]
         return posixpath.join(base, *map(str, parts))
 
-    def write(self, path: str, data: bytes, what: str) -> None:
-        """Write a file on the host that only its login may read; OSError naming what."""
+    def write(self, path: str, data: bytes, what: str, line_to: str | None = None) -> None:
+        """Write a file on the host that only its login may read; OSError naming what.  With
+        line_to (a file in the same folder), data's first line goes there and the rest to
+        path: two files in one round trip."""
+        first = "" if line_to is None else \
+            f"IFS= read -r line && printf '%s\\n' \"$line\" > {shlex.quote(line_to)} && "
         code, out = self.run(f"umask 077 && mkdir -p {shlex.quote(posixpath.dirname(path))} "
-                             f"&& cat > {shlex.quote(path)}", stdin=data)
+                             f"&& {first}cat > {shlex.quote(path)}", stdin=data)
         if code != 0:
             raise OSError(f"{what} could not be written on host {self.host['name']!r}: "
                           f"{_cut(out.strip(), 300)}")
@@ -6409,8 +6413,9 @@ git -C "$repo" fetch -q origin >&2 || true"""
     def board_tools(self, agent: str, run_id: int, task_id: int, project_id: int,
                     invocation: dict, mcp_port: int | None = None) -> str | None:
         """The board tools of a run on a host: /mcp through the connection's remote forward,
-        given to the adapter as {url, token} (Claude's --mcp-config names a 0600 file there; the
-        token is never on a command line); the token, or None when there is no forward."""
+        given to the adapter as {url, token} (Claude's --mcp-config names a 0600 file there,
+        written with the run's settings by invocation(); the token is never on a command
+        line); the token, or None when there is no forward."""
         if not self.port:
             return None
         token = secrets.token_urlsafe(24)
@@ -6420,8 +6425,7 @@ git -C "$repo" fetch -q origin >&2 || true"""
             config = {"mcpServers": {"taskboard": {
                 "type": "http", "url": server["url"],
                 "headers": {"Authorization": f"Bearer {token}"}}}}
-            self.write(server["config"], json_dumps(config).encode(),
-                       "the board tools' settings")
+            invocation["host_file"] = (server["config"], json_dumps(config))  # one line
         ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], server)
         runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
                                      "created": set()}
@@ -6444,9 +6448,9 @@ git -C "$repo" fetch -q origin >&2 || true"""
     def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
         """A run's invocation sent to its host first (OSError, HostDown): the run's own
         variables (what it adds to the board's environment) go to a 0600 file there, never on
-        a command line; the argv is the ssh client of its channel, which runs REMOTE_RUN (in
-        the sandbox there when it has one) and dies with the board; the board's environment
-        stays here."""
+        a command line, with its board tools' settings (board_tools()) in the same round trip;
+        the argv is the ssh client of its channel, which runs REMOTE_RUN (in the sandbox there
+        when it has one) and dies with the board; the board's environment stays here."""
         own = {k: v for k, v in invocation["env"].items()
                if os.environ.get(k) != v and re.fullmatch(r"[A-Za-z_]\w*", k)}
         own.pop("TASKBOARD_URL", None)
@@ -6455,11 +6459,16 @@ git -C "$repo" fetch -q origin >&2 || true"""
         env_file = self.path("runs", f"{name}.env")
         argv, own = in_sandbox(invocation["argv"], invocation["cwd"], own, sandbox, self.path(),
                                files=[env_file[:-4] + ".mcp.json"])
-        self.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
-                   .encode(), "the run's settings")
+        settings = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items()).encode()
+        # the board tools' settings (beside it in runs/) go first: one line of JSON
+        tools, tools_text = invocation.get("host_file") or (None, "")
+        if tools is not None:
+            settings = tools_text.encode() + b"\n" + settings
+        self.write(env_file, settings, "the run's settings", line_to=tools)
         remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
             f"{shlex.quote(invocation['cwd'])} {shlex.join(argv)}"
-        return {**invocation, "argv": self.argv(remote),
+        return {**{k: v for k, v in invocation.items() if k != "host_file"},
+                "argv": self.argv(remote),
                 "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
 
     def started(self, run: "AgentRun") -> None:
