@@ -5967,7 +5967,8 @@ REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$
 #: from the 0600 file the board wrote (and removes it), starts the CLI in the worktree in
 #: its own process group (ARGV is in_sandbox()'s: in its sandbox when it has one), says the
 #: group's id on stderr, and kills the group when the channel closes: a newline on stderr
-#: every few seconds fails once nobody reads it.
+#: every REMOTE_BEAT_SECONDS fails once nobody reads it.
+REMOTE_BEAT_SECONDS = 1
 REMOTE_RUN = REMOTE_PROFILE + r'''
 f=$1; dir=$2; shift 2
 unset GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_KEY_1 GIT_CONFIG_VALUE_1
@@ -5981,7 +5982,7 @@ pid=$!
 exec 3<&-
 printf 'taskboard-pgid %s\n' "$pid" >&2
 ( trap '' PIPE
-  while sleep 3 </dev/null >/dev/null 2>&1; do
+  while sleep ''' + str(REMOTE_BEAT_SECONDS) + r''' </dev/null >/dev/null 2>&1; do
     kill -0 "$pid" 2>/dev/null || exit 0
     printf '\n' >&2 || break
   done
@@ -6099,17 +6100,25 @@ class HostLink:
                                "its fingerprint and trust it")
             with contextlib.suppress(FileNotFoundError):  # a dead master's (a killed board)
                 os.remove(self.control)
-            # a remote run's requests come in on a listener of their own (forwarded())
+            # a remote run's requests come in on a listener of their own (forwarded());
+            # LogLevel INFO: the master says the forward's port (whatever ~/.ssh/config says)
             forward = f"127.0.0.1:0:127.0.0.1:{runtime.forward.port()}"
             master = self.master = subprocess.Popen(
-                ["ssh", "-M", "-N", *ssh_options(self.host), "-o", f"ControlPath={self.control}",
-                 "-o", "ControlPersist=no", "-R", forward, self.host["address"]],
+                ["ssh", "-M", "-N", *ssh_options(self.host), "-o", "LogLevel=INFO",
+                 "-o", f"ControlPath={self.control}", "-o", "ControlPersist=no",
+                 "-R", forward, self.host["address"]],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 start_new_session=True, preexec_fn=_die_with_board)
             self.errors.clear()
-            reader = gevent.spawn(self._read_master, master)
+            answered = gevent.event.Event()
+            reader = gevent.spawn(self._read_master, master, answered)
             deadline = time.monotonic() + SSH_CONNECT_SECONDS + 5
-            while not self._check():
+            while True:
+                # the master listens on ControlPath before its forward is answered: woken
+                # then (or when it ends), the connection is open and runs know the port
+                answered.wait(max(0.0, deadline - time.monotonic()))
+                if self._check():
+                    break
                 # NOTE: close() may run meanwhile (the host was changed or deleted)
                 if master.poll() is not None or self.master is not master or \
                         time.monotonic() > deadline:
@@ -6128,14 +6137,22 @@ class HostLink:
                                "-o", "BatchMode=yes", self.host["address"]],
                               capture_output=True, timeout=10).returncode == 0
 
-    def _read_master(self, master) -> None:
-        for line in master.stderr:
-            text = line.decode("utf-8", "replace").strip()
-            found_port = re.match(r"Allocated port (\d+) for remote forward", text)
-            if found_port:
-                self.port = int(found_port.group(1))
-            elif text:
-                self.errors.append(text)
+    def _read_master(self, master, answered: "gevent.event.Event") -> None:
+        """What the master says: its forward's port, else why it failed; `answered` is set
+        when the forward was answered (its port, or that it failed) and when it ends."""
+        try:
+            for line in master.stderr:
+                text = line.decode("utf-8", "replace").strip()
+                found_port = re.match(r"Allocated port (\d+) for remote forward", text)
+                if found_port:
+                    self.port = int(found_port.group(1))
+                    answered.set()
+                elif text:
+                    self.errors.append(text)
+                    if "remote port forwarding failed" in text:
+                        answered.set()
+        finally:
+            answered.set()
 
     def _failure(self, stderr: str) -> HostDown:
         if "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr or \
@@ -6184,10 +6201,14 @@ class HostLink:
             base = self.home + base[1:]
         return posixpath.join(base, *map(str, parts))
 
-    def write(self, path: str, data: bytes, what: str) -> None:
-        """Write a file on the host that only its login may read; OSError naming what."""
+    def write(self, path: str, data: bytes, what: str, line_to: str | None = None) -> None:
+        """Write a file on the host that only its login may read; OSError naming what.  With
+        line_to (a file in the same folder), data's first line goes there and the rest to
+        path: two files in one round trip."""
+        first = "" if line_to is None else \
+            f"IFS= read -r line && printf '%s\\n' \"$line\" > {shlex.quote(line_to)} && "
         code, out = self.run(f"umask 077 && mkdir -p {shlex.quote(posixpath.dirname(path))} "
-                             f"&& cat > {shlex.quote(path)}", stdin=data)
+                             f"&& {first}cat > {shlex.quote(path)}", stdin=data)
         if code != 0:
             raise OSError(f"{what} could not be written on host {self.host['name']!r}: "
                           f"{_cut(out.strip(), 300)}")
@@ -6392,8 +6413,9 @@ git -C "$repo" fetch -q origin >&2 || true"""
     def board_tools(self, agent: str, run_id: int, task_id: int, project_id: int,
                     invocation: dict, mcp_port: int | None = None) -> str | None:
         """The board tools of a run on a host: /mcp through the connection's remote forward,
-        given to the adapter as {url, token} (Claude's --mcp-config names a 0600 file there; the
-        token is never on a command line); the token, or None when there is no forward."""
+        given to the adapter as {url, token} (Claude's --mcp-config names a 0600 file there,
+        written with the run's settings by invocation(); the token is never on a command
+        line); the token, or None when there is no forward."""
         if not self.port:
             return None
         token = secrets.token_urlsafe(24)
@@ -6403,8 +6425,7 @@ git -C "$repo" fetch -q origin >&2 || true"""
             config = {"mcpServers": {"taskboard": {
                 "type": "http", "url": server["url"],
                 "headers": {"Authorization": f"Bearer {token}"}}}}
-            self.write(server["config"], json_dumps(config).encode(),
-                       "the board tools' settings")
+            invocation["host_file"] = (server["config"], json_dumps(config))  # one line
         ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], server)
         runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
                                      "created": set()}
@@ -6427,9 +6448,9 @@ git -C "$repo" fetch -q origin >&2 || true"""
     def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
         """A run's invocation sent to its host first (OSError, HostDown): the run's own
         variables (what it adds to the board's environment) go to a 0600 file there, never on
-        a command line; the argv is the ssh client of its channel, which runs REMOTE_RUN (in
-        the sandbox there when it has one) and dies with the board; the board's environment
-        stays here."""
+        a command line, with its board tools' settings (board_tools()) in the same round trip;
+        the argv is the ssh client of its channel, which runs REMOTE_RUN (in the sandbox there
+        when it has one) and dies with the board; the board's environment stays here."""
         own = {k: v for k, v in invocation["env"].items()
                if os.environ.get(k) != v and re.fullmatch(r"[A-Za-z_]\w*", k)}
         own.pop("TASKBOARD_URL", None)
@@ -6438,11 +6459,16 @@ git -C "$repo" fetch -q origin >&2 || true"""
         env_file = self.path("runs", f"{name}.env")
         argv, own = in_sandbox(invocation["argv"], invocation["cwd"], own, sandbox, self.path(),
                                files=[env_file[:-4] + ".mcp.json"])
-        self.write(env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items())
-                   .encode(), "the run's settings")
+        settings = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in own.items()).encode()
+        # the board tools' settings (beside it in runs/) go first: one line of JSON
+        tools, tools_text = invocation.get("host_file") or (None, "")
+        if tools is not None:
+            settings = tools_text.encode() + b"\n" + settings
+        self.write(env_file, settings, "the run's settings", line_to=tools)
         remote = f"sh -c {shlex.quote(REMOTE_RUN)} sh {shlex.quote(env_file)} " \
             f"{shlex.quote(invocation['cwd'])} {shlex.join(argv)}"
-        return {**invocation, "argv": self.argv(remote),
+        return {**{k: v for k, v in invocation.items() if k != "host_file"},
+                "argv": self.argv(remote),
                 "env": {k: v for k, v in os.environ.items() if k not in SECRET_ENV}}
 
     def started(self, run: "AgentRun") -> None:

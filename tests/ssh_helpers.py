@@ -1,7 +1,8 @@
 """A real OpenSSH server on a loopback port, for the tests of agents on other machines
 (design.md §15): Debian's `sshd` (package openssh-server, which .ci/run installs), started
 by the test with its own host key and a key-only login as the user running the tests; the
-"host" is a folder of this machine.
+"host" is a folder of this machine, and its login's home (HOME) a folder of its own.  The
+keys are made once per test process, and each server gets copies.
 
     server = SshServer(tmp_path)           # started; .stop() ends it
     server.address, server.port            # "<user>@127.0.0.1", its port
@@ -14,12 +15,14 @@ by the test with its own host key and a key-only login as the user running the t
     trusted_host(client, server, tmp_path) # the host added to a board, its key trusted
 """
 
+import atexit
 import getpass
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -32,6 +35,30 @@ def sshd_missing() -> str | None:
     if not shutil.which("ssh") or not shutil.which("ssh-keygen"):
         return "no ssh client (Debian: apt-get install openssh-client)"
     return None
+
+
+def _new_key(path: str) -> str:
+    """An ed25519 key pair at path (and path.pub); its fingerprint."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "taskboard-test",
+                    "-f", path], check=True, capture_output=True)
+    return subprocess.run(["ssh-keygen", "-lf", path + ".pub"], check=True, capture_output=True,
+                          text=True).stdout.split()[1]
+
+
+_KEYS = {}
+
+
+def _process_keys() -> dict:
+    """The host key and the client key of this test process's servers, made once (each
+    server gets copies): {file name: path, "fingerprint": the host key's}."""
+    if not _KEYS:
+        folder = tempfile.mkdtemp(prefix="taskboard-sshd-keys-")
+        atexit.register(shutil.rmtree, folder, True)
+        _KEYS["fingerprint"] = _new_key(os.path.join(folder, "host_ed25519"))
+        _new_key(os.path.join(folder, "id_ed25519"))
+        _KEYS.update({name: os.path.join(folder, name)
+                      for name in ("host_ed25519", "id_ed25519")})
+    return _KEYS
 
 
 def _free_port() -> int:
@@ -49,18 +76,17 @@ class SshServer:
         self.address = f"{self.user}@127.0.0.1"
         self.host_key = os.path.join(self.folder, "host_ed25519")
         self.identity = os.path.join(self.folder, "id_ed25519")
+        keys = _process_keys()
         for key in (self.host_key, self.identity):
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "taskboard-test",
-                            "-f", key], check=True, capture_output=True)
+            for suffix in ("", ".pub"):
+                shutil.copy(keys[os.path.basename(key)] + suffix, key + suffix)
         shutil.copy(self.identity + ".pub", os.path.join(self.folder, "authorized_keys"))
-        with open(self.host_key + ".pub") as f:
-            kind, blob = f.read().split()[:2]
-        self.known_hosts = os.path.join(self.folder, "known_hosts")
-        with open(self.known_hosts, "w") as f:
-            f.write(f"[127.0.0.1]:{self.port} {kind} {blob}\n")
-        self.fingerprint = subprocess.run(
-            ["ssh-keygen", "-lf", self.host_key + ".pub"], check=True, capture_output=True,
-            text=True).stdout.split()[1]
+        self._trust_host_key(keys["fingerprint"])
+        # the login's own home: a host whose profile is its own, not the dotfiles of the
+        # user running the tests (whose shell startup can cost a second a command); and
+        # the key exchange of OpenSSH before 9.0, half the CPU of sntrup761's a connection
+        self.home = os.path.join(self.folder, "home")
+        os.makedirs(self.home, mode=0o700)
         self.config = config = os.path.join(self.folder, "sshd_config")
         with open(config, "w") as f:
             f.write(f"""Port {self.port}
@@ -79,14 +105,25 @@ AllowTcpForwarding yes
 AllowStreamLocalForwarding yes
 MaxSessions 100
 MaxStartups 100
+SetEnv HOME={self.home}
+KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org
 """)
         if os.geteuid() == 0:  # root's sshd wants its privilege separation directory
             os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         self.log = os.path.join(self.folder, "sshd.log")
         self.start(start_timeout)
 
+    def _trust_host_key(self, fingerprint: str) -> None:
+        with open(self.host_key + ".pub") as f:
+            kind, blob = f.read().split()[:2]
+        self.known_hosts = os.path.join(self.folder, "known_hosts")
+        with open(self.known_hosts, "w") as f:
+            f.write(f"[127.0.0.1]:{self.port} {kind} {blob}\n")
+        self.fingerprint = fingerprint
+
     def start(self, start_timeout=20.0):
-        """Start sshd (again, after stop(): same port, same keys)."""
+        """Start sshd (again, after stop(): same port, same keys); back once it greets
+        on its port."""
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", self.config], stdout=log,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -94,27 +131,27 @@ MaxStartups 100
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"sshd exited with {self.proc.returncode}:\n{self.log_text()}")
-            if self.ssh("true", timeout=5).returncode == 0:
+            if self._greets():
                 return
             if time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"sshd did not accept the key in {start_timeout:g} s:\n"
+                raise RuntimeError(f"sshd did not listen in {start_timeout:g} s:\n"
                                    f"{self.log_text()}")
-            time.sleep(0.05)
+            time.sleep(0.01)
+
+    def _greets(self) -> bool:
+        """sshd listens: its port answers with the SSH banner."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+                return s.recv(4).startswith(b"SSH-")
+        except OSError:
+            return False
 
     def new_host_key(self) -> str:
         """Give the (stopped) server another host key; its fingerprint."""
         os.remove(self.host_key)
         os.remove(self.host_key + ".pub")
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "taskboard-test",
-                        "-f", self.host_key], check=True, capture_output=True)
-        with open(self.host_key + ".pub") as f:
-            kind, blob = f.read().split()[:2]
-        with open(self.known_hosts, "w") as f:
-            f.write(f"[127.0.0.1]:{self.port} {kind} {blob}\n")
-        self.fingerprint = subprocess.run(
-            ["ssh-keygen", "-lf", self.host_key + ".pub"], check=True, capture_output=True,
-            text=True).stdout.split()[1]
+        self._trust_host_key(_new_key(self.host_key))
         return self.fingerprint
 
     def ssh_options(self) -> list[str]:
