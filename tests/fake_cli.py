@@ -138,19 +138,18 @@ with $FAKE_VERSION_GATE set to a path it first writes its pid to PATH.asked, the
 PATH exists (at most a minute): a CLI slow to answer, for as long as a test wants.
 """
 
-import base64
 import contextlib
-import fnmatch
 import json
 import os
 import re
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
+
+# base64, fnmatch, subprocess and tempfile are imported where a mode needs them, and uuid not
+# at all (new_uuid): this CLI starts thousands of times a test run, most of them to print a
+# stream and exit.
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STREAMS = os.path.join(HERE, "fixtures", "agent-streams")
@@ -187,7 +186,16 @@ ONE_CALL = {key: value // 2 for key, value in USAGE.items()}
 ONE_CALL_COST = 0.018825
 
 
+def new_uuid() -> str:
+    """A random (version 4) UUID as text, as uuid.uuid4() makes them."""
+    b = bytearray(os.urandom(16))
+    b[6], b[8] = b[6] & 0x0F | 0x40, b[8] & 0x3F | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def state_dir():
+    import tempfile
     path = os.environ.get("FAKE_AGENT_DIR") or os.path.join(tempfile.gettempdir(),
                                                              "taskboard-fake-agent")
     for sub in ("sessions", "transcripts", "tasks"):
@@ -314,16 +322,16 @@ def init_line(sid, cwd, model):
     return {"type": "system", "subtype": "init", "cwd": cwd, "session_id": sid,
             "tools": ["Bash", "Edit", "Read", "Write"], "mcp_servers": [], "model": model,
             "permissionMode": "default", "apiKeySource": "none",
-            "claude_code_version": VERSION.split()[0], "uuid": str(uuid.uuid4())}
+            "claude_code_version": VERSION.split()[0], "uuid": new_uuid()}
 
 
 def assistant(sid, block, msg_id=None, model="claude-sonnet-5", **extra):
     return {"type": "assistant", "message": {
-        "id": msg_id or f"msg_{uuid.uuid4().hex[:22]}", "type": "message", "role": "assistant",
+        "id": msg_id or f"msg_{os.urandom(16).hex()[:22]}", "type": "message", "role": "assistant",
         "model": model, "content": [block], "stop_reason": None, "stop_sequence": None,
         "usage": {"input_tokens": 1200, "output_tokens": 85, "cache_creation_input_tokens": 3000,
                   "cache_read_input_tokens": 9000}},
-        "parent_tool_use_id": None, "session_id": sid, "uuid": str(uuid.uuid4()), **extra}
+        "parent_tool_use_id": None, "session_id": sid, "uuid": new_uuid(), **extra}
 
 
 def result(sid, *, is_error=False, subtype="success", text=None, cost=0.03765, status=None,
@@ -332,14 +340,14 @@ def result(sid, *, is_error=False, subtype="success", text=None, cost=0.03765, s
             "api_error_status": status, "duration_ms": 353, "duration_api_ms": 98,
             "num_turns": num_turns, "result": text, "stop_reason": "end_turn", "session_id": sid,
             "total_cost_usd": cost, "usage": dict(usage), "permission_denials": list(denials),
-            "terminal_reason": "completed", "uuid": str(uuid.uuid4())}
+            "terminal_reason": "completed", "uuid": new_uuid()}
     if errors is not None:
         line["errors"] = errors
     return line
 
 
 def run_ok(out, sid, d, text="Created hello.txt."):
-    msg = f"msg_{uuid.uuid4().hex[:22]}"
+    msg = f"msg_{os.urandom(16).hex()[:22]}"
     out.emit(assistant(sid, {"type": "thinking", "thinking": "Create the file with a shell "
                                                              "command.", "signature": "c2ln"},
                        msg))
@@ -350,7 +358,7 @@ def run_ok(out, sid, d, text="Created hello.txt."):
     out.emit({"type": "user", "message": {"role": "user", "content": [
         {"tool_use_id": "toolu_fake1", "type": "tool_result", "content": "hello",
          "is_error": False}]}, "parent_tool_use_id": None, "session_id": sid,
-        "uuid": str(uuid.uuid4())})
+        "uuid": new_uuid()})
     out.emit(assistant(sid, {"type": "text", "text": "Created hello.txt."}))
     if "garbage" in d:
         out.raw("this line is not JSON")
@@ -367,21 +375,21 @@ def run_plan(out, sid, cwd, name):
             answer = f.read()
     else:
         answer = "Here is the plan.\n```json\n" + json.dumps(PLANS[name], indent=2) + "\n```"
-    first, second = f"msg_{uuid.uuid4().hex[:22]}", f"msg_{uuid.uuid4().hex[:22]}"
+    first, second = f"msg_{os.urandom(16).hex()[:22]}", f"msg_{os.urandom(16).hex()[:22]}"
     out.emit(assistant(sid, {"type": "text", "text": "Let me look at the code."}, first))
     out.emit(assistant(sid, {"type": "tool_use", "id": "toolu_plan1", "name": "Read",
                              "input": {"file_path": os.path.join(cwd, "README.md")}}, first))
     out.emit({"type": "user", "message": {"role": "user", "content": [
         {"tool_use_id": "toolu_plan1", "type": "tool_result", "content": "# Shop",
          "is_error": False}]}, "parent_tool_use_id": None, "session_id": sid,
-        "uuid": str(uuid.uuid4())})
+        "uuid": new_uuid()})
     out.emit(assistant(sid, {"type": "tool_use", "id": "toolu_plan2", "name": "Bash",
                              "input": {"command": "rm -rf build"}}, second))
     out.emit({"type": "user", "message": {"role": "user", "content": [
         {"tool_use_id": "toolu_plan2", "type": "tool_result", "is_error": True,
          "content": "Claude requested permissions to use Bash, but you haven't granted it "
                     "yet."}]}, "parent_tool_use_id": None, "session_id": sid,
-        "uuid": str(uuid.uuid4())})
+        "uuid": new_uuid()})
     out.emit(assistant(sid, {"type": "text", "text": answer}))
     out.emit(result(sid, text=answer, cost=0.02))
     out.finish(0)
@@ -409,7 +417,7 @@ def now_iso():
 
 def user_line(sid, content, **extra):
     return {"type": "user", "message": {"role": "user", "content": content},
-            "parent_tool_use_id": None, "session_id": sid, "uuid": str(uuid.uuid4()),
+            "parent_tool_use_id": None, "session_id": sid, "uuid": new_uuid(),
             "timestamp": now_iso(), **extra}
 
 
@@ -462,7 +470,7 @@ class Protocol:
         self.extra = []  # lines printed after the first init (fake:garbage-protocol)
         self.cost = 0.0  # the process's cumulative cost
         self.rules = []  # allow rules the board sent as updatedPermissions
-        self.sid, self.cwd, self.prompt_id = None, os.getcwd(), str(uuid.uuid4())
+        self.sid, self.cwd, self.prompt_id = None, os.getcwd(), new_uuid()
         folder = os.environ.get("FAKE_AGENT_DIR")
         self.folder = folder
         self.log = os.path.join(folder, "stdin.jsonl") if folder else None
@@ -555,7 +563,7 @@ class Protocol:
         Stdin ending first ends the run (exit 1, no result): the board is gone."""
         if interruptible and self.interrupted:
             raise Interrupted
-        rid = str(uuid.uuid4())
+        rid = new_uuid()
         self.out.emit({"type": "control_request", "request_id": rid, "request": body})
         with self.cond:
             while rid not in self.responses and not self.eof and not (
@@ -582,6 +590,7 @@ class Protocol:
         return decision
 
     def allowed_by_rule(self, name, command):
+        import fnmatch
         return any(rule.get("toolName") == name and (
             not rule.get("ruleContent") or fnmatch.fnmatchcase(command, rule["ruleContent"]))
             for rule in self.rules)
@@ -650,7 +659,7 @@ class Protocol:
                     "effort": {"level": self.effort}, "hook_event_name": "Stop",
                     "stop_hook_active": active, "last_assistant_message": last,
                     "background_tasks": [], "session_crons": []},
-                    "tool_use_id": str(uuid.uuid4())})
+                    "tool_use_id": new_uuid()})
                 decision = answer.get("response")
                 if isinstance(decision, dict) and decision.get("decision") == "block":
                     reasons.append(str(decision.get("reason", "")))
@@ -665,7 +674,7 @@ class Protocol:
                                     isSynthetic=True))
             self.out.emit({"type": "system", "subtype": "notification", "key": "stop-hook-error",
                            "text": "Stop hook error occurred \u00b7 ctrl+o to see",
-                           "priority": "immediate", "uuid": str(uuid.uuid4()),
+                           "priority": "immediate", "uuid": new_uuid(),
                            "session_id": self.sid})
             last = "You said: " + feedback
             self.out.emit(assistant(self.sid, {"type": "text", "text": last}))
@@ -684,10 +693,10 @@ class Protocol:
         """Run one user turn (body: the first turn's mode; None: a follow-up); its exit code.
         A turn that ends without a result line ends the process, as the CLI dying would."""
         self.replay = {"type": "user", "message": msg.get("message"), "session_id": self.sid,
-                       "parent_tool_use_id": None, "uuid": str(uuid.uuid4()),
+                       "parent_tool_use_id": None, "uuid": new_uuid(),
                        "timestamp": now_iso(), "isReplay": True}
         self.defer_replay, self.result_seen, self.running = False, False, True
-        self.prompt_id = str(uuid.uuid4())
+        self.prompt_id = new_uuid()
         code = 0
         try:
             if body:
@@ -747,7 +756,7 @@ def run_ask(out, sid, cwd, d, count):
         name = "hello.txt" if i == 0 else f"hello{i + 1}.txt"
         command = f"echo hello > {name} && cat {name}"
         tool_input = {"command": command, "description": f"Create {name}"}
-        tool_id, msg = f"toolu_{uuid.uuid4().hex[:24]}", f"msg_{uuid.uuid4().hex[:22]}"
+        tool_id, msg = f"toolu_{os.urandom(16).hex()[:24]}", f"msg_{os.urandom(16).hex()[:22]}"
         if i == 0:
             out.emit(assistant(sid, {"type": "thinking", "signature": "c2lnbmF0dXJl",
                                      "thinking": "I should create the file with a shell "
@@ -793,7 +802,7 @@ def run_question(out, sid, multi):
                 "options": [{"label": "Red", "description": "warm"},
                             {"label": "Blue", "description": "cool"}], "multiSelect": multi}
     tool_input = {"questions": [question]}
-    tool_id = f"toolu_{uuid.uuid4().hex[:24]}"
+    tool_id = f"toolu_{os.urandom(16).hex()[:24]}"
     out.emit(assistant(sid, {"type": "tool_use", "id": tool_id, "name": "AskUserQuestion",
                              "input": tool_input}))
     decision = out.proto.ask_tool("AskUserQuestion", tool_input, tool_id)
@@ -894,7 +903,7 @@ def run(out, sid, cwd, d, task_id, prompt=""):
         out.emit({"type": "user", "message": {"role": "user", "content": [
             {"tool_use_id": "toolu_half", "type": "tool_result", "content": "x\udc00y",
              "is_error": False}]}, "parent_tool_use_id": None, "session_id": sid,
-            "uuid": str(uuid.uuid4())})
+            "uuid": new_uuid()})
         out.emit(result(sid, text="done \udfff", cost=0.01))
         out.finish(0)
     elif mode == "crash":
@@ -914,7 +923,7 @@ def run(out, sid, cwd, d, task_id, prompt=""):
         out.emit({"type": "rate_limit_event", "rate_limit_info": {
             "status": "rejected", "resetsAt": resets, "rateLimitType": "five_hour",
             "overageStatus": "rejected", "isUsingOverage": False},
-            "session_id": sid, "uuid": str(uuid.uuid4())})
+            "session_id": sid, "uuid": new_uuid()})
         text = f"You've hit your limit · resets {time.strftime('%-I%p', time.localtime(resets))}"
         out.emit(assistant(sid, {"type": "text", "text": text}, model="<synthetic>",
                            error="rate_limit"))
@@ -1087,7 +1096,7 @@ def main(argv):
                  "mode": old.get("resume", "ok"), "arg": None, **d}
         else:
             d = None
-    sid = resume if resume and d is not None else str(uuid.uuid4())
+    sid = resume if resume and d is not None else new_uuid()
     record = {"argv": argv, "cwd": cwd, "stdin": prompt, "pid": os.getpid(),
               "pgid": os.getpgid(0), "sid": os.getsid(0), "session_id": sid,
               "resumed": bool(resume), "time": time.time(),
@@ -1110,6 +1119,7 @@ def main(argv):
     if "forget" not in d:
         with open(os.path.join(base, "sessions", f"{sid}.json"), "w") as f:
             json.dump({"directives": d, "cwd": cwd}, f)
+    import subprocess
     for key in ("write", "commit"):
         if key in d:
             with open(os.path.join(cwd, d[key]), "a", encoding="utf-8") as f:
@@ -1120,6 +1130,7 @@ def main(argv):
                 subprocess.run(["git", *ident, "commit", "-q", "-m", f"fake agent: {d[key]}"],
                                check=True)
     if "sh" in d:
+        import base64
         done = subprocess.run(["sh", "-c", base64.b64decode(d["sh"]).decode()], cwd=cwd,
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, errors="replace")
