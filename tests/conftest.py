@@ -214,10 +214,16 @@ def stats(client, project_id):
 
 
 def git(cwd, *args):
-    """Run git as a person would (own identity, no signing); its stdout."""
-    return subprocess.run(["git", "-c", "user.name=Test", "-c", "user.email=test@example.com",
-                           "-c", "commit.gpgsign=false", *args], cwd=cwd, check=True,
-                          capture_output=True, text=True).stdout
+    """Run git as a person would (own identity, no signing); its stdout.  Started as the
+    board starts its own (taskboard.Popen: no fork of this whole test process)."""
+    argv = ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com",
+            "-c", "commit.gpgsign=false", *args]
+    proc = taskboard.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate()
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, argv, out, err)
+    return out
 
 
 def make_repo(path):
