@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import requests
-from fake_agent import VERSION
+from fake_cli import VERSION
 from fault_helpers import AGENT_COMMAND, ServerProcess, clean_env
 
 import taskboard
