@@ -784,6 +784,21 @@ class Popen(subprocess.Popen):
         gevent.os._watch_child(self.pid, self._on_child, self._loop, True)
 
 
+def run_process(argv: list[str], input=None, timeout: float | None = None,
+                **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run(argv, input=input, capture_output=True, timeout=timeout, **kwargs),
+    its child started by Popen above; no input: stdin is /dev/null."""
+    with Popen(argv, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+               stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs) as proc:
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 def run_command(argv: list[str], cwd: str | None = None, timeout: float = 30,
                 stderr=subprocess.DEVNULL, env: dict | None = None,
                 session: bool = False, keep: int = 0) -> tuple[int | None, str]:
@@ -6169,9 +6184,9 @@ class HostLink:
             gevent.spawn(kill_remote_group, self, group)
 
     def _check(self) -> bool:
-        return subprocess.run(["ssh", "-o", f"ControlPath={self.control}", "-O", "check",
-                               "-o", "BatchMode=yes", self.host["address"]],
-                              capture_output=True, timeout=10).returncode == 0
+        return run_process(["ssh", "-o", f"ControlPath={self.control}", "-O", "check",
+                            "-o", "BatchMode=yes", self.host["address"]],
+                           timeout=10).returncode == 0
 
     def _read_master(self, master, answered: "gevent.event.Event") -> None:
         """What the master says: its forward's port, else why it failed; `answered` is set
@@ -6212,9 +6227,8 @@ class HostLink:
         elif master is None or master.poll() is not None:
             raise HostDown("the connection to the host is not open")
         try:
-            done = subprocess.run(self.argv(f"{REMOTE_PROFILE}; {command}"), input=stdin,
-                                  capture_output=True, timeout=timeout,
-                                  preexec_fn=_die_with_board)
+            done = run_process(self.argv(f"{REMOTE_PROFILE}; {command}"), input=stdin,
+                               timeout=timeout, preexec_fn=_die_with_board)
         except subprocess.TimeoutExpired:  # as run_command() answers
             return None, f"the command on the host did not finish within {timeout:g}s"
         out = done.stdout.decode("utf-8", "replace")
@@ -6645,11 +6659,11 @@ def scan_host_key(host: dict) -> tuple[str | None, str]:
         options = ssh_options(host, known_hosts=seen)
         options[options.index("StrictHostKeyChecking=yes")] = "StrictHostKeyChecking=accept-new"
         try:
-            done = subprocess.run(["ssh", *options, "-o", "ControlPath=none",
-                                   "-o", "PreferredAuthentications=none",
-                                   "-o", "PubkeyAuthentication=no", host["address"], "true"],
-                                  capture_output=True, text=True, timeout=SSH_CONNECT_SECONDS + 5,
-                                  stdin=subprocess.DEVNULL, preexec_fn=_die_with_board)
+            done = run_process(["ssh", *options, "-o", "ControlPath=none",
+                                "-o", "PreferredAuthentications=none",
+                                "-o", "PubkeyAuthentication=no", host["address"], "true"],
+                               text=True, timeout=SSH_CONNECT_SECONDS + 5,
+                               preexec_fn=_die_with_board)
         except subprocess.TimeoutExpired:
             return None, "the host did not answer"
         try:
@@ -6657,8 +6671,8 @@ def scan_host_key(host: dict) -> tuple[str | None, str]:
                 line = f.read().strip().splitlines()[0]
         except (OSError, IndexError):
             return None, _ssh_error(done.stderr, "the host showed no key")
-        printed = subprocess.run(["ssh-keygen", "-lf", seen], capture_output=True, text=True,
-                                 timeout=10).stdout.split()
+        printed = run_process(["ssh-keygen", "-lf", seen], text=True,
+                              timeout=10).stdout.split()
     return (printed[1], line) if len(printed) > 1 else (None, "ssh-keygen cannot read the key")
 
 
