@@ -25,6 +25,7 @@ How it runs:
 """
 import collections
 import copy
+import functools
 import io
 import ipaddress
 import json
@@ -39,6 +40,7 @@ import schemathesis
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
+from schemathesis.core.jsonschema import patterns
 from schemathesis.core.result import Ok
 from schemathesis.generation.feedback import FeedbackSources
 from schemathesis.pytest._test_builder import build_operation_test
@@ -48,6 +50,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from schemathesis.specs.openapi.coverage import _operation as coverage_operation
 from werkzeug.test import EnvironBuilder
 
 import taskboard
@@ -68,6 +71,29 @@ CONFIG = schemathesis.Config.from_dict({
     # No examples in the document; no links for the stateful phase.
     "phases": {"examples": {"enabled": False}, "stateful": {"enabled": False}},
 })
+
+
+@functools.cache
+def _compilable_quantifier(pattern, min_length, max_length):
+    """schemathesis's update_quantifier() for the coverage phase, which folds a string's
+    length bounds into its pattern, kept to what the validator can compile, as schemathesis's
+    own converter (update_pattern_in_schema) keeps it for the other phases.
+
+    The board's non-blank text fields are {"pattern": "\\S", "maxLength": 200000}; folded,
+    that is "^\\S{1,200000}$", a regex too big for jsonschema_rs.  Unchecked, the coverage
+    phase gave it to jsonschema_rs.canonicalize() with each body schema of such an operation,
+    to be refused after 1.5 s of CPU each time (some 20 s of a run of this file), and the
+    cases built on those schemas were lost (templates, snippets, messages, tasks): now such
+    a field keeps its pattern and bounds, and its cases are sent (more requests, not fewer)."""
+    folded = patterns.update_quantifier(pattern, min_length, max_length)
+    if folded == pattern or patterns.is_valid_jsonschema_rs_regex(folded):  # cached
+        return folded
+    return pattern
+
+
+coverage_operation.update_quantifier = _compilable_quantifier
+
+
 #: The document /api/openapi.json serves (a copy: schemathesis may annotate what it loads).
 SCHEMA = schemathesis.openapi.from_dict(copy.deepcopy(taskboard.openapi()), config=CONFIG)
 OPERATIONS = list(SCHEMA.get_all_operations())
