@@ -4,6 +4,8 @@ Playwright (pytest-playwright's `page`, `context`, `browser`) drives Debian's Ch
 against a real `python taskboard.py` subprocess: the board as a person would run it.
 """
 
+import asyncio
+import inspect
 import os
 import re
 import shlex
@@ -24,6 +26,51 @@ BOARD_ENV = re.compile(r"^(TASKBOARD_.*|GITHUB_TOKEN|STATE_DIRECTORY|XDG_DATA_HO
 URL_LINE = re.compile(r"^Taskboard \S+ on (http://127\.0\.0\.1:\d+)/ \(data in .*\)$", re.M)
 DESKTOP = (1280, 800)
 PHONE = (390, 844)
+
+
+#: Playwright's driver asks an expectation (expect(locator).to_…) again every 500 ms once it
+#: has waited 270 ms, when its timeout is 2.5 s or more, and every 100 ms under that: the
+#: page's change was seen 250 ms late on average, in each wait for an agent or the server.
+#: A longer expectation is asked in steps of this many ms instead (the same timeout in all).
+EXPECT_STEP_MS = 2_000
+
+
+def expect_in_steps() -> None:
+    """Make Playwright's Frame._expect, which every expect(…) calls, ask in EXPECT_STEP_MS
+    steps. A private method: left as it is if it is not there or takes other arguments."""
+    try:
+        from playwright._impl.frame import Frame
+    except ImportError:  # pragma: no cover
+        return
+    asked = getattr(Frame, "_expect", None)
+    if asked is None or getattr(asked, "in_steps", False) or list(
+            inspect.signature(asked).parameters) != ["self", "selector", "expression",
+                                                     "options", "title"]:
+        return
+
+    async def in_steps(self, selector, expression, options, title):
+        timeout = options.get("timeout")
+        if not timeout or timeout <= EXPECT_STEP_MS:  # 0: no timeout at all
+            return await asked(self, selector, expression, options, title)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout / 1000
+        while True:
+            left = (deadline - loop.time()) * 1000
+            step = max(1, round(min(left, EXPECT_STEP_MS)))
+            result = await asked(self, selector, expression, {**options, "timeout": step}, title)
+            if result["matches"] != bool(options.get("isNot")) or not result.get("timedOut") \
+                    or left <= EXPECT_STEP_MS:
+                if result["matches"] == bool(options.get("isNot")):
+                    result["log"] = [f"  - asked in steps of at most {EXPECT_STEP_MS}ms, "
+                                     f"{timeout:.0f}ms in all; the last step:",
+                                     *(result.get("log") or [])]
+                return result
+
+    in_steps.in_steps = True
+    Frame._expect = in_steps
+
+
+expect_in_steps()
 
 
 @pytest.fixture(scope="session")
