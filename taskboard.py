@@ -143,7 +143,17 @@ def _import_dataset() -> types.ModuleType:
     return dataset
 
 
-dataset = _import_dataset()
+class _Dataset(types.ModuleType):
+    """dataset, imported (_import_dataset) when first looked into: the simulated agent and
+    the board tools' bridge (--simulate-agent, --mcp), each run's processes of their own,
+    never open a database; its import was most of their start (0.2-0.45 s of CPU)."""
+
+    def __getattr__(self, name):
+        module = globals()["dataset"] = _import_dataset()
+        return getattr(module, name)
+
+
+dataset = _Dataset("dataset")
 # Only webhooks, push and the source host need these; they cost a start 13 MB.
 py_vapid = deferred_module("py_vapid")
 requests = deferred_module("requests")
@@ -2343,11 +2353,11 @@ class Tx:
     """One transaction: dataset's table API (t["projects"]) for plain CRUD and SQL on the
     same connection (its sqlite3 connection) for the hot paths."""
 
-    def __init__(self, db: dataset.Database):
+    def __init__(self, db: "dataset.Database"):
         self.db = db
         self.connection = db.executable.connection.driver_connection
 
-    def __getitem__(self, table: str) -> dataset.Table:
+    def __getitem__(self, table: str) -> "dataset.Table":
         loaded = self.db.load_table(table)
         if loaded._table is None:  # NOTE: dataset's private attributes, see _REFLECTED
             schema = (table, self.value("SELECT sql FROM sqlite_master WHERE type = 'table' "
@@ -2420,7 +2430,7 @@ def _marks(values) -> str:
     return ",".join("?" * len(values))
 
 
-def open_db(path: str, **pool) -> dataset.Database:
+def open_db(path: str, **pool) -> "dataset.Database":
     # every transaction ends before dataset gives its connection back, so the pool need
     # not roll it back again
     return dataset.connect(
@@ -2450,7 +2460,7 @@ def read():
 
 
 @contextlib.contextmanager
-def _transaction(db: dataset.Database):
+def _transaction(db: "dataset.Database"):
     try:
         with db:
             yield Tx(db)

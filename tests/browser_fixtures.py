@@ -4,6 +4,8 @@ Playwright (pytest-playwright's `page`, `context`, `browser`) drives Debian's Ch
 against a real `python taskboard.py` subprocess: the board as a person would run it.
 """
 
+import asyncio
+import inspect
 import os
 import re
 import shlex
@@ -24,6 +26,51 @@ BOARD_ENV = re.compile(r"^(TASKBOARD_.*|GITHUB_TOKEN|STATE_DIRECTORY|XDG_DATA_HO
 URL_LINE = re.compile(r"^Taskboard \S+ on (http://127\.0\.0\.1:\d+)/ \(data in .*\)$", re.M)
 DESKTOP = (1280, 800)
 PHONE = (390, 844)
+
+
+#: Playwright's driver asks an expectation (expect(locator).to_…) again every 500 ms once it
+#: has waited 270 ms, when its timeout is 2.5 s or more, and every 100 ms under that: the
+#: page's change was seen 250 ms late on average, in each wait for an agent or the server.
+#: A longer expectation is asked in steps of this many ms instead (the same timeout in all).
+EXPECT_STEP_MS = 2_000
+
+
+def expect_in_steps() -> None:
+    """Make Playwright's Frame._expect, which every expect(…) calls, ask in EXPECT_STEP_MS
+    steps. A private method: left as it is if it is not there or takes other arguments."""
+    try:
+        from playwright._impl.frame import Frame
+    except ImportError:  # pragma: no cover
+        return
+    asked = getattr(Frame, "_expect", None)
+    if asked is None or getattr(asked, "in_steps", False) or list(
+            inspect.signature(asked).parameters) != ["self", "selector", "expression",
+                                                     "options", "title"]:
+        return
+
+    async def in_steps(self, selector, expression, options, title):
+        timeout = options.get("timeout")
+        if not timeout or timeout <= EXPECT_STEP_MS:  # 0: no timeout at all
+            return await asked(self, selector, expression, options, title)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout / 1000
+        while True:
+            left = (deadline - loop.time()) * 1000
+            step = max(1, round(min(left, EXPECT_STEP_MS)))
+            result = await asked(self, selector, expression, {**options, "timeout": step}, title)
+            if result["matches"] != bool(options.get("isNot")) or not result.get("timedOut") \
+                    or left <= EXPECT_STEP_MS:
+                if result["matches"] == bool(options.get("isNot")):
+                    result["log"] = [f"  - asked in steps of at most {EXPECT_STEP_MS}ms, "
+                                     f"{timeout:.0f}ms in all; the last step:",
+                                     *(result.get("log") or [])]
+                return result
+
+    in_steps.in_steps = True
+    Frame._expect = in_steps
+
+
+expect_in_steps()
 
 
 @pytest.fixture(scope="session")
@@ -53,10 +100,11 @@ class Board:
     """A `python taskboard.py` subprocess on a free port, with its own data dir and HOME.
     With token=None it runs --no-auth (these tests look at the board, not at signing in);
     token="generate" lets it make its own, read from the sign-in line it prints; env adds
-    variables to its environment (e.g. TASKBOARD_CODEX_COMMAND)."""
+    variables to its environment (e.g. TASKBOARD_CODEX_COMMAND). With later=True it is
+    started and not waited for: wait_until_up() does."""
 
     def __init__(self, folder, *args, demo=True, token=None, agent_command=None, pace=0.15,
-                 env=None):
+                 env=None, later=False):
         self.folder = folder
         self.token = token
         os.makedirs(os.path.join(folder, "home"), exist_ok=True)
@@ -83,6 +131,13 @@ class Board:
         self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                                      stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
+        self.url = None
+        if not later:
+            self.wait_until_up()
+
+    def wait_until_up(self) -> None:
+        """Wait for the URL the board prints once it listens (then its sign-in URL is
+        printed too, if any)."""
         self.url = self._wait_for_url()
         signed = re.search(r"Open (\S+/login\?token=(\S+)) to sign in", self.output())
         self.sign_in_url, self.token = (signed.group(1), signed.group(2)) if signed else \
@@ -149,18 +204,74 @@ class Board:
         self._log.close()
 
 
+def new_board_folder(parent, migrated_db) -> str:
+    """A board's folder: data/tb.db a copy of conftest's migrated_db, as each `tb`'s is."""
+    folder = str(parent)
+    os.makedirs(os.path.join(folder, "data"), mode=0o700)
+    shutil.copyfile(migrated_db, os.path.join(folder, "data", "tb.db"))
+    return folder
+
+
+class SpareBoards:
+    """A board of start_board's defaults (`python taskboard.py --demo`, the `board` fixture's,
+    which most tests use) started ahead, while the test before runs: a test that asks for one
+    takes a board that is up already (its start is a second of the test's setup otherwise).
+    Each is used by one test only, in a folder of its own; the one left at the end of the
+    test process is stopped then. A board inherits this process's environment when it
+    starts: a test that changed it (e.g. push_service) gets no spare, and none is started
+    then. But for FAKE_AGENT_DIR (conftest's, per test: a spare has its own; its agents are
+    the simulated one, never tests/fake_agent.py) and pytest's PYTEST_CURRENT_TEST."""
+
+    PER_TEST = ("FAKE_AGENT_DIR", "PYTEST_CURRENT_TEST")
+
+    def __init__(self, tmp_path_factory, migrated_db):
+        self.tmp_path_factory, self.migrated_db = tmp_path_factory, migrated_db
+        self.environ = self._environ()  # the environment each spare starts with
+        self.spare = None
+
+    @classmethod
+    def _environ(cls) -> dict:
+        return {k: v for k, v in os.environ.items() if k not in cls.PER_TEST}
+
+    def _start(self) -> Board:
+        folder = new_board_folder(self.tmp_path_factory.mktemp("board"), self.migrated_db)
+        return Board(folder, later=True,
+                     env={"FAKE_AGENT_DIR": os.path.join(folder, "fake-agent")})
+
+    def take(self) -> Board | None:
+        """A board up already, or None when the environment is not the spares'."""
+        if self._environ() != self.environ:
+            return None
+        board, self.spare = self.spare or self._start(), None
+        board.wait_until_up()
+        self.spare = self._start()  # for the next test: it starts while this one runs
+        return board
+
+    def close(self) -> None:
+        if self.spare is not None:
+            self.spare.stop()
+
+
+@pytest.fixture(scope="session")
+def spare_boards(tmp_path_factory, migrated_db):
+    spares = SpareBoards(tmp_path_factory, migrated_db)
+    yield spares
+    spares.close()
+
+
 @pytest.fixture
-def start_board(tmp_path, migrated_db):
+def start_board(tmp_path, migrated_db, spare_boards):
     """start_board(*extra_args, demo=True, token=None, agent_command=None, pace=0.15,
     env=None) -> a running Board; `pace` scales the simulated agent's pauses (1 = believable).
-    Its database starts as a copy of conftest's migrated_db, as each `tb`'s does."""
+    Its database starts as a copy of conftest's migrated_db, as each `tb`'s does. With no
+    arguments: a board of SpareBoards, up already (see there)."""
     boards = []
 
     def start(*args, **options):
-        folder = str(tmp_path / f"board{len(boards)}")
-        os.makedirs(os.path.join(folder, "data"), mode=0o700)
-        shutil.copyfile(migrated_db, os.path.join(folder, "data", "tb.db"))
-        board = Board(folder, *args, **options)
+        board = spare_boards.take() if not args and not options else None
+        if board is None:
+            folder = new_board_folder(tmp_path / f"board{len(boards)}", migrated_db)
+            board = Board(folder, *args, **options)
         boards.append(board)
         return board
 

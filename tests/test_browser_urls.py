@@ -56,39 +56,49 @@ def test_login_follows_a_next_on_the_board(token_board, page):
     expect(page.get_by_role("heading", name="Settings", level=1)).to_be_visible()
 
 
-def requests_of(context, url):
-    """Open url in a new tab; return the tab and the path (and query) of each request it makes
-    to the board, from its first one on."""
-    page = context.new_page()
-    seen = []
-    origin = urlsplit(url)
-    page.on("request", lambda request: seen.append(request.url))
-    page.goto(url)
-    live(page)
-    page.wait_for_load_state("networkidle")  # the view has asked for what it shows
-    paths = set()
-    for address in seen:
-        parts = urlsplit(address)
-        if parts.netloc == origin.netloc:
-            paths.add(parts.path + (f"?{parts.query}" if parts.query else ""))
-    return page, paths
+def requests_of(context, *urls):
+    """Open each url in a new tab, all at once (each tab waits on its own, not one after
+    another); return, in the order of urls, each tab and the path (and query) of each
+    request it made to the board, from its first one on, once it is live and its network
+    has been idle (the view has asked for what it shows)."""
+    opened = []
+    for url in urls:
+        page = context.new_page()
+        seen = []
+        page.on("request", lambda request, seen=seen: seen.append(request.url))
+        page.goto(url, wait_until="commit")  # the rest of the load goes on meanwhile
+        opened.append((page, seen, url))
+    tabs = []
+    for page, seen, url in opened:
+        page.wait_for_load_state()
+        live(page)
+        page.wait_for_load_state("networkidle")
+        origin = urlsplit(url)
+        paths = set()
+        for address in seen:
+            parts = urlsplit(address)
+            if parts.netloc == origin.netloc:
+                paths.add(parts.path + (f"?{parts.query}" if parts.query else ""))
+        tabs.append((page, paths))
+    return tabs
 
 
 def test_a_route_whose_id_is_not_an_id_shows_nothing_here_and_asks_no_api(board, context):
-    not_found, expected = requests_of(context, f"{board.url}/#/no-such-page")
+    [(not_found, expected)] = requests_of(context, f"{board.url}/#/no-such-page")
     expect(not_found.get_by_role("heading", name="Nothing here")).to_be_visible()
     assert any(path.startswith("/api/projects?") for path in expected)  # the board's start
     # also the start's, once the server has found a CLI missing (it looks in the background)
     expected.add("/api/agents")
-    for hash_ in NOT_IDS:
-        page, paths = requests_of(context, board.url + "/" + hash_)
+    project = board.demo_project()  # a real id still opens its view, and asks for its tasks
+    *tabs, (real, real_paths) = requests_of(
+        context, *(board.url + "/" + hash_ for hash_ in NOT_IDS),
+        f"{board.url}/#/projects/{project['id']}")
+    for hash_, (page, paths) in zip(NOT_IDS, tabs, strict=True):
         expect(page.get_by_role("heading", name="Nothing here"), hash_).to_be_visible()
         assert paths <= expected, f"{hash_} asked for {sorted(paths - expected)}"
         page.close()
-    project = board.demo_project()  # a real id still opens its view, and asks for its tasks
-    page, paths = requests_of(context, f"{board.url}/#/projects/{project['id']}")
-    expect(page.get_by_role("heading", name="Nothing here")).to_have_count(0)
-    assert f"/api/projects/{project['id']}/tasks" in paths
+    expect(real.get_by_role("heading", name="Nothing here")).to_have_count(0)
+    assert f"/api/projects/{project['id']}/tasks" in real_paths
 
 
 #: Set the hash and wait for its hashchange: the router (listening since the start) has run.
