@@ -72,6 +72,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import stat
 import struct
 import subprocess
 import tempfile
@@ -750,16 +751,18 @@ def safe_file_name(name: str) -> str:
 
 def run_command(argv: list[str], cwd: str | None = None, timeout: float = 30,
                 stderr=subprocess.DEVNULL, env: dict | None = None,
-                session: bool = False, keep: int = 0) -> tuple[int | None, str]:
+                session: bool = False, keep: int = 0, umask: int = -1) \
+        -> tuple[int | None, str]:
     """Run a short command; (exit code, stdout), or (None, why) if it could not run.
     With session, in a process group of its own, killed whole after the timeout; with
-    keep, only the last `keep` bytes of the output are kept (also after a timeout).
+    keep, only the last `keep` bytes of the output are kept (also after a timeout); with
+    umask, under that umask (-1: the board's).
 
     It reads in the calling greenlet: subprocess.run's helper greenlets outlive a kill."""
     try:
         proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=stderr, env=env,
-                                start_new_session=session)
+                                start_new_session=session, umask=umask)
     except OSError as exc:
         return None, str(exc)
     out = bytearray()
@@ -839,6 +842,27 @@ def http_call(method: str, url: str, timeout: float, session=None, whole: bool =
         reason = reason.group(1) if reason else "its certificate is not trusted" if \
             "CERTIFICATE_VERIFY_FAILED" in str(exc) else type(exc).__name__
         return f"cannot reach {urllib.parse.urlsplit(url).netloc}: {reason}"
+
+
+def open_regular(path: str):
+    """A regular file at path opened for reading in binary, or OSError: never through a
+    link (O_NOFOLLOW) and never blocking on a FIFO or a device (O_NONBLOCK, then refused),
+    so a file an agent could have planted cannot hang the board (design §17 v6)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError("not a regular file")
+    return open(fd, "rb")
+
+
+def read_regular(path: str, limit: int) -> str | None:
+    """The first `limit` characters of a regular file (see open_regular), None when there is
+    none or it cannot be read; at most 4 × limit bytes are read, whatever its size."""
+    try:
+        with open_regular(path) as f:
+            return f.read(4 * limit).decode("utf-8", "replace")[:limit]
+    except OSError:
+        return None
 
 
 def wait_asked(response) -> float | None:
@@ -1233,7 +1257,7 @@ TASK_FIELDS = (
         "to be reachable (it stays where it was moved, and starts when a check of the host "
         "succeeds); {sandbox}: for bubblewrap to work there (sandbox bubblewrap); or null"),
     _ro("sandboxed", "bool", nullable=True, doc="whether its latest run went through the "
-        "sandbox (null: it has not run)"),
+        "sandbox (null: it has not run, or its run was simulated: no sandbox needed)"),
     _ro("pending_approvals", doc="tool approvals and questions waiting for a person"),
     _ro("attempts", nullable=True, doc="how many attempts its latest run with several "
         "agents had (GET /api/tasks/:id/attempts), or null"),
@@ -5900,7 +5924,7 @@ class ThisMachine:
         argv, env = self._in_sandbox(argv, cwd, env, sandbox)
         return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+                                start_new_session=True, umask=runtime.umask)
 
     @staticmethod
     def _in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None,
@@ -5943,7 +5967,8 @@ class ThisMachine:
             return None
         argv, env = self._in_sandbox(argv, cwd, env, sandbox, check=True)
         return run_command(argv, cwd, STOP_CHECK_TIMEOUT_SECONDS, env=env,
-                           stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL)
+                           stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL,
+                           umask=runtime.umask)
 
 
 THIS_MACHINE = ThisMachine()
@@ -6708,10 +6733,11 @@ MAX_INSTRUCTIONS_CHARS = 100_000
 def agent_md(project_id: int) -> dict:
     """The project's agent-instructions file: {content, path, exists}."""
     path = os.path.join(get_project(project_id)["workingDir"], AGENT_MD)
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return {"content": f.read(), "path": path, "exists": True}
-    except FileNotFoundError:
+    try:  # a run may have made it a link or a FIFO: read as absent, never followed
+        with open_regular(path) as f:
+            content = f.read(4 * MAX_INSTRUCTIONS_CHARS).decode("utf-8", "replace")
+        return {"content": content[:MAX_INSTRUCTIONS_CHARS], "path": path, "exists": True}
+    except (FileNotFoundError, IsADirectoryError):
         return {"content": "", "path": path, "exists": False}
     except OSError as exc:
         raise Conflict(f"cannot read {path}: {exc.strerror or exc}") from exc
@@ -7381,7 +7407,9 @@ def _log_start(run: "AgentRun", project: dict, agent: str, effort: str,
     what = f"resuming session {session_id}" if session_id else "starting the agent"
     runtime.logs.append(task_id, "system", f"{run.owner.said}{what} ({agent}, "
                         f"{run.model_name}, effort {effort}) in {run.cwd}{where}", run_id)
-    if run.sandbox is not None or project["sandbox"] == "auto":
+    if run.parser.simulated:  # the demo's agent edits only its scratch repository
+        runtime.logs.append(task_id, "system", "simulated: no sandbox needed", run_id)
+    elif run.sandbox is not None or project["sandbox"] == "auto":
         runtime.logs.append(task_id, "system", "in the sandbox (bubblewrap)" if run.sandbox
                             is not None else f"not sandboxed: bubblewrap does not work{where}: "
                             f"{run.machine.sandbox()['error']}", run_id)
@@ -7409,7 +7437,7 @@ def _launch(run: "AgentRun", owner: "RunOwner", sandboxed: bool) -> None:
     owner.started(run.run_id)
     _publish_task(update_task_row(owner.task_id, {
         "is_running": 1, "last_error": None, "waiting_until": None, "waiting_for_json": None,
-        "sandboxed": sandboxed}))
+        "sandboxed": None if run.parser.simulated else sandboxed}))
 
 
 def wait_for_sandbox(task: dict, why: str) -> None:
@@ -8009,18 +8037,9 @@ def _checkout_instructions(project: dict, cwd: str) -> str | None:
     (design §4): the CLI reads only the file in its cwd."""
     if os.path.realpath(cwd) == os.path.realpath(project["working_dir"]):
         return None
-    wanted, present = (_read_text(os.path.join(folder, AGENT_MD), MAX_INSTRUCTIONS_CHARS)
+    wanted, present = (read_regular(os.path.join(folder, AGENT_MD), MAX_INSTRUCTIONS_CHARS)
                        for folder in (project["working_dir"], cwd))
     return wanted if wanted and wanted.strip() and wanted != present else None
-
-
-def _read_text(path: str, limit: int) -> str | None:
-    """The first `limit` characters of a text file, None when it cannot be read."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(limit)
-    except OSError:
-        return None
 
 
 def task_run_flags(project: dict, session_id: str | None, attachment_dir: str | None) \
@@ -11362,7 +11381,7 @@ def update_host(host_id: int, body) -> dict:
     seen = None
     if changes.get("host_key") and changes["host_key"] != before["host_key"]:
         shown = json.loads(before["last_check_json"] or "{}").get("fingerprint")
-        seen = _read_text(_seen_key_file(host_id), 20_000) if shown else None
+        seen = read_regular(_seen_key_file(host_id), 20_000) if shown else None
         if changes["host_key"] != shown or not seen:
             raise Conflict(f"hostKey {changes['host_key']} is not the key the host showed at "
                            f"its last check ({shown or 'none'}): check the host again and "
@@ -14092,6 +14111,8 @@ class Runtime:
         self.url = board_url(config["host"], config["port"])
         #: Each configured agent CLI's {found, version, checking}, for /api/health.
         self.clis = {name: {"found": None, "version": None, "checking": True} for name in AGENTS}
+        #: the person's umask, for what runs write in their code (-1: the process's own)
+        self.umask = config.get("umask", -1)
         #: agent name -> when its usage limit lifts (Unix time); the agent_limits table
         self.limits = {}
         #: task id -> the waits for a limit its runs made in a row
@@ -14502,7 +14523,9 @@ def main(argv=None) -> None:
         log.warning("running as root: agent CLIs refuse some permission modes as root (Claude "
                     "Code's --dangerously-skip-permissions), and files they write in your "
                     "repositories will belong to root; run Taskboard as the code's owner")
-    os.umask(0o077)  # the database, the token and attachments are the owner's alone
+    # the database, the token and attachments are the owner's alone; what runs write in the
+    # person's code gets the person's umask (design §17 v6)
+    config["umask"] = os.umask(0o077)
     if config["token_on_command_line"]:
         log.warning("--token on the command line can be read by every local user in the "
                     "process list: use TASKBOARD_TOKEN or --token-file instead")
