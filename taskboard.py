@@ -287,7 +287,8 @@ HOST_CHECK_SECONDS = 60.0
 SSH_CONNECT_SECONDS = 10
 SSH_ALIVE_SECONDS = 15
 #: Board secrets that never reach an agent's environment.
-SECRET_ENV = ("TASKBOARD_TOKEN", "TASKBOARD_GIT_HOST_TOKEN", "GITHUB_TOKEN")
+SECRET_ENV = ("TASKBOARD_TOKEN", "TASKBOARD_TOKEN_FILE", "TASKBOARD_GIT_HOST_TOKEN",
+              "GITHUB_TOKEN")
 #: A longer agent output line is cut into pieces of this size.
 MAX_LINE_BYTES = 1024 * 1024
 #: Log messages are cut to this many characters (the raw line is kept whole).
@@ -1123,6 +1124,10 @@ def _check_sandbox_paths(value, name):
             if secret is not None:
                 raise Invalid(f"{name}.{side}: {shown} is a credential store ({secret}) a "
                               "sandboxed run never sees", name)
+            token = runtime.config["token_file"]
+            if token and _inside(os.path.realpath(token), real):
+                raise Invalid(f"{name}.{side}: {shown} is or holds the board's token file, "
+                              "which a sandboxed run never sees", name)
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -5475,7 +5480,8 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
 #: to run), TB_READ_ONLY (a planner's or verifier's checkout), TB_STATE (its CLI's state
 #: under home: writable, folders made first), TB_NEVER (never seen under home), TB_HIDE
-#: (other projects), TB_RO and TB_RW (sandboxPaths), TB_FILES (the run's own, read-only).
+#: (other projects' folders, the token file), TB_RO and TB_RW (sandboxPaths), TB_FILES
+#: (the run's own, read-only).
 #: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
 #: folder, other projects and credential stores hidden again, then the checkout and the
 #: git metadata a commit writes, and read-only what must never be written (hooks, config,
@@ -5502,8 +5508,9 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     done
     printf '%s\n' "$TB_RW" | each --bind-try
     p --tmpfs "$TB_BASE"
-    printf '%s\n' "$TB_HIDE" | while IFS= read -r x; do [ -d "$x" ] || continue
-      case $dir/ in "$x"/*) ;; *) p --tmpfs "$x";; esac; done
+    printf '%s\n' "$TB_HIDE" | while IFS= read -r x; do
+      if [ -f "$x" ]; then p --ro-bind /dev/null "$x"; elif [ -d "$x" ]; then
+        case $dir/ in "$x"/*) ;; *) p --tmpfs "$x";; esac; fi; done
     printf '%s\n' "$TB_NEVER" | while IFS= read -r x; do [ -n "$x" ] || continue
       if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
         p --ro-bind /dev/null "$h/$x"; fi; done
@@ -5556,12 +5563,29 @@ def try_sandbox(bwrap: list[str]) -> dict:
     return state
 
 
+#: A sandbox that did not work is tried again before a run goes without it, at most this
+#: often (design §17 v6: `auto` retries it as `bubblewrap` does).
+SANDBOX_RETRY_SECONDS = 10.0
+
+
+def sandbox_here(config: dict) -> dict:
+    """try_sandbox() for the runs of this machine.  Void under --no-auth (design §17 v6):
+    the board's API then asks no credential on loopback, so any local process owns it, a
+    sandboxed run's too, until a network policy (§20) closes loopback to the run."""
+    state = try_sandbox(config["bwrap"])
+    if config["no_auth"]:
+        state.update(works=False, error="void: the board runs with --no-auth, so any local "
+                     "process owns it, a sandboxed run's too")
+    return state
+
+
 def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     """The variables SANDBOX_RUN builds a run's sandbox from (design §17).  `sandbox`:
     {agent, command (the CLI's own words), files (the run's own, read-only: its MCP config,
     its attachments), paths (sandboxPaths), read_only (a planner's or verifier's: its
-    checkout too), hide (other projects' folders)}; `base`: the board's folder where the
-    run happens (the data dir, a host's baseDir); `show`: more programs the run starts."""
+    checkout too), hide (other projects' folders, the token file)}; `base`: the board's
+    folder where the run happens (the data dir, a host's baseDir); `show`: more programs
+    the run starts."""
     paths = sandbox.get("paths") or {}
     return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
             "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
@@ -5912,8 +5936,13 @@ class ThisMachine:
                                                                             "config": path})
         return token
 
-    def sandbox(self) -> dict:
-        """bubblewrap there: {engine, works, version, error} (design §17)."""
+    def sandbox(self, retry: bool = False) -> dict:
+        """bubblewrap there: {engine, works, version, error} (design §17); with `retry`, one
+        that did not work is tried again first (at most every SANDBOX_RETRY_SECONDS)."""
+        if retry and not runtime.sandbox["works"] and \
+                time.monotonic() - runtime.sandbox_tried > SANDBOX_RETRY_SECONDS:
+            runtime.sandbox, runtime.sandbox_tried = sandbox_here(runtime.config), \
+                time.monotonic()
         return runtime.sandbox
 
     def spawn(self, argv: list[str], cwd: str, env: dict, sandbox: dict | None = None) \
@@ -6435,8 +6464,8 @@ git -C "$repo" fetch -q origin >&2 || true"""
                                      "created": set()}
         return token
 
-    def sandbox(self) -> dict:
-        """bubblewrap there, as the host's last check found it."""
+    def sandbox(self, retry: bool = False) -> dict:
+        """bubblewrap there, as the host's last check found it (its checks try it again)."""
         check = json.loads(self.host["last_check_json"] or "null") or {}
         return check.get("sandbox") or {"engine": "bubblewrap", "works": False,
                                         "version": None, "error": "not checked yet"}
@@ -6574,7 +6603,7 @@ class MissingHost:
     agent_command = ready = has_git = repository = worktree = review_cwd = source = \
         attachments = repo_lock = shell = git = invocation = board_tools = _gone
 
-    def sandbox(self) -> dict:
+    def sandbox(self, retry: bool = False) -> dict:
         return {"engine": "bubblewrap", "works": False, "version": None,
                 "error": "the project's host is gone"}
 
@@ -7456,7 +7485,7 @@ def retry_sandbox() -> float | None:
     waiting = waiting_task_rows(None)
     if not waiting:
         return None
-    runtime.sandbox = try_sandbox(runtime.config["bwrap"])  # a host's: its check's
+    runtime.sandbox = sandbox_here(runtime.config)  # a host's: its check's
     for task in waiting:
         project = project_row(task["project_id"])
         if project is not None and project_machine(project).sandbox()["works"] and \
@@ -7938,7 +7967,7 @@ def run_agent(project: dict, chosen: str | None, machine: "ThisMachine | HostLin
         raise CannotRun(f"the {agent} agent is at its usage limit until {iso_at(until)}",
                         agent, until)
     machine.ready()
-    sandbox = machine.sandbox() if project["sandbox"] != "none" else {"works": False}
+    sandbox = machine.sandbox(retry=True) if project["sandbox"] != "none" else {"works": False}
     if project["sandbox"] == "bubblewrap" and not sandbox["works"]:
         raise CannotRun(f"the sandbox does not work{machine.where}: {sandbox['error']}",
                         agent, sandbox=True)
@@ -7961,8 +7990,8 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
     sandbox = {"agent": agent, "command": command or runtime.config["agents"][agent], "files": [
         f for f in files if f], "paths": json.loads(project["sandbox_paths_json"] or "null"),
         "read_only": (mode or project["permission_mode"]) == "read-only", "hide": [
-            p["working_dir"] for p in find_rows("projects") if p["id"] != project["id"]]} \
-        if sandboxed else None
+            *(p["working_dir"] for p in find_rows("projects") if p["id"] != project["id"]),
+            *filter(None, [runtime.config["token_file"]])]} if sandboxed else None
     simulated = command is SIMULATED_AGENT
     if plan is not None:
         run = PlanRun(plan[0], project["id"], plan[1], prompt, agent, machine=machine,
@@ -14122,6 +14151,7 @@ class Runtime:
         #: what tries it again while tasks wait for it
         self.sandbox = {"engine": "bubblewrap", "works": None, "version": None,
                         "error": "not tried yet"}
+        self.sandbox_tried = 0.0  # when (time.monotonic()) it was tried last
         self.sandbox_retry = Worker("sandbox", retry_sandbox, retry=HOST_CHECK_SECONDS)
         #: The stored settings, read once at start and replaced by every update.
         self.settings = {}
@@ -14295,7 +14325,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
         with contextlib.suppress(OSError):
             os.chmod(config["db_path"] + suffix, 0o600)
     runtime.sessions = session_rows(_digest(runtime.config["token"] or ""))
-    runtime.sandbox = try_sandbox(config["bwrap"])
+    runtime.sandbox, runtime.sandbox_tried = sandbox_here(config), time.monotonic()
     runtime.settings = settings_rows()
     runtime.personal = {row["hash"]: row for row in find_rows("tokens")}
     interrupt_stale_plans()

@@ -11,6 +11,8 @@ work on this machine (under TASKBOARD_CI they fail: conftest.unavailable).
 import base64
 import json
 import os
+import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +23,7 @@ from fault_helpers import ServerProcess, clean_env
 
 import taskboard
 from agent_helpers import RUN, logs, wait_status
-from conftest import desk, git, make_repo, unavailable, wait_for
+from conftest import Api, desk, git, make_repo, unavailable, wait_for
 
 pytestmark = pytest.mark.sandbox
 BWRAP = ["bwrap"]
@@ -303,7 +305,10 @@ def test_a_bubblewrap_project_waits_where_the_sandbox_fails_and_starts_once_it_w
     assert client.get("/api/health").json["sandbox"]["works"] is True
 
 
-def test_auto_runs_unsandboxed_where_the_sandbox_fails_and_says_so(client, api, tb, repo):
+def test_auto_runs_unsandboxed_where_the_sandbox_fails_says_so_and_tries_again(
+        client, api, tb, sandboxed, repo, monkeypatch):
+    """auto runs without a sandbox that fails, saying so, and tries it again before the next
+    run (design §17 v6: as bubblewrap's wait does): once it works, runs are sandboxed."""
     tb.config["bwrap"] = [sys.executable, "-c", "import sys; sys.exit('not here')"]
     tb.sandbox = taskboard.try_sandbox(tb.config["bwrap"])
     assert client.get("/api/health").json["sandbox"]["works"] is False
@@ -315,6 +320,70 @@ def test_auto_runs_unsandboxed_where_the_sandbox_fails_and_says_so(client, api, 
     assert done["sandboxed"] is False
     assert any(e["message"].startswith("not sandboxed: bubblewrap does not work")
                for e in logs(client, task["id"]))
+    tb.config["bwrap"] = BWRAP  # it works now, and its last try is old enough
+    monkeypatch.setattr(taskboard, "SANDBOX_RETRY_SECONDS", 0)
+    again = api.task(project["id"], description="fake:ok")
+    api.move(again["id"], "in_progress")
+    assert wait_status(client, again["id"], "testing")["sandboxed"] is True
+    assert client.get("/api/health").json["sandbox"]["works"] is True
+
+
+def test_no_auth_voids_the_sandbox_and_bubblewrap_projects_wait(config, request, tmp_path):
+    """Under --no-auth any local process owns the board, a sandboxed run's too (design
+    §17 v6): health says the sandbox is void, and a bubblewrap project's task waits."""
+    config["no_auth"] = True  # the board tries bubblewrap itself (marked sandbox) at its start
+    client = request.getfixturevalue("anonymous")  # no credential: none is asked
+    api = Api(client, tmp_path / "code")
+    api.workdir.mkdir()
+    sandbox = client.get("/api/health").json["sandbox"]
+    assert sandbox["works"] is False and "--no-auth" in sandbox["error"], sandbox
+    project = api.project(sandbox="bubblewrap")
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    waiting = wait_for(lambda: (t := client.get(f"/api/tasks/{task['id']}").json)[
+        "waitingFor"] and t, RUN, message="the task to wait for the sandbox")
+    assert "--no-auth" in waiting["waitingFor"]["sandbox"]
+    assert taskboard.find_rows("runs", task_id=task["id"]) == []
+
+
+@pytest.fixture
+def outside_tmp():
+    """A folder outside /tmp, under tests/.roots (removed after): a sandboxed run has a /tmp
+    of its own, so that it cannot see what is kept in the real one proves nothing."""
+    folder = pathlib.Path(__file__).parent / ".roots" / uuid.uuid4().hex[:12]
+    folder.mkdir(parents=True)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+def test_the_token_file_is_hidden_wherever_it_is(config, request, outside_tmp, monkeypatch,
+                                                 mode):
+    """--token-file outside the data dir (as the README suggests) is hidden from a sandboxed
+    run, its variable is not passed, and sandboxPaths holding it are refused (design §17
+    v6); the control, unsandboxed, reads it."""
+    token_file = outside_tmp / "secrets" / "board-token"
+    token_file.parent.mkdir()
+    token_file.write_text("T" * 43 + "\n")
+    token_file.chmod(0o600)
+    config["token_file"] = str(token_file)
+    monkeypatch.setenv("TASKBOARD_TOKEN_FILE", str(token_file))
+    request.getfixturevalue("sandboxed")
+    client, api = request.getfixturevalue("client"), request.getfixturevalue("api")
+    make_repo(api.workdir)
+    project = api.project(permissionMode="auto-accept", sandbox=mode)
+    task = api.task(project["id"], description="fake:ok " + script(
+        f'cat {token_file} 2>&1; echo "told: ${{TASKBOARD_TOKEN_FILE:-nothing}}"'))
+    api.move(task["id"], "in_progress")
+    assert wait_status(client, task["id"], "testing")["sandboxed"] is (mode == "bubblewrap")
+    out = said(client, task["id"])
+    assert "told: nothing" in out, out
+    assert ("T" * 43 in out) is (mode == "none"), out
+    for paths in ({"readOnly": [str(token_file)]}, {"readWrite": [str(token_file.parent)]}):
+        response = client.put_json(f"/api/projects/{project['id']}", {"sandboxPaths": paths},
+                                   expect_errors=True)
+        assert response.status_code == 400 and "token file" in response.json["error"], \
+            response.json
 
 
 # --- sandboxPaths ------------------------------------------------------------------------------
