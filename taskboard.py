@@ -5579,6 +5579,28 @@ def sandbox_here(config: dict) -> dict:
     return state
 
 
+#: What a failed command says when the sandbox may be why (design §17 v6): not found (exit
+#: code 127: a tool or a version manager's shim under a hidden home), a read-only file
+#: system, access refused (under home: sandbox_sign).
+SANDBOX_SIGNS = re.compile(r"exit(?:ed with)? code 127|command not found|Read-only file "
+                           r"system|Permission denied|EACCES", re.IGNORECASE)
+#: What the task's log says then, once a run.
+SANDBOX_HINT = ("the sandbox may be why ({sign}): a sandboxed run sees the machine read-only "
+                "and your home hidden but for the agent CLI, the PATH folders under it and "
+                "its own state; give it what it needs with the project's sandboxPaths "
+                "(readOnly, readWrite), or set its sandbox to none")
+
+
+def sandbox_sign(text: str, home: str) -> str | None:
+    """What in a sandboxed command's failure says the sandbox may be why, or None
+    (access refused counts only when the text names a path under home)."""
+    found = SANDBOX_SIGNS.search(text)
+    if found is None or (found.group(0).lower() in ("permission denied", "eacces")
+                         and home.rstrip("/") + "/" not in text):
+        return None
+    return found.group(0)
+
+
 def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     """The variables SANDBOX_RUN builds a run's sandbox from (design §17).  `sandbox`:
     {agent, command (the CLI's own words), files (the run's own, read-only: its MCP config,
@@ -5958,9 +5980,12 @@ class ThisMachine:
     @staticmethod
     def _in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None,
                     check: bool = False):
-        """in_sandbox() here: the data dir hidden, the board tools' server shown."""
+        """in_sandbox() here: the data dir hidden, the board tools' server shown: the
+        interpreter's installation, and this module as files (its folder may hold more)."""
+        here = os.path.realpath(__file__)
         return in_sandbox(argv, cwd, env, sandbox, os.path.realpath(runtime.data_dir),
-                          show=[sys.executable, os.path.abspath(__file__)], check=check)
+                          show=[sys.executable], files=[
+                              here, importlib.util.cache_from_source(here)], check=check)
 
     def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
         """A run's invocation (run_invocation()'s) as it starts there; `name`: the run's,
@@ -8413,6 +8438,8 @@ def stop_check(run: "AgentRun", request_id) -> None:
         run.respond(request_id, {})
         return
     code, out = checked
+    if code != 0:
+        run.hint_sandbox(f"exit code {code}\n{out}")
     if code != 0 and run.stop_blocks < limit:
         run.stop_blocks += 1
         why = f"exit {code}" if code is not None else \
@@ -11658,6 +11685,7 @@ class AgentRun:
         self.machine = machine or THIS_MACHINE  # where it runs: ThisMachine or a HostLink
         self.group = None  # its process group on a host, once the host said so
         self.sandbox = None  # what sandbox_env() says of its sandbox, or None: unsandboxed
+        self.sandbox_hinted = False  # its log said the sandbox may be why something failed
         self.argv, self.cwd, self.env, self.prompt, self.model = argv, cwd, env, prompt, model
         self.timeout_s, self.idle_s = timeout_s, idle_s
         self.parser = StreamParser()
@@ -11845,6 +11873,8 @@ class AgentRun:
                                 text, at)
         for entry in entries:
             runtime.logs.append(self.task_id, run_id=self.run_id, at=at, **entry)
+            if entry.get("is_error"):
+                self.hint_sandbox(entry["message"])
         if self.parser.session_id and not had_session:
             record_session(self, self.parser.session_id)
         if self.channel is not None and self.parser.last_type == "control_request":
@@ -11871,6 +11901,17 @@ class AgentRun:
         at = now_iso()
         runtime.logs.append_raw(self.task_id, self.run_id, self._seq, "stderr", text, at)
         runtime.logs.append(self.task_id, "stderr", _cut(text), self.run_id, at=at)
+        self.hint_sandbox(text)
+
+    def hint_sandbox(self, failure: str) -> None:
+        """Say once a run, in the task's log, when the sandbox may be why a command of a
+        sandboxed run failed, and what to do about it."""
+        sign = None if self.sandbox is None or self.sandbox_hinted or self.task_id is None \
+            else sandbox_sign(failure, os.path.expanduser("~"))
+        if sign is not None:
+            self.sandbox_hinted = True
+            runtime.logs.append(self.task_id, "system", SANDBOX_HINT.format(sign=sign),
+                                self.run_id, is_error=True)
 
     def _signal(self, signum):
         if self.proc is not None:

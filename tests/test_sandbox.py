@@ -348,9 +348,10 @@ def test_no_auth_voids_the_sandbox_and_bubblewrap_projects_wait(config, request,
 
 @pytest.fixture
 def outside_tmp():
-    """A folder outside /tmp, under tests/.roots (removed after): a sandboxed run has a /tmp
-    of its own, so that it cannot see what is kept in the real one proves nothing."""
-    folder = pathlib.Path(__file__).parent / ".roots" / uuid.uuid4().hex[:12]
+    """A folder outside /tmp, under the checkout's .test-roots (removed after): a sandboxed
+    run has a /tmp of its own, so that it cannot see what is kept in the real one proves
+    nothing.  Not under tests/, which a run of the fake agent sees (its CLI's folder)."""
+    folder = pathlib.Path(__file__).parent.parent / ".test-roots" / uuid.uuid4().hex[:12]
     folder.mkdir(parents=True)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
@@ -507,3 +508,26 @@ def test_the_stop_check_and_an_attempts_check_run_in_the_sandbox_on_a_host(
         repoUrl=str(api.workdir))
     assert checks == {"bubblewrap": [True, True], "none": [False, False]}
     assert stop_checks == {"bubblewrap": {"passed"}, "none": {"failed"}}
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+def test_a_failure_the_sandbox_may_explain_says_so_and_points_at_sandbox_paths(
+        client, api, tb, sandboxed, repo, outside_tmp, monkeypatch, mode):
+    """A tool under home that the sandbox hides (as a version manager's shim finds nothing:
+    exit code 127) fails the stop check: the task's log says the sandbox may be why and
+    points at sandboxPaths, once; unsandboxed the same check passes and nothing is said."""
+    home = outside_tmp / "home"
+    tool = home / ".tools" / "check"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("HOME", str(home))
+    project = api.project(sandbox=mode, stopCheckCommand=f"sh -c {tool}", stopCheckMaxBlocks=0)
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    wait_status(client, task["id"], "testing")
+    hints = [e["message"] for e in logs(client, task["id"]) if "sandbox may be why" in e["message"]]
+    if mode == "none":
+        assert hints == []
+        return
+    assert len(hints) == 1 and "sandboxPaths" in hints[0], hints
