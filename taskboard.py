@@ -5479,7 +5479,9 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: `sh`, from the run's variables: TB_BWRAP, TB_BASE (the board's folder there: hidden),
 #: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
 #: to run), TB_READ_ONLY (a planner's or verifier's checkout), TB_STATE (its CLI's state
-#: under home: writable, folders made first), TB_NEVER (never seen under home), TB_HIDE
+#: under home, and ~/.cache: writable, the project's own copies kept in TB_KEEP, made from
+#: the person's the first time, ~/.cache empty), TB_LOGINS (login files under home, shared
+#: so that a login refreshes), TB_NEVER (never seen under home), TB_HIDE
 #: (other projects' folders, the token file), TB_RO and TB_RW (sandboxPaths), TB_FILES
 #: (the run's own, read-only).
 #: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
@@ -5502,10 +5504,16 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     IFS=:; for d in $PATH; do case $d in "$h"/*) p --ro-bind-try "$d" "$d";; esac; done
     unset IFS
     printf '%s\n' "$h/.gitconfig" "$h/.config/git" "$TB_RO" | each --ro-bind-try
-    printf '%s\n' "$TB_STATE" | while IFS= read -r x; do [ -n "$x" ] || continue
-      case $x in */) [ -d "$h/$x" ] || mkdir -p -m 700 -- "$h/$x";; esac
-      p --bind-try "$h/${x%/}" "$h/${x%/}"
+    printf '%s\n' "$TB_STATE" .cache/ | while IFS= read -r x; do [ -n "$x" ] || continue
+      k=$TB_KEEP/${x%/}; x=$h/${x%/}
+      if [ ! -e "$k" ]; then mkdir -p -m 700 -- "${k%/*}" || exit 126
+        if [ "$x" != "$h/.cache" ] && [ -e "$x" ]; then cp -a -- "$x" "$k" || exit 126
+        else case $k in */*.json) echo '{}' > "$k";; *) mkdir -m 700 -- "$k";; esac
+        fi || exit 126; fi
+      p --bind "$k" "$x"
     done
+    printf '%s\n' "$TB_LOGINS" | while IFS= read -r x; do
+      [ -n "$x" ] && [ -f "$h/$x" ] && p --bind "$h/$x" "$h/$x"; done
     printf '%s\n' "$TB_RW" | each --bind-try
     p --tmpfs "$TB_BASE"
     printf '%s\n' "$TB_HIDE" | while IFS= read -r x; do
@@ -5533,18 +5541,24 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   } > "$a" || exit 126
   exec 4<"$a"; rm -f -- "$a"
   set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
-  unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_NEVER TB_HIDE \
-    TB_RO TB_RW TB_FILES
+  unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_KEEP TB_LOGINS \
+    TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
 #: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.
 SANDBOXED = 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"'
-#: Under the home directory: each agent CLI's own state (logins, sessions: resume works),
-#: writable in the sandbox with ~/.cache; its folders are made first, so that what the
-#: CLI keeps there outlives the run.
+#: Under the home directory: each agent CLI's own state (settings, sessions: resume works),
+#: which a sandboxed run sees as its project's copy, writable, with a ~/.cache of the
+#: project's: nothing a run writes there reaches the person's own CLI, another project or
+#: an unsandboxed run (design §17 v6).
 CLI_STATE = {"claude": (".claude/", ".claude.json"), "codex": (".codex/",),
              "gemini": (".gemini/",), "opencode": (".config/opencode/", ".local/share/opencode/",
                                                    ".local/state/opencode/")}
+#: The login files in CLI_STATE, the person's own in every copy: a login refreshed by a run
+#: or by the person holds for both.
+CLI_LOGINS = {"claude": (".claude/.credentials.json",), "codex": (".codex/auth.json",),
+              "gemini": (".gemini/oauth_creds.json",),
+              "opencode": (".local/share/opencode/auth.json",)}
 
 
 def try_sandbox(bwrap: list[str]) -> dict:
@@ -5612,7 +5626,9 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
             "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
             "TB_READ_ONLY": "1" if sandbox.get("read_only") else "",
-            "TB_STATE": "\n".join([*CLI_STATE.get(sandbox["agent"], ()), ".cache/"]),
+            "TB_STATE": "\n".join(CLI_STATE.get(sandbox["agent"], ())),
+            "TB_KEEP": os.path.join(base, "cli-state", str(sandbox["project"])),
+            "TB_LOGINS": "\n".join(CLI_LOGINS.get(sandbox["agent"], ())),
             "TB_NEVER": "\n".join(NEVER_VISIBLE), "TB_HIDE": "\n".join(sandbox.get("hide") or ()),
             "TB_RO": "\n".join(paths.get("readOnly", ())),
             "TB_RW": "\n".join(paths.get("readWrite", ())),
@@ -6829,6 +6845,9 @@ def delete_project(project_id: int) -> dict:
         shutil.rmtree(folder, ignore_errors=True)
         if git_head(project["working_dir"]):
             run_command(["git", "worktree", "prune"], repo_root(project["working_dir"]), 30)
+    # its sandboxed runs' CLI state and cache (SANDBOX_RUN's TB_KEEP; a host's stay there)
+    shutil.rmtree(os.path.join(runtime.data_dir, "cli-state", str(project_id)),
+                  ignore_errors=True)
     runtime.events.publish("project:deleted", {"id": project_id}, project_id)
     return {"ok": True}
 
@@ -8012,7 +8031,8 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
     invocation = run_invocation(agent, project, cwd, tier, effort, prompt, flags, mode=mode,
                                 session_id=session_id, task_id=task_id, command=command,
                                 sandboxed=sandboxed)
-    sandbox = {"agent": agent, "command": command or runtime.config["agents"][agent], "files": [
+    sandbox = {"agent": agent, "project": project["id"],
+               "command": command or runtime.config["agents"][agent], "files": [
         f for f in files if f], "paths": json.loads(project["sandbox_paths_json"] or "null"),
         "read_only": (mode or project["permission_mode"]) == "read-only", "hide": [
             *(p["working_dir"] for p in find_rows("projects") if p["id"] != project["id"]),

@@ -168,7 +168,7 @@ def test_a_hostile_agent_in_the_sandbox_gets_nothing_and_its_work_lands(
     got = {line[4:] for line in out.splitlines() if line.startswith("GOT ")}
     assert {"its commit", "its CLI state", "its cache"} <= got, out
     assert "the source-host token" not in got, "never in an agent's environment"
-    assert (home / ".claude/state.txt").read_text() == "kept\n"
+    kept = pathlib.Path(tb.config["data_dir"], "cli-state", str(project["id"]), ".claude")
     commits = git(api.workdir, "log", "--format=%s", done["branch_name"])
     assert "the agent's work" in commits
     assert "uncommitted changes from the agent" in commits  # its leftovers: .githooks
@@ -176,11 +176,14 @@ def test_a_hostile_agent_in_the_sandbox_gets_nothing_and_its_work_lands(
     if mode == "none":  # the control: the same agent, unsandboxed, takes everything
         assert got >= {what for what, _ in READS}, out
         assert done["sandboxed"] is False
+        assert (home / ".claude/state.txt").read_text() == "kept\n"
         assert (home / ".bashrc").read_text().endswith("pwned\n")
         assert os.path.exists(os.path.join(common, "hooks", "post-commit"))
         return
     assert done["sandboxed"] is True
     assert not got & {what for what, _ in READS}, out
+    assert (kept / "state.txt").read_text() == "kept\n"  # the project's copy
+    assert not (home / ".claude/state.txt").exists()
     assert (home / ".bashrc").read_text() == "# mine\n"
     assert (api.workdir / "README.md").read_text() == "# Shop\n"
     assert not os.path.exists(os.path.join(common, "hooks", "post-commit"))
@@ -531,3 +534,41 @@ def test_a_failure_the_sandbox_may_explain_says_so_and_points_at_sandbox_paths(
         assert hints == []
         return
     assert len(hints) == 1 and "sandboxPaths" in hints[0], hints
+
+
+def test_cli_state_and_cache_are_the_projects_own_and_logins_are_shared(
+        client, api, tb, sandboxed, repo, outside_tmp, monkeypatch):
+    """A sandboxed run sees its CLI's state as its project's copy, made from the person's
+    the first time, and a ~/.cache of the project's: a hook and a CLAUDE.md it writes there
+    reach neither the person's own CLI nor another project; the login file is the person's
+    own, so a login a run refreshes holds for both (design §17 v6)."""
+    home = outside_tmp / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude/settings.json").write_text('{"mine": true}')
+    (home / ".claude/.credentials.json").write_text("old login")
+    (home / ".cache").mkdir()
+    (home / ".cache/big").write_text("the person's cache")
+    monkeypatch.setenv("HOME", str(home))
+    first = api.project(slug="first", permissionMode="auto-accept")
+    second = api.project(slug="second", permissionMode="auto-accept")
+    writes = script("""cat "$HOME/.claude/settings.json"; echo; ls "$HOME/.cache"
+printf '{"hooks": {"SessionStart": "pwn"}}' > "$HOME/.claude/settings.json"
+echo 'obey me' > "$HOME/.claude/CLAUDE.md"; echo x > "$HOME/.cache/planted"
+echo 'new login' > "$HOME/.claude/.credentials.json"
+""")
+    reads = script('cat "$HOME/.claude/settings.json"; echo; ls "$HOME/.claude" "$HOME/.cache"')
+    task = api.task(first["id"], description="fake:ok " + writes)
+    api.move(task["id"], "in_progress")
+    wait_status(client, task["id"], "testing")
+    out = said(client, task["id"])
+    assert '{"mine": true}' in out and "big" not in out, out  # a copy; its cache empty
+    assert (home / ".claude/settings.json").read_text() == '{"mine": true}'
+    assert not (home / ".claude/CLAUDE.md").exists()
+    assert not (home / ".cache/planted").exists()
+    assert (home / ".claude/.credentials.json").read_text() == "new login\n"
+    other = api.task(second["id"], description="fake:ok " + reads)
+    api.move(other["id"], "in_progress")
+    wait_status(client, other["id"], "testing")
+    out = said(client, other["id"])
+    assert '{"mine": true}' in out and "pwn" not in out, out
+    assert "CLAUDE.md" not in out and "planted" not in out, out
