@@ -349,7 +349,8 @@ SANDBOX_MODES = ("auto", "bubblewrap", "none")
 NEVER_VISIBLE = (".ssh", ".gnupg", ".netrc", ".git-credentials", ".aws", ".config/gh",
                  ".kube", ".docker", ".password-store", ".local/share/keyrings", ".pki",
                  ".mozilla", ".thunderbird", ".config/google-chrome", ".config/chromium",
-                 ".config/BraveSoftware", ".config/microsoft-edge", ".var/app")
+                 ".config/BraveSoftware", ".config/microsoft-edge", ".var/app",
+                 ".cargo/credentials.toml", ".cargo/credentials", ".config/uv/credentials")
 
 #: Command-line options; each has an environment twin.
 Option = collections.namedtuple("Option", "flag env default help")
@@ -5481,7 +5482,8 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: to run), TB_READ_ONLY (a planner's or verifier's checkout), TB_STATE (its CLI's state
 #: under home, and ~/.cache: writable, the project's own copies kept in TB_KEEP, made from
 #: the person's the first time, ~/.cache empty), TB_LOGINS (login files under home, shared
-#: so that a login refreshes), TB_NEVER (never seen under home), TB_HIDE
+#: so that a login refreshes), TB_MANAGERS (VERSION_MANAGERS), TB_NEVER (never seen under
+#: home), TB_HIDE
 #: (other projects' folders, the token file), TB_RO and TB_RW (sandboxPaths), TB_FILES
 #: (the run's own, read-only).
 #: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
@@ -5494,15 +5496,20 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   { p() { printf '%s\0' "$@"; }
     each() { while IFS= read -r x; do [ -n "$x" ] && p "$@" "$x" "$x"; done; }
     inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}
-      p --ro-bind-try "$d" "$d"; [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
+      case $d in "$h"|"$h"/.local|"$h"/.config) d=${x%/*};; esac
+      [ "$d" = "$h" ] || p --ro-bind-try "$d" "$d"
+      [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
     h=$(cd -- "$HOME" && pwd -P)
     p BASE --tmpfs "$h"
     for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done
     n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
       [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
     printf '%s\n' "$TB_SHOW" | while IFS= read -r x; do [ -n "$x" ] && inst "$x"; done
-    IFS=:; for d in $PATH; do case $d in "$h"/*) p --ro-bind-try "$d" "$d";; esac; done
-    unset IFS
+    printf '%s\n' "$PATH" | tr : '\n' | while IFS= read -r d; do case $d in "$h"/*)
+      p --ro-bind-try "$d" "$d"
+      for m in $TB_MANAGERS; do case $d in "$h/${m%%=*}"|"$h/${m%%=*}"/*)
+        for r in $(printf '%s' "${m#*=}" | tr , ' '); do p --ro-bind-try "$h/$r" "$h/$r"; done
+      esac; done;; esac; done
     printf '%s\n' "$h/.gitconfig" "$h/.config/git" "$TB_RO" | each --ro-bind-try
     printf '%s\n' "$TB_STATE" .cache/ | while IFS= read -r x; do [ -n "$x" ] || continue
       k=$TB_KEEP/${x%/}; x=$h/${x%/}
@@ -5542,7 +5549,7 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   exec 4<"$a"; rm -f -- "$a"
   set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_KEEP TB_LOGINS \
-    TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES
+    TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
 #: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.
@@ -5554,6 +5561,16 @@ SANDBOXED = 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"'
 CLI_STATE = {"claude": (".claude/", ".claude.json"), "codex": (".codex/",),
              "gemini": (".gemini/",), "opencode": (".config/opencode/", ".local/share/opencode/",
                                                    ".local/state/opencode/")}
+#: The version managers people use (design §17 v6): a `PATH` folder under home inside the
+#: first (a shim, a tool's link) needs the others, read-only, to find its tool; never a
+#: folder that holds other dotfolders of home (the programs' own folders are bound by
+#: their resolved files: SANDBOX_RUN's inst).
+VERSION_MANAGERS = {
+    ".pyenv": (".pyenv",), ".rbenv": (".rbenv",), ".asdf": (".asdf", ".tool-versions"),
+    ".local/share/mise": (".local/share/mise", ".config/mise"), ".nvm": (".nvm",),
+    ".volta": (".volta",), ".local/share/fnm": (".local/share/fnm",), ".fnm": (".fnm",),
+    ".sdkman": (".sdkman",), ".cargo": (".cargo", ".rustup"), "go": ("go",),
+    ".local/bin": (".local/share/uv", ".local/share/pipx", ".local/pipx")}
 #: The login files in CLI_STATE, the person's own in every copy: a login refreshed by a run
 #: or by the person holds for both.
 CLI_LOGINS = {"claude": (".claude/.credentials.json",), "codex": (".codex/auth.json",),
@@ -5629,6 +5646,8 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_STATE": "\n".join(CLI_STATE.get(sandbox["agent"], ())),
             "TB_KEEP": os.path.join(base, "cli-state", str(sandbox["project"])),
             "TB_LOGINS": "\n".join(CLI_LOGINS.get(sandbox["agent"], ())),
+            "TB_MANAGERS": " ".join(f"{where}={','.join(roots)}"
+                                    for where, roots in VERSION_MANAGERS.items()),
             "TB_NEVER": "\n".join(NEVER_VISIBLE), "TB_HIDE": "\n".join(sandbox.get("hide") or ()),
             "TB_RO": "\n".join(paths.get("readOnly", ())),
             "TB_RW": "\n".join(paths.get("readWrite", ())),

@@ -572,3 +572,53 @@ echo 'new login' > "$HOME/.claude/.credentials.json"
     out = said(client, other["id"])
     assert '{"mine": true}' in out and "pwn" not in out, out
     assert "CLAUDE.md" not in out and "planted" not in out, out
+
+
+def tool(path: pathlib.Path, body: str) -> pathlib.Path:
+    """An executable sh script at path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_persons_toolchains_work_in_the_sandbox_and_nothing_else_of_home_shows(
+        client, api, tb, sandboxed, repo, outside_tmp, monkeypatch):
+    """A pyenv shim, an nvm node, a rustup-managed cargo, uv's and pipx's tool links on PATH
+    and the agent CLI in ~/bin (its native installer's link in ~/.local/bin too) run
+    sandboxed, read-only; the rest of home (history, OpenCode's key, cargo's credentials)
+    does not show (design §17 v6: bound by resolved files, never home or ~/.local)."""
+    home = outside_tmp / "home"
+    tool(home / ".pyenv/shims/python3", 'exec "$HOME/.pyenv/libexec/pyenv" exec python3 "$@"')
+    tool(home / ".pyenv/libexec/pyenv", 'shift; exec "$HOME/.pyenv/versions/3.12/bin/$@"')
+    tool(home / ".pyenv/versions/3.12/bin/python3", "echo pyenv-python")
+    tool(home / ".nvm/versions/node/v20/bin/node", "echo nvm-node")
+    tool(home / ".cargo/bin/cargo", 'exec "$HOME/.rustup/toolchains/stable/bin/cargo"')
+    tool(home / ".rustup/toolchains/stable/bin/cargo", "echo rustup-cargo")
+    (home / ".local/bin").mkdir(parents=True)
+    for name, target in [("ruff", ".local/share/uv/tools/ruff/bin/ruff"),
+                         ("black", ".local/share/pipx/venvs/black/bin/black")]:
+        os.symlink(tool(home / target, f"echo {name}-tool"), home / ".local/bin" / name)
+    os.symlink(tool(home / ".local/share/claude/versions/2.1", f'exec {sys.executable} '
+                    f'{pathlib.Path(__file__).parent / "fake_agent.py"} "$@"'),
+               home / ".local/bin/claude")
+    tool(home / "bin/claude", f'exec "{home}/.local/bin/claude" "$@"')
+    for secret in (".bash_history", ".local/share/opencode/auth.json",
+                   ".cargo/credentials.toml"):
+        (home / secret).parent.mkdir(parents=True, exist_ok=True)
+        (home / secret).write_text("SECRET")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", ":".join([
+        str(home / p) for p in (".pyenv/shims", ".nvm/versions/node/v20/bin", ".cargo/bin",
+                                ".local/bin", "bin")] + [os.environ["PATH"]]))
+    tb.config["agents"]["claude"] = [str(home / "bin/claude")]
+    project = api.project(permissionMode="auto-accept", sandbox="bubblewrap")
+    task = api.task(project["id"], description="fake:ok " + script(
+        "for t in python3 node cargo ruff black; do $t || echo \"$t failed\"; done\n"
+        "grep -rl SECRET \"$HOME\" 2>/dev/null | sed 's/^/SEEN /'; :"))
+    api.move(task["id"], "in_progress")
+    assert wait_status(client, task["id"], "testing")["sandboxed"] is True
+    out = said(client, task["id"])
+    for ran in ("pyenv-python", "nvm-node", "rustup-cargo", "ruff-tool", "black-tool"):
+        assert ran in out, out
+    assert "failed" not in out and "SEEN" not in out, out
