@@ -140,33 +140,30 @@ def test_agent_instructions_a_run_planted_are_read_as_absent_or_capped(
     file there is absent or cut, never a hang (the board's hub would stop with it)."""
     project = api.project(autoBranch=True)
     instructions = repo / "CLAUDE.md"
+
+    def told():
+        """What a run in a worktree is told of CLAUDE.md; what get_agent_md answers."""
+        task = api.task(project["id"], description="fake:ok")
+        api.move(task["id"], "in_progress")
+        wait_status(client, task["id"], "testing")
+        shown = desk(client, "get_agent_md", {"projectId": project["id"]}, status="*")
+        return append_system_prompt(task_calls(agent_dir, task["id"])[0]), shown
+
     (repo / "secret.txt").write_text("the board's eyes only\n")
     os.symlink(repo / "secret.txt", instructions)
-    linked = api.task(project["id"], description="fake:ok")
-    api.move(linked["id"], "in_progress")
-    wait_status(client, linked["id"], "testing")
-    assert append_system_prompt(task_calls(agent_dir, linked["id"])[0]) is None
-    assert_error(desk(client, "get_agent_md", {"projectId": project["id"]}, status=409),
-                 409)
-    instructions.unlink()
-    os.mkfifo(instructions)  # nobody writes it: a blocking open would wait for ever
-    fifo = api.task(project["id"], description="fake:ok")
-    api.move(fifo["id"], "in_progress")
-    wait_status(client, fifo["id"], "testing")
-    assert append_system_prompt(task_calls(agent_dir, fifo["id"])[0]) is None
-    assert_error(desk(client, "get_agent_md", {"projectId": project["id"]}, status=409),
-                 409)
-    instructions.unlink()
+    for planted in ("link", "fifo"):
+        told_run, shown = told()
+        assert told_run is None, planted
+        assert_error(shown, 409)
+        instructions.unlink()
+        if planted == "link":
+            os.mkfifo(instructions)  # nobody writes it: a blocking open would wait for ever
     with open(instructions, "wb") as f:  # 1 GB, sparse past its first 500 kB of text
         f.write(b"Be brief. " * 50_000)
         f.truncate(1 << 30)
-    huge = api.task(project["id"], description="fake:ok")
-    api.move(huge["id"], "in_progress")
-    wait_status(client, huge["id"], "testing")
-    told = append_system_prompt(task_calls(agent_dir, huge["id"])[0])
-    assert told.startswith("Be brief. ") and len(told) == taskboard.MAX_INSTRUCTIONS_CHARS
-    shown = desk(client, "get_agent_md", {"projectId": project["id"]}).json
-    assert len(shown["content"]) == taskboard.MAX_INSTRUCTIONS_CHARS
+    told_run, shown = told()
+    assert told_run.startswith("Be brief. ")
+    assert len(told_run) == len(shown.json["content"]) == taskboard.MAX_INSTRUCTIONS_CHARS
 
 
 def test_branch_starts_from_pr_base_branch_else_origins_copy_else_head(tb, client, api, repo,

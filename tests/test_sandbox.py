@@ -286,21 +286,28 @@ def test_a_board_killed_with_9_leaves_no_sandboxed_process_behind(tmp_path):
 
 # --- where it does not work ------------------------------------------------------------------
 
+def waits_for_the_sandbox(client, api):
+    """A task of a new bubblewrap project moved to in_progress, waiting for the sandbox (not
+    started, not charged, no run); the task and how it waits."""
+    project = api.project(sandbox="bubblewrap")
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    waiting = wait_for(lambda: (t := client.get(f"/api/tasks/{task['id']}").json)[
+        "waitingFor"] and t, RUN, message="the task to wait for the sandbox")
+    assert (waiting["status"], waiting["is_running"], waiting["retry_count"]) == \
+        ("in_progress", False, 0)
+    assert taskboard.find_rows("runs", task_id=task["id"]) == []
+    return task, waiting
+
+
 def test_a_bubblewrap_project_waits_where_the_sandbox_fails_and_starts_once_it_works(
         client, api, tb, sandboxed, repo):
     tb.config["bwrap"] = [sys.executable, "-c", "import sys; sys.exit('no user namespaces')"]
     tb.sandbox = taskboard.try_sandbox(tb.config["bwrap"])
     assert client.get("/api/health").json["sandbox"] == {
         "engine": "bubblewrap", "works": False, "version": None, "error": "no user namespaces"}
-    project = api.project(sandbox="bubblewrap")
-    task = api.task(project["id"], description="fake:ok")
-    api.move(task["id"], "in_progress")
-    waiting = wait_for(lambda: (t := client.get(f"/api/tasks/{task['id']}").json)[
-        "waitingFor"] and t, RUN, message="the task to wait for the sandbox")
+    task, waiting = waits_for_the_sandbox(client, api)
     assert "no user namespaces" in waiting["waitingFor"]["sandbox"]
-    assert (waiting["status"], waiting["is_running"], waiting["retry_count"]) == \
-        ("in_progress", False, 0)
-    assert taskboard.find_rows("runs", task_id=task["id"]) == []
     tb.config["bwrap"] = BWRAP  # it works now: the next try starts the task
     taskboard.runtime.sandbox_retry.wake()
     done = wait_status(client, task["id"], "testing")
@@ -340,13 +347,8 @@ def test_no_auth_voids_the_sandbox_and_bubblewrap_projects_wait(config, request,
     api.workdir.mkdir()
     sandbox = client.get("/api/health").json["sandbox"]
     assert sandbox["works"] is False and "--no-auth" in sandbox["error"], sandbox
-    project = api.project(sandbox="bubblewrap")
-    task = api.task(project["id"], description="fake:ok")
-    api.move(task["id"], "in_progress")
-    waiting = wait_for(lambda: (t := client.get(f"/api/tasks/{task['id']}").json)[
-        "waitingFor"] and t, RUN, message="the task to wait for the sandbox")
+    task, waiting = waits_for_the_sandbox(client, api)
     assert "--no-auth" in waiting["waitingFor"]["sandbox"]
-    assert taskboard.find_rows("runs", task_id=task["id"]) == []
 
 
 @pytest.fixture
