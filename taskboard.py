@@ -72,6 +72,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import stat
 import struct
 import subprocess
 import tempfile
@@ -297,7 +298,8 @@ HOST_CHECK_SECONDS = 60.0
 SSH_CONNECT_SECONDS = 10
 SSH_ALIVE_SECONDS = 15
 #: Board secrets that never reach an agent's environment.
-SECRET_ENV = ("TASKBOARD_TOKEN", "TASKBOARD_GIT_HOST_TOKEN", "GITHUB_TOKEN")
+SECRET_ENV = ("TASKBOARD_TOKEN", "TASKBOARD_TOKEN_FILE", "TASKBOARD_GIT_HOST_TOKEN",
+              "GITHUB_TOKEN")
 #: A longer agent output line is cut into pieces of this size.
 MAX_LINE_BYTES = 1024 * 1024
 #: Log messages are cut to this many characters (the raw line is kept whole).
@@ -358,7 +360,8 @@ SANDBOX_MODES = ("auto", "bubblewrap", "none")
 NEVER_VISIBLE = (".ssh", ".gnupg", ".netrc", ".git-credentials", ".aws", ".config/gh",
                  ".kube", ".docker", ".password-store", ".local/share/keyrings", ".pki",
                  ".mozilla", ".thunderbird", ".config/google-chrome", ".config/chromium",
-                 ".config/BraveSoftware", ".config/microsoft-edge", ".var/app")
+                 ".config/BraveSoftware", ".config/microsoft-edge", ".var/app",
+                 ".cargo/credentials.toml", ".cargo/credentials", ".config/uv/credentials")
 
 #: Command-line options; each has an environment twin.
 Option = collections.namedtuple("Option", "flag env default help")
@@ -811,16 +814,18 @@ def run_process(argv: list[str], input=None, timeout: float | None = None,
 
 def run_command(argv: list[str], cwd: str | None = None, timeout: float = 30,
                 stderr=subprocess.DEVNULL, env: dict | None = None,
-                session: bool = False, keep: int = 0) -> tuple[int | None, str]:
+                session: bool = False, keep: int = 0, umask: int = -1) \
+        -> tuple[int | None, str]:
     """Run a short command; (exit code, stdout), or (None, why) if it could not run.
     With session, in a process group of its own, killed whole after the timeout; with
-    keep, only the last `keep` bytes of the output are kept (also after a timeout).
+    keep, only the last `keep` bytes of the output are kept (also after a timeout); with
+    umask, under that umask (-1: the board's).
 
     It reads in the calling greenlet: subprocess.run's helper greenlets outlive a kill."""
     try:
         proc = Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=stderr, env=env,
-                                start_new_session=session)
+                                start_new_session=session, umask=umask)
     except OSError as exc:
         return None, str(exc)
     out = bytearray()
@@ -900,6 +905,27 @@ def http_call(method: str, url: str, timeout: float, session=None, whole: bool =
         reason = reason.group(1) if reason else "its certificate is not trusted" if \
             "CERTIFICATE_VERIFY_FAILED" in str(exc) else type(exc).__name__
         return f"cannot reach {urllib.parse.urlsplit(url).netloc}: {reason}"
+
+
+def open_regular(path: str):
+    """A regular file at path opened for reading in binary, or OSError: never through a
+    link (O_NOFOLLOW) and never blocking on a FIFO or a device (O_NONBLOCK, then refused),
+    so a file an agent could have planted cannot hang the board (design §17 v6)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError("not a regular file")
+    return open(fd, "rb")
+
+
+def read_regular(path: str, limit: int) -> str | None:
+    """The first `limit` characters of a regular file (see open_regular), None when there is
+    none or it cannot be read; at most 4 × limit bytes are read, whatever its size."""
+    try:
+        with open_regular(path) as f:
+            return f.read(4 * limit).decode("utf-8", "replace")[:limit]
+    except OSError:
+        return None
 
 
 def wait_asked(response) -> float | None:
@@ -1160,6 +1186,10 @@ def _check_sandbox_paths(value, name):
             if secret is not None:
                 raise Invalid(f"{name}.{side}: {shown} is a credential store ({secret}) a "
                               "sandboxed run never sees", name)
+            token = runtime.config["token_file"]
+            if token and _inside(os.path.realpath(token), real):
+                raise Invalid(f"{name}.{side}: {shown} is or holds the board's token file, "
+                              "which a sandboxed run never sees", name)
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -1294,7 +1324,7 @@ TASK_FIELDS = (
         "to be reachable (it stays where it was moved, and starts when a check of the host "
         "succeeds); {sandbox}: for bubblewrap to work there (sandbox bubblewrap); or null"),
     _ro("sandboxed", "bool", nullable=True, doc="whether its latest run went through the "
-        "sandbox (null: it has not run)"),
+        "sandbox (null: it has not run, or its run was simulated: no sandbox needed)"),
     _ro("pending_approvals", doc="tool approvals and questions waiting for a person"),
     _ro("attempts", nullable=True, doc="how many attempts its latest run with several "
         "agents had (GET /api/tasks/:id/attempts), or null"),
@@ -5511,8 +5541,12 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: `sh`, from the run's variables: TB_BWRAP, TB_BASE (the board's folder there: hidden),
 #: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
 #: to run), TB_READ_ONLY (a planner's or verifier's checkout), TB_STATE (its CLI's state
-#: under home: writable, folders made first), TB_NEVER (never seen under home), TB_HIDE
-#: (other projects), TB_RO and TB_RW (sandboxPaths), TB_FILES (the run's own, read-only).
+#: under home, and ~/.cache: writable, the project's own copies kept in TB_KEEP, made from
+#: the person's the first time, ~/.cache empty), TB_LOGINS (login files under home, shared
+#: so that a login refreshes), TB_MANAGERS (VERSION_MANAGERS), TB_NEVER (never seen under
+#: home), TB_HIDE
+#: (other projects' folders, the token file), TB_RO and TB_RW (sandboxPaths), TB_FILES
+#: (the run's own, read-only).
 #: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
 #: folder, other projects and credential stores hidden again, then the checkout and the
 #: git metadata a commit writes, and read-only what must never be written (hooks, config,
@@ -5523,24 +5557,36 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   { p() { printf '%s\0' "$@"; }
     each() { while IFS= read -r x; do [ -n "$x" ] && p "$@" "$x" "$x"; done; }
     inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}
-      p --ro-bind-try "$d" "$d"; [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
+      case $d in "$h"|"$h"/.local|"$h"/.config) d=${x%/*};; esac
+      [ "$d" = "$h" ] || p --ro-bind-try "$d" "$d"
+      [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
     h=$(cd -- "$HOME" && pwd -P)
     p BASE --tmpfs "$h"
     for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done
     n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
       [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
     printf '%s\n' "$TB_SHOW" | while IFS= read -r x; do [ -n "$x" ] && inst "$x"; done
-    IFS=:; for d in $PATH; do case $d in "$h"/*) p --ro-bind-try "$d" "$d";; esac; done
-    unset IFS
+    printf '%s\n' "$PATH" | tr : '\n' | while IFS= read -r d; do case $d in "$h"/*)
+      p --ro-bind-try "$d" "$d"
+      for m in $TB_MANAGERS; do case $d in "$h/${m%%=*}"|"$h/${m%%=*}"/*)
+        for r in $(printf '%s' "${m#*=}" | tr , ' '); do p --ro-bind-try "$h/$r" "$h/$r"; done
+      esac; done;; esac; done
     printf '%s\n' "$h/.gitconfig" "$h/.config/git" "$TB_RO" | each --ro-bind-try
-    printf '%s\n' "$TB_STATE" | while IFS= read -r x; do [ -n "$x" ] || continue
-      case $x in */) [ -d "$h/$x" ] || mkdir -p -m 700 -- "$h/$x";; esac
-      p --bind-try "$h/${x%/}" "$h/${x%/}"
+    printf '%s\n' "$TB_STATE" .cache/ | while IFS= read -r x; do [ -n "$x" ] || continue
+      k=$TB_KEEP/${x%/}; x=$h/${x%/}
+      if [ ! -e "$k" ]; then mkdir -p -m 700 -- "${k%/*}" || exit 126
+        if [ "$x" != "$h/.cache" ] && [ -e "$x" ]; then cp -a -- "$x" "$k" || exit 126
+        else case $k in */*.json) echo '{}' > "$k";; *) mkdir -m 700 -- "$k";; esac
+        fi || exit 126; fi
+      p --bind "$k" "$x"
     done
+    printf '%s\n' "$TB_LOGINS" | while IFS= read -r x; do
+      [ -n "$x" ] && [ -f "$h/$x" ] && p --bind "$h/$x" "$h/$x"; done
     printf '%s\n' "$TB_RW" | each --bind-try
     p --tmpfs "$TB_BASE"
-    printf '%s\n' "$TB_HIDE" | while IFS= read -r x; do [ -d "$x" ] || continue
-      case $dir/ in "$x"/*) ;; *) p --tmpfs "$x";; esac; done
+    printf '%s\n' "$TB_HIDE" | while IFS= read -r x; do
+      if [ -f "$x" ]; then p --ro-bind /dev/null "$x"; elif [ -d "$x" ]; then
+        case $dir/ in "$x"/*) ;; *) p --tmpfs "$x";; esac; fi; done
     printf '%s\n' "$TB_NEVER" | while IFS= read -r x; do [ -n "$x" ] || continue
       if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
         p --ro-bind /dev/null "$h/$x"; fi; done
@@ -5563,18 +5609,34 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   } > "$a" || exit 126
   exec 4<"$a"; rm -f -- "$a"
   set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
-  unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_NEVER TB_HIDE \
-    TB_RO TB_RW TB_FILES
+  unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_KEEP TB_LOGINS \
+    TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
 #: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.
 SANDBOXED = 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"'
-#: Under the home directory: each agent CLI's own state (logins, sessions: resume works),
-#: writable in the sandbox with ~/.cache; its folders are made first, so that what the
-#: CLI keeps there outlives the run.
+#: Under the home directory: each agent CLI's own state (settings, sessions: resume works),
+#: which a sandboxed run sees as its project's copy, writable, with a ~/.cache of the
+#: project's: nothing a run writes there reaches the person's own CLI, another project or
+#: an unsandboxed run (design §17 v6).
 CLI_STATE = {"claude": (".claude/", ".claude.json"), "codex": (".codex/",),
              "gemini": (".gemini/",), "opencode": (".config/opencode/", ".local/share/opencode/",
                                                    ".local/state/opencode/")}
+#: The version managers people use (design §17 v6): a `PATH` folder under home inside the
+#: first (a shim, a tool's link) needs the others, read-only, to find its tool; never a
+#: folder that holds other dotfolders of home (the programs' own folders are bound by
+#: their resolved files: SANDBOX_RUN's inst).
+VERSION_MANAGERS = {
+    ".pyenv": (".pyenv",), ".rbenv": (".rbenv",), ".asdf": (".asdf", ".tool-versions"),
+    ".local/share/mise": (".local/share/mise", ".config/mise"), ".nvm": (".nvm",),
+    ".volta": (".volta",), ".local/share/fnm": (".local/share/fnm",), ".fnm": (".fnm",),
+    ".sdkman": (".sdkman",), ".cargo": (".cargo", ".rustup"), "go": ("go",),
+    ".local/bin": (".local/share/uv", ".local/share/pipx", ".local/pipx")}
+#: The login files in CLI_STATE, the person's own in every copy: a login refreshed by a run
+#: or by the person holds for both.
+CLI_LOGINS = {"claude": (".claude/.credentials.json",), "codex": (".codex/auth.json",),
+              "gemini": (".gemini/oauth_creds.json",),
+              "opencode": (".local/share/opencode/auth.json",)}
 
 
 def try_sandbox(bwrap: list[str]) -> dict:
@@ -5593,17 +5655,60 @@ def try_sandbox(bwrap: list[str]) -> dict:
     return state
 
 
+#: A sandbox that did not work is tried again before a run goes without it, at most this
+#: often (design §17 v6: `auto` retries it as `bubblewrap` does).
+SANDBOX_RETRY_SECONDS = 10.0
+
+
+def sandbox_here(config: dict) -> dict:
+    """try_sandbox() for the runs of this machine.  Void under --no-auth (design §17 v6):
+    the board's API then asks no credential on loopback, so any local process owns it, a
+    sandboxed run's too, until a network policy (§20) closes loopback to the run."""
+    state = try_sandbox(config["bwrap"])
+    if config["no_auth"]:
+        state.update(works=False, error="void: the board runs with --no-auth, so any local "
+                     "process owns it, a sandboxed run's too")
+    return state
+
+
+#: What a failed command says when the sandbox may be why (design §17 v6): not found (exit
+#: code 127: a tool or a version manager's shim under a hidden home), a read-only file
+#: system, access refused (under home: sandbox_sign).
+SANDBOX_SIGNS = re.compile(r"exit(?:ed with)? code 127|command not found|Read-only file "
+                           r"system|Permission denied|EACCES", re.IGNORECASE)
+#: What the task's log says then, once a run.
+SANDBOX_HINT = ("the sandbox may be why ({sign}): a sandboxed run sees the machine read-only "
+                "and your home hidden but for the agent CLI, the PATH folders under it and "
+                "its own state; give it what it needs with the project's sandboxPaths "
+                "(readOnly, readWrite), or set its sandbox to none")
+
+
+def sandbox_sign(text: str, home: str) -> str | None:
+    """What in a sandboxed command's failure says the sandbox may be why, or None
+    (access refused counts only when the text names a path under home)."""
+    found = SANDBOX_SIGNS.search(text)
+    if found is None or (found.group(0).lower() in ("permission denied", "eacces")
+                         and home.rstrip("/") + "/" not in text):
+        return None
+    return found.group(0)
+
+
 def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     """The variables SANDBOX_RUN builds a run's sandbox from (design §17).  `sandbox`:
     {agent, command (the CLI's own words), files (the run's own, read-only: its MCP config,
     its attachments), paths (sandboxPaths), read_only (a planner's or verifier's: its
-    checkout too), hide (other projects' folders)}; `base`: the board's folder where the
-    run happens (the data dir, a host's baseDir); `show`: more programs the run starts."""
+    checkout too), hide (other projects' folders, the token file)}; `base`: the board's
+    folder where the run happens (the data dir, a host's baseDir); `show`: more programs
+    the run starts."""
     paths = sandbox.get("paths") or {}
     return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
             "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
             "TB_READ_ONLY": "1" if sandbox.get("read_only") else "",
-            "TB_STATE": "\n".join([*CLI_STATE.get(sandbox["agent"], ()), ".cache/"]),
+            "TB_STATE": "\n".join(CLI_STATE.get(sandbox["agent"], ())),
+            "TB_KEEP": os.path.join(base, "cli-state", str(sandbox["project"])),
+            "TB_LOGINS": "\n".join(CLI_LOGINS.get(sandbox["agent"], ())),
+            "TB_MANAGERS": " ".join(f"{where}={','.join(roots)}"
+                                    for where, roots in VERSION_MANAGERS.items()),
             "TB_NEVER": "\n".join(NEVER_VISIBLE), "TB_HIDE": "\n".join(sandbox.get("hide") or ()),
             "TB_RO": "\n".join(paths.get("readOnly", ())),
             "TB_RW": "\n".join(paths.get("readWrite", ())),
@@ -5949,8 +6054,13 @@ class ThisMachine:
                                                                             "config": path})
         return token
 
-    def sandbox(self) -> dict:
-        """bubblewrap there: {engine, works, version, error} (design §17)."""
+    def sandbox(self, retry: bool = False) -> dict:
+        """bubblewrap there: {engine, works, version, error} (design §17); with `retry`, one
+        that did not work is tried again first (at most every SANDBOX_RETRY_SECONDS)."""
+        if retry and not runtime.sandbox["works"] and \
+                time.monotonic() - runtime.sandbox_tried > SANDBOX_RETRY_SECONDS:
+            runtime.sandbox, runtime.sandbox_tried = sandbox_here(runtime.config), \
+                time.monotonic()
         return runtime.sandbox
 
     def spawn(self, argv: list[str], cwd: str, env: dict, sandbox: dict | None = None) \
@@ -5961,14 +6071,17 @@ class ThisMachine:
         argv, env = self._in_sandbox(argv, cwd, env, sandbox)
         return Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+                                start_new_session=True, umask=runtime.umask)
 
     @staticmethod
     def _in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None,
                     check: bool = False):
-        """in_sandbox() here: the data dir hidden, the board tools' server shown."""
+        """in_sandbox() here: the data dir hidden, the board tools' server shown: the
+        interpreter's installation, and this module as files (its folder may hold more)."""
+        here = os.path.realpath(__file__)
         return in_sandbox(argv, cwd, env, sandbox, os.path.realpath(runtime.data_dir),
-                          show=[sys.executable, os.path.abspath(__file__)], check=check)
+                          show=[sys.executable], files=[
+                              here, importlib.util.cache_from_source(here)], check=check)
 
     def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
         """A run's invocation (run_invocation()'s) as it starts there; `name`: the run's,
@@ -6004,7 +6117,8 @@ class ThisMachine:
             return None
         argv, env = self._in_sandbox(argv, cwd, env, sandbox, check=True)
         return run_command(argv, cwd, STOP_CHECK_TIMEOUT_SECONDS, env=env,
-                           stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL)
+                           stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL,
+                           umask=runtime.umask)
 
 
 THIS_MACHINE = ThisMachine()
@@ -6491,8 +6605,8 @@ git -C "$repo" fetch -q origin >&2 || true"""
                                      "created": set()}
         return token
 
-    def sandbox(self) -> dict:
-        """bubblewrap there, as the host's last check found it."""
+    def sandbox(self, retry: bool = False) -> dict:
+        """bubblewrap there, as the host's last check found it (its checks try it again)."""
         check = json.loads(self.host["last_check_json"] or "null") or {}
         return check.get("sandbox") or {"engine": "bubblewrap", "works": False,
                                         "version": None, "error": "not checked yet"}
@@ -6635,7 +6749,7 @@ class MissingHost:
     agent_command = ready = has_git = repository = worktree = review_cwd = source = \
         attachments = repo_lock = shell = git = invocation = board_tools = _gone
 
-    def sandbox(self) -> dict:
+    def sandbox(self, retry: bool = False) -> dict:
         return {"engine": "bubblewrap", "works": False, "version": None,
                 "error": "the project's host is gone"}
 
@@ -6794,10 +6908,11 @@ MAX_INSTRUCTIONS_CHARS = 100_000
 def agent_md(project_id: int) -> dict:
     """The project's agent-instructions file: {content, path, exists}."""
     path = os.path.join(get_project(project_id)["workingDir"], AGENT_MD)
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return {"content": f.read(), "path": path, "exists": True}
-    except FileNotFoundError:
+    try:  # a run may have made it a link or a FIFO: read as absent, never followed
+        with open_regular(path) as f:
+            content = f.read(4 * MAX_INSTRUCTIONS_CHARS).decode("utf-8", "replace")
+        return {"content": content[:MAX_INSTRUCTIONS_CHARS], "path": path, "exists": True}
+    except (FileNotFoundError, IsADirectoryError):
         return {"content": "", "path": path, "exists": False}
     except OSError as exc:
         raise Conflict(f"cannot read {path}: {exc.strerror or exc}") from exc
@@ -6835,6 +6950,9 @@ def delete_project(project_id: int) -> dict:
         shutil.rmtree(folder, ignore_errors=True)
         if git_head(project["working_dir"]):
             run_command(["git", "worktree", "prune"], repo_root(project["working_dir"]), 30)
+    # its sandboxed runs' CLI state and cache (SANDBOX_RUN's TB_KEEP; a host's stay there)
+    shutil.rmtree(os.path.join(runtime.data_dir, "cli-state", str(project_id)),
+                  ignore_errors=True)
     runtime.events.publish("project:deleted", {"id": project_id}, project_id)
     return {"ok": True}
 
@@ -7467,7 +7585,9 @@ def _log_start(run: "AgentRun", project: dict, agent: str, effort: str,
     what = f"resuming session {session_id}" if session_id else "starting the agent"
     runtime.logs.append(task_id, "system", f"{run.owner.said}{what} ({agent}, "
                         f"{run.model_name}, effort {effort}) in {run.cwd}{where}", run_id)
-    if run.sandbox is not None or project["sandbox"] == "auto":
+    if run.parser.simulated:  # the demo's agent edits only its scratch repository
+        runtime.logs.append(task_id, "system", "simulated: no sandbox needed", run_id)
+    elif run.sandbox is not None or project["sandbox"] == "auto":
         runtime.logs.append(task_id, "system", "in the sandbox (bubblewrap)" if run.sandbox
                             is not None else f"not sandboxed: bubblewrap does not work{where}: "
                             f"{run.machine.sandbox()['error']}", run_id)
@@ -7495,7 +7615,7 @@ def _launch(run: "AgentRun", owner: "RunOwner", sandboxed: bool) -> None:
     owner.started(run.run_id)
     _publish_task(update_task_row(owner.task_id, {
         "is_running": 1, "last_error": None, "waiting_until": None, "waiting_for_json": None,
-        "sandboxed": sandboxed}))
+        "sandboxed": None if run.parser.simulated else sandboxed}))
 
 
 def wait_for_sandbox(task: dict, why: str) -> None:
@@ -7514,7 +7634,7 @@ def retry_sandbox() -> float | None:
     waiting = waiting_task_rows(None)
     if not waiting:
         return None
-    runtime.sandbox = try_sandbox(runtime.config["bwrap"])  # a host's: its check's
+    runtime.sandbox = sandbox_here(runtime.config)  # a host's: its check's
     for task in waiting:
         project = project_row(task["project_id"])
         if project is not None and project_machine(project).sandbox()["works"] and \
@@ -7996,7 +8116,7 @@ def run_agent(project: dict, chosen: str | None, machine: "ThisMachine | HostLin
         raise CannotRun(f"the {agent} agent is at its usage limit until {iso_at(until)}",
                         agent, until)
     machine.ready()
-    sandbox = machine.sandbox() if project["sandbox"] != "none" else {"works": False}
+    sandbox = machine.sandbox(retry=True) if project["sandbox"] != "none" else {"works": False}
     if project["sandbox"] == "bubblewrap" and not sandbox["works"]:
         raise CannotRun(f"the sandbox does not work{machine.where}: {sandbox['error']}",
                         agent, sandbox=True)
@@ -8016,11 +8136,12 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
     invocation = run_invocation(agent, project, cwd, tier, effort, prompt, flags, mode=mode,
                                 session_id=session_id, task_id=task_id, command=command,
                                 sandboxed=sandboxed)
-    sandbox = {"agent": agent, "command": command or runtime.config["agents"][agent], "files": [
+    sandbox = {"agent": agent, "project": project["id"],
+               "command": command or runtime.config["agents"][agent], "files": [
         f for f in files if f], "paths": json.loads(project["sandbox_paths_json"] or "null"),
         "read_only": (mode or project["permission_mode"]) == "read-only", "hide": [
-            p["working_dir"] for p in find_rows("projects") if p["id"] != project["id"]]} \
-        if sandboxed else None
+            *(p["working_dir"] for p in find_rows("projects") if p["id"] != project["id"]),
+            *filter(None, [runtime.config["token_file"]])]} if sandboxed else None
     simulated = command is SIMULATED_AGENT
     if plan is not None:
         run = PlanRun(plan[0], project["id"], plan[1], prompt, agent, machine=machine,
@@ -8095,18 +8216,9 @@ def _checkout_instructions(project: dict, cwd: str) -> str | None:
     (design §4): the CLI reads only the file in its cwd."""
     if os.path.realpath(cwd) == os.path.realpath(project["working_dir"]):
         return None
-    wanted, present = (_read_text(os.path.join(folder, AGENT_MD), MAX_INSTRUCTIONS_CHARS)
+    wanted, present = (read_regular(os.path.join(folder, AGENT_MD), MAX_INSTRUCTIONS_CHARS)
                        for folder in (project["working_dir"], cwd))
     return wanted if wanted and wanted.strip() and wanted != present else None
-
-
-def _read_text(path: str, limit: int) -> str | None:
-    """The first `limit` characters of a text file, None when it cannot be read."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(limit)
-    except OSError:
-        return None
 
 
 def task_run_flags(project: dict, session_id: str | None, attachment_dir: str | None) \
@@ -8451,6 +8563,8 @@ def stop_check(run: "AgentRun", request_id) -> None:
         run.respond(request_id, {})
         return
     code, out = checked
+    if code != 0:
+        run.hint_sandbox(f"exit code {code}\n{out}")
     if code != 0 and run.stop_blocks < limit:
         run.stop_blocks += 1
         why = f"exit {code}" if code is not None else \
@@ -11448,7 +11562,7 @@ def update_host(host_id: int, body) -> dict:
     seen = None
     if changes.get("host_key") and changes["host_key"] != before["host_key"]:
         shown = json.loads(before["last_check_json"] or "{}").get("fingerprint")
-        seen = _read_text(_seen_key_file(host_id), 20_000) if shown else None
+        seen = read_regular(_seen_key_file(host_id), 20_000) if shown else None
         if changes["host_key"] != shown or not seen:
             raise Conflict(f"hostKey {changes['host_key']} is not the key the host showed at "
                            f"its last check ({shown or 'none'}): check the host again and "
@@ -11696,6 +11810,7 @@ class AgentRun:
         self.machine = machine or THIS_MACHINE  # where it runs: ThisMachine or a HostLink
         self.group = None  # its process group on a host, once the host said so
         self.sandbox = None  # what sandbox_env() says of its sandbox, or None: unsandboxed
+        self.sandbox_hinted = False  # its log said the sandbox may be why something failed
         self.argv, self.cwd, self.env, self.prompt, self.model = argv, cwd, env, prompt, model
         self.timeout_s, self.idle_s = timeout_s, idle_s
         self.parser = StreamParser()
@@ -11883,6 +11998,8 @@ class AgentRun:
                                 text, at)
         for entry in entries:
             runtime.logs.append(self.task_id, run_id=self.run_id, at=at, **entry)
+            if entry.get("is_error"):
+                self.hint_sandbox(entry["message"])
         if self.parser.session_id and not had_session:
             record_session(self, self.parser.session_id)
         if self.channel is not None and self.parser.last_type == "control_request":
@@ -11909,6 +12026,17 @@ class AgentRun:
         at = now_iso()
         runtime.logs.append_raw(self.task_id, self.run_id, self._seq, "stderr", text, at)
         runtime.logs.append(self.task_id, "stderr", _cut(text), self.run_id, at=at)
+        self.hint_sandbox(text)
+
+    def hint_sandbox(self, failure: str) -> None:
+        """Say once a run, in the task's log, when the sandbox may be why a command of a
+        sandboxed run failed, and what to do about it."""
+        sign = None if self.sandbox is None or self.sandbox_hinted or self.task_id is None \
+            else sandbox_sign(failure, os.path.expanduser("~"))
+        if sign is not None:
+            self.sandbox_hinted = True
+            runtime.logs.append(self.task_id, "system", SANDBOX_HINT.format(sign=sign),
+                                self.run_id, is_error=True)
 
     def _signal(self, signum):
         if self.proc is not None:
@@ -14178,6 +14306,8 @@ class Runtime:
         self.url = board_url(config["host"], config["port"])
         #: Each configured agent CLI's {found, version, checking}, for /api/health.
         self.clis = {name: {"found": None, "version": None, "checking": True} for name in AGENTS}
+        #: the person's umask, for what runs write in their code (-1: the process's own)
+        self.umask = config.get("umask", -1)
         #: agent name -> when its usage limit lifts (Unix time); the agent_limits table
         self.limits = {}
         #: task id -> the waits for a limit its runs made in a row
@@ -14187,6 +14317,7 @@ class Runtime:
         #: what tries it again while tasks wait for it
         self.sandbox = {"engine": "bubblewrap", "works": None, "version": None,
                         "error": "not tried yet"}
+        self.sandbox_tried = 0.0  # when (time.monotonic()) it was tried last
         self.sandbox_retry = Worker("sandbox", retry_sandbox, retry=HOST_CHECK_SECONDS)
         #: The stored settings, read once at start and replaced by every update.
         self.settings = {}
@@ -14360,7 +14491,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
         with contextlib.suppress(OSError):
             os.chmod(config["db_path"] + suffix, 0o600)
     runtime.sessions = session_rows(_digest(runtime.config["token"] or ""))
-    runtime.sandbox = try_sandbox(config["bwrap"])
+    runtime.sandbox, runtime.sandbox_tried = sandbox_here(config), time.monotonic()
     runtime.settings = settings_rows()
     runtime.personal = {row["hash"]: row for row in find_rows("tokens")}
     interrupt_stale_plans()
@@ -14588,7 +14719,9 @@ def main(argv=None) -> None:
         log.warning("running as root: agent CLIs refuse some permission modes as root (Claude "
                     "Code's --dangerously-skip-permissions), and files they write in your "
                     "repositories will belong to root; run Taskboard as the code's owner")
-    os.umask(0o077)  # the database, the token and attachments are the owner's alone
+    # the database, the token and attachments are the owner's alone; what runs write in the
+    # person's code gets the person's umask (design §17 v6)
+    config["umask"] = os.umask(0o077)
     if config["token_on_command_line"]:
         log.warning("--token on the command line can be read by every local user in the "
                     "process list: use TASKBOARD_TOKEN or --token-file instead")

@@ -175,3 +175,18 @@ def test_a_demo_task_asks_a_question_then_before_its_edit(demo):
     texts = [e["message"] for e in json.loads(taskboard.task_logs(task["id"], 500))]
     assert any('"Short"' in text for text in texts)
     assert f"answered by person: {asked} → Short" in texts  # not "allowed by person"
+
+
+def test_a_demo_run_says_it_is_simulated_not_unsandboxed(demo):
+    """Issue 55: the simulated agent needs no sandbox, and says so; its task wears no
+    "no sandbox" chip (sandboxed is null), whether bubblewrap works here or not."""
+    taskboard.update_project(demo["id"], {"permissionMode": "auto-accept"})
+    task = json.loads(taskboard.list_tasks(demo["id"]))[0]
+    taskboard.move_task(task["id"], "in_progress")
+    wait_for(lambda: taskboard.get_task(task["id"])["status"] == "testing", timeout=20,
+             message="the demo task to finish")
+    taskboard.runtime.logs.flush()
+    logs = [e["message"] for e in json.loads(taskboard.task_logs(task["id"], 500))]
+    assert "simulated: no sandbox needed" in logs
+    assert not [m for m in logs if m.startswith("not sandboxed")]
+    assert taskboard.get_task(task["id"])["sandboxed"] is None

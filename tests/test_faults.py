@@ -602,3 +602,25 @@ def test_moments_queued_for_a_hanging_target_are_bounded_and_the_oldest_dropped(
     records = api.client.get(f"/api/projects/{project['id']}/webhooks/{hook['id']}"
                              "/deliveries").json
     assert len(records) == 50 and all(r["ok"] for r in records)
+
+
+# --- the person's umask -----------------------------------------------------------------
+
+def test_files_a_run_writes_in_your_code_get_your_umask_not_the_boards(servers, workdir,
+                                                                       tmp_path):
+    """Issue 55: the board keeps its own files to itself (umask 077), but what an agent and
+    the stop check write in the person's code gets the umask the board was started with."""
+    before = os.umask(0o022)  # the person's shell: the board inherits it
+    try:
+        server = servers(tmp_path / "data" / "tb.db")
+    finally:
+        os.umask(before)
+    project = server.project(workdir, permissionMode="auto-accept",
+                             stopCheckCommand="touch checked.txt")
+    task = server.task(project["id"], description="fake:write=made.txt fake:ok")
+    server.move(task["id"], "in_progress")
+    wait_for(lambda: server.get_task(task["id"])["status"] == "testing", timeout=30,
+             message="the run to finish")
+    assert oct((workdir / "made.txt").stat().st_mode & 0o777) == oct(0o644)
+    assert oct((workdir / "checked.txt").stat().st_mode & 0o777) == oct(0o644)
+    assert oct(os.stat(tmp_path / "data" / "tb.db").st_mode & 0o777) == oct(0o600)

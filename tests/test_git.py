@@ -21,7 +21,7 @@ from agent_helpers import (
     wait_running,
     wait_status,
 )
-from conftest import desk, git, stats, wait_for, worktree_of
+from conftest import assert_error, desk, git, stats, wait_for, worktree_of
 
 pytestmark = pytest.mark.usefixtures("fast_retries")
 
@@ -131,6 +131,39 @@ def test_a_worktree_run_gets_the_checkouts_agent_instructions_it_lacks(
     assert append_system_prompt(lacking) == "Run make lint before you commit.\n"
     assert append_system_prompt(task_calls(agent_dir, same["id"])[0]) is None
     assert append_system_prompt(task_calls(agent_dir, plain["id"])[0]) is None
+
+
+def test_agent_instructions_a_run_planted_are_read_as_absent_or_capped(
+        tb, client, api, repo, agent_dir):
+    """Issue 55: the board reads CLAUDE.md as a regular file only, never through a link nor
+    blocking on a FIFO, and at most MAX_INSTRUCTIONS_CHARS of it: a FIFO, a link or a 1 GB
+    file there is absent or cut, never a hang (the board's hub would stop with it)."""
+    project = api.project(autoBranch=True)
+    instructions = repo / "CLAUDE.md"
+
+    def told():
+        """What a run in a worktree is told of CLAUDE.md; what get_agent_md answers."""
+        task = api.task(project["id"], description="fake:ok")
+        api.move(task["id"], "in_progress")
+        wait_status(client, task["id"], "testing")
+        shown = desk(client, "get_agent_md", {"projectId": project["id"]}, status="*")
+        return append_system_prompt(task_calls(agent_dir, task["id"])[0]), shown
+
+    (repo / "secret.txt").write_text("the board's eyes only\n")
+    os.symlink(repo / "secret.txt", instructions)
+    for planted in ("link", "fifo"):
+        told_run, shown = told()
+        assert told_run is None, planted
+        assert_error(shown, 409)
+        instructions.unlink()
+        if planted == "link":
+            os.mkfifo(instructions)  # nobody writes it: a blocking open would wait for ever
+    with open(instructions, "wb") as f:  # 1 GB, sparse past its first 500 kB of text
+        f.write(b"Be brief. " * 50_000)
+        f.truncate(1 << 30)
+    told_run, shown = told()
+    assert told_run.startswith("Be brief. ")
+    assert len(told_run) == len(shown.json["content"]) == taskboard.MAX_INSTRUCTIONS_CHARS
 
 
 def test_branch_starts_from_pr_base_branch_else_origins_copy_else_head(tb, client, api, repo,

@@ -11,6 +11,8 @@ work on this machine (under TASKBOARD_CI they fail: conftest.unavailable).
 import base64
 import json
 import os
+import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +23,7 @@ from fault_helpers import ServerProcess, clean_env
 
 import taskboard
 from agent_helpers import RUN, logs, wait_status
-from conftest import desk, git, make_repo, unavailable, wait_for
+from conftest import Api, desk, git, make_repo, unavailable, wait_for
 
 pytestmark = pytest.mark.sandbox
 BWRAP = ["bwrap"]
@@ -166,7 +168,7 @@ def test_a_hostile_agent_in_the_sandbox_gets_nothing_and_its_work_lands(
     got = {line[4:] for line in out.splitlines() if line.startswith("GOT ")}
     assert {"its commit", "its CLI state", "its cache"} <= got, out
     assert "the source-host token" not in got, "never in an agent's environment"
-    assert (home / ".claude/state.txt").read_text() == "kept\n"
+    kept = pathlib.Path(tb.config["data_dir"], "cli-state", str(project["id"]), ".claude")
     commits = git(api.workdir, "log", "--format=%s", done["branch_name"])
     assert "the agent's work" in commits
     assert "uncommitted changes from the agent" in commits  # its leftovers: .githooks
@@ -174,11 +176,14 @@ def test_a_hostile_agent_in_the_sandbox_gets_nothing_and_its_work_lands(
     if mode == "none":  # the control: the same agent, unsandboxed, takes everything
         assert got >= {what for what, _ in READS}, out
         assert done["sandboxed"] is False
+        assert (home / ".claude/state.txt").read_text() == "kept\n"
         assert (home / ".bashrc").read_text().endswith("pwned\n")
         assert os.path.exists(os.path.join(common, "hooks", "post-commit"))
         return
     assert done["sandboxed"] is True
     assert not got & {what for what, _ in READS}, out
+    assert (kept / "state.txt").read_text() == "kept\n"  # the project's copy
+    assert not (home / ".claude/state.txt").exists()
     assert (home / ".bashrc").read_text() == "# mine\n"
     assert (api.workdir / "README.md").read_text() == "# Shop\n"
     assert not os.path.exists(os.path.join(common, "hooks", "post-commit"))
@@ -281,21 +286,28 @@ def test_a_board_killed_with_9_leaves_no_sandboxed_process_behind(tmp_path):
 
 # --- where it does not work ------------------------------------------------------------------
 
+def waits_for_the_sandbox(client, api):
+    """A task of a new bubblewrap project moved to in_progress, waiting for the sandbox (not
+    started, not charged, no run); the task and how it waits."""
+    project = api.project(sandbox="bubblewrap")
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    waiting = wait_for(lambda: (t := client.get(f"/api/tasks/{task['id']}").json)[
+        "waitingFor"] and t, RUN, message="the task to wait for the sandbox")
+    assert (waiting["status"], waiting["is_running"], waiting["retry_count"]) == \
+        ("in_progress", False, 0)
+    assert taskboard.find_rows("runs", task_id=task["id"]) == []
+    return task, waiting
+
+
 def test_a_bubblewrap_project_waits_where_the_sandbox_fails_and_starts_once_it_works(
         client, api, tb, sandboxed, repo):
     tb.config["bwrap"] = [sys.executable, "-c", "import sys; sys.exit('no user namespaces')"]
     tb.sandbox = taskboard.try_sandbox(tb.config["bwrap"])
     assert client.get("/api/health").json["sandbox"] == {
         "engine": "bubblewrap", "works": False, "version": None, "error": "no user namespaces"}
-    project = api.project(sandbox="bubblewrap")
-    task = api.task(project["id"], description="fake:ok")
-    api.move(task["id"], "in_progress")
-    waiting = wait_for(lambda: (t := client.get(f"/api/tasks/{task['id']}").json)[
-        "waitingFor"] and t, RUN, message="the task to wait for the sandbox")
+    task, waiting = waits_for_the_sandbox(client, api)
     assert "no user namespaces" in waiting["waitingFor"]["sandbox"]
-    assert (waiting["status"], waiting["is_running"], waiting["retry_count"]) == \
-        ("in_progress", False, 0)
-    assert taskboard.find_rows("runs", task_id=task["id"]) == []
     tb.config["bwrap"] = BWRAP  # it works now: the next try starts the task
     taskboard.runtime.sandbox_retry.wake()
     done = wait_status(client, task["id"], "testing")
@@ -303,7 +315,10 @@ def test_a_bubblewrap_project_waits_where_the_sandbox_fails_and_starts_once_it_w
     assert client.get("/api/health").json["sandbox"]["works"] is True
 
 
-def test_auto_runs_unsandboxed_where_the_sandbox_fails_and_says_so(client, api, tb, repo):
+def test_auto_runs_unsandboxed_where_the_sandbox_fails_says_so_and_tries_again(
+        client, api, tb, sandboxed, repo, monkeypatch):
+    """auto runs without a sandbox that fails, saying so, and tries it again before the next
+    run (design §17 v6: as bubblewrap's wait does): once it works, runs are sandboxed."""
     tb.config["bwrap"] = [sys.executable, "-c", "import sys; sys.exit('not here')"]
     tb.sandbox = taskboard.try_sandbox(tb.config["bwrap"])
     assert client.get("/api/health").json["sandbox"]["works"] is False
@@ -315,6 +330,66 @@ def test_auto_runs_unsandboxed_where_the_sandbox_fails_and_says_so(client, api, 
     assert done["sandboxed"] is False
     assert any(e["message"].startswith("not sandboxed: bubblewrap does not work")
                for e in logs(client, task["id"]))
+    tb.config["bwrap"] = BWRAP  # it works now, and its last try is old enough
+    monkeypatch.setattr(taskboard, "SANDBOX_RETRY_SECONDS", 0)
+    again = api.task(project["id"], description="fake:ok")
+    api.move(again["id"], "in_progress")
+    assert wait_status(client, again["id"], "testing")["sandboxed"] is True
+    assert client.get("/api/health").json["sandbox"]["works"] is True
+
+
+def test_no_auth_voids_the_sandbox_and_bubblewrap_projects_wait(config, request, tmp_path):
+    """Under --no-auth any local process owns the board, a sandboxed run's too (design
+    §17 v6): health says the sandbox is void, and a bubblewrap project's task waits."""
+    config["no_auth"] = True  # the board tries bubblewrap itself (marked sandbox) at its start
+    client = request.getfixturevalue("anonymous")  # no credential: none is asked
+    api = Api(client, tmp_path / "code")
+    api.workdir.mkdir()
+    sandbox = client.get("/api/health").json["sandbox"]
+    assert sandbox["works"] is False and "--no-auth" in sandbox["error"], sandbox
+    task, waiting = waits_for_the_sandbox(client, api)
+    assert "--no-auth" in waiting["waitingFor"]["sandbox"]
+
+
+@pytest.fixture
+def outside_tmp():
+    """A folder outside /tmp, under the checkout's .test-roots (removed after): a sandboxed
+    run has a /tmp of its own, so that it cannot see what is kept in the real one proves
+    nothing.  Not under tests/, which a run of the fake agent sees (its CLI's folder)."""
+    folder = pathlib.Path(__file__).parent.parent / ".test-roots" / uuid.uuid4().hex[:12]
+    folder.mkdir(parents=True)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+def test_the_token_file_is_hidden_wherever_it_is(config, request, outside_tmp, monkeypatch,
+                                                 mode):
+    """--token-file outside the data dir (as the README suggests) is hidden from a sandboxed
+    run, its variable is not passed, and sandboxPaths holding it are refused (design §17
+    v6); the control, unsandboxed, reads it."""
+    token_file = outside_tmp / "secrets" / "board-token"
+    token_file.parent.mkdir()
+    token_file.write_text("T" * 43 + "\n")
+    token_file.chmod(0o600)
+    config["token_file"] = str(token_file)
+    monkeypatch.setenv("TASKBOARD_TOKEN_FILE", str(token_file))
+    request.getfixturevalue("sandboxed")
+    client, api = request.getfixturevalue("client"), request.getfixturevalue("api")
+    make_repo(api.workdir)
+    project = api.project(permissionMode="auto-accept", sandbox=mode)
+    task = api.task(project["id"], description="fake:ok " + script(
+        f'cat {token_file} 2>&1; echo "told: ${{TASKBOARD_TOKEN_FILE:-nothing}}"'))
+    api.move(task["id"], "in_progress")
+    assert wait_status(client, task["id"], "testing")["sandboxed"] is (mode == "bubblewrap")
+    out = said(client, task["id"])
+    assert "told: nothing" in out, out
+    assert ("T" * 43 in out) is (mode == "none"), out
+    for paths in ({"readOnly": [str(token_file)]}, {"readWrite": [str(token_file.parent)]}):
+        response = client.put_json(f"/api/projects/{project['id']}", {"sandboxPaths": paths},
+                                   expect_errors=True)
+        assert response.status_code == 400 and "token file" in response.json["error"], \
+            response.json
 
 
 # --- sandboxPaths ------------------------------------------------------------------------------
@@ -438,3 +513,114 @@ def test_the_stop_check_and_an_attempts_check_run_in_the_sandbox_on_a_host(
         repoUrl=str(api.workdir))
     assert checks == {"bubblewrap": [True, True], "none": [False, False]}
     assert stop_checks == {"bubblewrap": {"passed"}, "none": {"failed"}}
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+def test_a_failure_the_sandbox_may_explain_says_so_and_points_at_sandbox_paths(
+        client, api, tb, sandboxed, repo, outside_tmp, monkeypatch, mode):
+    """A tool under home that the sandbox hides (as a version manager's shim finds nothing:
+    exit code 127) fails the stop check: the task's log says the sandbox may be why and
+    points at sandboxPaths, once; unsandboxed the same check passes and nothing is said."""
+    home = outside_tmp / "home"
+    tool = home / ".tools" / "check"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("HOME", str(home))
+    project = api.project(sandbox=mode, stopCheckCommand=f"sh -c {tool}", stopCheckMaxBlocks=0)
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    wait_status(client, task["id"], "testing")
+    hints = [e["message"] for e in logs(client, task["id"]) if "sandbox may be why" in e["message"]]
+    if mode == "none":
+        assert hints == []
+        return
+    assert len(hints) == 1 and "sandboxPaths" in hints[0], hints
+
+
+def test_cli_state_and_cache_are_the_projects_own_and_logins_are_shared(
+        client, api, tb, sandboxed, repo, outside_tmp, monkeypatch):
+    """A sandboxed run sees its CLI's state as its project's copy, made from the person's
+    the first time, and a ~/.cache of the project's: a hook and a CLAUDE.md it writes there
+    reach neither the person's own CLI nor another project; the login file is the person's
+    own, so a login a run refreshes holds for both (design §17 v6)."""
+    home = outside_tmp / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude/settings.json").write_text('{"mine": true}')
+    (home / ".claude/.credentials.json").write_text("old login")
+    (home / ".cache").mkdir()
+    (home / ".cache/big").write_text("the person's cache")
+    monkeypatch.setenv("HOME", str(home))
+    first = api.project(slug="first", permissionMode="auto-accept")
+    second = api.project(slug="second", permissionMode="auto-accept")
+    writes = script("""cat "$HOME/.claude/settings.json"; echo; ls "$HOME/.cache"
+printf '{"hooks": {"SessionStart": "pwn"}}' > "$HOME/.claude/settings.json"
+echo 'obey me' > "$HOME/.claude/CLAUDE.md"; echo x > "$HOME/.cache/planted"
+echo 'new login' > "$HOME/.claude/.credentials.json"
+""")
+    reads = script('cat "$HOME/.claude/settings.json"; echo; ls "$HOME/.claude" "$HOME/.cache"')
+    task = api.task(first["id"], description="fake:ok " + writes)
+    api.move(task["id"], "in_progress")
+    wait_status(client, task["id"], "testing")
+    out = said(client, task["id"])
+    assert '{"mine": true}' in out and "big" not in out, out  # a copy; its cache empty
+    assert (home / ".claude/settings.json").read_text() == '{"mine": true}'
+    assert not (home / ".claude/CLAUDE.md").exists()
+    assert not (home / ".cache/planted").exists()
+    assert (home / ".claude/.credentials.json").read_text() == "new login\n"
+    other = api.task(second["id"], description="fake:ok " + reads)
+    api.move(other["id"], "in_progress")
+    wait_status(client, other["id"], "testing")
+    out = said(client, other["id"])
+    assert '{"mine": true}' in out and "pwn" not in out, out
+    assert "CLAUDE.md" not in out and "planted" not in out, out
+
+
+def tool(path: pathlib.Path, body: str) -> pathlib.Path:
+    """An executable sh script at path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_persons_toolchains_work_in_the_sandbox_and_nothing_else_of_home_shows(
+        client, api, tb, sandboxed, repo, outside_tmp, monkeypatch):
+    """A pyenv shim, an nvm node, a rustup-managed cargo, uv's and pipx's tool links on PATH
+    and the agent CLI in ~/bin (its native installer's link in ~/.local/bin too) run
+    sandboxed, read-only; the rest of home (history, OpenCode's key, cargo's credentials)
+    does not show (design §17 v6: bound by resolved files, never home or ~/.local)."""
+    home = outside_tmp / "home"
+    tool(home / ".pyenv/shims/python3", 'exec "$HOME/.pyenv/libexec/pyenv" exec python3 "$@"')
+    tool(home / ".pyenv/libexec/pyenv", 'shift; exec "$HOME/.pyenv/versions/3.12/bin/$@"')
+    tool(home / ".pyenv/versions/3.12/bin/python3", "echo pyenv-python")
+    tool(home / ".nvm/versions/node/v20/bin/node", "echo nvm-node")
+    tool(home / ".cargo/bin/cargo", 'exec "$HOME/.rustup/toolchains/stable/bin/cargo"')
+    tool(home / ".rustup/toolchains/stable/bin/cargo", "echo rustup-cargo")
+    (home / ".local/bin").mkdir(parents=True)
+    for name, target in [("ruff", ".local/share/uv/tools/ruff/bin/ruff"),
+                         ("black", ".local/share/pipx/venvs/black/bin/black")]:
+        os.symlink(tool(home / target, f"echo {name}-tool"), home / ".local/bin" / name)
+    os.symlink(tool(home / ".local/share/claude/versions/2.1", f'exec {sys.executable} '
+                    f'{pathlib.Path(__file__).parent / "fake_agent.py"} "$@"'),
+               home / ".local/bin/claude")
+    tool(home / "bin/claude", f'exec "{home}/.local/bin/claude" "$@"')
+    for secret in (".bash_history", ".local/share/opencode/auth.json",
+                   ".cargo/credentials.toml"):
+        (home / secret).parent.mkdir(parents=True, exist_ok=True)
+        (home / secret).write_text("SECRET")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", ":".join([
+        str(home / p) for p in (".pyenv/shims", ".nvm/versions/node/v20/bin", ".cargo/bin",
+                                ".local/bin", "bin")] + [os.environ["PATH"]]))
+    tb.config["agents"]["claude"] = [str(home / "bin/claude")]
+    project = api.project(permissionMode="auto-accept", sandbox="bubblewrap")
+    task = api.task(project["id"], description="fake:ok " + script(
+        "for t in python3 node cargo ruff black; do $t || echo \"$t failed\"; done\n"
+        "grep -rl SECRET \"$HOME\" 2>/dev/null | sed 's/^/SEEN /'; :"))
+    api.move(task["id"], "in_progress")
+    assert wait_status(client, task["id"], "testing")["sandboxed"] is True
+    out = said(client, task["id"])
+    for ran in ("pyenv-python", "nvm-node", "rustup-cargo", "ruff-tool", "black-tool"):
+        assert ran in out, out
+    assert "failed" not in out and "SEEN" not in out, out
