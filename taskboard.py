@@ -823,9 +823,8 @@ def run_command(argv: list[str], cwd: str | None = None, timeout: float = 30,
 
     It reads in the calling greenlet: subprocess.run's helper greenlets outlive a kill."""
     try:
-        proc = Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=stderr, env=env,
-                                start_new_session=session, umask=umask)
+        proc = Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                     stderr=stderr, env=env, start_new_session=session, umask=umask)
     except OSError as exc:
         return None, str(exc)
     out = bytearray()
@@ -6069,9 +6068,8 @@ class ThisMachine:
         one place every run's command starts (task, verifier, planner), in the sandbox
         when it has one (in_sandbox())."""
         argv, env = self._in_sandbox(argv, cwd, env, sandbox)
-        return Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, umask=runtime.umask)
+        return Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, start_new_session=True, umask=runtime.umask)
 
     @staticmethod
     def _in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None,
@@ -6616,8 +6614,7 @@ git -C "$repo" fetch -q origin >&2 || true"""
         """The ssh client of a run's channel (argv: invocation()'s), which dies with
         the board; its other end (REMOTE_RUN) starts the agent in the worktree there."""
         return Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True,
-                                preexec_fn=_die_with_board)
+                     stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_board)
 
     def invocation(self, invocation: dict, name: str, sandbox: dict | None = None) -> dict:
         """A run's invocation sent to its host first (OSError, HostDown): the run's own
