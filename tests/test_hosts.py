@@ -166,8 +166,9 @@ def test_an_approved_host_tasks_branch_comes_home_to_the_working_dir(
                     == str(api.workdir) and t, RUN, message="the branch to come home")
     assert git(api.workdir, "rev-parse", branch) == git(clone, "rev-parse", branch)
     assert git(api.workdir, "show", f"{branch}:hello.txt")
-    assert f"branch {branch} fetched from host {host['name']!r} into {api.workdir}" in [
-        e["message"] for e in logs(client, done["id"])]
+    said = f"branch {branch} fetched from host {host['name']!r} into {api.workdir}"
+    wait_for(lambda: said in [e["message"] for e in logs(client, done["id"])], RUN,
+             message="the log to say where the branch came")  # log lines land in batches
 
 
 def test_the_first_check_shows_the_key_and_trusting_it_pins_it(client, sshd, tmp_path):
