@@ -5685,20 +5685,18 @@ SANDBOX_HINT = ("the sandbox may be why ({sign}): a sandboxed run sees the machi
 def sandbox_sign(text: str, home: str) -> str | None:
     """What in a sandboxed command's failure says the sandbox may be why, or None
     (access refused counts only when the text names a path under home)."""
-    found = SANDBOX_SIGNS.search(text)
-    if found is None or (found.group(0).lower() in ("permission denied", "eacces")
-                         and home.rstrip("/") + "/" not in text):
-        return None
-    return found.group(0)
+    under_home = home.rstrip("/") + "/" in text
+    return next((found.group(0) for found in SANDBOX_SIGNS.finditer(text) if under_home or
+                 found.group(0).lower() not in ("permission denied", "eacces")), None)
 
 
 def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     """The variables SANDBOX_RUN builds a run's sandbox from (design §17).  `sandbox`:
-    {agent, command (the CLI's own words), files (the run's own, read-only: its MCP config,
-    its attachments), paths (sandboxPaths), read_only (a planner's or verifier's: its
-    checkout too), hide (other projects' folders, the token file)}; `base`: the board's
-    folder where the run happens (the data dir, a host's baseDir); `show`: more programs
-    the run starts."""
+    {agent, project (its id: its CLI state's copy), command (the CLI's own words), files
+    (the run's own, read-only: its MCP config, its attachments), paths (sandboxPaths),
+    read_only (a planner's or verifier's: its checkout too), hide (other projects' folders,
+    the token file)}; `base`: the board's folder where the run happens (the data dir, a
+    host's baseDir); `show`: more programs the run starts."""
     paths = sandbox.get("paths") or {}
     return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
             "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
