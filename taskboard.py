@@ -5475,12 +5475,18 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
 #: to run), TB_READ_ONLY (a planner's or verifier's checkout), TB_STATE (its CLI's state
 #: under home: writable, folders made first), TB_NEVER (never seen under home), TB_HIDE
-#: (other projects), TB_RO and TB_RW (sandboxPaths), TB_FILES (the run's own, read-only).
+#: (other projects), TB_RO and TB_RW (sandboxPaths), TB_FILES (the run's own, read-only),
+#: TB_GIT (the repository's common git folder as the board found it: git_dirs()).
 #: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
-#: folder, other projects and credential stores hidden again, then the checkout and the
-#: git metadata a commit writes, and read-only what must never be written (hooks, config,
-#: what points git elsewhere).  The arguments go NUL-separated to `bwrap --args 4`; $dir
-#: is the checkout, "$@" the run's argv, which becomes bubblewrap's.
+#: folder hidden again, then the checkout and the git metadata a commit writes, read-only
+#: what must never be written (hooks, config, what points git elsewhere), the run's files,
+#: and last what no bind may show: other projects and credential stores.  The metadata
+#: bound is TB_GIT's and its worktree's admin folder (the one whose `gitdir`, read-only to
+#: every run, names the checkout), never what git or a link in the checkout says, and
+#: only real folders, never a link a run planted (design §17 v6).  A checkout's own .git
+#: (no autoBranch) stays writable but for its config, hooks, info, worktrees and modules:
+#: git writes HEAD and the index by renaming into it.  The arguments go NUL-separated to
+#: `bwrap --args 4`; $dir is the checkout, "$@" the run's argv, which becomes bubblewrap's.
 SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   a=$(mktemp) || exit 126
   { p() { printf '%s\0' "$@"; }
@@ -5502,32 +5508,44 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     done
     printf '%s\n' "$TB_RW" | each --bind-try
     p --tmpfs "$TB_BASE"
+    if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
+    c=$TB_GIT; g=
+    if [ -n "$c" ] && [ -d "$c" ] && [ ! -L "$c" ]; then
+      w=$(cd -- "$dir" && pwd -P)/.git
+      for x in "$c"/worktrees/*/gitdir; do
+        [ -f "$x" ] && [ ! -L "$x" ] && IFS= read -r l < "$x" && [ "$l" = "$w" ] &&
+          g=${x%/gitdir} && break
+      done
+      case $w in "${c%/.git}"/*) rw=--bind;; *) rw=;; esac
+      if [ -n "$rw" ] && [ "$c" = "${c%/.git}/.git" ]; then
+        [ -n "$TB_READ_ONLY" ] && rw=--ro-bind
+        p "$rw" "$c" "$c"
+        for x in config hooks info worktrees modules; do
+          [ -e "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
+      else
+        p --ro-bind "$c" "$c"
+        if [ -z "$TB_READ_ONLY" ]; then for x in objects refs logs; do
+            [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --bind "$c/$x" "$c/$x"; done
+          [ -n "$g" ] && p --bind "$g" "$g"; fi
+        if [ -n "$g" ]; then for x in commondir gitdir config.worktree; do
+            if [ -f "$g/$x" ] && [ ! -L "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
+            elif [ ! -e "$g/$x" ]; then p --ro-bind /dev/null "$g/$x"; fi; done
+          p --ro-bind "$dir/.git" "$dir/.git"; fi
+      fi
+    fi
+    printf '%s\n' "$TB_FILES" | each --ro-bind-try
     printf '%s\n' "$TB_HIDE" | while IFS= read -r x; do [ -d "$x" ] || continue
-      case $dir/ in "$x"/*) ;; *) p --tmpfs "$x";; esac; done
+      case $dir/ in "$x"/*) continue;; esac
+      case $c/ in "$x"/*) continue;; esac
+      p --tmpfs "$x"; done
     printf '%s\n' "$TB_NEVER" | while IFS= read -r x; do [ -n "$x" ] || continue
       if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
-        p --ro-bind /dev/null "$h/$x"; fi; done
-    if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
-    g=$(git rev-parse --path-format=absolute --git-common-dir --git-dir 2>/dev/null) && {
-      c=${g%%"
-"*}; g=${g#*"
-"}
-      case $c in "$dir"/*) inside=1;; *) inside=;; esac
-      if [ "$c" != "$g" ] || [ -z "$inside" ]; then p --ro-bind "$c" "$c"
-        if [ -z "$TB_READ_ONLY" ]; then
-          for x in objects refs logs; do p --bind-try "$c/$x" "$c/$x"; done
-          [ "$c" != "$g" ] && p --bind "$g" "$g"; fi; fi
-      for x in "$c/hooks" "$c/config"; do [ -e "$x" ] && p --ro-bind "$x" "$x"; done
-      if [ "$c" != "$g" ]; then for x in commondir gitdir config.worktree; do
-          if [ -e "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
-          else p --ro-bind /dev/null "$g/$x"; fi; done
-        [ -e "$dir/.git" ] && p --ro-bind "$dir/.git" "$dir/.git"; fi; }
-    printf '%s\n' "$TB_FILES" | each --ro-bind-try; :
+        p --ro-bind /dev/null "$h/$x"; fi; done; :
   } > "$a" || exit 126
   exec 4<"$a"; rm -f -- "$a"
   set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_NEVER TB_HIDE \
-    TB_RO TB_RW TB_FILES
+    TB_RO TB_RW TB_FILES TB_GIT
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
 #: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.
@@ -5538,6 +5556,30 @@ SANDBOXED = 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"'
 CLI_STATE = {"claude": (".claude/", ".claude.json"), "codex": (".codex/",),
              "gemini": (".gemini/",), "opencode": (".config/opencode/", ".local/share/opencode/",
                                                    ".local/state/opencode/")}
+
+
+def git_dirs(path: str) -> tuple[str, str] | None:
+    """The top of the git repository around path and its common git folder, found as git
+    finds them but without git, and without trusting what a run could write (design §17
+    v6): a `.git` folder is the common one (a `commondir` planted in it is not followed);
+    a `.git` file (a worktree's, read-only to its runs) names its admin folder, whose
+    `commondir` (read-only too) names the common one.  None outside a repository."""
+    top = os.path.realpath(path)
+    while True:
+        dot = os.path.join(top, ".git")
+        with contextlib.suppress(OSError):
+            if stat.S_ISDIR(os.lstat(dot).st_mode):
+                return top, dot
+        text = read_regular(dot, 4096)
+        if text is not None:
+            if not text.startswith("gitdir: "):
+                return None
+            admin = os.path.join(top, text[8:].strip())
+            common = (read_regular(os.path.join(admin, "commondir"), 4096) or "").strip()
+            return top, os.path.realpath(os.path.join(admin, common))
+        if os.path.dirname(top) == top:
+            return None
+        top = os.path.dirname(top)
 
 
 def try_sandbox(bwrap: list[str]) -> dict:
@@ -5558,19 +5600,22 @@ def try_sandbox(bwrap: list[str]) -> dict:
 
 def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     """The variables SANDBOX_RUN builds a run's sandbox from (design §17).  `sandbox`:
-    {agent, command (the CLI's own words), files (the run's own, read-only: its MCP config,
-    its attachments), paths (sandboxPaths), read_only (a planner's or verifier's: its
-    checkout too), hide (other projects' folders)}; `base`: the board's folder where the
+    {agent (None: the board's own git, no CLI state), command (the CLI's own words), files
+    (the run's own, read-only: its MCP config, its attachments), paths (sandboxPaths),
+    read_only (a planner's or verifier's: its checkout too), hide (other projects' folders),
+    git (the repository's common git folder: git_dirs())}; `base`: the board's folder where the
     run happens (the data dir, a host's baseDir); `show`: more programs the run starts."""
     paths = sandbox.get("paths") or {}
     return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
             "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
             "TB_READ_ONLY": "1" if sandbox.get("read_only") else "",
-            "TB_STATE": "\n".join([*CLI_STATE.get(sandbox["agent"], ()), ".cache/"]),
+            "TB_STATE": "\n".join([*CLI_STATE.get(sandbox["agent"], ()), ".cache/"]
+                                  if sandbox["agent"] else ()),
             "TB_NEVER": "\n".join(NEVER_VISIBLE), "TB_HIDE": "\n".join(sandbox.get("hide") or ()),
             "TB_RO": "\n".join(paths.get("readOnly", ())),
             "TB_RW": "\n".join(paths.get("readWrite", ())),
-            "TB_FILES": "\n".join([*sandbox["files"], *files])}
+            "TB_FILES": "\n".join([*sandbox["files"], *files]),
+            "TB_GIT": sandbox.get("git") or ""}
 
 
 def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
@@ -5594,13 +5639,17 @@ def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base:
 # SSH HOSTS), the one seam every run goes through; and git, as the board runs it here.
 
 #: git never waits for a password on a terminal: a push without credentials fails at once.
-#: It runs no hook nor fsmonitor: what an agent wrote (a tracked hooks folder) never runs
-#: as the board.
+#: It runs no hook nor fsmonitor and does not recurse into nested repositories (whose
+#: config an agent writes): what an agent wrote (a tracked hooks folder) never runs as the
+#: board.  What git has no switch for (a filter, `git add` looking into a nested
+#: repository) is why the board's git on a run's checkout runs sandboxed (git_sandbox()).
+GIT_NEUTRAL = (("core.hooksPath", os.devnull), ("core.fsmonitor", "false"),
+               ("submodule.recurse", "false"), ("diff.ignoreSubmodules", "all"))
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "echo", "SSH_ASKPASS": "echo",
            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=20", "LC_ALL": "C",
-           "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.hooksPath",
-           "GIT_CONFIG_VALUE_0": os.devnull, "GIT_CONFIG_KEY_1": "core.fsmonitor",
-           "GIT_CONFIG_VALUE_1": "false"}
+           "GIT_CONFIG_COUNT": str(len(GIT_NEUTRAL)), **{
+               f"GIT_CONFIG_{part}_{i}": text for i, pair in enumerate(GIT_NEUTRAL)
+               for part, text in zip(("KEY", "VALUE"), pair)}}
 
 
 def git(cwd: str, *args: str, timeout: float = 60) -> str:
@@ -5619,10 +5668,8 @@ def git_output(args, code: int | None, out: str) -> str:
 
 def git_lock(path: str) -> "gevent.lock.RLock":
     """The lock that serialises git operations on one repository (its worktrees share
-    it: the key is the repository's common .git directory)."""
-    code, common = run_command(["git", "rev-parse", "--path-format=absolute",
-                                "--git-common-dir"], path, 10)
-    key = os.path.realpath(common.strip() if code == 0 and common.strip() else path)
+    it: the key is the repository's common .git directory, as git_dirs() finds it)."""
+    key = (git_dirs(path) or (None, os.path.realpath(path)))[1]
     return runtime.git_locks.setdefault(key, gevent.lock.RLock())
 
 
@@ -5633,9 +5680,9 @@ def git_head(cwd: str) -> str | None:
 
 
 def repo_root(cwd: str) -> str:
-    """The top of the git repository around cwd (cwd itself outside one)."""
-    code, out = run_command(["git", "rev-parse", "--show-toplevel"], cwd, timeout=10)
-    return out.strip() if code == 0 and out.strip() else cwd
+    """The top of the git repository around cwd (cwd itself outside one), as git_dirs()
+    finds it: never by asking git in a tree a run could write."""
+    return (git_dirs(cwd) or (cwd,))[0]
 
 
 def worktree_path(task: dict) -> str:
@@ -5767,9 +5814,20 @@ class ThisMachine:
     host = None
     where = ""
 
-    def shell(self, cwd: str, reopen: bool = True):
-        """run(argv, timeout) -> (exit code, stdout) in cwd."""
-        return lambda argv, timeout=30: run_command(argv, cwd, timeout)
+    def shell(self, cwd: str, reopen: bool = True, sandbox: dict | None = None):
+        """run(argv, timeout) -> (exit code, stdout) in cwd, git's hooks off (GIT_ENV);
+        with `sandbox`, in that sandbox (the board's own git on a checkout a run could
+        write: git_sandbox())."""
+        def run(argv, timeout=30):
+            argv, env = in_sandbox(argv, cwd, {**os.environ, **GIT_ENV}, sandbox,
+                                   os.path.realpath(runtime.data_dir))
+            return run_command(argv, cwd, timeout, env=env)
+        return run
+
+    def git_dir(self, project: dict) -> str | None:
+        """The common git folder of the project's repository (git_dirs()): what a sandbox
+        of its runs binds, never what git in a checkout says."""
+        return (git_dirs(project["working_dir"]) or (None, None))[1]
 
     def git(self, cwd: str, *args: str, timeout: float = 60) -> str:
         return git(cwd, *args, timeout=timeout)
@@ -5829,13 +5887,13 @@ class ThisMachine:
         """The repository of the project's branches there."""
         return repo_root(project["working_dir"])
 
-    def task_git(self, task: dict, project: dict) -> tuple:
+    def task_git(self, task: dict, project: dict, sandbox: dict | None = None) -> tuple:
         """See task_git()."""
         if not git_head(project["working_dir"]):
             return None, None
         path = worktree_path(task)
-        return (self.shell(self.repository(project)),
-                self.shell(path) if os.path.isdir(path) else None)
+        return (self.shell(self.repository(project), sandbox=sandbox),
+                self.shell(path, sandbox=sandbox) if os.path.isdir(path) else None)
 
     #: Whether every task there works on a branch of its own (here: with autoBranch).
     branches_always = False
@@ -5983,19 +6041,19 @@ THIS_MACHINE = ThisMachine()
 # --- hosts: agents on other machines, over OpenSSH (design §15) ------------------
 
 #: Sourced by every command sent to a host, its output dropped: the login's PATH.
+#: git's switches as GIT_ENV's, GIT_CONFIG_* (REMOTE_RUN takes them away from the agent).
 REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$p" ' \
-    '>/dev/null 2>&1 </dev/null; done; export GIT_TERMINAL_PROMPT=0 LC_ALL=C ' \
-    'GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null ' \
-    'GIT_CONFIG_KEY_1=core.fsmonitor GIT_CONFIG_VALUE_1=false'
+    '>/dev/null 2>&1 </dev/null; done; export GIT_TERMINAL_PROMPT=0 LC_ALL=C ' + " ".join(
+        f"{k}={shlex.quote(v)}" for k, v in GIT_ENV.items() if k.startswith("GIT_CONFIG_"))
 #: The POSIX sh wrapper of a run on a host, sent with every run (nothing is installed
 #: there): `sh -c WRAPPER sh ENV_FILE WORKTREE ARGV...`.  It reads the run's variables
 #: from the 0600 file the board wrote (and removes it), starts the CLI in the worktree in
 #: its own process group (ARGV is in_sandbox()'s: in its sandbox when it has one), says the
 #: group's id on stderr, and kills the group when the channel closes: a newline on stderr
 #: every few seconds fails once nobody reads it.
-REMOTE_RUN = REMOTE_PROFILE + r'''
+REMOTE_RUN = REMOTE_PROFILE + "\nunset " + " ".join(
+    k for k in GIT_ENV if k.startswith("GIT_CONFIG_")) + r'''
 f=$1; dir=$2; shift 2
-unset GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_KEY_1 GIT_CONFIG_VALUE_1
 . "$f"; rm -f -- "$f"
 cd -- "$dir" || exit 127
 exec 3<&0
@@ -6217,13 +6275,20 @@ class HostLink:
             raise OSError(f"{what} could not be written on host {self.host['name']!r}: "
                           f"{_cut(out.strip(), 300)}")
 
-    def shell(self, cwd: str, reopen: bool = True):
+    def shell(self, cwd: str, reopen: bool = True, sandbox: dict | None = None):
         """run(argv, timeout) -> (exit code, stdout) in cwd on the host, as run_command()
-        runs one here (HostDown when the host cannot be reached)."""
+        runs one here (HostDown when the host cannot be reached), in `sandbox` as here."""
         def run(argv, timeout=30):
-            return self.run(f"cd {shlex.quote(cwd)} && {shlex.join(argv)}", timeout=timeout,
-                            reopen=reopen)
+            argv, own = in_sandbox(argv, cwd, {}, sandbox,
+                                   self.path(reopen=reopen) if sandbox else "")
+            return self.run(f"cd {shlex.quote(cwd)} && " + "".join(
+                f"export {k}={shlex.quote(v)}; " for k, v in own.items()) + shlex.join(argv),
+                timeout=timeout, reopen=reopen)
         return run
+
+    def git_dir(self, project: dict) -> str:
+        """The common git folder of the project's clone there: the board made it."""
+        return posixpath.join(self.repository(project), ".git")
 
     @property
     def where(self) -> str:
@@ -6326,12 +6391,13 @@ class HostLink:
     def repository(self, project: dict, reopen: bool = True) -> str:
         return self.path("repos", project["slug"], reopen=reopen)  # fetched before each run
 
-    def task_git(self, task: dict, project: dict) -> tuple:
+    def task_git(self, task: dict, project: dict, sandbox: dict | None = None) -> tuple:
         try:  # only while connected: a read never waits for the connection
-            root = self.shell(self.repository(project, reopen=False), reopen=False)
+            repo = self.repository(project, reopen=False)
+            root = self.shell(repo, reopen=False, sandbox=sandbox)
             path = self.path("worktrees", project["id"], task["task_key"], reopen=False)
-            checkout = self.shell(path, reopen=False) if root(["test", "-d", path])[0] == 0 \
-                else None
+            checkout = self.shell(path, reopen=False, sandbox=sandbox) \
+                if self.shell(repo, reopen=False)(["test", "-d", path])[0] == 0 else None
         except HostDown:
             return None, None
         return root, checkout
@@ -6578,7 +6644,7 @@ class MissingHost:
         return {"engine": "bubblewrap", "works": False, "version": None,
                 "error": "the project's host is gone"}
 
-    def task_git(self, task: dict, project: dict) -> tuple:
+    def task_git(self, task: dict, project: dict, sandbox: dict | None = None) -> tuple:
         return None, None
 
     def head(self, cwd: str) -> None:
@@ -7960,9 +8026,8 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
                                 sandboxed=sandboxed)
     sandbox = {"agent": agent, "command": command or runtime.config["agents"][agent], "files": [
         f for f in files if f], "paths": json.loads(project["sandbox_paths_json"] or "null"),
-        "read_only": (mode or project["permission_mode"]) == "read-only", "hide": [
-            p["working_dir"] for p in find_rows("projects") if p["id"] != project["id"]]} \
-        if sandboxed else None
+        "read_only": (mode or project["permission_mode"]) == "read-only",
+        "hide": other_projects(project), "git": machine.git_dir(project)} if sandboxed else None
     simulated = command is SIMULATED_AGENT
     if plan is not None:
         run = PlanRun(plan[0], project["id"], plan[1], prompt, agent, machine=machine,
@@ -8975,23 +9040,58 @@ def task_checkout(task: dict, project: dict, machine: "ThisMachine | HostLink",
     return path
 
 
+def other_projects(project: dict) -> list[str]:
+    """The folders of the other projects: hidden from a run of this one."""
+    return [p["working_dir"] for p in find_rows("projects") if p["id"] != project["id"]]
+
+
+def git_sandbox(project: dict, machine: "ThisMachine | HostLink", write: bool = False) \
+        -> dict | None:
+    """The sandbox of the board's own git on a checkout or repository a run of the project
+    could have written (design §17 v6): its runs' layout, with no CLI and nothing of the
+    data dir, the checkout read-only unless the command must `write` (the end-of-run
+    commit).  A nested repository's filter, an agent-set diff driver or a planted
+    `commondir` then run as blind as the run.  None where the project's runs are not
+    sandboxed (`none`, simulated, bubblewrap not working there); its git then runs with
+    what executes code off as far as git allows (GIT_ENV, DIFF_SCRIPT's and COMMIT_SCRIPT's
+    flags), but git has no switch for a filter that `.gitattributes` or a nested
+    repository's own config names (`git add` runs it): that stays open for an unsandboxed
+    project, whose agent runs as the person chose anyway.  HostDown when the host's clone
+    is not known without connecting."""
+    if project["sandbox"] == "none" or runs_simulated(project) or \
+            not machine.sandbox()["works"]:
+        return None
+    return {"agent": None, "command": [], "files": [], "read_only": not write,
+            "hide": other_projects(project), "git": machine.git_dir(project)}
+
+
+#: The end-of-run commit of what a run left in its worktree (`sh -c COMMIT_SCRIPT sh
+#: MESSAGE`), in one sandbox: nothing when clean, else all of it, hooks skipped, as the
+#: repository's own identity or else Taskboard's; its last line "committed" when it did.
+COMMIT_SCRIPT = r"""exec 2>&1
+s=$(git status --porcelain --ignore-submodules=all) || exit 1
+[ -n "$s" ] || exit 0
+git add -A || exit 1
+if git config user.email >/dev/null; then set -- commit -q --no-verify -m "$1"
+else set -- -c user.name=Taskboard -c user.email=taskboard@localhost commit -q \
+  --no-verify -m "$1"; fi
+git "$@" && echo committed"""
+
+
 def commit_leftovers(task: dict, cwd: str, run_id: int | None,
                      machine: "ThisMachine | HostLink") -> None:
     """Commit what the agent left uncommitted in the task's worktree, on the machine the
-    run used."""
-    if not machine.worktree_at(cwd):
+    run used, in the sandbox of its runs (git_sandbox())."""
+    project = project_row(task["project_id"])
+    if project is None or not machine.worktree_at(cwd):
         return
-    run_git = functools.partial(machine.git, cwd)
+    sandbox = git_sandbox(project, machine, write=True)
     with machine.repo_lock(cwd):
-        if not run_git("status", "--porcelain").strip():
-            return
-        run_git("add", "-A")
-        who = ["-c", "user.name=Taskboard", "-c", "user.email=taskboard@localhost"]
-        with contextlib.suppress(GitError):  # the repository's own identity, if it has one
-            if run_git("config", "user.email").strip():
-                who = []
-        run_git(*who, "commit", "-q", "--no-verify", "-m",
-                f"{task['task_key']}: uncommitted changes from the agent")
+        code, out = machine.shell(cwd, sandbox=sandbox)(
+            ["sh", "-c", COMMIT_SCRIPT, "sh",
+             f"{task['task_key']}: uncommitted changes from the agent"], 300)
+    if not git_output(["commit"], code, out).strip().endswith("committed"):
+        return
     runtime.logs.append(task["id"], "system", "committed the changes the agent left "
                         "uncommitted", run_id)
 
@@ -9118,7 +9218,8 @@ def task_diff(task_id: int, attempt: int | None = None) -> dict:
     cwd = runs[-1]["cwd"] if runs and runs[-1]["cwd"] else project["working_dir"]
     base = next((r["head_start"] for r in runs if r["head_start"]), None)
     code, branch = run_command(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd, 10)
-    return _diff(THIS_MACHINE.shell(cwd) if base else None, [base],
+    return _diff(THIS_MACHINE.shell(cwd, sandbox=git_sandbox(project, THIS_MACHINE))
+                 if base else None, [base],
                  branch.strip() if code == 0 else "")
 
 
@@ -9126,7 +9227,12 @@ def task_git(task: dict, project: dict) -> tuple:
     """Where the git commands of a task on a branch run: (its repository, its worktree or
     None), each a run(argv, timeout) as a machine's shell() gives; (None, None) outside git
     or on a host whose connection is not open (a read never waits for one)."""
-    return project_machine(project).task_git(task, project)
+    machine = project_machine(project)
+    try:
+        sandbox = git_sandbox(project, machine)
+    except HostDown:
+        return None, None
+    return machine.task_git(task, project, sandbox)
 
 
 def task_commits(task: dict) -> list[dict]:
@@ -9145,7 +9251,11 @@ def task_commits(task: dict) -> list[dict]:
         end = next((r["head_end"] for r in reversed(runs) if r["head_end"]), None)
         if base is None or end is None or base == end:
             return []
-        commit_range, run = f"{base}..{end}", THIS_MACHINE.shell(runs[-1]["cwd"])
+        project = project_row(task["project_id"])
+        if project is None:
+            return []
+        commit_range, run = f"{base}..{end}", THIS_MACHINE.shell(
+            runs[-1]["cwd"], sandbox=git_sandbox(project, THIS_MACHINE))
     try:
         code, out = run(["git", "log", "--format=%H%x1f%s%x1f%an%x1f%aI", commit_range], 20)
     except HostDown:
@@ -9167,35 +9277,49 @@ def _task_base(root, task: dict, base_branch: str) -> str | None:
     return task["base_commit"]
 
 
+#: The board's diff (`sh -c DIFF_SCRIPT sh ARGS...`), in one sandbox: numstat, NUL, the
+#: diff, and against the working tree (one ARG) NUL and the new files, NUL-separated; no
+#: external diff, textconv or nested repository runs (their config may be the agent's).
+DIFF_SCRIPT = r"""n=$#; set -- --no-ext-diff --no-textconv --ignore-submodules=all "$@" --
+git diff --numstat "$@" && printf '\0' && git diff "$@" || exit 1
+[ "$n" = 1 ] || exit 0
+printf '\0'; git ls-files --others --exclude-standard -z"""
+#: New files as diffs (`sh -c NEW_FILES_DIFF sh FILE...`): each one's numstat, NUL, diff, NUL.
+NEW_FILES_DIFF = r"""for f; do
+  git diff --no-index --no-ext-diff --no-textconv --numstat -- /dev/null "$f"; printf '\0'
+  git diff --no-index --no-ext-diff --no-textconv -- /dev/null "$f"; printf '\0'
+done"""
+
+
 def _diff(run, args: list[str], branch: str) -> dict:
     """`git diff args` with numstat totals, cut at MAX_DIFF_BYTES with a marker; run (as a
-    machine's shell() gives) runs git where the diff is made; None: an empty diff."""
+    machine's shell() gives, in git_sandbox()) runs git where the diff is made; None: an
+    empty diff."""
     stats = {"files": 0, "insertions": 0, "deletions": 0}
     out = {"diff": "", "branch": branch, "stats": stats}
     if run is None:
         return out
-    with contextlib.suppress(HostDown):  # a host lost meanwhile: what was counted by then
-        code, numstat = run(["git", "diff", "--numstat", *args, "--"], 30)
-        for line in numstat.splitlines() if code == 0 else []:
+    with contextlib.suppress(HostDown):  # a host lost meanwhile: no diff
+        code, text = run(["sh", "-c", DIFF_SCRIPT, "sh", *args], 60)
+        parts = text.split("\0", 2) if code == 0 else []
+        if len(parts) < 2:
+            return out
+        for line in parts[0].splitlines():
             added, removed, _ = (line.split("\t", 2) + ["", ""])[:3]
             stats["files"] += 1
             stats["insertions"] += int(added) if added.isdigit() else 0
             stats["deletions"] += int(removed) if removed.isdigit() else 0
-        code, diff = run(["git", "diff", *args, "--"], 30)
-        if code != 0:
-            return out
-        if len(args) == 1:  # against the working tree: new files are changes too
-            code, listing = run(["git", "ls-files", "--others", "--exclude-standard", "-z"], 30)
-            for name in listing.split("\0")[:MAX_NEW_FILES] if code == 0 else []:
-                if not name:
-                    continue
-                code, numstat = run(["git", "diff", "--no-index", "--numstat", "--",
-                                     os.devnull, name], 30)
-                added = numstat.split("\t", 1)[0] if code in (0, 1) else ""
+        diff = parts[1]
+        names = [n for n in parts[2].split("\0") if n][:MAX_NEW_FILES] if len(parts) > 2 \
+            else []
+        if names:  # against the working tree: new files are changes too
+            code, text = run(["sh", "-c", NEW_FILES_DIFF, "sh", *names], 120)
+            pieces = text.split("\0") if code == 0 else []
+            for numstat, piece in zip(pieces[0::2], pieces[1::2]):
+                added = numstat.split("\t", 1)[0]
                 stats["files"] += 1
                 stats["insertions"] += int(added) if added.isdigit() else 0
-                code, text = run(["git", "diff", "--no-index", "--", os.devnull, name], 30)
-                diff += text if code in (0, 1) else ""
+                diff += piece
                 if len(diff) > MAX_DIFF_BYTES:
                     break
         data = diff.encode("utf-8")
