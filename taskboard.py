@@ -5476,7 +5476,9 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: to run), TB_READ_ONLY (a planner's or verifier's checkout), TB_STATE (its CLI's state
 #: under home: writable, folders made first), TB_NEVER (never seen under home), TB_HIDE
 #: (other projects), TB_RO and TB_RW (sandboxPaths), TB_FILES (the run's own, read-only),
-#: TB_GIT (the repository's common git folder as the board found it: git_dirs()).
+#: TB_GIT (the repository's common git folder as the board found it: git_dirs()); and for
+#: the board's own git on the repository (WORKTREE_SCRIPT, WORKTREE_REMOVE, PICK_SCRIPT),
+#: TB_GIT_WRITE (all of TB_GIT writable) and TB_OUT (its worktrees' folder, writable).
 #: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
 #: folder hidden again, then the checkout and the git metadata a commit writes, read-only
 #: what must never be written (hooks, config, what points git elsewhere), the run's files,
@@ -5517,7 +5519,8 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
           g=${x%/gitdir} && break
       done
       case $w in "${c%/.git}"/*) rw=--bind;; *) rw=;; esac
-      if [ -n "$rw" ] && [ "$c" = "${c%/.git}/.git" ]; then
+      if [ -n "$TB_GIT_WRITE" ]; then p --bind "$c" "$c"
+      elif [ -n "$rw" ] && [ "$c" = "${c%/.git}/.git" ]; then
         [ -n "$TB_READ_ONLY" ] && rw=--ro-bind
         p "$rw" "$c" "$c"
         for x in config hooks info worktrees modules; do
@@ -5533,6 +5536,8 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
           p --ro-bind "$dir/.git" "$dir/.git"; fi
       fi
     fi
+    printf '%s\n' "$TB_OUT" | while IFS= read -r x; do [ -n "$x" ] || continue
+      mkdir -p -m 700 -- "$x" && p --bind "$x" "$x"; done
     printf '%s\n' "$TB_FILES" | each --ro-bind-try
     printf '%s\n' "$TB_HIDE" | while IFS= read -r x; do [ -d "$x" ] || continue
       case $dir/ in "$x"/*) continue;; esac
@@ -5545,7 +5550,7 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   exec 4<"$a"; rm -f -- "$a"
   set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_NEVER TB_HIDE \
-    TB_RO TB_RW TB_FILES TB_GIT
+    TB_RO TB_RW TB_FILES TB_GIT TB_GIT_WRITE TB_OUT
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
 #: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.
@@ -5603,8 +5608,10 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     {agent (None: the board's own git, no CLI state), command (the CLI's own words), files
     (the run's own, read-only: its MCP config, its attachments), paths (sandboxPaths),
     read_only (a planner's or verifier's: its checkout too), hide (other projects' folders),
-    git (the repository's common git folder: git_dirs())}; `base`: the board's folder where the
-    run happens (the data dir, a host's baseDir); `show`: more programs the run starts."""
+    git (the repository's common git folder: git_dirs()), out (the board's own git on the
+    repository: its worktrees' folder, writable with all of `git`)}; `base`: the board's
+    folder where the run happens (the data dir, a host's baseDir); `show`: more programs
+    the run starts."""
     paths = sandbox.get("paths") or {}
     return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
             "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
@@ -5615,7 +5622,8 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_RO": "\n".join(paths.get("readOnly", ())),
             "TB_RW": "\n".join(paths.get("readWrite", ())),
             "TB_FILES": "\n".join([*sandbox["files"], *files]),
-            "TB_GIT": sandbox.get("git") or ""}
+            "TB_GIT": sandbox.get("git") or "", "TB_GIT_WRITE": "1" if sandbox.get("out") else "",
+            "TB_OUT": "\n".join(sandbox.get("out") or ())}
 
 
 def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
@@ -5898,14 +5906,16 @@ class ThisMachine:
     #: Whether every task there works on a branch of its own (here: with autoBranch).
     branches_always = False
 
-    def make_worktree(self, task: dict, project: dict, branch: str) -> tuple:
-        """Keep or make a task's worktree on `branch` (WORKTREE_SCRIPT): what it did, its
-        path, its HEAD, and where the branch is when not in workingDir (GitError)."""
+    def make_worktree(self, task: dict, project: dict, branch: str,
+                      sandbox: dict | None = None) -> tuple:
+        """Keep or make a task's worktree on `branch` (WORKTREE_SCRIPT, in `sandbox`): what
+        it did, its path, its HEAD, and where the branch is when not in workingDir
+        (GitError)."""
         root, path = self.repository(project), worktree_path(task)
         with git_lock(root):
-            code, out = run_command(["sh", "-c", WORKTREE_SCRIPT, "sh", *worktree_args(
-                task, project, path, branch, "refs/heads/ refs/remotes/origin/")], root, 600,
-                stderr=subprocess.STDOUT, env={**os.environ, **GIT_ENV})
+            code, out = self.shell(root, sandbox=sandbox)(
+                ["sh", "-c", "exec 2>&1\n" + WORKTREE_SCRIPT, "sh", *worktree_args(
+                    task, project, path, branch, "refs/heads/ refs/remotes/origin/")], 600)
         what, _, head = worktree_made(code, out, self.where)
         return what, path, head, None
 
@@ -5926,9 +5936,11 @@ class ThisMachine:
         return path if project["auto_branch"] and os.path.isdir(path) \
             else project["working_dir"]
 
-    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool) -> None:
+    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool,
+                        sandbox: dict | None = None) -> None:
         """Remove a task's worktree, and its branch when merged or it has no commits of its
-        own; with only_if, only if only_if(task) holds under the repository's lock."""
+        own (WORKTREE_REMOVE, in `sandbox`); with only_if, only if only_if(task) holds
+        under the repository's lock."""
         path = worktree_path(task)
         if not (project["auto_branch"] or os.path.isdir(path)) or git_head(
                 project["working_dir"]) is None:
@@ -5937,8 +5949,8 @@ class ThisMachine:
         with git_lock(root):
             if only_if is not None and not only_if(task):
                 return
-            run_command(["sh", "-c", WORKTREE_REMOVE, "sh", *worktree_gone_args(
-                task, path, merged)], root, 60, env={**os.environ, **GIT_ENV})
+            self.shell(root, sandbox=sandbox)(["sh", "-c", WORKTREE_REMOVE, "sh",
+                                               *worktree_gone_args(task, path, merged)], 60)
 
     def attachments(self, task: dict, attachments: list[dict]) -> str | None:
         """The folder of a task's attachments for its run (None without any)."""
@@ -6404,14 +6416,18 @@ class HostLink:
 
     branches_always = True  # design §15
 
-    def make_worktree(self, task: dict, project: dict, branch: str) -> tuple:
-        """The worktree in the project's clone there, fetched first; the clone's branches
-        are older than origin's."""
+    def make_worktree(self, task: dict, project: dict, branch: str,
+                      sandbox: dict | None = None) -> tuple:
+        """The worktree in the project's clone there, fetched first (the clone's branches
+        are older than origin's), in `sandbox` as here."""
         repo = self.repository(project)
+        argv, own = in_sandbox(["sh", "-c", WORKTREE_SCRIPT, "sh", *worktree_args(
+            task, project, self.worktree(task, project), branch,
+            "refs/remotes/origin/ refs/heads/")], repo, {}, sandbox, self.path())
         with self.repo_lock(repo):
-            code, out = self.run(self.clone_script(project) + '\ncd "$repo"\nsh -c ' + shlex.join(
-                [WORKTREE_SCRIPT, "sh", *worktree_args(task, project, self.worktree(
-                    task, project), branch, "refs/remotes/origin/ refs/heads/")]), timeout=600)
+            code, out = self.run(self.clone_script(project) + '\ncd "$repo"\n' + "".join(
+                f"export {k}={shlex.quote(v)}\n" for k, v in own.items()) + shlex.join(argv),
+                timeout=600)
         what, path, head = worktree_made(code, out, self.where)
         return what, path, head, f"{self.host['name']}:{repo}"
 
@@ -6458,19 +6474,21 @@ git -C "$repo" fetch -q origin >&2 || true"""
                            f"attachment {item['file_name']!r}")
         return folder
 
-    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool) -> None:
+    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool,
+                        sandbox: dict | None = None) -> None:
         """In the background: the host may be slow to reach (nothing when it cannot be)."""
         if task["branch_name"]:
-            gevent.spawn(self._remove_worktree, task, project, only_if, merged)
+            gevent.spawn(self._remove_worktree, task, project, only_if, merged, sandbox)
 
-    def _remove_worktree(self, task, project, only_if, merged) -> None:
+    def _remove_worktree(self, task, project, only_if, merged, sandbox) -> None:
         try:
-            with self.repo_lock(self.repository(project)):
+            repo = self.repository(project)
+            with self.repo_lock(repo):
                 if only_if is not None and not only_if(task):
                     return
-                self.run(f"cd {shlex.quote(self.repository(project))} && " + shlex.join([
-                    "sh", "-c", WORKTREE_REMOVE, "sh", *worktree_gone_args(
-                        task, self.worktree(task, project), merged)]) + "; true", timeout=60)
+                self.shell(repo, sandbox=sandbox)(["sh", "-c", WORKTREE_REMOVE, "sh",
+                                                   *worktree_gone_args(task, self.worktree(
+                                                       task, project), merged)], 60)
         except HostDown as exc:
             if task_row(task["id"]) is not None:
                 runtime.logs.append(task["id"], "system", f"the worktree{self.where} was not "
@@ -6653,7 +6671,7 @@ class MissingHost:
     def full(self) -> None:
         return None  # its runs stop at ready()
 
-    def remove_worktree(self, task, project, only_if, merged) -> None:
+    def remove_worktree(self, task, project, only_if, merged, sandbox=None) -> None:
         """Nothing: what was on the host went with it."""
 
     def bring_home(self, task: dict, project: dict) -> None:
@@ -8977,8 +8995,8 @@ def _clear_attempts(task: dict, project: dict, rows: list[dict], keep=None) -> N
     src, dst = (machine.worktree(attempt_task(task, keep), project),
                 machine.worktree(task, project)) if keep else ("", "")
     with machine.repo_lock(repo):
-        code, out = machine.shell(repo)(["sh", "-c", PICK_SCRIPT, "sh", src, dst, *gone],
-                                        timeout=120)
+        code, out = machine.shell(repo, sandbox=git_sandbox(project, machine, worktree=task))(
+                ["sh", "-c", "exec 2>&1\n" + PICK_SCRIPT, "sh", src, dst, *gone], timeout=120)
     if code != 0:
         raise Conflict(f"the attempts' worktrees could not be moved: {_cut(out.strip(), 300)}")
 
@@ -9026,7 +9044,8 @@ def task_checkout(task: dict, project: dict, machine: "ThisMachine | HostLink",
                             "repository with a commit; the agent works in it directly", run_id)
         return cwd
     branch = task["branch_name"] or branch_name(task)
-    what, path, head, at = machine.make_worktree(task, project, branch)
+    what, path, head, at = machine.make_worktree(task, project, branch, git_sandbox(
+        project, machine, worktree=task))
     if what == "kept":
         return path
     changes = {"branch_name": branch, **({"branch_at": at} if at else {})}
@@ -9045,24 +9064,29 @@ def other_projects(project: dict) -> list[str]:
     return [p["working_dir"] for p in find_rows("projects") if p["id"] != project["id"]]
 
 
-def git_sandbox(project: dict, machine: "ThisMachine | HostLink", write: bool = False) \
-        -> dict | None:
+def git_sandbox(project: dict, machine: "ThisMachine | HostLink", write: bool = False,
+                worktree: dict | None = None) -> dict | None:
     """The sandbox of the board's own git on a checkout or repository a run of the project
     could have written (design §17 v6): its runs' layout, with no CLI and nothing of the
     data dir, the checkout read-only unless the command must `write` (the end-of-run
-    commit).  A nested repository's filter, an agent-set diff driver or a planted
-    `commondir` then run as blind as the run.  None where the project's runs are not
-    sandboxed (`none`, simulated, bubblewrap not working there); its git then runs with
-    what executes code off as far as git allows (GIT_ENV, DIFF_SCRIPT's and COMMIT_SCRIPT's
-    flags), but git has no switch for a filter that `.gitattributes` or a nested
-    repository's own config names (`git add` runs it): that stays open for an unsandboxed
-    project, whose agent runs as the person chose anyway.  HostDown when the host's clone
-    is not known without connecting."""
+    commit); with `worktree` (a task), the repository's own git work on its worktrees
+    (WORKTREE_SCRIPT, WORKTREE_REMOVE, PICK_SCRIPT): the repository read-only but its git
+    folder, and the worktrees' folder, writable.  A nested repository's filter, an
+    agent-set diff driver, a planted `commondir` or reflog link then act as blind as the
+    run.  None where the project's runs are not sandboxed (`none`, simulated, bubblewrap
+    not working there); its git then runs with what executes code off as far as git
+    allows (GIT_ENV, DIFF_SCRIPT's and COMMIT_SCRIPT's flags), but git has no switch for a
+    filter that `.gitattributes` or a nested repository's own config names (`git add` runs
+    it), nor for a reflog it appends through a link: that stays open for an unsandboxed
+    project, whose agent runs as the person chose anyway.  HostDown when a host's folders
+    are not known without connecting."""
     if project["sandbox"] == "none" or runs_simulated(project) or \
             not machine.sandbox()["works"]:
         return None
     return {"agent": None, "command": [], "files": [], "read_only": not write,
-            "hide": other_projects(project), "git": machine.git_dir(project)}
+            "hide": other_projects(project), "git": machine.git_dir(project),
+            "out": [posixpath.dirname(machine.worktree(worktree, project))] if worktree
+            else []}
 
 
 #: The end-of-run commit of what a run left in its worktree (`sh -c COMMIT_SCRIPT sh
@@ -9102,9 +9126,10 @@ def remove_worktree(task: dict, project: dict, only_if_done: bool = False,
     or they were merged.  With only_if_done, nothing happens unless the task is still
     done and has no agent.  What fails goes to the task's log."""
     try:
-        project_machine(project).remove_worktree(
-            task, project, _still_done if only_if_done else None, merged)
-    except GitError as exc:
+        machine = project_machine(project)
+        machine.remove_worktree(task, project, _still_done if only_if_done else None, merged,
+                                git_sandbox(project, machine, worktree=task))
+    except (GitError, HostDown) as exc:
         if task_row(task["id"]) is None:
             log.warning("task %s: its worktree was not removed: %s", task["id"], exc)
         else:

@@ -10,6 +10,7 @@ control) gets what it went for, so the script is shown to work.
 """
 import base64
 import contextlib
+import os
 import pathlib
 import shutil
 import sys
@@ -19,8 +20,8 @@ import uuid
 import pytest
 
 import taskboard
-from agent_helpers import wait_status
-from conftest import FAKE_AGENT, Api, desk, git, make_repo, unavailable
+from agent_helpers import RUN, wait_status
+from conftest import FAKE_AGENT, Api, desk, git, make_repo, unavailable, wait_for
 
 pytestmark = pytest.mark.sandbox
 ROOTS = pathlib.Path(__file__).resolve().parent / ".roots"
@@ -127,8 +128,30 @@ echo left > left.txt
     assert done["sandboxed"] is True
     assert not stolen.exists(), stolen.read_text()
     assert bashrc == "# mine\n"
-    api.move(task["id"], "done")
-    assert client.get(f"/api/tasks/{task['id']}").json["status"] == "done"
+    api.move(task["id"], "done")  # approved: its worktree goes, as the board's sandboxed git
+    worktree = person.data / "worktrees" / str(project["id"]) / task["task_key"]
+    wait_for(lambda: not worktree.exists(), RUN, message="the worktree to be removed")
+    assert done["branch_name"] in git(person.shop, "branch", "--list")
+
+
+def test_attempts_are_made_picked_and_cleared_by_the_boards_sandboxed_git(
+        client, api, person):
+    """Best of N in a sandboxed project: each attempt's worktree is made, diffed and, once
+    one is picked, moved or removed by the board's git in the runs' sandbox."""
+    project = api.project(sandbox="bubblewrap", maxConcurrent=2,
+                          sandboxPaths={"readWrite": [str(person.records)]})
+    task = api.task(project["id"], description="fake:ok fake:write=mine.txt")
+    client.post_json(f"/api/tasks/{task['id']}/attempts", {"agents": [
+        {"agent": "claude"}, {"agent": "claude", "model": "model_small"}]}, status=202)
+    wait_status(client, task["id"], "testing")
+    first, second = client.get(f"/api/tasks/{task['id']}/attempts").json
+    assert first["diff"]["files"] == second["diff"]["files"] == 1, (first, second)
+    client.post(f"/api/tasks/{task['id']}/attempts/1/pick")
+    picked = client.get(f"/api/tasks/{task['id']}").json
+    assert picked["branch_name"] == first["branch"]
+    assert "mine.txt" in desk(client, "get_task_diff", {"taskId": task["id"]}).json["diff"]
+    assert second["branch"] not in git(person.shop, "branch", "--list").split()
+    assert os.listdir(person.data / "worktrees" / str(project["id"])) == [task["task_key"]]
 
 
 @pytest.mark.parametrize("mode", ["bubblewrap", "none"])
