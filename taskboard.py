@@ -9402,8 +9402,10 @@ def _push_branch(task: dict, project: dict, pr: dict | None, say) -> bool:
     try:  # from the project's machine (a host's clone, with the host's credentials)
         machine = project_machine(project)
         where = machine.repository(project)
-        with machine.repo_lock(where):
-            machine.git(where, "push", "origin", refs, timeout=PUSH_TIMEOUT_SECONDS)
+        with machine.repo_lock(where):  # to origin's URL: no remote-tracking ref is
+            # written, nor its reflog, which a run may have made a link to a file of home
+            url = machine.git(where, "remote", "get-url", "--push", "origin", timeout=30)
+            machine.git(where, "push", url.strip(), refs, timeout=PUSH_TIMEOUT_SECONDS)
     except (GitError, HostDown, NotFound) as exc:
         if pr:
             runtime.logs.append(task["id"], "pr", f"pull request #{pr['number']} was not "

@@ -96,7 +96,11 @@ def test_a_nested_repository_and_a_planted_reflog_never_run_as_the_board(
     ~/.bashrc: the board's end-of-run commit recursed into `sub/` and appended its reflog
     line there, as the board.  Sandboxed, both happen blind, and the work lands: its
     commit, the leftovers' commit, the diff, done."""
-    project = api.project(permissionMode="auto-accept", autoBranch=1, sandbox=mode,
+    origin = person.home / "code" / "origin.git"
+    git(person.shop, "clone", "-q", "--bare", str(person.shop), str(origin))
+    git(person.shop, "remote", "add", "origin", str(origin))
+    git(person.shop, "fetch", "-q", "origin")
+    project = api.project(permissionMode="auto-accept", autoBranch=1, sandbox=mode, autoPr=1,
                           sandboxPaths={"readWrite": [str(person.records)]})
     task = api.task(project["id"], description=script(f"""
 echo work > work.txt && git add work.txt && git commit -qm "the agent's work" &&
@@ -109,6 +113,8 @@ git config filter.ev.clean "sh $top/.thief.sh" && echo '* filter=ev' > .git/info
 cd .. && git add sub && git commit -qm "a nested repository"
 touch -d '2001-01-01 00:00' sub/f
 ln -sf "$HOME/.bashrc" "$(git rev-parse --git-dir)/logs/HEAD"
+t=$(git rev-parse --git-common-dir)/logs/refs/remotes/origin/$(git branch --show-current)
+mkdir -p "$(dirname "$t")" && ln -sf "$HOME/.bashrc" "$t"
 echo left > left.txt
 """))
     api.move(task["id"], "in_progress")
@@ -119,8 +125,14 @@ echo left > left.txt
     assert "the agent's work" in commits and "uncommitted changes from the agent" in commits
     diff = desk(client, "get_task_diff", {"taskId": task["id"]}).json
     assert "+work" in diff["diff"] and "+left" in diff["diff"], diff
+    api.move(task["id"], "done")  # approved: pushed, and its worktree goes
+    worktree = person.data / "worktrees" / str(project["id"]) / task["task_key"]
+    wait_for(lambda: not worktree.exists(), RUN, message="the worktree to be removed")
+    assert done["branch_name"] in git(person.shop, "branch", "--list")
+    assert "the agent's work" in git(origin, "log", "--format=%s", done["branch_name"])
     stolen = person.marks / "stolen"
     bashrc = (person.home / ".bashrc").read_text()
+    assert "update by push" not in bashrc, "the push wrote no reflog through the link"
     if mode == "none":  # the control: the board's own git ran the agent's filter and link
         assert KEY in stolen.read_text()
         assert "uncommitted changes from the agent" in bashrc
@@ -128,10 +140,6 @@ echo left > left.txt
     assert done["sandboxed"] is True
     assert not stolen.exists(), stolen.read_text()
     assert bashrc == "# mine\n"
-    api.move(task["id"], "done")  # approved: its worktree goes, as the board's sandboxed git
-    worktree = person.data / "worktrees" / str(project["id"]) / task["task_key"]
-    wait_for(lambda: not worktree.exists(), RUN, message="the worktree to be removed")
-    assert done["branch_name"] in git(person.shop, "branch", "--list")
 
 
 def test_attempts_are_made_picked_and_cleared_by_the_boards_sandboxed_git(
