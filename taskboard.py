@@ -5492,33 +5492,36 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   a=$(mktemp) || exit 126
   { p() { printf '%s\0' "$@"; }
-    each() { while IFS= read -r x; do [ -n "$x" ] && p "$@" "$x" "$x"; done; }
+    each() { m=$1; shift; for x; do p "$m" "$x" "$x"; done; }
     inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}
       p --ro-bind-try "$d" "$d"; [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
-    h=$(cd -- "$HOME" && pwd -P)
+    here=$PWD; cd -P -- "$HOME" && h=$PWD; cd -P -- "$dir" && k=$PWD/.git; cd -- "$here"
     p BASE --tmpfs "$h"
     for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done
     n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
       [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
-    printf '%s\n' "$TB_SHOW" | while IFS= read -r x; do [ -n "$x" ] && inst "$x"; done
+    nl='
+'; IFS=$nl; set -f
+    for x in $TB_SHOW; do inst "$x"; done
     IFS=:; for d in $PATH; do case $d in "$h"/*) p --ro-bind-try "$d" "$d";; esac; done
-    unset IFS
-    printf '%s\n' "$h/.gitconfig" "$h/.config/git" "$TB_RO" | each --ro-bind-try
-    printf '%s\n' "$TB_STATE" | while IFS= read -r x; do [ -n "$x" ] || continue
+    IFS=$nl
+    each --ro-bind-try "$h/.gitconfig" "$h/.config/git" $TB_RO
+    for x in $TB_STATE; do
       case $x in */) [ -d "$h/$x" ] || mkdir -p -m 700 -- "$h/$x";; esac
       p --bind-try "$h/${x%/}" "$h/${x%/}"
     done
-    printf '%s\n' "$TB_RW" | each --bind-try
+    each --bind-try $TB_RW
     p --tmpfs "$TB_BASE"
     if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
     c=$TB_GIT; g=
     if [ -n "$c" ] && [ -d "$c" ] && [ ! -L "$c" ]; then
-      w=$(cd -- "$dir" && pwd -P)/.git
+      set +f
       for x in "$c"/worktrees/*/gitdir; do
-        [ -f "$x" ] && [ ! -L "$x" ] && IFS= read -r l < "$x" && [ "$l" = "$w" ] &&
+        [ -f "$x" ] && [ ! -L "$x" ] && IFS= read -r l < "$x" && [ "$l" = "$k" ] &&
           g=${x%/gitdir} && break
       done
-      case $w in "${c%/.git}"/*) rw=--bind;; *) rw=;; esac
+      set -f
+      case $k in "${c%/.git}"/*) rw=--bind;; *) rw=;; esac
       if [ -n "$TB_GIT_WRITE" ]; then p --bind "$c" "$c"
       elif [ -n "$rw" ] && [ "$c" = "${c%/.git}/.git" ]; then
         [ -n "$TB_READ_ONLY" ] && rw=--ro-bind
@@ -5536,17 +5539,17 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
           p --ro-bind "$dir/.git" "$dir/.git"; fi
       fi
     fi
-    printf '%s\n' "$TB_OUT" | while IFS= read -r x; do [ -n "$x" ] || continue
-      mkdir -p -m 700 -- "$x" && p --bind "$x" "$x"; done
-    printf '%s\n' "$TB_FILES" | each --ro-bind-try
-    printf '%s\n' "$TB_HIDE" | while IFS= read -r x; do [ -d "$x" ] || continue
+    for x in $TB_OUT; do mkdir -p -m 700 -- "$x" && p --bind "$x" "$x"; done
+    each --ro-bind-try $TB_FILES
+    for x in $TB_HIDE; do [ -d "$x" ] || continue
       case $dir/ in "$x"/*) continue;; esac
       case $c/ in "$x"/*) continue;; esac
       p --tmpfs "$x"; done
-    printf '%s\n' "$TB_NEVER" | while IFS= read -r x; do [ -n "$x" ] || continue
+    for x in $TB_NEVER; do
       if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
         p --ro-bind /dev/null "$h/$x"; fi; done; :
   } > "$a" || exit 126
+  unset IFS; set +f
   exec 4<"$a"; rm -f -- "$a"
   set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_NEVER TB_HIDE \
