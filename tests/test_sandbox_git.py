@@ -210,3 +210,45 @@ echo resumed
     assert not stolen.exists(), stolen.read_text()
     calls = [c for c in (person.records / "calls.jsonl").read_text().splitlines()]
     assert len(calls) == 2 and '"resumed": true' in calls[1]
+
+
+@pytest.fixture
+def sshd(person):
+    from ssh_helpers import SshServer, sshd_missing
+    if sshd_missing() is not None:
+        unavailable(sshd_missing())
+    server = SshServer(person.root)
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+def test_on_a_host_a_nested_repository_never_runs_as_the_board(client, api, person, sshd,
+                                                                mode):
+    """The first escape on a host (its baseDir beside the person's home here): the board's
+    end-of-run commit there, over ssh, runs in the run's sandbox there as it does here."""
+    from ssh_helpers import trusted_host
+    host = trusted_host(client, sshd, person.root)
+    project = api.project(host=host["id"], repoUrl=str(person.shop), sandbox=mode,
+                          permissionMode="auto-accept", slug=f"far-{mode}",
+                          sandboxPaths={"readWrite": [str(person.records)]})
+    task = api.task(project["id"], description=script(f"""
+printf 'id >> {person.marks}/ran-on-host; cat\\n' > .thief.sh && top=$(pwd)
+mkdir sub && cd sub && git init -q && echo x > f && git add f && git commit -qm sub
+git config filter.ev.clean "sh $top/.thief.sh" && echo '* filter=ev' > .git/info/attributes
+cd .. && git add sub && git commit -qm "a nested repository" && echo "GOT its commit"
+touch -d '2001-01-01 00:00' sub/f
+echo left > left.txt
+"""))
+    api.move(task["id"], "in_progress")
+    done = wait_status(client, task["id"], "testing", timeout=4 * RUN)
+    assert "GOT its commit" in said(client, task["id"])
+    clone = person.root / "host" / "repos" / project["slug"]
+    assert "uncommitted changes from the agent" in git(clone, "log", "--format=%s",
+                                                       done["branch_name"])
+    ran = person.marks / "ran-on-host"
+    if mode == "none":  # the control: the board's git there ran the agent's filter
+        assert ran.exists()
+        return
+    assert done["sandboxed"] is True
+    assert not ran.exists(), ran.read_text()
