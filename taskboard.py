@@ -5485,10 +5485,12 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: and last what no bind may show: other projects and credential stores.  The metadata
 #: bound is TB_GIT's and its worktree's admin folder (the one whose `gitdir`, read-only to
 #: every run, names the checkout), never what git or a link in the checkout says, and
-#: only real folders, never a link a run planted (design §17 v6).  A checkout's own .git
-#: (no autoBranch) stays writable but for its config, hooks, info, worktrees and modules:
-#: git writes HEAD and the index by renaming into it.  The arguments go NUL-separated to
-#: `bwrap --args 4`; $dir is the checkout, "$@" the run's argv, which becomes bubblewrap's.
+#: only real folders, never a link a run planted (design §17 v6); the remote-tracking refs
+#: and their logs stay read-only, so the board's fetch never follows a link a run left.
+#: A checkout's own .git (no autoBranch) stays writable but for its config, hooks, info,
+#: worktrees and modules: git writes HEAD and the index by renaming into it.  The
+#: arguments go NUL-separated to `bwrap --args 4`; $dir is the checkout, "$@" the run's
+#: argv, which becomes bubblewrap's.
 SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   a=$(mktemp) || exit 126
   { p() { printf '%s\0' "$@"; }
@@ -5538,6 +5540,8 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
             elif [ ! -e "$g/$x" ]; then p --ro-bind /dev/null "$g/$x"; fi; done
           p --ro-bind "$dir/.git" "$dir/.git"; fi
       fi
+      [ -z "$TB_GIT_WRITE" ] && for x in refs/remotes logs/refs/remotes; do
+        [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
     fi
     for x in $TB_OUT; do mkdir -p -m 700 -- "$x" && p --bind "$x" "$x"; done
     each --ro-bind-try $TB_FILES

@@ -140,6 +140,8 @@ echo left > left.txt
     assert done["sandboxed"] is True
     assert not stolen.exists(), stolen.read_text()
     assert bashrc == "# mine\n"
+    remotes = person.shop / ".git" / "logs" / "refs" / "remotes" / "origin"
+    assert not (remotes / done["branch_name"]).is_symlink(), "remote-tracking logs: read-only"
 
 
 def test_attempts_are_made_picked_and_cleared_by_the_boards_sandboxed_git(
