@@ -5944,10 +5944,10 @@ class ThisMachine:
             else project["working_dir"]
 
     def remove_worktree(self, task: dict, project: dict, only_if, merged: bool,
-                        sandbox: dict | None = None) -> None:
+                        sandbox=lambda: None) -> None:
         """Remove a task's worktree, and its branch when merged or it has no commits of its
-        own (WORKTREE_REMOVE, in `sandbox`); with only_if, only if only_if(task) holds
-        under the repository's lock."""
+        own (WORKTREE_REMOVE, in the sandbox `sandbox()` gives); with only_if, only if
+        only_if(task) holds under the repository's lock."""
         path = worktree_path(task)
         if not (project["auto_branch"] or os.path.isdir(path)) or git_head(
                 project["working_dir"]) is None:
@@ -5956,7 +5956,7 @@ class ThisMachine:
         with git_lock(root):
             if only_if is not None and not only_if(task):
                 return
-            self.shell(root, sandbox=sandbox)(["sh", "-c", WORKTREE_REMOVE, "sh",
+            self.shell(root, sandbox=sandbox())(["sh", "-c", WORKTREE_REMOVE, "sh",
                                                *worktree_gone_args(task, path, merged)], 60)
 
     def attachments(self, task: dict, attachments: list[dict]) -> str | None:
@@ -6306,8 +6306,9 @@ class HostLink:
         return run
 
     def git_dir(self, project: dict) -> str:
-        """The common git folder of the project's clone there: the board made it."""
-        return posixpath.join(self.repository(project), ".git")
+        """The common git folder of the project's clone there: the board made it (HostDown
+        when the host's home is not known without connecting)."""
+        return posixpath.join(self.repository(project, reopen=False), ".git")
 
     @property
     def where(self) -> str:
@@ -6482,7 +6483,7 @@ git -C "$repo" fetch -q origin >&2 || true"""
         return folder
 
     def remove_worktree(self, task: dict, project: dict, only_if, merged: bool,
-                        sandbox: dict | None = None) -> None:
+                        sandbox=lambda: None) -> None:
         """In the background: the host may be slow to reach (nothing when it cannot be)."""
         if task["branch_name"]:
             gevent.spawn(self._remove_worktree, task, project, only_if, merged, sandbox)
@@ -6493,7 +6494,7 @@ git -C "$repo" fetch -q origin >&2 || true"""
             with self.repo_lock(repo):
                 if only_if is not None and not only_if(task):
                     return
-                self.shell(repo, sandbox=sandbox)(["sh", "-c", WORKTREE_REMOVE, "sh",
+                self.shell(repo, sandbox=sandbox())(["sh", "-c", WORKTREE_REMOVE, "sh",
                                                    *worktree_gone_args(task, self.worktree(
                                                        task, project), merged)], 60)
         except HostDown as exc:
@@ -9135,7 +9136,7 @@ def remove_worktree(task: dict, project: dict, only_if_done: bool = False,
     try:
         machine = project_machine(project)
         machine.remove_worktree(task, project, _still_done if only_if_done else None, merged,
-                                git_sandbox(project, machine, worktree=task))
+                                lambda: git_sandbox(project, machine, worktree=task))
     except (GitError, HostDown) as exc:
         if task_row(task["id"]) is None:
             log.warning("task %s: its worktree was not removed: %s", task["id"], exc)
