@@ -5488,12 +5488,13 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: only real folders, never a link a run planted (design §17 v6); the remote-tracking refs
 #: and their logs stay read-only, so the board's fetch never follows a link a run left.
 #: A checkout's own .git (no autoBranch) stays writable but for its config, hooks, info,
-#: worktrees and modules: git writes HEAD and the index by renaming into it.  The
-#: arguments go NUL-separated to `bwrap --args 4`; $dir is the checkout, "$@" the run's
-#: argv, which becomes bubblewrap's.
+#: worktrees and modules: git writes HEAD and the index by renaming into it.  p() quotes
+#: each argument for the `eval` that makes them bubblewrap's (no temporary file, no fork);
+#: $dir is the checkout, "$@" the run's argv, which becomes bubblewrap's.
 SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
-  a=$(mktemp) || exit 126
-  { p() { printf '%s\0' "$@"; }
+  q=
+  { p() { for _a; do _r=; while :; do case $_a in *\'*) _r=$_r${_a%%\'*}"'\\''"
+          _a=${_a#*\'};; *) break;; esac; done; q="$q '$_r$_a'"; done; }
     each() { m=$1; shift; for x; do p "$m" "$x" "$x"; done; }
     inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}
       p --ro-bind-try "$d" "$d"; [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
@@ -5552,10 +5553,9 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     for x in $TB_NEVER; do
       if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
         p --ro-bind /dev/null "$h/$x"; fi; done; :
-  } > "$a" || exit 126
+  }
   unset IFS; set +f
-  exec 4<"$a"; rm -f -- "$a"
-  set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
+  eval "set -- $TB_BWRAP $q --chdir \"\$dir\" -- \"\$@\""
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_NEVER TB_HIDE \
     TB_RO TB_RW TB_FILES TB_GIT TB_GIT_WRITE TB_OUT
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
