@@ -5488,7 +5488,8 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: only real folders, never a link a run planted (design §17 v6); the remote-tracking refs
 #: and their logs stay read-only, so the board's fetch never follows a link a run left.
 #: A checkout's own .git (no autoBranch) stays writable but for its config, hooks, info,
-#: worktrees and modules: git writes HEAD and the index by renaming into it.  p() quotes
+#: worktrees and modules (made empty first when missing, so that no link takes their
+#: place): git writes HEAD and the index by renaming into it.  p() quotes
 #: each argument for the `eval` that makes them bubblewrap's (no temporary file, no fork);
 #: $dir is the checkout, "$@" the run's argv, which becomes bubblewrap's.
 SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
@@ -5530,6 +5531,7 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
         [ -n "$TB_READ_ONLY" ] && rw=--ro-bind
         p "$rw" "$c" "$c"
         for x in config hooks info worktrees modules; do
+          [ -e "$c/$x" ] || [ -L "$c/$x" ] || [ "$x" = config ] || mkdir -- "$c/$x"
           [ -e "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
       else
         p --ro-bind "$c" "$c"
@@ -5768,6 +5770,16 @@ def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str
     return what, path, head
 
 
+def in_repository(script: str, common: str | None) -> str:
+    """A script of the board's git work on a repository's worktrees (WORKTREE_SCRIPT,
+    WORKTREE_REMOVE, PICK_SCRIPT) pinned to its common git folder as the board found it
+    (GIT_COMMON_DIR: a `commondir` a run planted is not followed), refusing a `worktrees`
+    folder that is a link (its prune would empty what it points at); stderr with stdout."""
+    pin = f"export GIT_COMMON_DIR={shlex.quote(common)}\n" if common else ""
+    return pin + 'exec 2>&1\nif [ -L "$(git rev-parse --git-common-dir)/worktrees" ]; then\n' \
+        '  echo "refused: the repository\'s worktrees folder is a link"; exit 1\nfi\n' + script
+
+
 def not_installed(agent: str) -> str:
     """Why a run of an agent whose command is not found cannot start, and what to do."""
     cli = AGENTS[agent]
@@ -5921,7 +5933,8 @@ class ThisMachine:
         root, path = self.repository(project), worktree_path(task)
         with git_lock(root):
             code, out = self.shell(root, sandbox=sandbox)(
-                ["sh", "-c", "exec 2>&1\n" + WORKTREE_SCRIPT, "sh", *worktree_args(
+                ["sh", "-c", in_repository(WORKTREE_SCRIPT, self.git_dir(project)), "sh",
+                 *worktree_args(
                     task, project, path, branch, "refs/heads/ refs/remotes/origin/")], 600)
         what, _, head = worktree_made(code, out, self.where)
         return what, path, head, None
@@ -5956,7 +5969,8 @@ class ThisMachine:
         with git_lock(root):
             if only_if is not None and not only_if(task):
                 return
-            self.shell(root, sandbox=sandbox())(["sh", "-c", WORKTREE_REMOVE, "sh",
+            self.shell(root, sandbox=sandbox())(["sh", "-c", in_repository(
+                WORKTREE_REMOVE, self.git_dir(project)), "sh",
                                                *worktree_gone_args(task, path, merged)], 60)
 
     def attachments(self, task: dict, attachments: list[dict]) -> str | None:
@@ -6429,7 +6443,8 @@ class HostLink:
         """The worktree in the project's clone there, fetched first (the clone's branches
         are older than origin's), in `sandbox` as here."""
         repo = self.repository(project)
-        argv, own = in_sandbox(["sh", "-c", WORKTREE_SCRIPT, "sh", *worktree_args(
+        argv, own = in_sandbox(["sh", "-c", in_repository(
+            WORKTREE_SCRIPT, self.git_dir(project)), "sh", *worktree_args(
             task, project, self.worktree(task, project), branch,
             "refs/remotes/origin/ refs/heads/")], repo, {}, sandbox, self.path())
         with self.repo_lock(repo):
@@ -6494,7 +6509,8 @@ git -C "$repo" fetch -q origin >&2 || true"""
             with self.repo_lock(repo):
                 if only_if is not None and not only_if(task):
                     return
-                self.shell(repo, sandbox=sandbox())(["sh", "-c", WORKTREE_REMOVE, "sh",
+                self.shell(repo, sandbox=sandbox())(["sh", "-c", in_repository(
+                    WORKTREE_REMOVE, self.git_dir(project)), "sh",
                                                    *worktree_gone_args(task, self.worktree(
                                                        task, project), merged)], 60)
         except HostDown as exc:
@@ -6664,7 +6680,7 @@ class MissingHost:
         raise HostDown(f"the project's host (host {self.host_id}) is gone")
 
     agent_command = ready = has_git = repository = worktree = review_cwd = source = \
-        attachments = repo_lock = shell = git = invocation = board_tools = _gone
+        attachments = repo_lock = shell = git = invocation = board_tools = git_dir = _gone
 
     def sandbox(self) -> dict:
         return {"engine": "bubblewrap", "works": False, "version": None,
@@ -9004,7 +9020,8 @@ def _clear_attempts(task: dict, project: dict, rows: list[dict], keep=None) -> N
                 machine.worktree(task, project)) if keep else ("", "")
     with machine.repo_lock(repo):
         code, out = machine.shell(repo, sandbox=git_sandbox(project, machine, worktree=task))(
-                ["sh", "-c", "exec 2>&1\n" + PICK_SCRIPT, "sh", src, dst, *gone], timeout=120)
+                ["sh", "-c", in_repository(PICK_SCRIPT, machine.git_dir(project)), "sh", src,
+                 dst, *gone], timeout=120)
     if code != 0:
         raise Conflict(f"the attempts' worktrees could not be moved: {_cut(out.strip(), 300)}")
 

@@ -254,3 +254,32 @@ echo left > left.txt
         return
     assert done["sandboxed"] is True
     assert not ran.exists(), ran.read_text()
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+def test_a_worktrees_link_never_makes_the_boards_prune_empty_the_repository(
+        client, api, person, mode):
+    """A run in the checkout itself makes `.git/worktrees` a link to `.git`: the board's next
+    `git worktree prune` (making a task's worktree once autoBranch is on) took every folder
+    of `.git` for a stale worktree and removed it.  Sandboxed the link cannot be made (the
+    folder is made and bound read-only first); unsandboxed (the control) it is, and the
+    board refuses to work on that repository's worktrees rather than prune through it."""
+    project = api.project(permissionMode="auto-accept", sandbox=mode,
+                          sandboxPaths={"readWrite": [str(person.records)]})
+    first = api.task(project["id"], description=script(
+        "rmdir .git/worktrees 2>/dev/null; ln -s . .git/worktrees && echo planted"))
+    api.move(first["id"], "in_progress")
+    wait_status(client, first["id"], "testing")
+    client.put_json(f"/api/projects/{project['id']}", {"autoBranch": 1})
+    second = api.task(project["id"], description="fake:ok")
+    api.move(second["id"], "in_progress")
+    if mode == "none":
+        assert "planted" in said(client, first["id"])
+        failed = wait_status(client, second["id"], "failed")
+        assert "worktrees folder is a link" in failed["last_error"], failed
+    else:
+        assert "planted" not in said(client, first["id"])
+        assert not (person.shop / ".git" / "worktrees").is_symlink()
+        wait_status(client, second["id"], "testing")
+    assert (person.shop / ".git" / "objects").is_dir(), "the repository is whole"
+    assert "initial" in git(person.shop, "log", "--format=%s", "--all")
