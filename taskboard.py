@@ -5715,7 +5715,7 @@ WORKTREE_SCRIPT = r"""set -e
 wt=$1; b=$2; f=$3; pr=$4; order=$5
 if [ -d "$wt" ] && git -C "$wt" rev-parse --git-dir >/dev/null 2>&1; then echo kept
 else
-  git worktree prune
+  prune
   mkdir -p "$(dirname "$wt")"
   if git rev-parse --verify -q "refs/heads/$b" >/dev/null; then
     git worktree add -q "$wt" "$b" >&2; echo again
@@ -5745,7 +5745,7 @@ def worktree_args(task: dict, project: dict, worktree: str, branch: str,
 #: when MERGED, or when it has no commits of its own since BASE.
 WORKTREE_REMOVE = r"""wt=$1; b=$2; base=$3; merged=$4
 if [ -d "$wt" ]; then git worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf -- "$wt"; fi
-git worktree prune
+prune
 [ -n "$b" ] || exit 0
 if [ -n "$merged" ] || { [ -n "$base" ] &&
     [ "$(git rev-list --count "$base..$b" 2>/dev/null)" = 0 ]; }; then
@@ -5770,14 +5770,31 @@ def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str
     return what, path, head
 
 
-def in_repository(script: str, common: str | None) -> str:
+def in_repository(script: str, common: str | None, sandbox: dict | None = None) -> str:
     """A script of the board's git work on a repository's worktrees (WORKTREE_SCRIPT,
-    WORKTREE_REMOVE, PICK_SCRIPT) pinned to its common git folder as the board found it
-    (GIT_COMMON_DIR: a `commondir` a run planted is not followed), refusing a `worktrees`
-    folder that is a link (its prune would empty what it points at); stderr with stdout."""
+    WORKTREE_REMOVE, PICK_SCRIPT, PRUNE) pinned to its common git folder as the board found
+    it (GIT_COMMON_DIR: a `commondir` a run planted is not followed), refusing a `worktrees`
+    folder that is a link (its prune would empty what it points at); stderr with stdout.
+    Its `prune` is `git worktree prune`, but nothing in a `sandbox`, where the worktrees it
+    does not show (the person's own, other projects') would look gone: PRUNE runs outside
+    it then (prune_outside())."""
     pin = f"export GIT_COMMON_DIR={shlex.quote(common)}\n" if common else ""
+    prune = ":" if sandbox else "git worktree prune"
     return pin + 'exec 2>&1\nif [ -L "$(git rev-parse --git-common-dir)/worktrees" ]; then\n' \
-        '  echo "refused: the repository\'s worktrees folder is a link"; exit 1\nfi\n' + script
+        '  echo "refused: the repository\'s worktrees folder is a link"; exit 1\nfi\n' \
+        f"prune() {{ {prune}; }}\n" + script
+
+
+#: Stale worktrees forgotten: what the scripts above do as `prune`.
+PRUNE = "prune"
+
+
+def prune_outside(shell, common: str | None, sandbox: dict | None) -> None:
+    """After (or before) a sandboxed script of in_repository(), its prune, outside the
+    sandbox, where every worktree of the repository is seen (shell: a machine's shell()
+    in the repository)."""
+    if sandbox is not None:
+        shell(["sh", "-c", in_repository(PRUNE, common)], 60)
 
 
 def not_installed(agent: str) -> str:
@@ -5932,8 +5949,9 @@ class ThisMachine:
         (GitError)."""
         root, path = self.repository(project), worktree_path(task)
         with git_lock(root):
+            prune_outside(self.shell(root), self.git_dir(project), sandbox)
             code, out = self.shell(root, sandbox=sandbox)(
-                ["sh", "-c", in_repository(WORKTREE_SCRIPT, self.git_dir(project)), "sh",
+                ["sh", "-c", in_repository(WORKTREE_SCRIPT, self.git_dir(project), sandbox), "sh",
                  *worktree_args(
                     task, project, path, branch, "refs/heads/ refs/remotes/origin/")], 600)
         what, _, head = worktree_made(code, out, self.where)
@@ -5969,9 +5987,11 @@ class ThisMachine:
         with git_lock(root):
             if only_if is not None and not only_if(task):
                 return
-            self.shell(root, sandbox=sandbox())(["sh", "-c", in_repository(
-                WORKTREE_REMOVE, self.git_dir(project)), "sh",
-                                               *worktree_gone_args(task, path, merged)], 60)
+            box = sandbox()
+            self.shell(root, sandbox=box)(["sh", "-c", in_repository(
+                WORKTREE_REMOVE, self.git_dir(project), box), "sh",
+                *worktree_gone_args(task, path, merged)], 60)
+            prune_outside(self.shell(root), self.git_dir(project), box)
 
     def attachments(self, task: dict, attachments: list[dict]) -> str | None:
         """The folder of a task's attachments for its run (None without any)."""
@@ -6443,12 +6463,14 @@ class HostLink:
         """The worktree in the project's clone there, fetched first (the clone's branches
         are older than origin's), in `sandbox` as here."""
         repo = self.repository(project)
+        prune = shlex.join(["sh", "-c", in_repository(PRUNE, self.git_dir(project))]) \
+            if sandbox else ":"
         argv, own = in_sandbox(["sh", "-c", in_repository(
-            WORKTREE_SCRIPT, self.git_dir(project)), "sh", *worktree_args(
+            WORKTREE_SCRIPT, self.git_dir(project), sandbox), "sh", *worktree_args(
             task, project, self.worktree(task, project), branch,
             "refs/remotes/origin/ refs/heads/")], repo, {}, sandbox, self.path())
         with self.repo_lock(repo):
-            code, out = self.run(self.clone_script(project) + '\ncd "$repo"\n' + "".join(
+            code, out = self.run(self.clone_script(project) + f'\ncd "$repo"\n{prune}\n' + "".join(
                 f"export {k}={shlex.quote(v)}\n" for k, v in own.items()) + shlex.join(argv),
                 timeout=600)
         what, path, head = worktree_made(code, out, self.where)
@@ -6509,10 +6531,11 @@ git -C "$repo" fetch -q origin >&2 || true"""
             with self.repo_lock(repo):
                 if only_if is not None and not only_if(task):
                     return
-                self.shell(repo, sandbox=sandbox())(["sh", "-c", in_repository(
-                    WORKTREE_REMOVE, self.git_dir(project)), "sh",
-                                                   *worktree_gone_args(task, self.worktree(
-                                                       task, project), merged)], 60)
+                box = sandbox()
+                self.shell(repo, sandbox=box)(["sh", "-c", in_repository(
+                    WORKTREE_REMOVE, self.git_dir(project), box), "sh", *worktree_gone_args(
+                        task, self.worktree(task, project), merged)], 60)
+                prune_outside(self.shell(repo), self.git_dir(project), box)
         except HostDown as exc:
             if task_row(task["id"]) is not None:
                 runtime.logs.append(task["id"], "system", f"the worktree{self.where} was not "
@@ -6882,7 +6905,8 @@ def delete_project(project_id: int) -> dict:
     if os.path.isdir(folder):  # the worktrees go; their branches stay in the repository
         shutil.rmtree(folder, ignore_errors=True)
         if git_head(project["working_dir"]):
-            run_command(["git", "worktree", "prune"], repo_root(project["working_dir"]), 30)
+            run_command(["sh", "-c", in_repository("git worktree prune", THIS_MACHINE.git_dir(
+                project))], repo_root(project["working_dir"]), 30, env={**os.environ, **GIT_ENV})
     runtime.events.publish("project:deleted", {"id": project_id}, project_id)
     return {"ok": True}
 
@@ -8997,7 +9021,7 @@ def pick_attempt(task_id: int, n: int, by: str = "person") -> list[dict]:
 PICK_SCRIPT = """src=$1 dst=$2; shift 2
 if [ -n "$src" ]; then
   if [ -e "$dst" ]; then git worktree remove --force "$dst" || rm -rf "$dst"; fi
-  git worktree prune; mkdir -p "$(dirname "$dst")"
+  prune; mkdir -p "$(dirname "$dst")"
   if [ -d "$src" ]; then git worktree move "$src" "$dst" || exit 1; fi
 fi
 while [ $# -gt 1 ]; do
@@ -9005,7 +9029,7 @@ while [ $# -gt 1 ]; do
   if [ -n "$2" ]; then git branch -D "$2" >/dev/null 2>&1; fi
   shift 2
 done
-git worktree prune"""
+prune"""
 
 
 def _clear_attempts(task: dict, project: dict, rows: list[dict], keep=None) -> None:
@@ -9018,10 +9042,12 @@ def _clear_attempts(task: dict, project: dict, rows: list[dict], keep=None) -> N
         "" if project["keep_attempt_branches"] else a["branch_name"])]
     src, dst = (machine.worktree(attempt_task(task, keep), project),
                 machine.worktree(task, project)) if keep else ("", "")
+    sandbox = git_sandbox(project, machine, worktree=task)
     with machine.repo_lock(repo):
-        code, out = machine.shell(repo, sandbox=git_sandbox(project, machine, worktree=task))(
-                ["sh", "-c", in_repository(PICK_SCRIPT, machine.git_dir(project)), "sh", src,
-                 dst, *gone], timeout=120)
+        code, out = machine.shell(repo, sandbox=sandbox)(
+            ["sh", "-c", in_repository(PICK_SCRIPT, machine.git_dir(project), sandbox), "sh",
+             src, dst, *gone], timeout=120)
+        prune_outside(machine.shell(repo), machine.git_dir(project), sandbox)
     if code != 0:
         raise Conflict(f"the attempts' worktrees could not be moved: {_cut(out.strip(), 300)}")
 
@@ -9175,7 +9201,8 @@ def prune_worktrees() -> None:
         if project["auto_branch"] and git_head(project["working_dir"]):
             root = repo_root(project["working_dir"])
             with git_lock(root):
-                run_command(["git", "worktree", "prune"], root, 30, env={**os.environ, **GIT_ENV})
+                run_command(["sh", "-c", in_repository("git worktree prune", THIS_MACHINE.git_dir(
+                    project))], root, 30, env={**os.environ, **GIT_ENV})
 
 
 def worktree_disk(project_id: int) -> dict:

@@ -147,7 +147,10 @@ echo left > left.txt
 def test_attempts_are_made_picked_and_cleared_by_the_boards_sandboxed_git(
         client, api, person):
     """Best of N in a sandboxed project: each attempt's worktree is made, diffed and, once
-    one is picked, moved or removed by the board's git in the runs' sandbox."""
+    one is picked, moved or removed by the board's git in the runs' sandbox; a worktree of
+    the person's own, which that sandbox does not show, is not pruned for looking gone."""
+    mine = person.home / "code" / "shop-mine"
+    git(person.shop, "worktree", "add", "-q", "-b", "mine", str(mine))
     project = api.project(sandbox="bubblewrap", maxConcurrent=2,
                           sandboxPaths={"readWrite": [str(person.records)]})
     task = api.task(project["id"], description="fake:ok fake:write=mine.txt")
@@ -162,6 +165,7 @@ def test_attempts_are_made_picked_and_cleared_by_the_boards_sandboxed_git(
     assert "mine.txt" in desk(client, "get_task_diff", {"taskId": task["id"]}).json["diff"]
     assert second["branch"] not in git(person.shop, "branch", "--list").split()
     assert os.listdir(person.data / "worktrees" / str(project["id"])) == [task["task_key"]]
+    assert str(mine) in git(person.shop, "worktree", "list"), "the person's own is kept"
 
 
 @pytest.mark.parametrize("mode", ["bubblewrap", "none"])
