@@ -5779,8 +5779,9 @@ def in_repository(script: str, common: str | None, sandbox: dict | None = None) 
     does not show (the person's own, other projects') would look gone: PRUNE runs outside
     it then (prune_outside())."""
     pin = f"export GIT_COMMON_DIR={shlex.quote(common)}\n" if common else ""
+    where = '"$GIT_COMMON_DIR"' if common else '"$(git rev-parse --git-common-dir)"'
     prune = ":" if sandbox else "git worktree prune"
-    return pin + 'exec 2>&1\nif [ -L "$(git rev-parse --git-common-dir)/worktrees" ]; then\n' \
+    return pin + f'exec 2>&1\nif [ -L {where}/worktrees ]; then\n' \
         '  echo "refused: the repository\'s worktrees folder is a link"; exit 1\nfi\n' \
         f"prune() {{ {prune}; }}\n" + script
 
@@ -5789,12 +5790,27 @@ def in_repository(script: str, common: str | None, sandbox: dict | None = None) 
 PRUNE = "prune"
 
 
-def prune_outside(shell, common: str | None, sandbox: dict | None) -> None:
+def prune_outside(shell, common: str | None, sandbox: dict | None, path: str | None = None) \
+        -> None:
     """After (or before) a sandboxed script of in_repository(), its prune, outside the
     sandbox, where every worktree of the repository is seen (shell: a machine's shell()
-    in the repository)."""
-    if sandbox is not None:
+    in the repository); with `path` (a worktree to make, here), only when the repository
+    holds it as a worktree that is gone."""
+    if sandbox is not None and (path is None or _registered_gone(common, path)):
         shell(["sh", "-c", in_repository(PRUNE, common)], 60)
+
+
+def _registered_gone(common: str | None, path: str) -> bool:
+    """Whether the repository whose common git folder is `common` names `path` as one of
+    its worktrees (an admin folder's `gitdir`) while it is gone."""
+    if common is None or os.path.isdir(path):
+        return common is None
+    want = os.path.join(os.path.realpath(path), ".git")
+    folder = os.path.join(common, "worktrees")
+    with contextlib.suppress(OSError):
+        return any((read_regular(os.path.join(folder, name, "gitdir"), 4096) or "").strip()
+                   == want for name in os.listdir(folder))
+    return False
 
 
 def not_installed(agent: str) -> str:
@@ -5949,7 +5965,7 @@ class ThisMachine:
         (GitError)."""
         root, path = self.repository(project), worktree_path(task)
         with git_lock(root):
-            prune_outside(self.shell(root), self.git_dir(project), sandbox)
+            prune_outside(self.shell(root), self.git_dir(project), sandbox, path)
             code, out = self.shell(root, sandbox=sandbox)(
                 ["sh", "-c", in_repository(WORKTREE_SCRIPT, self.git_dir(project), sandbox), "sh",
                  *worktree_args(
