@@ -5543,73 +5543,105 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: under home, and ~/.cache: writable, the project's own copies kept in TB_KEEP, made from
 #: the person's the first time, ~/.cache empty), TB_LOGINS (login files under home, shared
 #: so that a login refreshes), TB_MANAGERS (VERSION_MANAGERS), TB_NEVER (never seen under
-#: home), TB_HIDE
-#: (other projects' folders, the token file), TB_RO and TB_RW (sandboxPaths), TB_FILES
-#: (the run's own, read-only).
+#: home), TB_HIDE (other projects' folders, the token file), TB_RO and TB_RW (sandboxPaths),
+#: TB_FILES (the run's own, read-only), TB_GIT (the repository's common git folder as the
+#: board found it: git_dirs()); and for the board's own git on the repository
+#: (WORKTREE_SCRIPT, WORKTREE_REMOVE, PICK_SCRIPT), TB_GIT_WRITE (all of TB_GIT writable)
+#: and TB_OUT (its worktrees' folder, writable).
 #: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
-#: folder, other projects and credential stores hidden again, then the checkout and the
-#: git metadata a commit writes, and read-only what must never be written (hooks, config,
-#: what points git elsewhere).  The arguments go NUL-separated to `bwrap --args 4`; $dir
-#: is the checkout, "$@" the run's argv, which becomes bubblewrap's.
+#: folder hidden again, then the checkout and the git metadata a commit writes, read-only
+#: what must never be written (hooks, config, what points git elsewhere), the run's files,
+#: and last what no bind may show: other projects and credential stores.  The metadata
+#: bound is TB_GIT's and its worktree's admin folder (the one whose `gitdir`, read-only to
+#: every run, names the checkout), never what git or a link in the checkout says, and
+#: only real folders, never a link a run planted (design §17 v6); the remote-tracking refs
+#: and their logs stay read-only, so the board's fetch never follows a link a run left.
+#: A checkout's own .git (no autoBranch) stays writable but for its config, hooks, info,
+#: worktrees and modules (made empty first when missing, so that no link takes their
+#: place): git writes HEAD and the index by renaming into it.  p() quotes
+#: each argument for the `eval` that makes them bubblewrap's (no temporary file, no fork);
+#: $dir is the checkout, "$@" the run's argv, which becomes bubblewrap's.
 SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
-  a=$(mktemp) || exit 126
-  { p() { printf '%s\0' "$@"; }
-    each() { while IFS= read -r x; do [ -n "$x" ] && p "$@" "$x" "$x"; done; }
+  q=
+  { p() { for _a; do _r=; while :; do case $_a in *\'*) _r=$_r${_a%%\'*}"'\\''"
+          _a=${_a#*\'};; *) break;; esac; done; q="$q '$_r$_a'"; done; }
+    each() { m=$1; shift; for x; do p "$m" "$x" "$x"; done; }
     inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}
       case $d in "$h"|"$h"/.local|"$h"/.config) d=${x%/*};; esac
       [ "$d" = "$h" ] || p --ro-bind-try "$d" "$d"
       [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
-    h=$(cd -- "$HOME" && pwd -P)
+    here=$PWD; cd -P -- "$HOME" && h=$PWD; cd -P -- "$dir" && k=$PWD/.git; cd -- "$here"
     p BASE --tmpfs "$h"
     for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done
     n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
       [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
-    printf '%s\n' "$TB_SHOW" | while IFS= read -r x; do [ -n "$x" ] && inst "$x"; done
-    printf '%s\n' "$PATH" | tr : '\n' | while IFS= read -r d; do case $d in "$h"/*)
+    nl='
+'; IFS=$nl; set -f
+    for x in $TB_SHOW; do inst "$x"; done
+    IFS=:; for d in $PATH; do case $d in "$h"/*)
       p --ro-bind-try "$d" "$d"
-      for m in $TB_MANAGERS; do case $d in "$h/${m%%=*}"|"$h/${m%%=*}"/*)
-        for r in $(printf '%s' "${m#*=}" | tr , ' '); do p --ro-bind-try "$h/$r" "$h/$r"; done
-      esac; done;; esac; done
-    printf '%s\n' "$h/.gitconfig" "$h/.config/git" "$TB_RO" | each --ro-bind-try
-    printf '%s\n' "$TB_STATE" .cache/ | while IFS= read -r x; do [ -n "$x" ] || continue
-      k=$TB_KEEP/${x%/}; x=$h/${x%/}
-      if [ ! -e "$k" ]; then mkdir -p -m 700 -- "${k%/*}" || exit 126
-        if [ "$x" != "$h/.cache" ] && [ -e "$x" ]; then cp -a -- "$x" "$k" || exit 126
-        else case $k in */*.json) echo '{}' > "$k";; *) mkdir -m 700 -- "$k";; esac
+      IFS=$nl; for m in $TB_MANAGERS; do case $d in "$h/${m%%=*}"|"$h/${m%%=*}"/*)
+        IFS=,; for r in ${m#*=}; do p --ro-bind-try "$h/$r" "$h/$r"; done;; esac; done
+      IFS=:;; esac; done
+    IFS=$nl
+    each --ro-bind-try "$h/.gitconfig" "$h/.config/git" $TB_RO
+    for x in $TB_STATE; do
+      s=$TB_KEEP/${x%/}; x=$h/${x%/}
+      if [ ! -e "$s" ]; then mkdir -p -m 700 -- "${s%/*}" || exit 126
+        if [ "$x" != "$h/.cache" ] && [ -e "$x" ]; then cp -a -- "$x" "$s"
+        else case $s in */*.json) echo '{}' > "$s";; *) mkdir -m 700 -- "$s";; esac
         fi || exit 126; fi
-      p --bind "$k" "$x"
+      p --bind "$s" "$x"
     done
-    printf '%s\n' "$TB_LOGINS" | while IFS= read -r x; do
-      [ -n "$x" ] && [ -f "$h/$x" ] && p --bind "$h/$x" "$h/$x"; done
-    printf '%s\n' "$TB_RW" | each --bind-try
+    for x in $TB_LOGINS; do [ -f "$h/$x" ] && p --bind "$h/$x" "$h/$x"; done
+    each --bind-try $TB_RW
     p --tmpfs "$TB_BASE"
-    printf '%s\n' "$TB_HIDE" | while IFS= read -r x; do
-      if [ -f "$x" ]; then p --ro-bind /dev/null "$x"; elif [ -d "$x" ]; then
-        case $dir/ in "$x"/*) ;; *) p --tmpfs "$x";; esac; fi; done
-    printf '%s\n' "$TB_NEVER" | while IFS= read -r x; do [ -n "$x" ] || continue
-      if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
-        p --ro-bind /dev/null "$h/$x"; fi; done
     if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
-    g=$(git rev-parse --path-format=absolute --git-common-dir --git-dir 2>/dev/null) && {
-      c=${g%%"
-"*}; g=${g#*"
-"}
-      case $c in "$dir"/*) inside=1;; *) inside=;; esac
-      if [ "$c" != "$g" ] || [ -z "$inside" ]; then p --ro-bind "$c" "$c"
-        if [ -z "$TB_READ_ONLY" ]; then
-          for x in objects refs logs; do p --bind-try "$c/$x" "$c/$x"; done
-          [ "$c" != "$g" ] && p --bind "$g" "$g"; fi; fi
-      for x in "$c/hooks" "$c/config"; do [ -e "$x" ] && p --ro-bind "$x" "$x"; done
-      if [ "$c" != "$g" ]; then for x in commondir gitdir config.worktree; do
-          if [ -e "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
-          else p --ro-bind /dev/null "$g/$x"; fi; done
-        [ -e "$dir/.git" ] && p --ro-bind "$dir/.git" "$dir/.git"; fi; }
-    printf '%s\n' "$TB_FILES" | each --ro-bind-try; :
-  } > "$a" || exit 126
-  exec 4<"$a"; rm -f -- "$a"
-  set -- $TB_BWRAP --args 4 --chdir "$dir" -- "$@"
+    c=$TB_GIT; g=
+    if [ -n "$c" ] && [ -d "$c" ] && [ ! -L "$c" ]; then
+      set +f
+      for x in "$c"/worktrees/*/gitdir; do
+        [ -f "$x" ] && [ ! -L "$x" ] && IFS= read -r l < "$x" && [ "$l" = "$k" ] &&
+          g=${x%/gitdir} && break
+      done
+      set -f
+      case $k in "${c%/.git}"/*) rw=--bind;; *) rw=;; esac
+      if [ -n "$TB_GIT_WRITE" ]; then p --bind "$c" "$c"
+      elif [ -n "$rw" ] && [ "$c" = "${c%/.git}/.git" ]; then
+        [ -n "$TB_READ_ONLY" ] && rw=--ro-bind
+        p "$rw" "$c" "$c"
+        for x in config hooks info worktrees modules; do
+          [ -e "$c/$x" ] || [ -L "$c/$x" ] || [ "$x" = config ] || mkdir -- "$c/$x"
+          [ -e "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
+      else
+        p --ro-bind "$c" "$c"
+        if [ -z "$TB_READ_ONLY" ]; then for x in objects refs logs; do
+            [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --bind "$c/$x" "$c/$x"; done
+          [ -n "$g" ] && p --bind "$g" "$g"; fi
+        if [ -n "$g" ]; then for x in commondir gitdir config.worktree; do
+            if [ -f "$g/$x" ] && [ ! -L "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
+            elif [ ! -e "$g/$x" ]; then p --ro-bind /dev/null "$g/$x"; fi; done
+          p --ro-bind "$dir/.git" "$dir/.git"; fi
+      fi
+      [ -z "$TB_GIT_WRITE" ] && for x in refs/remotes logs/refs/remotes; do
+        [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
+    fi
+    for x in $TB_OUT; do mkdir -p -m 700 -- "$x" && p --bind "$x" "$x"; done
+    each --ro-bind-try $TB_FILES
+    for x in $TB_HIDE; do
+      if [ -f "$x" ]; then p --ro-bind /dev/null "$x"; continue; fi
+      [ -d "$x" ] || continue
+      case $dir/ in "$x"/*) continue;; esac
+      case $c/ in "$x"/*) continue;; esac
+      p --tmpfs "$x"; done
+    for x in $TB_NEVER; do
+      if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
+        p --ro-bind /dev/null "$h/$x"; fi; done; :
+  }
+  unset IFS; set +f
+  eval "set -- $TB_BWRAP $q --chdir \"\$dir\" -- \"\$@\""
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_KEEP TB_LOGINS \
-    TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES
+    TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES TB_GIT TB_GIT_WRITE TB_OUT
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
 #: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.
@@ -5636,6 +5668,30 @@ VERSION_MANAGERS = {
 CLI_LOGINS = {"claude": (".claude/.credentials.json",), "codex": (".codex/auth.json",),
               "gemini": (".gemini/oauth_creds.json",),
               "opencode": (".local/share/opencode/auth.json",)}
+
+
+def git_dirs(path: str) -> tuple[str, str] | None:
+    """The top of the git repository around path and its common git folder, found as git
+    finds them but without git, and without trusting what a run could write (design §17
+    v6): a `.git` folder is the common one (a `commondir` planted in it is not followed);
+    a `.git` file (a worktree's, read-only to its runs) names its admin folder, whose
+    `commondir` (read-only too) names the common one.  None outside a repository."""
+    top = os.path.realpath(path)
+    while True:
+        dot = os.path.join(top, ".git")
+        with contextlib.suppress(OSError):
+            if stat.S_ISDIR(os.lstat(dot).st_mode):
+                return top, dot
+        text = read_regular(dot, 4096)
+        if text is not None:
+            if not text.startswith("gitdir: "):
+                return None
+            admin = os.path.join(top, text[8:].strip())
+            common = (read_regular(os.path.join(admin, "commondir"), 4096) or "").strip()
+            return top, os.path.realpath(os.path.join(admin, common))
+        if os.path.dirname(top) == top:
+            return None
+        top = os.path.dirname(top)
 
 
 def try_sandbox(bwrap: list[str]) -> dict:
@@ -5692,24 +5748,29 @@ def sandbox_sign(text: str, home: str) -> str | None:
 
 def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     """The variables SANDBOX_RUN builds a run's sandbox from (design §17).  `sandbox`:
-    {agent, project (its id: its CLI state's copy), command (the CLI's own words), files
-    (the run's own, read-only: its MCP config, its attachments), paths (sandboxPaths),
-    read_only (a planner's or verifier's: its checkout too), hide (other projects' folders,
-    the token file)}; `base`: the board's folder where the run happens (the data dir, a
-    host's baseDir); `show`: more programs the run starts."""
+    {agent (None: the board's own git, no CLI state), project (its id: its CLI state's
+    copy), command (the CLI's own words), files (the run's own, read-only: its MCP config,
+    its attachments), paths (sandboxPaths), read_only (a planner's or verifier's: its
+    checkout too), hide (other projects' folders, the token file), git (the repository's
+    common git folder: git_dirs()), out (the board's own git on the repository: its
+    worktrees' folder, writable with all of `git`)}; `base`: the board's folder where the
+    run happens (the data dir, a host's baseDir); `show`: more programs the run starts."""
     paths = sandbox.get("paths") or {}
     return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
             "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
             "TB_READ_ONLY": "1" if sandbox.get("read_only") else "",
-            "TB_STATE": "\n".join(CLI_STATE.get(sandbox["agent"], ())),
-            "TB_KEEP": os.path.join(base, "cli-state", str(sandbox["project"])),
+            "TB_STATE": "\n".join([*CLI_STATE.get(sandbox["agent"], ()), ".cache/"]
+                                  if sandbox["agent"] else ()),
+            "TB_KEEP": os.path.join(base, "cli-state", str(sandbox.get("project"))),
             "TB_LOGINS": "\n".join(CLI_LOGINS.get(sandbox["agent"], ())),
-            "TB_MANAGERS": " ".join(f"{where}={','.join(roots)}"
-                                    for where, roots in VERSION_MANAGERS.items()),
+            "TB_MANAGERS": "\n".join(f"{where}={','.join(roots)}"
+                                     for where, roots in VERSION_MANAGERS.items()),
             "TB_NEVER": "\n".join(NEVER_VISIBLE), "TB_HIDE": "\n".join(sandbox.get("hide") or ()),
             "TB_RO": "\n".join(paths.get("readOnly", ())),
             "TB_RW": "\n".join(paths.get("readWrite", ())),
-            "TB_FILES": "\n".join([*sandbox["files"], *files])}
+            "TB_FILES": "\n".join([*sandbox["files"], *files]),
+            "TB_GIT": sandbox.get("git") or "", "TB_GIT_WRITE": "1" if sandbox.get("out") else "",
+            "TB_OUT": "\n".join(sandbox.get("out") or ())}
 
 
 def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
@@ -5733,13 +5794,17 @@ def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base:
 # SSH HOSTS), the one seam every run goes through; and git, as the board runs it here.
 
 #: git never waits for a password on a terminal: a push without credentials fails at once.
-#: It runs no hook nor fsmonitor: what an agent wrote (a tracked hooks folder) never runs
-#: as the board.
+#: It runs no hook nor fsmonitor and does not recurse into nested repositories (whose
+#: config an agent writes): what an agent wrote (a tracked hooks folder) never runs as the
+#: board.  What git has no switch for (a filter, `git add` looking into a nested
+#: repository) is why the board's git on a run's checkout runs sandboxed (git_sandbox()).
+GIT_NEUTRAL = (("core.hooksPath", os.devnull), ("core.fsmonitor", "false"),
+               ("submodule.recurse", "false"), ("diff.ignoreSubmodules", "all"))
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "echo", "SSH_ASKPASS": "echo",
            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=20", "LC_ALL": "C",
-           "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.hooksPath",
-           "GIT_CONFIG_VALUE_0": os.devnull, "GIT_CONFIG_KEY_1": "core.fsmonitor",
-           "GIT_CONFIG_VALUE_1": "false"}
+           "GIT_CONFIG_COUNT": str(len(GIT_NEUTRAL)), **{
+               f"GIT_CONFIG_{part}_{i}": text for i, pair in enumerate(GIT_NEUTRAL)
+               for part, text in zip(("KEY", "VALUE"), pair)}}
 
 
 def git(cwd: str, *args: str, timeout: float = 60) -> str:
@@ -5758,10 +5823,8 @@ def git_output(args, code: int | None, out: str) -> str:
 
 def git_lock(path: str) -> "gevent.lock.RLock":
     """The lock that serialises git operations on one repository (its worktrees share
-    it: the key is the repository's common .git directory)."""
-    code, common = run_command(["git", "rev-parse", "--path-format=absolute",
-                                "--git-common-dir"], path, 10)
-    key = os.path.realpath(common.strip() if code == 0 and common.strip() else path)
+    it: the key is the repository's common .git directory, as git_dirs() finds it)."""
+    key = (git_dirs(path) or (None, os.path.realpath(path)))[1]
     return runtime.git_locks.setdefault(key, gevent.lock.RLock())
 
 
@@ -5772,9 +5835,9 @@ def git_head(cwd: str) -> str | None:
 
 
 def repo_root(cwd: str) -> str:
-    """The top of the git repository around cwd (cwd itself outside one)."""
-    code, out = run_command(["git", "rev-parse", "--show-toplevel"], cwd, timeout=10)
-    return out.strip() if code == 0 and out.strip() else cwd
+    """The top of the git repository around cwd (cwd itself outside one), as git_dirs()
+    finds it: never by asking git in a tree a run could write."""
+    return (git_dirs(cwd) or (cwd,))[0]
 
 
 def worktree_path(task: dict) -> str:
@@ -5790,7 +5853,7 @@ WORKTREE_SCRIPT = r"""set -e
 wt=$1; b=$2; f=$3; pr=$4; order=$5
 if [ -d "$wt" ] && git -C "$wt" rev-parse --git-dir >/dev/null 2>&1; then echo kept
 else
-  git worktree prune
+  prune
   mkdir -p "$(dirname "$wt")"
   if git rev-parse --verify -q "refs/heads/$b" >/dev/null; then
     git worktree add -q "$wt" "$b" >&2; echo again
@@ -5820,7 +5883,7 @@ def worktree_args(task: dict, project: dict, worktree: str, branch: str,
 #: when MERGED, or when it has no commits of its own since BASE.
 WORKTREE_REMOVE = r"""wt=$1; b=$2; base=$3; merged=$4
 if [ -d "$wt" ]; then git worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf -- "$wt"; fi
-git worktree prune
+prune
 [ -n "$b" ] || exit 0
 if [ -n "$merged" ] || { [ -n "$base" ] &&
     [ "$(git rev-list --count "$base..$b" 2>/dev/null)" = 0 ]; }; then
@@ -5843,6 +5906,49 @@ def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str
                        f"{_cut(lines[-1] if lines else f'exit code {code}', 300)}")
     what, path, head = lines[-3:]
     return what, path, head
+
+
+def in_repository(script: str, common: str | None, sandbox: dict | None = None) -> str:
+    """A script of the board's git work on a repository's worktrees (WORKTREE_SCRIPT,
+    WORKTREE_REMOVE, PICK_SCRIPT, PRUNE) pinned to its common git folder as the board found
+    it (GIT_COMMON_DIR: a `commondir` a run planted is not followed), refusing a `worktrees`
+    folder that is a link (its prune would empty what it points at); stderr with stdout.
+    Its `prune` is `git worktree prune`, but nothing in a `sandbox`, where the worktrees it
+    does not show (the person's own, other projects') would look gone: PRUNE runs outside
+    it then (prune_outside())."""
+    pin = f"export GIT_COMMON_DIR={shlex.quote(common)}\n" if common else ""
+    where = '"$GIT_COMMON_DIR"' if common else '"$(git rev-parse --git-common-dir)"'
+    prune = ":" if sandbox else "git worktree prune"
+    return pin + f'exec 2>&1\nif [ -L {where}/worktrees ]; then\n' \
+        '  echo "refused: the repository\'s worktrees folder is a link"; exit 1\nfi\n' \
+        f"prune() {{ {prune}; }}\n" + script
+
+
+#: Stale worktrees forgotten: what the scripts above do as `prune`.
+PRUNE = "prune"
+
+
+def prune_outside(shell, common: str | None, sandbox: dict | None, path: str | None = None) \
+        -> None:
+    """After (or before) a sandboxed script of in_repository(), its prune, outside the
+    sandbox, where every worktree of the repository is seen (shell: a machine's shell()
+    in the repository); with `path` (a worktree to make, here), only when the repository
+    holds it as a worktree that is gone."""
+    if sandbox is not None and (path is None or _registered_gone(common, path)):
+        shell(["sh", "-c", in_repository(PRUNE, common)], 60)
+
+
+def _registered_gone(common: str | None, path: str) -> bool:
+    """Whether the repository whose common git folder is `common` names `path` as one of
+    its worktrees (an admin folder's `gitdir`) while it is gone."""
+    if common is None or os.path.isdir(path):
+        return common is None
+    want = os.path.join(os.path.realpath(path), ".git")
+    folder = os.path.join(common, "worktrees")
+    with contextlib.suppress(OSError):
+        return any((read_regular(os.path.join(folder, name, "gitdir"), 4096) or "").strip()
+                   == want for name in os.listdir(folder))
+    return False
 
 
 def not_installed(agent: str) -> str:
@@ -5906,9 +6012,20 @@ class ThisMachine:
     host = None
     where = ""
 
-    def shell(self, cwd: str, reopen: bool = True):
-        """run(argv, timeout) -> (exit code, stdout) in cwd."""
-        return lambda argv, timeout=30: run_command(argv, cwd, timeout)
+    def shell(self, cwd: str, reopen: bool = True, sandbox: dict | None = None):
+        """run(argv, timeout) -> (exit code, stdout) in cwd, git's hooks off (GIT_ENV);
+        with `sandbox`, in that sandbox (the board's own git on a checkout a run could
+        write: git_sandbox())."""
+        def run(argv, timeout=30):
+            argv, env = in_sandbox(argv, cwd, {**os.environ, **GIT_ENV}, sandbox,
+                                   os.path.realpath(runtime.data_dir))
+            return run_command(argv, cwd, timeout, env=env)
+        return run
+
+    def git_dir(self, project: dict) -> str | None:
+        """The common git folder of the project's repository (git_dirs()): what a sandbox
+        of its runs binds, never what git in a checkout says."""
+        return (git_dirs(project["working_dir"]) or (None, None))[1]
 
     def git(self, cwd: str, *args: str, timeout: float = 60) -> str:
         return git(cwd, *args, timeout=timeout)
@@ -5968,25 +6085,29 @@ class ThisMachine:
         """The repository of the project's branches there."""
         return repo_root(project["working_dir"])
 
-    def task_git(self, task: dict, project: dict) -> tuple:
+    def task_git(self, task: dict, project: dict, sandbox: dict | None = None) -> tuple:
         """See task_git()."""
         if not git_head(project["working_dir"]):
             return None, None
         path = worktree_path(task)
-        return (self.shell(self.repository(project)),
-                self.shell(path) if os.path.isdir(path) else None)
+        return (self.shell(self.repository(project), sandbox=sandbox),
+                self.shell(path, sandbox=sandbox) if os.path.isdir(path) else None)
 
     #: Whether every task there works on a branch of its own (here: with autoBranch).
     branches_always = False
 
-    def make_worktree(self, task: dict, project: dict, branch: str) -> tuple:
-        """Keep or make a task's worktree on `branch` (WORKTREE_SCRIPT): what it did, its
-        path, its HEAD, and where the branch is when not in workingDir (GitError)."""
+    def make_worktree(self, task: dict, project: dict, branch: str,
+                      sandbox: dict | None = None) -> tuple:
+        """Keep or make a task's worktree on `branch` (WORKTREE_SCRIPT, in `sandbox`): what
+        it did, its path, its HEAD, and where the branch is when not in workingDir
+        (GitError)."""
         root, path = self.repository(project), worktree_path(task)
         with git_lock(root):
-            code, out = run_command(["sh", "-c", WORKTREE_SCRIPT, "sh", *worktree_args(
-                task, project, path, branch, "refs/heads/ refs/remotes/origin/")], root, 600,
-                stderr=subprocess.STDOUT, env={**os.environ, **GIT_ENV})
+            prune_outside(self.shell(root), self.git_dir(project), sandbox, path)
+            code, out = self.shell(root, sandbox=sandbox)(
+                ["sh", "-c", in_repository(WORKTREE_SCRIPT, self.git_dir(project), sandbox), "sh",
+                 *worktree_args(
+                    task, project, path, branch, "refs/heads/ refs/remotes/origin/")], 600)
         what, _, head = worktree_made(code, out, self.where)
         return what, path, head, None
 
@@ -6007,9 +6128,11 @@ class ThisMachine:
         return path if project["auto_branch"] and os.path.isdir(path) \
             else project["working_dir"]
 
-    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool) -> None:
+    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool,
+                        sandbox=lambda: None) -> None:
         """Remove a task's worktree, and its branch when merged or it has no commits of its
-        own; with only_if, only if only_if(task) holds under the repository's lock."""
+        own (WORKTREE_REMOVE, in the sandbox `sandbox()` gives); with only_if, only if
+        only_if(task) holds under the repository's lock."""
         path = worktree_path(task)
         if not (project["auto_branch"] or os.path.isdir(path)) or git_head(
                 project["working_dir"]) is None:
@@ -6018,8 +6141,11 @@ class ThisMachine:
         with git_lock(root):
             if only_if is not None and not only_if(task):
                 return
-            run_command(["sh", "-c", WORKTREE_REMOVE, "sh", *worktree_gone_args(
-                task, path, merged)], root, 60, env={**os.environ, **GIT_ENV})
+            box = sandbox()
+            self.shell(root, sandbox=box)(["sh", "-c", in_repository(
+                WORKTREE_REMOVE, self.git_dir(project), box), "sh",
+                *worktree_gone_args(task, path, merged)], 60)
+            prune_outside(self.shell(root), self.git_dir(project), box)
 
     def attachments(self, task: dict, attachments: list[dict]) -> str | None:
         """The folder of a task's attachments for its run (None without any)."""
@@ -6129,10 +6255,10 @@ THIS_MACHINE = ThisMachine()
 # --- hosts: agents on other machines, over OpenSSH (design §15) ------------------
 
 #: Sourced by every command sent to a host, its output dropped: the login's PATH.
+#: git's switches as GIT_ENV's, GIT_CONFIG_* (REMOTE_RUN takes them away from the agent).
 REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$p" ' \
-    '>/dev/null 2>&1 </dev/null; done; export GIT_TERMINAL_PROMPT=0 LC_ALL=C ' \
-    'GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null ' \
-    'GIT_CONFIG_KEY_1=core.fsmonitor GIT_CONFIG_VALUE_1=false'
+    '>/dev/null 2>&1 </dev/null; done; export GIT_TERMINAL_PROMPT=0 LC_ALL=C ' + " ".join(
+        f"{k}={shlex.quote(v)}" for k, v in GIT_ENV.items() if k.startswith("GIT_CONFIG_"))
 #: The POSIX sh wrapper of a run on a host, sent with every run (nothing is installed
 #: there): `sh -c WRAPPER sh ENV_FILE WORKTREE ARGV...`.  It reads the run's variables
 #: from the 0600 file the board wrote (and removes it), starts the CLI in the worktree in
@@ -6140,9 +6266,9 @@ REMOTE_PROFILE = 'for p in /etc/profile "$HOME/.profile"; do [ -r "$p" ] && . "$
 #: group's id on stderr, and kills the group when the channel closes: a newline on stderr
 #: every REMOTE_BEAT_SECONDS fails once nobody reads it.
 REMOTE_BEAT_SECONDS = 1
-REMOTE_RUN = REMOTE_PROFILE + r'''
+REMOTE_RUN = REMOTE_PROFILE + "\nunset " + " ".join(
+    k for k in GIT_ENV if k.startswith("GIT_CONFIG_")) + r'''
 f=$1; dir=$2; shift 2
-unset GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 GIT_CONFIG_KEY_1 GIT_CONFIG_VALUE_1
 . "$f"; rm -f -- "$f"
 cd -- "$dir" || exit 127
 exec 3<&0
@@ -6383,13 +6509,21 @@ class HostLink:
             raise OSError(f"{what} could not be written on host {self.host['name']!r}: "
                           f"{_cut(out.strip(), 300)}")
 
-    def shell(self, cwd: str, reopen: bool = True):
+    def shell(self, cwd: str, reopen: bool = True, sandbox: dict | None = None):
         """run(argv, timeout) -> (exit code, stdout) in cwd on the host, as run_command()
-        runs one here (HostDown when the host cannot be reached)."""
+        runs one here (HostDown when the host cannot be reached), in `sandbox` as here."""
         def run(argv, timeout=30):
-            return self.run(f"cd {shlex.quote(cwd)} && {shlex.join(argv)}", timeout=timeout,
-                            reopen=reopen)
+            argv, own = in_sandbox(argv, cwd, {}, sandbox,
+                                   self.path(reopen=reopen) if sandbox else "")
+            return self.run(f"cd {shlex.quote(cwd)} && " + "".join(
+                f"export {k}={shlex.quote(v)}; " for k, v in own.items()) + shlex.join(argv),
+                timeout=timeout, reopen=reopen)
         return run
+
+    def git_dir(self, project: dict) -> str:
+        """The common git folder of the project's clone there: the board made it (HostDown
+        when the host's home is not known without connecting)."""
+        return posixpath.join(self.repository(project, reopen=False), ".git")
 
     @property
     def where(self) -> str:
@@ -6492,26 +6626,34 @@ class HostLink:
     def repository(self, project: dict, reopen: bool = True) -> str:
         return self.path("repos", project["slug"], reopen=reopen)  # fetched before each run
 
-    def task_git(self, task: dict, project: dict) -> tuple:
+    def task_git(self, task: dict, project: dict, sandbox: dict | None = None) -> tuple:
         try:  # only while connected: a read never waits for the connection
-            root = self.shell(self.repository(project, reopen=False), reopen=False)
+            repo = self.repository(project, reopen=False)
+            root = self.shell(repo, reopen=False, sandbox=sandbox)
             path = self.path("worktrees", project["id"], task["task_key"], reopen=False)
-            checkout = self.shell(path, reopen=False) if root(["test", "-d", path])[0] == 0 \
-                else None
+            checkout = self.shell(path, reopen=False, sandbox=sandbox) \
+                if self.shell(repo, reopen=False)(["test", "-d", path])[0] == 0 else None
         except HostDown:
             return None, None
         return root, checkout
 
     branches_always = True  # design §15
 
-    def make_worktree(self, task: dict, project: dict, branch: str) -> tuple:
-        """The worktree in the project's clone there, fetched first; the clone's branches
-        are older than origin's."""
+    def make_worktree(self, task: dict, project: dict, branch: str,
+                      sandbox: dict | None = None) -> tuple:
+        """The worktree in the project's clone there, fetched first (the clone's branches
+        are older than origin's), in `sandbox` as here."""
         repo = self.repository(project)
+        prune = shlex.join(["sh", "-c", in_repository(PRUNE, self.git_dir(project))]) \
+            if sandbox else ":"
+        argv, own = in_sandbox(["sh", "-c", in_repository(
+            WORKTREE_SCRIPT, self.git_dir(project), sandbox), "sh", *worktree_args(
+            task, project, self.worktree(task, project), branch,
+            "refs/remotes/origin/ refs/heads/")], repo, {}, sandbox, self.path())
         with self.repo_lock(repo):
-            code, out = self.run(self.clone_script(project) + '\ncd "$repo"\nsh -c ' + shlex.join(
-                [WORKTREE_SCRIPT, "sh", *worktree_args(task, project, self.worktree(
-                    task, project), branch, "refs/remotes/origin/ refs/heads/")]), timeout=600)
+            code, out = self.run(self.clone_script(project) + f'\ncd "$repo"\n{prune}\n' + "".join(
+                f"export {k}={shlex.quote(v)}\n" for k, v in own.items()) + shlex.join(argv),
+                timeout=600)
         what, path, head = worktree_made(code, out, self.where)
         return what, path, head, f"{self.host['name']}:{repo}"
 
@@ -6558,19 +6700,23 @@ git -C "$repo" fetch -q origin >&2 || true"""
                            f"attachment {item['file_name']!r}")
         return folder
 
-    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool) -> None:
+    def remove_worktree(self, task: dict, project: dict, only_if, merged: bool,
+                        sandbox=lambda: None) -> None:
         """In the background: the host may be slow to reach (nothing when it cannot be)."""
         if task["branch_name"]:
-            gevent.spawn(self._remove_worktree, task, project, only_if, merged)
+            gevent.spawn(self._remove_worktree, task, project, only_if, merged, sandbox)
 
-    def _remove_worktree(self, task, project, only_if, merged) -> None:
+    def _remove_worktree(self, task, project, only_if, merged, sandbox) -> None:
         try:
-            with self.repo_lock(self.repository(project)):
+            repo = self.repository(project)
+            with self.repo_lock(repo):
                 if only_if is not None and not only_if(task):
                     return
-                self.run(f"cd {shlex.quote(self.repository(project))} && " + shlex.join([
-                    "sh", "-c", WORKTREE_REMOVE, "sh", *worktree_gone_args(
-                        task, self.worktree(task, project), merged)]) + "; true", timeout=60)
+                box = sandbox()
+                self.shell(repo, sandbox=box)(["sh", "-c", in_repository(
+                    WORKTREE_REMOVE, self.git_dir(project), box), "sh", *worktree_gone_args(
+                        task, self.worktree(task, project), merged)], 60)
+                prune_outside(self.shell(repo), self.git_dir(project), box)
         except HostDown as exc:
             if task_row(task["id"]) is not None:
                 runtime.logs.append(task["id"], "system", f"the worktree{self.where} was not "
@@ -6742,13 +6888,13 @@ class MissingHost:
         raise HostDown(f"the project's host (host {self.host_id}) is gone")
 
     agent_command = ready = has_git = repository = worktree = review_cwd = source = \
-        attachments = repo_lock = shell = git = invocation = board_tools = _gone
+        attachments = repo_lock = shell = git = invocation = board_tools = git_dir = _gone
 
     def sandbox(self, retry: bool = False) -> dict:
         return {"engine": "bubblewrap", "works": False, "version": None,
                 "error": "the project's host is gone"}
 
-    def task_git(self, task: dict, project: dict) -> tuple:
+    def task_git(self, task: dict, project: dict, sandbox: dict | None = None) -> tuple:
         return None, None
 
     def head(self, cwd: str) -> None:
@@ -6757,7 +6903,7 @@ class MissingHost:
     def full(self) -> None:
         return None  # its runs stop at ready()
 
-    def remove_worktree(self, task, project, only_if, merged) -> None:
+    def remove_worktree(self, task, project, only_if, merged, sandbox=None) -> None:
         """Nothing: what was on the host went with it."""
 
     def bring_home(self, task: dict, project: dict) -> None:
@@ -6944,7 +7090,8 @@ def delete_project(project_id: int) -> dict:
     if os.path.isdir(folder):  # the worktrees go; their branches stay in the repository
         shutil.rmtree(folder, ignore_errors=True)
         if git_head(project["working_dir"]):
-            run_command(["git", "worktree", "prune"], repo_root(project["working_dir"]), 30)
+            run_command(["sh", "-c", in_repository("git worktree prune", THIS_MACHINE.git_dir(
+                project))], repo_root(project["working_dir"]), 30, env={**os.environ, **GIT_ENV})
     # its sandboxed runs' CLI state and cache (SANDBOX_RUN's TB_KEEP; a host's stay there)
     shutil.rmtree(os.path.join(runtime.data_dir, "cli-state", str(project_id)),
                   ignore_errors=True)
@@ -8134,9 +8281,8 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
     sandbox = {"agent": agent, "project": project["id"],
                "command": command or runtime.config["agents"][agent], "files": [
         f for f in files if f], "paths": json.loads(project["sandbox_paths_json"] or "null"),
-        "read_only": (mode or project["permission_mode"]) == "read-only", "hide": [
-            *(p["working_dir"] for p in find_rows("projects") if p["id"] != project["id"]),
-            *filter(None, [runtime.config["token_file"]])]} if sandboxed else None
+        "read_only": (mode or project["permission_mode"]) == "read-only",
+        "hide": hidden_from(project), "git": machine.git_dir(project)} if sandboxed else None
     simulated = command is SIMULATED_AGENT
     if plan is not None:
         run = PlanRun(plan[0], project["id"], plan[1], prompt, agent, machine=machine,
@@ -9066,7 +9212,7 @@ def pick_attempt(task_id: int, n: int, by: str = "person") -> list[dict]:
 PICK_SCRIPT = """src=$1 dst=$2; shift 2
 if [ -n "$src" ]; then
   if [ -e "$dst" ]; then git worktree remove --force "$dst" || rm -rf "$dst"; fi
-  git worktree prune; mkdir -p "$(dirname "$dst")"
+  prune; mkdir -p "$(dirname "$dst")"
   if [ -d "$src" ]; then git worktree move "$src" "$dst" || exit 1; fi
 fi
 while [ $# -gt 1 ]; do
@@ -9074,7 +9220,7 @@ while [ $# -gt 1 ]; do
   if [ -n "$2" ]; then git branch -D "$2" >/dev/null 2>&1; fi
   shift 2
 done
-git worktree prune"""
+prune"""
 
 
 def _clear_attempts(task: dict, project: dict, rows: list[dict], keep=None) -> None:
@@ -9087,9 +9233,12 @@ def _clear_attempts(task: dict, project: dict, rows: list[dict], keep=None) -> N
         "" if project["keep_attempt_branches"] else a["branch_name"])]
     src, dst = (machine.worktree(attempt_task(task, keep), project),
                 machine.worktree(task, project)) if keep else ("", "")
+    sandbox = git_sandbox(project, machine, worktree=task)
     with machine.repo_lock(repo):
-        code, out = machine.shell(repo)(["sh", "-c", PICK_SCRIPT, "sh", src, dst, *gone],
-                                        timeout=120)
+        code, out = machine.shell(repo, sandbox=sandbox)(
+            ["sh", "-c", in_repository(PICK_SCRIPT, machine.git_dir(project), sandbox), "sh",
+             src, dst, *gone], timeout=120)
+        prune_outside(machine.shell(repo), machine.git_dir(project), sandbox)
     if code != 0:
         raise Conflict(f"the attempts' worktrees could not be moved: {_cut(out.strip(), 300)}")
 
@@ -9137,7 +9286,8 @@ def task_checkout(task: dict, project: dict, machine: "ThisMachine | HostLink",
                             "repository with a commit; the agent works in it directly", run_id)
         return cwd
     branch = task["branch_name"] or branch_name(task)
-    what, path, head, at = machine.make_worktree(task, project, branch)
+    what, path, head, at = machine.make_worktree(task, project, branch, git_sandbox(
+        project, machine, worktree=task))
     if what == "kept":
         return path
     changes = {"branch_name": branch, **({"branch_at": at} if at else {})}
@@ -9151,23 +9301,65 @@ def task_checkout(task: dict, project: dict, machine: "ThisMachine | HostLink",
     return path
 
 
+def hidden_from(project: dict) -> list[str]:
+    """What a sandboxed run of the project never sees wherever it is (design §17 v6): the
+    other projects' folders and the board's token file."""
+    return [*(p["working_dir"] for p in find_rows("projects") if p["id"] != project["id"]),
+            *filter(None, [runtime.config["token_file"]])]
+
+
+def git_sandbox(project: dict, machine: "ThisMachine | HostLink", write: bool = False,
+                worktree: dict | None = None) -> dict | None:
+    """The sandbox of the board's own git on a checkout or repository a run of the project
+    could have written (design §17 v6): its runs' layout, with no CLI and nothing of the
+    data dir, the checkout read-only unless the command must `write` (the end-of-run
+    commit); with `worktree` (a task), the repository's own git work on its worktrees
+    (WORKTREE_SCRIPT, WORKTREE_REMOVE, PICK_SCRIPT): the repository read-only but its git
+    folder, and the worktrees' folder, writable.  A nested repository's filter, an
+    agent-set diff driver, a planted `commondir` or reflog link then act as blind as the
+    run.  None where the project's runs are not sandboxed (`none`, simulated, bubblewrap
+    not working there); its git then runs with what executes code off as far as git
+    allows (GIT_ENV, DIFF_SCRIPT's and COMMIT_SCRIPT's flags), but git has no switch for a
+    filter that `.gitattributes` or a nested repository's own config names (`git add` runs
+    it), nor for a reflog it appends through a link: that stays open for an unsandboxed
+    project, whose agent runs as the person chose anyway.  HostDown when a host's folders
+    are not known without connecting."""
+    if project["sandbox"] == "none" or runs_simulated(project) or \
+            not machine.sandbox()["works"]:
+        return None
+    return {"agent": None, "command": [], "files": [], "read_only": not write,
+            "hide": hidden_from(project), "git": machine.git_dir(project),
+            "out": [posixpath.dirname(machine.worktree(worktree, project))] if worktree
+            else []}
+
+
+#: The end-of-run commit of what a run left in its worktree (`sh -c COMMIT_SCRIPT sh
+#: MESSAGE`), in one sandbox: nothing when clean, else all of it, hooks skipped, as the
+#: repository's own identity or else Taskboard's; its last line "committed" when it did.
+COMMIT_SCRIPT = r"""exec 2>&1
+s=$(git status --porcelain --ignore-submodules=all) || exit 1
+[ -n "$s" ] || exit 0
+git add -A || exit 1
+if git config user.email >/dev/null; then set -- commit -q --no-verify -m "$1"
+else set -- -c user.name=Taskboard -c user.email=taskboard@localhost commit -q \
+  --no-verify -m "$1"; fi
+git "$@" && echo committed"""
+
+
 def commit_leftovers(task: dict, cwd: str, run_id: int | None,
                      machine: "ThisMachine | HostLink") -> None:
     """Commit what the agent left uncommitted in the task's worktree, on the machine the
-    run used."""
-    if not machine.worktree_at(cwd):
+    run used, in the sandbox of its runs (git_sandbox())."""
+    project = project_row(task["project_id"])
+    if project is None or not machine.worktree_at(cwd):
         return
-    run_git = functools.partial(machine.git, cwd)
+    sandbox = git_sandbox(project, machine, write=True)
     with machine.repo_lock(cwd):
-        if not run_git("status", "--porcelain").strip():
-            return
-        run_git("add", "-A")
-        who = ["-c", "user.name=Taskboard", "-c", "user.email=taskboard@localhost"]
-        with contextlib.suppress(GitError):  # the repository's own identity, if it has one
-            if run_git("config", "user.email").strip():
-                who = []
-        run_git(*who, "commit", "-q", "--no-verify", "-m",
-                f"{task['task_key']}: uncommitted changes from the agent")
+        code, out = machine.shell(cwd, sandbox=sandbox)(
+            ["sh", "-c", COMMIT_SCRIPT, "sh",
+             f"{task['task_key']}: uncommitted changes from the agent"], 300)
+    if not git_output(["commit"], code, out).strip().endswith("committed"):
+        return
     runtime.logs.append(task["id"], "system", "committed the changes the agent left "
                         "uncommitted", run_id)
 
@@ -9178,9 +9370,10 @@ def remove_worktree(task: dict, project: dict, only_if_done: bool = False,
     or they were merged.  With only_if_done, nothing happens unless the task is still
     done and has no agent.  What fails goes to the task's log."""
     try:
-        project_machine(project).remove_worktree(
-            task, project, _still_done if only_if_done else None, merged)
-    except GitError as exc:
+        machine = project_machine(project)
+        machine.remove_worktree(task, project, _still_done if only_if_done else None, merged,
+                                lambda: git_sandbox(project, machine, worktree=task))
+    except (GitError, HostDown) as exc:
         if task_row(task["id"]) is None:
             log.warning("task %s: its worktree was not removed: %s", task["id"], exc)
         else:
@@ -9201,7 +9394,8 @@ def prune_worktrees() -> None:
         if project["auto_branch"] and git_head(project["working_dir"]):
             root = repo_root(project["working_dir"])
             with git_lock(root):
-                run_command(["git", "worktree", "prune"], root, 30, env={**os.environ, **GIT_ENV})
+                run_command(["sh", "-c", in_repository("git worktree prune", THIS_MACHINE.git_dir(
+                    project))], root, 30, env={**os.environ, **GIT_ENV})
 
 
 def worktree_disk(project_id: int) -> dict:
@@ -9294,7 +9488,8 @@ def task_diff(task_id: int, attempt: int | None = None) -> dict:
     cwd = runs[-1]["cwd"] if runs and runs[-1]["cwd"] else project["working_dir"]
     base = next((r["head_start"] for r in runs if r["head_start"]), None)
     code, branch = run_command(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd, 10)
-    return _diff(THIS_MACHINE.shell(cwd) if base else None, [base],
+    return _diff(THIS_MACHINE.shell(cwd, sandbox=git_sandbox(project, THIS_MACHINE))
+                 if base else None, [base],
                  branch.strip() if code == 0 else "")
 
 
@@ -9302,7 +9497,12 @@ def task_git(task: dict, project: dict) -> tuple:
     """Where the git commands of a task on a branch run: (its repository, its worktree or
     None), each a run(argv, timeout) as a machine's shell() gives; (None, None) outside git
     or on a host whose connection is not open (a read never waits for one)."""
-    return project_machine(project).task_git(task, project)
+    machine = project_machine(project)
+    try:
+        sandbox = git_sandbox(project, machine)
+    except HostDown:
+        return None, None
+    return machine.task_git(task, project, sandbox)
 
 
 def task_commits(task: dict) -> list[dict]:
@@ -9321,7 +9521,11 @@ def task_commits(task: dict) -> list[dict]:
         end = next((r["head_end"] for r in reversed(runs) if r["head_end"]), None)
         if base is None or end is None or base == end:
             return []
-        commit_range, run = f"{base}..{end}", THIS_MACHINE.shell(runs[-1]["cwd"])
+        project = project_row(task["project_id"])
+        if project is None:
+            return []
+        commit_range, run = f"{base}..{end}", THIS_MACHINE.shell(
+            runs[-1]["cwd"], sandbox=git_sandbox(project, THIS_MACHINE))
     try:
         code, out = run(["git", "log", "--format=%H%x1f%s%x1f%an%x1f%aI", commit_range], 20)
     except HostDown:
@@ -9343,35 +9547,49 @@ def _task_base(root, task: dict, base_branch: str) -> str | None:
     return task["base_commit"]
 
 
+#: The board's diff (`sh -c DIFF_SCRIPT sh ARGS...`), in one sandbox: numstat, NUL, the
+#: diff, and against the working tree (one ARG) NUL and the new files, NUL-separated; no
+#: external diff, textconv or nested repository runs (their config may be the agent's).
+DIFF_SCRIPT = r"""n=$#; set -- --no-ext-diff --no-textconv --ignore-submodules=all "$@" --
+git diff --numstat "$@" && printf '\0' && git diff "$@" || exit 1
+[ "$n" = 1 ] || exit 0
+printf '\0'; git ls-files --others --exclude-standard -z"""
+#: New files as diffs (`sh -c NEW_FILES_DIFF sh FILE...`): each one's numstat, NUL, diff, NUL.
+NEW_FILES_DIFF = r"""for f; do
+  git diff --no-index --no-ext-diff --no-textconv --numstat -- /dev/null "$f"; printf '\0'
+  git diff --no-index --no-ext-diff --no-textconv -- /dev/null "$f"; printf '\0'
+done"""
+
+
 def _diff(run, args: list[str], branch: str) -> dict:
     """`git diff args` with numstat totals, cut at MAX_DIFF_BYTES with a marker; run (as a
-    machine's shell() gives) runs git where the diff is made; None: an empty diff."""
+    machine's shell() gives, in git_sandbox()) runs git where the diff is made; None: an
+    empty diff."""
     stats = {"files": 0, "insertions": 0, "deletions": 0}
     out = {"diff": "", "branch": branch, "stats": stats}
     if run is None:
         return out
-    with contextlib.suppress(HostDown):  # a host lost meanwhile: what was counted by then
-        code, numstat = run(["git", "diff", "--numstat", *args, "--"], 30)
-        for line in numstat.splitlines() if code == 0 else []:
+    with contextlib.suppress(HostDown):  # a host lost meanwhile: no diff
+        code, text = run(["sh", "-c", DIFF_SCRIPT, "sh", *args], 60)
+        parts = text.split("\0", 2) if code == 0 else []
+        if len(parts) < 2:
+            return out
+        for line in parts[0].splitlines():
             added, removed, _ = (line.split("\t", 2) + ["", ""])[:3]
             stats["files"] += 1
             stats["insertions"] += int(added) if added.isdigit() else 0
             stats["deletions"] += int(removed) if removed.isdigit() else 0
-        code, diff = run(["git", "diff", *args, "--"], 30)
-        if code != 0:
-            return out
-        if len(args) == 1:  # against the working tree: new files are changes too
-            code, listing = run(["git", "ls-files", "--others", "--exclude-standard", "-z"], 30)
-            for name in listing.split("\0")[:MAX_NEW_FILES] if code == 0 else []:
-                if not name:
-                    continue
-                code, numstat = run(["git", "diff", "--no-index", "--numstat", "--",
-                                     os.devnull, name], 30)
-                added = numstat.split("\t", 1)[0] if code in (0, 1) else ""
+        diff = parts[1]
+        names = [n for n in parts[2].split("\0") if n][:MAX_NEW_FILES] if len(parts) > 2 \
+            else []
+        if names:  # against the working tree: new files are changes too
+            code, text = run(["sh", "-c", NEW_FILES_DIFF, "sh", *names], 120)
+            pieces = text.split("\0") if code == 0 else []
+            for numstat, piece in zip(pieces[0::2], pieces[1::2]):
+                added = numstat.split("\t", 1)[0]
                 stats["files"] += 1
                 stats["insertions"] += int(added) if added.isdigit() else 0
-                code, text = run(["git", "diff", "--no-index", "--", os.devnull, name], 30)
-                diff += text if code in (0, 1) else ""
+                diff += piece
                 if len(diff) > MAX_DIFF_BYTES:
                     break
         data = diff.encode("utf-8")
@@ -9429,8 +9647,10 @@ def _push_branch(task: dict, project: dict, pr: dict | None, say) -> bool:
     try:  # from the project's machine (a host's clone, with the host's credentials)
         machine = project_machine(project)
         where = machine.repository(project)
-        with machine.repo_lock(where):
-            machine.git(where, "push", "origin", refs, timeout=PUSH_TIMEOUT_SECONDS)
+        with machine.repo_lock(where):  # to origin's URL: no remote-tracking ref is
+            # written, nor its reflog, which a run may have made a link to a file of home
+            url = machine.git(where, "remote", "get-url", "--push", "origin", timeout=30)
+            machine.git(where, "push", url.strip(), refs, timeout=PUSH_TIMEOUT_SECONDS)
     except (GitError, HostDown, NotFound) as exc:
         if pr:
             runtime.logs.append(task["id"], "pr", f"pull request #{pr['number']} was not "

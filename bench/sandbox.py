@@ -5,6 +5,8 @@ not a test:
 
     python bench/sandbox.py                 # 50 starts each way
     python bench/sandbox.py --starts 10     # smoke test
+    python bench/sandbox.py --git           # autoBranch on a repository: each start makes a
+                                            # worktree, sandboxed too (issue 55)
 
 One Taskboard server, its agent bench/_flood_agent.py (which records, in FLOOD_DIR, the
 time.time() its process started and prints almost nothing), two projects on the same
@@ -23,6 +25,7 @@ import argparse
 import glob
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -72,11 +75,19 @@ def settled(port, task_id, timeout=30.0):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--starts", type=int, default=50, help="starts of each kind")
+    parser.add_argument("--git", action="store_true",
+                        help="the folder a repository, the projects autoBranch: each start "
+                             "makes a worktree, with the board's git sandboxed or not")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tb-sandbox-bench-") as tmp:
         flood_dir, work = os.path.join(tmp, "flood"), os.path.join(tmp, "work")
         os.makedirs(flood_dir)
         os.makedirs(work)
+        if args.git:
+            for step in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m",
+                                                         "initial"]):
+                subprocess.run(["git", "-c", "user.name=B", "-c", "user.email=b@b", *step],
+                               cwd=work, check=True)
         os.environ.update(FLOOD_RATE="1", FLOOD_SECONDS="0", FLOOD_DIR=flood_dir)
         port = free_port()
         server = Server("taskboard", [sys.executable, "taskboard.py", "--port", str(port),
@@ -94,7 +105,8 @@ def main():
             for mode in ("bubblewrap", "none"):
                 projects[mode] = call(port, "POST", "/api/projects", {
                     "name": mode, "slug": f"bench-{mode}", "workingDir": work,
-                    "sandbox": mode, "sandboxPaths": {"readWrite": [flood_dir]}})["id"]
+                    "sandbox": mode, "sandboxPaths": {"readWrite": [flood_dir]},
+                    "autoBranch": 1 if args.git else 0})["id"]
             times = {"bubblewrap": [], "none": []}
             for n in range(args.starts * 2):
                 mode = ("bubblewrap", "none")[n % 2]
@@ -114,7 +126,7 @@ def main():
         print(f"figure start_p50_{mode}_ms {p50[mode]:.1f} (p90 {p90[mode]:.1f})")
     print(f"figure start_extra_p50_ms {extra:.1f} (goal <= {GOAL_EXTRA_MS:.0f})")
     print(f"ratio start_p50_sandboxed_unsandboxed {p50['bubblewrap'] / p50['none']:.2f}")
-    emit_result("sandbox", [
+    emit_result("sandbox-git" if args.git else "sandbox", [
         result_row("start p50, unsandboxed", round(p50["none"], 1), "ms"),
         result_row("start p50, sandboxed", round(p50["bubblewrap"], 1), "ms",
                    baseline=round(p50["none"], 1),

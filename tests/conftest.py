@@ -4,6 +4,7 @@ import datetime as dt
 import functools
 import json
 import os
+import pathlib
 import re
 import shutil
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import gevent
 import pytest
@@ -238,6 +240,17 @@ def make_repo(path):
 def worktree_of(tb, task):
     """Where the board keeps the task's git worktree."""
     return os.path.join(tb.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
+
+
+@pytest.fixture
+def outside_tmp():
+    """A folder outside /tmp, under the checkout's .test-roots (removed after): a sandboxed
+    run has a /tmp of its own, so that it cannot see what is kept in the real one proves
+    nothing.  Not under tests/, which a run of the fake agent sees (its CLI's folder)."""
+    folder = pathlib.Path(__file__).resolve().parent.parent / ".test-roots" / uuid.uuid4().hex[:12]
+    folder.mkdir(parents=True)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,6 @@ import base64
 import json
 import os
 import pathlib
-import shutil
 import signal
 import subprocess
 import sys
@@ -349,17 +348,6 @@ def test_no_auth_voids_the_sandbox_and_bubblewrap_projects_wait(config, request,
     assert sandbox["works"] is False and "--no-auth" in sandbox["error"], sandbox
     task, waiting = waits_for_the_sandbox(client, api)
     assert "--no-auth" in waiting["waitingFor"]["sandbox"]
-
-
-@pytest.fixture
-def outside_tmp():
-    """A folder outside /tmp, under the checkout's .test-roots (removed after): a sandboxed
-    run has a /tmp of its own, so that it cannot see what is kept in the real one proves
-    nothing.  Not under tests/, which a run of the fake agent sees (its CLI's folder)."""
-    folder = pathlib.Path(__file__).parent.parent / ".test-roots" / uuid.uuid4().hex[:12]
-    folder.mkdir(parents=True)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.parametrize("mode", ["bubblewrap", "none"])

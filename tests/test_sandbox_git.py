@@ -1,0 +1,283 @@
+"""The board's own git on what a sandboxed run wrote (design.md §17 v6): it runs nothing the
+run could have planted outside a sandbox, and binds into the next run only what the board
+recorded, never what git or a link in the checkout says.
+
+Each escape is a hostile auto-accept run (tests/fake_agent.py running a shell script) in a
+person's layout kept **outside /tmp** (a run's private /tmp would hide anything there, and
+prove nothing): home, data dir, projects and a fake key under conftest's outside_tmp.  Sandboxed it
+gets nothing while its work lands; the same script in a `sandbox: none` project (the
+control) gets what it went for, so the script is shown to work.
+"""
+import base64
+import os
+import shutil
+import sys
+import types
+
+import pytest
+
+import taskboard
+from agent_helpers import RUN, wait_status
+from conftest import FAKE_AGENT, Api, desk, git, make_repo, unavailable, wait_for
+
+pytestmark = pytest.mark.sandbox
+KEY = "-----BEGIN OPENSSH PRIVATE KEY----- fake"
+
+
+@pytest.fixture
+def person(monkeypatch, outside_tmp):
+    """A person's layout outside /tmp: ~/.ssh/id_ed25519, ~/.bashrc, the data dir in
+    ~/.local/share/taskboard, projects in ~/code; `marks`, where a thief would leave what it
+    took (beside home: read-only to a sandbox), and `records`, the fake agent's."""
+    root = outside_tmp
+    home = root / "home"
+    for path, text in [(".ssh/id_ed25519", KEY + "\n"), (".bashrc", "# mine\n"),
+                       (".gitconfig", "[user]\n\tname = Me\n\temail = me@example.com\n"
+                                      "[commit]\n\tgpgsign = false\n")]:
+        (home / path).parent.mkdir(parents=True, exist_ok=True)
+        (home / path).write_text(text)
+    data = home / ".local" / "share" / "taskboard"
+    data.mkdir(parents=True, mode=0o700)
+    for folder in ("code/shop", "code/other", "marks", "records"):
+        (home.parent / folder if folder in ("marks", "records") else home / folder).mkdir(
+            parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("FAKE_AGENT_DIR", str(root / "records"))
+    return types.SimpleNamespace(root=root, home=home, data=data, shop=home / "code" / "shop",
+                                marks=root / "marks", records=root / "records")
+
+
+@pytest.fixture
+def config(person):
+    return taskboard.parse_args(["--db", str(person.data / "taskboard.db"),
+                                 "--agent-command", f"{sys.executable} {FAKE_AGENT}"],
+                                environ={})
+
+
+@pytest.fixture
+def api(client, person, tb):
+    state = taskboard.try_sandbox(["bwrap"])
+    if not state["works"]:
+        unavailable(f"bubblewrap does not work on this machine: {state['error']}")
+    tb.config["bwrap"] = ["bwrap"]
+    tb.sandbox = dict(state)
+    make_repo(person.shop)
+    return Api(client, person.shop)
+
+
+def script(text: str) -> str:
+    return "fake:ok fake:sh=" + base64.b64encode(text.encode()).decode()
+
+
+def said(client, task_id) -> str:
+    return "\n".join(e["message"] for e in client.get(f"/api/tasks/{task_id}/logs").json
+                     if e["message"].startswith("sh said:"))
+
+
+def thief(marks, name) -> str:
+    """A shell script that a filter or diff driver runs: it keeps who ran it and the
+    person's key in marks/name, then passes its input on."""
+    return f"{{ id; cat \"$HOME/.ssh/id_ed25519\"; }} >> {marks}/{name} 2>/dev/null; cat\n"
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+def test_a_nested_repository_and_a_planted_reflog_never_run_as_the_board(
+        client, api, person, mode):
+    """A worktree run (autoBranch) makes `sub/` a repository whose own config and
+    info/attributes name a clean filter, stages the gitlink, touches the file under it (so
+    that `git add` must look through the filter), and points its worktree's logs/HEAD at
+    ~/.bashrc: the board's end-of-run commit recursed into `sub/` and appended its reflog
+    line there, as the board.  Sandboxed, both happen blind, and the work lands: its
+    commit, the leftovers' commit, the diff, done."""
+    origin = person.home / "code" / "origin.git"
+    git(person.shop, "clone", "-q", "--bare", str(person.shop), str(origin))
+    git(person.shop, "remote", "add", "origin", str(origin))
+    git(person.shop, "fetch", "-q", "origin")
+    project = api.project(permissionMode="auto-accept", autoBranch=1, sandbox=mode, autoPr=1,
+                          sandboxPaths={"readWrite": [str(person.records)]})
+    task = api.task(project["id"], description=script(f"""
+echo work > work.txt && git add work.txt && git commit -qm "the agent's work" &&
+  echo "GOT its commit"
+cat > .thief.sh <<'EOF'
+{thief(person.marks, "stolen")}EOF
+top=$(pwd)
+mkdir sub && cd sub && git init -q && echo x > f && git add f && git commit -qm sub
+git config filter.ev.clean "sh $top/.thief.sh" && echo '* filter=ev' > .git/info/attributes
+cd .. && git add sub && git commit -qm "a nested repository"
+touch -d '2001-01-01 00:00' sub/f
+ln -sf "$HOME/.bashrc" "$(git rev-parse --git-dir)/logs/HEAD"
+t=$(git rev-parse --git-common-dir)/logs/refs/remotes/origin/$(git branch --show-current)
+mkdir -p "$(dirname "$t")" && ln -sf "$HOME/.bashrc" "$t"
+echo left > left.txt
+"""))
+    api.move(task["id"], "in_progress")
+    done = wait_status(client, task["id"], "testing")
+    out = said(client, task["id"])
+    assert "GOT its commit" in out, out
+    commits = git(person.shop, "log", "--format=%s", done["branch_name"])
+    assert "the agent's work" in commits and "uncommitted changes from the agent" in commits
+    diff = desk(client, "get_task_diff", {"taskId": task["id"]}).json
+    assert "+work" in diff["diff"] and "+left" in diff["diff"], diff
+    api.move(task["id"], "done")  # approved: pushed, and its worktree goes
+    worktree = person.data / "worktrees" / str(project["id"]) / task["task_key"]
+    wait_for(lambda: not worktree.exists(), RUN, message="the worktree to be removed")
+    assert done["branch_name"] in git(person.shop, "branch", "--list")
+    assert "the agent's work" in git(origin, "log", "--format=%s", done["branch_name"])
+    stolen = person.marks / "stolen"
+    bashrc = (person.home / ".bashrc").read_text()
+    assert "update by push" not in bashrc, "the push wrote no reflog through the link"
+    if mode == "none":  # the control: the board's own git ran the agent's filter and link
+        assert KEY in stolen.read_text()
+        assert "uncommitted changes from the agent" in bashrc
+        return
+    assert done["sandboxed"] is True
+    assert not stolen.exists(), stolen.read_text()
+    assert bashrc == "# mine\n"
+    remotes = person.shop / ".git" / "logs" / "refs" / "remotes" / "origin"
+    assert not (remotes / done["branch_name"]).is_symlink(), "remote-tracking logs: read-only"
+
+
+def test_attempts_are_made_picked_and_cleared_by_the_boards_sandboxed_git(
+        client, api, person):
+    """Best of N in a sandboxed project: each attempt's worktree is made, diffed and, once
+    one is picked, moved or removed by the board's git in the runs' sandbox; a worktree of
+    the person's own, which that sandbox does not show, is not pruned for looking gone."""
+    mine = person.home / "code" / "shop-mine"
+    git(person.shop, "worktree", "add", "-q", "-b", "mine", str(mine))
+    project = api.project(sandbox="bubblewrap", maxConcurrent=2,
+                          sandboxPaths={"readWrite": [str(person.records)]})
+    task = api.task(project["id"], description="fake:ok fake:write=mine.txt")
+    client.post_json(f"/api/tasks/{task['id']}/attempts", {"agents": [
+        {"agent": "claude"}, {"agent": "claude", "model": "model_small"}]}, status=202)
+    wait_status(client, task["id"], "testing")
+    first, second = client.get(f"/api/tasks/{task['id']}/attempts").json
+    assert first["diff"]["files"] == second["diff"]["files"] == 1, (first, second)
+    client.post(f"/api/tasks/{task['id']}/attempts/1/pick")
+    picked = client.get(f"/api/tasks/{task['id']}").json
+    assert picked["branch_name"] == first["branch"]
+    assert "mine.txt" in desk(client, "get_task_diff", {"taskId": task["id"]}).json["diff"]
+    assert second["branch"] not in git(person.shop, "branch", "--list").split()
+    assert os.listdir(person.data / "worktrees" / str(project["id"])) == [task["task_key"]]
+    assert str(mine) in git(person.shop, "worktree", "list"), "the person's own is kept"
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+def test_a_planted_commondir_neither_runs_its_config_nor_binds_its_links(
+        client, api, person, mode):
+    """A run in the checkout itself (no autoBranch, the default) makes `.git/evil` a common
+    dir of its own (objects and refs back to the real ones, `logs` a relative link to
+    ~/.ssh, a config naming a clean filter and a diff.external, info/attributes using the
+    filter) and writes `evil` into `.git/commondir`.  The board's diff of the task ran the
+    filter as the board; the next run had git's answer bound: ~/.ssh read-write.
+    Sandboxed, the diff's filter runs blind and the resumed run sees no key, while both
+    runs' edits land and the session resumes."""
+    project = api.project(permissionMode="auto-accept", sandbox=mode,
+                          sandboxPaths={"readWrite": [str(person.records)]})
+    task = api.task(project["id"], description=script(f"""
+echo first >> README.md && top=$(pwd)
+cat > .thief.sh <<'EOF'
+{thief(person.marks, "stolen-by-diff")}EOF
+mkdir .git/evil && cd .git/evil && ln -s ../objects objects && ln -s ../refs refs &&
+  ln -s ../../../../.ssh logs && mkdir info && echo '* filter=ev' > info/attributes
+printf '[core]\\n\\trepositoryformatversion = 0\\n[filter "ev"]\\n\\tclean = sh %s\\n' \\
+  "$top/.thief.sh" > config
+printf '[diff]\\n\\texternal = sh %s\\n' "$top/.thief.sh" >> config
+cd ../.. && echo evil > .git/commondir && echo planted
+"""))
+    api.move(task["id"], "in_progress")
+    wait_status(client, task["id"], "testing")
+    assert "planted" in said(client, task["id"])
+    diff = desk(client, "get_task_diff", {"taskId": task["id"]}).json
+    assert "+first" in diff["diff"], diff
+    desk(client, "request_changes", {"id": task["id"], "feedback": script("""
+echo second >> README.md
+grep -q OPENSSH .git/evil/logs/id_ed25519 && echo "GOT the key through .git"
+grep -q OPENSSH "$HOME/.ssh/id_ed25519" && echo "GOT the key"
+echo resumed
+""")})
+    again = wait_status(client, task["id"], "testing")
+    out = said(client, task["id"])
+    assert "resumed" in out, out
+    assert (person.shop / "README.md").read_text() == "# Shop\nfirst\nsecond\n"
+    stolen = person.marks / "stolen-by-diff"
+    if mode == "none":  # the control: the script's filter ran as the board; the link works
+        assert KEY in stolen.read_text()
+        assert "GOT the key through .git" in out
+        return
+    assert again["sandboxed"] is True
+    assert "GOT" not in out, out
+    assert not stolen.exists(), stolen.read_text()
+    calls = [c for c in (person.records / "calls.jsonl").read_text().splitlines()]
+    assert len(calls) == 2 and '"resumed": true' in calls[1]
+
+
+@pytest.fixture
+def sshd(person):
+    from ssh_helpers import SshServer, sshd_missing
+    if sshd_missing() is not None:
+        unavailable(sshd_missing())
+    server = SshServer(person.root)
+    shutil.copy(person.home / ".gitconfig", server.home)  # the login's own identity there
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+def test_on_a_host_a_nested_repository_never_runs_as_the_board(client, api, person, sshd,
+                                                                mode):
+    """The first escape on a host (its baseDir beside the person's home here): the board's
+    end-of-run commit there, over ssh, runs in the run's sandbox there as it does here."""
+    from ssh_helpers import trusted_host
+    host = trusted_host(client, sshd, person.root)
+    project = api.project(host=host["id"], repoUrl=str(person.shop), sandbox=mode,
+                          permissionMode="auto-accept", slug=f"far-{mode}",
+                          sandboxPaths={"readWrite": [str(person.records)]})
+    task = api.task(project["id"], description=script(f"""
+printf 'id >> {person.marks}/ran-on-host; cat\\n' > .thief.sh && top=$(pwd)
+mkdir sub && cd sub && git init -q && echo x > f && git add f && git commit -qm sub
+git config filter.ev.clean "sh $top/.thief.sh" && echo '* filter=ev' > .git/info/attributes
+cd .. && git add sub && git commit -qm "a nested repository" && echo "GOT its commit"
+touch -d '2001-01-01 00:00' sub/f
+echo left > left.txt
+"""))
+    api.move(task["id"], "in_progress")
+    done = wait_status(client, task["id"], "testing", timeout=4 * RUN)
+    assert "GOT its commit" in said(client, task["id"])
+    clone = person.root / "host" / "repos" / project["slug"]
+    assert "uncommitted changes from the agent" in git(clone, "log", "--format=%s",
+                                                       done["branch_name"])
+    ran = person.marks / "ran-on-host"
+    if mode == "none":  # the control: the board's git there ran the agent's filter
+        assert ran.exists()
+        return
+    assert done["sandboxed"] is True
+    assert not ran.exists(), ran.read_text()
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+def test_a_worktrees_link_never_makes_the_boards_prune_empty_the_repository(
+        client, api, person, mode):
+    """A run in the checkout itself makes `.git/worktrees` a link to `.git`: the board's next
+    `git worktree prune` (making a task's worktree once autoBranch is on) took every folder
+    of `.git` for a stale worktree and removed it.  Sandboxed the link cannot be made (the
+    folder is made and bound read-only first); unsandboxed (the control) it is, and the
+    board refuses to work on that repository's worktrees rather than prune through it."""
+    project = api.project(permissionMode="auto-accept", sandbox=mode,
+                          sandboxPaths={"readWrite": [str(person.records)]})
+    first = api.task(project["id"], description=script(
+        "rmdir .git/worktrees 2>/dev/null; ln -s . .git/worktrees && echo planted"))
+    api.move(first["id"], "in_progress")
+    wait_status(client, first["id"], "testing")
+    client.put_json(f"/api/projects/{project['id']}", {"autoBranch": 1})
+    second = api.task(project["id"], description="fake:ok")
+    api.move(second["id"], "in_progress")
+    if mode == "none":
+        assert "planted" in said(client, first["id"])
+        failed = wait_status(client, second["id"], "failed")
+        assert "worktrees folder is a link" in failed["last_error"], failed
+    else:
+        assert "planted" not in said(client, first["id"])
+        assert not (person.shop / ".git" / "worktrees").is_symlink()
+        wait_status(client, second["id"], "testing")
+    assert (person.shop / ".git" / "objects").is_dir(), "the repository is whole"
+    assert "initial" in git(person.shop, "log", "--format=%s", "--all")
