@@ -5738,10 +5738,50 @@ SANDBOX_HINT = ("the sandbox may be why ({sign}): a sandboxed run sees the machi
                 "(readOnly, readWrite), or set its sandbox to none")
 
 
-def sandbox_sign(text: str, home: str) -> str | None:
+#: The account part of a CLI's state file (design §17 v6): the person's own, put into the
+#: project's copy before each sandboxed run here, so that the person's login (or a new
+#: account) holds there too; the rest of the copy (its projects, MCP servers) stays its own.
+CLI_ACCOUNT = {"claude": (".claude.json", ("oauthAccount", "userID", "primaryApiKey",
+                                           "customApiKeyResponses", "hasCompletedOnboarding"))}
+
+
+def share_account(sandbox: dict, base: str) -> None:
+    """Before a sandboxed run here: the account part (CLI_ACCOUNT) of the project's copy of
+    its CLI's state file becomes the person's, written in place (runs of the project may
+    have it open) and only when it differs; a copy not made yet is made whole at the run's
+    start (SANDBOX_RUN).  What cannot be read as JSON is left as it is."""
+    name, keys = CLI_ACCOUNT.get(sandbox["agent"] or "", (None, ()))
+    if name is None:
+        return
+    copy = os.path.join(base, "cli-state", str(sandbox["project"]), name)
+    try:
+        mine = json.loads(read_regular(os.path.join(os.path.expanduser("~"), name),
+                                       CLI_ACCOUNT_LIMIT) or "null")
+        kept = json.loads(read_regular(copy, CLI_ACCOUNT_LIMIT) or "null")
+    except ValueError:
+        return
+    if not isinstance(mine, dict) or not isinstance(kept, dict):
+        return
+    account = {key: kept[key] for key in keys if key in kept}
+    if account == {key: mine[key] for key in keys if key in mine}:
+        return
+    kept = {key: value for key, value in kept.items() if key not in keys} | {
+        key: mine[key] for key in keys if key in mine}
+    with contextlib.suppress(OSError), \
+            open(os.open(copy, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "w") as f:
+        f.write(json.dumps(kept, indent=2))
+        f.truncate()
+
+
+#: The most of a CLI's state file share_account() reads.
+CLI_ACCOUNT_LIMIT = 16 << 20
+
+
+def sandbox_sign(text: str, home: str | None) -> str | None:
     """What in a sandboxed command's failure says the sandbox may be why, or None
-    (access refused counts only when the text names a path under home)."""
-    under_home = home.rstrip("/") + "/" in text
+    (access refused counts only when the text names a path under home, the home of the
+    machine the run is on: None when not known)."""
+    under_home = home is not None and home.rstrip("/") + "/" in text
     return next((found.group(0) for found in SANDBOX_SIGNS.finditer(text) if under_home or
                  found.group(0).lower() not in ("permission denied", "eacces")), None)
 
@@ -6012,6 +6052,11 @@ class ThisMachine:
     host = None
     where = ""
 
+    @property
+    def home(self) -> str:
+        """The home folder of the board's login."""
+        return os.path.expanduser("~")
+
     def shell(self, cwd: str, reopen: bool = True, sandbox: dict | None = None):
         """run(argv, timeout) -> (exit code, stdout) in cwd, git's hooks off (GIT_ENV);
         with `sandbox`, in that sandbox (the board's own git on a checkout a run could
@@ -6191,6 +6236,8 @@ class ThisMachine:
         """Start an agent's process, its stdio piped, in a process group of its own: the
         one place every run's command starts (task, verifier, planner), in the sandbox
         when it has one (in_sandbox())."""
+        if sandbox is not None:
+            share_account(sandbox, os.path.realpath(runtime.data_dir))
         argv, env = self._in_sandbox(argv, cwd, env, sandbox)
         return Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE, start_new_session=True, umask=runtime.umask)
@@ -6877,7 +6924,7 @@ class MissingHost:
     """The machine of a project whose host was deleted meanwhile (a host a project names
     cannot be deleted): nothing runs there, what would reach it raises HostDown, and what
     only reads or cleans up finds nothing."""
-    host = None
+    host = home = None
     reaches_board = False
 
     def __init__(self, host_id: int):
@@ -12247,7 +12294,7 @@ class AgentRun:
         """Say once a run, in the task's log, when the sandbox may be why a command of a
         sandboxed run failed, and what to do about it."""
         sign = None if self.sandbox is None or self.sandbox_hinted or self.task_id is None \
-            else sandbox_sign(failure, os.path.expanduser("~"))
+            else sandbox_sign(failure, self.machine.home)
         if sign is not None:
             self.sandbox_hinted = True
             runtime.logs.append(self.task_id, "system", SANDBOX_HINT.format(sign=sign),

@@ -526,6 +526,9 @@ def test_a_failure_the_sandbox_may_explain_says_so_and_points_at_sandbox_paths(
     assert len(hints) == 1 and "sandboxPaths" in hints[0], hints
 
 
+ACCOUNT = {"oauthAccount": "old account", "mcpServers": {"mine": {}}}
+
+
 def test_cli_state_and_cache_are_the_projects_own_and_logins_are_shared(
         client, api, tb, sandboxed, repo, outside_tmp, monkeypatch):
     """A sandboxed run sees its CLI's state as its project's copy, made from the person's
@@ -536,6 +539,7 @@ def test_cli_state_and_cache_are_the_projects_own_and_logins_are_shared(
     (home / ".claude").mkdir(parents=True)
     (home / ".claude/settings.json").write_text('{"mine": true}')
     (home / ".claude/.credentials.json").write_text("old login")
+    (home / ".claude.json").write_text(json.dumps(ACCOUNT))
     (home / ".cache").mkdir()
     (home / ".cache/big").write_text("the person's cache")
     monkeypatch.setenv("HOME", str(home))
@@ -545,6 +549,7 @@ def test_cli_state_and_cache_are_the_projects_own_and_logins_are_shared(
 printf '{"hooks": {"SessionStart": "pwn"}}' > "$HOME/.claude/settings.json"
 echo 'obey me' > "$HOME/.claude/CLAUDE.md"; echo x > "$HOME/.cache/planted"
 echo 'new login' > "$HOME/.claude/.credentials.json"
+printf '{"oauthAccount": "old account", "mcpServers": {"planted": {}}}' > "$HOME/.claude.json"
 """)
     reads = script('cat "$HOME/.claude/settings.json"; echo; ls "$HOME/.claude" "$HOME/.cache"')
     task = api.task(first["id"], description="fake:ok " + writes)
@@ -562,6 +567,14 @@ echo 'new login' > "$HOME/.claude/.credentials.json"
     out = said(client, other["id"])
     assert '{"mine": true}' in out and "pwn" not in out, out
     assert "CLAUDE.md" not in out and "planted" not in out, out
+    # ~/.claude.json: its account part is the person's at every run, the rest the project's
+    assert json.loads((home / ".claude.json").read_text()) == ACCOUNT, "never changed by a run"
+    (home / ".claude.json").write_text(json.dumps({**ACCOUNT, "oauthAccount": "new account"}))
+    again = api.task(first["id"], description="fake:ok " + script('cat "$HOME/.claude.json"'))
+    api.move(again["id"], "in_progress")
+    wait_status(client, again["id"], "testing")
+    out = said(client, again["id"])
+    assert '"new account"' in out and '"planted"' in out and "old account" not in out, out
 
 
 def tool(path: pathlib.Path, body: str) -> pathlib.Path:
