@@ -5541,13 +5541,13 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
 #: to run), TB_READ_ONLY (a planner's or verifier's checkout), TB_STATE (its CLI's state
 #: under home, and ~/.cache: writable, the project's own copies kept in TB_KEEP, made from
-#: the person's the first time, ~/.cache empty), TB_LOGINS (login files under home, shared
-#: so that a login refreshes), TB_MANAGERS (VERSION_MANAGERS), TB_NEVER (never seen under
-#: home), TB_HIDE (other projects' folders, the token file), TB_RO and TB_RW (sandboxPaths),
-#: TB_FILES (the run's own, read-only), TB_GIT (the repository's common git folder as the
-#: board found it: git_dirs()); and for the board's own git on the repository
-#: (WORKTREE_SCRIPT, WORKTREE_REMOVE, PICK_SCRIPT), TB_GIT_WRITE (all of TB_GIT writable)
-#: and TB_OUT (its worktrees' folder, writable).
+#: the person's the first time but for TB_PRIVATE, ~/.cache empty), TB_LOGINS (login files
+#: under home, shared so that a login refreshes), TB_MANAGERS (VERSION_MANAGERS), TB_NEVER
+#: (never seen under home), TB_HIDE (other projects' folders, the token file), TB_RO and
+#: TB_RW (sandboxPaths), TB_FILES (the run's own, read-only), TB_GIT (the repository's
+#: common git folder as the board found it: git_dirs()); and for the board's own git on
+#: the repository (WORKTREE_SCRIPT, WORKTREE_REMOVE, PICK_SCRIPT), TB_GIT_WRITE (all of
+#: TB_GIT writable) and TB_OUT (its worktrees' folder, writable).
 #: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
 #: folder hidden again, then the checkout and the git metadata a commit writes, read-only
 #: what must never be written (hooks, config, what points git elsewhere), the run's files,
@@ -5588,9 +5588,13 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     for x in $TB_STATE; do
       s=$TB_KEEP/${x%/}; x=$h/${x%/}
       if [ ! -e "$s" ]; then mkdir -p -m 700 -- "${s%/*}" || exit 126
-        if [ "$x" != "$h/.cache" ] && [ -e "$x" ]; then cp -a -- "$x" "$s"
-        else case $s in */*.json) echo '{}' > "$s";; *) mkdir -m 700 -- "$s";; esac
-        fi || exit 126; fi
+        if [ "$x" = "$h/.cache" ] || [ ! -e "$x" ]; then
+          case $s in */*.json) echo '{}' > "$s";; *) mkdir -m 700 -- "$s";; esac
+        elif [ -d "$x" ]; then mkdir -m 700 -- "$s" && set +f &&
+          for e in "$x"/* "$x"/.[!.]* "$x"/..?*; do [ -e "$e" ] || [ -L "$e" ] || continue
+            case $nl$TB_PRIVATE$nl in *"$nl${e##*/}$nl"*) continue;; esac
+            cp -a -- "$e" "$s/" || exit 126; done; set -f
+        else cp -a -- "$x" "$s"; fi || exit 126; fi
       p --bind "$s" "$x"
     done
     for x in $TB_LOGINS; do [ -f "$h/$x" ] && p --bind "$h/$x" "$h/$x"; done
@@ -5641,7 +5645,7 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   unset IFS; set +f
   eval "set -- $TB_BWRAP $q --chdir \"\$dir\" -- \"\$@\""
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_KEEP TB_LOGINS \
-    TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES TB_GIT TB_GIT_WRITE TB_OUT
+    TB_PRIVATE TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES TB_GIT TB_GIT_WRITE TB_OUT
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
 #: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.
@@ -5663,6 +5667,13 @@ VERSION_MANAGERS = {
     ".volta": (".volta",), ".local/share/fnm": (".local/share/fnm",), ".fnm": (".fnm",),
     ".sdkman": (".sdkman",), ".cargo": (".cargo", ".rustup"), "go": ("go",),
     ".local/bin": (".local/share/uv", ".local/share/pipx", ".local/pipx")}
+#: What of a CLI's state folder is the person's own work elsewhere (sessions' transcripts,
+#: prompt history, snapshots of other folders' files), never copied into a project's copy:
+#: a run of one project reads nothing of the person's other work.
+CLI_PRIVATE = {"claude": ("projects", "todos", "shell-snapshots", "file-history",
+                          "history.jsonl", "debug", "session-env"),
+               "codex": ("sessions", "archived_sessions", "history.jsonl", "log"),
+               "gemini": ("tmp", "history"), "opencode": ("storage", "snapshot", "log")}
 #: The login files in CLI_STATE, the person's own in every copy: a login refreshed by a run
 #: or by the person holds for both.
 CLI_LOGINS = {"claude": (".claude/.credentials.json",), "codex": (".codex/auth.json",),
@@ -5803,6 +5814,7 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
                                   if sandbox["agent"] else ()),
             "TB_KEEP": os.path.join(base, "cli-state", str(sandbox.get("project"))),
             "TB_LOGINS": "\n".join(CLI_LOGINS.get(sandbox["agent"], ())),
+            "TB_PRIVATE": "\n".join(CLI_PRIVATE.get(sandbox["agent"], ())),
             "TB_MANAGERS": "\n".join(f"{where}={','.join(roots)}"
                                      for where, roots in VERSION_MANAGERS.items()),
             "TB_NEVER": "\n".join(NEVER_VISIBLE), "TB_HIDE": "\n".join(sandbox.get("hide") or ()),

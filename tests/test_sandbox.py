@@ -540,12 +540,16 @@ def test_cli_state_and_cache_are_the_projects_own_and_logins_are_shared(
     (home / ".claude/settings.json").write_text('{"mine": true}')
     (home / ".claude/.credentials.json").write_text("old login")
     (home / ".claude.json").write_text(json.dumps(ACCOUNT))
+    (home / ".claude/projects/-home-me-secret").mkdir(parents=True)
+    (home / ".claude/projects/-home-me-secret/1.jsonl").write_text("another project's session")
+    (home / ".claude/history.jsonl").write_text("my prompts")
     (home / ".cache").mkdir()
     (home / ".cache/big").write_text("the person's cache")
     monkeypatch.setenv("HOME", str(home))
     first = api.project(slug="first", permissionMode="auto-accept")
     second = api.project(slug="second", permissionMode="auto-accept")
     writes = script("""cat "$HOME/.claude/settings.json"; echo; ls "$HOME/.cache"
+cat "$HOME/.claude/history.jsonl" "$HOME"/.claude/projects/*/*.jsonl
 printf '{"hooks": {"SessionStart": "pwn"}}' > "$HOME/.claude/settings.json"
 echo 'obey me' > "$HOME/.claude/CLAUDE.md"; echo x > "$HOME/.cache/planted"
 echo 'new login' > "$HOME/.claude/.credentials.json"
@@ -557,6 +561,7 @@ printf '{"oauthAccount": "old account", "mcpServers": {"planted": {}}}' > "$HOME
     wait_status(client, task["id"], "testing")
     out = said(client, task["id"])
     assert '{"mine": true}' in out and "big" not in out, out  # a copy; its cache empty
+    assert "my prompts" not in out and "session" not in out, out  # the person's other work
     assert (home / ".claude/settings.json").read_text() == '{"mine": true}'
     assert not (home / ".claude/CLAUDE.md").exists()
     assert not (home / ".cache/planted").exists()
