@@ -242,12 +242,19 @@ def worktree_of(tb, task):
     return os.path.join(tb.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
 
 
+#: Where outside_tmp() makes its folders: the checkout's .test-roots, or when the checkout
+#: is itself in a folder a sandboxed run has its own of, a folder under the login's home.
+OUTSIDE_TMP = pathlib.Path(__file__).resolve().parent.parent / ".test-roots"
+if str(OUTSIDE_TMP).startswith(("/tmp/", "/var/tmp/", "/dev/shm/")):
+    OUTSIDE_TMP = pathlib.Path.home() / ".cache" / "taskboard-test-roots"
+
+
 @pytest.fixture
 def outside_tmp():
     """A folder outside /tmp, under the checkout's .test-roots (removed after): a sandboxed
     run has a /tmp of its own, so that it cannot see what is kept in the real one proves
     nothing.  Not under tests/, which a run of the fake agent sees (its CLI's folder)."""
-    folder = pathlib.Path(__file__).resolve().parent.parent / ".test-roots" / uuid.uuid4().hex[:12]
+    folder = OUTSIDE_TMP / uuid.uuid4().hex[:12]
     folder.mkdir(parents=True)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)

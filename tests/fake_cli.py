@@ -195,11 +195,21 @@ def new_uuid() -> str:
 
 
 def state_dir():
+    """$FAKE_AGENT_DIR, or where it cannot be written (a sandboxed run not granted it, as a
+    real CLI would not be) the temporary folder's: the run goes on, unrecorded there."""
     import tempfile
-    path = os.environ.get("FAKE_AGENT_DIR") or os.path.join(tempfile.gettempdir(),
-                                                             "taskboard-fake-agent")
-    for sub in ("sessions", "transcripts", "tasks"):
-        os.makedirs(os.path.join(path, sub), exist_ok=True)
+    spare = os.path.join(tempfile.gettempdir(), "taskboard-fake-agent")
+    path = os.environ.get("FAKE_AGENT_DIR") or spare
+    try:
+        for sub in ("sessions", "transcripts", "tasks"):
+            os.makedirs(os.path.join(path, sub), exist_ok=True)
+        if not os.access(path, os.W_OK):
+            raise PermissionError(path)
+    except OSError:
+        if path == spare:
+            raise
+        os.environ["FAKE_AGENT_DIR"] = path = spare
+        return state_dir()
     return path
 
 

@@ -38,6 +38,14 @@ def bwrap_state():
 
 
 @pytest.fixture
+def tmp_path(outside_tmp):
+    """Every folder of these tests (the data dir, home, projects) outside /tmp: a sandboxed
+    run has a /tmp of its own, so that it cannot read what is kept in the real one would
+    prove nothing (conftest's outside_tmp)."""
+    return outside_tmp
+
+
+@pytest.fixture
 def sandboxed(tb, tmp_path, monkeypatch):
     """The board with a real bubblewrap, the fake agent's records in a folder the sandbox
     may write (its pids are of the sandbox's own namespace: the autouse agent folder of
@@ -490,14 +498,17 @@ def test_the_stop_check_and_an_attempts_check_run_in_the_sandbox(client, api, tb
 def test_the_stop_check_and_an_attempts_check_run_in_the_sandbox_on_a_host(
         client, api, tb, sandboxed, sshd, tmp_path):
     """As on this machine (the test above): a host's stop check and an attempt's check run in
-    the run's sandbox there (design §17 v6), blind to what the board keeps on the host's
-    machine (here the same one: the board's database); unsandboxed they see it (the control)."""
+    the run's sandbox there (design §17 v6), blind to what the board keeps in the host's
+    baseDir; unsandboxed they see it (the control)."""
     from ssh_helpers import trusted_host
     make_repo(api.workdir)
     host = trusted_host(client, sshd, tmp_path)
     assert host["lastCheck"]["sandbox"]["works"] is True, host["lastCheck"]
+    kept = tmp_path / "host" / "kept-by-the-board"
+    kept.parent.mkdir(exist_ok=True)
+    kept.write_text("a run's token")
     checks, stop_checks = checks_in_each_mode(  # two runs over ssh
-        client, api, tb.config["db_path"], sandboxed, timeout=4 * RUN, host=host["id"],
+        client, api, kept, sandboxed, timeout=4 * RUN, host=host["id"],
         repoUrl=str(api.workdir))
     assert checks == {"bubblewrap": [True, True], "none": [False, False]}
     assert stop_checks == {"bubblewrap": {"passed"}, "none": {"failed"}}
