@@ -242,6 +242,9 @@ WS_SEND_TIMEOUT_SECONDS = 10
 WS_DROP_GRACE_SECONDS = 2
 #: A client message (clients only send keep-alives) larger than this ends the connection.
 WS_MAX_MESSAGE_BYTES = 64 * 1024
+#: The close code of a /ws connection whose credential was revoked or expired, or whose
+#: session was logged out (its reason says which); a client must not reconnect with it.
+WS_CREDENTIAL_ENDED = 4401
 #: Agent log entries are written and published at most this often per task.
 LOG_FLUSH_SECONDS = 0.1
 
@@ -4143,17 +4146,24 @@ class Subscriber:
     """One /ws connection's view of the event stream: its filters and a cursor into the
     bus's buffer, so that a client that stops reading costs its place, not a copy."""
 
-    def __init__(self, bus, cursor: int, project_id=None, logs=()):
+    def __init__(self, bus, cursor: int, project_id=None, logs=(), credential=None,
+                 unheard=frozenset()):
         self.bus, self.cursor = bus, cursor  # the seq of the next message it may be sent
         self.project_id = project_id
         self.all_logs = "all" in logs
         self.log_tasks = {int(t) for t in logs if t != "all"}
+        # who opened it (("token", id), ("session", its hash); None: the board's token) and
+        # the events that credential may not hear (the /ws route's credential_events())
+        self.credential, self.unheard = credential, unheard
         self.pending = []  # sent before the buffer's messages: a resync
         self.ready = gevent.event.Event()  # set when there may be something to send
         self.closed = False
+        self.ended = None  # why its credential ended: the connection closes saying so
         self.abort = None  # ends the connection at once (set by the /ws route)
 
     def wants(self, message: Message) -> bool:
+        if message.event in self.unheard:
+            return False
         if self.project_id is not None and message.project_id is not None \
                 and message.project_id != self.project_id:
             return False
@@ -4183,6 +4193,12 @@ class Subscriber:
     def resync(self) -> None:
         """Send `resync` next, instead of what it has not been sent, then end."""
         self.pending, self.cursor = [self.bus.resync_message()], None
+        self.close()
+
+    def end(self, why: str) -> None:
+        """Its credential ended (revoked, expired, logged out): nothing more is sent, and the
+        connection closes with WS_CREDENTIAL_ENDED and `why`."""
+        self.pending, self.cursor, self.ended = [], None, why
         self.close()
 
 
@@ -4240,10 +4256,11 @@ class EventBus:
         sub.cursor = self.seq + 1
         return [m for m in self.buffer[self.head + start:] if sub.wants(m)]
 
-    def subscribe(self, project_id=None, logs=(), since=None) -> Subscriber:
+    def subscribe(self, project_id=None, logs=(), since=None, credential=None,
+                  unheard=frozenset()) -> Subscriber:
         """A subscriber sent what follows `since` first (or resync if that is gone), then
-        what is published."""
-        sub = Subscriber(self, self.seq + 1, project_id, logs)
+        what is published (but the `unheard` events: see Subscriber)."""
+        sub = Subscriber(self, self.seq + 1, project_id, logs, credential, unheard)
         if since is not None:
             if since < self.first_seq or since > self.seq or since + 1 < self.oldest():
                 sub.pending = [self.resync_message()]
@@ -4254,6 +4271,13 @@ class EventBus:
 
     def unsubscribe(self, sub: Subscriber) -> None:
         self.subscribers.discard(sub)
+
+    def end(self, credential: tuple, why: str) -> None:
+        """A credential ended (a token revoked, a session logged out): the connections it
+        opened close (Subscriber.end)."""
+        for sub in list(self.subscribers):
+            if sub.credential == credential:
+                sub.end(why)
 
     def resync_message(self) -> Message:
         return Message(self.seq, "resync", {})
@@ -11517,6 +11541,7 @@ def end_session(secret: str) -> None:
     """Log out: the session is revoked here, whatever its cookie does elsewhere."""
     if runtime.sessions.pop(_digest(secret), None) is not None:
         delete_session_row(_digest(secret))
+        runtime.events.end(("session", _digest(secret)), "the session was logged out")
 
 
 def session_alive(secret: str) -> bool:
@@ -11561,6 +11586,7 @@ def create_token(body) -> dict:
 def delete_token(token_id: int) -> dict:
     row = found(delete_token_row(token_id), f"token {token_id} not found")
     runtime.personal.pop(row["hash"], None)
+    runtime.events.end(("token", token_id), f"token {row['name']!r} was revoked")
     return {"ok": True}
 
 
@@ -13749,15 +13775,62 @@ def ws_events():
     if ws is None:
         raise Invalid("/ws expects a websocket upgrade")
     events = runtime.events  # the runtime may be gone by the time the socket closes
-    sub = events.subscribe(**ws_params(bottle.request.query))
+    credential, unheard, expires = ws_credential(bottle.request.environ)
+    sub = events.subscribe(**ws_params(bottle.request.query), credential=credential,
+                           unheard=unheard)
     sub.abort = functools.partial(_ws_abort, ws.handler.socket)
     reader = gevent.spawn(_ws_read, ws, sub)
+    ending = None if expires is None else gevent.spawn_later(
+        max(0.0, (parse_iso(expires) - utc_now()).total_seconds()), sub.end,
+        "the token expired" if credential[0] == "token" else "the session expired")
     try:
         _ws_write(ws, sub)
     finally:
         events.unsubscribe(sub)
         reader.kill()
+        if ending is not None:
+            ending.kill()
     return ""
+
+
+def ws_credential(environ) -> tuple:
+    """Who opens a /ws connection (see Subscriber), the events it may not hear, and when its
+    credential expires (None: never)."""
+    token = environ.get("taskboard.token")
+    if token is not None:
+        return ("token", token["id"]), credential_events()["owner"], token["expires_at"]
+    cookie = bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE)
+    if "HTTP_AUTHORIZATION" not in environ and cookie and session_alive(cookie):
+        return ("session", _digest(cookie)), frozenset(), runtime.sessions[_digest(cookie)]
+    return None, frozenset(), None
+
+
+#: What each event tells, as the GET route that reads it: a /ws client hears an event only
+#: when its credential may call that route (its declared scope), so the events of what is
+#: the owner's alone (hosts, webhooks, settings) never reach a personal token.
+EVENT_READS = {
+    "project": "/api/projects/<project_id:int>", "task": "/api/tasks/<task_id:int>",
+    "dependencies": "/api/tasks/<task_id:int>",
+    "template": "/api/projects/<project_id:int>/templates",
+    "snippet": "/api/projects/<project_id:int>/snippets",
+    "webhook": "/api/projects/<project_id:int>/webhooks",
+    "plan": "/api/projects/<project_id:int>/plan/status", "settings": "/api/settings",
+    "approval": "/api/approvals", "message": "/api/tasks/<task_id:int>/messages",
+    "host": "/api/hosts", "attempt": "/api/tasks/<task_id:int>/attempts",
+    "schedule": "/api/schedules/<schedule_id:int>"}
+
+
+@functools.cache
+def credential_events() -> dict[str, frozenset]:
+    """{scope: the events (EVENT_TYPES) whose EVENT_READS route needs that scope}."""
+    scopes = {route.rule: route.config["scope"] for route in app.routes
+              if route.method == "GET"}
+    by_scope = collections.defaultdict(set)
+    for event in EVENT_TYPES:
+        kind = event.partition(":")[0]
+        if kind in EVENT_READS:
+            by_scope[scopes[EVENT_READS[kind]]].add(event)
+    return {scope: frozenset(by_scope[scope]) for scope in SCOPES}
 
 
 def _ws_read(ws, sub: Subscriber) -> None:
@@ -13785,6 +13858,13 @@ def _ws_write(ws, sub: Subscriber) -> None:
     timer = gevent.Timeout(WS_SEND_TIMEOUT_SECONDS)  # one, restarted for each frame
     while True:
         messages = sub.get(timeout=WS_PING_SECONDS)
+        if messages is None and sub.ended is not None and not ws.closed:
+            why = sub.ended.encode()[:120]  # a close frame's reason: at most 123 bytes
+            with contextlib.suppress(WebSocketError, OSError):
+                ws.raw_write(Header.encode_header(True, WebSocket.OPCODE_CLOSE, b"",
+                                                  len(why) + 2, 0)
+                             + struct.pack("!H", WS_CREDENTIAL_ENDED) + why)
+            return
         if messages is None or ws.closed:
             return
         try:

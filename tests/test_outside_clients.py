@@ -10,6 +10,7 @@ import sys
 import bottle
 import pytest
 import websocket
+import webtest
 
 import taskboard
 from agent_helpers import RUN, get_task, logs, read_calls, wait_status
@@ -431,6 +432,60 @@ def test_a_read_token_follows_the_board_live_and_a_token_without_read_cannot(cli
     with pytest.raises(websocket.WebSocketBadStatusException) as refused:
         live.ws(headers=as_token(writer))
     assert refused.value.status_code == 403
+
+
+def test_a_read_token_never_hears_the_owners_events_over_ws(client, api, live):
+    """/ws filters each event by the scope of the route that reads what it tells (probe v5:
+    a read token heard hosts, webhook URLs and settings that REST refused it)."""
+    project = api.project()
+    reader = live.ws(headers=as_token(token(client, "watch", ["read"])["secret"]))
+    owner = live.ws()
+    client.post_json("/api/hosts", {"name": "box", "address": "me@box.example"}, status=201)
+    client.post_json(f"/api/projects/{project['id']}/webhooks", {
+        "platform": "custom", "url": "http://127.0.0.1:9/secret-hook", "events": ["task:created"]},
+        status=201)
+    client.put_json("/api/settings", {"language": "tr"})
+    made = api.task(project["id"], title="After them")
+    heard = {name: [] for name in ("reader", "owner")}
+    for name, ws in (("reader", reader), ("owner", owner)):
+        while (message := ws.next())["event"] != "task:created":
+            heard[name].append(message["event"])
+        assert message["data"]["id"] == made["id"]
+    assert {"host:created", "webhook:created", "settings:updated"} <= set(heard["owner"])
+    assert heard["reader"] == [e for e in heard["owner"] if e.partition(":")[0] not in (
+        "host", "webhook", "settings")], heard
+    kinds = {e.partition(":")[0] for e in taskboard.EVENT_TYPES} - {"resync", "ping"}
+    assert kinds <= set(taskboard.EVENT_READS), "every event says which route reads it"
+
+
+def closing(ws, timeout=5) -> tuple[int, str]:
+    """The close frame the server ends a /ws connection with: (code, reason)."""
+    ws.conn.settimeout(timeout)
+    while True:
+        frame = ws.conn.recv_data_frame(True)[1]
+        if frame.opcode == websocket.ABNF.OPCODE_CLOSE:
+            return int.from_bytes(frame.data[:2], "big"), frame.data[2:].decode()
+
+
+def test_a_revoked_or_expired_token_or_a_logout_closes_its_sockets(client, api, live):
+    """The sockets a credential opened close when it is revoked, expires or logs out, with
+    code 4401 and the reason; the others' stay open."""
+    revoked = token(client, "revoked")
+    soon = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=2)).isoformat()
+    brief = token(client, "brief", expiresAt=soon)
+    gone, expiring = (live.ws(headers=as_token(t["secret"])) for t in (revoked, brief))
+    browser = webtest.TestApp(taskboard.app)
+    browser.post_json("/api/login", {"token": taskboard.runtime.config["token"]})
+    session = live.ws(headers={
+        "Cookie": f"{taskboard.SESSION_COOKIE}={browser.cookies[taskboard.SESSION_COOKIE]}"})
+    owner = live.ws()
+    client.delete(f"/api/tokens/{revoked['id']}")
+    assert closing(gone) == (4401, "token 'revoked' was revoked")
+    assert closing(expiring) == (4401, "the token expired")
+    browser.post("/api/logout")
+    assert closing(session) == (4401, "the session was logged out")
+    project = api.project()
+    assert owner.until("project:created")["data"]["id"] == project["id"]
 
 
 def test_list_tasks_over_mcp_is_a_page_of_brief_entries(client, api):
