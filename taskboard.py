@@ -14305,11 +14305,14 @@ def mcp_serve(argv: list[str]) -> int:
             env = json.load(f)["mcpServers"]["taskboard"]["env"]
     board = requests.Session()
     board.headers.update({"Content-Type": "application/json", "Accept": "application/json"})
-    token = env.get("TASKBOARD_MCP_TOKEN") or env.get("TASKBOARD_TOKEN")
+    run_token = env.get("TASKBOARD_MCP_TOKEN") or ""
+    token = run_token or env.get("TASKBOARD_TOKEN")
     if token:
         board.headers["Authorization"] = f"Bearer {token}"
-    here = ("initialize", "ping") + (("tools/list",) if args.config or env.get(
-        "TASKBOARD_TASK_ID") else ())  # a run's tools are the same for every run
+    # a run's tools are the same for every run: listed here for a run's token alone (the
+    # tools follow the token, never TASKBOARD_TASK_ID in the environment)
+    here = ("initialize", "ping") + (("tools/list",) if run_token and not run_token.startswith(
+        PERSONAL_TOKEN_PREFIX) else ())
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -14344,17 +14347,44 @@ def mcp_http(body, environ):
     request's credential (a run's token keeps its bounds)."""
     board = BoardApi(agent_of(environ), requester(environ))
     messages = body if isinstance(body, list) else [body]
-    answers = []
+    if not messages:
+        raise RpcError(-32600, "invalid request: an empty batch")
+    if len(messages) > MCP_MAX_BATCH:
+        raise RpcError(-32600, f"invalid request: a batch holds at most {MCP_MAX_BATCH} "
+                       f"messages, not {len(messages)}")
+    answers, size = [], 0
     for message in messages:
-        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        if not _rpc_request(message):
             answers.append({"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": "invalid request"}})
+        elif "id" in message and size > MCP_MAX_ANSWER_CHARS:
+            answers.append({"jsonrpc": "2.0", "id": message["id"], "error": {
+                "code": -32000, "message": f"not answered: the batch's answer is over "
+                f"{MCP_MAX_ANSWER_CHARS} characters; ask again with fewer calls"}})
         elif "id" in message:
             answers.append({"jsonrpc": "2.0", "id": message["id"], **_mcp_reply(
                 message, board, _tools(environ))})
+            size += len(json_dumps(answers[-1]))
+        gevent.sleep(0)  # one call at a time: the board answers others in between
     if not answers:
         return None
     return answers if isinstance(body, list) else answers[0]
+
+
+#: A JSON-RPC batch to POST /mcp holds at most this many messages, and its answer stops
+#: calling tools past this many characters (probe v5: one 1 MiB batch of list_tasks calls
+#: made a 602 MB answer and stalled the board).
+MCP_MAX_BATCH = 100
+MCP_MAX_ANSWER_CHARS = 4 * 2**20
+
+
+def _rpc_request(message) -> bool:
+    """Whether a message is a JSON-RPC 2.0 request or notification: "jsonrpc": "2.0", a
+    method, and an id (when there is one) a string, a number or null."""
+    return isinstance(message, dict) and message.get("jsonrpc") == "2.0" and \
+        isinstance(message.get("method"), str) and (
+            "id" not in message or message["id"] is None or
+            isinstance(message["id"], str | int | float) and not isinstance(message["id"], bool))
 
 
 #: The protocol revisions of the initialize handshake the board speaks, newest last.

@@ -192,6 +192,36 @@ def test_mcp_speaks_streamable_http_and_refuses_what_is_not_json_rpc(client):
     answer = client.post_json("/mcp", [1, {"jsonrpc": "2.0"}], headers=bearer()).json
     assert [a["error"]["code"] for a in answer] == [-32600, -32600]
     assert mcp(client, "server/discover")["error"]["code"] == -32601
+    # JSON-RPC 2.0 as written: an empty batch, another version, an object as id are invalid
+    empty = client.post_json("/mcp", [], headers=bearer(), expect_errors=True)
+    assert empty.status_int == 400 and empty.json["error"]["code"] == -32600
+    answer = client.post_json("/mcp", [
+        {"jsonrpc": "1.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": {"a": 1},
+                                                        "method": "ping"},
+        {"jsonrpc": "2.0", "id": True, "method": "ping"},
+        {"jsonrpc": "2.0", "id": "x", "method": "ping"}], headers=bearer()).json
+    assert [(a["id"], "error" in a) for a in answer] == [
+        (None, True), (None, True), (None, True), ("x", False)], answer
+
+
+def test_one_mcp_batch_cannot_stall_the_board(client, api, monkeypatch):
+    """Probe v5: one 1 MiB batch of list_tasks calls answered 602 MB.  A batch holds at most
+    MCP_MAX_BATCH messages, and calls past MCP_MAX_ANSWER_CHARS of answer are not made."""
+    project = api.project()
+    api.task(project["id"], title="A task " + "x" * 180, description="d" * 2000)
+    call = {"jsonrpc": "2.0", "method": "tools/call", "params": {
+        "name": "get_task", "arguments": {"task_id": 1}}}
+    too_many = client.post_json("/mcp", [{**call, "id": n} for n in range(
+        taskboard.MCP_MAX_BATCH + 1)], headers=bearer(), expect_errors=True)
+    assert too_many.status_int == 400 and str(taskboard.MCP_MAX_BATCH) in too_many.json[
+        "error"]["message"]
+    one = len(taskboard.json_dumps(client.post_json("/mcp", {**call, "id": 0},
+                                                     headers=bearer()).json))
+    monkeypatch.setattr(taskboard, "MCP_MAX_ANSWER_CHARS", 2 * one + 1)
+    answer = client.post_json("/mcp", [{**call, "id": n} for n in range(10)],
+                              headers=bearer()).json
+    assert ["result" in a for a in answer] == [True] * 3 + [False] * 7, answer
+    assert "fewer calls" in answer[-1]["error"]["message"]
 
 
 SDK_CLIENT = r"""
@@ -521,3 +551,10 @@ def test_the_stdio_bridge_of_a_run_starts_its_cli_while_the_board_is_away():
     assert first["result"]["protocolVersion"] == "2025-06-18"
     assert {t["name"] for t in second["result"]["tools"]} == set(taskboard.RUN_TOOLS)
     assert third["id"] == 3 and "did not answer" in third["error"]["message"]
+    # a personal token's tools are the board's to say, whatever the environment holds
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "taskboard.py"), "--mcp", "--url",
+         "http://127.0.0.1:9"], input=json.dumps(lines[2]) + "\n", capture_output=True,
+        text=True, timeout=60, env={**os.environ, "TASKBOARD_TOKEN": "tbp_" + "x" * 43,
+                                    "TASKBOARD_TASK_ID": "1"})
+    assert "did not answer" in json.loads(done.stdout)["error"]["message"], done.stdout
