@@ -1615,6 +1615,10 @@ def _check_future(value, name):
         raise Invalid(f"{name} {value[:40]!r} is not an ISO 8601 time", name) from None
     if moment.tzinfo is None:
         raise Invalid(f"{name} {value[:40]!r} has no time zone (e.g. Z)", name)
+    try:
+        moment = moment.astimezone(dt.UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is in the year 10000 in UTC
+        raise Invalid(f"{name} {value[:40]!r} is after the year 9999 in UTC", name) from None
     if moment <= utc_now():
         raise Invalid(f"{name} {value[:40]!r} is not in the future", name)
 
@@ -12058,11 +12062,14 @@ def agent_state(name: str) -> dict:
             "waitingUntil": iso_at(until) if until > time.time() else None}
 
 
-def list_agents() -> list[dict]:
+def list_agents(owner: bool = True) -> list[dict]:
     """Every agent CLI with how many projects on this machine run it and how many of
     their open tasks chose it (the banner names a missing CLI only when something uses
-    it), and each host a project runs it on with what the host's last check found."""
+    it), and, to the owner (hosts are the owner's: design §19), each host a project runs it
+    on with what the host's last check found."""
     projects, tasks, remote = agent_use_rows(simulated_dir())
+    if not owner:
+        remote = []
     hosts = {row["id"]: row for row in hosts_in_use_rows()}
     on_hosts = collections.defaultdict(list)
     for use in remote:
@@ -13111,11 +13118,19 @@ def is_loopback_host(host: str) -> bool:
 
 
 def host_name(environ) -> str:
-    """The Host header's name, lower case, without the port ("[::1]:4000" -> "::1")."""
+    """The Host header's name, lower case, without the port ("[::1]:4000" -> "::1"), read
+    as a URL's authority is (RFC 3986: a name, an IPv4 address or a bracketed IP, then
+    digits after a colon); what is not one ("127.0.0.1:80@evil.example") comes back whole,
+    so that it is no allowed name."""
     host = environ.get("HTTP_HOST", "").strip().lower()
-    if host.startswith("["):
-        return host[1:].split("]")[0]
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    found = HOST_HEADER.fullmatch(host)
+    if found is None:
+        return host
+    return found.group(1) or found.group(2)
+
+
+#: A Host header (RFC 9110 §7.2): uri-host [":" port].
+HOST_HEADER = re.compile(r"(?:\[([0-9a-f:.]+)\]|([a-z0-9._~!$&'()*+,;=%-]*))(?::[0-9]*)?")
 
 
 def asked_by_owner(environ) -> bool:
@@ -13206,6 +13221,11 @@ def _service_route(method: str, rule: str, service, returns: str, name=None, **c
 @app.get("/api/health", scope="read", open=True, returns="Health")
 def api_health():
     return health(owner=asked_by_owner(bottle.request.environ))
+
+
+@app.get("/api/agents", scope="read", returns="AgentCli[]")
+def api_agents():
+    return list_agents(owner=asked_by_owner(bottle.request.environ))
 
 
 @app.post("/api/login", scope="owner", open=True, body="Login", returns="Ok")
@@ -13373,7 +13393,6 @@ def api_project_activity(project_id):
 #: (method, rule, scope, service, response schema[, route config]); see _service_route()
 #: and, for the scope and config's run_token and open, SCOPES.
 SERVICE_ROUTES = (
-    ("GET", "/api/agents", "read", list_agents, "AgentCli[]"),
     ("POST", "/api/projects", "owner", create_project, "Project",
      {"body": PROJECT_FIELDS, "status": 201}),
     ("PUT", "/api/projects/<project_id:int>", "owner", update_project, "Project",

@@ -685,6 +685,15 @@ def test_health_tells_a_stranger_only_how_many_hosts_are_in_use_and_reachable(
     assert answer.json["hostsInUse"] == {"count": 1, "reachable": 1}
 
 
+def test_agents_tells_a_read_token_no_host(client, remote_project):
+    """Security probe v5: GET /api/agents named the hosts to a read token; hosts are the
+    owner's (as health shows them to the owner alone)."""
+    assert client.get("/api/agents").json[0]["hosts"][0]["name"] == "build box"
+    reader = client.post_json("/api/tokens", {"name": "watch", "scopes": ["read"]}).json
+    answer = client.get("/api/agents", headers={"Authorization": f"Bearer {reader['secret']}"})
+    assert "build box" not in answer.text and answer.json[0]["hosts"] == []
+
+
 def test_a_hosts_slots_are_shared_by_its_projects_and_the_queue_fills_them(
         client, api, remote_project, agent_dir):
     project, host = remote_project

@@ -116,6 +116,7 @@ def test_a_wrong_expired_or_deleted_token_is_401_and_counted(client, tb):
     ({"name": "x", "scopes": ["read"], "expiresAt": "2020-01-01T00:00:00Z"}, "expiresAt"),
     ({"name": "x", "scopes": ["read"], "expiresAt": "tomorrow"}, "expiresAt"),
     ({"name": "x", "scopes": ["read"], "expiresAt": "2099-01-01T00:00:00"}, "expiresAt"),
+    ({"name": "x", "scopes": ["read"], "expiresAt": "9999-12-31T23:59:59-14:00"}, "expiresAt"),
     ({"name": "x", "scopes": ["read"], "secret": "mine"}, "secret")])
 def test_a_bad_token_is_refused_naming_the_field(client, snapshot, body, field):
     assert_refused(snapshot, client.post_json, "/api/tokens", body, field)

@@ -352,7 +352,8 @@ def test_keep_alive_responses_do_not_wait_for_delayed_acks(live, monkeypatch):
         conn.close()
 
 
-@pytest.mark.parametrize("host", ["attacker.example:4000", "attacker.example", "10.0.0.5:4000"])
+@pytest.mark.parametrize("host", ["attacker.example:4000", "attacker.example", "10.0.0.5:4000",
+                                  "127.0.0.1:4517@evil.example", "localhost:x@evil.example"])
 def test_foreign_host_is_refused_even_with_a_matching_origin(client, host, snapshot, tmp_path):
     """DNS rebinding: a page can point its own name at 127.0.0.1 and send Host and Origin
     that agree with each other."""
