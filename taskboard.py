@@ -11788,9 +11788,9 @@ def fire_schedules() -> float | None:
 
 
 def fire_schedule(row: dict, now: dt.datetime) -> None:
-    """One fire: a new task, started through the queue and the daily budget, or (mode
-    continue) the text sent to the last task it made; skipped (and said so) while that
-    task still runs.  Its next fire is after now, so no fire comes twice."""
+    """One fire: a new task, started through the queue, or (mode continue) the text sent
+    to the last task it made; skipped (and said so) while that task still runs or once
+    today's daily budget is spent.  Its next fire is after now, so no fire comes twice."""
     spec = json.loads(row["task_json"])
     last = task_row(row["last_task_id"]) if row["last_task_id"] else None
     task_id, error = None, None
@@ -11798,11 +11798,11 @@ def fire_schedule(row: dict, now: dt.datetime) -> None:
         if last is not None and last["status"] == "in_progress":
             task_id, error = last["id"], f"skipped: {last['task_key']}, which its last fire " \
                 "made, still runs"
+        elif daily_limit_reached():  # whichever way the fire would start work
+            error = "skipped: today's agent cost reached the daily limit (dailyCostLimit)"
         elif row["mode"] == "continue" and last is not None:
             task_id = last["id"]
             request_changes(task_id, spec.get("description") or spec["title"])
-        elif daily_limit_reached():
-            error = "skipped: today's agent cost reached the daily limit (dailyCostLimit)"
         else:
             task_id = create_task(row["project_id"], {
                 "title": spec["title"], "description": spec.get("description", ""),

@@ -379,6 +379,13 @@ def test_continue_resumes_the_last_task_with_its_text(client, api, tb, agent_dir
     resumed = read_calls(agent_dir)[1]
     assert "--resume" in resumed["argv"] and "And check again" in resumed["stdin"]
     assert len(client.get(f"/api/projects/{project['id']}/tasks").json) == 1
+    # probe v5: a continue fire past the daily budget is skipped, as a new one is
+    wait_status(client, first, "testing")
+    client.put_json("/api/settings", {"dailyCostLimit": 0.001})  # the fake spent more today
+    due_now(tb, made["id"])
+    assert "daily limit" in wait_for(lambda: fired(client, made["id"])["lastError"], RUN,
+                                     message="the skipped fire")
+    assert len(read_calls(agent_dir)) == 2
 
 
 def test_fires_missed_while_the_board_was_down_fire_once(client, api, tb, agent_dir):
