@@ -242,6 +242,9 @@ def parse_args(argv=None):
                         help="10 s per run, the ladder " + ",".join(map(str, QUICK_LADDER)))
     parser.add_argument("--mixed", action="store_true",
                         help="agents of mixed CLIs: " + ", ".join(MIXED))
+    parser.add_argument("--read-tokens", type=float, default=0.0, metavar="SHARE",
+                        help="the share of /ws clients (0-1) that follow with a personal "
+                             "read token instead of the board's (default 0)")
     parser.add_argument("--taskboard", default=os.path.join(REPO_ROOT, "taskboard.py"),
                         help="the taskboard.py to run (e.g. a patched copy, to try a fix)")
     args = parser.parse_args(argv)
@@ -296,8 +299,9 @@ def agent_env(args):
 
 # A minimal WebSocket client (RFC 6455, server frames are never masked) #####################
 
-def ws_connect(port, path, rcvbuf=None, timeout=10.0):
-    """ A connected, upgraded socket (blocking) and the bytes already read past the 101. """
+def ws_connect(port, path, rcvbuf=None, timeout=10.0, auth=AUTH_HEADER):
+    """ A connected, upgraded socket (blocking) and the bytes already read past the 101;
+    `auth`: the Authorization header's value. """
     sock = socket.socket()
     if rcvbuf:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
@@ -306,7 +310,7 @@ def ws_connect(port, path, rcvbuf=None, timeout=10.0):
     key = base64.b64encode(os.urandom(16)).decode()
     sock.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-                  f"Authorization: {AUTH_HEADER}\r\n"  # Taskboard's /ws needs it; bare ignores
+                  f"Authorization: {auth}\r\n"  # Taskboard's /ws needs it; bare ignores
                   "Sec-WebSocket-Version: 13\r\n\r\n").encode())
     head = b""
     while b"\r\n\r\n" not in head:
@@ -402,8 +406,8 @@ def ws_worker(port, assignments, ready, stop, results, heard):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     selector = selectors.DefaultSelector()
     followers = {}
-    for index, task_id in assignments:
-        sock, rest = ws_connect(port, f"/ws?logs={task_id}")
+    for index, task_id, auth in assignments:
+        sock, rest = ws_connect(port, f"/ws?logs={task_id}", auth=auth)
         if index % LATENCY_EVERY == 0:  # the kernel stamps what it receives (see docstring)
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.setblocking(False)
@@ -861,7 +865,7 @@ def fanout_floor(args, ctx, tmp):
         heard = ctx.RawValue("d", 0.0)
         shares = [[] for _ in range(args.workers)]
         for i in range(args.clients):
-            shares[i % args.workers].append((i, tasks[i % len(tasks)]))
+            shares[i % args.workers].append((i, tasks[i % len(tasks)], AUTH_HEADER))
         workers = [ctx.Process(target=ws_worker, daemon=True,
                                args=(port, share, ready, stop, results, heard))
                    for share in shares if share]
@@ -941,8 +945,14 @@ def measure(args, ctx, pool, port, work_dir, pid, big_project):
     ready, stop, results = ctx.Queue(), ctx.Event(), ctx.Queue()
     heard = ctx.RawValue("d", 0.0)  # time.time() of the latest bytes any client received
     shares = [[] for _ in range(args.workers)]
+    reader = None  # --read-tokens: a share of the clients follow with a personal read token
+    if args.read_tokens:
+        reader = "Bearer " + call(port, "POST", "/api/tokens", {
+            "name": "bench reader", "scopes": ["read"]})["secret"]
     for i in range(args.clients):
-        shares[i % args.workers].append((i, tasks[i % len(tasks)]))
+        auth = reader if reader and int((i + 1) * args.read_tokens) > int(
+            i * args.read_tokens) else AUTH_HEADER
+        shares[i % args.workers].append((i, tasks[i % len(tasks)], auth))
     workers = [ctx.Process(target=ws_worker, args=(port, share, ready, stop, results, heard),
                            daemon=True) for share in shares if share]
     for w in workers:
