@@ -14307,13 +14307,21 @@ def api_openapi() -> RawJson:
 # the run lives.
 
 
+#: The other way to start this module, as `--help` says it.
+MCP_USAGE = """\
+The board's MCP over stdio, for an MCP client that starts its servers (Claude Desktop):
+  taskboard.py --mcp --url http://127.0.0.1:4000
+with TASKBOARD_TOKEN set to the board's token or a personal token (see the README's
+"MCP for any client"; run it with the Python that has the board's dependencies)."""
+
+
 def mcp_serve(argv: list[str]) -> int:
     """The board's MCP over stdio until stdin closes, for a client that starts its servers
     (a run's CLI, Claude Desktop): the handshake is answered here (and a run's tool list:
     a CLI starts even while the board cannot be reached); every other message goes to POST
     /mcp with the token (a run's, from its config file or TASKBOARD_MCP_TOKEN; else
     TASKBOARD_TOKEN: the board's or a personal one) and its answer comes back."""
-    parser = argparse.ArgumentParser(prog="taskboard.py --mcp")
+    parser = argparse.ArgumentParser(prog="taskboard.py --mcp", description=MCP_USAGE)
     parser.add_argument("--url", required=True, help="the board, e.g. http://127.0.0.1:8080")
     parser.add_argument("--config", help="the run's 0600 config file: its token and task "
                         "(a CLI that does not hand its environment to MCP servers)")
@@ -14328,10 +14336,12 @@ def mcp_serve(argv: list[str]) -> int:
     token = run_token or env.get("TASKBOARD_TOKEN")
     if token:
         board.headers["Authorization"] = f"Bearer {token}"
-    # a run's tools are the same for every run: listed here for a run's token alone (the
-    # tools follow the token, never TASKBOARD_TASK_ID in the environment)
-    here = ("initialize", "ping") + (("tools/list",) if run_token and not run_token.startswith(
-        PERSONAL_TOKEN_PREFIX) else ())
+    # a run's CLI must start even while the board is away: its handshake and tools (the same
+    # for every run) are answered here, for a run's token alone (the tools follow the token,
+    # never TASKBOARD_TASK_ID); a person's client hears at once when the board is not there
+    # or refuses its token
+    here = ("initialize", "ping", "tools/list") if run_token and not run_token.startswith(
+        PERSONAL_TOKEN_PREFIX) else ()
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -14347,8 +14357,15 @@ def mcp_serve(argv: list[str]) -> int:
                 response = board.post(args.url.rstrip("/") + "/mcp", data=line.encode(),
                                       timeout=120)
                 answer = response.json() if response.status_code != 202 else None
+                if response.status_code == 401:
+                    answer = {"error": (f"the board at {args.url} refused TASKBOARD_TOKEN"
+                                        if token else "no token: TASKBOARD_TOKEN is not set")
+                              + ": set it to the board's token or a personal token (the "
+                              "board's Settings → Personal tokens)"}
             except (requests.RequestException, ValueError) as exc:
-                answer = {"error": f"the board at {args.url} did not answer: {exc}"}
+                answer = {"error": f"the board at {args.url} did not answer ({exc}): is it "
+                          f"running there? (--url; its default port is "
+                          f"{next(o.default for o in OPTIONS if o.flag == '--port')})"}
             if isinstance(answer, dict) and "jsonrpc" not in answer:  # refused before /mcp
                 known = message if isinstance(message, dict) else {}
                 answer = None if message is not None and "id" not in known else {
@@ -14777,7 +14794,9 @@ def parse_args(argv=None, environ=None) -> dict:
 def _argument_parser(environ) -> argparse.ArgumentParser:
     """The flags: one per option of OPTIONS (its environment variable its default), and
     --backup, --demo and --no-auth."""
-    parser = argparse.ArgumentParser(prog="taskboard.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="taskboard.py", description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=MCP_USAGE)
     for option in OPTIONS:
         parser.add_argument(option.flag, default=environ.get(option.env, option.default),
                             help=f"{option.help} (env {option.env}, default {option.default})")

@@ -276,22 +276,51 @@ def test_the_official_mcp_client_starts_a_task_and_answers_its_approval(client, 
     wait_status(client, made["id"], "testing")
 
 
-def test_a_stdio_client_reaches_the_board_through_taskboard_mcp(client, api, live):
+def readme_stdio_config(url: str, secret: str) -> dict:
+    """The README's stdio MCP config as written, with this checkout, board and token filled
+    in (its command: the checkout's .venv, which the README's set-up makes; a checkout
+    tested with another venv gets this one's interpreter)."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    block = text.split("<!-- mcp-stdio-config -->", 1)[1].split("```json\n", 1)[1]
+    block = block.split("```", 1)[0].replace("/path/to/taskboard", ROOT).replace(
+        "http://127.0.0.1:4000", url).replace("tbp_…", secret)
+    server = json.loads(block)["mcpServers"]["taskboard"]
+    if not os.path.exists(server["command"]):
+        server["command"] = sys.executable
+    return server
+
+
+def stdio_client(server: dict, lines: list, **env) -> list[dict]:
+    """What the stdio bridge answers `lines`, started as an MCP client would: its command,
+    args and env alone (no shell, no venv activated)."""
+    done = subprocess.run([server["command"], *server["args"]], input="".join(
+        json.dumps(line) + "\n" for line in lines), capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", **server["env"], **env})
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+HANDSHAKE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}}
+
+
+def test_a_stdio_client_reaches_the_board_through_the_readmes_config(client, api, live):
+    """The README's Claude Desktop config, run as written (newcomer v6: it named `python3`,
+    which has no gevent); a wrong port or token fails at the handshake, saying what to fix."""
     project = api.project()
-    secret = token(client, "desktop", ["read"])["secret"]
-    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    server = readme_stdio_config(live.url, token(client, "desktop", ["read"])["secret"])
+    first, second = stdio_client(server, [
+        HANDSHAKE, {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "list_projects", "arguments": {}}}]
-    done = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "taskboard.py"), "--mcp", "--url", live.url],
-        input="".join(json.dumps(line) + "\n" for line in lines), capture_output=True,
-        text=True, timeout=60, env={**os.environ, "TASKBOARD_TOKEN": secret})
-    first, second = [json.loads(line) for line in done.stdout.splitlines()]
+            "name": "list_projects", "arguments": {}}}])
     assert first["id"] == 1 and first["result"]["serverInfo"]["name"] == "taskboard"
     [listed] = json.loads(second["result"]["content"][0]["text"])
     assert listed["id"] == project["id"]
+    [refused] = stdio_client(server, [HANDSHAKE], TASKBOARD_TOKEN="tbp_" + "x" * 43)
+    assert "set it to the board's token" in refused["error"]["message"], refused
+    [away] = stdio_client({**server, "args": [*server["args"][:-1], "http://127.0.0.1:9"]},
+                          [HANDSHAKE])
+    assert "is it running there?" in away["error"]["message"], away
 
 
 # --- schedules -----------------------------------------------------------------------------------
