@@ -181,8 +181,8 @@ def test_the_banner_names_a_missing_cli_a_project_uses(start_board, page, tmp_pa
     expect(banner).to_be_hidden()  # no project uses Codex yet
     board.api("PUT", f"/api/projects/{project['id']}", {"agent": "codex"})
     expect(banner).to_be_visible()
-    expect(banner.get_by_test_id("cli-missing")).to_have_text(re.compile(
-        r"^The Codex CLI is not found: tasks that use it cannot run\."))
+    expect(banner.get_by_test_id("cli-missing")).to_have_text(re.compile(  # how, first
+        r"^The Codex CLI is not found\. Install it with: npm install -g @openai/codex — "))
     expect(banner).not_to_contain_text("Claude")
     page.reload()  # the project list does not name agents: the board asks for them
     live(page)

@@ -25,7 +25,7 @@ ZONE = "Europe/Istanbul"
 def open_tokens(page, board):
     page.goto(f"{board.url}/#/settings")
     live(page)
-    page.get_by_role("link", name="Manage tokens").click()
+    page.get_by_role("link", name="Open Personal tokens").click()
     expect(page.get_by_role("heading", name="Personal tokens", level=1)).to_be_visible()
 
 
@@ -290,7 +290,7 @@ def test_tokens_and_schedules_fit_a_phone_in_turkish(board, phone, screenshot):
 
     page.goto(f"{board.url}/#/settings")
     expect(page.get_by_test_id("connection")).to_have_text("Canlı")
-    page.get_by_role("link", name="Belirteçleri yönet").click()
+    page.get_by_role("link", name="Kişisel belirteçleri aç").click()
     expect(page.get_by_role("heading", name="Kişisel belirteçler", level=1)).to_be_visible()
     item = page.get_by_role("article", name="nightly CI")
     expect(item.get_by_test_id("token-last-used")).to_have_text("hiç")

@@ -48,7 +48,8 @@ register({  // key: [English, Turkish]
   "update.ready": ["A new version of the board is loaded.", "Panonun yeni sürümü yüklendi."],
   "update.reload": ["Reload", "Yeniden yükle"],
   "health.cliMissing": ["The {name} CLI is not found: tasks that use it cannot run. Install it or set its command (see “Agents” in the README).", "{name} CLI'si bulunamadı: onu kullanan görevler çalışamaz. Kurun ya da komutunu ayarlayın (README'de “Agents” bölümüne bakın)."],
-  "health.install": ["Install it with: npm install -g {package}", "Kurmak için: npm install -g {package}"],
+  "health.cliMissing.install": ["The {name} CLI is not found. Install it with: npm install -g {package} — until then tasks that use it cannot run (or set its command: see “Agents” in the README).", "{name} CLI'si bulunamadı. Kurmak için: npm install -g {package} — o zamana dek onu kullanan görevler çalışamaz (ya da komutunu ayarlayın: README'de “Agents” bölümüne bakın)."],
+  "health.agentMissing.install": ["The agent CLI is not found. Install it with: npm install -g {package} — until then tasks cannot run (or set --agent-command or TASKBOARD_AGENT_COMMAND; the server's log names the command). To try the board first, start it with --demo: its Demo project's tasks run a simulated agent.", "Ajan CLI bulunamadı. Kurmak için: npm install -g {package} — o zamana dek görevler çalışamaz (ya da --agent-command veya TASKBOARD_AGENT_COMMAND ayarlayın; sunucu günlüğü komutu gösterir). Panoyu önce denemek için --demo ile başlatın: Demo projesinin görevlerini benzetilmiş bir ajan çalıştırır."],
   "health.cliMissingOnHost": ["The {name} CLI is not found on {host}: tasks of projects there cannot run.", "{name} CLI'si {host} makinesinde bulunamadı: oradaki projelerin görevleri çalışamaz."],
   "health.hostUnreachable": ["Host {name} cannot be reached: the tasks of its projects wait for it.", "{name} makinesine ulaşılamıyor: projelerinin görevleri onu bekliyor."],
   "health.hostDisabled": ["Host {name} is disabled: the tasks of its projects wait until it is turned on.", "{name} makinesi devre dışı: projelerinin görevleri o açılana dek bekliyor."],
@@ -163,9 +164,10 @@ function agentMessages(health) {
   for (const [name, cli] of Object.entries(health.agents)) {
     const label = t(`agent.${name}`);
     if (cli.found === false && used.has(name)) {
-      const install = cli.package ? ` ${t("health.install", { package: cli.package })}` : "";
+      // the install command first: it is what a person came for
+      const key = (name === "claude" ? "health.agentMissing" : "health.cliMissing") + (cli.package ? ".install" : "");
       messages.push(h("span", { "data-testid": "cli-missing", "data-agent": name },
-        (name === "claude" ? t("health.agentMissing") : t("health.cliMissing", { name: label })) + install));
+        t(key, { name: label, package: cli.package })));
     }
     for (const missing of missingOnHosts.filter((m) => m.name === name)) {
       messages.push(h("span", { "data-testid": "cli-missing-host", "data-agent": name },

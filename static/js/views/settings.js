@@ -48,7 +48,7 @@ register({  // key: [English, Turkish]
   "settings.hosts.open": ["Manage hosts", "Makineleri yönet"],
   "settings.tokens": ["Personal tokens", "Kişisel belirteçler"],
   "settings.tokens.help": ["Let a script, a CI job or another program use the board's API, within the scopes you give it.", "Bir betiğin, bir CI işinin ya da başka bir programın panonun API'sini verdiğiniz kapsamlar içinde kullanmasını sağlayın."],
-  "settings.tokens.open": ["Manage tokens", "Belirteçleri yönet"],
+  "settings.tokens.open": ["Open Personal tokens", "Kişisel belirteçleri aç"],
   "settings.account": ["Session", "Oturum"],
   "settings.account.help": ["On a board with a token, this ends the session in this browser.", "Belirteçli bir panoda bu, bu tarayıcıdaki oturumu kapatır."],
   "settings.logout": ["Log out", "Çıkış yap"],
