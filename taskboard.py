@@ -1,13 +1,29 @@
 # Run as a script (`python taskboard.py`), the module was just compiled, and what the compiler
 # used stays in the process: 28 MB of freed heap that glibc cannot give back, for the life
 # of the server.  An imported module is compiled once and cached, so the script goes on as
-# an import in a fresh image of the same process, with the same interpreter options.
+# an import in a fresh image of the same process, with the same interpreter options.  Where
+# no .pyc may be written (PYTHONDONTWRITEBYTECODE, as Docker images set it), the code just
+# compiled goes to the fresh image through a file in memory, never on disk.
 import os, sys  # noqa: E401, I001
-if __name__ == "__main__" and __spec__ is None and not sys.dont_write_bytecode:
-    os.execv(sys.executable, [
-        sys.executable, *sys.orig_argv[1:len(sys.orig_argv) - len(sys.argv)], "-c",
-        "import sys; sys.path.insert(0, sys.argv.pop(1)); import taskboard; taskboard.main()",
-        os.path.dirname(os.path.abspath(__file__)), *sys.argv[1:]])
+if __name__ == "__main__" and __spec__ is None and (
+        not sys.dont_write_bytecode or hasattr(os, "memfd_create")):
+    _start = [sys.executable, *sys.orig_argv[1:len(sys.orig_argv) - len(sys.argv)], "-c"]
+    _here = os.path.dirname(os.path.abspath(__file__))
+    if not sys.dont_write_bytecode:
+        os.execv(sys.executable, [*_start, "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+                                  "import taskboard; taskboard.main()", _here, *sys.argv[1:]])
+    import marshal
+    _code = os.memfd_create("taskboard.pyc", 0)
+    os.write(_code, marshal.dumps(sys._getframe().f_code))
+    os.lseek(_code, 0, os.SEEK_SET)
+    os.set_inheritable(_code, True)
+    os.execv(sys.executable, [*_start, "import sys, os, marshal, types; "
+                              "code = open(int(sys.argv.pop(1)), 'rb').read(); "
+                              "sys.path.insert(0, sys.argv.pop(1)); "
+                              "m = sys.modules['taskboard'] = types.ModuleType('taskboard'); "
+                              "m.__file__ = sys.argv.pop(1); "
+                              "exec(marshal.loads(code), m.__dict__); m.main()",
+                              str(_code), _here, os.path.abspath(__file__), *sys.argv[1:]])
 
 # First, before any other import: gevent's monkey patch. Its plugin hooks are skipped: they
 # read every installed package's metadata, 0.1 s of each start, for plugins Taskboard has

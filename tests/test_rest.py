@@ -181,3 +181,26 @@ def test_the_readme_command_goes_on_as_an_import_of_the_cached_module(tmp_path):
     assert done.returncode == 0 and "usage: taskboard.py" in done.stdout, done.stderr
     assert list((checkout / "__pycache__").glob("taskboard.*.opt-1.pyc")), \
         "imported, with -O, and its bytecode cached"
+
+
+def test_without_a_bytecode_cache_the_readme_command_goes_on_in_a_fresh_image(tmp_path):
+    """With PYTHONDONTWRITEBYTECODE (Docker images set it) no .pyc may be written, and the
+    script skipped its re-exec, keeping the compile heap (96.8 MB idle against 63.8): the
+    code it compiled goes to a fresh image through a file in memory, nothing on disk."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    shutil.copy(os.path.join(ROOT, "taskboard.py"), checkout)
+    server = subprocess.Popen(
+        [sys.executable, "taskboard.py", "--port", "0", "--db", str(tmp_path / "data" / "t.db")],
+        cwd=checkout, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        for line in server.stdout:
+            if "/login?token=" in line:
+                break
+        with open(f"/proc/{server.pid}/cmdline", "rb") as f:
+            assert b"marshal.loads" in f.read(), "the same process, in a fresh image"
+        assert not (checkout / "__pycache__").exists()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
