@@ -9,7 +9,7 @@ Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
 import pytest
 from playwright.sync_api import expect
 
-from browser_helpers import live
+from browser_helpers import demo_task, live, task_heading
 from conftest import wait_for
 
 pytestmark = pytest.mark.usefixtures("console_errors")
@@ -54,3 +54,30 @@ def test_best_of_n_is_set_up_in_the_settings(board, page):
         "Bir görevde birkaç ajan")
     expect(page.get_by_label("Hangi deneme seçilir")).to_have_value("auto")
     expect(page.get_by_label("Denetim komutu")).to_have_value("pytest -q")
+
+
+def test_the_best_of_n_rows_name_their_selects_and_their_defaults(board, page, screenshot):
+    task = demo_task(board, "Add a greeting function")
+    board.api("PUT", f"/api/tasks/{task['id']}", {"model": "model_large",
+                                                   "thinking_effort": "low"})
+    for language, names, model, effort in (
+            ("en", ["Agent", "Model", "Effort"], "Task's model: Large", "Task's effort: Low"),
+            ("tr", ["Ajan", "Model", "Efor"], "Görevin modeli: Büyük", "Görevin eforu: Düşük")):
+        board.api("PUT", "/api/settings", {"language": language})
+        page.goto(f"{board.url}/#/tasks/{task['id']}")
+        expect(task_heading(page, task["title"])).to_be_visible()
+        page.get_by_role("button", name=("Run with several agents" if language == "en"
+                                         else "Birkaç ajanla çalıştır")).click()
+        rows = page.get_by_role("dialog").locator(".attempt-row")
+        expect(rows).to_have_count(2)
+        for n in range(2):
+            row = rows.nth(n)
+            expect(row.locator(".attempt-field-name")).to_have_text(names)
+            for field in row.locator(".attempt-field").all():
+                expect(field.locator(".attempt-field-name")).to_be_visible()
+            selects = row.locator("select")
+            expect(selects.nth(1).locator("option:checked")).to_have_text(model)
+            expect(selects.nth(2).locator("option:checked")).to_have_text(effort)
+        screenshot(page, f"best-of-n-rows-{language}")
+        page.keyboard.press("Escape")
+        expect(page.get_by_role("dialog")).to_have_count(0)
