@@ -9,7 +9,15 @@ Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
 import pytest
 from playwright.sync_api import expect
 
-from browser_helpers import demo_task, live, task_heading
+from browser_helpers import (
+    card,
+    column,
+    demo_task,
+    live,
+    open_board,
+    start,
+    task_heading,
+)
 from conftest import wait_for
 
 pytestmark = pytest.mark.usefixtures("console_errors")
@@ -81,3 +89,38 @@ def test_the_best_of_n_rows_name_their_selects_and_their_defaults(board, page, s
         screenshot(page, f"best-of-n-rows-{language}")
         page.keyboard.press("Escape")
         expect(page.get_by_role("dialog")).to_have_count(0)
+
+
+def test_the_board_holds_still_as_the_first_task_starts_and_the_last_ends(board, page):
+    demo = board.demo_project()
+    task = demo_task(board, "Document the app in the README")  # it asks: it runs until moved
+    open_board(page, board, demo["id"])
+    hint = column(page, "In progress").get_by_test_id("board-hint")
+    expect(hint).to_have_text("Drag a card to In progress to start its agent "
+                              "(or choose In progress in its “Move to…” list).")
+    backlog = column(page, "Backlog")
+    first = card(backlog, "Add a greeting function")
+    where = first.bounding_box()
+    start(board, task)
+    running = card(column(page, "In progress"), task["title"])
+    expect(running.locator(".run-mark")).to_be_visible()
+    expect(hint).to_have_count(0)
+    assert first.bounding_box() == where, "the board moved as the first task started"
+
+    # a "Move to" choice that would stop the agent asks first (a press meant as a drag
+    # picks an option on its release)
+    move = running.get_by_role("combobox", name=f"Move {task['task_key']} to another column")
+    move.select_option("backlog")
+    sure = page.get_by_role("dialog")
+    expect(sure).to_contain_text(f"{task['task_key']} is running: moving it to Backlog "
+                                 "stops its agent.")
+    sure.get_by_role("button", name="Cancel").click()
+    expect(sure).to_have_count(0)
+    assert board.task(task["id"])["status"] == "in_progress"
+    expect(running.locator(".run-mark")).to_be_visible()
+    move.select_option("backlog")
+    page.get_by_role("dialog").get_by_role("button", name="Stop and move").click()
+    board.wait_status(task["id"], "backlog")
+    expect(hint).to_be_visible()
+    assert first.bounding_box() == where, "the board moved as the last task ended"
+    assert page.evaluate("() => window.taskboard.missingKeys('tr')") == []
