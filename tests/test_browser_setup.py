@@ -13,6 +13,7 @@ from browser_helpers import (
     card,
     column,
     demo_task,
+    dialog,
     live,
     open_board,
     start,
@@ -124,3 +125,39 @@ def test_the_board_holds_still_as_the_first_task_starts_and_the_last_ends(board,
     expect(hint).to_be_visible()
     assert first.bounding_box() == where, "the board moved as the last task ended"
     assert page.evaluate("() => window.taskboard.missingKeys('tr')") == []
+
+
+def test_a_new_project_gets_a_branch_per_task_unless_turned_off(board, page, tmp_path):
+    code = tmp_path / "shop"
+    code.mkdir()
+    page.goto(f"{board.url}/#/")
+    live(page)
+    page.get_by_role("button", name="New project").first.click()
+    form = dialog(page, "New project")
+    branch = form.get_by_label("Branch and worktree per task")
+    expect(branch).to_be_checked()
+    expect(form.locator("[data-field=autoBranch]")).to_contain_text(
+        "your checked-out branch and your files stay as they are")
+    form.get_by_label("Name").fill("Shop")
+    form.get_by_label("Working directory").fill(str(code))
+    form.get_by_role("button", name="Create project").click()
+    expect(form).to_have_count(0)
+    shop = next(p for p in board.api("GET", "/api/projects") if p["name"] == "Shop")
+    assert board.api("GET", f"/api/projects/{shop['id']}")["autoBranch"] == 1
+
+    # agents at once above 1 without a branch per task: the settings warn
+    settings_page(page, board, shop)
+    warning = page.locator("[data-warning=share]")
+    expect(warning).to_be_hidden()
+    page.get_by_label("Agents at once").fill("2")
+    expect(warning).to_be_hidden()
+    page.get_by_label("Branch and worktree per task").uncheck()
+    expect(warning).to_be_visible()
+    expect(warning).to_contain_text("Agents share one checkout")
+
+    board.api("PUT", "/api/settings", {"language": "tr"})
+    page.goto(f"{board.url}/#/")
+    page.get_by_role("button", name="Yeni proje").first.click()
+    form = dialog(page, "Yeni proje")
+    expect(form.get_by_label("Görev başına dal ve çalışma ağacı")).to_be_checked()
+    expect(form.locator("[data-field=autoBranch]")).to_contain_text("Siz kapatmadıkça açık")

@@ -69,6 +69,7 @@ register({  // key: [English, Turkish]
   "pform.shareWarning": ["Agents share one checkout: with more than one agent at once and no branch per task, they edit the same files. Turn on “Branch and worktree per task”.", "Ajanlar tek bir çalışma kopyasını paylaşıyor: birden fazla ajan aynı anda çalışırken görev başına dal yoksa aynı dosyaları düzenlerler. “Görev başına dal ve çalışma ağacı” seçeneğini açın."],
   "pform.autoBranch": ["Branch and worktree per task", "Görev başına dal ve çalışma ağacı"],
   "pform.autoBranch.help": ["Each task works in its own git worktree on its own branch; your checkout is never touched.", "Her görev kendi dalında, kendi git çalışma ağacında çalışır; sizin kopyanıza dokunulmaz."],
+  "pform.autoBranch.create": ["On unless you turn it off: your checked-out branch and your files stay as they are, and agents working at once never share one checkout. Off, the agent edits (and may commit) in the folder itself, on the branch checked out there. In a folder that is not a git repository tasks run in the folder either way.", "Siz kapatmadıkça açık: kullandığınız dal ve dosyalarınız olduğu gibi kalır, aynı anda çalışan ajanlar tek bir çalışma kopyasını paylaşmaz. Kapalıyken ajan klasörün kendisinde, orada kullanılan dalda düzenleme (ve belki commit) yapar. Git deposu olmayan bir klasörde görevler her durumda klasörde çalışır."],
   "pform.autoBranch.onHost": ["Always on for a project on another machine.", "Başka bir makinedeki projede her zaman açık."],
   "pform.autoPr": ["Open a pull request when a task is done", "Görev bitince çekme isteği aç"],
   "pform.autoPr.help": ["The branch is pushed and a pull request opened on the repository below; the board follows it until it is merged: failing checks, requested changes and conflicts go back to the agent.", "Dal gönderilir ve aşağıdaki depoda bir çekme isteği açılır; pano onu birleştirilene dek izler: başarısız denetimler, istenen değişiklikler ve çakışmalar ajana geri gönderilir."],
@@ -115,7 +116,7 @@ const limitsHelp = (key, field) => () => t(key, rangeOf("Project", field));
 /** The groups of the edit form, in order. */
 export const GROUPS = ["basic", "queue", "runsOn", "sandbox", "git", "autoTest", "attempts", "retry"];
 /** The fields asked for when a project is created. */
-export const CREATE_KEYS = ["name", "slug", "workingDir", "agent", "permissionMode", "allowedTools", "icon", "iconSeed"];
+export const CREATE_KEYS = ["name", "slug", "workingDir", "agent", "permissionMode", "allowedTools", "icon", "iconSeed", "autoBranch"];
 
 /** The pull request's help, and what it lacks while the board has no source-host token. */
 const autoPrHelp = () => [t("pform.autoPr.help"), state.settings?.hasGitHostToken === false

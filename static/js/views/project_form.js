@@ -12,6 +12,12 @@ import { avatar } from "./common.js";
 import { formKit, liveForm } from "./form_kit.js";
 import { CREATE_KEYS, GROUPS, fillHostSelect, projectSpecs, suggestSlug } from "./project_fields.js";
 
+/** How the create dialog asks for a field, where it differs from the settings. */
+const CREATE_CHANGES = {
+  allowedTools: { skip: (raw) => raw.permissionMode !== "allow-tools" },
+  autoBranch: { help: () => t("pform.autoBranch.create") },
+};
+
 /**
  * The project form. mode "create" asks for the create fields and POSTs; "edit" shows every
  * setting in its group and PUTs only what changed. onSaved(project) gets the answer.
@@ -21,10 +27,11 @@ import { CREATE_KEYS, GROUPS, fillHostSelect, projectSpecs, suggestSlug } from "
 export function projectForm({ mode, project = {}, onSaved, onCancel }) {
   const create = mode === "create";
   const specs = projectSpecs().filter((spec) => !create || CREATE_KEYS.includes(spec.key))
-    .map((spec) => (spec.key === "allowedTools" && create
-      ? { ...spec, skip: (raw) => raw.permissionMode !== "allow-tools" } : spec));
+    .map((spec) => (create ? { ...spec, ...CREATE_CHANGES[spec.key] } : spec));
+  // A branch and worktree per task is on in the create dialog (the API's default is off, as
+  // every flag's): your checkout is never touched, and agents at once do not share it.
   const source = create ? { permissionMode: defaultOf("Project", "permissionMode"),
-    agent: defaultOf("Project", "agent"), ...project } : project;
+    agent: defaultOf("Project", "agent"), autoBranch: true, ...project } : project;
   const kit = formKit(specs, source);
   let slugTouched = !create || Boolean(source.slug);
   let current = { ...project };
@@ -67,7 +74,7 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
       if (spec.key === "autoBranch") branchOnHost();
       return row;
     });
-    if (create) return h("div", { class: "form-grid" }, rows("basic"));
+    if (create) return h("div", { class: "form-grid" }, rows("basic"), rows("git"));
     return GROUPS.map((group) => h("fieldset", { class: "group", "data-group": group },
       h("legend", {}, t(`pform.group.${group}`)),
       group === "attempts" ? h("p", { class: "muted" }, t("pform.group.attempts.help")) : null, rows(group), group === "queue" ? shareWarning() : null,
