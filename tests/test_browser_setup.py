@@ -6,6 +6,8 @@ that holds still and the phone's header, tab strip and board.
 Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
 """
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -161,3 +163,50 @@ def test_a_new_project_gets_a_branch_per_task_unless_turned_off(board, page, tmp
     form = dialog(page, "Yeni proje")
     expect(form.get_by_label("Görev başına dal ve çalışma ağacı")).to_be_checked()
     expect(form.locator("[data-field=autoBranch]")).to_contain_text("Siz kapatmadıkça açık")
+
+
+
+def header_links_whole(page):
+    """Each link of the header is wholly on the screen (none cut at its right edge)."""
+    width = page.viewport_size["width"]
+    edges = page.locator("#app-header .main-nav a").evaluate_all(
+        "(links) => links.map((a) => [a.textContent, a.getBoundingClientRect().right])")
+    assert edges and all(right <= width for _, right in edges), edges
+
+
+def test_a_phone_shows_the_header_whole_the_active_tab_and_stays_as_a_card_moves(
+        board, phone, screenshot):
+    page = phone.new_page()
+    demo = board.demo_project()
+    failed = demo_task(board, "Fix the off-by-one in count_to")
+    board.api("PATCH", f"/api/tasks/{failed['id']}/status", {"status": "failed"})
+    for language, connected in (("en", "Live"), ("tr", "Canlı")):
+        board.api("PUT", "/api/settings", {"language": language})
+        page.goto(f"{board.url}/#/projects/{demo['id']}/schedules")
+        expect(page.get_by_test_id("connection")).to_have_text(connected)
+        expect(page.get_by_test_id("attention-badge")).to_have_text("1")
+        header_links_whole(page)
+        active = page.locator(".project-head .tab.active")
+        expect(active).to_be_in_viewport(ratio=1)
+        page.goto(f"{board.url}/#/projects/{demo['id']}/settings")
+        expect(page.locator(".project-head .tab.active")).to_have_attribute(
+            "href", f"#/projects/{demo['id']}/settings")
+        expect(page.locator(".project-head .tab.active")).to_be_in_viewport(ratio=1)
+        screenshot(page, f"phone-settings-tab-{language}")
+    board.api("PUT", "/api/settings", {"language": "en"})
+
+    open_board(page, board, demo["id"])
+    backlog = column(page, "Backlog")
+    title = "Add a greeting function"
+    expect(backlog.get_by_role("heading")).to_be_in_viewport()
+    before = page.locator(".board").evaluate("(el) => el.scrollLeft")
+    move = card(backlog, title).get_by_role("combobox",
+                                            name=re.compile("Move .* to another column"))
+    move.focus()  # as a tap leaves it
+    move.select_option(label="Done")
+    moved = card(column(page, "Done"), title)
+    expect(moved).to_be_focused()
+    task = demo_task(board, title)
+    board.wait_status(task["id"], "done")
+    assert page.locator(".board").evaluate("(el) => el.scrollLeft") == before
+    expect(backlog.get_by_role("heading")).to_be_in_viewport()

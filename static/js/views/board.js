@@ -267,7 +267,9 @@ export function mount(root, { projectId }) {
     const running = all.filter((task) => task.is_running).map((task) => task.id);
     if (dock.taskId !== null && !running.includes(dock.taskId)) running.push(dock.taskId);
     followLogs(running);
-    if (focusId && !board.contains(document.activeElement)) view.cards.get(Number(focusId))?.el.focus();
+    // the card keeps the focus in its new column, and the view stays where it was (a phone
+    // shows one column: following the card would carry the view away)
+    if (focusId && !board.contains(document.activeElement)) view.cards.get(Number(focusId))?.el.focus({ preventScroll: true });
   }
 
   /** With settings.autoOpenTerminal, show the log of a task that just started. */
