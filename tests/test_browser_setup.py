@@ -210,3 +210,41 @@ def test_a_phone_shows_the_header_whole_the_active_tab_and_stays_as_a_card_moves
     board.wait_status(task["id"], "done")
     assert page.locator(".board").evaluate("(el) => el.scrollLeft") == before
     expect(backlog.get_by_role("heading")).to_be_in_viewport()
+
+
+def test_a_schedule_says_on_or_off_offers_agent_and_effort_and_names_its_zone(board, page):
+    demo = board.demo_project()
+    schedule = board.api("POST", f"/api/projects/{demo['id']}/schedules", {
+        "name": "Nightly check", "cron": "0 3 * * *", "timezone": "Europe/Istanbul",
+        "task": {"title": "Check the dependencies"}})
+    page.goto(f"{board.url}/#/projects/{demo['id']}/schedules")  # a browser in UTC
+    live(page)
+    item = page.get_by_role("article", name="Nightly check")
+    # the next fire in the time its cron is read in, named
+    expect(item.get_by_test_id("schedule-next")).to_have_text(
+        re.compile(r"03:00 Europe/Istanbul \(in \d+ (hr|min|sec)\)$"))
+    switch = item.locator(".switch-label")
+    expect(switch.locator("span:visible")).to_have_text("On")
+    item.get_by_role("checkbox", name="Enabled: Nightly check").uncheck()
+    expect(switch.locator("span:visible")).to_have_text("Off")
+    expect(item.get_by_test_id("schedule-next")).to_have_text("off")
+    assert board.api("GET", f"/api/schedules/{schedule['id']}")["enabled"] is False
+
+    item.get_by_role("button", name="Edit: Nightly check").click()
+    form = dialog(page, "Edit schedule")
+    agent = form.get_by_label("Agent")
+    expect(agent.locator("option:checked")).to_have_text("Project's (Claude Code)")
+    agent.select_option(label="Codex")
+    form.get_by_label("Effort").select_option(label="High")
+    form.get_by_role("button", name="Save").click()
+    expect(form).to_have_count(0)
+    assert board.api("GET", f"/api/schedules/{schedule['id']}")["task"] == {
+        "title": "Check the dependencies", "agent": "codex", "effort": "high"}
+    expect(item.get_by_test_id("schedule-makes")).to_contain_text("Codex")
+    expect(item.get_by_test_id("schedule-makes")).to_contain_text("High effort")
+
+    board.api("PUT", "/api/settings", {"language": "tr"})
+    expect(switch.locator("span:visible")).to_have_text("Kapalı")
+    item.get_by_role("checkbox").check()
+    expect(switch.locator("span:visible")).to_have_text("Açık")
+    assert page.evaluate("() => window.taskboard.missingKeys('tr')") == []
