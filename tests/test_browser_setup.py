@@ -248,3 +248,32 @@ def test_a_schedule_says_on_or_off_offers_agent_and_effort_and_names_its_zone(bo
     item.get_by_role("checkbox").check()
     expect(switch.locator("span:visible")).to_have_text("Açık")
     assert page.evaluate("() => window.taskboard.missingKeys('tr')") == []
+
+
+
+def test_the_new_dialogs_keep_their_buttons_in_sight_and_say_what_they_need(board, page):
+    page.set_viewport_size({"width": 1366, "height": 800})
+    for language, new, create, preview, title in (
+            ("en", "New project", "Create project", "shows as", "New task"),
+            ("tr", "Yeni proje", "Projeyi oluştur", "görünüşü", "Yeni görev")):
+        board.api("PUT", "/api/settings", {"language": language})
+        page.goto(f"{board.url}/#/")
+        expect(page.get_by_role("button", name=new).first).to_be_visible()
+        page.get_by_role("button", name=new).first.click()
+        form = dialog(page, new)
+        # the icon's preview: none before there is a name, then "shows as" and the icon
+        icon = form.locator(".icon-preview")
+        expect(icon).to_be_hidden()
+        form.locator("[data-key=name]").fill("Shop")
+        expect(icon).to_be_visible()
+        expect(icon).to_have_text(f"{preview}S")
+        expect(form.get_by_role("button", name=create)).to_be_in_viewport(ratio=1)
+        page.keyboard.press("Escape")
+
+        page.goto(f"{board.url}/#/projects/{board.demo_project()['id']}")
+        page.get_by_test_id("new-task").click()
+        form = dialog(page, title)
+        expect(form.locator("label", has=page.locator(".req")).first).to_contain_text(
+            "Title *" if language == "en" else "Başlık *")
+        expect(form.locator(".actions .primary")).to_be_in_viewport(ratio=1)
+        page.keyboard.press("Escape")

@@ -49,6 +49,7 @@ register({  // key: [English, Turkish]
   "pform.workingDir.help": ["Absolute path of an existing directory: the code the agents work on.", "Var olan bir dizinin mutlak yolu: ajanların üzerinde çalıştığı kod."],
   "pform.icon": ["Icon", "Simge"],
   "pform.icon.help": ["An emoji or one or two letters; empty shows the first letter of the name.", "Bir emoji ya da bir iki harf; boşsa adın ilk harfi gösterilir."],
+  "pform.icon.preview": ["shows as", "görünüşü"],
   "pform.iconSeed": ["Icon seed", "Simge tohumu"],
   "pform.iconSeed.help": ["Any text; picks the colour of the icon.", "Herhangi bir metin; simgenin rengini seçer."],
   "pform.agent": ["Agent", "Ajan"],

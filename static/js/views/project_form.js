@@ -38,6 +38,8 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
 
   const preview = () => avatar({ ...current, name: kit.raw.name, slug: kit.raw.slug,
     icon: kit.raw.icon, iconSeed: kit.raw.iconSeed });
+  /** The icon shows once there is a name or an icon to make it of (a lone "?" read as help). */
+  const previewed = () => Boolean(kit.raw.name.trim() || kit.raw.icon.trim());
   const onHost = () => kit.raw.host !== undefined && kit.raw.host !== "";
   const sharing = () => Number(kit.raw.maxConcurrent) > 1 && !kit.raw.autoBranch && !onHost();
   const shareWarning = () => h("p", { class: "warning", role: "status", "data-warning": "share",
@@ -70,7 +72,10 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
       if (spec.key === "allowedTools") row.hidden = kit.raw.permissionMode !== "allow-tools";
       if (spec.key === "repoUrl") row.hidden = kit.raw.host === "";
       if (spec.key === "sandboxPaths") row.hidden = kit.raw.sandbox === "none";
-      if (spec.key === "icon") row.querySelector("label").append(h("span", { class: "icon-preview" }, preview()));
+      if (spec.key === "icon") {
+        row.querySelector("label").append(h("span", { class: "icon-preview", "aria-hidden": "true", hidden: !previewed() },
+          t("pform.icon.preview"), h("span", { class: "icon-preview-avatar" }, preview())));
+      }
       if (spec.key === "autoBranch") branchOnHost();
       return row;
     });
@@ -106,7 +111,10 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
     const repo = kit.rows.get("repoUrl");
     if (repo) repo.element.hidden = kit.raw.host === "";
     const slot = el.querySelector(".icon-preview");
-    if (slot) slot.replaceChildren(preview());
+    if (slot) {
+      slot.hidden = !previewed();
+      slot.querySelector(".icon-preview-avatar").replaceChildren(preview());
+    }
     const warning = el.querySelector("[data-warning=share]");
     if (warning) warning.hidden = !sharing();
     const paths = kit.rows.get("sandboxPaths");
