@@ -6,6 +6,7 @@ that holds still and the phone's header, tab strip and board.
 Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
 """
 
+import datetime
 import re
 
 import pytest
@@ -18,6 +19,7 @@ from browser_helpers import (
     dialog,
     live,
     open_board,
+    sql,
     start,
     task_heading,
 )
@@ -277,3 +279,28 @@ def test_the_new_dialogs_keep_their_buttons_in_sight_and_say_what_they_need(boar
             "Title *" if language == "en" else "Başlık *")
         expect(form.locator(".actions .primary")).to_be_in_viewport(ratio=1)
         page.keyboard.press("Escape")
+
+
+def test_agent_usage_totals_agree_and_its_axis_reads_plainly(board, page):
+    task = demo_task(board, "Add a greeting function")
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    for agent, cost, estimated in (("claude", 0.5, 0), ("codex", 0.25, 1)):  # best of 2
+        sql(board, "INSERT INTO runs (task_id, project_id, kind, model, status, started_at, "
+            "ended_at, input_tokens, output_tokens, cost, agent, cost_estimated) "
+            "VALUES (?, ?, 'task', 'model_medium', 'done', ?, ?, 1000, 100, ?, ?, ?)",
+            (task["id"], task["project_id"], now, now, cost, agent, estimated))
+    page.goto(f"{board.url}/#/usage")
+    live(page)
+    for table in ("usage-agents", "usage-tiers"):  # the task once in each total
+        expect(page.get_by_test_id(table).locator("tfoot td").first).to_have_text("1")
+    expect(page.get_by_test_id("usage-counted-twice")).to_have_count(1)  # the agents' rows
+    expect(page.get_by_test_id("usage-counted-twice")).to_contain_text(
+        "counts in each of their rows; the total counts it once")
+    expect(page.get_by_test_id("usage-total")).to_have_text("≈$0.750 estimated")
+    expect(page.get_by_test_id("usage-today")).to_have_text("≈$0.750")
+    expect(page.get_by_test_id("cost-chart").locator(".axis text")).to_have_text(
+        ["$0", "$0.50", "$1"])
+
+    board.api("PUT", "/api/settings", {"language": "tr"})
+    expect(page.get_by_test_id("usage-counted-twice")).to_contain_text("toplam onu bir kez sayar")
+    assert page.evaluate("() => window.taskboard.missingKeys('tr')") == []
