@@ -8,6 +8,7 @@ Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
 
 import datetime
 import re
+import sys
 
 import pytest
 from playwright.sync_api import expect
@@ -23,7 +24,7 @@ from browser_helpers import (
     start,
     task_heading,
 )
-from conftest import wait_for
+from conftest import FAKE_AGENT, make_repo, wait_for
 
 pytestmark = pytest.mark.usefixtures("console_errors")
 
@@ -67,6 +68,27 @@ def test_best_of_n_is_set_up_in_the_settings(board, page):
         "Bir görevde birkaç ajan")
     expect(page.get_by_label("Hangi deneme seçilir")).to_have_value("auto")
     expect(page.get_by_label("Denetim komutu")).to_have_value("pytest -q")
+
+
+
+def test_an_attempt_without_a_check_says_where_to_set_one(start_board, page, tmp_path):
+    board = start_board(demo=False, agent_command=f"{sys.executable} {FAKE_AGENT}")
+    code = tmp_path / "code"
+    code.mkdir()
+    make_repo(code)
+    project = board.api("POST", "/api/projects", {
+        "name": "Shop", "slug": "shop", "workingDir": str(code),
+        "permissionMode": "auto-accept", "maxConcurrent": 2})
+    task = board.api("POST", f"/api/projects/{project['id']}/tasks",
+                     {"title": "Add the price list", "description": "fake:ok"})
+    board.api("POST", f"/api/tasks/{task['id']}/attempts", {"agents": [
+        {"agent": "claude", "model": "model_small"}, {"agent": "claude", "model": "model_medium"}]})
+    page.goto(f"{board.url}/#/tasks/{task['id']}")
+    live(page)
+    check = page.get_by_test_id("attempt-1").get_by_test_id("attempt-check")
+    expect(check).to_have_text("— the project has no check command: set one in its settings")
+    check.get_by_role("link").click()
+    expect(page.get_by_label("Check command")).to_be_visible()
 
 
 def test_the_best_of_n_rows_name_their_selects_and_their_defaults(board, page, screenshot):
