@@ -91,7 +91,8 @@ def test_an_attempt_without_a_check_says_where_to_set_one(start_board, page, tmp
     expect(page.get_by_label("Check command")).to_be_visible()
 
 
-def test_the_best_of_n_rows_name_their_selects_and_their_defaults(board, page, screenshot):
+def test_the_best_of_n_rows_name_their_selects_and_their_defaults(board, page, phone,
+                                                                     screenshot):
     task = demo_task(board, "Add a greeting function")
     board.api("PUT", f"/api/tasks/{task['id']}", {"model": "model_large",
                                                    "thinking_effort": "low"})
@@ -116,6 +117,18 @@ def test_the_best_of_n_rows_name_their_selects_and_their_defaults(board, page, s
         screenshot(page, f"best-of-n-rows-{language}")
         page.keyboard.press("Escape")
         expect(page.get_by_role("dialog")).to_have_count(0)
+
+    # on a phone each select takes the row's width: its default is read whole
+    phone_page = phone.new_page()
+    phone_page.goto(f"{board.url}/#/tasks/{task['id']}")
+    expect(task_heading(phone_page, task["title"])).to_be_visible()
+    phone_page.get_by_role("button", name="Birkaç ajanla çalıştır").click()
+    form = phone_page.locator("form.attempts-form")
+    width = form.bounding_box()["width"]
+    selects = form.locator(".attempt-row select")
+    expect(selects).to_have_count(6)
+    assert all(box["width"] >= width - 1 for box in
+               (selects.nth(i).bounding_box() for i in range(6))), "a select cut short"
 
 
 def test_the_board_holds_still_as_the_first_task_starts_and_the_last_ends(board, page):
@@ -326,3 +339,4 @@ def test_agent_usage_totals_agree_and_its_axis_reads_plainly(board, page):
     board.api("PUT", "/api/settings", {"language": "tr"})
     expect(page.get_by_test_id("usage-counted-twice")).to_contain_text("toplam onu bir kez sayar")
     assert page.evaluate("() => window.taskboard.missingKeys('tr')") == []
+
