@@ -4065,7 +4065,8 @@ def usage_rows(day_start: str) -> dict:
             "SUM(cache_read_tokens) AS cache_read, SUM(cache_creation_tokens) AS "
             "cache_creation, SUM(cost) AS cost, MAX(cost_estimated AND cost > 0) AS estimated")
     reads = {
-        "total": lambda t: t.one(f"SELECT {sums} FROM {USAGE_SOURCE}"),
+        "total": lambda t: t.one(f"SELECT COUNT(DISTINCT task_id) AS tasks, {sums} "
+                                 f"FROM {USAGE_SOURCE}"),
         "models": lambda t: t.all(f"SELECT model, COUNT(DISTINCT task_id) AS tasks, {sums} "
                                   f"FROM {USAGE_SOURCE} GROUP BY model"),
         "agents": lambda t: t.all(f"SELECT agent, COUNT(DISTINCT task_id) AS tasks, {sums} "
@@ -11455,11 +11456,14 @@ def agent_usage() -> dict:
                   "totalCacheRead": total["cache_read"] or 0,
                   "totalCacheCreation": total["cache_creation"] or 0,
                   "totalCost": round(total["cost"] or 0.0, 6),
-                  "costEstimated": bool(total["estimated"])},
+                  "costEstimated": bool(total["estimated"]),
+                  # a task counts once here, and in each tier and agent it ran with there
+                  "totalTasks": total["tasks"]},
         "models": group(MODELS, "models"),
         "agents": group(AGENTS, "agents", costEstimated="estimated"),
         "timeline": [{"date": r["day"], "inputTokens": r["input"] or 0,
-                      "outputTokens": r["output"] or 0, "cost": round(r["cost"] or 0.0, 6)}
+                      "outputTokens": r["output"] or 0, "cost": round(r["cost"] or 0.0, 6),
+                      "costEstimated": bool(r["estimated"])}
                      for r in rows["days"]],
         "limits": {"dailyLimit": get_settings()["dailyCostLimit"],
                    "currentUsage": round(rows["today"] or 0.0, 6)},

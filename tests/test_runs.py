@@ -130,7 +130,7 @@ def test_run_cost_directive_feeds_task_and_agent_usage_stats(client, api, agent_
     usage = client.get("/api/stats/agent-usage").json
     assert usage["usage"] == {"totalInputTokens": 2400, "totalOutputTokens": 170,
                               "totalCacheRead": 18000, "totalCacheCreation": 6000,
-                              "totalCost": 0.5, "costEstimated": False}
+                              "totalCost": 0.5, "costEstimated": False, "totalTasks": 1}
     assert usage["models"]["model_large"] == {"tasks": 1, "inputTokens": 2400,
                                               "outputTokens": 170, "cost": 0.5}
     assert [day["cost"] for day in usage["timeline"]] == [0.5]

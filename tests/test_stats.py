@@ -148,7 +148,8 @@ def test_activity_bad_paging_is_refused(client, project, query, field):
 def test_agent_usage_without_runs_is_all_zero(client):
     assert client.get("/api/stats/agent-usage").json == {
         "usage": {"totalInputTokens": 0, "totalOutputTokens": 0, "totalCacheRead": 0,
-                  "totalCacheCreation": 0, "totalCost": 0, "costEstimated": False},
+                  "totalCacheCreation": 0, "totalCost": 0, "costEstimated": False,
+                  "totalTasks": 0},
         "models": {m: {"tasks": 0, "inputTokens": 0, "outputTokens": 0, "cost": 0}
                    for m in ("model_large", "model_medium", "model_small")},
         "agents": {a: {"tasks": 0, "inputTokens": 0, "outputTokens": 0, "cost": 0,
@@ -171,7 +172,8 @@ def test_agent_usage_sums_per_tier_day_and_today(client, api, project, tb):
     body = client.get("/api/stats/agent-usage").json
     assert body["usage"] == {"totalInputTokens": 1350, "totalOutputTokens": 135,
                              "totalCacheRead": 5, "totalCacheCreation": 7,
-                             "totalCost": pytest.approx(2.875), "costEstimated": False}
+                             "totalCost": pytest.approx(2.875), "costEstimated": False,
+                             "totalTasks": 2}
     assert body["models"] == {
         "model_large": {"tasks": 1, "inputTokens": 300, "outputTokens": 30,
                         "cost": pytest.approx(0.75)},
@@ -182,10 +184,21 @@ def test_agent_usage_sums_per_tier_day_and_today(client, api, project, tb):
     today = dt.datetime.now().date().isoformat()
     assert body["timeline"] == [
         {"date": "2025-01-10", "inputTokens": 1000, "outputTokens": 100,
-         "cost": pytest.approx(2.0)},
+         "cost": pytest.approx(2.0), "costEstimated": False},
         {"date": today, "inputTokens": 350, "outputTokens": 35,
-         "cost": pytest.approx(0.875)}]
+         "cost": pytest.approx(0.875), "costEstimated": False}]
     assert body["limits"] == {"dailyLimit": 5, "currentUsage": pytest.approx(0.875)}
+
+
+def test_agent_usage_counts_a_task_once_in_all_and_in_each_tier_it_ran_with(client, api,
+                                                                            project, tb):
+    task = api.task(project["id"])["id"]
+    now = iso(dt.datetime.now(dt.UTC))
+    add_run(tb, "model_large", now, task, inp=100, cost=0.5)
+    add_run(tb, "model_small", now, task, kind="verifier", inp=10, cost=0.25)
+    body = client.get("/api/stats/agent-usage").json
+    assert (body["models"]["model_large"]["tasks"], body["models"]["model_small"]["tasks"],
+            body["usage"]["totalTasks"]) == (1, 1, 1)
 
 
 def test_agent_usage_is_one_snapshot_read_beside_an_unfinished_write(client, api, project,

@@ -83,7 +83,7 @@ function listPath(projectId, kind, id) {
 }
 
 /** The project list with the fields of each project the board shows (boot.js asks it early). */
-export const PROJECTS_PATH = "/api/projects?fields=agent,host,prFixMaxAttempts,simulated";
+export const PROJECTS_PATH = "/api/projects?fields=agent,host,prFixMaxAttempts,simulated,stopCheckCommand";
 
 /** The HTTP API, one function per route. */
 export const api = {

@@ -16,7 +16,7 @@
 
   ask("/api/openapi.json");
   ask("/api/settings");
-  ask("/api/projects?fields=agent,host,prFixMaxAttempts,simulated");  // PROJECTS_PATH of api.js
+  ask("/api/projects?fields=agent,host,prFixMaxAttempts,simulated,stopCheckCommand");  // PROJECTS_PATH of api.js
   ask("/api/health");
   // what the view of the address needs first: a board's tasks, or a task and its newest log
   const [, kind, id] = /^#\/(projects|tasks)\/([1-9]\d{0,15})(?:[?]|$)/.exec(location.hash) || [];

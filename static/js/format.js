@@ -9,15 +9,21 @@ const formats = new Map();
 
 /** One Intl.DateTimeFormat per language and options, made once (each costs milliseconds). */
 function formatOf(options) {
-  const key = `${locale()} ${Object.keys(options).join()}`;
+  const key = `${locale()} ${JSON.stringify(options)}`;
   if (!formats.has(key)) formats.set(key, new Intl.DateTimeFormat(locale(), options));
   return formats.get(key);
 }
 
-/** "12 Nov 14:03" in the current language. */
-export function dateTime(iso) {
+/** "12 Nov 14:03" in the current language; in an IANA time zone when given ("" when this
+ * browser does not know the zone), else in local time. */
+export function dateTime(iso, timeZone) {
   if (!iso) return "";
-  return formatOf(DATE_TIME).format(new Date(iso));
+  if (!timeZone) return formatOf(DATE_TIME).format(new Date(iso));
+  try {
+    return formatOf({ ...DATE_TIME, timeZone }).format(new Date(iso));
+  } catch {
+    return "";
+  }
 }
 
 /** "14:03" when iso is today, else "12 Nov 14:03" (local time). */

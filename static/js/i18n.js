@@ -76,6 +76,8 @@ register({  // key: [English, Turkish]
   "common.none": ["None", "Yok"],
   "common.yes": ["Yes", "Evet"],
   "common.no": ["No", "Hayır"],
+  "common.on": ["On", "Açık"],
+  "common.off": ["Off", "Kapalı"],
   "common.saved": ["Saved", "Kaydedildi"],
   "common.confirmDelete": ["Delete {name}?", "{name} silinsin mi?"],
   "common.localOnly": ["Only available on the machine running Taskboard.", "Yalnızca Taskboard'un çalıştığı makinede kullanılabilir."],

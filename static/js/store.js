@@ -249,6 +249,8 @@ export const projectSimulated = (projectId) => projectExtra(projectId, "simulate
 
 /** How many automatic fixes one pull request of a project gets (undefined until known). */
 export const projectPrFixMax = (projectId) => projectExtra(projectId, "prFixMaxAttempts");
+/** The project's stopCheckCommand ("": none; undefined while not known). */
+export const projectStopCheck = (projectId) => projectExtra(projectId, "stopCheckCommand");
 
 /**
  * Apply one /ws message to the state (pure with respect to the network).

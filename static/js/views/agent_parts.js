@@ -23,7 +23,7 @@ register({  // key: [English, Turkish]
 export const agentName = (agent) => t(`agent.${agent}`);
 
 /** The label of "the project's agent", naming it once known. */
-function projectsLabel(projectId) {
+export function projectsLabel(projectId) {
   const agent = projectAgent(projectId);
   return agent ? t("agentpart.project", { name: agentName(agent) }) : t("agentpart.projectUnknown");
 }

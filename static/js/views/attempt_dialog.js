@@ -21,7 +21,8 @@ register({  // key: [English, Turkish]
   "attemptdlg.model": ["Model", "Model"],
   "attemptdlg.effort": ["Effort", "Efor"],
   "attemptdlg.fieldLabel": ["Attempt {n}: {field}", "{n}. deneme: {field}"],
-  "attemptdlg.tasks": ["Task's ({name})", "Görevinki ({name})"],
+  "attemptdlg.tasksModel": ["Task's model: {name}", "Görevin modeli: {name}"],
+  "attemptdlg.tasksEffort": ["Task's effort: {name}", "Görevin eforu: {name}"],
   "attemptdlg.add": ["Add an agent", "Ajan ekle"],
   "attemptdlg.remove": ["Remove", "Kaldır"],
   "attemptdlg.removeLabel": ["Remove attempt {n}", "{n}. denemeyi kaldır"],
@@ -84,15 +85,18 @@ export function openAttemptsDialog(task) {
     error,
     h("div", { class: "actions" }, add, h("span", { class: "spacer" }), cancel, start));
 
-  /** One row: its three selects (labelled "Attempt 2: Agent") and its remove button. */
+  /** One row: its three selects, each under its name (and labelled "Attempt 2: Agent"), and
+   * its remove button. Left so, a model or an effort is the task's, and says so. */
   function rowOf(row, i) {
     const n = i + 1;
     const label = (key) => t("attemptdlg.fieldLabel", { n, field: t(key) });
     const agent = select(agents, row.agent, agentName, { "aria-label": label("attemptdlg.agent"), "data-field": `agents[${i}].agent` });
     const model = select(["", ...tiers], row.model, (v) => (v ? t(`model.${v}`)
-      : t("attemptdlg.tasks", { name: t(`model.${task.model}`) })), { "aria-label": label("attemptdlg.model"), "data-field": `agents[${i}].model` });
+      : t("attemptdlg.tasksModel", { name: t(`model.${task.model}`) })), { "aria-label": label("attemptdlg.model"), "data-field": `agents[${i}].model` });
     const effort = select(["", ...efforts], row.effort, (v) => (v ? t(`effort.${v}`)
-      : t("attemptdlg.tasks", { name: t(`effort.${task.thinking_effort}`) })), { "aria-label": label("attemptdlg.effort"), "data-field": `agents[${i}].effort` });
+      : t("attemptdlg.tasksEffort", { name: t(`effort.${task.thinking_effort}`) })), { "aria-label": label("attemptdlg.effort"), "data-field": `agents[${i}].effort` });
+    const named = (key, control) => h("label", { class: "attempt-field" },
+      h("span", { class: "attempt-field-name", "aria-hidden": "true" }, t(key)), control);
     agent.addEventListener("change", () => { row.agent = agent.value; });
     model.addEventListener("change", () => { row.model = model.value; });
     effort.addEventListener("change", () => { row.effort = effort.value; });
@@ -100,7 +104,7 @@ export function openAttemptsDialog(task) {
       "aria-label": t("attemptdlg.removeLabel", { n }),
       onclick: () => { rows.splice(i, 1); render(); list.querySelector("select")?.focus(); } }, t("attemptdlg.remove"));
     return h("li", { class: "attempt-row" }, h("span", { class: "attempt-row-n" }, t("attemptdlg.row", { n })),
-      agent, model, effort, remove);
+      named("attemptdlg.agent", agent), named("attemptdlg.model", model), named("attemptdlg.effort", effort), remove);
   }
 
   function render() {

@@ -10,7 +10,7 @@ import { api } from "../api.js";
 import { confirmDialog, h, openDialog, toast } from "../dom.js";
 import { duration, tokens } from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { loadAttempts, onEvent, state, subscribe } from "../store.js";
+import { loadAttempts, onEvent, projectStopCheck, state, subscribe } from "../store.js";
 import { agentName, costText } from "./agent_parts.js";
 import { LOG_PAGE, createLogView } from "./log_view.js";
 import { put } from "./task_panel.js";
@@ -45,6 +45,8 @@ register({  // key: [English, Turkish]
   "attempts.branch": ["Branch", "Dal"],
   "attempts.effort": ["{effort} effort", "{effort} efor"],
   "attempts.none": ["—", "—"],
+  "attempts.noCheck": ["— the project has no check command:", "— projenin denetim komutu yok:"],
+  "attempts.setCheck": ["set one in its settings", "ayarlarından belirleyin"],
   "attempts.diff": ["Diff", "Fark"],
   "attempts.log": ["Log", "Günlük"],
   "attempts.pick": ["Pick", "Seç"],
@@ -72,9 +74,14 @@ function changesText(diff) {
   return t(diff.files === 1 ? "attempts.changesValue1" : "attempts.changesValue", diff);
 }
 
-/** The check's line (passed, or failed and its exit code) and its output on demand. */
-function checkCell(a, open) {
+/** The check's line (passed, or failed and its exit code) and its output on demand; where
+ * the project has no check command, where to set one. */
+function checkCell(a, open, projectId) {
   const check = a.check;
+  if (!check && projectStopCheck(projectId) === "") {
+    return h("span", { class: "muted", "data-testid": "attempt-check" }, t("attempts.noCheck"), " ",
+      h("a", { href: `#/projects/${projectId}/settings` }, t("attempts.setCheck")));
+  }
   if (!check) return t("attempts.none");
   const verdict = check.passed ? t("attempts.passed") : check.exitCode == null ? t("attempts.notRun")
     : t("attempts.failedCheck", { code: check.exitCode });
@@ -205,7 +212,7 @@ export function createAttempts(taskId) {
       field("attempts.time", a.durationMs > 0 ? duration(a.durationMs) : null),
       field("attempts.tokens", tokens(a.tokens)),
       field("attempts.changes", changesText(a.diff), { "data-testid": "attempt-changes" }),
-      field("attempts.check", checkCell(a, open)),
+      field("attempts.check", checkCell(a, open, task.project_id)),
       field("attempts.verdict", a.verdict ? t(`attempts.verdict.${a.verdict}`) : null, { "data-testid": "attempt-verdict" }),
       a.branch ? field("attempts.branch", h("code", { class: "wrap" }, a.branch)) : null),
     a.summary ? h("p", { class: "prose attempt-summary", "data-testid": "attempt-summary" }, a.summary) : null,

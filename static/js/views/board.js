@@ -8,7 +8,7 @@
 // board_dock.js.
 
 import { api } from "../api.js";
-import { h, toast } from "../dom.js";
+import { confirmDialog, h, toast } from "../dom.js";
 import * as format from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
@@ -41,6 +41,8 @@ register({  // key: [English, Turkish]
   "board.cardHelp": ["Enter opens the task; Alt+Left/Right moves it to the previous/next column.", "Enter görevi açar; Alt+Sol/Sağ onu önceki/sonraki sütuna taşır."],
   "board.hintStart": ["Drag a card to {column} to start its agent (or choose {column} in its “{move}” list).", "Ajanını başlatmak için bir kartı {column} sütununa sürükleyin (ya da kartın “{move}” listesinde {column} seçin)."],
   "board.hintEmpty": ["No tasks yet: add one with “{add}”, then drag its card to {column} to start its agent.", "Henüz görev yok: “{add}” ile bir tane ekleyin, sonra ajanını başlatmak için kartını {column} sütununa sürükleyin."],
+  "board.stopConfirm": ["{key} is running: moving it to {column} stops its agent.", "{key} çalışıyor: {column} sütununa taşımak ajanını durdurur."],
+  "board.stopAndMove": ["Stop and move", "Durdur ve taşı"],
   "board.showMore": ["Show {n} more ({hidden} not shown)", "{n} tane daha göster ({hidden} gösterilmiyor)"],
 });
 
@@ -112,8 +114,11 @@ function fillTags(tagSelect, all, filters, lastKey) {
   return key;
 }
 
-/** The empty line of a column: loading, could not load, nothing (matching). */
-function emptyLine(view, filtered) {
+/** The empty line of a column: loading, could not load, the start hint, nothing (matching). */
+function emptyLine(view, status, filtered) {
+  if (view.loaded && !filtered && view.hint?.status === status) {
+    return h("p", { class: "col-empty board-hint", role: "note", "data-testid": "board-hint" }, view.hint.text);
+  }
   return h("p", { class: "col-empty" }, !view.loaded ? (view.loadError || t("common.loading"))
     : t(filtered ? "board.emptyFiltered" : "board.empty"));
 }
@@ -121,12 +126,15 @@ function emptyLine(view, filtered) {
 /**
  * How to start an agent, for a newcomer: on a board with no task in progress that is empty
  * (then also how to add one) or is the Demo of --demo (its runs are simulated). Null otherwise.
+ * It stands in the empty In progress column (the empty Backlog, where a new task lands, on an
+ * empty board): the first start or the last end replaces it there, and nothing else moves.
+ * @returns {{status: string, text: string}|null}
  */
 function startHint(projectId, all) {
   if (all.some((task) => task.status === "in_progress")) return null;
   const names = { column: t("status.in_progress"), move: t("board.moveTo"), add: t("board.newTask") };
-  if (!all.length) return t("board.hintEmpty", names);
-  return projectSimulated(projectId) ? t("board.hintStart", names) : null;
+  if (!all.length) return { status: "backlog", text: t("board.hintEmpty", names) };
+  return projectSimulated(projectId) ? { status: "in_progress", text: t("board.hintStart", names) } : null;
 }
 
 /** Render every column: its first pages of matching cards (and the cards kept in view),
@@ -163,13 +171,14 @@ function renderColumns(view, all, active) {
       }
       nodes.push(entry.el);
     }
-    if (!nodes.length) nodes.push(emptyLine(view, active && inColumn.length));
+    if (!nodes.length) nodes.push(emptyLine(view, status, active && inColumn.length));
     const hidden = shown.length - rendered.length;
     if (hidden > 0 && nodes.length === rendered.length) {
       column.more.textContent = t("board.showMore", { n: Math.min(PAGE, hidden), hidden });
       nodes.push(column.more);
     }
     const current = [...column.body.children];
+    if (current.length === 1 && nodes.length === 1 && !nodes[0].dataset.id && current[0].isEqualNode(nodes[0])) continue;
     if (current.length !== nodes.length || current.some((node, i) => node !== nodes[i])) {
       column.body.replaceChildren(...nodes);
     }
@@ -212,6 +221,7 @@ export function mount(root, { projectId }) {
     columns: new Map(),   // status -> {el, body, count, more}
     limits: new Map(),    // status -> how many matching cards the column renders
     keep: new Set(),      // task ids moved from this page: rendered wherever they land
+    hint: null,           // {status, text}: how to start an agent, in that column while empty
     loaded: false,
     loadError: null,
     statusOf: (task) => view.moves.get(task.id) ?? task.status,
@@ -223,7 +233,6 @@ export function mount(root, { projectId }) {
   let head, bar;
   const board = h("div", { class: "board", "aria-describedby": "board-help" });
   const help = h("p", { id: "board-help", class: "board-sr-only" });
-  const hint = h("p", { class: "board-hint", role: "note", "data-testid": "board-hint", hidden: true });
   const schedule = () => { if (!frame) frame = requestAnimationFrame(render); };
   const dock = dockedLog(root, schedule);
 
@@ -239,7 +248,7 @@ export function mount(root, { projectId }) {
     });
     board.replaceChildren(...[...view.columns.values()].map((c) => c.el));
     help.textContent = t("board.cardHelp");
-    root.replaceChildren(head, bar.el, help, hint, board, dock.el || "");
+    root.replaceChildren(head, bar.el, help, board, dock.el || "");
     if (dock.taskId !== null) dock.open(dock.taskId, true);
     schedule();
   }
@@ -253,14 +262,14 @@ export function mount(root, { projectId }) {
     bar.clearButton.hidden = !active;
     tagKey = fillTags(bar.tagSelect, all, filters, tagKey);
     noticeStarts(all);
-    const hintText = view.loaded ? startHint(projectId, all) : null;
-    hint.textContent = hintText || "";
-    hint.hidden = !hintText;
+    view.hint = view.loaded ? startHint(projectId, all) : null;
     if (renderColumns(view, all, active)) schedule();
     const running = all.filter((task) => task.is_running).map((task) => task.id);
     if (dock.taskId !== null && !running.includes(dock.taskId)) running.push(dock.taskId);
     followLogs(running);
-    if (focusId && !board.contains(document.activeElement)) view.cards.get(Number(focusId))?.el.focus();
+    // the card keeps the focus in its new column, and the view stays where it was (a phone
+    // shows one column: following the card would carry the view away)
+    if (focusId && !board.contains(document.activeElement)) view.cards.get(Number(focusId))?.el.focus({ preventScroll: true });
   }
 
   /** With settings.autoOpenTerminal, show the log of a task that just started. */
@@ -295,6 +304,8 @@ export function mount(root, { projectId }) {
 
   bindCards(board, { statuses: view.statuses, statusOf: view.statusOf, move,
     openLog: (id) => { dock.open(id); schedule(); },
+    confirmStop: (task, status) => confirmDialog(t("board.stopConfirm", { key: task.task_key, column: t(`status.${status}`) }),
+      { ok: t("board.stopAndMove"), cancel: t("common.cancel"), danger: true }),
     runSeveral: (id) => {
       const task = state.tasks.get(id);
       if (task) openAttemptsDialog(task).catch((error) => toast(error.message, "error"));

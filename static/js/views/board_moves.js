@@ -9,8 +9,10 @@ const idOf = (el) => Number(el.dataset.id);
 const columnOf = (target) => target.closest?.(".board-col");
 
 /** Clicks, "Move to", the menu and the keys of the cards: open, move, show the log, run the
- * task with several agents. An open card menu closes at a click anywhere else. */
-export function bindCards(board, { statuses, statusOf, move, openLog, runSeveral }) {
+ * task with several agents. An open card menu closes at a click anywhere else. A "Move to"
+ * choice that would stop a running agent is confirmed first: a press on the select that was
+ * meant as a drag (the card moved under the pointer) picks an option on its release. */
+export function bindCards(board, { statuses, statusOf, move, openLog, runSeveral, confirmStop }) {
   board.addEventListener("click", (event) => {
     const menu = event.target.closest?.(".card-menu");
     board.querySelectorAll(".card-menu[open]").forEach((open) => { if (open !== menu) open.open = false; });
@@ -30,7 +32,11 @@ export function bindCards(board, { statuses, statusOf, move, openLog, runSeveral
     const el = cardOf(event.target);
     const status = event.target.value;
     event.target.value = "";  // the select is an action, not a state
-    if (el && status) move(idOf(el), status);
+    if (!el || !status) return;
+    const task = state.tasks.get(idOf(el));
+    if (task?.is_running && status !== "in_progress") {
+      confirmStop(task, status).then((sure) => { if (sure) move(task.id, status); });
+    } else move(idOf(el), status);
   });
   board.addEventListener("keydown", (event) => {
     const el = cardOf(event.target);

@@ -51,14 +51,25 @@ export function projectName(projectId) {
  * @param {string} active  one of "", "/plan", "/stats", ... as in TABS
  */
 export function projectHeader(projectId, active) {
-  return h("header", { class: "project-head" },
-    h("h1", {}, projectName(projectId)),
-    h("nav", { class: "tabs", "aria-label": projectName(projectId) },
-      TABS.map(([suffix, key]) => h("a", {
-        href: `#/projects/${projectId}${suffix}`,
-        class: suffix === active ? "tab active" : "tab",
-        "aria-current": suffix === active ? "page" : null,
-      }, t(key)))));
+  const tabs = h("nav", { class: "tabs", "aria-label": projectName(projectId) },
+    TABS.map(([suffix, key]) => h("a", {
+      href: `#/projects/${projectId}${suffix}`,
+      class: suffix === active ? "tab active" : "tab",
+      "aria-current": suffix === active ? "page" : null,
+    }, t(key))));
+  requestAnimationFrame(() => showInStrip(tabs, tabs.querySelector(".tab.active")));
+  return h("header", { class: "project-head" }, h("h1", {}, projectName(projectId)), tabs);
+}
+
+/**
+ * Scroll a strip that scrolls sideways (a phone's tabs) so that its item is in the middle of
+ * it, when the strip is on the page and wider than the screen; the page itself stays.
+ */
+export function showInStrip(strip, item) {
+  if (!item || !strip.isConnected || strip.scrollWidth <= strip.clientWidth) return;
+  const box = strip.getBoundingClientRect();
+  const at = item.getBoundingClientRect();
+  strip.scrollLeft += at.left - box.left - (box.width - at.width) / 2;
 }
 
 /**

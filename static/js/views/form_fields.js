@@ -63,7 +63,7 @@ function buildControl(spec, raw, described, changed) {
     el = h("textarea", { rows: 6, ...base });
   } else if (spec.kind === "select") {
     const values = spec.nullable ? ["", ...spec.options] : spec.options;
-    const label = (v) => (v === "" ? t("form.unset") : (spec.optionLabel || String)(v));
+    const label = (v) => (v === "" ? (spec.unsetLabel || (() => t("form.unset")))() : (spec.optionLabel || String)(v));
     el = select(values, raw[spec.key], label, base);
   } else {
     const numeric = spec.kind === "int" || spec.kind === "number";

@@ -25,6 +25,7 @@ register({  // key: [English, Turkish]
  * @property {any[]} [options]  values of a select or of checks
  * @property {(value: any) => string} [optionLabel]
  * @property {boolean} [nullable]  empty is sent as null (a select gets a "not set" option)
+ * @property {() => string} [unsetLabel]  what a nullable select's "not set" option says instead
  * @property {boolean} [required]
  * @property {number} [min]
  * @property {number} [max]

@@ -224,7 +224,9 @@ export function enabledSwitch(item, name, onToggle) {
   const box = h("input", { type: "checkbox", class: "switch", checked: item.enabled,
     "data-key": `enabled-${item.id}`, "aria-label": `${t(`${name}.enabled`)}: ${item.name ?? item.url}` });
   box.addEventListener("change", () => onToggle(box));
-  return h("label", { class: "switch-label" }, box, h("span", {}, t(`${name}.enabled`)));
+  // the switch says what it is (on or off), whatever sets it (a click, a refusal, an event)
+  return h("label", { class: "switch-label" }, box, h("span", { class: "switch-on", "aria-hidden": "true" }, t("common.on")),
+    h("span", { class: "switch-off", "aria-hidden": "true" }, t("common.off")));
 }
 
 /** Save a switch's state at once: PUT {enabled}; on failure the switch goes back. */

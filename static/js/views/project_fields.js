@@ -17,6 +17,8 @@ register({  // key: [English, Turkish]
   "pform.group.git": ["Git", "Git"],
   "pform.group.autoTest": ["Automatic testing", "Otomatik test"],
   "pform.group.retry": ["Retries and limits", "Yeniden denemeler ve sınırlar"],
+  "pform.group.attempts": ["Several agents on one task", "Bir görevde birkaç ajan"],
+  "pform.group.attempts.help": ["A task you run with several agents at once (its page's “Run with several agents”): each works on a branch of its own, and one attempt is picked.", "Birkaç ajanla aynı anda çalıştırdığınız bir görev (sayfasındaki “Birkaç ajanla çalıştır”): her biri kendi dalında çalışır ve bir deneme seçilir."],
   "pform.group.runsOn": ["Where tasks run", "Görevlerin çalıştığı yer"],
   "pform.group.sandbox": ["Sandbox", "Korumalı alan"],
   "pform.sandbox": ["Run agents in the sandbox", "Ajanları korumalı alanda çalıştır"],
@@ -47,6 +49,7 @@ register({  // key: [English, Turkish]
   "pform.workingDir.help": ["Absolute path of an existing directory: the code the agents work on.", "Var olan bir dizinin mutlak yolu: ajanların üzerinde çalıştığı kod."],
   "pform.icon": ["Icon", "Simge"],
   "pform.icon.help": ["An emoji or one or two letters; empty shows the first letter of the name.", "Bir emoji ya da bir iki harf; boşsa adın ilk harfi gösterilir."],
+  "pform.icon.preview": ["shows as", "görünüşü"],
   "pform.iconSeed": ["Icon seed", "Simge tohumu"],
   "pform.iconSeed.help": ["Any text; picks the colour of the icon.", "Herhangi bir metin; simgenin rengini seçer."],
   "pform.agent": ["Agent", "Ajan"],
@@ -56,6 +59,8 @@ register({  // key: [English, Turkish]
   "pform.perm.auto-accept": ["Auto-accept (skip permission prompts)", "Otomatik kabul (izin sorma)"],
   "pform.perm.allow-tools": ["Allow listed tools", "Listelenen araçlara izin ver"],
   "pform.perm.default": ["Default (the agent's own rules)", "Varsayılan (ajanın kendi kuralları)"],
+  "pform.approvalTimeoutMinutes": ["Deny an unanswered approval after (minutes)", "Yanıtlanmayan onayı şu süreden sonra reddet (dakika)"],
+  "pform.approvalTimeoutMinutes.help": ["{min} to {max}; 0 = wait for your answer however long it takes.", "{min} ile {max} arası; 0 = ne kadar sürerse sürsün yanıtınızı bekle."],
   "pform.allowedTools": ["Allowed tools", "İzin verilen araçlar"],
   "pform.allowedTools.help": ["Comma-separated tool names, e.g. Read,Edit,Bash(git:*)", "Virgülle ayrılmış araç adları, ör. Read,Edit,Bash(git:*)"],
   "pform.autoQueue": ["Start queued tasks automatically", "Kuyruktaki görevleri otomatik başlat"],
@@ -65,6 +70,7 @@ register({  // key: [English, Turkish]
   "pform.shareWarning": ["Agents share one checkout: with more than one agent at once and no branch per task, they edit the same files. Turn on “Branch and worktree per task”.", "Ajanlar tek bir çalışma kopyasını paylaşıyor: birden fazla ajan aynı anda çalışırken görev başına dal yoksa aynı dosyaları düzenlerler. “Görev başına dal ve çalışma ağacı” seçeneğini açın."],
   "pform.autoBranch": ["Branch and worktree per task", "Görev başına dal ve çalışma ağacı"],
   "pform.autoBranch.help": ["Each task works in its own git worktree on its own branch; your checkout is never touched.", "Her görev kendi dalında, kendi git çalışma ağacında çalışır; sizin kopyanıza dokunulmaz."],
+  "pform.autoBranch.create": ["On unless you turn it off: your checked-out branch and your files stay as they are, and agents working at once never share one checkout. Off, the agent edits (and may commit) in the folder itself, on the branch checked out there. In a folder that is not a git repository tasks run in the folder either way.", "Siz kapatmadıkça açık: kullandığınız dal ve dosyalarınız olduğu gibi kalır, aynı anda çalışan ajanlar tek bir çalışma kopyasını paylaşmaz. Kapalıyken ajan klasörün kendisinde, orada kullanılan dalda düzenleme (ve belki commit) yapar. Git deposu olmayan bir klasörde görevler her durumda klasörde çalışır."],
   "pform.autoBranch.onHost": ["Always on for a project on another machine.", "Başka bir makinedeki projede her zaman açık."],
   "pform.autoPr": ["Open a pull request when a task is done", "Görev bitince çekme isteği aç"],
   "pform.autoPr.help": ["The branch is pushed and a pull request opened on the repository below; the board follows it until it is merged: failing checks, requested changes and conflicts go back to the agent.", "Dal gönderilir ve aşağıdaki depoda bir çekme isteği açılır; pano onu birleştirilene dek izler: başarısız denetimler, istenen değişiklikler ve çakışmalar ajana geri gönderilir."],
@@ -80,6 +86,16 @@ register({  // key: [English, Turkish]
   "pform.autoTest": ["Verify finished work automatically", "Biten işi otomatik doğrula"],
   "pform.autoTest.help": ["A read-only verifier run approves (→ Done) or sends feedback back to the agent.", "Salt okunur bir doğrulayıcı işi onaylar (→ Tamamlandı) ya da geri bildirimi ajana geri gönderir."],
   "pform.testPrompt": ["Verifier instructions", "Doğrulayıcı talimatları"],
+  "pform.stopCheckCommand": ["Check command", "Denetim komutu"],
+  "pform.stopCheckCommand.help": ["Runs in the task's checkout when the agent tries to finish (e.g. pytest -q): while it fails, the agent is sent back to work. It is also the “Check” of each attempt of a task run by several agents. Empty = off.", "Ajan bitirmeye çalıştığında görevin çalışma kopyasında çalışır (ör. pytest -q): başarısız oldukça ajan işe geri gönderilir. Birkaç ajanla çalışan bir görevin her denemesinin “Denetim”i de budur. Boş = kapalı."],
+  "pform.stopCheckMaxBlocks": ["Times a failing check sends the agent back", "Başarısız denetimin ajanı geri gönderme sayısı"],
+  "pform.stopCheckMaxBlocks.help": ["{min} to {max}; then the agent may finish.", "{min} ile {max} arası; sonra ajan bitirebilir."],
+  "pform.attemptPick": ["Which attempt is picked", "Hangi deneme seçilir"],
+  "pform.attemptPick.manual": ["You pick one, after comparing them", "Karşılaştırdıktan sonra siz seçersiniz"],
+  "pform.attemptPick.auto": ["Picked automatically when the last one ends", "Sonuncusu bitince otomatik seçilir"],
+  "pform.attemptPick.help": ["Automatically: the one whose check passed, then the one the verifier approved, then the cheapest, then the fastest.", "Otomatik: denetimi geçen, sonra doğrulayıcının onayladığı, sonra en ucuz, sonra en hızlı olan."],
+  "pform.keepAttemptBranches": ["Keep the branches of the attempts not picked", "Seçilmeyen denemelerin dallarını sakla"],
+  "pform.keepAttemptBranches.help": ["Their worktrees are removed anyway; without this their branches go too.", "Çalışma ağaçları yine de silinir; bu kapalıysa dalları da silinir."],
   "pform.maxRetries": ["Retries", "Yeniden deneme"],
   "pform.maxRetries.help": ["{min} to {max}; a crashed or timed-out run is retried this many times.", "{min} ile {max} arası; çöken ya da zaman aşımına uğrayan çalışma bu kadar kez yeniden denenir."],
   "pform.taskTimeoutMinutes": ["Timeout (minutes)", "Zaman aşımı (dakika)"],
@@ -99,9 +115,9 @@ const lbl = (key) => () => t(key);
 const limitsHelp = (key, field) => () => t(key, rangeOf("Project", field));
 
 /** The groups of the edit form, in order. */
-export const GROUPS = ["basic", "queue", "runsOn", "sandbox", "git", "autoTest", "retry"];
+export const GROUPS = ["basic", "queue", "runsOn", "sandbox", "git", "autoTest", "attempts", "retry"];
 /** The fields asked for when a project is created. */
-export const CREATE_KEYS = ["name", "slug", "workingDir", "agent", "permissionMode", "allowedTools", "icon", "iconSeed"];
+export const CREATE_KEYS = ["name", "slug", "workingDir", "agent", "permissionMode", "allowedTools", "icon", "iconSeed", "autoBranch"];
 
 /** The pull request's help, and what it lacks while the board has no source-host token. */
 const autoPrHelp = () => [t("pform.autoPr.help"), state.settings?.hasGitHostToken === false
@@ -214,6 +230,8 @@ export function projectSpecs() {
       help: lbl("pform.permissionMode.help"), optionLabel: (v) => t(`pform.perm.${v}`) },
     { key: "allowedTools", group: "basic", kind: "text", nullable: true, label: lbl("pform.allowedTools"),
       help: lbl("pform.allowedTools.help"), attrs: { class: "mono", spellcheck: "false" } },
+    { key: "approvalTimeoutMinutes", group: "basic", kind: "int", label: lbl("pform.approvalTimeoutMinutes"),
+      help: limitsHelp("pform.approvalTimeoutMinutes.help", "approvalTimeoutMinutes") },
     { key: "autoQueue", group: "queue", kind: "bool", label: lbl("pform.autoQueue"), help: lbl("pform.autoQueue.help") },
     { key: "maxConcurrent", group: "queue", kind: "int", label: lbl("pform.maxConcurrent"),
       help: limitsHelp("pform.maxConcurrent.help", "maxConcurrent") },
@@ -242,6 +260,14 @@ export function projectSpecs() {
       help: lbl("pform.prTrustedAuthors.help") },
     { key: "autoTest", group: "autoTest", kind: "bool", label: lbl("pform.autoTest"), help: lbl("pform.autoTest.help") },
     { key: "testPrompt", group: "autoTest", kind: "textarea", label: lbl("pform.testPrompt") },
+    { key: "stopCheckCommand", group: "autoTest", kind: "text", label: lbl("pform.stopCheckCommand"),
+      help: lbl("pform.stopCheckCommand.help"), attrs: { class: "mono", placeholder: "pytest -q", spellcheck: "false" } },
+    { key: "stopCheckMaxBlocks", group: "autoTest", kind: "int", label: lbl("pform.stopCheckMaxBlocks"),
+      help: limitsHelp("pform.stopCheckMaxBlocks.help", "stopCheckMaxBlocks") },
+    { key: "attemptPick", group: "attempts", kind: "select", label: lbl("pform.attemptPick"),
+      help: lbl("pform.attemptPick.help"), optionLabel: (v) => t(`pform.attemptPick.${v}`) },
+    { key: "keepAttemptBranches", group: "attempts", kind: "bool", label: lbl("pform.keepAttemptBranches"),
+      help: lbl("pform.keepAttemptBranches.help") },
     { key: "maxRetries", group: "retry", kind: "int", label: lbl("pform.maxRetries"),
       help: limitsHelp("pform.maxRetries.help", "maxRetries") },
     { key: "taskTimeoutMinutes", group: "retry", kind: "int", nullable: true,

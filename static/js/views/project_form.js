@@ -12,6 +12,12 @@ import { avatar } from "./common.js";
 import { formKit, liveForm } from "./form_kit.js";
 import { CREATE_KEYS, GROUPS, fillHostSelect, projectSpecs, suggestSlug } from "./project_fields.js";
 
+/** How the create dialog asks for a field, where it differs from the settings. */
+const CREATE_CHANGES = {
+  allowedTools: { skip: (raw) => raw.permissionMode !== "allow-tools" },
+  autoBranch: { help: () => t("pform.autoBranch.create") },
+};
+
 /**
  * The project form. mode "create" asks for the create fields and POSTs; "edit" shows every
  * setting in its group and PUTs only what changed. onSaved(project) gets the answer.
@@ -21,16 +27,19 @@ import { CREATE_KEYS, GROUPS, fillHostSelect, projectSpecs, suggestSlug } from "
 export function projectForm({ mode, project = {}, onSaved, onCancel }) {
   const create = mode === "create";
   const specs = projectSpecs().filter((spec) => !create || CREATE_KEYS.includes(spec.key))
-    .map((spec) => (spec.key === "allowedTools" && create
-      ? { ...spec, skip: (raw) => raw.permissionMode !== "allow-tools" } : spec));
+    .map((spec) => (create ? { ...spec, ...CREATE_CHANGES[spec.key] } : spec));
+  // A branch and worktree per task is on in the create dialog (the API's default is off, as
+  // every flag's): your checkout is never touched, and agents at once do not share it.
   const source = create ? { permissionMode: defaultOf("Project", "permissionMode"),
-    agent: defaultOf("Project", "agent"), ...project } : project;
+    agent: defaultOf("Project", "agent"), autoBranch: true, ...project } : project;
   const kit = formKit(specs, source);
   let slugTouched = !create || Boolean(source.slug);
   let current = { ...project };
 
   const preview = () => avatar({ ...current, name: kit.raw.name, slug: kit.raw.slug,
     icon: kit.raw.icon, iconSeed: kit.raw.iconSeed });
+  /** The icon shows once there is a name or an icon to make it of (a lone "?" read as help). */
+  const previewed = () => Boolean(kit.raw.name.trim() || kit.raw.icon.trim());
   const onHost = () => kit.raw.host !== undefined && kit.raw.host !== "";
   const sharing = () => Number(kit.raw.maxConcurrent) > 1 && !kit.raw.autoBranch && !onHost();
   const shareWarning = () => h("p", { class: "warning", role: "status", "data-warning": "share",
@@ -63,13 +72,17 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
       if (spec.key === "allowedTools") row.hidden = kit.raw.permissionMode !== "allow-tools";
       if (spec.key === "repoUrl") row.hidden = kit.raw.host === "";
       if (spec.key === "sandboxPaths") row.hidden = kit.raw.sandbox === "none";
-      if (spec.key === "icon") row.querySelector("label").append(h("span", { class: "icon-preview" }, preview()));
+      if (spec.key === "icon") {
+        row.querySelector("label").append(h("span", { class: "icon-preview", "aria-hidden": "true", hidden: !previewed() },
+          t("pform.icon.preview"), h("span", { class: "icon-preview-avatar" }, preview())));
+      }
       if (spec.key === "autoBranch") branchOnHost();
       return row;
     });
-    if (create) return h("div", { class: "form-grid" }, rows("basic"));
+    if (create) return h("div", { class: "form-grid" }, rows("basic"), rows("git"));
     return GROUPS.map((group) => h("fieldset", { class: "group", "data-group": group },
-      h("legend", {}, t(`pform.group.${group}`)), rows(group), group === "queue" ? shareWarning() : null,
+      h("legend", {}, t(`pform.group.${group}`)),
+      group === "attempts" ? h("p", { class: "muted" }, t("pform.group.attempts.help")) : null, rows(group), group === "queue" ? shareWarning() : null,
       group === "sandbox" ? riskWarning() : null));
   };
 
@@ -98,7 +111,10 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
     const repo = kit.rows.get("repoUrl");
     if (repo) repo.element.hidden = kit.raw.host === "";
     const slot = el.querySelector(".icon-preview");
-    if (slot) slot.replaceChildren(preview());
+    if (slot) {
+      slot.hidden = !previewed();
+      slot.querySelector(".icon-preview-avatar").replaceChildren(preview());
+    }
     const warning = el.querySelector("[data-warning=share]");
     if (warning) warning.hidden = !sharing();
     const paths = kit.rows.get("sandboxPaths");

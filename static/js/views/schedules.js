@@ -1,6 +1,6 @@
 // Schedules of a project (#/projects/:projectId/schedules, design §19): tasks made (or continued)
-// on a clock. Each schedule with its cron and time zone, what a fire makes, an enabled switch
-// that saves at once, its next fire (local time, and how far) and its last one (its task, or
+// on a clock. Each schedule with its cron and time zone, what a fire makes, an on/off switch
+// that saves at once, its next fire (in its cron's time zone, named, and how far) and its last one (its task, or
 // why it started nothing); create and edit in a dialog, delete after asking. Kept current by
 // schedule:* events (schedule:fired brings a fire as it happens).
 
@@ -10,6 +10,7 @@ import { dateTime, relative } from "../format.js";
 import { register, t } from "../i18n.js";
 import { defaultOf, integersOf } from "../schema.js";
 import { onEvent, state } from "../store.js";
+import { agentName, projectsLabel } from "./agent_parts.js";
 import { schemaSpecs } from "./form_kit.js";
 import { enabledSwitch, itemActions, mountItemList, saveEnabled } from "./item_list.js";
 
@@ -38,11 +39,15 @@ register({  // key: [English, Turkish]
   "schedules.task.type": ["Type", "Tür"],
   "schedules.task.priority": ["Priority", "Öncelik"],
   "schedules.task.model": ["Model", "Model"],
+  "schedules.task.agent": ["Agent", "Ajan"],
+  "schedules.task.effort": ["Effort", "Efor"],
   "schedules.when": ["When", "Ne zaman"],
   "schedules.makes": ["Each fire", "Her tetikleme"],
   "schedules.next": ["Next fire", "Sonraki tetikleme"],
   "schedules.last": ["Last fire", "Son tetikleme"],
   "schedules.at": ["{time} ({relative})", "{time} ({relative})"],
+  "schedules.atZone": ["{time} {zone} ({relative})", "{time} {zone} ({relative})"],
+  "schedules.effortChip": ["{effort} effort", "{effort} efor"],
   "schedules.off": ["off", "kapalı"],
   "schedules.never": ["never", "hiç"],
   "schedules.taskN": ["task #{id}", "görev #{id}"],
@@ -52,15 +57,17 @@ register({  // key: [English, Turkish]
 });
 
 /** The fields of the task a fire makes, as the form names them ("task.title", ...). */
-const TASK_KEYS = ["task.title", "task.description", "task.type", "task.priority", "task.model"];
+const TASK_KEYS = ["task.title", "task.description", "task.type", "task.priority", "task.agent", "task.model",
+  "task.effort"];
 /** The id of the list of time zones the time zone field offers. */
 const ZONES_ID = "schedule-zones";
 
 /** This browser's IANA time zone: what a new schedule starts with. */
 const browserZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 
-/** The form's fields; the lists of values and lengths from the server's Schedule schema. */
-const specs = () => [...schemaSpecs("Schedule", [
+/** The form's fields; the lists of values and lengths from the server's Schedule schema (but
+ * the agent's null, which is the "not set" option: the project's agent). */
+const specs = (projectId) => [...schemaSpecs("Schedule", [
   { key: "name", kind: "text", required: true, label: () => t("schedules.name") },
   { key: "cron", kind: "text", required: true, label: () => t("schedules.cron"), help: () => t("schedules.cron.help"),
     attrs: { class: "mono", placeholder: "0 3 * * *", spellcheck: "false" } },
@@ -74,9 +81,13 @@ const specs = () => [...schemaSpecs("Schedule", [
     help: () => t("schedules.task.description.help"), attrs: { rows: 4 } },
   { key: "task.type", kind: "select", nullable: true, optionLabel: (v) => t(`type.${v}`),
     label: () => t("schedules.task.type") },
+  { key: "task.agent", kind: "select", nullable: true, optionLabel: agentName, unsetLabel: () => projectsLabel(projectId),
+    label: () => t("schedules.task.agent") },
   { key: "task.model", kind: "select", nullable: true, optionLabel: (v) => t(`model.${v}`),
     label: () => t("schedules.task.model") },
-]), { key: "task.priority", kind: "select", nullable: true, options: integersOf("Schedule", "task.priority"),
+  { key: "task.effort", kind: "select", nullable: true, optionLabel: (v) => t(`effort.${v}`),
+    label: () => t("schedules.task.effort") },
+]).map((spec) => (spec.key === "task.agent" ? { ...spec, options: spec.options.filter((v) => v !== null) } : spec)), { key: "task.priority", kind: "select", nullable: true, options: integersOf("Schedule", "task.priority"),
   optionLabel: (v) => t(`priority.${v}`), label: () => t("schedules.task.priority") }];
 
 /** What a new schedule starts with: the server's defaults, and this browser's time zone. */
@@ -88,8 +99,8 @@ const formValues = (schedule) => ({ ...schedule,
   ...Object.fromEntries(TASK_KEYS.map((key) => [key, schedule.task?.[key.slice(5)] ?? null])) });
 
 /**
- * Put the form's task fields into body.task, whole (a PUT replaces the task): the fields the
- * form does not show (agent, effort) stay as they were; an empty one is left out.
+ * Put the form's task fields into body.task, whole (a PUT replaces the task): a field the
+ * form does not show stays as it was; an empty one is left out.
  */
 function nestTask(schedule, kit, body) {
   if (!TASK_KEYS.some((key) => key in body)) return;  // an edit that leaves the task alone
@@ -118,11 +129,17 @@ function build(kit) {
     kit.row("mode"),
     h("fieldset", { class: "group schedule-task" }, h("legend", {}, t("schedules.task")),
       kit.row("task.title"), kit.row("task.description"),
-      h("div", { class: "form-row" }, kit.row("task.type"), kit.row("task.priority"), kit.row("task.model")))];
+      h("div", { class: "form-row" }, kit.row("task.type"), kit.row("task.priority")),
+      h("div", { class: "form-row" }, kit.row("task.agent"), kit.row("task.model"), kit.row("task.effort")))];
 }
 
-/** "12 Nov 03:00 (in 5 hr)", in local time. */
-const when = (iso) => t("schedules.at", { time: dateTime(iso), relative: relative(iso) });
+/** "12 Nov 03:00 Europe/Istanbul (in 5 hr)": in the time zone its cron is read in, named
+ * (this browser's time, unnamed, when the schedule has none this browser knows). */
+function when(iso, zone) {
+  const time = zone ? dateTime(iso, zone) : "";
+  return time ? t("schedules.atZone", { time, zone, relative: relative(iso) })
+    : t("schedules.at", { time: dateTime(iso), relative: relative(iso) });
+}
 
 /** "DEMO-4 Check the dependencies": how a task is named. */
 const taskLabel = (task) => `${task.task_key} ${task.title}`;
@@ -144,7 +161,8 @@ function item(schedule, page) {
     (saved) => t(saved.enabled ? "schedules.on" : "schedules.offToast", { name: saved.name }));
   const remove = () => page.store.remove(schedule, schedule.name, t("schedules.deleted", { name: schedule.name }));
   const extras = [task.type && t(`type.${task.type}`), Number.isInteger(task.priority) && t(`priority.${task.priority}`),
-    task.model && t(`model.${task.model}`)].filter(Boolean);
+    task.agent && agentName(task.agent), task.model && t(`model.${task.model}`),
+    task.effort && t("schedules.effortChip", { effort: t(`effort.${task.effort}`) })].filter(Boolean);
   return h("article", { class: `item card-panel schedule${schedule.enabled ? "" : " disabled"}`,
     "data-schedule": String(schedule.id), "aria-labelledby": `schedule-name-${schedule.id}` },
   h("header", { class: "item-head" },
@@ -157,9 +175,9 @@ function item(schedule, page) {
     ["schedules.makes", [`${t(`schedules.mode.${schedule.mode}`)}: `, h("strong", {}, task.title || ""),
       extras.length ? [" ", h("span", { class: "chips" }, extras.map((text) => h("span", { class: "chip static" }, text)))] : null],
     "schedule-makes"],
-    ["schedules.next", schedule.nextAt ? h("time", { datetime: schedule.nextAt }, when(schedule.nextAt)) : t("schedules.off"),
+    ["schedules.next", schedule.nextAt ? h("time", { datetime: schedule.nextAt }, when(schedule.nextAt, schedule.timezone)) : t("schedules.off"),
       "schedule-next"],
-    ["schedules.last", schedule.lastAt ? [h("time", { datetime: schedule.lastAt }, when(schedule.lastAt)),
+    ["schedules.last", schedule.lastAt ? [h("time", { datetime: schedule.lastAt }, when(schedule.lastAt, schedule.timezone)),
       schedule.lastTaskId ? [" — ", lastTask(schedule, page)] : null] : t("schedules.never"), "schedule-last"],
   ].map(fact)),
   schedule.lastError ? h("p", { class: "alert alert-error schedule-error", role: "status", "data-testid": "schedule-error" },
@@ -172,7 +190,7 @@ function item(schedule, page) {
  */
 export function mount(root, { projectId }) {
   const page = mountItemList(root, {
-    projectId, kind: "schedules", prefix: "schedule", wide: true, specs, blank: newSchedule(), values: formValues,
+    projectId, kind: "schedules", prefix: "schedule", wide: true, specs: () => specs(projectId), blank: newSchedule(), values: formValues,
     build, item, beforeSave: nestTask, onChange: () => learnTasks(),
     order: () => [...page.store.items.values()].sort((a, b) => a.name.localeCompare(b.name) || a.id - b.id),
   });

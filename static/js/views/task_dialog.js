@@ -94,7 +94,8 @@ function newTask(parentTaskId) {
 /** The dialog's controls; the lists of values and the title's length from the server's Task schema. */
 function taskControls(projectId, start) {
   return {
-    title: h("input", { type: "text", value: start.title, maxlength: maxLengthOf("Task", "title"), autocomplete: "off" }),
+    title: h("input", { type: "text", value: start.title, maxlength: maxLengthOf("Task", "title"), autocomplete: "off",
+      required: true }),
     description: h("textarea", { rows: "6" }, start.description || ""),
     task_type: select(enumOf("Task", "task_type"), start.task_type, (v) => t(`type.${v}`)),
     priority: select(integersOf("Task", "priority"), start.priority, (v) => t(`priority.${v}`)),
@@ -240,7 +241,7 @@ export function openTaskDialog({ projectId, task = null, parentTaskId = null }) 
 
   const form = h("form", { class: "task-form", novalidate: true },
     templatePicker(projectId, controls, editing),
-    row("title", t("taskdlg.title"), controls.title),
+    row("title", [t("taskdlg.title"), h("span", { class: "req", "aria-hidden": "true" }, " *")], controls.title),
     row("description", t("taskdlg.description"), controls.description),
     h("div", { class: "form-grid" },
       row("task_type", t("taskdlg.type"), controls.task_type),

@@ -5,7 +5,7 @@
 
 import { api } from "../api.js";
 import { h, svg } from "../dom.js";
-import { cost, tokens } from "../format.js";
+import { cost, costMark, tokens } from "../format.js";
 import { currentLanguage, register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
 import { agentName, costText } from "./agent_parts.js";
@@ -15,7 +15,7 @@ import { loadedView } from "./loaded_view.js";
 
 register({  // key: [English, Turkish]
   "usage.title": ["Agent usage", "Ajan kullanımı"],
-  "usage.totalCost": ["Estimated cost", "Tahmini maliyet"],
+  "usage.totalCost": ["Total cost", "Toplam maliyet"],
   "usage.today": ["Today", "Bugün"],
   "usage.input": ["Input tokens", "Girdi token'ları"],
   "usage.output": ["Output tokens", "Çıktı token'ları"],
@@ -39,6 +39,7 @@ register({  // key: [English, Turkish]
   "usage.data": ["Show the numbers", "Sayıları göster"],
   "usage.date": ["Day", "Gün"],
   "usage.limitLine": ["limit", "sınır"],
+  "usage.countedTwice": ["A task run with several agents or model tiers (best of N, a verifier's, a revision's) counts in each of their rows; the total counts it once.", "Birkaç ajanla ya da model katmanıyla çalışan bir görev (en iyi N, bir doğrulayıcınınki, bir revizyonunki) her birinin satırında sayılır; toplam onu bir kez sayar."],
   "usage.note": ["Costs are estimates from published prices and may differ from your bill.", "Maliyetler yayımlanmış fiyatlardan yapılan tahminlerdir ve faturanızdan farklı olabilir."],
 });
 
@@ -69,6 +70,17 @@ export function niceMax(value) {
   return 10 * power;
 }
 
+/**
+ * A cost on the chart's axis, with the decimals its value needs: "$1", "$0.50", "$0",
+ * "$0.125", "$0.0025". Pure.
+ */
+export function axisCost(value) {
+  if (!value) return "$0";
+  if (Number.isInteger(value)) return `$${value}`;
+  const places = [2, 3, 4, 5, 6].find((n) => Math.abs(Number(value.toFixed(n)) - value) < 1e-9) ?? 6;
+  return `$${value.toFixed(places)}`;
+}
+
 /** The last DAYS days (up to today, or the newest day with usage), each with its usage. */
 function chartDays(data) {
   const byDate = new Map(data.timeline.map((row) => [row.date, row]));
@@ -95,7 +107,7 @@ function costChart(days, limit, width) {
     role: "img", "aria-label": t("usage.chartLabel", { n: DAYS }), "data-testid": "cost-chart" },
   ticks.map((v) => svg("g", { class: "axis" },
     svg("line", { x1: m.left, x2: width - m.right, y1: y(v), y2: y(v), class: "grid" }),
-    svg("text", { x: m.left - 6, y: y(v) + 4, "text-anchor": "end" }, cost(v)))),
+    svg("text", { x: m.left - 6, y: y(v) + 4, "text-anchor": "end" }, axisCost(v)))),
   days.map((d, i) => {
     const x = m.left + i * band;
     const barH = Math.max(d.cost > 0 ? 1 : 0, (d.cost / top) * plotH);
@@ -140,10 +152,11 @@ function dailyTable(days) {
       { value: cost(d.cost), num: true }])));
 }
 
-/** Usage per model tier (the server's models, in its order), with a total. */
-function tiersTable(models) {
+/** Usage per model tier (the server's models, in its order), with a total (its tasks the
+ * server's count, each once). */
+function tiersTable(models, totalTasks) {
   const rows = enumOf("Task", "model").map((tier) => [tier, models[tier] || { tasks: 0, inputTokens: 0, outputTokens: 0, cost: 0 }]);
-  const sum = (k) => rows.reduce((acc, [, r]) => acc + (r[k] || 0), 0);
+  const sum = (k) => (k === "tasks" ? totalTasks : rows.reduce((acc, [, r]) => acc + (r[k] || 0), 0));
   const line = (label, r) => [{ value: label, head: true }, { value: String(r.tasks), num: true },
     { value: tokens(r.inputTokens), num: true }, { value: tokens(r.outputTokens), num: true }, { value: cost(r.cost), num: true }];
   return numberTable([t("usage.tier"), ...["usage.tasks", "usage.input", "usage.output", "usage.cost"].map((key) =>
@@ -153,11 +166,11 @@ function tiersTable(models) {
     cost: sum("cost") }), attrs: { class: "ins-table", "data-testid": "usage-tiers" } });
 }
 
-/** Usage per agent CLI (the server's agents, in its order), with a total; a cost partly
- * estimated from token counts is marked. */
-function agentsTable(agents, estimated) {
+/** Usage per agent CLI (the server's agents, in its order), with a total (its tasks the
+ * server's count, each once); a cost partly estimated from token counts is marked. */
+function agentsTable(agents, estimated, totalTasks) {
   const rows = enumOf("Project", "agent").map((name) => [name, agents[name] || { tasks: 0, inputTokens: 0, outputTokens: 0, cost: 0 }]);
-  const sum = (k) => rows.reduce((acc, [, r]) => acc + (r[k] || 0), 0);
+  const sum = (k) => (k === "tasks" ? totalTasks : rows.reduce((acc, [, r]) => acc + (r[k] || 0), 0));
   const line = (label, r, marked) => [{ value: label, head: true }, { value: String(r.tasks), num: true },
     { value: tokens(r.inputTokens), num: true }, { value: tokens(r.outputTokens), num: true },
     { value: costText(r.cost, marked), num: true }];
@@ -187,8 +200,13 @@ export function mount(root) {
     render: (data) => {
       const u = data.usage;
       chartBox = h("div", { class: "chart-box" });
+      const today = data.timeline.find((day) => day.date === localDay(new Date()));
+      /** Whether a table's rows count some task more than once (then it says why). */
+      const twice = (groups) => Object.values(groups).reduce((n, r) => n + r.tasks, 0) > u.totalTasks;
+      const countedTwice = (groups) => (twice(groups)
+        ? h("p", { class: "muted ins-small", "data-testid": "usage-counted-twice" }, t("usage.countedTwice")) : null);
       return [
-        statTiles([["usage.totalCost", costText(u.totalCost, u.costEstimated), { "data-testid": "usage-total" }], ["usage.today", cost(data.limits.currentUsage)],
+        statTiles([["usage.totalCost", costText(u.totalCost, u.costEstimated), { "data-testid": "usage-total" }], ["usage.today", costMark(data.limits.currentUsage, today?.costEstimated), { "data-testid": "usage-today" }],
           ["usage.input", tokens(u.totalInputTokens)], ["usage.output", tokens(u.totalOutputTokens)],
           ["usage.cacheRead", tokens(u.totalCacheRead)], ["usage.cacheCreation", tokens(u.totalCacheCreation)]],
         { "data-testid": "usage-tiles" }),
@@ -197,8 +215,9 @@ export function mount(root) {
           data.timeline.length ? null : h("p", { class: "muted" }, t("usage.noRuns")),
           chartBox, dailyTable(chartDays(data))),
         h("section", { class: "card-panel" }, h("h2", {}, t("usage.agents")),
-          agentsTable(data.agents, u.costEstimated)),
-        h("section", { class: "card-panel" }, h("h2", {}, t("usage.tiers")), tiersTable(data.models)),
+          agentsTable(data.agents, u.costEstimated, u.totalTasks), countedTwice(data.agents)),
+        h("section", { class: "card-panel" }, h("h2", {}, t("usage.tiers")), tiersTable(data.models, u.totalTasks),
+          countedTwice(data.models)),
         attemptStatsPanel(data.attempts),
         h("p", { class: "muted ins-small" }, t("usage.note"))];
     },
