@@ -234,23 +234,34 @@ export function createLogView({ older } = {}) {
   });
   resizer.observe(viewport);
 
-  /** Put older entries before those held, keeping the rows in view where they are. */
-  function prepend(list) {
-    const firstId = log.entries[0]?.id ?? Infinity;
-    const fresh = list.filter((entry) => entry && entry.id < firstId);
-    if (!fresh.length) return;
+  /**
+   * Hold these entries (oldest first) instead: the blocks held stay open or closed, new ones
+   * follow "Expand all"; the rows in view stay where they are (added above: shifted down).
+   */
+  function replace(entries) {
+    const held = new Set(log.entries.map((entry) => entry.id));
     const open = new Set(log.blocks.filter((b) => b.expanded).map((b) => b.entry.id));
-    const before = log.rows.length;
-    const held = log.entries;
+    const top = Math.floor(viewport.scrollTop / ROW_H);
+    const row = follow ? null : log.rows[top];  // the row at the top of the view stays there
+    const anchor = row ? { id: row.block.entry.id, below: viewport.scrollTop - row.block.start * ROW_H } : null;
     log.reset();
-    log.add([...fresh, ...held]);
+    log.add(entries);
     for (const block of log.blocks) {
-      if (block.kind !== "plain") block.expanded = open.has(block.entry.id) || (block.entry.id < firstId && log.expandDefault);
+      if (block.kind !== "plain") block.expanded = open.has(block.entry.id) || (!held.has(block.entry.id) && log.expandDefault);
     }
     log.rebuild();
     rows.invalidate(0);
     spacer.style.height = `${log.rows.length * ROW_H}px`;
-    if (!follow) viewport.scrollTop += (log.rows.length - before) * ROW_H;
+    const block = anchor && log.blocks.find((b) => b.entry.id === anchor.id);
+    if (follow) toBottom();
+    else if (block) viewport.scrollTop = block.start * ROW_H + anchor.below;
+  }
+
+  /** Put older entries before those held, keeping the rows in view where they are. */
+  function prepend(list) {
+    const firstId = log.entries[0]?.id ?? Infinity;
+    const fresh = list.filter((entry) => entry && entry.id < firstId);
+    if (fresh.length) replace([...fresh, ...log.entries]);
   }
 
   /** Fetch the entries before the first one held (once at a time). */
@@ -312,6 +323,26 @@ export function createLogView({ older } = {}) {
       if (wasAtBottom) toBottom();
       else unseen += added;
       schedule();
+    },
+    /**
+     * Take the newest page of the log read again after a reconnect (up to limit entries,
+     * oldest first): the entries missed meanwhile go in among those held, by id (a live
+     * entry heard since may be newer). When the page reaches back to none of those held, more
+     * were missed than it holds: the older ones held go, and "Show older entries" reads them.
+     */
+    catchUp(list, limit) {
+      if (!loaded) return this.setEntries(list, list.length < limit);
+      const known = new Set(log.entries.map((entry) => entry.id));
+      const fresh = list.filter((entry) => entry && !known.has(entry.id));
+      if (!fresh.length) return undefined;
+      const reaches = list.length < limit || list.some((entry) => known.has(entry.id) && entry.id < fresh[0].id);
+      const kept = reaches ? log.entries : log.entries.filter((entry) => entry.id > list[list.length - 1].id);
+      if (!reaches) complete = false;
+      const wasAtBottom = follow;
+      replace([...kept, ...fresh].sort((a, b) => a.id - b.id));
+      if (!wasAtBottom) unseen += fresh.length;
+      schedule();
+      return undefined;
     },
     /** How many entries are held. */
     size: () => log.entries.length,

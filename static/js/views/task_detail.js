@@ -260,10 +260,33 @@ export function mount(root, { taskId }) {
     tabs.hide();
   }
 
+  /**
+   * After a reconnect (resync): read the task and the newest page of its log again, and
+   * again while a task:updated of it came during the read (its answer may be older).
+   */
+  let updates = 0;  // task:updated events of this task heard
+  async function catchUp() {
+    for (let round = 1; !gone; round++) {
+      const seen = updates;
+      const [fields, tail] = await Promise.all([api.task(taskId), api.taskLogs(taskId, LOG_PAGE)]);
+      if (gone) return;
+      log.catchUp(tail, LOG_PAGE);
+      if (updates === seen || round === 5) {
+        setTask(fields);
+        return;
+      }
+    }
+  }
+
   followLogs([taskId]);
   const offs = [
     onEvent(({ event, data }) => {
+      if (event === "resync" && task && !gone) {
+        catchUp().catch((error) => { if (error.status === 404) showGone(t("detail.deleted")); });
+        tabs.staleAll();
+      }
       if (!data) return;
+      if (event === "task:updated" && data.id === taskId) updates++;
       if (event === "task:log" && data.taskId === taskId && Array.isArray(data.entries)) {
         log.append(data.entries);
         const prEntries = data.entries.filter((entry) => entry.kind === "pr");

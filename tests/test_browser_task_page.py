@@ -1,0 +1,80 @@
+"""The task page and its conversation as a newcomer met them (issue 58), in Chromium against a
+real `python taskboard.py`: a page open across a restart of the board catches up.
+
+Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
+"""
+
+import sys
+
+import pytest
+from playwright.sync_api import expect
+
+from browser_helpers import agent_log, code_project, live, open_task, start, status_badge
+from conftest import FAKE_AGENT, wait_for
+
+pytestmark = pytest.mark.usefixtures("console_errors")
+
+FAKE = f"{sys.executable} {FAKE_AGENT}"
+
+
+@pytest.fixture
+def fake_board(start_board):
+    """A board without the demo project whose claude is the scripted fake agent."""
+    return start_board(demo=False, agent_command=FAKE)
+
+
+def logs(board, task) -> list:
+    return board.api("GET", f"/api/tasks/{task['id']}/logs?limit=10000")
+
+
+def test_an_open_task_page_catches_up_after_the_board_restarts(fake_board, page, tmp_path,
+                                                               console_errors):
+    """The agent's run is interrupted by the restart and resumed by the new process, which
+    finishes it while the pages are not connected yet: once they are, each shows what a
+    reload would (the status, no Stop button, every log entry). One page heard an event
+    before (it reconnects with ?since=, the server says resync), the other none (it
+    reconnects without: the page itself must read again)."""
+    project = code_project(fake_board, tmp_path, "Shop")
+    task = fake_board.api("POST", f"/api/projects/{project['id']}/tasks",
+                          {"title": "Say hello", "description": "fake:hang fake:resume=ok"})
+    held = []  # while it holds True, no page can connect to /ws
+    deaf = [True]  # while it holds True, the quiet page hears nothing on /ws
+
+    def route(quiet):
+        def socket(ws):
+            if held:
+                ws.close()
+                return
+            server = ws.connect_to_server()
+            if quiet and deaf:
+                server.on_message(lambda message: None)
+        return socket
+    page.route_web_socket("**/ws*", route(False))
+    open_task(page, fake_board, task)
+    start(fake_board, task)  # the page hears it
+    expect(agent_log(page)).to_contain_text("session ")  # the agent runs, then says nothing
+    quiet = page.context.new_page()
+    quiet.route_web_socket("**/ws*", route(True))
+    open_task(quiet, fake_board, task)
+    for each in (page, quiet):
+        expect(status_badge(each)).to_have_text("In progress")
+        expect(each.get_by_role("button", name="Stop", exact=True)).to_be_visible()
+
+    console_errors.allow(r"ERR_CONNECTION_REFUSED")  # while the board restarts
+    held.append(True)
+    fake_board.restart()  # the new process resumes the run, and it ends: the task is tested
+    fake_board.wait_status(task["id"], "testing")
+    for each in (page, quiet):
+        expect(each.get_by_test_id("connection")).not_to_have_text("Live")
+    held.clear()
+    deaf.clear()
+
+    for each in (page, quiet):
+        live(each)
+        expect(status_badge(each)).to_have_text("Testing")
+        expect(each.get_by_role("button", name="Stop", exact=True)).to_have_count(0)
+        count = each.locator(".log-count")  # entries may still come: the same as a reload's
+        wait_for(lambda: count.text_content() == f"{len(logs(fake_board, task))} entries",  # noqa: B023
+                 timeout=15, message="the page's log to hold every entry")
+        expect(agent_log(each)).to_contain_text("Created hello.txt.")
+
