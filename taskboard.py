@@ -8704,15 +8704,7 @@ def post_message(task_id: int, body, comments=()) -> dict:
         raise Conflict(f"task {task_id} runs its attempts: a message goes to one agent; pick "
                        "an attempt, then send it", "id")
     if not live and task["status"] in ("testing", "failed"):
-        request_changes(task_id, text)  # a Conflict (no free slot) stores nothing
-        resumed = runtime.agents.runs.get(task_id)
-        message = found(insert_message_row({
-            "task_id": task_id, "run_id": resumed.run_id if resumed else None,
-            "author": "person", "text": text, "state": "sent"}, comments),
-            f"task {task_id} not found")
-        runtime.logs.append(task_id, "message", text, message["run_id"], author="person")
-        runtime.events.publish("message:created", message_view(message), task["project_id"])
-        return message_view(message)
+        return message_view(changes_from_person(task_id, text, comments=comments)[1])
     if task["status"] != "in_progress":
         raise Conflict(f"task {task_id} is {task['status']}: a message goes to a running "
                        "agent, or to a task in testing or failed as a request for changes",
@@ -8732,6 +8724,23 @@ def post_message(task_id: int, body, comments=()) -> dict:
         if values.get("interrupt"):
             run.interrupt()
     return message_view(message)
+
+
+def changes_from_person(task_id: int, feedback, mcp_port: int | None = None,
+                        comments=()) -> tuple[dict, dict]:
+    """A person's request for changes (the task page's button, a message to a task in
+    testing or failed): request_changes, and the words kept where the person talks to the
+    agent, in the task's messages and its log, as the agent was sent them. (task, message)"""
+    task = request_changes(task_id, feedback, mcp_port)  # a Conflict stores nothing
+    resumed = runtime.agents.runs.get(task_id)
+    message = found(insert_message_row({
+        "task_id": task_id, "run_id": resumed.run_id if resumed else None,
+        "author": "person", "text": feedback.strip(), "state": "sent"}, comments),
+        f"task {task_id} not found")
+    runtime.logs.append(task_id, "message", message["text"], message["run_id"],
+                        author="person")
+    runtime.events.publish("message:created", message_view(message), task["project_id"])
+    return task, message
 
 
 def task_review(task_id: int) -> list[dict]:
@@ -13966,7 +13975,7 @@ COMMANDS = {
         "Record feedback and resume the agent's session with it.",
         {"id": _ID, "taskId": _ID, "feedback": {"type": "string", "pattern": r"\S"},
          "mcpPort": _PORT}, ["feedback"], _TASK,
-        lambda arg, b: request_changes(arg("id"), b.get("feedback"), arg("mcpPort"))),
+        lambda arg, b: changes_from_person(arg("id"), b.get("feedback"), arg("mcpPort"))[0]),
     "get_task_diff": Command(
         "The task's diff, stats and commits.", {"taskId": _ID}, ["taskId"],
         _OBJECT, lambda arg, b: task_diff(arg("taskId"))),

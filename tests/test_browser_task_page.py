@@ -78,3 +78,25 @@ def test_an_open_task_page_catches_up_after_the_board_restarts(fake_board, page,
                  timeout=15, message="the page's log to hold every entry")
         expect(agent_log(each)).to_contain_text("Created hello.txt.")
 
+
+def test_a_request_for_changes_shows_where_you_talk_to_the_agent_and_in_the_log(
+        fake_board, page, tmp_path):
+    """The words of "Request changes" are the person's side of the conversation the agent
+    answers: in "Talk to the agent" (sent) and in the log, not only in Revisions."""
+    project = code_project(fake_board, tmp_path, "Shop")
+    task = fake_board.api("POST", f"/api/projects/{project['id']}/tasks",
+                          {"title": "Say hello", "description": "fake:ok"})
+    start(fake_board, task)
+    fake_board.wait_status(task["id"], "testing")
+    open_task(page, fake_board, task)
+    page.get_by_role("button", name="Request changes").click()
+    page.get_by_label("What should the agent change?").fill("Say it in Turkish too.")
+    page.get_by_role("dialog").get_by_role("button", name="Send").click()
+
+    talk = page.get_by_test_id("talk")
+    mine = talk.get_by_test_id("message").filter(has_text="Say it in Turkish too.")
+    expect(mine).to_have_count(1)
+    expect(mine).to_contain_text("You")
+    expect(mine.get_by_test_id("message-state")).to_have_text("sent")
+    expect(agent_log(page)).to_contain_text("Say it in Turkish too.")
+    expect(status_badge(page)).to_have_text("Testing")  # the agent answered it
