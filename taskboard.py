@@ -7386,8 +7386,8 @@ def request_changes(task_id: int, feedback, mcp_port: int | None = None,
     if task["status"] == "backlog":
         raise Conflict(f"task {task_id} is in the backlog: start it instead", "id")
     if task["attempts"] is not None and not any(a["picked"] for a in attempt_rows(task_id)):
-        raise Conflict(f"task {task_id} was run by several agents: pick one of its attempts "
-                       "first (POST /api/tasks/:id/attempts/:n/pick)", "id")
+        raise Conflict(f"task {task['task_key']} was run by several agents: pick the attempt "
+                       "to keep first, then ask its agent for changes", "id")
     if task["status"] != "in_progress" and not runtime.agents.holds(task_id):
         slot = found(task_slot_row(task_id), f"task {task_id} not found")
         runtime.agents.check_free(slot["project_id"], slot["max_concurrent"], slot["slug"])
@@ -8701,8 +8701,8 @@ def post_message(task_id: int, body, comments=()) -> dict:
     run = runtime.agents.runs.get(task_id)
     live = run is not None and run.channel is not None and run.accepting
     if run is None and any(isinstance(s, tuple) for s in runtime.agents.slots(task_id)):
-        raise Conflict(f"task {task_id} runs its attempts: a message goes to one agent; pick "
-                       "an attempt, then send it", "id")
+        raise Conflict(f"several agents work on {task['task_key']}: a message goes to one "
+                       "of them; once they end, pick the attempt to keep, then send it", "id")
     if not live and task["status"] in ("testing", "failed"):
         return message_view(changes_from_person(task_id, text, comments=comments)[1])
     if task["status"] != "in_progress":

@@ -9,8 +9,16 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from browser_helpers import agent_log, code_project, live, open_task, start, status_badge
-from conftest import FAKE_AGENT, wait_for
+from browser_helpers import (
+    agent_log,
+    code_project,
+    live,
+    open_task,
+    start,
+    status_badge,
+    task_heading,
+)
+from conftest import FAKE_AGENT, make_repo, wait_for
 
 pytestmark = pytest.mark.usefixtures("console_errors")
 
@@ -100,3 +108,42 @@ def test_a_request_for_changes_shows_where_you_talk_to_the_agent_and_in_the_log(
     expect(mine.get_by_test_id("message-state")).to_have_text("sent")
     expect(agent_log(page)).to_contain_text("Say it in Turkish too.")
     expect(status_badge(page)).to_have_text("Testing")  # the agent answered it
+
+
+@pytest.mark.parametrize("language", ["en", "tr"])
+def test_before_an_attempt_is_picked_the_talk_box_says_to_pick_one(fake_board, page, tmp_path,
+                                                                   language):
+    """A task run by several agents has no agent to write to until one attempt is picked:
+    the talk box says so in the person's words (no id, no API route) and sends nothing,
+    "Request changes" waits; after the pick, both are there again."""
+    code = tmp_path / "code"
+    code.mkdir()
+    make_repo(code)
+    project = fake_board.api("POST", "/api/projects", {
+        "name": "Shop", "slug": "shop", "workingDir": str(code), "maxConcurrent": 2,
+        "permissionMode": "auto-accept"})
+    task = fake_board.api("POST", f"/api/projects/{project['id']}/tasks",
+                          {"title": "Say hello", "description": "fake:ok"})
+    fake_board.api("PUT", "/api/settings", {"language": language})
+    fake_board.api("POST", f"/api/tasks/{task['id']}/attempts", {"agents": [
+        {"agent": "claude", "model": "model_small"}, {"agent": "claude", "model": "model_medium"}]})
+    fake_board.wait_status(task["id"], "testing")
+    page.goto(f"{fake_board.url}/#/tasks/{task['id']}")
+    expect(task_heading(page, "Say hello")).to_be_visible()
+    talk = page.get_by_test_id("talk")
+    hint = {"en": "Several agents work on this task: a message goes to one of them. Once they "
+                  "end, pick the attempt to keep (above), then write to its agent here.",
+            "tr": "Bu görev üzerinde birkaç ajan çalışıyor: bir mesaj yalnızca birine gider. "
+                  "Bitince tutulacak denemeyi seçin (yukarıda), sonra onun ajanına buradan "
+                  "yazın."}[language]
+    expect(talk.locator(".message-hint")).to_have_text(hint)
+    expect(talk.get_by_role("textbox")).to_be_disabled()
+    expect(talk.get_by_test_id("message-send")).to_be_disabled()
+    changes = {"en": "Request changes", "tr": "Değişiklik iste"}[language]
+    expect(page.get_by_role("button", name=changes, exact=True)).to_have_count(0)
+
+    fake_board.api("POST", f"/api/tasks/{task['id']}/attempts/1/pick")
+    expect(talk.get_by_role("textbox")).to_be_enabled()
+    expect(talk.locator(".message-hint")).not_to_have_text(hint)
+    expect(page.get_by_role("button", name=changes, exact=True)).to_be_visible()
+    assert page.evaluate("() => window.taskboard.missingKeys('tr')") == []
