@@ -4680,7 +4680,27 @@ def _json_object(text: str | None) -> dict | None:
     return None
 
 
+def question_summary(tool_input) -> str | None:
+    """The questions of a call that asks the person (Claude's AskUserQuestion), as they read
+    them: each question and its options ("Which colour? (Red / Blue)"); None without any."""
+    questions = _dict(tool_input).get("questions")
+    parts = []
+    for question in questions if isinstance(questions, list) else []:
+        text, options = _dict(question).get("question"), _dict(question).get("options")
+        if not isinstance(text, str) or not text.strip():
+            continue
+        labels = [label.strip() for label in (_dict(o).get("label") for o in (
+            options if isinstance(options, list) else [])) if isinstance(label, str)
+            and label.strip()]
+        parts.append(" ".join(text.split()) + (f" ({' / '.join(labels)})" if labels else ""))
+    return _cut(" ".join(parts), 200) if parts else None
+
+
 def tool_summary(tool_input) -> str:
+    """One line about a tool call's input: its command, path, ... or its questions; else the
+    input as JSON."""
+    if question := question_summary(tool_input):
+        return question
     for key in SUMMARY_KEYS:
         if isinstance(_dict(tool_input).get(key), str):
             return _cut(tool_input[key].strip().replace("\n", " "), 200)
@@ -8532,7 +8552,9 @@ def ask_person(run: "AgentRun", request_id, request: dict) -> None:
         runtime.events.publish("approval:resolved", approval_view(approval), run.project_id)
         return
     run.waiting.add(approval["id"])
-    what = "a question" if kind == "question" else f"{tool}: {tool_summary(tool_input)}"
+    asked = question_summary(tool_input)
+    what = (f"a question: {asked}" if asked else "a question") if kind == "question" \
+        else f"{tool}: {tool_summary(tool_input)}"
     runtime.logs.append(run.task_id, "system", f"waiting for you: {what}", run.run_id)
     runtime.events.publish("approval:requested", approval_view(approval), run.project_id)
     _publish_task(task)

@@ -11,8 +11,11 @@ from playwright.sync_api import expect
 
 from browser_helpers import (
     agent_log,
+    card,
     code_project,
+    column,
     live,
+    open_board,
     open_task,
     start,
     status_badge,
@@ -147,3 +150,29 @@ def test_before_an_attempt_is_picked_the_talk_box_says_to_pick_one(fake_board, p
     expect(talk.locator(".message-hint")).not_to_have_text(hint)
     expect(page.get_by_role("button", name=changes, exact=True)).to_be_visible()
     assert page.evaluate("() => window.taskboard.missingKeys('tr')") == []
+
+
+def test_a_question_reads_as_a_question_on_its_card_and_in_the_log(fake_board, page,
+                                                                   tmp_path):
+    """Claude asks by a tool call (AskUserQuestion {"questions": …}): its card says it waits
+    on the question, not on its last tool, and the log shows the question and its options,
+    never the JSON; in Turkish too."""
+    project = code_project(fake_board, tmp_path, "Shop")
+    task = fake_board.api("POST", f"/api/projects/{project['id']}/tasks",
+                          {"title": "Pick a colour", "description": "fake:question"})
+    open_board(page, fake_board, project["id"])
+    start(fake_board, task)
+    asking = card(column(page, "In progress"), "Pick a colour")
+    activity = asking.locator(".card-activity")
+    expect(activity).to_have_text("❓ Asks you: Which colour should the button be?")
+    fake_board.api("PUT", "/api/settings", {"language": "tr"})  # its column has another name
+    expect(card(page, "Pick a colour").locator(".card-activity")).to_have_text(
+        "❓ Size soruyor: Which colour should the button be?")
+    fake_board.api("PUT", "/api/settings", {"language": "en"})
+
+    asking.get_by_role("link", name="Pick a colour").click()
+    log = agent_log(page)
+    expect(log).to_contain_text("❓ Question Which colour should the button be? (Red / Blue)")
+    expect(log).to_contain_text("waiting for you: a question: Which colour should the button "
+                                "be? (Red / Blue)")
+    expect(log).not_to_contain_text('"questions"')

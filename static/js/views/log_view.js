@@ -26,6 +26,7 @@ register({  // key: [English, Turkish]
   "log.waiting": ["waiting for the result…", "sonuç bekleniyor…"],
   "log.youSaid": ["You", "Siz"],
   "log.agentSaid": ["Agent", "Ajan"],
+  "log.question": ["Question", "Soru"],
 });
 
 /** Row height in px; board.css sizes .log-row with the same number. */
@@ -41,6 +42,8 @@ function clock(iso) {
   return Number.isNaN(d.getTime()) ? "" : `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 const ms = (value) => (value < 1000 ? `${value} ms` : duration(value));
+/** The tool by which Claude asks the person (its call's line is the question, server-made). */
+const QUESTION_TOOL = "AskUserQuestion";
 
 /** The head of a call or thinking block: its toggle and one line about it. */
 function headParts(row, index) {
@@ -55,7 +58,8 @@ function headParts(row, index) {
   const tool = entry.tool || "tool";
   const summary = entry.message.startsWith(`${tool}: `) ? entry.message.slice(tool.length + 2) : entry.message;
   const meta = result ? `${result.isError ? "✗" : "✓"}${result.durationMs != null ? ` ${ms(result.durationMs)}` : ""}` : "…";
-  return [toggle, h("span", { class: "log-text" }, h("b", { class: "log-tool" }, tool), " ", summary),
+  const label = tool === QUESTION_TOOL ? `❓ ${t("log.question")}` : tool;
+  return [toggle, h("span", { class: "log-text" }, h("b", { class: "log-tool" }, label), " ", summary),
     h("span", { class: result ? "log-meta" : "log-meta pending" }, meta)];
 }
 
