@@ -176,3 +176,36 @@ def test_a_question_reads_as_a_question_on_its_card_and_in_the_log(fake_board, p
     expect(log).to_contain_text("waiting for you: a question: Which colour should the button "
                                 "be? (Red / Blue)")
     expect(log).not_to_contain_text('"questions"')
+
+
+def box(locator) -> dict:
+    return locator.evaluate("(el) => { const r = el.getBoundingClientRect(); return "
+                            "{left: r.left, right: r.right, top: r.top, bottom: r.bottom}; }")
+
+
+def apart(a, b) -> bool:
+    return a["right"] <= b["left"] or b["right"] <= a["left"] or a["bottom"] <= b["top"] \
+        or b["bottom"] <= a["top"]
+
+
+@pytest.mark.parametrize("size", [(1366, 800), (390, 844)])
+def test_a_toast_does_not_cover_the_buttons_it_reports_on(fake_board, page, tmp_path, size):
+    """"Message sent" appears while the talk box's buttons stand at the bottom of the
+    window, where toasts go: it stands elsewhere, over neither Send nor Send now."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    project = code_project(fake_board, tmp_path, "Shop")
+    task = fake_board.api("POST", f"/api/projects/{project['id']}/tasks",
+                          {"title": "Say hello", "description": "fake:hang\n\n" + "\n".join(
+                              f"{n}. Say hello in one more language." for n in range(60))})
+    start(fake_board, task)  # a long description: the page scrolls below the talk box
+    open_task(page, fake_board, task)
+    talk = page.get_by_test_id("talk")
+    send, now = talk.get_by_test_id("message-send"), talk.get_by_test_id("message-send-now")
+    expect(now).to_be_visible()  # the agent runs: both are offered
+    talk.get_by_role("textbox").fill("Use tabs, please.")
+    send.evaluate("(el) => window.scrollBy(0, el.getBoundingClientRect().bottom - innerHeight + 4)")
+    assert box(send)["bottom"] > size[1] - 40  # it stands where a toast would
+    send.click()
+    shown = page.locator(".toast", has_text="Message sent")
+    expect(shown).to_be_visible()
+    assert apart(box(shown), box(send)) and apart(box(shown), box(now))
