@@ -6183,6 +6183,14 @@ class ThisMachine:
         on_path = shutil.which(runtime.config["agents"][agent][0]) is not None
         return None, None if on_path else not_installed(agent)
 
+    def missing_folder(self, project: dict) -> str | None:
+        """Why the project's runs cannot start in its folder here (it is gone), or None."""
+        if os.path.isdir(project["working_dir"]):
+            return None
+        return f"the project's folder {project['working_dir']} is gone (deleted or moved): " \
+            "put it back, or set the project's Working directory (workingDir) in its " \
+            "settings to where its code is now"
+
     def ready(self) -> None:
         """Raise HostDown when runs cannot start there: never here."""
 
@@ -6725,6 +6733,11 @@ class HostLink:
             f"install it there (npm install -g {AGENTS[agent].package}) or set the host's " \
             "agentCommands"
 
+    def missing_folder(self, project: dict) -> None:
+        """Its runs work in the host's copy of the repository (fetched before each run, which
+        says what fails): nothing to ask here."""
+        return None
+
     def ready(self) -> None:
         if not self.host["enabled"]:
             raise HostDown("the host is disabled")
@@ -6995,7 +7008,8 @@ class MissingHost:
         raise HostDown(f"the project's host (host {self.host_id}) is gone")
 
     agent_command = ready = has_git = repository = worktree = review_cwd = source = \
-        attachments = repo_lock = shell = git = invocation = board_tools = git_dir = _gone
+        attachments = repo_lock = shell = git = invocation = board_tools = git_dir = \
+        missing_folder = _gone
 
     def sandbox(self, retry: bool = False) -> dict:
         return {"engine": "bubblewrap", "works": False, "version": None,
@@ -8354,6 +8368,8 @@ def run_agent(project: dict, chosen: str | None, machine: "ThisMachine | HostLin
     whether the run is sandboxed, once it can start there: else CannotRun, or HostDown
     from the machine.  Under --demo the Demo project's runs use the simulated agent,
     which speaks Claude Code's contract (design §2)."""
+    if why := machine.missing_folder(project):  # not the CLI's fault: say so
+        raise CannotRun(why, chosen or project["agent"])
     if runs_simulated(project):
         return "claude", SIMULATED_AGENT, False
     agent = chosen or project["agent"]
