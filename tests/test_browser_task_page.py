@@ -42,9 +42,9 @@ def test_an_open_task_page_catches_up_after_the_board_restarts(fake_board, page,
                                                                console_errors):
     """The agent's run is interrupted by the restart and resumed by the new process, which
     finishes it while the pages are not connected yet: once they are, each shows what a
-    reload would (the status, no Stop button, every log entry). One page heard an event
-    before (it reconnects with ?since=, the server says resync), the other none (it
-    reconnects without: the page itself must read again)."""
+    reload would (the status, no Stop button, every log entry, the message sent). One page
+    heard an event before (it reconnects with ?since=, the server says resync), the other
+    none (it reconnects without: the page itself must read again)."""
     project = code_project(fake_board, tmp_path, "Shop")
     task = fake_board.api("POST", f"/api/projects/{project['id']}/tasks",
                           {"title": "Say hello", "description": "fake:hang fake:resume=ok"})
@@ -67,9 +67,12 @@ def test_an_open_task_page_catches_up_after_the_board_restarts(fake_board, page,
     quiet = page.context.new_page()
     quiet.route_web_socket("**/ws*", route(True))
     open_task(quiet, fake_board, task)
+    fake_board.api("POST", f"/api/tasks/{task['id']}/messages", {"text": "Use tabs."})
     for each in (page, quiet):
         expect(status_badge(each)).to_have_text("In progress")
         expect(each.get_by_role("button", name="Stop", exact=True)).to_be_visible()
+    said = page.get_by_test_id("message").filter(has_text="Use tabs.")
+    expect(said.get_by_test_id("message-state")).to_have_text("queued")
 
     console_errors.allow(r"ERR_CONNECTION_REFUSED")  # while the board restarts
     held.append(True)
@@ -87,7 +90,9 @@ def test_an_open_task_page_catches_up_after_the_board_restarts(fake_board, page,
         count = each.locator(".log-count")  # entries may still come: the same as a reload's
         wait_for(lambda: count.text_content() == f"{len(logs(fake_board, task))} entries",  # noqa: B023
                  timeout=15, message="the page's log to hold every entry")
-        expect(agent_log(each)).to_contain_text("Created hello.txt.")
+        expect(agent_log(each)).to_contain_text("You said: Use tabs.")
+        expect(each.get_by_test_id("message").filter(has_text="Use tabs.").get_by_test_id(
+            "message-state")).to_have_text("sent")  # the resumed agent got it
 
 
 def test_a_request_for_changes_shows_where_you_talk_to_the_agent_and_in_the_log(

@@ -183,6 +183,7 @@ function renderColumns(view, all, active) {
 /** Follow /ws messages of running tasks: log lines (the store does not keep them) and live usage. */
 function followRuns(view, dock) {
   return onEvent(({ event, data }) => {
+    if (event === "resync") dock.catchUp();
     if (event === "task:log" && data && Array.isArray(data.entries)) {
       dock.append(data.taskId, data.entries);
       const line = activityOf(data.entries);

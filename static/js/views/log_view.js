@@ -190,7 +190,7 @@ export function createLogView({ older } = {}) {
     rows.paint(log.rows);
     empty.hidden = log.entries.length > 0 || !loaded;
     count.textContent = t(complete ? "log.count" : "log.countNewest", { n: log.entries.length.toLocaleString() });
-    more.hidden = complete;
+    more.hidden = complete || !older;  // nothing to read them with: the count says "newest"
     more.disabled = Boolean(fetching);
     jump.hidden = follow;
     jump.textContent = unseen ? t("log.jumpNew", { n: unseen }) : t("log.jump");

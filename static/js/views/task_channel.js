@@ -166,7 +166,9 @@ function conversation(taskId) {
   });
   async function load() {
     try {
-      for (const message of await api.messages(taskId)) if (!messages.has(message.id)) messages.set(message.id, message);
+      for (const message of await api.messages(taskId)) {  // an event may have brought a newer one
+        if (messages.get(message.id)?.state !== "sent") messages.set(message.id, message);
+      }
       renderList();
     } catch (err) {
       error.textContent = err.message;
