@@ -78,7 +78,7 @@ export function on(target, type, handler, options) {
 
 /** The control a person used last (clicked, or pressed Enter or Space on): what a toast reports on. */
 let lastControl = null;
-const CONTROL = "button, a, select, input, textarea, summary, [role=button], [tabindex]";
+const CONTROL = "button, a[href], select, input, textarea, summary, [role=button]";  // not a focusable box (a card, the view)
 for (const type of ["click", "keydown"]) {
   document.addEventListener(type, (event) => {
     if (type === "keydown" && event.key !== "Enter" && event.key !== " ") return;
@@ -98,7 +98,7 @@ const overlaps = (a, b) => a.left < b.right + TOAST_MARGIN && b.left - TOAST_MAR
  * or its row of actions).
  */
 function placeToasts(box) {
-  const used = [document.activeElement, lastControl].filter((el) => el && el !== document.body && el.isConnected);
+  const used = [document.activeElement, lastControl].filter((el) => el?.isConnected && el.matches(CONTROL));
   const controls = used.flatMap((el) => [el, ...(el.closest("form, .actions, .detail-actions")?.querySelectorAll("button") || [])]);
   box.classList.remove("at-top");
   const rect = box.getBoundingClientRect();
