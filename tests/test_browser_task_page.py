@@ -214,3 +214,5 @@ def test_a_toast_does_not_cover_the_buttons_it_reports_on(fake_board, page, tmp_
     shown = page.locator(".toast", has_text="Message sent")
     expect(shown).to_be_visible()
     assert apart(box(shown), box(send)) and apart(box(shown), box(now))
+    # wide, the buttons stand right of the bottom centre: it stays there; on a phone, it moved up
+    assert (box(shown)["top"] < size[1] / 2) == (size[0] < 600)
