@@ -4697,7 +4697,27 @@ def _json_object(text: str | None) -> dict | None:
     return None
 
 
+def question_summary(tool_input) -> str | None:
+    """The questions of a call that asks the person (Claude's AskUserQuestion), as they read
+    them: each question and its options ("Which colour? (Red / Blue)"); None without any."""
+    questions = _dict(tool_input).get("questions")
+    parts = []
+    for question in questions if isinstance(questions, list) else []:
+        text, options = _dict(question).get("question"), _dict(question).get("options")
+        if not isinstance(text, str) or not text.strip():
+            continue
+        labels = [label.strip() for label in (_dict(o).get("label") for o in (
+            options if isinstance(options, list) else [])) if isinstance(label, str)
+            and label.strip()]
+        parts.append(" ".join(text.split()) + (f" ({' / '.join(labels)})" if labels else ""))
+    return _cut(" ".join(parts), 200) if parts else None
+
+
 def tool_summary(tool_input) -> str:
+    """One line about a tool call's input: its command, path, ... or its questions; else the
+    input as JSON."""
+    if question := question_summary(tool_input):
+        return question
     for key in SUMMARY_KEYS:
         if isinstance(_dict(tool_input).get(key), str):
             return _cut(tool_input[key].strip().replace("\n", " "), 200)
@@ -6180,6 +6200,14 @@ class ThisMachine:
         on_path = shutil.which(runtime.config["agents"][agent][0]) is not None
         return None, None if on_path else not_installed(agent)
 
+    def missing_folder(self, project: dict) -> str | None:
+        """Why the project's runs cannot start in its folder here (it is gone), or None."""
+        if os.path.isdir(project["working_dir"]):
+            return None
+        return f"the project's folder {project['working_dir']} is gone (deleted or moved): " \
+            "put it back, or set the project's Working directory (workingDir) in its " \
+            "settings to where its code is now"
+
     def ready(self) -> None:
         """Raise HostDown when runs cannot start there: never here."""
 
@@ -6722,6 +6750,11 @@ class HostLink:
             f"install it there (npm install -g {AGENTS[agent].package}) or set the host's " \
             "agentCommands"
 
+    def missing_folder(self, project: dict) -> None:
+        """Its runs work in the host's copy of the repository (fetched before each run, which
+        says what fails): nothing to ask here."""
+        return None
+
     def ready(self) -> None:
         if not self.host["enabled"]:
             raise HostDown("the host is disabled")
@@ -6992,7 +7025,8 @@ class MissingHost:
         raise HostDown(f"the project's host (host {self.host_id}) is gone")
 
     agent_command = ready = has_git = repository = worktree = review_cwd = source = \
-        attachments = repo_lock = shell = git = invocation = board_tools = git_dir = _gone
+        attachments = repo_lock = shell = git = invocation = board_tools = git_dir = \
+        missing_folder = _gone
 
     def sandbox(self, retry: bool = False) -> dict:
         return {"engine": "bubblewrap", "works": False, "version": None,
@@ -7403,8 +7437,8 @@ def request_changes(task_id: int, feedback, mcp_port: int | None = None,
     if task["status"] == "backlog":
         raise Conflict(f"task {task_id} is in the backlog: start it instead", "id")
     if task["attempts"] is not None and not any(a["picked"] for a in attempt_rows(task_id)):
-        raise Conflict(f"task {task_id} was run by several agents: pick one of its attempts "
-                       "first (POST /api/tasks/:id/attempts/:n/pick)", "id")
+        raise Conflict(f"task {task['task_key']} was run by several agents: pick the attempt "
+                       "to keep first, then ask its agent for changes", "id")
     if task["status"] != "in_progress" and not runtime.agents.holds(task_id):
         slot = found(task_slot_row(task_id), f"task {task_id} not found")
         runtime.agents.check_free(slot["project_id"], slot["max_concurrent"], slot["slug"])
@@ -8351,6 +8385,8 @@ def run_agent(project: dict, chosen: str | None, machine: "ThisMachine | HostLin
     whether the run is sandboxed, once it can start there: else CannotRun, or HostDown
     from the machine.  Under --demo the Demo project's runs use the simulated agent,
     which speaks Claude Code's contract (design §2)."""
+    if why := machine.missing_folder(project):  # not the CLI's fault: say so
+        raise CannotRun(why, chosen or project["agent"])
     if runs_simulated(project):
         return "claude", SIMULATED_AGENT, False
     agent = chosen or project["agent"]
@@ -8549,7 +8585,9 @@ def ask_person(run: "AgentRun", request_id, request: dict) -> None:
         runtime.events.publish("approval:resolved", approval_view(approval), run.project_id)
         return
     run.waiting.add(approval["id"])
-    what = "a question" if kind == "question" else f"{tool}: {tool_summary(tool_input)}"
+    asked = question_summary(tool_input)
+    what = (f"a question: {asked}" if asked else "a question") if kind == "question" \
+        else f"{tool}: {tool_summary(tool_input)}"
     runtime.logs.append(run.task_id, "system", f"waiting for you: {what}", run.run_id)
     runtime.events.publish("approval:requested", approval_view(approval), run.project_id)
     _publish_task(task)
@@ -8718,18 +8756,10 @@ def post_message(task_id: int, body, comments=()) -> dict:
     run = runtime.agents.runs.get(task_id)
     live = run is not None and run.channel is not None and run.accepting
     if run is None and any(isinstance(s, tuple) for s in runtime.agents.slots(task_id)):
-        raise Conflict(f"task {task_id} runs its attempts: a message goes to one agent; pick "
-                       "an attempt, then send it", "id")
+        raise Conflict(f"several agents work on {task['task_key']}: a message goes to one "
+                       "of them; once they end, pick the attempt to keep, then send it", "id")
     if not live and task["status"] in ("testing", "failed"):
-        request_changes(task_id, text)  # a Conflict (no free slot) stores nothing
-        resumed = runtime.agents.runs.get(task_id)
-        message = found(insert_message_row({
-            "task_id": task_id, "run_id": resumed.run_id if resumed else None,
-            "author": "person", "text": text, "state": "sent"}, comments),
-            f"task {task_id} not found")
-        runtime.logs.append(task_id, "message", text, message["run_id"], author="person")
-        runtime.events.publish("message:created", message_view(message), task["project_id"])
-        return message_view(message)
+        return message_view(changes_from_person(task_id, text, comments=comments)[1])
     if task["status"] != "in_progress":
         raise Conflict(f"task {task_id} is {task['status']}: a message goes to a running "
                        "agent, or to a task in testing or failed as a request for changes",
@@ -8749,6 +8779,23 @@ def post_message(task_id: int, body, comments=()) -> dict:
         if values.get("interrupt"):
             run.interrupt()
     return message_view(message)
+
+
+def changes_from_person(task_id: int, feedback, mcp_port: int | None = None,
+                        comments=()) -> tuple[dict, dict]:
+    """A person's request for changes (the task page's button, a message to a task in
+    testing or failed): request_changes, and the words kept where the person talks to the
+    agent, in the task's messages and its log, as the agent was sent them. (task, message)"""
+    task = request_changes(task_id, feedback, mcp_port)  # a Conflict stores nothing
+    resumed = runtime.agents.runs.get(task_id)
+    message = found(insert_message_row({
+        "task_id": task_id, "run_id": resumed.run_id if resumed else None,
+        "author": "person", "text": feedback.strip(), "state": "sent"}, comments),
+        f"task {task_id} not found")
+    runtime.logs.append(task_id, "message", message["text"], message["run_id"],
+                        author="person")
+    runtime.events.publish("message:created", message_view(message), task["project_id"])
+    return task, message
 
 
 def task_review(task_id: int) -> list[dict]:
@@ -13986,7 +14033,7 @@ COMMANDS = {
         "Record feedback and resume the agent's session with it.",
         {"id": _ID, "taskId": _ID, "feedback": {"type": "string", "pattern": r"\S"},
          "mcpPort": _PORT}, ["feedback"], _TASK,
-        lambda arg, b: request_changes(arg("id"), b.get("feedback"), arg("mcpPort"))),
+        lambda arg, b: changes_from_person(arg("id"), b.get("feedback"), arg("mcpPort"))[0]),
     "get_task_diff": Command(
         "The task's diff, stats and commits.", {"taskId": _ID}, ["taskId"],
         _OBJECT, lambda arg, b: task_diff(arg("taskId"))),

@@ -127,19 +127,35 @@ class Board:
         env |= {"HOME": os.path.join(folder, "home"), "TASKBOARD_SIMULATE_PACE": str(pace),
                 "PYTHONUNBUFFERED": "1", **extra}
         self.log_path = os.path.join(folder, "server.log")
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 -- closed in stop()
-        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                                     stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.argv, self.env, self.earlier = argv, env, ""
+        self._spawn()
         self.url = None
         if not later:
             self.wait_until_up()
+
+    def _spawn(self) -> None:
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 -- closed in stop()
+        self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env,
+                                     stdin=subprocess.DEVNULL, stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+    def restart(self) -> None:
+        """Stop the board (SIGTERM, as systemd does) and start it again on the same port,
+        data and arguments: the pages open on it reconnect to the new process."""
+        port = self.url.rsplit(":", 1)[1]
+        self.stop()
+        assert self.proc.returncode == 0, f"the board exited with {self.proc.returncode}"
+        self.earlier += self._current()
+        self.argv = [*self.argv]
+        self.argv[self.argv.index("--port") + 1] = port
+        self._spawn()
+        self.wait_until_up()
 
     def wait_until_up(self) -> None:
         """Wait for the URL the board prints once it listens (then its sign-in URL is
         printed too, if any)."""
         self.url = self._wait_for_url()
-        signed = re.search(r"Open (\S+/login\?token=(\S+)) to sign in", self.output())
+        signed = re.search(r"Open (\S+/login\?token=(\S+)) to sign in", self._current())
         self.sign_in_url, self.token = (signed.group(1), signed.group(2)) if signed else \
             (None, None)
         self.session = requests.Session()
@@ -147,13 +163,18 @@ class Board:
             self.session.headers["Authorization"] = f"Bearer {self.token}"
 
     def output(self) -> str:
+        """What it printed (before a restart too)."""
+        return self.earlier + self._current()
+
+    def _current(self) -> str:
+        """What its current process printed."""
         with open(self.log_path, encoding="utf-8", errors="replace") as f:
             return f.read()
 
     def _wait_for_url(self, timeout=20.0) -> str:
         deadline = time.monotonic() + timeout
         while True:
-            match = URL_LINE.search(self.output())
+            match = URL_LINE.search(self._current())
             if match:
                 return match.group(1)
             if self.proc.poll() is not None:

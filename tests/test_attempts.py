@@ -183,13 +183,16 @@ def test_pick_waits_for_the_end_and_the_open_set_refuses_messages(api, client, r
     assert "still running" in error["error"]
     assert_error(client.post(f"/api/tasks/{task_id}/attempts/3/pick", expect_errors=True),
                  404, "not_found")
+    key = task(client, task_id)["task_key"]  # a person's words: its key, no id, no route
     error = assert_error(client.post_json(f"/api/tasks/{task_id}/messages", {"text": "hi"},
                                           expect_errors=True), 409, "conflict")
-    assert "attempts" in error["error"]
+    assert error["error"] == f"several agents work on {key}: a message goes to one of " \
+        "them; once they end, pick the attempt to keep, then send it"
     client.patch_json(f"/api/tasks/{task_id}/status", {"status": "testing"})
     error = assert_error(client.post_json("/api/desktop/request_changes", {
         "id": task_id, "feedback": "again"}, expect_errors=True), 409, "conflict")
-    assert "pick one of its attempts" in error["error"]
+    assert error["error"] == f"task {key} was run by several agents: pick the attempt to keep " \
+        "first, then ask its agent for changes"
     client.post(f"/api/tasks/{task_id}/attempts/2/pick")
     assert task(client, task_id)["model"] == "model_medium"
 

@@ -168,6 +168,12 @@ def test_a_question_gets_the_persons_answer(client, api, agent_dir):
                      {"decision": "allow", "answers": {question["question"]: "Blue"}})
     wait_status(client, tid, "testing")
     assert json.dumps({question["question"]: "Blue"}) in finished_text(client, tid)
+    # the log says the question as a person reads it, never its JSON
+    asked = "Which colour should the button be? (Red / Blue)"
+    lines = [(e["kind"], e["message"]) for e in logs(client, tid)]
+    assert ("tool_call", f"AskUserQuestion: {asked}") in lines
+    assert ("system", f"waiting for you: a question: {asked}") in lines
+    assert not [m for kind, m in lines if kind != "text" and '"questions"' in m], lines
 
 
 def test_a_multiple_choice_question_gets_the_labels_joined(client, api, agent_dir):

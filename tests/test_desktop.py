@@ -156,6 +156,12 @@ def test_request_changes_records_revision_and_resumes_session_with_feedback(
     revisions = client.get(f"/api/tasks/{tid}/revisions").json
     assert [r["feedback"] for r in revisions] == [feedback]
     assert revisions[0]["taskId"] == tid and revisions[0]["createdAt"].endswith("Z")
+    # the person's words where they talk to the agent, and in the log, as it was sent them
+    messages = client.get(f"/api/tasks/{tid}/messages").json
+    assert [(m["text"], m["state"]) for m in messages if m["author"] == "person"] == \
+        [(feedback, "sent")]
+    assert [(e["message"], e["author"]) for e in logs(client, tid) if e["kind"] == "message"] \
+        == [(feedback, "person")]
     activity = client.get(f"/api/projects/{project['id']}/activity?limit=200").json
     assert [a for a in activity if a["taskId"] == tid and a["event"] == "revision"], activity
     assert len(task_calls(agent_dir, tid)) == 2

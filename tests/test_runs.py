@@ -172,6 +172,24 @@ def test_run_command_not_found_fails_at_once_naming_command(client, api, tb):
         for e in es), "a log entry naming the command and how to configure it")
 
 
+def test_a_deleted_project_folder_fails_saying_so_and_where_to_fix_it(client, api, agent_dir,
+                                                                       tmp_path):
+    """Not "could not start 'claude' in …": the folder is gone, and the project's settings
+    (its Working directory) are where to fix it; no agent was started."""
+    folder = tmp_path / "shop"
+    folder.mkdir()
+    tid = api.task(api.project(workingDir=str(folder), maxRetries=2)["id"],
+                   description="fake:ok")["id"]
+    folder.rmdir()  # deleted (or moved) after the project was made
+    client.patch_json(f"/api/tasks/{tid}/status", {"status": "in_progress"})
+    task = wait_status(client, tid, "failed")
+    why = f"the project's folder {folder} is gone (deleted or moved): put it back, or set " \
+        "the project's Working directory (workingDir) in its settings to where its code is now"
+    assert (task["last_error"], task["retry_count"]) == (why, 0)
+    wait_logs(client, tid, lambda es: any(why in e["message"] for e in es), "the reason logged")
+    assert read_calls(agent_dir) == []
+
+
 # --- retryable failures --------------------------------------------------------------------
 
 @pytest.mark.parametrize("directive, why", [

@@ -76,7 +76,36 @@ export function on(target, type, handler, options) {
   return () => target.removeEventListener(type, handler, options);
 }
 
-/** Show a short message at the bottom of the page. kind: "info" | "error". */
+/** The control a person used last (clicked, or pressed Enter or Space on): what a toast reports on. */
+let lastControl = null;
+const CONTROL = "button, a[href], select, input, textarea, summary, [role=button]";  // not a focusable box (a card, the view)
+for (const type of ["click", "keydown"]) {
+  document.addEventListener(type, (event) => {
+    if (type === "keydown" && event.key !== "Enter" && event.key !== " ") return;
+    lastControl = event.target instanceof Element ? event.target.closest(CONTROL) : null;
+  }, true);
+}
+
+/** Room kept around a control a toast must not cover (px): its neighbours are used next. */
+const TOAST_MARGIN = 16;
+
+const overlaps = (a, b) => a.left < b.right + TOAST_MARGIN && b.left - TOAST_MARGIN < a.right
+  && a.top < b.bottom + TOAST_MARGIN && b.top - TOAST_MARGIN < a.bottom;
+
+/**
+ * Toasts stand at the bottom of the page, or at its top while there they would cover the
+ * control they report on (the one focused or used last) or the buttons beside it (of its form
+ * or its row of actions).
+ */
+function placeToasts(box) {
+  const used = [document.activeElement, lastControl].filter((el) => el?.isConnected && el.matches(CONTROL));
+  const controls = used.flatMap((el) => [el, ...(el.closest("form, .actions, .detail-actions")?.querySelectorAll("button") || [])]);
+  box.classList.remove("at-top");
+  const rect = box.getBoundingClientRect();
+  if (controls.some((el) => overlaps(rect, el.getBoundingClientRect()))) box.classList.add("at-top");
+}
+
+/** Show a short message at the bottom of the page (see placeToasts). kind: "info" | "error". */
 export function toast(message, kind = "info") {
   let box = document.getElementById("toasts");
   if (!box) {
@@ -85,6 +114,7 @@ export function toast(message, kind = "info") {
   }
   const item = h("div", { class: `toast toast-${kind}` }, message);
   box.append(item);
+  placeToasts(box);
   setTimeout(() => item.remove(), kind === "error" ? 8000 : 4000);
 }
 

@@ -290,7 +290,7 @@ function waitForServer(root) {
 
 /** The views, once the API description is loaded. */
 function startViews(root) {
-  start(root, (el) => {
+  return start(root, (el) => {
     el.append(h("section", { class: "empty" }, h("h1", {}, t("notfound.title")), h("p", {}, t("notfound.body"))));
     return null;
   });
@@ -350,10 +350,12 @@ async function boot() {
   recount();
   checkHealth();
   setInterval(checkHealth, 60000);
-  connect();
-  if (described.status === "fulfilled" && !unreachable) startViews(root);
+  let shown = null;
+  if (described.status === "fulfilled" && !unreachable) shown = startViews(root);
   else if (unreachable) waitForServer(root);
   else showSchemaError(root, described.reason);
+  // once the view is up, which may ask for a task's log (?logs=): one connection, not two
+  Promise.resolve(shown).finally(connect);
   window.taskboard = { state, t, missingKeys };  // a debug handle (and for the browser tests)
 }
 

@@ -7,6 +7,7 @@ let lastSeq = null;
 let retry = 0;
 let logs = new Set();
 let switching = false;  // followLogs() closed the socket on purpose: reconnect at once
+let opened = false;  // a connection was open before: a new one may have missed events
 
 function url() {
   const params = new URLSearchParams();
@@ -31,6 +32,9 @@ export function connect() {
   socket.addEventListener("open", () => {
     retry = 0;
     setConnection("open");
+    // with no seq heard yet there was no ?since=, so the server cannot say resync: say it here
+    if (opened && lastSeq === null) receive({ event: "resync", data: {} });
+    opened = true;
   });
   socket.addEventListener("message", (event) => {
     let message;

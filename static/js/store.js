@@ -142,6 +142,16 @@ export async function loadAttempts(taskId) {
   return list;
 }
 
+/**
+ * Whether a task run by several agents waits for one of its attempts to be picked (as read
+ * into the store: false until they are): till then nothing can be sent to "its" agent.
+ * @param {Object} task
+ */
+export function attemptsOpen(task) {
+  const attempts = task && task.attempts != null ? state.attempts.get(task.id) : null;
+  return Boolean(attempts && attempts.size) && ![...attempts.values()].some((a) => a.picked);
+}
+
 /** Load every project's pending approvals into the store (see settledRead). */
 export async function loadApprovals() {
   const list = await settledRead("approvals", () => api.approvals("pending"));

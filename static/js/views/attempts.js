@@ -126,7 +126,12 @@ function openLog(taskId, a) {
   const log = createLogView({ older: (before, limit) => api.attemptLogs(taskId, a.n, limit, before) });
   const error = h("p", { class: "error", role: "alert", hidden: true });
   const { dialog } = openDialog(t("attempts.logTitle", label(a)), h("div", { class: "attempt-log" }, error, log.el), { wide: true });
+  const read = (show) => api.attemptLogs(taskId, a.n, LOG_PAGE).then((list) => {
+    for (const entry of list) if (entry.runId) runs.add(entry.runId);
+    show(list);
+  });
   const off = onEvent(({ event, data }) => {
+    if (event === "resync") read((list) => log.catchUp(list, LOG_PAGE)).catch(() => {});  // what a reconnect missed
     if (!data || data.taskId !== taskId) return;
     if (event === "attempt:updated" && data.n === a.n && data.runId) runs.add(data.runId);
     else if (event === "task:log" && Array.isArray(data.entries)) {
@@ -134,10 +139,7 @@ function openLog(taskId, a) {
       if (mine.length) log.append(mine);
     }
   });
-  api.attemptLogs(taskId, a.n, LOG_PAGE).then((list) => {
-    for (const entry of list) if (entry.runId) runs.add(entry.runId);
-    log.setEntries(list, list.length < LOG_PAGE);
-  }).catch((failure) => {
+  read((list) => log.setEntries(list, list.length < LOG_PAGE)).catch((failure) => {
     error.textContent = failure.message;
     error.hidden = false;
   });

@@ -15,7 +15,7 @@ import { enumOf } from "../schema.js";
 import { followLogs } from "../socket.js";
 import { liveUsage, loadTasks, notify, onEvent, projectSimulated, state, subscribe, tasksOf }
   from "../store.js";
-import { activityOf, matches, taskCard } from "./board_card.js";
+import { activityLine, activityOf, matches, taskCard } from "./board_card.js";
 import { dockedLog } from "./board_dock.js";
 import { bindCards, bindDragAndDrop } from "./board_moves.js";
 import { projectHeader } from "./common.js";
@@ -55,7 +55,8 @@ const BUILD_STEP = 15;
 /** Store events after which the board renders again. */
 const RENDER_ON = new Set(["local", "tasks:loaded", "resync", "task:created", "task:updated",
   "task:deleted", "settings:updated", "project:updated", "project:deleted",
-  "hosts:loaded", "host:created", "host:updated", "host:deleted"]);
+  "hosts:loaded", "host:created", "host:updated", "host:deleted", "approvals:loaded", "approval:requested",
+  "approval:resolved"]);
 const NO_FILTERS = { type: "", model: "", tag: "", q: "" };
 /** Filters survive a visit to a task and back (per project, for this page load). */
 const filtersByProject = new Map();
@@ -156,7 +157,8 @@ function renderColumns(view, all, active) {
     for (const task of rendered) {
       seen.add(task.id);
       const moving = view.moves.has(task.id);
-      const sig = `${JSON.stringify(task)}|${status}|${moving}|${hostSignature(task)}`;
+      const asking = activityLine(task.id, "");  // the question its agent waits on
+      const sig = `${JSON.stringify(task)}|${status}|${moving}|${hostSignature(task)}|${asking}`;
       let entry = view.cards.get(task.id);
       if (!entry || entry.sig !== sig) {
         if (built === BUILD_STEP) {  // its turn comes in the next frame; till then as it was
@@ -190,6 +192,7 @@ function renderColumns(view, all, active) {
 /** Follow /ws messages of running tasks: log lines (the store does not keep them) and live usage. */
 function followRuns(view, dock) {
   return onEvent(({ event, data }) => {
+    if (event === "resync") dock.catchUp();
     if (event === "task:log" && data && Array.isArray(data.entries)) {
       dock.append(data.taskId, data.entries);
       const line = activityOf(data.entries);
@@ -197,7 +200,7 @@ function followRuns(view, dock) {
       view.activity.set(data.taskId, line);
       const el = view.cards.get(data.taskId)?.el.querySelector(".card-activity");
       if (el && el.closest(".running")) {
-        el.textContent = line;
+        el.textContent = activityLine(data.taskId, line);
         el.hidden = false;
       }
     } else if (event === "task:usage" && data) {

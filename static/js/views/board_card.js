@@ -6,7 +6,9 @@
 import { h } from "../dom.js";
 import * as format from "../format.js";
 import { register, t } from "../i18n.js";
+import { pendingApprovals } from "../store.js";
 import { agentBadge, waitingText } from "./agent_parts.js";
+import { requestSummary } from "./approval_card.js";
 import { handIcon } from "./common.js";
 import { hostBadge, hostWaitingText, sandboxChip, waitingHelp } from "./host_parts.js";
 import { prBadge } from "./pr_parts.js";
@@ -29,6 +31,7 @@ register({  // key: [English, Turkish]
   "board.openLogLabel": ["Show the live log of {key}", "{key} canlı günlüğünü göster"],
   "board.menu": ["More actions for {key}", "{key} için diğer işlemler"],
   "board.runSeveral": ["Run with several agents…", "Birkaç ajanla çalıştır…"],
+  "board.asks": ["Asks you: {question}", "Size soruyor: {question}"],
 });
 
 /** The latest thing a running agent did, for the card's activity line (null: nothing yet). */
@@ -39,6 +42,16 @@ export function activityOf(entries) {
     if (entry.kind === "text" && entry.message) return entry.message.split("\n", 1)[0];
   }
   return null;
+}
+
+/**
+ * A running card's activity line: while its agent waits on a question, the question (not the
+ * tool that asked it); else its latest step.
+ * @param {number} taskId  @param {string|null|undefined} latest  activityOf its log
+ */
+export function activityLine(taskId, latest) {
+  const asked = pendingApprovals(taskId).find((approval) => approval.kind === "question");
+  return asked ? `❓ ${t("board.asks", { question: requestSummary(asked) })}` : latest;
 }
 
 /** Whether a task passes the board's filters ({type, model, tag, q}). */
@@ -79,8 +92,9 @@ function flags(task) {
  * @param {string} status  the column it stands in (a move on its way counts)
  * @param {{statuses: string[], moving: boolean, activity: string|null|undefined, cost: number}} shown
  */
-export function taskCard(task, status, { statuses, moving, activity, cost }) {
+export function taskCard(task, status, { statuses, moving, activity: latest, cost }) {
   const running = task.is_running;
+  const activity = activityLine(task.id, latest);
   const chips = [
     h("span", { class: `bchip type-${task.task_type}` }, t(`type.${task.task_type}`)),
     h("span", { class: "bchip model" }, t(`model.${task.model}`)),

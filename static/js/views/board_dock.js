@@ -11,6 +11,9 @@ register({  // key: [English, Turkish]
   "board.closeLog": ["Close the log panel", "Günlük panelini kapat"],
 });
 
+/** The newest entries a docked log shows. */
+const DOCK_PAGE = 2000;
+
 /**
  * The docked log panel of one task at a time: open(taskId) shows its live log in root.
  * onClose() after the user closed it.
@@ -33,9 +36,17 @@ export function dockedLog(root, onClose) {
         view.el);
       panel = { taskId, view, el };
       root.append(el);
-      api.taskLogs(taskId, 2000).then((list) => {
+      api.taskLogs(taskId, DOCK_PAGE).then((list) => {
         if (panel && panel.view === view) view.setEntries(list);
       }).catch((error) => toast(error.message, "error"));
+    },
+    /** After a reconnect: what the log got meanwhile (see createLogView's catchUp). */
+    catchUp() {
+      if (!panel) return;
+      const { taskId, view } = panel;
+      api.taskLogs(taskId, DOCK_PAGE).then((list) => {
+        if (panel && panel.view === view) view.catchUp(list, DOCK_PAGE);
+      }).catch(() => { /* the next reconnect tries again */ });
     },
     append(taskId, entries) {
       if (panel && panel.taskId === taskId) panel.view.append(entries);

@@ -26,6 +26,7 @@ register({  // key: [English, Turkish]
   "log.waiting": ["waiting for the result…", "sonuç bekleniyor…"],
   "log.youSaid": ["You", "Siz"],
   "log.agentSaid": ["Agent", "Ajan"],
+  "log.question": ["Question", "Soru"],
 });
 
 /** Row height in px; board.css sizes .log-row with the same number. */
@@ -41,6 +42,8 @@ function clock(iso) {
   return Number.isNaN(d.getTime()) ? "" : `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 const ms = (value) => (value < 1000 ? `${value} ms` : duration(value));
+/** The tool by which Claude asks the person (its call's line is the question, server-made). */
+const QUESTION_TOOL = "AskUserQuestion";
 
 /** The head of a call or thinking block: its toggle and one line about it. */
 function headParts(row, index) {
@@ -55,7 +58,8 @@ function headParts(row, index) {
   const tool = entry.tool || "tool";
   const summary = entry.message.startsWith(`${tool}: `) ? entry.message.slice(tool.length + 2) : entry.message;
   const meta = result ? `${result.isError ? "✗" : "✓"}${result.durationMs != null ? ` ${ms(result.durationMs)}` : ""}` : "…";
-  return [toggle, h("span", { class: "log-text" }, h("b", { class: "log-tool" }, tool), " ", summary),
+  const label = tool === QUESTION_TOOL ? `❓ ${t("log.question")}` : tool;
+  return [toggle, h("span", { class: "log-text" }, h("b", { class: "log-tool" }, label), " ", summary),
     h("span", { class: result ? "log-meta" : "log-meta pending" }, meta)];
 }
 
@@ -186,7 +190,7 @@ export function createLogView({ older } = {}) {
     rows.paint(log.rows);
     empty.hidden = log.entries.length > 0 || !loaded;
     count.textContent = t(complete ? "log.count" : "log.countNewest", { n: log.entries.length.toLocaleString() });
-    more.hidden = complete;
+    more.hidden = complete || !older;  // nothing to read them with: the count says "newest"
     more.disabled = Boolean(fetching);
     jump.hidden = follow;
     jump.textContent = unseen ? t("log.jumpNew", { n: unseen }) : t("log.jump");
@@ -234,23 +238,34 @@ export function createLogView({ older } = {}) {
   });
   resizer.observe(viewport);
 
-  /** Put older entries before those held, keeping the rows in view where they are. */
-  function prepend(list) {
-    const firstId = log.entries[0]?.id ?? Infinity;
-    const fresh = list.filter((entry) => entry && entry.id < firstId);
-    if (!fresh.length) return;
+  /**
+   * Hold these entries (oldest first) instead: the blocks held stay open or closed, new ones
+   * follow "Expand all"; the rows in view stay where they are (added above: shifted down).
+   */
+  function replace(entries) {
+    const held = new Set(log.entries.map((entry) => entry.id));
     const open = new Set(log.blocks.filter((b) => b.expanded).map((b) => b.entry.id));
-    const before = log.rows.length;
-    const held = log.entries;
+    const top = Math.floor(viewport.scrollTop / ROW_H);
+    const row = follow ? null : log.rows[top];  // the row at the top of the view stays there
+    const anchor = row ? { id: row.block.entry.id, below: viewport.scrollTop - row.block.start * ROW_H } : null;
     log.reset();
-    log.add([...fresh, ...held]);
+    log.add(entries);
     for (const block of log.blocks) {
-      if (block.kind !== "plain") block.expanded = open.has(block.entry.id) || (block.entry.id < firstId && log.expandDefault);
+      if (block.kind !== "plain") block.expanded = open.has(block.entry.id) || (!held.has(block.entry.id) && log.expandDefault);
     }
     log.rebuild();
     rows.invalidate(0);
     spacer.style.height = `${log.rows.length * ROW_H}px`;
-    if (!follow) viewport.scrollTop += (log.rows.length - before) * ROW_H;
+    const block = anchor && log.blocks.find((b) => b.entry.id === anchor.id);
+    if (follow) toBottom();
+    else if (block) viewport.scrollTop = block.start * ROW_H + anchor.below;
+  }
+
+  /** Put older entries before those held, keeping the rows in view where they are. */
+  function prepend(list) {
+    const firstId = log.entries[0]?.id ?? Infinity;
+    const fresh = list.filter((entry) => entry && entry.id < firstId);
+    if (fresh.length) replace([...fresh, ...log.entries]);
   }
 
   /** Fetch the entries before the first one held (once at a time). */
@@ -312,6 +327,26 @@ export function createLogView({ older } = {}) {
       if (wasAtBottom) toBottom();
       else unseen += added;
       schedule();
+    },
+    /**
+     * Take the newest page of the log read again after a reconnect (up to limit entries,
+     * oldest first): the entries missed meanwhile go in among those held, by id (a live
+     * entry heard since may be newer). When the page reaches back to none of those held, more
+     * were missed than it holds: the older ones held go, and "Show older entries" reads them.
+     */
+    catchUp(list, limit) {
+      if (!loaded) return this.setEntries(list, list.length < limit);
+      const known = new Set(log.entries.map((entry) => entry.id));
+      const fresh = list.filter((entry) => entry && !known.has(entry.id));
+      if (!fresh.length) return undefined;
+      const reaches = list.length < limit || list.some((entry) => known.has(entry.id) && entry.id < fresh[0].id);
+      const kept = reaches ? log.entries : log.entries.filter((entry) => entry.id > list[list.length - 1].id);
+      if (!reaches) complete = false;
+      const wasAtBottom = follow;
+      replace([...kept, ...fresh].sort((a, b) => a.id - b.id));
+      if (!wasAtBottom) unseen += fresh.length;
+      schedule();
+      return undefined;
     },
     /** How many entries are held. */
     size: () => log.entries.length,

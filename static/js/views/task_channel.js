@@ -8,7 +8,7 @@ import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import * as format from "../format.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { loadApprovals, onEvent, pendingApprovals, state, subscribe } from "../store.js";
+import { attemptsOpen, loadApprovals, onEvent, pendingApprovals, state, subscribe } from "../store.js";
 import { agentName, taskAgent } from "./agent_parts.js";
 import { approvalCard } from "./approval_card.js";
 
@@ -25,6 +25,7 @@ register({  // key: [English, Turkish]
   "channel.hintChanges": ["The agent goes back to work on this task with your message.", "Ajan mesajınızla bu görev üzerinde yeniden çalışır."],
   "channel.hintOneWay": ["{name} cannot be reached during its run, and approvals are not available for it: your message resumes it when the run ends.", "{name} çalışırken ona ulaşılamaz ve onaylar kullanılamaz: mesajınız çalışma bitince onu yeniden başlatır."],
   "channel.hintIdle": ["Messages reach the agent while the task is in progress, or in testing or failed as a request for changes.", "Mesajlar, görev devam ederken ya da test veya başarısız durumundayken değişiklik isteği olarak ajana ulaşır."],
+  "channel.hintPick": ["Several agents work on this task: a message goes to one of them. Once they end, pick the attempt to keep (above), then write to its agent here.", "Bu görev üzerinde birkaç ajan çalışıyor: bir mesaj yalnızca birine gider. Bitince tutulacak denemeyi seçin (yukarıda), sonra onun ajanına buradan yazın."],
   "channel.sentOk": ["Message sent", "Mesaj gönderildi"],
   "channel.interrupt": ["sent now", "hemen gönderildi"],
   "msg.author.person": ["You", "Siz"],
@@ -99,6 +100,7 @@ function conversation(taskId) {
   const messages = new Map();
   let status = null;
   let oneWay = null;  // the name of the task's agent when it has no channel into a run
+  let pickFirst = false;  // its attempts wait for a pick: no agent to write to yet
   const list = h("ol", { class: "message-list", "data-testid": "messages" });
   const empty = h("p", { class: "muted" });
   const heading = h("h2", {});
@@ -121,8 +123,8 @@ function conversation(taskId) {
     if (atBottom) list.scrollTop = list.scrollHeight;
   }
   function renderForm() {
-    const working = status === WORKING;
-    const changes = CHANGES.includes(status);
+    const working = status === WORKING && !pickFirst;
+    const changes = CHANGES.includes(status) && !pickFirst;
     heading.textContent = t("channel.talk");
     empty.textContent = t("channel.none");
     label.textContent = t("channel.label");
@@ -133,7 +135,7 @@ function conversation(taskId) {
     send.disabled = !(working || changes);
     text.disabled = !(working || changes);
     hint.textContent = working && oneWay ? t("channel.hintOneWay", { name: oneWay })
-      : t(working ? "channel.hintRunning" : changes ? "channel.hintChanges" : "channel.hintIdle");
+      : t(pickFirst ? "channel.hintPick" : working ? "channel.hintRunning" : changes ? "channel.hintChanges" : "channel.hintIdle");
   }
   function upsert(message) {
     messages.set(message.id, { ...messages.get(message.id), ...message });
@@ -164,7 +166,9 @@ function conversation(taskId) {
   });
   async function load() {
     try {
-      for (const message of await api.messages(taskId)) if (!messages.has(message.id)) messages.set(message.id, message);
+      for (const message of await api.messages(taskId)) {  // an event may have brought a newer one
+        if (messages.get(message.id)?.state !== "sent") messages.set(message.id, message);
+      }
       renderList();
     } catch (err) {
       error.textContent = err.message;
@@ -173,7 +177,14 @@ function conversation(taskId) {
   }
   return {
     el, load, upsert, renderList,
-    setStatus(next, agent) { status = next; oneWay = agent; renderForm(); },
+    /** The task's status, its agent when one-way, whether its attempts wait for a pick. */
+    setStatus(next, agent, pick = false) {
+      if (next !== status || pick !== pickFirst) error.hidden = true;  // said of what was
+      status = next;
+      oneWay = agent;
+      pickFirst = pick;
+      renderForm();
+    },
     relabel() { renderForm(); renderList(); },
   };
 }
@@ -196,7 +207,8 @@ export function createChannel(taskId, focusApproval = null) {
   const showStatus = () => {
     if (!task) return;
     const agent = taskAgent(task);
-    talk.setStatus(task.status, state.health?.agents?.[agent]?.twoWay === false ? agentName(agent) : null);
+    talk.setStatus(task.status, state.health?.agents?.[agent]?.twoWay === false ? agentName(agent) : null,
+      attemptsOpen(task));
   };
   loadApprovals().then(() => {  // fresh on opening the task (the store follows the events)
     if (alive && focusApproval && !panel.revealed()) toast(t("approval.gone"));
@@ -205,7 +217,7 @@ export function createChannel(taskId, focusApproval = null) {
     subscribe((s, event) => {
       if (event.startsWith("approval")) panel.render();
       if (event === "resync") talk.load();
-      if (event === "health") showStatus();
+      if (event === "health" || event === "attempt:updated" || event === "attempts:loaded") showStatus();
     }),
     onEvent(({ event, data }) => {
       if ((event === "message:created" || event === "message:updated") && data?.taskId === taskId) talk.upsert(data);

@@ -9,7 +9,7 @@ import { onLanguageChange, register, t } from "../i18n.js";
 import { go, queryId } from "../router.js";
 import { enumOf } from "../schema.js";
 import { followLogs } from "../socket.js";
-import { liveUsage, loadTasks, onEvent, refusedLocally, state, subscribe }
+import { attemptsOpen, liveUsage, loadTasks, onEvent, refusedLocally, state, subscribe }
   from "../store.js";
 import { waitingText } from "./agent_parts.js";
 import { openAttemptsDialog } from "./attempt_dialog.js";
@@ -93,8 +93,9 @@ async function removeTask(task) {
 }
 
 /**
- * The action bar: edit, move, approve, request changes, stop, restart, run with several agents
- * (not while it runs), sub-task, delete.
+ * The action bar: edit, move, approve, request changes (not while its attempts wait for a
+ * pick: the talk box says why), stop, restart, run with several agents (not while it runs),
+ * sub-task, delete.
  */
 function taskActions(task, { act, desktop, setTask }) {
   const taskId = task.id;
@@ -110,7 +111,7 @@ function taskActions(task, { act, desktop, setTask }) {
     }),
     h("label", { class: "inline-field" }, t("detail.move"), moveSelect),
     task.status === "testing" ? button(t("detail.approve"), () => act(() => api.moveTask(taskId, "done")), "primary") : null,
-    local && task.status !== "backlog" ? button(t("detail.requestChanges"), () => requestChanges(taskId, desktop, setTask)) : null,
+    local && task.status !== "backlog" && !attemptsOpen(task) ? button(t("detail.requestChanges"), () => requestChanges(taskId, desktop, setTask)) : null,
     local && task.status === "in_progress" ? button(t("detail.stop"), () => act(() =>
       desktop("stop_task", { id: taskId }), t("detail.stopped", { key: task.task_key }))) : null,
     local ? button(t("detail.restart"), () => act(() => desktop("restart_task", { id: taskId }),
@@ -260,10 +261,33 @@ export function mount(root, { taskId }) {
     tabs.hide();
   }
 
+  /**
+   * After a reconnect (resync): read the task and the newest page of its log again, and
+   * again while a task:updated of it came during the read (its answer may be older).
+   */
+  let updates = 0;  // task:updated events of this task heard
+  async function catchUp() {
+    for (let round = 1; !gone; round++) {
+      const seen = updates;
+      const [fields, tail] = await Promise.all([api.task(taskId), api.taskLogs(taskId, LOG_PAGE)]);
+      if (gone) return;
+      log.catchUp(tail, LOG_PAGE);
+      if (updates === seen || round === 5) {
+        setTask(fields);
+        return;
+      }
+    }
+  }
+
   followLogs([taskId]);
   const offs = [
     onEvent(({ event, data }) => {
+      if (event === "resync" && task && !gone) {
+        catchUp().catch((error) => { if (error.status === 404) showGone(t("detail.deleted")); });
+        tabs.staleAll();
+      }
       if (!data) return;
+      if (event === "task:updated" && data.id === taskId) updates++;
       if (event === "task:log" && data.taskId === taskId && Array.isArray(data.entries)) {
         log.append(data.entries);
         const prEntries = data.entries.filter((entry) => entry.kind === "pr");
@@ -280,7 +304,8 @@ export function mount(root, { taskId }) {
     }),
     subscribe((s, event) => {
       if (event === "resync") pr.loaded = false;  // entries may have been missed meanwhile
-      if (["tasks:loaded", "resync", "project:updated", "hosts:loaded", "host:updated"].includes(event)) {
+      if (["tasks:loaded", "resync", "project:updated", "hosts:loaded", "host:updated", "attempt:updated",
+        "attempts:loaded"].includes(event)) {
         schedule();
       }
     }),

@@ -241,6 +241,11 @@ export function taskTabs(ctx) {
       if (tabs.active === name) tabs.show(name, true);
       else tabs.loaded.delete(name);
     },
+    /** After a reconnect: every tab but the live log reads again (now, if it is shown). */
+    staleAll() {
+      tabs.detail = null;
+      for (const name of TABS) if (name !== "log") tabs.stale(name);
+    },
     hide() {
       bar.replaceChildren();
       for (const panel of panels.values()) panel.hidden = true;
