@@ -5613,18 +5613,22 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
         for x in config hooks info worktrees modules; do
           [ -e "$c/$x" ] || [ -L "$c/$x" ] || [ "$x" = config ] || mkdir -- "$c/$x"
           [ -e "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
+        for x in refs/remotes logs/refs/remotes; do
+          [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
       else
         p --ro-bind "$c" "$c"
-        if [ -z "$TB_READ_ONLY" ]; then for x in objects refs logs; do
-            [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --bind "$c/$x" "$c/$x"; done
-          [ -n "$g" ] && p --bind "$g" "$g"; fi
+        t=${k%/.git}; t=${t%/*}/.refs/${t##*/}; [ -n "$g" ] && [ -d "$t/refs" ] || t=
+        if [ -z "$TB_READ_ONLY" ]; then
+          [ -d "$c/objects" ] && [ ! -L "$c/objects" ] && p --bind "$c/objects" "$c/objects"
+          [ -n "$t" ] && [ -d "$c/logs" ] && [ ! -L "$c/logs" ] &&
+            p --bind "$t/refs" "$c/refs" --bind "$t/logs" "$c/logs"
+          [ -n "$g" ] && p --bind "$g" "$g"
+        elif [ -n "$t" ]; then p --ro-bind "$t/refs" "$c/refs"; fi
         if [ -n "$g" ]; then for x in commondir gitdir config.worktree; do
             if [ -f "$g/$x" ] && [ ! -L "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
             elif [ ! -e "$g/$x" ]; then p --ro-bind /dev/null "$g/$x"; fi; done
           p --ro-bind "$dir/.git" "$dir/.git"; fi
       fi
-      [ -z "$TB_GIT_WRITE" ] && for x in refs/remotes logs/refs/remotes; do
-        [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
     fi
     for x in $TB_OUT; do mkdir -p -m 700 -- "$x" && p --bind "$x" "$x"; done
     each --ro-bind-try $TB_FILES
@@ -5867,6 +5871,7 @@ else
     git worktree add -q -b "$b" "$wt" "$from" >&2; echo "new $from"
   fi
 fi
+refs "$wt" "$b"
 cd "$wt" && pwd -P && git rev-parse HEAD"""
 
 
@@ -5883,6 +5888,7 @@ def worktree_args(task: dict, project: dict, worktree: str, branch: str,
 #: when MERGED, or when it has no commits of its own since BASE.
 WORKTREE_REMOVE = r"""wt=$1; b=$2; base=$3; merged=$4
 if [ -d "$wt" ]; then git worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf -- "$wt"; fi
+unrefs "$wt"
 prune
 [ -n "$b" ] || exit 0
 if [ -n "$merged" ] || { [ -n "$base" ] &&
@@ -5908,20 +5914,58 @@ def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str
     return what, path, head
 
 
+#: A worktree run's own refs (design §17 v6): SANDBOX_RUN shows it, over the repository's
+#: `refs` and `logs`, a copy the board keeps beside its worktree (`<worktrees>/.refs/<key>`:
+#: `refs` copied, `logs` empty), so that whatever it does to `main` or another task's branch
+#: moves the copy only.  `refs WORKTREE BRANCH` (OWN_REFS), at the start of each sandboxed
+#: run (WORKTREE_SCRIPT) and at its end (sync_own_refs()): what BRANCH became in the copy
+#: comes into the repository, only from the value it had when the copy was made (else it
+#: says so and nothing moves), and not through a link; then the copy is made again.
+#: `unrefs WORKTREE`: the copy goes (WORKTREE_REMOVE, PICK_SCRIPT).
+OWN_REFS = r"""plain() {
+  x=$1; IFS=/; for y in $2; do x=$x/$y
+    if [ -L "$x" ]; then unset IFS; echo "refused: $x is a link"; return 1; fi; done
+  unset IFS
+}
+refs() {
+  t=${1%/*}/.refs/${1##*/}; c=${GIT_COMMON_DIR:-$(git rev-parse --git-common-dir)}
+  r=refs/heads/$2
+  if [ -f "$t/was" ] && read -r was wb < "$t/was" && [ "$wb" = "$2" ] &&
+      [ -f "$t/$r" ] && [ ! -L "$t/$r" ]; then
+    now=$(head -c 100 -- "$t/$r")
+    if [ "$now" != "$was" ]; then
+      case $now in
+        *[!0-9a-f]*|'') echo "refused: $2 in the run's copy is not a commit: $now";;
+        *) { plain "$c" "$r" && plain "$c" "logs/$r" && git update-ref \
+               -m "taskboard: the run's commits" "$r" "$now" "$was"; } ||
+             echo "refused: the run's commits ($now) were not put on $2 (was $was)";;
+      esac
+    fi
+  fi
+  if [ -L "$c/refs" ] || [ -L "$c/logs" ]; then
+    echo "refused: the repository's refs or logs folder is a link"; return 1; fi
+  [ -d "$c/logs" ] || mkdir -- "$c/logs"
+  rm -rf -- "$t" && mkdir -p -- "$t/logs" && cp -R -- "$c/refs" "$t/refs" || return 1
+  if was=$(git rev-parse --verify -q "$r"); then echo "$was $2" > "$t/was"; fi
+}"""
+
+
 def in_repository(script: str, common: str | None, sandbox: dict | None = None) -> str:
     """A script of the board's git work on a repository's worktrees (WORKTREE_SCRIPT,
-    WORKTREE_REMOVE, PICK_SCRIPT, PRUNE) pinned to its common git folder as the board found
-    it (GIT_COMMON_DIR: a `commondir` a run planted is not followed), refusing a `worktrees`
-    folder that is a link (its prune would empty what it points at); stderr with stdout.
-    Its `prune` is `git worktree prune`, but nothing in a `sandbox`, where the worktrees it
-    does not show (the person's own, other projects') would look gone: PRUNE runs outside
-    it then (prune_outside())."""
+    WORKTREE_REMOVE, PICK_SCRIPT, PRUNE, OWN_REFS) pinned to its common git folder as the
+    board found it (GIT_COMMON_DIR: a `commondir` a run planted is not followed), refusing
+    a `worktrees` folder that is a link (its prune would empty what it points at); stderr
+    with stdout.  Its `prune` is `git worktree prune`, but nothing in a `sandbox`, where the
+    worktrees it does not show (the person's own, other projects') would look gone: PRUNE
+    runs outside it then (prune_outside()); its `refs` (OWN_REFS) only in a sandbox, the
+    only place a run sees the copy."""
     pin = f"export GIT_COMMON_DIR={shlex.quote(common)}\n" if common else ""
     where = '"$GIT_COMMON_DIR"' if common else '"$(git rev-parse --git-common-dir)"'
     prune = ":" if sandbox else "git worktree prune"
     return pin + f'exec 2>&1\nif [ -L {where}/worktrees ]; then\n' \
         '  echo "refused: the repository\'s worktrees folder is a link"; exit 1\nfi\n' \
-        f"prune() {{ {prune}; }}\n" + script
+        f"prune() {{ {prune}; }}\n" + (OWN_REFS if sandbox else "refs() { :; }") + \
+        '\nunrefs() { rm -rf -- "${1%/*}/.refs/${1##*/}"; }\n' + script
 
 
 #: Stale worktrees forgotten: what the scripts above do as `prune`.
@@ -7874,14 +7918,16 @@ def _limit_outcome(run: "AgentRun", outcome: str, reason: str | None) \
 def close_run(run: "AgentRun", task: dict | None, said: str = "") -> tuple[str, str | None]:
     """What every end of a task's (or an attempt's: `task` as attempt_task() gives it,
     `said` the log's prefix) agent run does first: its token revoked, what it left
-    uncommitted committed, its open requests expired, its log written; how it ended."""
+    uncommitted committed and its commits put on its branch, its open requests expired,
+    its log written; how it ended."""
     revoke_run_token(run)
     if task is not None:
-        try:
-            commit_leftovers(task, run.cwd, run.run_id, run.machine)
-        except (GitError, HostDown) as exc:
-            runtime.logs.append(run.task_id, "system", f"{said}the agent's changes were not "
-                                f"committed: {exc}", run.run_id, is_error=True)
+        for step in (commit_leftovers, sync_own_refs):
+            try:
+                step(task, run.cwd, run.run_id, run.machine)
+            except (GitError, HostDown) as exc:
+                runtime.logs.append(run.task_id, "system", f"{said}the agent's changes were "
+                                    f"not committed: {exc}", run.run_id, is_error=True)
     expire_requests(run.run_id)
     runtime.logs.flush([run.task_id])
     return judge_run(run.parser, run.exit_code, run.stop_reason)
@@ -9212,11 +9258,12 @@ def pick_attempt(task_id: int, n: int, by: str = "person") -> list[dict]:
 PICK_SCRIPT = """src=$1 dst=$2; shift 2
 if [ -n "$src" ]; then
   if [ -e "$dst" ]; then git worktree remove --force "$dst" || rm -rf "$dst"; fi
-  prune; mkdir -p "$(dirname "$dst")"
+  prune; mkdir -p "$(dirname "$dst")"; unrefs "$dst"; unrefs "$src"
   if [ -d "$src" ]; then git worktree move "$src" "$dst" || exit 1; fi
 fi
 while [ $# -gt 1 ]; do
   git worktree remove --force "$1" 2>/dev/null || rm -rf "$1"
+  unrefs "$1"
   if [ -n "$2" ]; then git branch -D "$2" >/dev/null 2>&1; fi
   shift 2
 done
@@ -9364,6 +9411,30 @@ def commit_leftovers(task: dict, cwd: str, run_id: int | None,
                         "uncommitted", run_id)
 
 
+def sync_own_refs(task: dict, cwd: str, run_id: int | None,
+                  machine: "ThisMachine | HostLink") -> None:
+    """A sandboxed run's commits, made on its copy of the repository's refs (OWN_REFS),
+    put on its branch in the repository, by the board's git in the runs' sandbox (after
+    commit_leftovers()); what could not be moved goes to the task's log, with the commit
+    it would have been."""
+    project = project_row(task["project_id"])
+    if project is None or not task["branch_name"] or not machine.worktree_at(cwd):
+        return
+    sandbox = git_sandbox(project, machine, worktree=task)
+    if sandbox is None:
+        return
+    repo = machine.repository(project)
+    with machine.repo_lock(repo):
+        code, out = machine.shell(repo, sandbox=sandbox)(
+            ["sh", "-c", in_repository('refs "$1" "$2"', machine.git_dir(project), sandbox),
+             "sh", machine.worktree(task, project), task["branch_name"]], 60)
+    refused = [line for line in out.splitlines() if line.startswith("refused: ")]
+    if code != 0 or refused:
+        runtime.logs.append(task["id"], "system", "the run's branch was not brought up to "
+                            f"date: {_cut('; '.join(refused) or out.strip(), 500)}", run_id,
+                            is_error=True)
+
+
 def remove_worktree(task: dict, project: dict, only_if_done: bool = False,
                     merged: bool = False) -> None:
     """Remove the task's worktree; its branch stays unless it has no commits of its own
@@ -9401,7 +9472,8 @@ def prune_worktrees() -> None:
 def worktree_disk(project_id: int) -> dict:
     """How many worktrees the project has and the disk they use."""
     folder = os.path.join(runtime.data_dir, "worktrees", str(project_id))
-    names = os.listdir(folder) if os.path.isdir(folder) else []
+    names = [n for n in os.listdir(folder) if not n.startswith(".")] \
+        if os.path.isdir(folder) else []  # .refs: OWN_REFS
     if not names:
         return {"worktrees": 0, "worktreeBytes": 0}
     code, out = run_command(["du", "-sk", folder], None, 30)

@@ -137,6 +137,47 @@ echo left > left.txt
     assert not (remotes / done["branch_name"]).is_symlink(), "remote-tracking logs: read-only"
 
 
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+def test_a_worktree_run_moves_its_own_branch_only(client, api, person, mode):
+    """A worktree run (autoBranch) moves `main` (packed) and another task's branch beside
+    its own, deletes a third, and writes main's ref file itself: before, a run's `refs`
+    were the repository's, writable.  Sandboxed it moves its copy only (OWN_REFS), while
+    its own commits land on its branch, at the end of the run and of the next (resumed)
+    one; the control moves them all."""
+    git(person.shop, "pack-refs", "--all")
+    main = git(person.shop, "rev-parse", "main").strip()
+    for name in ("feature/other-task", "gone"):
+        git(person.shop, "branch", name)
+    project = api.project(permissionMode="auto-accept", autoBranch=1, sandbox=mode,
+                          sandboxPaths={"readWrite": [str(person.records)]})
+    task = api.task(project["id"], description=script("""
+echo work > work.txt && git add work.txt && git commit -qm "the agent's work" &&
+  echo "GOT its commit"
+git update-ref refs/heads/main HEAD; git branch -f feature/other-task HEAD
+git branch -D gone; echo left > left.txt
+"""))
+    api.move(task["id"], "in_progress")
+    done = wait_status(client, task["id"], "testing")
+    assert "GOT its commit" in said(client, task["id"])
+    desk(client, "request_changes", {"id": task["id"], "feedback": script("""
+echo more >> work.txt && git commit -qam "more work" && echo "GOT its second commit"
+c=$(git rev-parse --git-common-dir); git rev-parse HEAD > "$c/refs/heads/main"
+""")})
+    wait_status(client, task["id"], "testing")
+    assert "GOT its second commit" in said(client, task["id"])
+    own = git(person.shop, "log", "--format=%s", done["branch_name"])
+    assert own.split("\n")[:3] == ["more work", f"{task['task_key']}: uncommitted changes "
+                                    "from the agent", "the agent's work"], own
+    branches = git(person.shop, "branch", "--format=%(refname:short) %(objectname)")
+    if mode == "none":  # the control: the run moved them all
+        assert f"main {main}" not in branches and "gone" not in branches
+        assert git(person.shop, "rev-parse", "feature/other-task").strip() != main
+        return
+    assert done["sandboxed"] is True
+    for name in ("main", "feature/other-task", "gone"):
+        assert f"{name} {main}" in branches, branches
+
+
 def test_attempts_are_made_picked_and_cleared_by_the_boards_sandboxed_git(
         client, api, person):
     """Best of N in a sandboxed project: each attempt's worktree is made, diffed and, once
@@ -157,7 +198,9 @@ def test_attempts_are_made_picked_and_cleared_by_the_boards_sandboxed_git(
     assert picked["branch_name"] == first["branch"]
     assert "mine.txt" in desk(client, "get_task_diff", {"taskId": task["id"]}).json["diff"]
     assert second["branch"] not in git(person.shop, "branch", "--list").split()
-    assert os.listdir(person.data / "worktrees" / str(project["id"])) == [task["task_key"]]
+    folder = person.data / "worktrees" / str(project["id"])
+    assert sorted(os.listdir(folder)) == [".refs", task["task_key"]]
+    assert os.listdir(folder / ".refs") == [], "the attempts' copies of refs go with them"
     assert str(mine) in git(person.shop, "worktree", "list"), "the person's own is kept"
 
 
