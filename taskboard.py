@@ -5844,6 +5844,21 @@ def repo_root(cwd: str) -> str:
     return (git_dirs(cwd) or (cwd,))[0]
 
 
+def link_on_the_way(common: str, branch: str) -> str | None:
+    """The first link on the way to a branch's ref or reflog file in the repository whose
+    common git folder is `common` (git follows it when it writes there: a reflog line
+    appended to a file of home), or None (design §17 v6: for the board's git that writes
+    a ref outside a sandbox)."""
+    for top in ("refs", "logs/refs"):
+        path = common
+        for part in [*top.split("/"), "heads", *branch.split("/")]:
+            path = os.path.join(path, part)
+            with contextlib.suppress(OSError):
+                if stat.S_ISLNK(os.lstat(path).st_mode):
+                    return path
+    return None
+
+
 def worktree_path(task: dict) -> str:
     return os.path.join(runtime.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
 
@@ -6608,14 +6623,17 @@ class HostLink:
             runtime.events.publish("host:updated", render(HOST_FIELDS, row))
 
     def bring_home(self, task: dict, project: dict) -> str | None:
-        """The branch is fetched from the host's clone over its connection."""
+        """The branch is fetched from the host's clone over its connection, not through a
+        link a run could have left where git writes its ref or reflog (link_on_the_way()),
+        nor writing FETCH_HEAD."""
         branch = task["branch_name"]
-        root = repo_root(project["working_dir"])
+        root, common = git_dirs(project["working_dir"]) or (project["working_dir"], None)
         try:
             clone = self.repository(project)
             with self.repo_lock(clone), git_lock(root):
-                code, out = run_command(
-                    ["git", "fetch", "--no-tags", "--upload-pack",
+                link = link_on_the_way(common, branch) if common else None
+                code, out = (1, f"refused: {link} is a link") if link else run_command(
+                    ["git", "fetch", "--no-tags", "--no-write-fetch-head", "--upload-pack",
                      f"{REMOTE_PROFILE}; git-upload-pack", f"{self.host['address']}:{clone}",
                      f"refs/heads/{branch}:refs/heads/{branch}"], root, 300,
                     stderr=subprocess.STDOUT, env={**os.environ, **GIT_ENV, "GIT_SSH_COMMAND":
