@@ -5554,8 +5554,10 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: and last what no bind may show: other projects and credential stores.  The metadata
 #: bound is TB_GIT's and its worktree's admin folder (the one whose `gitdir`, read-only to
 #: every run, names the checkout), never what git or a link in the checkout says, and
-#: only real folders, never a link a run planted (design §17 v6); the remote-tracking refs
-#: and their logs stay read-only, so the board's fetch never follows a link a run left.
+#: only real folders, never a link a run planted (design §17 v6); a worktree's run sees
+#: its own copy of `refs` and `logs` ($t: OWN_REFS), so it moves no other branch.  In a
+#: checkout's own .git the remote-tracking refs and their logs stay read-only, so the
+#: board's fetch never follows a link a run left.
 #: A checkout's own .git (no autoBranch) stays writable but for its config, hooks, info,
 #: worktrees and modules (made empty first when missing, so that no link takes their
 #: place): git writes HEAD and the index by renaming into it.  p() quotes
@@ -5932,35 +5934,38 @@ def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str
 #: A worktree run's own refs (design §17 v6): SANDBOX_RUN shows it, over the repository's
 #: `refs` and `logs`, a copy the board keeps beside its worktree (`<worktrees>/.refs/<key>`:
 #: `refs` copied, `logs` empty), so that whatever it does to `main` or another task's branch
-#: moves the copy only.  `refs WORKTREE BRANCH` (OWN_REFS), at the start of each sandboxed
-#: run (WORKTREE_SCRIPT) and at its end (sync_own_refs()): what BRANCH became in the copy
-#: comes into the repository, only from the value it had when the copy was made (else it
-#: says so and nothing moves), and not through a link; then the copy is made again.
-#: `unrefs WORKTREE`: the copy goes (WORKTREE_REMOVE, PICK_SCRIPT).
+#: moves the copy only.  `sync WORKTREE BRANCH` (at the end of a sandboxed run:
+#: sync_own_refs()) puts what BRANCH became in the copy on BRANCH in the repository, only
+#: from the value it had when the copy was made (else it says so and nothing moves), never
+#: through a link, by git's update-ref alone (no filter, hook or driver to run);
+#: `refs WORKTREE BRANCH` (at the start of each sandboxed run: WORKTREE_SCRIPT) syncs what a
+#: run cut short left, then makes the copy again; `unrefs WORKTREE`: the copy goes
+#: (WORKTREE_REMOVE, PICK_SCRIPT).
 OWN_REFS = r"""plain() {
   x=$1; IFS=/; for y in $2; do x=$x/$y
     if [ -L "$x" ]; then unset IFS; echo "refused: $x is a link"; return 1; fi; done
   unset IFS
 }
-refs() {
+sync() {
   t=${1%/*}/.refs/${1##*/}; c=${GIT_COMMON_DIR:-$(git rev-parse --git-common-dir)}
   r=refs/heads/$2
-  if [ -f "$t/was" ] && read -r was wb < "$t/was" && [ "$wb" = "$2" ] &&
-      [ -f "$t/$r" ] && [ ! -L "$t/$r" ]; then
-    now=$(head -c 100 -- "$t/$r")
-    if [ "$now" != "$was" ]; then
-      case $now in
-        *[!0-9a-f]*|'') echo "refused: $2 in the run's copy is not a commit: $now";;
-        *) { plain "$c" "$r" && plain "$c" "logs/$r" && git update-ref \
-               -m "taskboard: the run's commits" "$r" "$now" "$was"; } ||
-             echo "refused: the run's commits ($now) were not put on $2 (was $was)";;
-      esac
-    fi
-  fi
+  [ -f "$t/was" ] && read -r was wb < "$t/was" && [ "$wb" = "$2" ] &&
+    plain "$t" "$r" >/dev/null && [ -f "$t/$r" ] || return 0
+  now=$(head -c 100 -- "$t/$r")
+  [ "$now" != "$was" ] || return 0
+  case $now in *[!0-9a-f]*|'')
+    echo "refused: $2 in the run's copy of refs is not a commit"; return 0;; esac
+  if plain "$c" "$r" && plain "$c" "logs/$r" &&
+      git update-ref -m "taskboard: the run's commits" "$r" "$now" "$was"; then
+    echo "$now $2" > "$t/was"
+  else echo "refused: the run's commits ($now) were not put on $2 (at $was before it)"; fi
+}
+unrefs() { rm -rf -- "${1%/*}/.refs/${1##*/}"; }
+copy() {
   if [ -L "$c/refs" ] || [ -L "$c/logs" ]; then
     echo "refused: the repository's refs or logs folder is a link"; return 1; fi
   [ -d "$c/logs" ] || mkdir -- "$c/logs"
-  rm -rf -- "$t" && mkdir -p -- "$t/logs" && cp -R -- "$c/refs" "$t/refs" || return 1
+  unrefs "$1" && mkdir -p -- "$t/logs" && cp -R -- "$c/refs" "$t/refs" || return 1
   if was=$(git rev-parse --verify -q "$r"); then echo "$was $2" > "$t/was"; fi
 }"""
 
@@ -5973,14 +5978,14 @@ def in_repository(script: str, common: str | None, sandbox: dict | None = None) 
     with stdout.  Its `prune` is `git worktree prune`, but nothing in a `sandbox`, where the
     worktrees it does not show (the person's own, other projects') would look gone: PRUNE
     runs outside it then (prune_outside()); its `refs` (OWN_REFS) only in a sandbox, the
-    only place a run sees the copy."""
+    only place a run sees the copy of refs."""
     pin = f"export GIT_COMMON_DIR={shlex.quote(common)}\n" if common else ""
     where = '"$GIT_COMMON_DIR"' if common else '"$(git rev-parse --git-common-dir)"'
     prune = ":" if sandbox else "git worktree prune"
     return pin + f'exec 2>&1\nif [ -L {where}/worktrees ]; then\n' \
         '  echo "refused: the repository\'s worktrees folder is a link"; exit 1\nfi\n' \
-        f"prune() {{ {prune}; }}\n" + (OWN_REFS if sandbox else "refs() { :; }") + \
-        '\nunrefs() { rm -rf -- "${1%/*}/.refs/${1##*/}"; }\n' + script
+        f"prune() {{ {prune}; }}\n" + OWN_REFS + \
+        ('\nrefs() { sync "$@"; copy "$@"; }\n' if sandbox else "\nrefs() { :; }\n") + script
 
 
 #: Stale worktrees forgotten: what the scripts above do as `prune`.
@@ -9432,20 +9437,20 @@ def commit_leftovers(task: dict, cwd: str, run_id: int | None,
 def sync_own_refs(task: dict, cwd: str, run_id: int | None,
                   machine: "ThisMachine | HostLink") -> None:
     """A sandboxed run's commits, made on its copy of the repository's refs (OWN_REFS),
-    put on its branch in the repository, by the board's git in the runs' sandbox (after
-    commit_leftovers()); what could not be moved goes to the task's log, with the commit
-    it would have been."""
+    put on its branch in the repository (after commit_leftovers()), outside the sandbox:
+    update-ref runs nothing a run could have written, and OWN_REFS's sync follows no
+    link; what could not be moved goes to the task's log, with the commit it would have
+    been."""
     project = project_row(task["project_id"])
     if project is None or not task["branch_name"] or not machine.worktree_at(cwd):
         return
-    sandbox = git_sandbox(project, machine, worktree=task)
-    if sandbox is None:
+    if git_sandbox(project, machine) is None:
         return
     repo = machine.repository(project)
     with machine.repo_lock(repo):
-        code, out = machine.shell(repo, sandbox=sandbox)(
-            ["sh", "-c", in_repository('refs "$1" "$2"', machine.git_dir(project), sandbox),
-             "sh", machine.worktree(task, project), task["branch_name"]], 60)
+        code, out = machine.shell(repo)(
+            ["sh", "-c", in_repository('sync "$1" "$2"', machine.git_dir(project)), "sh",
+             machine.worktree(task, project), task["branch_name"]], 60)
     refused = [line for line in out.splitlines() if line.startswith("refused: ")]
     if code != 0 or refused:
         runtime.logs.append(task["id"], "system", "the run's branch was not brought up to "
