@@ -178,6 +178,33 @@ c=$(git rev-parse --git-common-dir); git rev-parse HEAD > "$c/refs/heads/main"
         assert f"{name} {main}" in branches, branches
 
 
+def test_a_branch_moved_during_a_run_stays_and_the_log_names_the_runs_commit(
+        client, api, person):
+    """The run's branch is put where its copy says only from where it was when the copy
+    was made: moved by the person meanwhile, it stays, and the log names the run's commit
+    so that nothing is lost."""
+    project = api.project(permissionMode="auto-accept", autoBranch=1, sandbox="bubblewrap",
+                          sandboxPaths={"readWrite": [str(person.records)]})
+    marks = person.records
+    task = api.task(project["id"], description=script(f"""
+echo work > work.txt && git add work.txt && git commit -qm "the agent's work" &&
+  git rev-parse HEAD > {marks}/committed.tmp && mv {marks}/committed.tmp {marks}/committed
+until [ -e {marks}/go ]; do sleep 0.05; done
+"""))
+    api.move(task["id"], "in_progress")
+    wait_for(lambda: (marks / "committed").exists(), RUN, message="the agent's commit")
+    branch = client.get(f"/api/tasks/{task['id']}").json["branch_name"]
+    mine = git(person.shop, "commit-tree", "-p", branch, "-m", "mine", f"{branch}^{{tree}}")
+    git(person.shop, "update-ref", f"refs/heads/{branch}", mine.strip())
+    (marks / "go").touch()
+    wait_status(client, task["id"], "testing")
+    assert git(person.shop, "rev-parse", branch) == mine
+    ours = (marks / "committed").read_text().strip()
+    refused = f"refused: the run's commits ({ours}) were not put on {branch}"
+    assert any(refused in e["message"] for e in client.get(
+        f"/api/tasks/{task['id']}/logs").json), "the log names the run's commit"
+
+
 def test_attempts_are_made_picked_and_cleared_by_the_boards_sandboxed_git(
         client, api, person):
     """Best of N in a sandboxed project: each attempt's worktree is made, diffed and, once
