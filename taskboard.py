@@ -5934,7 +5934,7 @@ def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str
 #: A worktree run's own refs (design §17 v6): SANDBOX_RUN shows it, over the repository's
 #: `refs` and `logs`, a copy the board keeps beside its worktree (`<worktrees>/.refs/<key>`:
 #: `refs` copied, `logs` empty), so that whatever it does to `main` or another task's branch
-#: moves the copy only.  `sync WORKTREE BRANCH` (at the end of a sandboxed run:
+#: moves the copy only.  `sync_refs WORKTREE BRANCH` (at the end of a sandboxed run:
 #: sync_own_refs()) puts what BRANCH became in the copy on BRANCH in the repository, only
 #: from the value it had when the copy was made (else it says so and nothing moves), never
 #: through a link, by git's update-ref alone (no filter, hook or driver to run);
@@ -5946,10 +5946,12 @@ OWN_REFS = r"""plain() {
     if [ -L "$x" ]; then unset IFS; echo "refused: $x is a link"; return 1; fi; done
   unset IFS
 }
-sync() {
+at() {
   t=${1%/*}/.refs/${1##*/}; c=${GIT_COMMON_DIR:-$(git rev-parse --git-common-dir)}
   r=refs/heads/$2
-  [ -f "$t/was" ] && read -r was wb < "$t/was" && [ "$wb" = "$2" ] &&
+}
+sync_refs() {
+  at "$@"; [ -f "$t/was" ] && read -r was wb < "$t/was" && [ "$wb" = "$2" ] &&
     plain "$t" "$r" >/dev/null && [ -f "$t/$r" ] || return 0
   now=$(head -c 100 -- "$t/$r")
   [ "$now" != "$was" ] || return 0
@@ -5961,8 +5963,8 @@ sync() {
   else echo "refused: the run's commits ($now) were not put on $2 (at $was before it)"; fi
 }
 unrefs() { rm -rf -- "${1%/*}/.refs/${1##*/}"; }
-copy() {
-  if [ -L "$c/refs" ] || [ -L "$c/logs" ]; then
+copy_refs() {
+  at "$@"; if [ -L "$c/refs" ] || [ -L "$c/logs" ]; then
     echo "refused: the repository's refs or logs folder is a link"; return 1; fi
   [ -d "$c/logs" ] || mkdir -- "$c/logs"
   unrefs "$1" && mkdir -p -- "$t/logs" && cp -R -- "$c/refs" "$t/refs" || return 1
@@ -5982,10 +5984,10 @@ def in_repository(script: str, common: str | None, sandbox: dict | None = None) 
     pin = f"export GIT_COMMON_DIR={shlex.quote(common)}\n" if common else ""
     where = '"$GIT_COMMON_DIR"' if common else '"$(git rev-parse --git-common-dir)"'
     prune = ":" if sandbox else "git worktree prune"
+    refs = 'sync_refs "$@"; copy_refs "$@"' if sandbox else ":"
     return pin + f'exec 2>&1\nif [ -L {where}/worktrees ]; then\n' \
         '  echo "refused: the repository\'s worktrees folder is a link"; exit 1\nfi\n' \
-        f"prune() {{ {prune}; }}\n" + OWN_REFS + \
-        ('\nrefs() { sync "$@"; copy "$@"; }\n' if sandbox else "\nrefs() { :; }\n") + script
+        f"prune() {{ {prune}; }}\n{OWN_REFS}\nrefs() {{ {refs}; }}\n" + script
 
 
 #: Stale worktrees forgotten: what the scripts above do as `prune`.
@@ -9438,7 +9440,7 @@ def sync_own_refs(task: dict, cwd: str, run_id: int | None,
                   machine: "ThisMachine | HostLink") -> None:
     """A sandboxed run's commits, made on its copy of the repository's refs (OWN_REFS),
     put on its branch in the repository (after commit_leftovers()), outside the sandbox:
-    update-ref runs nothing a run could have written, and OWN_REFS's sync follows no
+    update-ref runs nothing a run could have written, and OWN_REFS's sync_refs follows no
     link; what could not be moved goes to the task's log, with the commit it would have
     been."""
     project = project_row(task["project_id"])
@@ -9449,7 +9451,7 @@ def sync_own_refs(task: dict, cwd: str, run_id: int | None,
     repo = machine.repository(project)
     with machine.repo_lock(repo):
         code, out = machine.shell(repo)(
-            ["sh", "-c", in_repository('sync "$1" "$2"', machine.git_dir(project)), "sh",
+            ["sh", "-c", in_repository('sync_refs "$1" "$2"', machine.git_dir(project)), "sh",
              machine.worktree(task, project), task["branch_name"]], 60)
     refused = [line for line in out.splitlines() if line.startswith("refused: ")]
     if code != 0 or refused:

@@ -84,7 +84,7 @@ def main():
             ["sh", "-c", taskboard.in_repository('refs "$1" "$2"', layout["git"], boards), "sh",
              worktrees["bubblewrap"], "task/t-1"], repo, env, boards, data)[:1], repo,
             taskboard.in_sandbox([], repo, env, boards, data)[1])
-        sync = (["sh", "-c", taskboard.in_repository('sync "$1" "$2"', layout["git"]), "sh",
+        sync = (["sh", "-c", taskboard.in_repository('sync_refs "$1" "$2"', layout["git"]), "sh",
                  worktrees["bubblewrap"], "task/t-1"], env)
         times = {(what, mode): [] for what in ("commit", "diff", "sync", "end")
                  for mode in ("bubblewrap", "none")}
