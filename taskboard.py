@@ -5937,7 +5937,8 @@ def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str
 #: moves the copy only.  `sync_refs WORKTREE BRANCH` (at the end of a sandboxed run:
 #: sync_own_refs()) puts what BRANCH became in the copy on BRANCH in the repository, only
 #: from the value it had when the copy was made (else it says so and nothing moves), never
-#: through a link, by git's update-ref alone (no filter, hook or driver to run);
+#: through a link, by git's update-ref alone (no filter, hook or driver to run), and not
+#: when the copy was made after it was last written (no process started then);
 #: `refs WORKTREE BRANCH` (at the start of each sandboxed run: WORKTREE_SCRIPT) syncs what a
 #: run cut short left, then makes the copy again; `unrefs WORKTREE`: the copy goes
 #: (WORKTREE_REMOVE, PICK_SCRIPT).
@@ -5952,7 +5953,7 @@ at() {
 }
 sync_refs() {
   at "$@"; [ -f "$t/was" ] && read -r was wb < "$t/was" && [ "$wb" = "$2" ] &&
-    plain "$t" "$r" >/dev/null && [ -f "$t/$r" ] || return 0
+    plain "$t" "$r" >/dev/null && [ -f "$t/$r" ] && ! [ "$t/was" -nt "$t/$r" ] || return 0
   now=$(head -c 100 -- "$t/$r")
   [ "$now" != "$was" ] || return 0
   case $now in *[!0-9a-f]*|'')
@@ -5968,7 +5969,9 @@ copy_refs() {
     echo "refused: the repository's refs or logs folder is a link"; return 1; fi
   [ -d "$c/logs" ] || mkdir -- "$c/logs"
   unrefs "$1" && mkdir -p -- "$t/logs" && cp -R -- "$c/refs" "$t/refs" || return 1
-  if was=$(git rev-parse --verify -q "$r"); then echo "$was $2" > "$t/was"; fi
+  was=; [ -f "$c/$r" ] && [ ! -L "$c/$r" ] && read -r was < "$c/$r"
+  case $was in *[!0-9a-f]*|'') was=$(git rev-parse --verify -q "$r") || return 0;; esac
+  echo "$was $2" > "$t/was"
 }"""
 
 
