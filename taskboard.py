@@ -5554,10 +5554,11 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: and last what no bind may show: other projects and credential stores.  The metadata
 #: bound is TB_GIT's and its worktree's admin folder (the one whose `gitdir`, read-only to
 #: every run, names the checkout), never what git or a link in the checkout says, and
-#: only real folders, never a link a run planted (design §17 v6); a worktree's run sees
-#: its own copy of `refs` and `logs` ($t: OWN_REFS), so it moves no other branch.  In a
-#: checkout's own .git the remote-tracking refs and their logs stay read-only, so the
-#: board's fetch never follows a link a run left.
+#: only real folders, never a link a run planted (design §17 v6); a run in a task's
+#: worktree sees its own copy of `refs` and `logs` ($t: OWN_REFS), so it moves no other
+#: branch; in the person's checkout (no autoBranch: its .git, or a worktree of theirs) it
+#: works on their branches as they do, but the remote-tracking refs and their logs stay
+#: read-only, so the board's fetch never follows a link a run left.
 #: A checkout's own .git (no autoBranch) stays writable but for its config, hooks, info,
 #: worktrees and modules (made empty first when missing, so that no link takes their
 #: place): git writes HEAD and the index by renaming into it.  p() quotes
@@ -5599,7 +5600,7 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     each --bind-try $TB_RW
     p --tmpfs "$TB_BASE"
     if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
-    c=$TB_GIT; g=
+    c=$TB_GIT; g=; t=
     if [ -n "$c" ] && [ -d "$c" ] && [ ! -L "$c" ]; then
       set +f
       for x in "$c"/worktrees/*/gitdir; do
@@ -5615,13 +5616,12 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
         for x in config hooks info worktrees modules; do
           [ -e "$c/$x" ] || [ -L "$c/$x" ] || [ "$x" = config ] || mkdir -- "$c/$x"
           [ -e "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
-        for x in refs/remotes logs/refs/remotes; do
-          [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
       else
         p --ro-bind "$c" "$c"
         t=${k%/.git}; t=${t%/*}/.refs/${t##*/}; [ -n "$g" ] && [ -d "$t/refs" ] || t=
-        if [ -z "$TB_READ_ONLY" ]; then
-          [ -d "$c/objects" ] && [ ! -L "$c/objects" ] && p --bind "$c/objects" "$c/objects"
+        w="objects${nl}refs${nl}logs"; [ -n "$t" ] && w=objects
+        if [ -z "$TB_READ_ONLY" ]; then for x in $w; do
+            [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --bind "$c/$x" "$c/$x"; done
           [ -n "$t" ] && [ -d "$c/logs" ] && [ ! -L "$c/logs" ] &&
             p --bind "$t/refs" "$c/refs" --bind "$t/logs" "$c/logs"
           [ -n "$g" ] && p --bind "$g" "$g"
@@ -5631,6 +5631,8 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
             elif [ ! -e "$g/$x" ]; then p --ro-bind /dev/null "$g/$x"; fi; done
           p --ro-bind "$dir/.git" "$dir/.git"; fi
       fi
+      [ -z "$TB_GIT_WRITE" ] && [ -z "$t" ] && for x in refs/remotes logs/refs/remotes; do
+        [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
     fi
     for x in $TB_OUT; do mkdir -p -m 700 -- "$x" && p --bind "$x" "$x"; done
     each --ro-bind-try $TB_FILES
@@ -5933,15 +5935,15 @@ def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str
 
 #: A worktree run's own refs (design §17 v6): SANDBOX_RUN shows it, over the repository's
 #: `refs` and `logs`, a copy the board keeps beside its worktree (`<worktrees>/.refs/<key>`:
-#: `refs` copied, `logs` empty), so that whatever it does to `main` or another task's branch
-#: moves the copy only.  `sync_refs WORKTREE BRANCH` (at the end of a sandboxed run:
-#: sync_own_refs()) puts what BRANCH became in the copy on BRANCH in the repository, only
-#: from the value it had when the copy was made (else it says so and nothing moves), never
-#: through a link, by git's update-ref alone (no filter, hook or driver to run), and not
-#: when the copy was made after it was last written (no process started then);
-#: `refs WORKTREE BRANCH` (at the start of each sandboxed run: WORKTREE_SCRIPT) syncs what a
-#: run cut short left, then makes the copy again; `unrefs WORKTREE`: the copy goes
-#: (WORKTREE_REMOVE, PICK_SCRIPT).
+#: `refs` copied with their times, `logs` its own), so that whatever it does to `main` or
+#: another task's branch moves the copy only.  `sync_refs WORKTREE BRANCH` (at the end of a
+#: sandboxed run: sync_own_refs()) puts what BRANCH became in the copy on BRANCH in the
+#: repository, only from the value it had when the copy was made (else it says so and
+#: nothing moves), never through a link, by git's update-ref alone (no filter, hook or
+#: driver to run); it reads nothing when the copy was made after the branch was last
+#: written there.  `refs WORKTREE BRANCH` (at the start of each sandboxed run:
+#: WORKTREE_SCRIPT) syncs what a run cut short left, then makes the copy again; `unrefs
+#: WORKTREE`: the copy goes (WORKTREE_REMOVE, PICK_SCRIPT).
 OWN_REFS = r"""plain() {
   x=$1; IFS=/; for y in $2; do x=$x/$y
     if [ -L "$x" ]; then unset IFS; echo "refused: $x is a link"; return 1; fi; done
@@ -5968,7 +5970,8 @@ copy_refs() {
   at "$@"; if [ -L "$c/refs" ] || [ -L "$c/logs" ]; then
     echo "refused: the repository's refs or logs folder is a link"; return 1; fi
   [ -d "$c/logs" ] || mkdir -- "$c/logs"
-  unrefs "$1" && mkdir -p -- "$t/logs" && cp -R -- "$c/refs" "$t/refs" || return 1
+  [ -d "$t/logs" ] || mkdir -p -- "$t/logs" || return 1
+  rm -rf -- "$t/refs" && cp -Rp -- "$c/refs" "$t/refs" || return 1
   was=; [ -f "$c/$r" ] && [ ! -L "$c/$r" ] && read -r was < "$c/$r"
   case $was in *[!0-9a-f]*|'') was=$(git rev-parse --verify -q "$r") || return 0;; esac
   echo "$was $2" > "$t/was"

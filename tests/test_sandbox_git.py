@@ -205,6 +205,23 @@ until [ -e {marks}/go ]; do sleep 0.05; done
         f"/api/tasks/{task['id']}/logs").json), "the log names the run's commit"
 
 
+def test_a_checkout_that_is_a_worktree_of_the_persons_keeps_committing(client, api, person):
+    """A project whose workingDir is a worktree the person made of a repository (no
+    autoBranch) is the person's checkout, not a task's: its run commits on its branch
+    there as it did before runs got a copy of refs."""
+    checkout = person.home / "code" / "shop-feature"
+    git(person.shop, "worktree", "add", "-q", "-b", "feature", str(checkout))
+    project = api.project(permissionMode="auto-accept", sandbox="bubblewrap",
+                          workingDir=str(checkout),
+                          sandboxPaths={"readWrite": [str(person.records)]})
+    task = api.task(project["id"], description=script(
+        'echo x > x.txt && git add x.txt && git commit -qm "on feature" && echo GOT'))
+    api.move(task["id"], "in_progress")
+    assert wait_status(client, task["id"], "testing")["sandboxed"] is True
+    assert "GOT" in said(client, task["id"])
+    assert git(person.shop, "log", "-1", "--format=%s", "feature").strip() == "on feature"
+
+
 def test_attempts_are_made_picked_and_cleared_by_the_boards_sandboxed_git(
         client, api, person):
     """Best of N in a sandboxed project: each attempt's worktree is made, diffed and, once
