@@ -5652,8 +5652,11 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES TB_GIT TB_GIT_WRITE TB_OUT
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
-#: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.
-SANDBOXED = 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"'
+#: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.  With
+#: TB_AFTER (the board's own script), that script runs after it, outside the sandbox, in
+#: the same process, which exits as ARGV did.
+SANDBOXED = 'dir=$1; shift; after=${TB_AFTER-}; unset TB_AFTER\n' + SANDBOX_RUN + \
+    '\n[ -n "$after" ] || exec "$@"\n"$@"; s=$?; (eval "$after"); exit "$s"'
 #: Under the home directory: each agent CLI's own state (settings, sessions: resume works),
 #: which a sandboxed run sees as its project's copy, writable, with a ~/.cache of the
 #: project's: nothing a run writes there reaches the person's own CLI, another project or
@@ -5761,8 +5764,10 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     its attachments), paths (sandboxPaths), read_only (a planner's or verifier's: its
     checkout too), hide (other projects' folders, the token file), git (the repository's
     common git folder: git_dirs()), out (the board's own git on the repository: its
-    worktrees' folder, writable with all of `git`)}; `base`: the board's folder where the
-    run happens (the data dir, a host's baseDir); `show`: more programs the run starts."""
+    worktrees' folder, writable with all of `git`), after (the board's own script, run
+    outside the sandbox once the command ended: SANDBOXED)}; `base`: the board's folder
+    where the run happens (the data dir, a host's baseDir); `show`: more programs the run
+    starts."""
     paths = sandbox.get("paths") or {}
     return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
             "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
@@ -5778,7 +5783,7 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_RW": "\n".join(paths.get("readWrite", ())),
             "TB_FILES": "\n".join([*sandbox["files"], *files]),
             "TB_GIT": sandbox.get("git") or "", "TB_GIT_WRITE": "1" if sandbox.get("out") else "",
-            "TB_OUT": "\n".join(sandbox.get("out") or ())}
+            "TB_OUT": "\n".join(sandbox.get("out") or ()), "TB_AFTER": sandbox.get("after") or ""}
 
 
 def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
@@ -5937,13 +5942,14 @@ def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str
 #: `refs` and `logs`, a copy the board keeps beside its worktree (`<worktrees>/.refs/<key>`:
 #: `refs` copied with their times, `logs` its own), so that whatever it does to `main` or
 #: another task's branch moves the copy only.  `sync_refs WORKTREE BRANCH` (at the end of a
-#: sandboxed run: sync_own_refs()) puts what BRANCH became in the copy on BRANCH in the
-#: repository, only from the value it had when the copy was made (else it says so and
-#: nothing moves), never through a link, by git's update-ref alone (no filter, hook or
-#: driver to run); it reads nothing when the copy was made after the branch was last
-#: written there.  `refs WORKTREE BRANCH` (at the start of each sandboxed run:
-#: WORKTREE_SCRIPT) syncs what a run cut short left, then makes the copy again; `unrefs
-#: WORKTREE`: the copy goes (WORKTREE_REMOVE, PICK_SCRIPT).
+#: sandboxed run, after its commit, outside the sandbox: commit_leftovers()) puts what
+#: BRANCH became in the copy on BRANCH in the repository, only from the value it had when
+#: the copy was made (else it says so, on a line of its own: "refused: ...", and nothing
+#: moves), never through a link, by git's update-ref alone (no filter, hook or driver to
+#: run); it reads nothing when the copy was made after the branch was last written there.
+#: `refs WORKTREE BRANCH` (at the start of each sandboxed run: WORKTREE_SCRIPT) syncs what a
+#: run cut short left, then makes the copy again; `unrefs WORKTREE`: the copy goes
+#: (WORKTREE_REMOVE, PICK_SCRIPT).
 OWN_REFS = r"""plain() {
   x=$1; IFS=/; for y in $2; do x=$x/$y
     if [ -L "$x" ]; then unset IFS; echo "refused: $x is a link"; return 1; fi; done
@@ -5960,10 +5966,11 @@ sync_refs() {
   [ "$now" != "$was" ] || return 0
   case $now in *[!0-9a-f]*|'')
     echo "refused: $2 in the run's copy of refs is not a commit"; return 0;; esac
-  if plain "$c" "$r" && plain "$c" "logs/$r" &&
-      git update-ref -m "taskboard: the run's commits" "$r" "$now" "$was"; then
+  e=; if plain "$c" "$r" && plain "$c" "logs/$r" &&
+      e=$(git update-ref -m "taskboard: the run's commits" "$r" "$now" "$was" 2>&1); then
     echo "$now $2" > "$t/was"
-  else echo "refused: the run's commits ($now) were not put on $2 (at $was before it)"; fi
+  else echo "refused: the run's commits ($now) were not put on $2 (at $was before it)" \
+    "$(printf %s "$e" | tr '\n' ' ')"; fi
 }
 unrefs() { rm -rf -- "${1%/*}/.refs/${1##*/}"; }
 copy_refs() {
@@ -5976,6 +5983,13 @@ copy_refs() {
   case $was in *[!0-9a-f]*|'') was=$(git rev-parse --verify -q "$r") || return 0;; esac
   echo "$was $2" > "$t/was"
 }"""
+
+
+def sync_after(repo: str, worktree: str, branch: str, common: str | None) -> str:
+    """The script that puts a worktree's branch where its run's copy of refs says (OWN_REFS's
+    sync_refs, in the repository), as a sandbox's `after` (SANDBOXED's TB_AFTER)."""
+    return f"cd -- {shlex.quote(repo)}\nset -- {shlex.join([worktree, branch])}\n" + \
+        in_repository('sync_refs "$1" "$2"', common)
 
 
 def in_repository(script: str, common: str | None, sandbox: dict | None = None) -> str:
@@ -7953,12 +7967,11 @@ def close_run(run: "AgentRun", task: dict | None, said: str = "") -> tuple[str, 
     its log written; how it ended."""
     revoke_run_token(run)
     if task is not None:
-        for step in (commit_leftovers, sync_own_refs):
-            try:
-                step(task, run.cwd, run.run_id, run.machine)
-            except (GitError, HostDown) as exc:
-                runtime.logs.append(run.task_id, "system", f"{said}the agent's changes were "
-                                    f"not committed: {exc}", run.run_id, is_error=True)
+        try:
+            commit_leftovers(task, run.cwd, run.run_id, run.machine)
+        except (GitError, HostDown) as exc:
+            runtime.logs.append(run.task_id, "system", f"{said}the agent's changes were not "
+                                f"committed: {exc}", run.run_id, is_error=True)
     expire_requests(run.run_id)
     runtime.logs.flush([run.task_id])
     return judge_run(run.parser, run.exit_code, run.stop_reason)
@@ -9427,43 +9440,31 @@ git "$@" && echo committed"""
 def commit_leftovers(task: dict, cwd: str, run_id: int | None,
                      machine: "ThisMachine | HostLink") -> None:
     """Commit what the agent left uncommitted in the task's worktree, on the machine the
-    run used, in the sandbox of its runs (git_sandbox())."""
+    run used, in the sandbox of its runs (git_sandbox()); then, in the same process but
+    outside the sandbox, put the run's commits, made on its copy of the repository's refs,
+    on its branch (OWN_REFS's sync_refs: git's update-ref alone, which runs nothing a run
+    could have written, through no link).  What could not be put there goes to the task's
+    log, with the commit it would have been."""
     project = project_row(task["project_id"])
     if project is None or not machine.worktree_at(cwd):
         return
     sandbox = git_sandbox(project, machine, write=True)
+    if sandbox is not None and task["branch_name"]:
+        sandbox["after"] = sync_after(machine.repository(project), machine.worktree(
+            task, project), task["branch_name"], machine.git_dir(project))
     with machine.repo_lock(cwd):
         code, out = machine.shell(cwd, sandbox=sandbox)(
             ["sh", "-c", COMMIT_SCRIPT, "sh",
              f"{task['task_key']}: uncommitted changes from the agent"], 300)
+    refused = [line for line in out.splitlines() if line.startswith("refused: ")]
+    if refused:
+        runtime.logs.append(task["id"], "system", "the run's branch was not brought up to "
+                            f"date: {_cut('; '.join(refused), 500)}", run_id, is_error=True)
+    out = "\n".join(line for line in out.splitlines() if not line.startswith("refused: "))
     if not git_output(["commit"], code, out).strip().endswith("committed"):
         return
     runtime.logs.append(task["id"], "system", "committed the changes the agent left "
                         "uncommitted", run_id)
-
-
-def sync_own_refs(task: dict, cwd: str, run_id: int | None,
-                  machine: "ThisMachine | HostLink") -> None:
-    """A sandboxed run's commits, made on its copy of the repository's refs (OWN_REFS),
-    put on its branch in the repository (after commit_leftovers()), outside the sandbox:
-    update-ref runs nothing a run could have written, and OWN_REFS's sync_refs follows no
-    link; what could not be moved goes to the task's log, with the commit it would have
-    been."""
-    project = project_row(task["project_id"])
-    if project is None or not task["branch_name"] or not machine.worktree_at(cwd):
-        return
-    if git_sandbox(project, machine) is None:
-        return
-    repo = machine.repository(project)
-    with machine.repo_lock(repo):
-        code, out = machine.shell(repo)(
-            ["sh", "-c", in_repository('sync_refs "$1" "$2"', machine.git_dir(project)), "sh",
-             machine.worktree(task, project), task["branch_name"]], 60)
-    refused = [line for line in out.splitlines() if line.startswith("refused: ")]
-    if code != 0 or refused:
-        runtime.logs.append(task["id"], "system", "the run's branch was not brought up to "
-                            f"date: {_cut('; '.join(refused) or out.strip(), 500)}", run_id,
-                            is_error=True)
 
 
 def remove_worktree(task: dict, project: dict, only_if_done: bool = False,

@@ -1,9 +1,9 @@
 """What the sandbox costs the board's own git (design.md §17 v6, issue 55): the end-of-run
 commit of a run's leftovers (COMMIT_SCRIPT) and a task's diff (DIFF_SCRIPT), each timed
-sandboxed (git_sandbox()'s layout, through in_sandbox()) and unsandboxed, interleaved; and,
-for a sandboxed run only, the end of run's second step, its branch synced from the run's copy
-of the repository's refs (OWN_REFS, outside the sandbox), so that the end of a run is the
-commit and the sync sandboxed against the commit unsandboxed.
+sandboxed (git_sandbox()'s layout, through in_sandbox()) and unsandboxed, interleaved.  The
+sandboxed commit is followed, as commit_leftovers() runs it, in the same process but outside
+the sandbox, by the sync of the run's branch from its copy of the repository's refs
+(OWN_REFS): the whole end of a sandboxed run against an unsandboxed one's.
 
 Run it by hand, from any directory, with the Python that has Taskboard's dependencies; it is
 not a test:
@@ -14,8 +14,8 @@ not a test:
 A repository beside a data dir with one task worktree in it, as the board lays them out;
 each commit commits one changed file (the change is made before the timer starts), each
 diff diffs the worktree against its base with one new file (a worktree for each way, as
-each way keeps its branch differently).  The goal: the sandboxed end of run's p50 (commit
-and sync) <= 1.5x the unsandboxed commit's.  Needs a bubblewrap that works here.
+each way keeps its branch differently).  The goal: the sandboxed commit's p50 (with the
+sync) <= 1.5x the unsandboxed one's.  Needs a bubblewrap that works here.
 
 How to read the output: `figure <name> <value>` lines, then BENCH_RESULT {...} for
 bench/run.py.
@@ -80,13 +80,12 @@ def main():
         layout = {"agent": None, "command": [], "files": [], "hide": [],
                   "git": taskboard.git_dirs(repo)[1]}
         boards = {**layout, "read_only": False, "out": [os.path.dirname(worktrees["none"])]}
-        timed(*taskboard.in_sandbox(  # the copy, made as a run's start makes it
+        argv, run_env = taskboard.in_sandbox(  # the copy of refs, as a run's start makes it
             ["sh", "-c", taskboard.in_repository('refs "$1" "$2"', layout["git"], boards), "sh",
-             worktrees["bubblewrap"], "task/t-1"], repo, env, boards, data)[:1], repo,
-            taskboard.in_sandbox([], repo, env, boards, data)[1])
-        sync = (["sh", "-c", taskboard.in_repository('sync_refs "$1" "$2"', layout["git"]), "sh",
-                 worktrees["bubblewrap"], "task/t-1"], env)
-        times = {(what, mode): [] for what in ("commit", "diff", "sync", "end")
+             worktrees["bubblewrap"], "task/t-1"], repo, env, boards, data)
+        timed(argv, repo, run_env)
+        after = taskboard.sync_after(repo, worktrees["bubblewrap"], "task/t-1", layout["git"])
+        times = {(what, mode): [] for what in ("commit", "diff")
                  for mode in ("bubblewrap", "none")}
         for n in range(args.runs * 2):
             mode = ("bubblewrap", "none")[n % 2]
@@ -95,15 +94,11 @@ def main():
                 f.write(f"change {n}\n")
             argv, run_env = taskboard.in_sandbox(
                 ["sh", "-c", taskboard.COMMIT_SCRIPT, "sh", f"commit {n}"], worktree, env,
-                {**layout, "read_only": False} if mode == "bubblewrap" else None, data)
+                {**layout, "read_only": False, "after": after} if mode == "bubblewrap"
+                else None, data)
             took, out = timed(argv, worktree, run_env)
             assert out.strip().endswith("committed"), out
             times["commit", mode].append(took)
-            if mode == "bubblewrap":
-                synced, out = timed(sync[0], repo, sync[1])
-                assert "refused" not in out, out
-                times["sync", mode].append(synced)
-            times["end", mode].append(took + (synced if mode == "bubblewrap" else 0))
             with open(os.path.join(worktree, "new.txt"), "w") as f:
                 f.write(f"new {n}\n")
             argv, run_env = taskboard.in_sandbox(
@@ -116,21 +111,19 @@ def main():
         branch = subprocess.run(["git", "log", "--format=%s", "task/t-1"], cwd=repo,
                                 capture_output=True, text=True).stdout
         assert f"commit {args.runs * 2 - 2}" in branch, "the commits came home"
-    p50 = {key: percentile(sorted(values), 0.5) for key, values in times.items() if values}
+    p50 = {key: percentile(sorted(values), 0.5) for key, values in times.items()}
     rows = []
-    for what in ("commit", "diff", "end"):
+    for what in ("commit", "diff"):
         sandboxed, bare = p50[what, "bubblewrap"], p50[what, "none"]
         print(f"figure {what}_p50_unsandboxed_ms {bare:.1f}")
         print(f"figure {what}_p50_sandboxed_ms {sandboxed:.1f}")
         print(f"ratio {what}_p50_sandboxed_unsandboxed {sandboxed / bare:.2f}"
-              + (f" (goal <= {GOAL_RATIO})" if what == "end" else ""))
+              + (f" (goal <= {GOAL_RATIO})" if what == "commit" else ""))
         rows += [result_row(f"{what} p50, unsandboxed", round(bare, 1), "ms"),
                  result_row(f"{what} p50, sandboxed", round(sandboxed, 1), "ms",
                             baseline=round(bare, 1), ratio=round(sandboxed / bare, 2),
-                            goal=f"<= {GOAL_RATIO}x" if what == "end" else "",
-                            met=sandboxed / bare <= GOAL_RATIO if what == "end" else None)]
-    print(f"figure sync_p50_sandboxed_ms {p50['sync', 'bubblewrap']:.1f}")
-    rows.append(result_row("sync p50, sandboxed", round(p50["sync", "bubblewrap"], 1), "ms"))
+                            goal=f"<= {GOAL_RATIO}x" if what == "commit" else "",
+                            met=sandboxed / bare <= GOAL_RATIO if what == "commit" else None)]
     emit_result("git_sandbox", rows, repo=REPO_ROOT)
 
 
