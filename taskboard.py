@@ -5556,9 +5556,10 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: every run, names the checkout), never what git or a link in the checkout says, and
 #: only real folders, never a link a run planted (design §17 v6); a run in a task's
 #: worktree sees its own copy of `refs` and `logs` ($t: OWN_REFS), so it moves no other
-#: branch; in the person's checkout (no autoBranch: its .git, or a worktree of theirs) it
-#: works on their branches as they do, but the remote-tracking refs and their logs stay
-#: read-only, so the board's fetch never follows a link a run left.
+#: branch (a read-only one, the verifier, sees the repository's: not what the task's run
+#: made of `main` in its copy); in the person's checkout (no autoBranch: its .git, or a
+#: worktree of theirs) it works on their branches as they do, but the remote-tracking refs
+#: and their logs stay read-only, so the board's fetch never follows a link a run left.
 #: A checkout's own .git (no autoBranch) stays writable but for its config, hooks, info,
 #: worktrees and modules (made empty first when missing, so that no link takes their
 #: place): git writes HEAD and the index by renaming into it.  p() quotes
@@ -5624,8 +5625,7 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
             [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --bind "$c/$x" "$c/$x"; done
           [ -n "$t" ] && [ -d "$c/logs" ] && [ ! -L "$c/logs" ] &&
             p --bind "$t/refs" "$c/refs" --bind "$t/logs" "$c/logs"
-          [ -n "$g" ] && p --bind "$g" "$g"
-        elif [ -n "$t" ]; then p --ro-bind "$t/refs" "$c/refs"; fi
+          [ -n "$g" ] && p --bind "$g" "$g"; fi
         if [ -n "$g" ]; then for x in commondir gitdir config.worktree; do
             if [ -f "$g/$x" ] && [ ! -L "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
             elif [ ! -e "$g/$x" ]; then p --ro-bind /dev/null "$g/$x"; fi; done
