@@ -5962,8 +5962,9 @@ at() {
 sync_refs() {
   at "$@"; [ -f "$t/was" ] && read -r was wb < "$t/was" && [ "$wb" = "$2" ] &&
     plain "$t" "$r" >/dev/null && [ -f "$t/$r" ] && ! [ "$t/was" -nt "$t/$r" ] || return 0
-  now=$(head -c 100 -- "$t/$r")
+  now=; IFS= read -r now < "$t/$r" || :
   [ "$now" != "$was" ] || return 0
+  case $now in *[!0-9a-f]*|''|*[!0]*) ;; *) now=;; esac  # all zeros: update-ref deletes
   case $now in *[!0-9a-f]*|'')
     echo "refused: $2 in the run's copy of refs is not a commit"; return 0;; esac
   e=; if plain "$c" "$r" && plain "$c" "logs/$r" &&
