@@ -5619,7 +5619,11 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: and last what no bind may show: other projects and credential stores.  The metadata
 #: bound is TB_GIT's and its worktree's admin folder (the one whose `gitdir`, read-only to
 #: every run, names the checkout), never what git or a link in the checkout says, and
-#: only real folders, never a link a run planted (design §17 v6); the remote-tracking refs
+#: only real folders, never a link a run planted (design §17 v6); a run in a task's
+#: worktree sees its own copy of `refs` and `logs` ($t: OWN_REFS), so it moves no other
+#: branch (a read-only one, the verifier, sees the repository's: not what the task's run
+#: made of `main` in its copy); in the person's checkout (no autoBranch: its .git, or a
+#: worktree of theirs) it works on their branches as they do, but the remote-tracking refs
 #: and their logs stay read-only, so the board's fetch never follows a link a run left.
 #: A checkout's own .git (no autoBranch) stays writable but for its config, hooks, info,
 #: worktrees and modules (made empty first when missing, so that no link takes their
@@ -5666,7 +5670,7 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     each --bind-try $TB_RW
     p --tmpfs "$TB_BASE"
     if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
-    c=$TB_GIT; g=
+    c=$TB_GIT; g=; t=
     if [ -n "$c" ] && [ -d "$c" ] && [ ! -L "$c" ]; then
       set +f
       for x in "$c"/worktrees/*/gitdir; do
@@ -5684,15 +5688,19 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
           [ -e "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
       else
         p --ro-bind "$c" "$c"
-        if [ -z "$TB_READ_ONLY" ]; then for x in objects refs logs; do
+        t=${k%/.git}; t=${t%/*}/.refs/${t##*/}; [ -n "$g" ] && [ -d "$t/refs" ] || t=
+        w="objects${nl}refs${nl}logs"; [ -n "$t" ] && w=objects
+        if [ -z "$TB_READ_ONLY" ]; then for x in $w; do
             [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --bind "$c/$x" "$c/$x"; done
+          [ -n "$t" ] && [ -d "$c/logs" ] && [ ! -L "$c/logs" ] &&
+            p --bind "$t/refs" "$c/refs" --bind "$t/logs" "$c/logs"
           [ -n "$g" ] && p --bind "$g" "$g"; fi
         if [ -n "$g" ]; then for x in commondir gitdir config.worktree; do
             if [ -f "$g/$x" ] && [ ! -L "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
             elif [ ! -e "$g/$x" ]; then p --ro-bind /dev/null "$g/$x"; fi; done
           p --ro-bind "$dir/.git" "$dir/.git"; fi
       fi
-      [ -z "$TB_GIT_WRITE" ] && for x in refs/remotes logs/refs/remotes; do
+      [ -z "$TB_GIT_WRITE" ] && [ -z "$t" ] && for x in refs/remotes logs/refs/remotes; do
         [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
     fi
     for x in $TB_OUT; do mkdir -p -m 700 -- "$x" && p --bind "$x" "$x"; done
@@ -5713,8 +5721,11 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     TB_PRIVATE TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES TB_GIT TB_GIT_WRITE TB_OUT
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
-#: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.
-SANDBOXED = 'dir=$1; shift\n' + SANDBOX_RUN + '\nexec "$@"'
+#: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.  With
+#: TB_AFTER (the board's own script), that script runs after it, outside the sandbox, in
+#: the same process, which exits as ARGV did.
+SANDBOXED = 'dir=$1; shift; after=${TB_AFTER-}; unset TB_AFTER\n' + SANDBOX_RUN + \
+    '\n[ -n "$after" ] || exec "$@"\n"$@"; s=$?; (eval "$after"); exit "$s"'
 #: Under the home directory: each agent CLI's own state (settings, sessions: resume works),
 #: which a sandboxed run sees as its project's copy, writable, with a ~/.cache of the
 #: project's: nothing a run writes there reaches the person's own CLI, another project or
@@ -5869,8 +5880,10 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     its attachments), paths (sandboxPaths), read_only (a planner's or verifier's: its
     checkout too), hide (other projects' folders, the token file), git (the repository's
     common git folder: git_dirs()), out (the board's own git on the repository: its
-    worktrees' folder, writable with all of `git`)}; `base`: the board's folder where the
-    run happens (the data dir, a host's baseDir); `show`: more programs the run starts."""
+    worktrees' folder, writable with all of `git`), after (the board's own script, run
+    outside the sandbox once the command ended: SANDBOXED)}; `base`: the board's folder
+    where the run happens (the data dir, a host's baseDir); `show`: more programs the run
+    starts."""
     paths = sandbox.get("paths") or {}
     return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
             "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
@@ -5887,7 +5900,7 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_RW": "\n".join(paths.get("readWrite", ())),
             "TB_FILES": "\n".join([*sandbox["files"], *files]),
             "TB_GIT": sandbox.get("git") or "", "TB_GIT_WRITE": "1" if sandbox.get("out") else "",
-            "TB_OUT": "\n".join(sandbox.get("out") or ())}
+            "TB_OUT": "\n".join(sandbox.get("out") or ()), "TB_AFTER": sandbox.get("after") or ""}
 
 
 def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
@@ -5957,6 +5970,21 @@ def repo_root(cwd: str) -> str:
     return (git_dirs(cwd) or (cwd,))[0]
 
 
+def link_on_the_way(common: str, branch: str) -> str | None:
+    """The first link on the way to a branch's ref or reflog file in the repository whose
+    common git folder is `common` (git follows it when it writes there: a reflog line
+    appended to a file of home), or None (design §17 v6: for the board's git that writes
+    a ref outside a sandbox)."""
+    for top in ("refs", "logs/refs"):
+        path = common
+        for part in [*top.split("/"), "heads", *branch.split("/")]:
+            path = os.path.join(path, part)
+            with contextlib.suppress(OSError):
+                if stat.S_ISLNK(os.lstat(path).st_mode):
+                    return path
+    return None
+
+
 def worktree_path(task: dict) -> str:
     return os.path.join(runtime.data_dir, "worktrees", str(task["project_id"]), task["task_key"])
 
@@ -5984,6 +6012,7 @@ else
     git worktree add -q -b "$b" "$wt" "$from" >&2; echo "new $from"
   fi
 fi
+refs "$wt" "$b"
 cd "$wt" && pwd -P && git rev-parse HEAD"""
 
 
@@ -6000,6 +6029,7 @@ def worktree_args(task: dict, project: dict, worktree: str, branch: str,
 #: when MERGED, or when it has no commits of its own since BASE.
 WORKTREE_REMOVE = r"""wt=$1; b=$2; base=$3; merged=$4
 if [ -d "$wt" ]; then git worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf -- "$wt"; fi
+unrefs "$wt"
 prune
 [ -n "$b" ] || exit 0
 if [ -n "$merged" ] || { [ -n "$base" ] &&
@@ -6025,20 +6055,77 @@ def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str
     return what, path, head
 
 
+#: A worktree run's own refs (design §17 v6): SANDBOX_RUN shows it, over the repository's
+#: `refs` and `logs`, a copy the board keeps beside its worktree (`<worktrees>/.refs/<key>`:
+#: `refs` copied with their times, `logs` its own), so that whatever it does to `main` or
+#: another task's branch moves the copy only.  `sync_refs WORKTREE BRANCH` (at the end of a
+#: sandboxed run, after its commit, outside the sandbox: commit_leftovers()) puts what
+#: BRANCH became in the copy on BRANCH in the repository, only from the value it had when
+#: the copy was made (else it says so, on a line of its own: "refused: ...", and nothing
+#: moves), never through a link, by git's update-ref alone (no filter, hook or driver to
+#: run); it reads nothing when the copy was made after the branch was last written there.
+#: `refs WORKTREE BRANCH` (at the start of each sandboxed run: WORKTREE_SCRIPT) syncs what a
+#: run cut short left, then makes the copy again; `unrefs WORKTREE`: the copy goes
+#: (WORKTREE_REMOVE, PICK_SCRIPT).
+OWN_REFS = r"""plain() {
+  x=$1; IFS=/; for y in $2; do x=$x/$y
+    if [ -L "$x" ]; then unset IFS; echo "refused: $x is a link"; return 1; fi; done
+  unset IFS
+}
+at() {
+  t=${1%/*}/.refs/${1##*/}; c=${GIT_COMMON_DIR:-$(git rev-parse --git-common-dir)}
+  r=refs/heads/$2
+}
+sync_refs() {
+  at "$@"; [ -f "$t/was" ] && read -r was wb < "$t/was" && [ "$wb" = "$2" ] &&
+    plain "$t" "$r" >/dev/null && [ -f "$t/$r" ] && ! [ "$t/was" -nt "$t/$r" ] || return 0
+  now=; IFS= read -r now < "$t/$r" || :
+  [ "$now" != "$was" ] || return 0
+  case $now in *[!0-9a-f]*|''|*[!0]*) ;; *) now=;; esac  # all zeros: update-ref deletes
+  case $now in *[!0-9a-f]*|'')
+    echo "refused: $2 in the run's copy of refs is not a commit"; return 0;; esac
+  e=; if plain "$c" "$r" && plain "$c" "logs/$r" &&
+      e=$(git update-ref -m "taskboard: the run's commits" "$r" "$now" "$was" 2>&1); then
+    echo "$now $2" > "$t/was"
+  else echo "refused: the run's commits ($now) were not put on $2 (at $was before it)" \
+    "$(printf %s "$e" | tr '\n' ' ')"; fi
+}
+unrefs() { rm -rf -- "${1%/*}/.refs/${1##*/}"; }
+copy_refs() {
+  at "$@"; if [ -L "$c/refs" ] || [ -L "$c/logs" ]; then
+    echo "refused: the repository's refs or logs folder is a link"; return 1; fi
+  [ -d "$c/logs" ] || mkdir -- "$c/logs"
+  [ -d "$t/logs" ] || mkdir -p -- "$t/logs" || return 1
+  rm -rf -- "$t/refs" && cp -Rp -- "$c/refs" "$t/refs" || return 1
+  was=; [ -f "$c/$r" ] && [ ! -L "$c/$r" ] && read -r was < "$c/$r"
+  case $was in *[!0-9a-f]*|'') was=$(git rev-parse --verify -q "$r") || return 0;; esac
+  echo "$was $2" > "$t/was"
+}"""
+
+
+def sync_after(repo: str, worktree: str, branch: str, common: str | None) -> str:
+    """The script that puts a worktree's branch where its run's copy of refs says (OWN_REFS's
+    sync_refs, in the repository), as a sandbox's `after` (SANDBOXED's TB_AFTER)."""
+    return f"cd -- {shlex.quote(repo)}\nset -- {shlex.join([worktree, branch])}\n" + \
+        in_repository('sync_refs "$1" "$2"', common)
+
+
 def in_repository(script: str, common: str | None, sandbox: dict | None = None) -> str:
     """A script of the board's git work on a repository's worktrees (WORKTREE_SCRIPT,
-    WORKTREE_REMOVE, PICK_SCRIPT, PRUNE) pinned to its common git folder as the board found
-    it (GIT_COMMON_DIR: a `commondir` a run planted is not followed), refusing a `worktrees`
-    folder that is a link (its prune would empty what it points at); stderr with stdout.
-    Its `prune` is `git worktree prune`, but nothing in a `sandbox`, where the worktrees it
-    does not show (the person's own, other projects') would look gone: PRUNE runs outside
-    it then (prune_outside())."""
+    WORKTREE_REMOVE, PICK_SCRIPT, PRUNE, OWN_REFS) pinned to its common git folder as the
+    board found it (GIT_COMMON_DIR: a `commondir` a run planted is not followed), refusing
+    a `worktrees` folder that is a link (its prune would empty what it points at); stderr
+    with stdout.  Its `prune` is `git worktree prune`, but nothing in a `sandbox`, where the
+    worktrees it does not show (the person's own, other projects') would look gone: PRUNE
+    runs outside it then (prune_outside()); its `refs` (OWN_REFS) only in a sandbox, the
+    only place a run sees the copy of refs."""
     pin = f"export GIT_COMMON_DIR={shlex.quote(common)}\n" if common else ""
     where = '"$GIT_COMMON_DIR"' if common else '"$(git rev-parse --git-common-dir)"'
     prune = ":" if sandbox else "git worktree prune"
+    refs = 'sync_refs "$@"; copy_refs "$@"' if sandbox else ":"
     return pin + f'exec 2>&1\nif [ -L {where}/worktrees ]; then\n' \
         '  echo "refused: the repository\'s worktrees folder is a link"; exit 1\nfi\n' \
-        f"prune() {{ {prune}; }}\n" + script
+        f"prune() {{ {prune}; }}\n{OWN_REFS}\nrefs() {{ {refs}; }}\n" + script
 
 
 #: Stale worktrees forgotten: what the scripts above do as `prune`.
@@ -6696,14 +6783,17 @@ class HostLink:
             runtime.events.publish("host:updated", render(HOST_FIELDS, row))
 
     def bring_home(self, task: dict, project: dict) -> str | None:
-        """The branch is fetched from the host's clone over its connection."""
+        """The branch is fetched from the host's clone over its connection, not through a
+        link a run could have left where git writes its ref or reflog (link_on_the_way()),
+        nor writing FETCH_HEAD."""
         branch = task["branch_name"]
-        root = repo_root(project["working_dir"])
+        root, common = git_dirs(project["working_dir"]) or (project["working_dir"], None)
         try:
             clone = self.repository(project)
             with self.repo_lock(clone), git_lock(root):
-                code, out = run_command(
-                    ["git", "fetch", "--no-tags", "--upload-pack",
+                link = link_on_the_way(common, branch) if common else None
+                code, out = (1, f"refused: {link} is a link") if link else run_command(
+                    ["git", "fetch", "--no-tags", "--no-write-fetch-head", "--upload-pack",
                      f"{REMOTE_PROFILE}; git-upload-pack", f"{self.host['address']}:{clone}",
                      f"refs/heads/{branch}:refs/heads/{branch}"], root, 300,
                     stderr=subprocess.STDOUT, env={**os.environ, **GIT_ENV, "GIT_SSH_COMMAND":
@@ -8012,7 +8102,8 @@ def _limit_outcome(run: "AgentRun", outcome: str, reason: str | None) \
 def close_run(run: "AgentRun", task: dict | None, said: str = "") -> tuple[str, str | None]:
     """What every end of a task's (or an attempt's: `task` as attempt_task() gives it,
     `said` the log's prefix) agent run does first: its token revoked, what it left
-    uncommitted committed, its open requests expired, its log written; how it ended."""
+    uncommitted committed and its commits put on its branch, its open requests expired,
+    its log written; how it ended."""
     revoke_run_token(run)
     if task is not None:
         try:
@@ -9363,11 +9454,12 @@ def pick_attempt(task_id: int, n: int, by: str = "person") -> list[dict]:
 PICK_SCRIPT = """src=$1 dst=$2; shift 2
 if [ -n "$src" ]; then
   if [ -e "$dst" ]; then git worktree remove --force "$dst" || rm -rf "$dst"; fi
-  prune; mkdir -p "$(dirname "$dst")"
+  prune; mkdir -p "$(dirname "$dst")"; unrefs "$dst"; unrefs "$src"
   if [ -d "$src" ]; then git worktree move "$src" "$dst" || exit 1; fi
 fi
 while [ $# -gt 1 ]; do
   git worktree remove --force "$1" 2>/dev/null || rm -rf "$1"
+  unrefs "$1"
   if [ -n "$2" ]; then git branch -D "$2" >/dev/null 2>&1; fi
   shift 2
 done
@@ -9500,15 +9592,27 @@ git "$@" && echo committed"""
 def commit_leftovers(task: dict, cwd: str, run_id: int | None,
                      machine: "ThisMachine | HostLink") -> None:
     """Commit what the agent left uncommitted in the task's worktree, on the machine the
-    run used, in the sandbox of its runs (git_sandbox())."""
+    run used, in the sandbox of its runs (git_sandbox()); then, in the same process but
+    outside the sandbox, put the run's commits, made on its copy of the repository's refs,
+    on its branch (OWN_REFS's sync_refs: git's update-ref alone, which runs nothing a run
+    could have written, through no link).  What could not be put there goes to the task's
+    log, with the commit it would have been."""
     project = project_row(task["project_id"])
     if project is None or not machine.worktree_at(cwd):
         return
     sandbox = git_sandbox(project, machine, write=True)
+    if sandbox is not None and task["branch_name"]:
+        sandbox["after"] = sync_after(machine.repository(project), machine.worktree(
+            task, project), task["branch_name"], machine.git_dir(project))
     with machine.repo_lock(cwd):
         code, out = machine.shell(cwd, sandbox=sandbox)(
             ["sh", "-c", COMMIT_SCRIPT, "sh",
              f"{task['task_key']}: uncommitted changes from the agent"], 300)
+    refused = [line for line in out.splitlines() if line.startswith("refused: ")]
+    if refused:
+        runtime.logs.append(task["id"], "system", "the run's branch was not brought up to "
+                            f"date: {_cut('; '.join(refused), 500)}", run_id, is_error=True)
+    out = "\n".join(line for line in out.splitlines() if not line.startswith("refused: "))
     if not git_output(["commit"], code, out).strip().endswith("committed"):
         return
     runtime.logs.append(task["id"], "system", "committed the changes the agent left "
@@ -9552,7 +9656,8 @@ def prune_worktrees() -> None:
 def worktree_disk(project_id: int) -> dict:
     """How many worktrees the project has and the disk they use."""
     folder = os.path.join(runtime.data_dir, "worktrees", str(project_id))
-    names = os.listdir(folder) if os.path.isdir(folder) else []
+    names = [n for n in os.listdir(folder) if not n.startswith(".")] \
+        if os.path.isdir(folder) else []  # .refs: OWN_REFS
     if not names:
         return {"worktrees": 0, "worktreeBytes": 0}
     code, out = run_command(["du", "-sk", folder], None, 30)

@@ -1,6 +1,9 @@
 """What the sandbox costs the board's own git (design.md §17 v6, issue 55): the end-of-run
 commit of a run's leftovers (COMMIT_SCRIPT) and a task's diff (DIFF_SCRIPT), each timed
-sandboxed (git_sandbox()'s layout, through in_sandbox()) and unsandboxed, interleaved.
+sandboxed (git_sandbox()'s layout, through in_sandbox()) and unsandboxed, interleaved.  The
+sandboxed commit is followed, as commit_leftovers() runs it, in the same process but outside
+the sandbox, by the sync of the run's branch from its copy of the repository's refs
+(OWN_REFS): the whole end of a sandboxed run against an unsandboxed one's.
 
 Run it by hand, from any directory, with the Python that has Taskboard's dependencies; it is
 not a test:
@@ -10,8 +13,9 @@ not a test:
 
 A repository beside a data dir with one task worktree in it, as the board lays them out;
 each commit commits one changed file (the change is made before the timer starts), each
-diff diffs the worktree against its base with one new file.  The goal: the sandboxed
-commit's p50 <= 1.5x the unsandboxed one's.  Needs a bubblewrap that works here.
+diff diffs the worktree against its base with one new file (a worktree for each way, as
+each way keeps its branch differently).  The goal: the sandboxed commit's p50 (with the
+sync) <= 1.5x the unsandboxed one's.  Needs a bubblewrap that works here.
 
 How to read the output: `figure <name> <value>` lines, then BENCH_RESULT {...} for
 bench/run.py.
@@ -57,7 +61,8 @@ def main():
     taskboard.runtime = types.SimpleNamespace(config={"bwrap": ["bwrap"]})
     with tempfile.TemporaryDirectory(prefix="tb-git-sandbox-bench-") as tmp:
         repo, data = os.path.join(tmp, "code"), os.path.join(tmp, "data")
-        worktree = os.path.join(data, "worktrees", "1", "T-1")
+        worktrees = {"bubblewrap": os.path.join(data, "worktrees", "1", "T-1"),
+                     "none": os.path.join(data, "worktrees", "1", "T-2")}
         os.makedirs(repo)
         git(repo, "init", "-q", "-b", "main")
         for n in range(200):  # a small project
@@ -65,7 +70,8 @@ def main():
                 f.write(f"line {n}\n" * 50)
         git(repo, "add", ".")
         git(repo, "commit", "-q", "-m", "initial")
-        git(repo, "worktree", "add", "-q", "-b", "task/t-1", worktree)
+        for n, mode in enumerate(worktrees, 1):
+            git(repo, "worktree", "add", "-q", "-b", f"task/t-{n}", worktrees[mode])
         base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
                               text=True).stdout.strip()
         env = {**os.environ, **taskboard.GIT_ENV, "GIT_AUTHOR_NAME": "B",
@@ -73,15 +79,23 @@ def main():
                "GIT_COMMITTER_EMAIL": "b@b"}
         layout = {"agent": None, "command": [], "files": [], "hide": [],
                   "git": taskboard.git_dirs(repo)[1]}
+        boards = {**layout, "read_only": False, "out": [os.path.dirname(worktrees["none"])]}
+        argv, run_env = taskboard.in_sandbox(  # the copy of refs, as a run's start makes it
+            ["sh", "-c", taskboard.in_repository('refs "$1" "$2"', layout["git"], boards), "sh",
+             worktrees["bubblewrap"], "task/t-1"], repo, env, boards, data)
+        timed(argv, repo, run_env)
+        after = taskboard.sync_after(repo, worktrees["bubblewrap"], "task/t-1", layout["git"])
         times = {(what, mode): [] for what in ("commit", "diff")
                  for mode in ("bubblewrap", "none")}
         for n in range(args.runs * 2):
             mode = ("bubblewrap", "none")[n % 2]
+            worktree = worktrees[mode]
             with open(os.path.join(worktree, "file0.txt"), "a") as f:
                 f.write(f"change {n}\n")
             argv, run_env = taskboard.in_sandbox(
                 ["sh", "-c", taskboard.COMMIT_SCRIPT, "sh", f"commit {n}"], worktree, env,
-                {**layout, "read_only": False} if mode == "bubblewrap" else None, data)
+                {**layout, "read_only": False, "after": after} if mode == "bubblewrap"
+                else None, data)
             took, out = timed(argv, worktree, run_env)
             assert out.strip().endswith("committed"), out
             times["commit", mode].append(took)
@@ -94,6 +108,9 @@ def main():
             assert "change" in out, out
             times["diff", mode].append(took)
             os.remove(os.path.join(worktree, "new.txt"))
+        branch = subprocess.run(["git", "log", "--format=%s", "task/t-1"], cwd=repo,
+                                capture_output=True, text=True).stdout
+        assert f"commit {args.runs * 2 - 2}" in branch, "the commits came home"
     p50 = {key: percentile(sorted(values), 0.5) for key, values in times.items()}
     rows = []
     for what in ("commit", "diff"):

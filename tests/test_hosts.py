@@ -149,10 +149,13 @@ def test_a_project_on_a_host_needs_something_the_host_can_clone(api, client, sna
     client.put_json(f"/api/projects/{here['id']}", {"host": host["id"]})
 
 
+@pytest.mark.parametrize("planted", [False, True])
 def test_an_approved_host_tasks_branch_comes_home_to_the_working_dir(
-        client, api, remote_project, agent_dir, tmp_path):
+        client, api, remote_project, agent_dir, tmp_path, planted):
     """Issue 44: with no pull request, the work done on a host is fetched into workingDir's
-    repository when the task is approved, and the task says where its branch is."""
+    repository when the task is approved, and the task says where its branch is.  Issue
+    55: where a run in that checkout left the branch's reflog a link to a file of home, the
+    fetch (which would append a line there) is refused, saying so; the file stays whole."""
     project, host = remote_project
     task = api.task(project["id"], title="Greet", description="fake:ok fake:write=hello.txt")
     api.move(task["id"], "in_progress")
@@ -161,11 +164,26 @@ def test_an_approved_host_tasks_branch_comes_home_to_the_working_dir(
                                                          project["slug"])
     assert testing["branchAt"] == f"{host['name']}:{clone}"
     assert not git(api.workdir, "branch", "--list", branch)
+    bashrc = tmp_path / "bashrc"
+    bashrc.write_text("# mine\n")
+    if planted:
+        reflog = api.workdir / ".git" / "logs" / "refs" / "heads" / branch
+        reflog.parent.mkdir(parents=True, exist_ok=True)
+        reflog.symlink_to(bashrc)
     api.move(task["id"], "done")
+    if planted:
+        said = f"refused: {api.workdir / '.git' / 'logs' / 'refs' / 'heads' / branch} is a link"
+        wait_for(lambda: any(said in e["message"] for e in logs(client, task["id"])), RUN,
+                 message="the log to say why the branch stays on the host")
+        assert not git(api.workdir, "branch", "--list", branch)
+        assert bashrc.read_text() == "# mine\n"
+        return
     done = wait_for(lambda: (t := client.get(f"/api/tasks/{task['id']}").json)["branchAt"]
                     == str(api.workdir) and t, RUN, message="the branch to come home")
     assert git(api.workdir, "rev-parse", branch) == git(clone, "rev-parse", branch)
     assert git(api.workdir, "show", f"{branch}:hello.txt")
+    reflog = api.workdir / ".git" / "logs" / "refs" / "heads" / branch
+    assert "fetch" in reflog.read_text(), "the fetch writes there: a link would be followed"
     said = f"branch {branch} fetched from host {host['name']!r} into {api.workdir}"
     wait_for(lambda: said in [e["message"] for e in logs(client, done["id"])], RUN,
              message="the log to say where the branch came")  # log lines land in batches

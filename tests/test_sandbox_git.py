@@ -137,6 +137,91 @@ echo left > left.txt
     assert not (remotes / done["branch_name"]).is_symlink(), "remote-tracking logs: read-only"
 
 
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+def test_a_worktree_run_moves_its_own_branch_only(client, api, person, mode):
+    """A worktree run (autoBranch) moves `main` (packed) and another task's branch beside
+    its own, deletes a third, and writes main's ref file itself: before, a run's `refs`
+    were the repository's, writable.  Sandboxed it moves its copy only (OWN_REFS), while
+    its own commits land on its branch, at the end of the run and of the next (resumed)
+    one; the control moves them all."""
+    git(person.shop, "pack-refs", "--all")
+    main = git(person.shop, "rev-parse", "main").strip()
+    for name in ("feature/other-task", "gone"):
+        git(person.shop, "branch", name)
+    project = api.project(permissionMode="auto-accept", autoBranch=1, sandbox=mode,
+                          sandboxPaths={"readWrite": [str(person.records)]})
+    task = api.task(project["id"], description=script("""
+echo work > work.txt && git add work.txt && git commit -qm "the agent's work" &&
+  echo "GOT its commit"
+git update-ref refs/heads/main HEAD; git branch -f feature/other-task HEAD
+git branch -D gone; echo left > left.txt
+"""))
+    api.move(task["id"], "in_progress")
+    done = wait_status(client, task["id"], "testing")
+    assert "GOT its commit" in said(client, task["id"])
+    desk(client, "request_changes", {"id": task["id"], "feedback": script("""
+echo more >> work.txt && git commit -qam "more work" && echo "GOT its second commit"
+c=$(git rev-parse --git-common-dir); git rev-parse HEAD > "$c/refs/heads/main"
+""")})
+    wait_status(client, task["id"], "testing")
+    assert "GOT its second commit" in said(client, task["id"])
+    own = git(person.shop, "log", "--format=%s", done["branch_name"])
+    assert own.split("\n")[:3] == ["more work", f"{task['task_key']}: uncommitted changes "
+                                    "from the agent", "the agent's work"], own
+    branches = git(person.shop, "branch", "--format=%(refname:short) %(objectname)")
+    if mode == "none":  # the control: the run moved them all
+        assert f"main {main}" not in branches and "gone" not in branches
+        assert git(person.shop, "rev-parse", "feature/other-task").strip() != main
+        return
+    assert done["sandboxed"] is True
+    for name in ("main", "feature/other-task", "gone"):
+        assert f"{name} {main}" in branches, branches
+
+
+def test_a_branch_moved_during_a_run_stays_and_the_log_names_the_runs_commit(
+        client, api, person):
+    """The run's branch is put where its copy says only from where it was when the copy
+    was made: moved by the person meanwhile, it stays, and the log names the run's commit
+    so that nothing is lost."""
+    project = api.project(permissionMode="auto-accept", autoBranch=1, sandbox="bubblewrap",
+                          sandboxPaths={"readWrite": [str(person.records)]})
+    marks = person.records
+    task = api.task(project["id"], description=script(f"""
+echo work > work.txt && git add work.txt && git commit -qm "the agent's work" &&
+  git rev-parse HEAD > {marks}/committed.tmp && mv {marks}/committed.tmp {marks}/committed
+until [ -e {marks}/go ]; do sleep 0.05; done
+"""))
+    api.move(task["id"], "in_progress")
+    wait_for(lambda: (marks / "committed").exists(), RUN, message="the agent's commit")
+    branch = client.get(f"/api/tasks/{task['id']}").json["branch_name"]
+    mine = git(person.shop, "commit-tree", "-p", branch, "-m", "mine", f"{branch}^{{tree}}")
+    git(person.shop, "update-ref", f"refs/heads/{branch}", mine.strip())
+    (marks / "go").touch()
+    wait_status(client, task["id"], "testing")
+    assert git(person.shop, "rev-parse", branch) == mine
+    ours = (marks / "committed").read_text().strip()
+    refused = f"refused: the run's commits ({ours}) were not put on {branch}"
+    assert any(refused in e["message"] for e in client.get(
+        f"/api/tasks/{task['id']}/logs").json), "the log names the run's commit"
+
+
+def test_a_checkout_that_is_a_worktree_of_the_persons_keeps_committing(client, api, person):
+    """A project whose workingDir is a worktree the person made of a repository (no
+    autoBranch) is the person's checkout, not a task's: its run commits on its branch
+    there as it did before runs got a copy of refs."""
+    checkout = person.home / "code" / "shop-feature"
+    git(person.shop, "worktree", "add", "-q", "-b", "feature", str(checkout))
+    project = api.project(permissionMode="auto-accept", sandbox="bubblewrap",
+                          workingDir=str(checkout),
+                          sandboxPaths={"readWrite": [str(person.records)]})
+    task = api.task(project["id"], description=script(
+        'echo x > x.txt && git add x.txt && git commit -qm "on feature" && echo GOT'))
+    api.move(task["id"], "in_progress")
+    assert wait_status(client, task["id"], "testing")["sandboxed"] is True
+    assert "GOT" in said(client, task["id"])
+    assert git(person.shop, "log", "-1", "--format=%s", "feature").strip() == "on feature"
+
+
 def test_attempts_are_made_picked_and_cleared_by_the_boards_sandboxed_git(
         client, api, person):
     """Best of N in a sandboxed project: each attempt's worktree is made, diffed and, once
@@ -157,7 +242,9 @@ def test_attempts_are_made_picked_and_cleared_by_the_boards_sandboxed_git(
     assert picked["branch_name"] == first["branch"]
     assert "mine.txt" in desk(client, "get_task_diff", {"taskId": task["id"]}).json["diff"]
     assert second["branch"] not in git(person.shop, "branch", "--list").split()
-    assert os.listdir(person.data / "worktrees" / str(project["id"])) == [task["task_key"]]
+    folder = person.data / "worktrees" / str(project["id"])
+    assert sorted(os.listdir(folder)) == [".refs", task["task_key"]]
+    assert os.listdir(folder / ".refs") == [], "the attempts' copies of refs go with them"
     assert str(mine) in git(person.shop, "worktree", "list"), "the person's own is kept"
 
 
