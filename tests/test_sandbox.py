@@ -22,7 +22,7 @@ from fault_helpers import ServerProcess, clean_env
 
 import taskboard
 from agent_helpers import RUN, logs, wait_status
-from conftest import Api, desk, git, make_repo, unavailable, wait_for
+from conftest import desk, git, make_repo, unavailable, wait_for
 
 pytestmark = pytest.mark.sandbox
 BWRAP = ["bwrap"]
@@ -335,19 +335,6 @@ def test_auto_runs_unsandboxed_where_the_sandbox_fails_says_so_and_tries_again(
     api.move(again["id"], "in_progress")
     assert wait_status(client, again["id"], "testing")["sandboxed"] is True
     assert client.get("/api/health").json["sandbox"]["works"] is True
-
-
-def test_no_auth_voids_the_sandbox_and_bubblewrap_projects_wait(config, request, tmp_path):
-    """Under --no-auth any local process owns the board, a sandboxed run's too (design
-    §17 v6): health says the sandbox is void, and a bubblewrap project's task waits."""
-    config["no_auth"] = True  # the board tries bubblewrap itself (marked sandbox) at its start
-    client = request.getfixturevalue("anonymous")  # no credential: none is asked
-    api = Api(client, tmp_path / "code")
-    api.workdir.mkdir()
-    sandbox = client.get("/api/health").json["sandbox"]
-    assert sandbox["works"] is False and "--no-auth" in sandbox["error"], sandbox
-    task, waiting = waits_for_the_sandbox(client, api)
-    assert "--no-auth" in waiting["waitingFor"]["sandbox"]
 
 
 @pytest.mark.parametrize("mode", ["bubblewrap", "none"])
