@@ -50,12 +50,26 @@ def test_the_settings_set_the_sandbox_and_its_paths_and_warn_without_it(
     expect(page.locator("[data-field=sandboxPaths]").get_by_role("alert")).to_contain_text(
         "is not an absolute path")
 
+    page.get_by_label("Also readable in the sandbox").fill("")
+    page.get_by_label("Network of sandboxed runs").select_option("allowlist")
+    hosts = page.get_by_label("Hosts sandboxed runs may reach")
+    hosts.fill("*.example.com\nhttp://nope")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("[data-field=networkAllow]").get_by_role("alert")).to_contain_text(
+        "is not a host pattern")
+    hosts.fill("*.example.com\n127.0.0.1:5432\n")
+    page.get_by_role("button", name="Save").click()
+    wait_for(lambda: (p := board.api("GET", f"/api/projects/{project['id']}"))["network"] ==
+             "allowlist" and p["networkAllow"] == ["*.example.com", "127.0.0.1:5432"],
+             message="the network policy to be saved")
+
     risk = page.locator("[data-warning=sandbox]")
     expect(risk).to_be_hidden()
     page.get_by_label("Permission mode").select_option("auto-accept")
     sandbox.select_option("none")
     expect(risk).to_be_visible()
     expect(page.locator("[data-field=sandboxPaths]")).to_be_hidden()
+    expect(page.locator("[data-field=networkAllow]")).to_be_hidden()
     sandbox.select_option("bubblewrap")
     expect(risk).to_be_hidden()
 
@@ -63,6 +77,7 @@ def test_the_settings_set_the_sandbox_and_its_paths_and_warn_without_it(
     page.reload()
     expect(page.get_by_label("Ajanları korumalı alanda çalıştır")).to_have_value("auto")
     expect(page.get_by_label("Korumalı alanda ayrıca yazılabilir")).to_have_value(str(shared))
+    expect(page.get_by_label("Korumalı çalışmaların ağı")).to_have_value("allowlist")
 
 
 def test_the_card_and_the_task_page_say_whether_the_latest_run_was_sandboxed(
