@@ -5620,17 +5620,16 @@ NET_ARGS = ("--unshare-net", "--tmpfs", "/run")
 NET_ENV = {**dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy",
                             "http_proxy", "all_proxy"), f"http://127.0.0.1:{NET_PORT}"),
            "NO_PROXY": "", "no_proxy": ""}
-#: The bridge inside the sandbox, before the run's command ("$@"): socat listening (it says
-#: so on a pipe, so the command starts once it listens), its log drained; each connection
-#: goes to the proxy.  Its processes end with the command: bubblewrap's PID namespace.
-NET_BRIDGE = f"""f=/tmp/.taskboard-bridge; mkfifo -m 600 "$f" || exit 126
-socat -d -d -lf "$f" TCP-LISTEN:{NET_PORT},bind=127.0.0.1,reuseaddr,fork \\
-  UNIX-CONNECT:{NET_SOCKET} &
-exec 3< "$f"; rm -f "$f"; l=
-while IFS= read -r l <&3; do case $l in *"listening on"*) break;; esac; l=; done
-[ -n "$l" ] || {{ echo "taskboard: the sandbox's network bridge (socat) did not start" >&2
+#: The bridge inside the sandbox, before the run's command ("$@"): socat listening on the
+#: run's loopback, each connection going to the proxy; the command starts once socat says it
+#: listens (its log read through a pipe, then drained by the same shell, with no program of
+#: its own).  Its processes end with the command: bubblewrap's PID namespace.
+NET_BRIDGE = f"""r=$(socat -d -d -b 262144 TCP-LISTEN:{NET_PORT},bind=127.0.0.1,reuseaddr,fork \\
+  UNIX-CONNECT:{NET_SOCKET} 2>&1 >/dev/null </dev/null |
+  {{ while IFS= read -r l; do case $l in *"listening on"*) echo up; exec >/dev/null
+    while read -r l; do :; done;; esac; done; }} 2>/dev/null &)
+[ "$r" = up ] || {{ echo "taskboard: the sandbox's network bridge (socat) did not start" >&2
   exit 126; }}
-cat <&3 >/dev/null & exec 3<&-
 exec "$@\""""
 #: The sandbox of a run (design §17), built where it is spawned (here or on a host) by
 #: `sh`, from the run's variables: TB_BWRAP, TB_BASE (the board's folder there: hidden),
@@ -5852,7 +5851,8 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     its attachments), paths (sandboxPaths), read_only (a planner's or verifier's: its
     checkout too), hide (other projects' folders, the token file), git (the repository's
     common git folder: git_dirs()), out (the board's own git on the repository: its
-    worktrees' folder, writable with all of `git`)}; `base`: the board's folder where the
+    worktrees' folder, writable with all of `git`), net (its egress proxy's socket: its
+    own network and the bridge, design §20)}; `base`: the board's folder where the
     run happens (the data dir, a host's baseDir); `show`: more programs the run starts."""
     paths = sandbox.get("paths") or {}
     return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
@@ -12644,6 +12644,8 @@ def end_runs(runs: list[AgentRun], reason: str) -> None:
 #: A proxy request's head may hold at most this many bytes, and come within this time.
 NET_HEAD_BYTES = 64 * 1024
 NET_HEAD_SECONDS = 30
+#: What one read of a tunnelled connection takes at most.
+NET_CHUNK_BYTES = 256 * 1024
 #: Hop-by-hop headers a forwarded request loses (it goes with `Connection: close`).
 NET_HOP_HEADERS = ("proxy-authorization", "proxy-connection", "connection", "keep-alive")
 
@@ -12795,8 +12797,9 @@ class EgressProxy:
         addresses, error = [], None
         if rule is None:
             try:
-                addresses = [info[4] for info in socket.getaddrinfo(
-                    host, port, type=socket.SOCK_STREAM)]
+                addresses = [(host, port)] if _address(host) else [
+                    info[4][:2] for info in socket.getaddrinfo(host, port,
+                                                               type=socket.SOCK_STREAM)]
             except (OSError, UnicodeError) as exc:
                 return _answer(client, 502, f"{host} not found: {exc}")
             inner = next((a[0] for a in addresses if public and not public_address(a[0])), None)
@@ -12822,6 +12825,13 @@ class EgressProxy:
                 egress.reached[f"{host}:{port}"] = True
             return upstream
         return _answer(client, 502, f"{host}:{port} did not answer: {error}")
+
+
+def _address(host: str) -> bool:
+    """Whether host is an IP address (nothing to resolve)."""
+    with contextlib.suppress(ValueError):
+        return bool(ipaddress.ip_address(host))
+    return False
 
 
 def _read_head(client) -> tuple[tuple | None, bytes]:
@@ -12867,12 +12877,14 @@ def _answer(client, status: int, text: str) -> None:
 
 def _pipe(source, target) -> None:
     """Copy one direction of a connection until it ends, then end it on the other side."""
+    buffer = bytearray(NET_CHUNK_BYTES)
+    view = memoryview(buffer)
     try:
         while True:
-            data = source.recv(65536)
-            if not data:
+            size = source.recv_into(buffer)
+            if not size:
                 break
-            target.sendall(data)
+            target.sendall(view[:size])
     except OSError:
         pass
     with contextlib.suppress(OSError):

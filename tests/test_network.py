@@ -168,6 +168,16 @@ def test_a_bad_host_pattern_is_refused(client, api, person, pattern):  # noqa: F
     assert client.get(f"/api/projects/{project['id']}").json["networkAllow"] is None
 
 
+def test_without_socat_the_sandbox_does_not_work(monkeypatch, outside_tmp):
+    """The bridge's forwarder is a requirement of the sandbox: where it is not found,
+    health says so (and no run goes sandboxed)."""
+    bwrap = taskboard.shutil.which("bwrap")
+    (outside_tmp / "true").symlink_to(taskboard.shutil.which("true"))
+    monkeypatch.setenv("PATH", str(outside_tmp))  # bubblewrap by its path, `true`, no socat
+    state = taskboard.try_sandbox([bwrap])
+    assert state["works"] is False and "socat is not installed" in state["error"], state
+
+
 def test_host_patterns():
     assert taskboard.host_pattern("Example.COM") == ("example.com", None, False)
     assert taskboard.host_pattern("*.example.com:8443") == ("example.com", 8443, True)
