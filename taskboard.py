@@ -6327,6 +6327,14 @@ class ThisMachine:
     #: Whether its sandboxed runs reach the egress proxy through a bridge (design §20).
     bridged = True
 
+    def bridge(self, run: "AgentRun", proxy: str) -> None:
+        """A sandboxed run's bridge gets the proxy's socket for it (design §20): here, as
+        it is."""
+        run.sandbox["net"] = proxy
+
+    def unbridge(self, run: "AgentRun") -> None:
+        """The run ended: its bridge goes (here its socket went with the proxy's)."""
+
     def board_tools(self, agent: str, run_id: int, task_id: int, project_id: int,
                     invocation: dict, mcp_port: int | None = None) -> str | None:
         """The board tools of a run here: a token, the 0600 config file that holds it (Claude's
@@ -6898,8 +6906,36 @@ git -C "$repo" fetch -q origin >&2 || true"""
     def reaches_board(self) -> bool:
         return bool(self.port)  # the connection's remote forward
 
-    #: Its sandboxed runs have the host's network (design §20: not bridged yet).
-    bridged = False
+    #: Its sandboxed runs reach the board's egress proxy over the connection (design §20).
+    bridged = True
+
+    def net_socket(self, name: str) -> str:
+        """Where the proxy's socket of run `name` is forwarded to on the host."""
+        path = self.path("runs", f"{name}.net")
+        return path if len(path) < 100 else \
+            f"/tmp/taskboard-net-{hashlib.sha256(path.encode()).hexdigest()[:16]}"
+
+    def bridge(self, run: "AgentRun", proxy: str) -> None:
+        """The proxy's socket for the run, forwarded by the connection to the path its
+        sandbox binds (invocation() named it); OSError when the connection will not."""
+        remote = run.sandbox["net"]
+        done = run_process(["ssh", "-o", f"ControlPath={self.control}", "-O", "forward",
+                            "-R", f"{remote}:{proxy}", self.host["address"]], timeout=30)
+        if done.returncode != 0:
+            raise OSError(f"the egress proxy could not be forwarded to host "
+                          f"{self.host['name']!r}: "
+                          f"{_cut(done.stderr.decode('utf-8', 'replace').strip(), 300)}")
+        run.net_forward = f"{remote}:{proxy}"
+
+    def unbridge(self, run: "AgentRun") -> None:
+        """The run ended: the connection forwards its socket no more (nor leaves it)."""
+        forward = getattr(run, "net_forward", None)
+        if forward is not None and self.master is not None and self.master.poll() is None:
+            run_process(["ssh", "-o", f"ControlPath={self.control}", "-O", "cancel", "-R",
+                         forward, self.host["address"]], timeout=30)
+            with contextlib.suppress(HostDown):
+                self.run(f"rm -f {shlex.quote(forward.rsplit(':', 1)[0])}", timeout=30,
+                         reopen=False)
 
     def board_tools(self, agent: str, run_id: int, task_id: int, project_id: int,
                     invocation: dict, mcp_port: int | None = None) -> str | None:
@@ -6909,8 +6945,9 @@ git -C "$repo" fetch -q origin >&2 || true"""
         line); the token, or None when there is no forward."""
         if not self.port:
             return None
-        token = secrets.token_urlsafe(24)
-        server = {"url": f"http://127.0.0.1:{self.port}/mcp", "token": token}
+        token = secrets.token_urlsafe(24)  # a sandboxed run's through its bridge (§20)
+        port = NET_PORT if mcp_port == NET_PORT else self.port
+        server = {"url": f"http://127.0.0.1:{port}/mcp", "token": token}
         if agent == "claude":
             server["config"] = self.path("runs", f"{int(run_id)}.mcp.json")
             config = {"mcpServers": {"taskboard": {
@@ -6944,7 +6981,10 @@ git -C "$repo" fetch -q origin >&2 || true"""
         own = {k: v for k, v in invocation["env"].items()
                if os.environ.get(k) != v and re.fullmatch(r"[A-Za-z_]\w*", k)}
         own.pop("TASKBOARD_URL", None)
-        if self.port:  # the board, through the connection's remote forward
+        if sandbox is not None:  # the proxy's socket, bridged (design §20)
+            sandbox["net"] = self.net_socket(name)
+            own["TASKBOARD_URL"] = f"http://127.0.0.1:{NET_PORT}"
+        elif self.port:  # the board, through the connection's remote forward
             own["TASKBOARD_URL"] = f"http://127.0.0.1:{self.port}"
         env_file = self.path("runs", f"{name}.env")
         argv, own = in_sandbox(invocation["argv"], invocation["cwd"], own, sandbox, self.path(),
@@ -7055,6 +7095,9 @@ class MissingHost:
     host = None
     reaches_board = False
     bridged = False
+
+    def unbridge(self, run: "AgentRun") -> None:
+        """Nothing was bridged."""
 
     def __init__(self, host_id: int):
         self.host_id = host_id
@@ -12052,7 +12095,10 @@ def _discovery_script(host: dict) -> str:
     `<cli><TAB>found<TAB>version` lines."""
     commands = json.loads(host["agent_commands_json"] or "{}")
     lines = ["printf 'git\\t%s\\n' \"$(git --version 2>/dev/null | head -n 1)\"",
-             f"b={shlex.join(runtime.config['bwrap'])}; if e=$($b {shlex.join(SANDBOX_BASE)} "
+             f"b={shlex.join(runtime.config['bwrap'])}; if ! command -v socat >/dev/null; then "
+             "printf 'sandbox\\t0\\t%s\\n' 'socat is not installed: a sandboxed run needs it "
+             "(apt install socat)'; "
+             f"elif e=$($b {shlex.join(SANDBOX_BASE + NET_ARGS)} "
              "-- true 2>&1); then printf 'sandbox\\t1\\t%s\\n' \"$($b --version 2>/dev/null)\"; "
              "else printf "
              "'sandbox\\t0\\t%s\\n' \"$(printf %s \"$e\" | tr '\\t\\n' '  ' | cut -c1-300)\"; fi"]
@@ -12226,13 +12272,14 @@ class AgentRun:
     def start(self) -> None:
         """Spawn the agent on its machine; raises OSError if it cannot start.  A sandboxed
         run gets its egress proxy's socket first (design §20), where its machine bridges."""
-        if self.sandbox is not None and self.machine.bridged:
-            self.sandbox["net"] = runtime.egress.open(self, project_row(self.project_id),
-                                                      self.sandbox["agent"])
         try:
+            if self.sandbox is not None and self.machine.bridged:
+                self.machine.bridge(self, runtime.egress.open(
+                    self, project_row(self.project_id), self.sandbox["agent"]))
             self.proc = self.machine.spawn(self.argv, self.cwd, self.env, self.sandbox)
         except BaseException:
-            runtime.egress.close(self)
+            if runtime.egress.close(self) is not None:
+                self.machine.unbridge(self)
             raise
         gevent.spawn(self._supervise)
 
@@ -12338,6 +12385,7 @@ class AgentRun:
         """The run's egress proxy closes; what its network did is recorded."""
         network = runtime.egress.close(self)
         if network is not None:
+            self.machine.unbridge(self)
             self.sandbox.pop("net", None)  # a check after the run has no way out
             run_network_ended(self.run_id, self.task_id, network)
 
@@ -12778,7 +12826,8 @@ class EgressProxy:
                         end.close()
 
     def _board(self, egress: Egress, client, path: str, lines: list):
-        """The board's /mcp for a request with the run's token, else refused."""
+        """The board's /mcp for a request with the run's token (on the listener of what
+        hosts' forwards bring: /mcp alone, never a local request), else refused."""
         token = next((line.split(":", 1)[1].strip() for line in lines
                       if line.lower().startswith("authorization:")), "")
         scope = runtime.run_tokens.get(token.removeprefix("Bearer ").strip())
@@ -12786,9 +12835,8 @@ class EgressProxy:
                 scope["project_id"] != egress.run.project_id:
             egress.refuse("board", NET_PORT, "only /mcp, with the run's token")
             return _answer(client, 403, "the board answers a run only at /mcp, with its token")
-        host = runtime.config["host"]
-        host = "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host
-        return socket.create_connection((host, int(runtime.url.rsplit(":", 1)[1])), timeout=10)
+        # the listener hosts' forwards reach: /mcp alone, a run's token always needed
+        return socket.create_connection(("127.0.0.1", runtime.forward.port()), timeout=10)
 
     def _connect(self, egress: Egress, client, host: str, port: int):
         """A connection to host:port as the policy allows (every address it resolves to
