@@ -12854,6 +12854,8 @@ class EgressProxy:
             if inner is not None:
                 rule = f"{inner} is a loopback, link-local or private address networkAllow " \
                     "does not name"
+            elif any(not public_address(a[0]) for a in addresses) and port in _board_ports():
+                rule = "the board: a run reaches only its /mcp, with its token"
         if rule is not None:
             egress.refuse(host, port, rule)
             return _answer(client, 403, f"{host}:{port} refused by the project's network "
@@ -12873,6 +12875,14 @@ class EgressProxy:
                 egress.reached[f"{host}:{port}"] = True
             return upstream
         return _answer(client, 502, f"{host}:{port} did not answer: {error}")
+
+
+def _board_ports() -> set[int]:
+    """The ports the board listens on (its own, the listener of hosts' forwards)."""
+    ports = {int(runtime.url.rsplit(":", 1)[1]), runtime.config["port"]}
+    if runtime.forward.server is not None:
+        ports.add(runtime.forward.server.server_port)
+    return ports
 
 
 def _address(host: str) -> bool:

@@ -1,11 +1,13 @@
 """The sandbox on the board (design.md §17), in Chromium against a real `python taskboard.py`:
 the project's sandbox and its extra paths in the settings (en, tr), the warning for
 auto-accept without it, a refused path shown under its field, and whether a task's latest
-run was sandboxed on its card and its task page.
+run was sandboxed on its card and its task page, with the hosts its network reached and was
+refused (design §20).
 
 Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
 """
 
+import base64
 import sys
 
 import pytest
@@ -85,8 +87,10 @@ def test_the_card_and_the_task_page_say_whether_the_latest_run_was_sandboxed(
     board = fake_board
     sandboxed = board.api("GET", "/api/health")["sandbox"]["works"]
     project = code_project(board, tmp_path, "Shop")
-    task = board.api("POST", f"/api/projects/{project['id']}/tasks",
-                     {"title": "Say hello", "description": "fake:ok"})
+    curl = "curl -sS --max-time 10 http://127.0.0.1:9/ || true"  # a loopback port: refused
+    task = board.api("POST", f"/api/projects/{project['id']}/tasks", {
+        "title": "Say hello",
+        "description": "fake:ok fake:sh=" + base64.b64encode(curl.encode()).decode()})
     open_board(page, board, project["id"])
     start(board, task)
     done = card(column(page, "Testing"), "Say hello")
@@ -96,3 +100,5 @@ def test_the_card_and_the_task_page_say_whether_the_latest_run_was_sandboxed(
     expect(page.get_by_test_id("task-sandbox")).to_have_text(
         "its latest run was sandboxed (bubblewrap)" if sandboxed
         else "its latest run was not sandboxed")
+    if sandboxed:
+        expect(page.get_by_test_id("task-network")).to_contain_text("refused: 127.0.0.1:9")

@@ -141,20 +141,24 @@ def test_under_no_auth_the_sandbox_works_and_a_run_cannot_reach_the_board(
         config, request, person, live):  # noqa: F811
     """--no-auth asks no credential of a loopback caller, so the board's API is anyone's on
     the machine: a sandboxed run (its own network namespace) reaches it neither directly
-    nor through the proxy; health says the sandbox works (design §17 v6, §20)."""
+    nor through the proxy, even where networkAllow names it; health says the sandbox works
+    (design §17 v6, §20)."""
     config["no_auth"] = True  # the board tries bubblewrap itself (marked sandbox) at its start
     client = request.getfixturevalue("anonymous")  # no credential: none is asked
     api = request.getfixturevalue("api")  # noqa: F811
     taskboard.runtime.url = live.url
     assert client.get("/api/health").json["sandbox"]["works"] is True
     assert client.get("/api/projects").status_code == 200  # anyone's, on loopback
-    project = sandboxed(api, person)
+    project = sandboxed(api, person, networkAllow=[live.url.split("//")[1]])
     task, done, lines = run(client, api, project, tries(
         f"curl -sS -f --noproxy '*' --max-time 5 {live.url}/api/projects",
         curl(f"{live.url}/api/projects")))
     assert [line.split()[0] for line in lines] == ["NO", "NO"] and "403" in lines[1], lines
     assert done["sandboxed"] is True
     assert len(client.get(f"/api/projects/{project['id']}/tasks").json) == 1
+    assert network_entries(client, task["id"]) == [
+        f"refused {live.url.split('//')[1]} (the board: a run reaches only its /mcp, with its "
+        "token)"]
 
 
 @pytest.mark.parametrize("pattern", ["http://example.com", "exa mple.com", "*.", "a:99999",
@@ -176,6 +180,19 @@ def test_without_socat_the_sandbox_does_not_work(monkeypatch, outside_tmp):
     monkeypatch.setenv("PATH", str(outside_tmp))  # bubblewrap by its path, `true`, no socat
     state = taskboard.try_sandbox([bwrap])
     assert state["works"] is False and "socat is not installed" in state["error"], state
+
+
+def test_a_flood_of_refusals_keeps_one_entry_per_host_and_bounded_memory(tb):
+    """Thousands of refused connections to thousands of hosts: each host's first is logged,
+    up to NETWORK_HOSTS_KEPT hosts; every one is counted."""
+    run = taskboard.AgentRun(None, 1, None, "", argv=[], cwd="/", env={}, model="m")
+    egress = taskboard.Egress(run, "/nowhere", taskboard.NetPolicy("none", None, None, {}))
+    for n in range(3000):
+        egress.refuse(f"host{n % 1000}.example", 443, "network none")
+    network = egress.summary()
+    assert network["refused"] == 3000
+    assert len(network["refusedHosts"]) == taskboard.NETWORK_HOSTS_KEPT
+    assert {h["count"] for h in network["refusedHosts"]} == {3}
 
 
 def test_host_patterns():
