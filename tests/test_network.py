@@ -12,12 +12,14 @@ import socket
 import threading
 
 import pytest
+from test_sandbox import processes_with
 
 # the person's layout outside /tmp, its board and its API (fixtures), and the fake agent's script
 from test_sandbox_git import api, config, person, said, script  # noqa: F401
 
 import taskboard
 from agent_helpers import wait_status
+from conftest import wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -87,7 +89,8 @@ def test_a_sandboxed_run_reaches_only_what_its_project_allows(client, api, perso
     """The loopback host networkAllow names is reached through the proxy; another loopback
     host is refused (three times, logged once, counted three times); a direct socket to a
     machine port and an abstract UNIX socket of the machine reach nothing; the board's API
-    is refused, its /mcp answers only with the run's token."""
+    is refused, its /mcp answers only with the run's token.  Nothing of the bridge is left
+    running once the run ended, and its socket is gone."""
     allowed, refused = sites
     listener = socket.socket(socket.AF_UNIX)
     listener.bind("\0taskboard-test-abstract")
@@ -118,6 +121,9 @@ def test_a_sandboxed_run_reaches_only_what_its_project_allows(client, api, perso
     assert done["network"]["reached"] == [f"127.0.0.1:{allowed.port}"]
     assert [(h["port"], h["count"]) for h in done["network"]["refusedHosts"]] == [
         (refused.port, 3), (taskboard.NET_PORT, 2)]
+    wait_for(lambda: not processes_with(str(person.data / "net")),
+             message="the run's sandbox and bridge to be gone")
+    assert list((person.data / "net").iterdir()) == []
 
 
 def test_an_allowlist_refuses_what_it_does_not_list_and_none_refuses_all(
