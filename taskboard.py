@@ -12693,7 +12693,7 @@ def end_runs(runs: list[AgentRun], reason: str) -> None:
 NET_HEAD_BYTES = 64 * 1024
 NET_HEAD_SECONDS = 30
 #: What one read of a tunnelled connection takes at most.
-NET_CHUNK_BYTES = 256 * 1024
+NET_CHUNK_BYTES = 64 * 1024
 #: Hop-by-hop headers a forwarded request loses (it goes with `Connection: close`).
 NET_HOP_HEADERS = ("proxy-authorization", "proxy-connection", "connection", "keep-alive")
 
@@ -12785,7 +12785,7 @@ class EgressProxy:
                 return
             method, target, lines = head
             if method == "CONNECT":
-                host, port = _host_port(target, None)
+                host, port = _host_port(target)
                 path = None
             elif target.startswith("/"):
                 host, port, path = "127.0.0.1", NET_PORT, target
@@ -12836,7 +12836,9 @@ class EgressProxy:
             egress.refuse("board", NET_PORT, "only /mcp, with the run's token")
             return _answer(client, 403, "the board answers a run only at /mcp, with its token")
         # the listener hosts' forwards reach: /mcp alone, a run's token always needed
-        return socket.create_connection(("127.0.0.1", runtime.forward.port()), timeout=10)
+        upstream = socket.create_connection(("127.0.0.1", runtime.forward.port()), timeout=10)
+        upstream.settimeout(None)  # a tool's answer may take its time
+        return upstream
 
     def _connect(self, egress: Egress, client, host: str, port: int):
         """A connection to host:port as the policy allows (every address it resolves to
@@ -12906,7 +12908,7 @@ def _read_head(client) -> tuple[tuple | None, bytes]:
     return (method, target, lines), rest
 
 
-def _host_port(target: str, default: int | None) -> tuple[str | None, int | None]:
+def _host_port(target: str) -> tuple[str | None, int | None]:
     """CONNECT's host:port ([v6]:port), or (None, None)."""
     found = re.fullmatch(r"\[([^\]]+)\]:(\d{1,5})|([^:\[\]]+):(\d{1,5})", target)
     if not found:
