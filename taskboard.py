@@ -6344,7 +6344,8 @@ class ThisMachine:
         token = secrets.token_urlsafe(24)
         runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
                                      "created": set()}
-        url = runtime.url if mcp_port is None else f"http://127.0.0.1:{mcp_port}"
+        url = runtime.url if mcp_port is None else f"http://127.0.0.1:{NET_PORT}" \
+            if mcp_port == NET_PORT else re.sub(r":\d+$", f":{mcp_port}", runtime.url)
         path = mcp_config_path(run_id)
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
