@@ -127,14 +127,21 @@ def test_a_sandboxed_run_reaches_only_what_its_project_allows(client, api, perso
 
 
 def test_an_allowlist_refuses_what_it_does_not_list_and_none_refuses_all(
-        client, api, person, sites):  # noqa: F811
+        client, api, person, sites, live):  # noqa: F811
+    """... each refusal on the task's log, live on task:log."""
     allowed, _ = sites
+    ws = live.ws("?logs=all")
     project = sandboxed(api, person, network="allowlist",
                         networkAllow=[f"127.0.0.1:{allowed.port}"])
     task, _, lines = run(client, api, project, tries(
         curl(f"http://127.0.0.1:{allowed.port}/"), curl("https://example.com/")))
     assert lines[0] == "OK hello from allowed" and lines[1].startswith("NO"), lines
     assert network_entries(client, task["id"]) == [
+        "refused example.com:443 (allowlist: not in networkAllow)"]
+    live_entry = ws.until("task:log", lambda d: any(e["kind"] == "network" for e in d["entries"]),
+                          timeout=10)["data"]
+    assert live_entry["taskId"] == task["id"] and [
+        e["message"] for e in live_entry["entries"] if e["kind"] == "network"] == [
         "refused example.com:443 (allowlist: not in networkAllow)"]
     client.put_json(f"/api/projects/{project['id']}", {"network": "none"})
     task, _, lines = run(client, api, project, tries(curl(f"http://127.0.0.1:{allowed.port}/")))
