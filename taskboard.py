@@ -5836,6 +5836,20 @@ SANDBOX_HINT = ("the sandbox may be why ({sign}): a sandboxed run sees the machi
                 "(readOnly, readWrite), or set its sandbox to none")
 
 
+#: What a failed command says when the sandbox's network may be why (design §20): a tool
+#: that went round the proxy (its own namespace has nothing to connect to, no name server).
+NET_SIGNS = re.compile(r"ECONNREFUSED|Connection refused|Couldn't connect to server|"
+                       r"ENETUNREACH|Network is unreachable|"
+                       r"ENOTFOUND|EAI_AGAIN|Could not resolve host|Temporary failure in name "
+                       r"resolution|Name or service not known", re.IGNORECASE)
+#: What the task's log says then, once a run.
+NET_HINT = ("the sandbox's network may be why ({sign}): a sandboxed run reaches other "
+            "machines only through the board's egress proxy (HTTPS_PROXY, HTTP_PROXY and "
+            "ALL_PROXY are set for it), as its project's network policy allows; a tool that "
+            "ignores those variables reaches nothing, and each host the proxy refused is in "
+            "this log (network)")
+
+
 def sandbox_sign(text: str, home: str) -> str | None:
     """What in a sandboxed command's failure says the sandbox may be why, or None
     (access refused counts only when the text names a path under home)."""
@@ -12257,6 +12271,7 @@ class AgentRun:
         self.group = None  # its process group on a host, once the host said so
         self.sandbox = None  # what sandbox_env() says of its sandbox, or None: unsandboxed
         self.sandbox_hinted = False  # its log said the sandbox may be why something failed
+        self.network_hinted = False  # ... or the sandbox's network
         self.argv, self.cwd, self.env, self.prompt, self.model = argv, cwd, env, prompt, model
         self.timeout_s, self.idle_s = timeout_s, idle_s
         self.parser = StreamParser()
@@ -12500,6 +12515,12 @@ class AgentRun:
         if sign is not None:
             self.sandbox_hinted = True
             runtime.logs.append(self.task_id, "system", SANDBOX_HINT.format(sign=sign),
+                                self.run_id, is_error=True)
+        found = None if self.sandbox is None or self.network_hinted or self.task_id is None \
+            or not self.sandbox.get("net") else NET_SIGNS.search(failure)
+        if found is not None:
+            self.network_hinted = True
+            runtime.logs.append(self.task_id, "system", NET_HINT.format(sign=found.group(0)),
                                 self.run_id, is_error=True)
 
     def _signal(self, signum):
