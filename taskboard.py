@@ -5601,7 +5601,9 @@ def _demo_change(cwd, title, answer) -> tuple[str, str, str, str]:
 # spawns it: the machine read-only, its own PID, IPC and UTS namespaces (it sees and
 # signals only its own processes, and dies with the board's handle on it), private /tmp,
 # the board's data dir and the person's home hidden but for what the run needs, and
-# writable only its checkout, what a commit writes, its CLI's state and ~/.cache.
+# writable only its checkout, what a commit writes, its CLI's state and ~/.cache; a network
+# of its own, whose only way out is the board's egress proxy (design §20: the bridge here,
+# the policy NetPolicy, the proxy in SUPERVISORS).
 
 #: bubblewrap's namespaces and limits for every sandboxed run (and its try at start):
 #: no nested user namespace, so the CLIs' own sandboxes cannot nest inside it.
