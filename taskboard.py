@@ -107,6 +107,7 @@ import gevent.event
 import gevent.lock
 import gevent.os
 import gevent.pool
+import gevent.server
 from gevent import pywsgi
 from geventwebsocket.exceptions import WebSocketError
 from geventwebsocket.handler import WebSocketHandler
@@ -269,12 +270,18 @@ MODEL_ALIASES = {"model_large": "opus", "model_medium": "sonnet", "model_small":
 #: The agent CLIs a project or task can run (design §14): the environment variable naming
 #: its command, the default command, its npm package (how to install it) and whether it has
 #: a two-way channel (approvals, messages; design §12).  Claude keeps --agent-command too.
-AgentCli = collections.namedtuple("AgentCli", "env command package two_way")
+#: `api`: the hosts of its API and login, which its sandboxed runs always reach (design §20).
+AgentCli = collections.namedtuple("AgentCli", "env command package two_way api")
 AGENTS = {
-    "claude": AgentCli("TASKBOARD_AGENT_COMMAND", "claude", "@anthropic-ai/claude-code", True),
-    "codex": AgentCli("TASKBOARD_CODEX_COMMAND", "codex", "@openai/codex", False),
-    "gemini": AgentCli("TASKBOARD_GEMINI_COMMAND", "gemini", "@google/gemini-cli", False),
-    "opencode": AgentCli("TASKBOARD_OPENCODE_COMMAND", "opencode", "opencode-ai", False),
+    "claude": AgentCli("TASKBOARD_AGENT_COMMAND", "claude", "@anthropic-ai/claude-code", True,
+                       ("api.anthropic.com", "console.anthropic.com", "claude.ai")),
+    "codex": AgentCli("TASKBOARD_CODEX_COMMAND", "codex", "@openai/codex", False,
+                      ("api.openai.com", "chatgpt.com", "auth.openai.com")),
+    "gemini": AgentCli("TASKBOARD_GEMINI_COMMAND", "gemini", "@google/gemini-cli", False,
+                       ("generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com",
+                        "oauth2.googleapis.com")),
+    "opencode": AgentCli("TASKBOARD_OPENCODE_COMMAND", "opencode", "opencode-ai", False,
+                         ("opencode.ai", "models.dev", "api.anthropic.com", "api.openai.com")),
 }
 #: A CLI's `--version` line as health may show it: a version number, words, no paths.
 VERSION_LINE = re.compile(r"^[\w .()@+-]{0,60}\d+\.\d+[\w .()@+-]{0,60}$")
@@ -374,6 +381,12 @@ SCHEDULE_NAP_SECONDS = 60.0
 #: A project's sandbox (design §17): bubblewrap whenever it works where the run happens
 #: (auto), always (bubblewrap: never unsandboxed), or never (none).
 SANDBOX_MODES = ("auto", "bubblewrap", "none")
+#: A project's network policy for its sandboxed runs (design §20): any host through the
+#: board's egress proxy (open), only networkAllow's and its CLI's API (allowlist), none.
+NETWORK_MODES = ("open", "allowlist", "none")
+#: A sandboxed run's egress proxy keeps at most this many hosts it reached, and logs at most
+#: this many hosts it refused (each once; later refusals of a host are counted).
+NETWORK_HOSTS_KEPT = 100
 #: Under the home directory: what no sandboxed run ever sees, whatever sandboxPaths says
 #: (SSH keys, credentials, keyrings, browser profiles).
 NEVER_VISIBLE = (".ssh", ".gnupg", ".netrc", ".git-credentials", ".aws", ".config/gh",
@@ -957,6 +970,43 @@ def wait_asked(response) -> float | None:
     return None
 
 
+#: A host name in networkAllow (design §20), `*.` before it for any name under it.
+HOST_NAME_RE = re.compile(r"^(\*\.)?((?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*"
+                          r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)$")
+
+
+def host_pattern(text) -> tuple[str, int | None, bool] | None:
+    """A networkAllow entry (`example.com`, `*.example.com`, `host:port`, an IP, `[v6]:port`)
+    as (host in lower case or the address as ipaddress spells it, port or None: any,
+    whether it is a `*.` pattern); None when it is none of these."""
+    if not isinstance(text, str) or not 0 < len(text) <= 260:
+        return None
+    host, port = text.lower(), None
+    bracketed = re.fullmatch(r"\[([0-9a-f:.]+)\](?::(\d{1,5}))?", host)
+    if bracketed:
+        host, port = bracketed.groups()
+    elif host.count(":") == 1:
+        host, port = host.split(":")
+    if port is not None:
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            return None
+        port = int(port)
+    with contextlib.suppress(ValueError):
+        return str(ipaddress.ip_address(host)), port, False
+    name = None if bracketed or ":" in host else HOST_NAME_RE.fullmatch(host)
+    return (name.group(2), port, bool(name.group(1))) if name else None
+
+
+def check_network_allow(value, name):
+    """At most 200 host patterns (host_pattern())."""
+    if not isinstance(value, list) or len(value) > 200:
+        raise Invalid(f"{name} must be an array of at most 200 host patterns", name)
+    for entry in value:
+        if host_pattern(entry) is None:
+            raise Invalid(f"{name}: {json_dumps(entry)[:100]} is not a host pattern (example.com, "
+                          "*.example.com, host:port, an IP address)", name)
+
+
 # =============================================================================
 # FIELDS
 # =============================================================================
@@ -1287,6 +1337,11 @@ PROJECT_FIELDS = (
               for side in ("readOnly", "readWrite")}, "additionalProperties": False},
           doc="{readOnly: [...], readWrite: [...]}: absolute paths a sandboxed run may also "
           "read, or write; never the data dir, ~/.ssh or another credential store"),
+    Field("network", "enum", choices=NETWORK_MODES, default="open", doc="where its sandboxed "
+          "runs go: anywhere, only networkAllow and its CLI's API, or nowhere (design §20)"),
+    Field("networkAllow", "json", column="network_allow_json", nullable=True,
+          check=check_network_allow, shape={"type": "array", "items": {"type": "string"}},
+          doc="host patterns: example.com, *.example.com, host:port, an IP, [v6]:port"),
     Field("attemptPick", "enum", column="attempt_pick", choices=ATTEMPT_PICKS,
           default="manual", doc="auto: when a task's last attempt ends, pick the one whose "
           "check passed, then the verifier approved, then the cheapest, then the fastest"),
@@ -1343,6 +1398,9 @@ TASK_FIELDS = (
         "succeeds); {sandbox}: for bubblewrap to work there (sandbox bubblewrap); or null"),
     _ro("sandboxed", "bool", nullable=True, doc="whether its latest run went through the "
         "sandbox (null: it has not run, or its run was simulated: no sandbox needed)"),
+    _ro("network", "json", column="network_json", nullable=True, shape={"type": "object"},
+        doc="its latest sandboxed run's network: {refused (count), reached ([host:port]), "
+        "refusedHosts ([{host, port, rule, count}])}"),
     _ro("pending_approvals", doc="tool approvals and questions waiting for a person"),
     _ro("attempts", nullable=True, doc="how many attempts its latest run with several "
         "agents had (GET /api/tasks/:id/attempts), or null"),
@@ -2392,6 +2450,12 @@ CREATE TABLE schedules (
 CREATE INDEX schedules_by_project ON schedules(project_id, id);
 CREATE INDEX schedules_due ON schedules(next_at) WHERE enabled = 1;
 """),
+    ("0020_network", """
+ALTER TABLE projects ADD COLUMN network TEXT NOT NULL DEFAULT 'open';
+ALTER TABLE projects ADD COLUMN network_allow_json TEXT;
+ALTER TABLE runs ADD COLUMN network_refused INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN network_json TEXT;
+"""),
 )
 
 
@@ -3267,6 +3331,16 @@ def project_ids_of_agent(agent: str) -> list[int]:
 def update_run_row(run_id: int, changes: dict) -> None:
     with tx() as t:
         t.update("runs", run_id, changes)
+
+
+def run_network_rows(run_id: int, task_id: int | None, network: dict) -> None:
+    """What a sandboxed run's network did (design §20): counted on its row, kept on its task
+    as its latest run's."""
+    with tx() as t:
+        t.update("runs", run_id, {"network_refused": network["refused"]})
+        if task_id is not None:
+            t.execute("UPDATE tasks SET network_json = ? WHERE id = ?",
+                      (json_dumps(network), task_id))
 
 
 def finish_run_rows(run_id: int, run_changes: dict, task_changes: dict) -> dict | None:
@@ -5592,7 +5666,9 @@ def _demo_change(cwd, title, answer) -> tuple[str, str, str, str]:
 # spawns it: the machine read-only, its own PID, IPC and UTS namespaces (it sees and
 # signals only its own processes, and dies with the board's handle on it), private /tmp,
 # the board's data dir and the person's home hidden but for what the run needs, and
-# writable only its checkout, what a commit writes, its CLI's state and ~/.cache.
+# writable only its checkout, what a commit writes, its CLI's state and ~/.cache; a network
+# of its own, whose only way out is the board's egress proxy (design §20: the bridge here,
+# the policy NetPolicy, the proxy in SUPERVISORS).
 
 #: bubblewrap's namespaces and limits for every sandboxed run (and its try at start):
 #: no nested user namespace, so the CLIs' own sandboxes cannot nest inside it.
@@ -5601,6 +5677,27 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
                 "--unshare-uts", "--hostname", "sandbox", "--die-with-parent", "--new-session",
                 "--cap-drop", "ALL")
+#: A sandboxed run's network (design §20): its own namespace (only its loopback), its own
+#: empty /run, and a bridge: the egress proxy's socket for the run, bound in at NET_SOCKET,
+#: and a forwarder (socat) listening on the run's loopback at NET_PORT, where the proxy
+#: variables (NET_ENV) point.
+NET_SOCKET = "/run/taskboard/proxy.sock"
+NET_PORT = 3128
+NET_ARGS = ("--unshare-net", "--tmpfs", "/run")
+NET_ENV = {**dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy",
+                            "http_proxy", "all_proxy"), f"http://127.0.0.1:{NET_PORT}"),
+           "NO_PROXY": "", "no_proxy": ""}
+#: The bridge inside the sandbox, before the run's command ("$@"): socat listening on the
+#: run's loopback, each connection going to the proxy; the command starts once socat says it
+#: listens (its log read through a pipe, then drained by the same shell, with no program of
+#: its own).  Its processes end with the command: bubblewrap's PID namespace.
+NET_BRIDGE = f"""r=$(socat -d -d -b 262144 TCP-LISTEN:{NET_PORT},bind=127.0.0.1,reuseaddr,fork \\
+  UNIX-CONNECT:{NET_SOCKET} 2>&1 >/dev/null </dev/null |
+  {{ while IFS= read -r l; do case $l in *"listening on"*) echo up; exec >/dev/null
+    while read -r l; do :; done;; esac; done; }} 2>/dev/null &)
+[ "$r" = up ] || {{ echo "taskboard: the sandbox's network bridge (socat) did not start" >&2
+  exit 126; }}
+exec "$@\""""
 #: The sandbox of a run (design §17), built where it is spawned (here or on a host) by
 #: `sh`, from the run's variables: TB_BWRAP, TB_BASE (the board's folder there: hidden),
 #: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
@@ -5610,9 +5707,11 @@ SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 #: under home, shared so that a login refreshes), TB_MANAGERS (VERSION_MANAGERS), TB_NEVER
 #: (never seen under home), TB_HIDE (other projects' folders, the token file), TB_RO and
 #: TB_RW (sandboxPaths), TB_FILES (the run's own, read-only), TB_GIT (the repository's
-#: common git folder as the board found it: git_dirs()); and for the board's own git on
-#: the repository (WORKTREE_SCRIPT, WORKTREE_REMOVE, PICK_SCRIPT), TB_GIT_WRITE (all of
-#: TB_GIT writable) and TB_OUT (its worktrees' folder, writable).
+#: common git folder as the board found it: git_dirs()), TB_NET (its egress proxy's
+#: socket: NET_ARGS and the bridge, TB_BRIDGE: NET_BRIDGE, in front of its command); and
+#: for the board's own git on the repository (WORKTREE_SCRIPT, WORKTREE_REMOVE,
+#: PICK_SCRIPT), TB_GIT_WRITE (all of TB_GIT writable) and TB_OUT (its worktrees' folder,
+#: writable).
 #: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
 #: folder hidden again, then the checkout and the git metadata a commit writes, read-only
 #: what must never be written (hooks, config, what points git elsewhere), the run's files,
@@ -5641,7 +5740,6 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
       [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
     here=$PWD; cd -P -- "$HOME" && h=$PWD; cd -P -- "$dir" && k=$PWD/.git; cd -- "$here"
     p BASE --tmpfs "$h"
-    for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done
     n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
       [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
     nl='
@@ -5713,13 +5811,20 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
       p --tmpfs "$x"; done
     for x in $TB_NEVER; do
       if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
-        p --ro-bind /dev/null "$h/$x"; fi; done; :
+        p --ro-bind /dev/null "$h/$x"; fi; done
+    nb=--; if [ -n "$TB_NET" ]; then [ -L /var/run ] || p --tmpfs /var/run
+      p @NET@ --ro-bind "$TB_NET" @SOCKET@; o=$q; q=; p -- sh -c "$TB_BRIDGE" sh; nb=$q; q=$o
+    else set +f  # the board's own git: no network of its own, but no agent of the person's
+      for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done; set -f
+    fi; :
   }
   unset IFS; set +f
-  eval "set -- $TB_BWRAP $q --chdir \"\$dir\" -- \"\$@\""
+  eval "set -- $TB_BWRAP $q --chdir \"\$dir\" $nb \"\$@\""
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_KEEP TB_LOGINS \
-    TB_PRIVATE TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES TB_GIT TB_GIT_WRITE TB_OUT
-fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1)
+    TB_PRIVATE TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES TB_GIT TB_GIT_WRITE TB_OUT \
+    TB_NET TB_BRIDGE
+fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1).replace("@NET@", shlex.join(NET_ARGS), 1) \
+    .replace("@SOCKET@", NET_SOCKET, 1)
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
 #: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.  With
 #: TB_AFTER (the board's own script), that script runs after it, outside the sandbox, in
@@ -5784,10 +5889,13 @@ def git_dirs(path: str) -> tuple[str, str] | None:
 def try_sandbox(bwrap: list[str]) -> dict:
     """Try bubblewrap for real, a trivial command in the runs' namespaces: {engine,
     works, version, error} (the error its own words: missing, no user namespaces ...)."""
-    code, out = run_command([*bwrap, *SANDBOX_BASE, "--", "true"], timeout=15,
+    code, out = run_command([*bwrap, *SANDBOX_BASE, *NET_ARGS, "--", "true"], timeout=15,
                             stderr=subprocess.STDOUT)
     state = {"engine": "bubblewrap", "works": code == 0, "version": None,
              "error": None if code == 0 else _cut(out.strip() or f"exit code {code}", 300)}
+    if code == 0 and shutil.which("socat") is None:  # the bridge's forwarder (design §20)
+        state.update(works=False, error="socat is not installed: a sandboxed run's only way "
+                     "out, the bridge to the board's egress proxy, needs it (apt install socat)")
     if code is not None:
         code, out = run_command([*bwrap, "--version"], timeout=15)
         state["version"] = out.strip().removeprefix("bubblewrap ") if code == 0 else None
@@ -5803,14 +5911,9 @@ SANDBOX_RETRY_SECONDS = 10.0
 
 
 def sandbox_here(config: dict) -> dict:
-    """try_sandbox() for the runs of this machine.  Void under --no-auth (design §17 v6):
-    the board's API then asks no credential on loopback, so any local process owns it, a
-    sandboxed run's too, until a network policy (§20) closes loopback to the run."""
-    state = try_sandbox(config["bwrap"])
-    if config["no_auth"]:
-        state.update(works=False, error="void: the board runs with --no-auth, so any local "
-                     "process owns it, a sandboxed run's too")
-    return state
+    """try_sandbox() for the runs of this machine (under --no-auth too: a sandboxed run has
+    its own network namespace and reaches only /mcp of the board, with its token: §20)."""
+    return try_sandbox(config["bwrap"])
 
 
 #: What a failed command says when the sandbox may be why (design §17 v6): not found (exit
@@ -5864,6 +5967,20 @@ def share_account(sandbox: dict, base: str) -> None:
 CLI_ACCOUNT_LIMIT = 16 << 20
 
 
+#: What a failed command says when the sandbox's network may be why (design §20): a tool
+#: that went round the proxy (its own namespace has nothing to connect to, no name server).
+NET_SIGNS = re.compile(r"ECONNREFUSED|Connection refused|Couldn't connect to server|"
+                       r"ENETUNREACH|Network is unreachable|"
+                       r"ENOTFOUND|EAI_AGAIN|Could not resolve host|Temporary failure in name "
+                       r"resolution|Name or service not known", re.IGNORECASE)
+#: What the task's log says then, once a run.
+NET_HINT = ("the sandbox's network may be why ({sign}): a sandboxed run reaches other "
+            "machines only through the board's egress proxy (HTTPS_PROXY, HTTP_PROXY and "
+            "ALL_PROXY are set for it), as its project's network policy allows; a tool that "
+            "ignores those variables reaches nothing, and each host the proxy refused is in "
+            "this log (network)")
+
+
 def sandbox_sign(text: str, home: str | None) -> str | None:
     """What in a sandboxed command's failure says the sandbox may be why, or None
     (access refused counts only when the text names a path under home, the home of the
@@ -5881,8 +5998,9 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     checkout too), hide (other projects' folders, the token file), git (the repository's
     common git folder: git_dirs()), out (the board's own git on the repository: its
     worktrees' folder, writable with all of `git`), after (the board's own script, run
-    outside the sandbox once the command ended: SANDBOXED)}; `base`: the board's folder
-    where the run happens (the data dir, a host's baseDir); `show`: more programs the run
+    outside the sandbox once the command ended: SANDBOXED), net (its egress proxy's
+    socket: its own network and the bridge, design §20)}; `base`: the board's folder where
+    the run happens (the data dir, a host's baseDir); `show`: more programs the run
     starts."""
     paths = sandbox.get("paths") or {}
     return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
@@ -5900,7 +6018,9 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_RW": "\n".join(paths.get("readWrite", ())),
             "TB_FILES": "\n".join([*sandbox["files"], *files]),
             "TB_GIT": sandbox.get("git") or "", "TB_GIT_WRITE": "1" if sandbox.get("out") else "",
-            "TB_OUT": "\n".join(sandbox.get("out") or ()), "TB_AFTER": sandbox.get("after") or ""}
+            "TB_OUT": "\n".join(sandbox.get("out") or ()), "TB_AFTER": sandbox.get("after") or "",
+            "TB_NET": sandbox.get("net") or "",
+            "TB_BRIDGE": NET_BRIDGE if sandbox.get("net") else ""}
 
 
 def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
@@ -5914,7 +6034,77 @@ def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base:
     if check:
         sandbox = {**sandbox, "command": argv[:1]}
     return ["sh", "-c", SANDBOXED, "sh", cwd, *argv], {
-        **env, **sandbox_env(sandbox, base, show=show, files=files)}
+        **env, **(NET_ENV if sandbox.get("net") else {}),
+        **sandbox_env(sandbox, base, show=show, files=files)}
+
+
+#: A base URL in a CLI's own settings (OpenCode's `baseURL` in OPENCODE_CONFIG_CONTENT,
+#: Codex's `base_url` in its config.toml), which its runs always reach (design §20).
+API_URL_RE = re.compile(r"""\bbase_?url["']?\s*[:=]\s*["'](https?://[^"'\s]+)""", re.IGNORECASE)
+
+
+def api_urls(agent: str, env: dict) -> set[tuple[str, int]]:
+    """The (host, port) of each base URL a run of `agent` is set to use: a `*_BASE_URL`
+    variable of its environment (ANTHROPIC_BASE_URL, OPENAI_BASE_URL,
+    GOOGLE_GEMINI_BASE_URL ...), and its CLI's own settings (API_URL_RE)."""
+    urls = [value for key, value in env.items() if key.endswith("_BASE_URL")]
+    texts = [env.get("OPENCODE_CONFIG_CONTENT") or ""]
+    if agent == "codex":
+        home = env.get("CODEX_HOME") or os.path.join(env.get("HOME") or "~", ".codex")
+        texts.append(read_regular(os.path.join(os.path.expanduser(home), "config.toml"),
+                                  1 << 20) or "")
+    urls += [found.group(1) for text in texts for found in API_URL_RE.finditer(text)]
+    hosts = set()
+    for url in urls:
+        with contextlib.suppress(ValueError):
+            parts = urllib.parse.urlsplit(url.strip())
+            if parts.hostname and parts.scheme in ("http", "https"):
+                hosts.add((_net_host(parts.hostname), parts.port or (
+                    443 if parts.scheme == "https" else 80)))
+    return hosts
+
+
+def _net_host(host: str) -> str:
+    """A host as the policy compares it: lower case, an address as ipaddress spells it."""
+    host = host.strip("[]").lower().rstrip(".")
+    with contextlib.suppress(ValueError):
+        return str(ipaddress.ip_address(host))
+    return host
+
+
+def public_address(address: str) -> bool:
+    """Whether an address is on the internet: not loopback, link-local, private, shared,
+    reserved or multicast (an IPv4-mapped IPv6 address as its IPv4 one)."""
+    ip = ipaddress.ip_address(address.split("%")[0])
+    ip = getattr(ip, "ipv4_mapped", None) or ip
+    return ip.is_global and not ip.is_multicast
+
+
+class NetPolicy:
+    """A sandboxed run's network policy (design §20), its project's `network` and
+    `networkAllow` with its CLI's API hosts (AGENTS' `api`, api_urls())."""
+
+    def __init__(self, mode: str, allow: list | None, agent: str | None, env: dict):
+        self.mode = mode
+        self.patterns = [found for found in map(host_pattern, allow or ()) if found]
+        self.api = AGENTS[agent].api if agent in AGENTS else ()
+        self.exact = api_urls(agent, env) if agent in AGENTS else set()
+
+    def judge(self, host: str, port: int) -> tuple[str | None, bool]:
+        """(why a connection to host:port is refused, None when it may go; whether its
+        addresses must be public: not when networkAllow or a base URL names it exactly)."""
+        host = _net_host(host)
+        if self.mode == "none":
+            return "network none: no host is reached", False
+        if (host, port) in self.exact or any(
+                not wild and name == host and at in (None, port)
+                for name, at, wild in self.patterns):
+            return None, False
+        listed = host in self.api or any(wild and host.endswith("." + name) and at in (
+            None, port) for name, at, wild in self.patterns)
+        if self.mode == "allowlist" and not listed:
+            return "allowlist: not in networkAllow", True
+        return None, True
 
 
 # =============================================================================
@@ -6371,6 +6561,16 @@ class ThisMachine:
 
     #: Whether a run there reaches the board's tools.
     reaches_board = True
+    #: Whether its sandboxed runs reach the egress proxy through a bridge (design §20).
+    bridged = True
+
+    def bridge(self, run: "AgentRun", proxy: str) -> None:
+        """A sandboxed run's bridge gets the proxy's socket for it (design §20): here, as
+        it is."""
+        run.sandbox["net"] = proxy
+
+    def unbridge(self, run: "AgentRun") -> None:
+        """The run ended: its bridge goes (here its socket went with the proxy's)."""
 
     def board_tools(self, agent: str, run_id: int, task_id: int, project_id: int,
                     invocation: dict, mcp_port: int | None = None) -> str | None:
@@ -6381,7 +6581,8 @@ class ThisMachine:
         token = secrets.token_urlsafe(24)
         runtime.run_tokens[token] = {"project_id": project_id, "task_id": task_id,
                                      "created": set()}
-        url = runtime.url if mcp_port is None else re.sub(r":\d+$", f":{mcp_port}", runtime.url)
+        url = runtime.url if mcp_port is None else f"http://127.0.0.1:{NET_PORT}" \
+            if mcp_port == NET_PORT else re.sub(r":\d+$", f":{mcp_port}", runtime.url)
         path = mcp_config_path(run_id)
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -6953,6 +7154,37 @@ git -C "$repo" fetch -q origin >&2 || true"""
     def reaches_board(self) -> bool:
         return bool(self.port)  # the connection's remote forward
 
+    #: Its sandboxed runs reach the board's egress proxy over the connection (design §20).
+    bridged = True
+
+    def net_socket(self, name: str) -> str:
+        """Where the proxy's socket of run `name` is forwarded to on the host."""
+        path = self.path("runs", f"{name}.net")
+        return path if len(path) < 100 else \
+            f"/tmp/taskboard-net-{hashlib.sha256(path.encode()).hexdigest()[:16]}"
+
+    def bridge(self, run: "AgentRun", proxy: str) -> None:
+        """The proxy's socket for the run, forwarded by the connection to the path its
+        sandbox binds (invocation() named it); OSError when the connection will not."""
+        remote = run.sandbox["net"]
+        done = run_process(["ssh", "-o", f"ControlPath={self.control}", "-O", "forward",
+                            "-R", f"{remote}:{proxy}", self.host["address"]], timeout=30)
+        if done.returncode != 0:
+            raise OSError(f"the egress proxy could not be forwarded to host "
+                          f"{self.host['name']!r}: "
+                          f"{_cut(done.stderr.decode('utf-8', 'replace').strip(), 300)}")
+        run.net_forward = f"{remote}:{proxy}"
+
+    def unbridge(self, run: "AgentRun") -> None:
+        """The run ended: the connection forwards its socket no more (nor leaves it)."""
+        forward = getattr(run, "net_forward", None)
+        if forward is not None and self.master is not None and self.master.poll() is None:
+            run_process(["ssh", "-o", f"ControlPath={self.control}", "-O", "cancel", "-R",
+                         forward, self.host["address"]], timeout=30)
+            with contextlib.suppress(HostDown):
+                self.run(f"rm -f {shlex.quote(forward.rsplit(':', 1)[0])}", timeout=30,
+                         reopen=False)
+
     def board_tools(self, agent: str, run_id: int, task_id: int, project_id: int,
                     invocation: dict, mcp_port: int | None = None) -> str | None:
         """The board tools of a run on a host: /mcp through the connection's remote forward,
@@ -6961,8 +7193,9 @@ git -C "$repo" fetch -q origin >&2 || true"""
         line); the token, or None when there is no forward."""
         if not self.port:
             return None
-        token = secrets.token_urlsafe(24)
-        server = {"url": f"http://127.0.0.1:{self.port}/mcp", "token": token}
+        token = secrets.token_urlsafe(24)  # a sandboxed run's through its bridge (§20)
+        port = NET_PORT if mcp_port == NET_PORT else self.port
+        server = {"url": f"http://127.0.0.1:{port}/mcp", "token": token}
         if agent == "claude":
             server["config"] = self.path("runs", f"{int(run_id)}.mcp.json")
             config = {"mcpServers": {"taskboard": {
@@ -6996,7 +7229,10 @@ git -C "$repo" fetch -q origin >&2 || true"""
         own = {k: v for k, v in invocation["env"].items()
                if os.environ.get(k) != v and re.fullmatch(r"[A-Za-z_]\w*", k)}
         own.pop("TASKBOARD_URL", None)
-        if self.port:  # the board, through the connection's remote forward
+        if sandbox is not None:  # the proxy's socket, bridged (design §20)
+            sandbox["net"] = self.net_socket(name)
+            own["TASKBOARD_URL"] = f"http://127.0.0.1:{NET_PORT}"
+        elif self.port:  # the board, through the connection's remote forward
             own["TASKBOARD_URL"] = f"http://127.0.0.1:{self.port}"
         env_file = self.path("runs", f"{name}.env")
         argv, own = in_sandbox(invocation["argv"], invocation["cwd"], own, sandbox, self.path(),
@@ -7106,6 +7342,10 @@ class MissingHost:
     only reads or cleans up finds nothing."""
     host = home = None
     reaches_board = False
+    bridged = False
+
+    def unbridge(self, run: "AgentRun") -> None:
+        """Nothing was bridged."""
 
     def __init__(self, host_id: int):
         self.host_id = host_id
@@ -8031,6 +8271,13 @@ def publish_usage(run: "AgentRun") -> None:
         "cost": round(run.cost(), 6)}, run.project_id)
 
 
+def run_network_ended(run_id: int | None, task_id: int | None, network: dict) -> None:
+    """A sandboxed run's egress proxy closed: what it reached and refused is recorded (its
+    task is published with its run's end)."""
+    if run_id is not None:
+        run_network_rows(run_id, task_id, network)
+
+
 def finish_run(run: "AgentRun") -> None:
     """Record how a task's or an attempt's run ended, add its usage to the task, and move
     its owner on: done, retried, waiting for a limit, failed or stopped.
@@ -8529,7 +8776,8 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
         try:  # a host's run gets its settings there before it starts
             if tools:
                 token = machine.board_tools(agent, run_id, task_id, project["id"], invocation,
-                                            mcp_port)
+                                            NET_PORT if sandboxed and machine.bridged
+                                            else mcp_port)  # through the bridge: §20
             run = AgentRun(task_id, project["id"], run_id, prompt, model=tier, machine=machine,
                            **machine.invocation(invocation, str(run_id), sandbox), owner=owner,
                            **kw)
@@ -12129,7 +12377,10 @@ def _discovery_script(host: dict) -> str:
     `<cli><TAB>found<TAB>version` lines."""
     commands = json.loads(host["agent_commands_json"] or "{}")
     lines = ["printf 'git\\t%s\\n' \"$(git --version 2>/dev/null | head -n 1)\"",
-             f"b={shlex.join(runtime.config['bwrap'])}; if e=$($b {shlex.join(SANDBOX_BASE)} "
+             f"b={shlex.join(runtime.config['bwrap'])}; if ! command -v socat >/dev/null; then "
+             "printf 'sandbox\\t0\\t%s\\n' 'socat is not installed: a sandboxed run needs it "
+             "(apt install socat)'; "
+             f"elif e=$($b {shlex.join(SANDBOX_BASE + NET_ARGS)} "
              "-- true 2>&1); then printf 'sandbox\\t1\\t%s\\n' \"$($b --version 2>/dev/null)\"; "
              "else printf "
              "'sandbox\\t0\\t%s\\n' \"$(printf %s \"$e\" | tr '\\t\\n' '  ' | cut -c1-300)\"; fi"]
@@ -12290,6 +12541,7 @@ class AgentRun:
         self.group = None  # its process group on a host, once the host said so
         self.sandbox = None  # what sandbox_env() says of its sandbox, or None: unsandboxed
         self.sandbox_hinted = False  # its log said the sandbox may be why something failed
+        self.network_hinted = False  # ... or the sandbox's network
         self.argv, self.cwd, self.env, self.prompt, self.model = argv, cwd, env, prompt, model
         self.timeout_s, self.idle_s = timeout_s, idle_s
         self.parser = StreamParser()
@@ -12304,8 +12556,17 @@ class AgentRun:
         self._kill_timer = None
 
     def start(self) -> None:
-        """Spawn the agent on its machine; raises OSError if it cannot start."""
-        self.proc = self.machine.spawn(self.argv, self.cwd, self.env, self.sandbox)
+        """Spawn the agent on its machine; raises OSError if it cannot start.  A sandboxed
+        run gets its egress proxy's socket first (design §20), where its machine bridges."""
+        try:
+            if self.sandbox is not None and self.machine.bridged:
+                self.machine.bridge(self, runtime.egress.open(
+                    self, project_row(self.project_id), self.sandbox["agent"]))
+            self.proc = self.machine.spawn(self.argv, self.cwd, self.env, self.sandbox)
+        except BaseException:
+            if runtime.egress.close(self) is not None:
+                self.machine.unbridge(self)
+            raise
         gevent.spawn(self._supervise)
 
     def kill(self, reason: str) -> None:
@@ -12393,6 +12654,7 @@ class AgentRun:
                 with contextlib.suppress(OSError):
                     pipe.close()
             try:
+                self._network_ended()
                 self.machine.ended(self)
                 self._on_exit()
             except Exception:  # what the adapter makes of the end is logged, never fatal
@@ -12404,6 +12666,14 @@ class AgentRun:
                 runtime.agents.forget(self)
             finally:
                 self.finished.set()
+
+    def _network_ended(self) -> None:
+        """The run's egress proxy closes; what its network did is recorded."""
+        network = runtime.egress.close(self)
+        if network is not None:
+            self.machine.unbridge(self)
+            self.sandbox.pop("net", None)  # a check after the run has no way out
+            run_network_ended(self.run_id, self.task_id, network)
 
     def _watch(self, exited_at):
         """Enforce the task timeout and the idle timeout; after the agent exited, kill what
@@ -12515,6 +12785,12 @@ class AgentRun:
         if sign is not None:
             self.sandbox_hinted = True
             runtime.logs.append(self.task_id, "system", SANDBOX_HINT.format(sign=sign),
+                                self.run_id, is_error=True)
+        found = None if self.sandbox is None or self.network_hinted or self.task_id is None \
+            or not self.sandbox.get("net") else NET_SIGNS.search(failure)
+        if found is not None:
+            self.network_hinted = True
+            runtime.logs.append(self.task_id, "system", NET_HINT.format(sign=found.group(0)),
                                 self.run_id, is_error=True)
 
     def _signal(self, signum):
@@ -12695,6 +12971,276 @@ def end_runs(runs: list[AgentRun], reason: str) -> None:
         run.kill(reason)
     for run in runs:
         run.finished.wait(KILL_GRACE_SECONDS + 5)
+
+
+# --- the egress proxy (design §20) ---------------------------------------------------
+# A sandboxed run's only way out: one proxy per board, which listens for each run on a
+# UNIX socket of its own (its bridge's other end, so a connection says whose run it is),
+# from the run's start to its end; at rest it holds nothing.  HTTP CONNECT is tunnelled,
+# a plain HTTP request forwarded, each after the project's policy (NetPolicy) and a check
+# of every address the name resolves to; the board itself answers only /mcp, with the
+# run's token.  Each refusal is logged once per host (`network`) and counted.
+
+#: A proxy request's head may hold at most this many bytes, and come within this time.
+NET_HEAD_BYTES = 64 * 1024
+NET_HEAD_SECONDS = 30
+#: What one read of a tunnelled connection takes at most.
+NET_CHUNK_BYTES = 64 * 1024
+#: Hop-by-hop headers a forwarded request loses (it goes with `Connection: close`).
+NET_HOP_HEADERS = ("proxy-authorization", "proxy-connection", "connection", "keep-alive")
+
+
+class Egress:
+    """One sandboxed run's side of the proxy: its socket, its policy, the hosts it reached
+    and was refused (NETWORK_HOSTS_KEPT of each), its refusals counted."""
+
+    def __init__(self, run: "AgentRun", path: str, policy: NetPolicy):
+        self.run, self.path, self.policy = run, path, policy
+        self.server = None
+        self.connections = set()
+        self.reached = {}  # "host:port" -> True, in the order first reached
+        self.refused = {}  # (host, port) -> [rule, count]
+        self.count = 0
+
+    def refuse(self, host: str, port: int, rule: str) -> None:
+        """Count a refusal; the first of a host goes to the task's log (`network`)."""
+        self.count += 1
+        seen = self.refused.get((host, port))
+        if seen is not None:
+            seen[1] += 1
+            return
+        if len(self.refused) >= NETWORK_HOSTS_KEPT:
+            return
+        self.refused[(host, port)] = [rule, 1]
+        if self.run.task_id is not None:
+            runtime.logs.append(self.run.task_id, "network", f"refused {host}:{port} ({rule})",
+                                self.run.run_id, is_error=True)
+
+    def summary(self) -> dict:
+        return {"refused": self.count, "reached": list(self.reached),
+                "refusedHosts": [{"host": host, "port": port, "rule": rule, "count": count}
+                                 for (host, port), (rule, count) in self.refused.items()]}
+
+
+class EgressProxy:
+    """The board's egress proxy: open(run) before a sandboxed run starts, close(run) when it
+    ended; close_all() at shutdown."""
+
+    def __init__(self):
+        self.runs = {}  # the run's id() -> Egress
+
+    def open(self, run: "AgentRun", project: dict, agent: str | None) -> str:
+        """A new socket for the run, served until close(run): its path."""
+        folder = os.path.join(runtime.data_dir, "net")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        name = secrets.token_hex(8) + ".sock"
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        where = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+        try:  # through the folder's descriptor: a data dir's path may be longer than bind takes
+            listener.bind(f"/proc/self/fd/{where}/{name}")
+        finally:
+            os.close(where)
+        listener.listen(64)
+        egress = Egress(run, os.path.join(folder, name), NetPolicy(
+            project["network"], json.loads(project["network_allow_json"] or "null"), agent,
+            run.env))
+        egress.server = gevent.server.StreamServer(listener, functools.partial(
+            self._serve, egress))
+        egress.server.start()
+        self.runs[id(run)] = egress
+        return egress.path
+
+    def close(self, run: "AgentRun") -> dict | None:
+        """Stop serving the run (its connections end) and say what its network did."""
+        egress = self.runs.pop(id(run), None)
+        if egress is None:
+            return None
+        egress.server.close()
+        for connection in list(egress.connections):
+            with contextlib.suppress(OSError):
+                connection.close()
+        with contextlib.suppress(OSError):
+            os.remove(egress.path)
+        return egress.summary()
+
+    def close_all(self) -> None:
+        for egress in list(self.runs.values()):
+            self.close(egress.run)
+
+    def _serve(self, egress: Egress, client, _address) -> None:
+        egress.connections.add(client)
+        upstream = None
+        try:
+            client.settimeout(NET_HEAD_SECONDS)
+            head, rest = _read_head(client)
+            if head is None:
+                return
+            method, target, lines = head
+            if method == "CONNECT":
+                host, port = _host_port(target)
+                path = None
+            elif target.startswith("/"):
+                host, port, path = "127.0.0.1", NET_PORT, target
+            else:
+                parts = urllib.parse.urlsplit(target)
+                if parts.scheme != "http" or not parts.hostname:
+                    return _answer(client, 400, f"not a proxy request: {target[:200]}")
+                host, port = _net_host(parts.hostname), parts.port or 80
+                path = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+            if host is None:
+                return _answer(client, 400, f"not host:port: {target[:200]}")
+            if path is not None and host in ("127.0.0.1", "localhost") and port == NET_PORT:
+                upstream = self._board(egress, client, path, lines)
+            else:
+                upstream = self._connect(egress, client, host, port)
+            if upstream is None:
+                return
+            client.settimeout(None)
+            if path is None:
+                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            else:
+                upstream.sendall(_forwarded(method, path, lines) + rest)
+                rest = b""
+            if rest:
+                upstream.sendall(rest)
+            forth = gevent.spawn(_pipe, client, upstream)
+            _pipe(upstream, client)
+            if path is not None:  # a plain request is answered: its connection ends
+                forth.kill()
+            forth.join()
+        except (OSError, ValueError, UnicodeError):
+            pass
+        finally:
+            egress.connections.discard(client)
+            for end in (client, upstream):
+                if end is not None:
+                    with contextlib.suppress(OSError):
+                        end.close()
+
+    def _board(self, egress: Egress, client, path: str, lines: list):
+        """The board's /mcp for a request with the run's token (on the listener of what
+        hosts' forwards bring: /mcp alone, never a local request), else refused."""
+        token = next((line.split(":", 1)[1].strip() for line in lines
+                      if line.lower().startswith("authorization:")), "")
+        scope = runtime.run_tokens.get(token.removeprefix("Bearer ").strip())
+        if path.split("?")[0] != "/mcp" or scope is None or \
+                scope["project_id"] != egress.run.project_id:
+            egress.refuse("board", NET_PORT, "only /mcp, with the run's token")
+            return _answer(client, 403, "the board answers a run only at /mcp, with its token")
+        # the listener hosts' forwards reach: /mcp alone, a run's token always needed
+        upstream = socket.create_connection(("127.0.0.1", runtime.forward.port()), timeout=10)
+        upstream.settimeout(None)  # a tool's answer may take its time
+        return upstream
+
+    def _connect(self, egress: Egress, client, host: str, port: int):
+        """A connection to host:port as the policy allows (every address it resolves to
+        checked, the one checked connected to), else refused and answered 403."""
+        rule, public = egress.policy.judge(host, port)
+        addresses, error = [], None
+        if rule is None:
+            try:
+                addresses = [(host, port)] if _address(host) else [
+                    info[4][:2] for info in socket.getaddrinfo(host, port,
+                                                               type=socket.SOCK_STREAM)]
+            except (OSError, UnicodeError) as exc:
+                return _answer(client, 502, f"{host} not found: {exc}")
+            inner = next((a[0] for a in addresses if public and not public_address(a[0])), None)
+            if inner is not None:
+                rule = f"{inner} is a loopback, link-local or private address networkAllow " \
+                    "does not name"
+            elif any(not public_address(a[0]) for a in addresses) and port in _board_ports():
+                rule = "the board: a run reaches only its /mcp, with its token"
+        if rule is not None:
+            egress.refuse(host, port, rule)
+            return _answer(client, 403, f"{host}:{port} refused by the project's network "
+                           f"policy: {rule}")
+        for address in addresses:
+            family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+            upstream = socket.socket(family, socket.SOCK_STREAM)
+            upstream.settimeout(15)
+            try:
+                upstream.connect(address)
+            except OSError as exc:
+                upstream.close()
+                error = exc
+                continue
+            upstream.settimeout(None)
+            if len(egress.reached) < NETWORK_HOSTS_KEPT:
+                egress.reached[f"{host}:{port}"] = True
+            return upstream
+        return _answer(client, 502, f"{host}:{port} did not answer: {error}")
+
+
+def _board_ports() -> set[int]:
+    """The ports the board listens on (its own, the listener of hosts' forwards)."""
+    ports = {int(runtime.url.rsplit(":", 1)[1]), runtime.config["port"]}
+    if runtime.forward.server is not None:
+        ports.add(runtime.forward.server.server_port)
+    return ports
+
+
+def _address(host: str) -> bool:
+    """Whether host is an IP address (nothing to resolve)."""
+    with contextlib.suppress(ValueError):
+        return bool(ipaddress.ip_address(host))
+    return False
+
+
+def _read_head(client) -> tuple[tuple | None, bytes]:
+    """A request's (method, target, header lines) and the bytes read past its head."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = client.recv(16384)
+        if not chunk or len(data) > NET_HEAD_BYTES:
+            return None, b""
+        data += chunk
+    head, rest = data.split(b"\r\n\r\n", 1)
+    first, *lines = head.decode("latin-1").split("\r\n")
+    method, target, _version = first.split(" ", 2)
+    return (method, target, lines), rest
+
+
+def _host_port(target: str) -> tuple[str | None, int | None]:
+    """CONNECT's host:port ([v6]:port), or (None, None)."""
+    found = re.fullmatch(r"\[([^\]]+)\]:(\d{1,5})|([^:\[\]]+):(\d{1,5})", target)
+    if not found:
+        return None, None
+    host, port = (found.group(1), found.group(2)) if found.group(1) else found.group(3, 4)
+    return (_net_host(host), int(port)) if 0 < int(port) < 65536 else (None, None)
+
+
+def _forwarded(method: str, path: str, lines: list) -> bytes:
+    """A plain HTTP request's head as its server takes it: origin-form, hop by hop out."""
+    kept = [line for line in lines if line.split(":", 1)[0].strip().lower()
+            not in NET_HOP_HEADERS]
+    return "\r\n".join([f"{method} {path} HTTP/1.1", *kept, "Connection: close", "", ""]) \
+        .encode("latin-1")
+
+
+def _answer(client, status: int, text: str) -> None:
+    """The proxy's own answer (a refusal, an error), then the connection ends."""
+    body = f"taskboard: {text}\n".encode()
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    with contextlib.suppress(OSError):
+        client.sendall(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\n"
+                       f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                       .encode() + body)
+
+
+def _pipe(source, target) -> None:
+    """Copy one direction of a connection until it ends, then end it on the other side."""
+    buffer = bytearray(NET_CHUNK_BYTES)
+    view = memoryview(buffer)
+    try:
+        while True:
+            size = source.recv_into(buffer)
+            if not size:
+                break
+            target.sendall(view[:size])
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        target.shutdown(socket.SHUT_WR)
 
 
 # =============================================================================
@@ -14878,6 +15424,8 @@ class Runtime:
         self.queue_pending = set()
         #: token -> {project_id, task_id} of each live run's board tools.
         self.run_tokens = {}
+        #: The egress proxy of the sandboxed runs (design §20): a socket per run, while it runs.
+        self.egress = EgressProxy()
         #: task id -> (last log id, log rows, the log as JSON), see _log_json()
         self.log_json = Kept(LOG_JSON_KEPT_CHARS, lambda entry: len(entry[2]))
         #: (usage version, day start) -> the sums of agent usage (the latest), see usage_rows()
@@ -15132,6 +15680,7 @@ def shutdown() -> None:
     for link in runtime.links.values():
         link.close()
     runtime.forward.stop()
+    runtime.egress.close_all()
     runtime.logs.stop()
     for sub in list(runtime.events.subscribers):
         sub.close()

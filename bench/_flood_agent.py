@@ -42,7 +42,9 @@ and before the closing ones.
 Env: FLOOD_RATE (lines/s, default 2000), FLOOD_SECONDS (default 10), FLOOD_PAD (padding
 characters, default 80), FLOOD_LINES_PER_MESSAGE (claude: consecutive lines sharing a
 message.id, as the CLI's content blocks of one API response do; default 1), FLOOD_DIR
-(optional). `--version` prints a version and exits.
+(optional), FLOOD_FETCH (optional: a URL it downloads first, through the proxy variables
+it has, recording "fetched" bytes and "fetchSeconds": bench/sandbox.py --download).
+`--version` prints a version and exits.
 """
 
 import time
@@ -252,6 +254,7 @@ def main():
     padding = "x" * int(os.environ.get("FLOOD_PAD", "80"))
     per_message = int(os.environ.get("FLOOD_LINES_PER_MESSAGE", "1"))  # lines per message.id
     out_dir = os.environ.get("FLOOD_DIR")
+    fetched = fetch(os.environ["FLOOD_FETCH"]) if os.environ.get("FLOOD_FETCH") else {}
     sid = str(uuid.uuid4())
     flood = FLOODS[cli](sid, padding, per_message)
     out = sys.stdout
@@ -284,13 +287,24 @@ def main():
             json.dump({"sessionId": sid, "tag": flood.tag, "emitted": flood.n, "lines": lines,
                        "tools": flood.tools, "as": cli, "prompt": len(prompt),
                        "seconds": elapsed, "rate": rate, "started": STARTED,
-                       "taskId": os.environ.get("TASKBOARD_TASK_ID")}, f)
+                       "taskId": os.environ.get("TASKBOARD_TASK_ID"), **fetched}, f)
         os.replace(path + ".tmp", path)
     out.write("".join(map(line, flood.closing(elapsed))))
     out.flush()
     if channel:
         sys.stdin.read()  # the board closes stdin when the turn has ended
     return 0
+
+
+def fetch(url):
+    """Download url (urllib: through http_proxy when it is set); its size and time."""
+    import urllib.request
+    start = time.monotonic()
+    with urllib.request.urlopen(url, timeout=60) as answer:
+        size = 0
+        while chunk := answer.read(1 << 16):
+            size += len(chunk)
+    return {"fetched": size, "fetchSeconds": time.monotonic() - start}
 
 
 def read_prompt_turn():

@@ -1,11 +1,13 @@
 """The sandbox on the board (design.md §17), in Chromium against a real `python taskboard.py`:
 the project's sandbox and its extra paths in the settings (en, tr), the warning for
 auto-accept without it, a refused path shown under its field, and whether a task's latest
-run was sandboxed on its card and its task page.
+run was sandboxed on its card and its task page, with the hosts its network reached and was
+refused (design §20).
 
 Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
 """
 
+import base64
 import sys
 
 import pytest
@@ -50,12 +52,26 @@ def test_the_settings_set_the_sandbox_and_its_paths_and_warn_without_it(
     expect(page.locator("[data-field=sandboxPaths]").get_by_role("alert")).to_contain_text(
         "is not an absolute path")
 
+    page.get_by_label("Also readable in the sandbox").fill("")
+    page.get_by_label("Network of sandboxed runs").select_option("allowlist")
+    hosts = page.get_by_label("Hosts sandboxed runs may reach")
+    hosts.fill("*.example.com\nhttp://nope")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("[data-field=networkAllow]").get_by_role("alert")).to_contain_text(
+        "is not a host pattern")
+    hosts.fill("*.example.com\n127.0.0.1:5432\n")
+    page.get_by_role("button", name="Save").click()
+    wait_for(lambda: (p := board.api("GET", f"/api/projects/{project['id']}"))["network"] ==
+             "allowlist" and p["networkAllow"] == ["*.example.com", "127.0.0.1:5432"],
+             message="the network policy to be saved")
+
     risk = page.locator("[data-warning=sandbox]")
     expect(risk).to_be_hidden()
     page.get_by_label("Permission mode").select_option("auto-accept")
     sandbox.select_option("none")
     expect(risk).to_be_visible()
     expect(page.locator("[data-field=sandboxPaths]")).to_be_hidden()
+    expect(page.locator("[data-field=networkAllow]")).to_be_hidden()
     sandbox.select_option("bubblewrap")
     expect(risk).to_be_hidden()
 
@@ -63,6 +79,7 @@ def test_the_settings_set_the_sandbox_and_its_paths_and_warn_without_it(
     page.reload()
     expect(page.get_by_label("Ajanları korumalı alanda çalıştır")).to_have_value("auto")
     expect(page.get_by_label("Korumalı alanda ayrıca yazılabilir")).to_have_value(str(shared))
+    expect(page.get_by_label("Korumalı çalışmaların ağı")).to_have_value("allowlist")
 
 
 def test_the_card_and_the_task_page_say_whether_the_latest_run_was_sandboxed(
@@ -70,8 +87,10 @@ def test_the_card_and_the_task_page_say_whether_the_latest_run_was_sandboxed(
     board = fake_board
     sandboxed = board.api("GET", "/api/health")["sandbox"]["works"]
     project = code_project(board, tmp_path, "Shop")
-    task = board.api("POST", f"/api/projects/{project['id']}/tasks",
-                     {"title": "Say hello", "description": "fake:ok"})
+    curl = "curl -sS --max-time 10 http://127.0.0.1:9/ || true"  # a loopback port: refused
+    task = board.api("POST", f"/api/projects/{project['id']}/tasks", {
+        "title": "Say hello",
+        "description": "fake:ok fake:sh=" + base64.b64encode(curl.encode()).decode()})
     open_board(page, board, project["id"])
     start(board, task)
     done = card(column(page, "Testing"), "Say hello")
@@ -81,3 +100,5 @@ def test_the_card_and_the_task_page_say_whether_the_latest_run_was_sandboxed(
     expect(page.get_by_test_id("task-sandbox")).to_have_text(
         "its latest run was sandboxed (bubblewrap)" if sandboxed
         else "its latest run was not sandboxed")
+    if sandboxed:
+        expect(page.get_by_test_id("task-network")).to_contain_text("refused: 127.0.0.1:9")

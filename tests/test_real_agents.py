@@ -94,6 +94,8 @@ def test_real_agent_runs_a_tool_then_resumes_for_changes(client, api, real_agent
     assert task["session_id"] and task["last_error"] is None
     # the CLI works inside the board's sandbox wherever bubblewrap does (conftest.tb)
     assert task["sandboxed"] is client.get("/api/health").json["sandbox"]["works"]
+    if task["sandboxed"]:  # its only way out, the proxy, took it to its API (design §20)
+        assert task["network"]["reached"] == [real_agent.stub.url.split("//")[1]], task["network"]
 
     asked = len(real_agent.requests())
     desk(client, "request_changes", {"id": tid, "feedback": "MODE:echo once more"})

@@ -39,7 +39,7 @@ def pending(client, task_id):
                     message=f"a request of task {task_id}'s agent")[0]
 
 
-def test_real_claude_waits_for_an_approval_then_runs_the_tool(client, api):
+def test_real_claude_waits_for_an_approval_then_runs_the_tool(client, api, claude_api):
     tid = start(api, api.project(), BASH)
     approval = pending(client, tid)
     assert (approval["kind"], approval["toolName"]) == ("tool", "Bash")
@@ -49,8 +49,10 @@ def test_real_claude_waits_for_an_approval_then_runs_the_tool(client, api):
     assert (api.workdir / "hello.txt").read_text() == "hello\n"
     assert get_task(client, tid)["total_cost"] > 0
     # the CLI works inside the board's sandbox wherever bubblewrap does (conftest.tb)
-    assert get_task(client, tid)["sandboxed"] is \
-        client.get("/api/health").json["sandbox"]["works"]
+    task = get_task(client, tid)
+    assert task["sandboxed"] is client.get("/api/health").json["sandbox"]["works"]
+    if task["sandboxed"]:  # its only way out, the proxy, took it to its API (design §20)
+        assert task["network"]["reached"] == [claude_api.url.split("//")[1]], task["network"]
 
 
 def test_real_claude_is_told_why_a_tool_call_was_denied(client, api, claude_api):

@@ -22,7 +22,7 @@ from fault_helpers import ServerProcess, clean_env
 
 import taskboard
 from agent_helpers import RUN, logs, wait_status
-from conftest import Api, desk, git, make_repo, unavailable, wait_for
+from conftest import desk, git, make_repo, unavailable, wait_for
 
 pytestmark = pytest.mark.sandbox
 BWRAP = ["bwrap"]
@@ -345,19 +345,6 @@ def test_auto_runs_unsandboxed_where_the_sandbox_fails_says_so_and_tries_again(
     assert client.get("/api/health").json["sandbox"]["works"] is True
 
 
-def test_no_auth_voids_the_sandbox_and_bubblewrap_projects_wait(config, request, tmp_path):
-    """Under --no-auth any local process owns the board, a sandboxed run's too (design
-    §17 v6): health says the sandbox is void, and a bubblewrap project's task waits."""
-    config["no_auth"] = True  # the board tries bubblewrap itself (marked sandbox) at its start
-    client = request.getfixturevalue("anonymous")  # no credential: none is asked
-    api = Api(client, tmp_path / "code")
-    api.workdir.mkdir()
-    sandbox = client.get("/api/health").json["sandbox"]
-    assert sandbox["works"] is False and "--no-auth" in sandbox["error"], sandbox
-    task, waiting = waits_for_the_sandbox(client, api)
-    assert "--no-auth" in waiting["waitingFor"]["sandbox"]
-
-
 @pytest.mark.parametrize("mode", ["bubblewrap", "none"])
 def test_the_token_file_is_hidden_wherever_it_is(config, request, outside_tmp, monkeypatch,
                                                  mode):
@@ -438,7 +425,11 @@ def sshd(tmp_path):
 
 def test_a_run_on_a_host_goes_through_bubblewrap_there(client, api, tb, sandboxed, sshd,
                                                         tmp_path):
+    """... and its only way out is the board's egress proxy, over the host's connection
+    (design §20): a loopback site networkAllow names is reached through it, not past it."""
     from ssh_helpers import trusted_host
+    from test_network import Site
+    site = Site("the site")
     make_repo(api.workdir)
     host = trusted_host(client, sshd, tmp_path)
     assert host["lastCheck"]["sandbox"]["works"] is True, host["lastCheck"]
@@ -446,9 +437,12 @@ def test_a_run_on_a_host_goes_through_bubblewrap_there(client, api, tb, sandboxe
     other.mkdir(parents=True)
     (other / "secret").write_text("OTHER")
     project = api.project(host=host["id"], repoUrl=str(api.workdir), sandbox="bubblewrap",
-                          permissionMode="auto-accept",
+                          permissionMode="auto-accept", networkAllow=[f"127.0.0.1:{site.port}"],
                           sandboxPaths={"readWrite": [str(sandboxed)]})
+    url = f"http://127.0.0.1:{site.port}/"
     task = api.task(project["id"], description="fake:ok " + script(f"""
+curl -sSf --max-time 20 {url} | grep -q "the site" && echo "GOT the site through the proxy"
+curl -sSf --noproxy '*' --max-time 5 {url} && echo "GOT the site past the proxy"
 grep -q OTHER {other}/secret && echo "GOT another task's worktree there"
 test -e /proc/{os.getpid()}/status && echo "GOT the board's process"
 echo work > work.txt && git add work.txt && git -c user.name=A -c user.email=a@b \\
@@ -456,10 +450,12 @@ echo work > work.txt && git add work.txt && git -c user.name=A -c user.email=a@b
 """))
     api.move(task["id"], "in_progress")
     done = wait_status(client, task["id"], "testing")
+    site.close()
     out = said(client, task["id"])
     assert done["sandboxed"] is True, out
     assert [line for line in out.splitlines() if line.startswith("GOT")] == \
-        ["GOT its commit"], out
+        ["GOT the site through the proxy", "GOT its commit"], out
+    assert done["network"]["reached"] == [f"127.0.0.1:{site.port}"]
     clone = tmp_path / "host" / "repos" / project["slug"]
     assert "the agent's work" in git(clone, "log", "--format=%s", done["branch_name"])
 

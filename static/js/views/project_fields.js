@@ -33,6 +33,13 @@ register({  // key: [English, Turkish]
   "pform.sandboxPaths.readOnly": ["Also readable in the sandbox", "Korumalı alanda ayrıca okunabilir"],
   "pform.sandboxPaths.readWrite": ["Also writable in the sandbox", "Korumalı alanda ayrıca yazılabilir"],
   "pform.sandboxPaths.help": ["Absolute paths, one per line. Never the board's data dir, ~/.ssh or another credential store.", "Mutlak yollar, her satıra bir tane. Panonun veri dizini, ~/.ssh ya da başka bir kimlik bilgisi deposu asla."],
+  "pform.network": ["Network of sandboxed runs", "Korumalı çalışmaların ağı"],
+  "pform.network.help": ["A sandboxed run has a network of its own: its only way out is the board's proxy, which lets it reach what this says. Its agent CLI's API is always reached (except with Nothing). Loopback and private addresses only when listed exactly (127.0.0.1:5432). Every refused connection is on the task's log. Unsandboxed runs have no policy.", "Korumalı bir çalışmanın kendine ait bir ağı vardır: tek çıkışı panonun vekil sunucusudur ve yalnızca buradakine ulaştırır. Ajan CLI'sinin API'sine her zaman ulaşılır (Hiçbir şey dışında). Geri döngü ve özel adreslere yalnızca tam olarak listelendiğinde (127.0.0.1:5432). Reddedilen her bağlantı görevin günlüğündedir. Korumasız çalışmaların politikası yoktur."],
+  "pform.network.open": ["Any host", "Herhangi bir makine"],
+  "pform.network.allowlist": ["Only the hosts listed below and the agent's API", "Yalnızca aşağıda listelenen makineler ve ajanın API'si"],
+  "pform.network.none": ["Nothing: for local models or offline work (a CLI that needs its API cannot run)", "Hiçbir şey: yerel modeller ya da çevrimdışı iş için (API'sine ihtiyaç duyan bir CLI çalışamaz)"],
+  "pform.networkAllow": ["Hosts sandboxed runs may reach", "Korumalı çalışmaların ulaşabileceği makineler"],
+  "pform.networkAllow.help": ["One per line: example.com, *.example.com (any name under it), host:port, an IP address.", "Her satıra bir tane: example.com, *.example.com (altındaki her ad), makine:port, bir IP adresi."],
   "pform.host": ["Runs on", "Çalıştığı yer"],
   "pform.host.help": ["This machine, or another one the board reaches over SSH: its tasks and their git work run there.", "Bu makine ya da panonun SSH ile ulaştığı başka bir makine: görevleri ve git işleri orada çalışır."],
   "pform.host.local": ["This machine", "Bu makine"],
@@ -191,6 +198,25 @@ const sandboxPathsField = {
   show(parts, raw) { parts.controls[0].value = raw.readOnly; parts.controls[1].value = raw.readWrite; },
 };
 
+/** networkAllow: a textarea of host patterns, one per line, an array (null when empty). */
+const hostsField = {
+  toRaw: (value) => (value || []).join("\n"),
+  fromRaw: (raw) => {
+    const hosts = raw.split(/[\s,]+/).filter(Boolean);
+    return { value: hosts.length ? hosts : null };
+  },
+  render(spec, raw, ids, changed) {
+    const control = h("textarea", { id: ids.id, class: "mono", rows: "3", spellcheck: "false", autocapitalize: "none",
+      "data-key": spec.key, "aria-describedby": ids.described, placeholder: "*.example.com" });
+    control.value = raw[spec.key];
+    control.addEventListener("input", () => { raw[spec.key] = control.value; changed(); });
+    const element = h("div", { class: "field", "data-field": spec.key },
+      h("label", { for: ids.id }, spec.label()), control, ids.help, ids.error);
+    return { element, controls: [control] };
+  },
+  show(parts, raw) { parts.controls[0].value = raw; },
+};
+
 /** The trusted authors: one text input of logins, an array (null when empty) for the server. */
 const loginsField = {
   toRaw: (value) => (value || []).join(", "),
@@ -244,6 +270,10 @@ export function projectSpecs() {
       optionLabel: (v) => t(`pform.sandbox.${v}`) },
     { key: "sandboxPaths", group: "sandbox", kind: "custom", custom: sandboxPathsField,
       label: lbl("pform.sandboxPaths.readOnly"), help: lbl("pform.sandboxPaths.help"), skip: (raw) => raw.sandbox === "none" },
+    { key: "network", group: "sandbox", kind: "select", label: lbl("pform.network"), help: lbl("pform.network.help"),
+      optionLabel: (v) => t(`pform.network.${v}`), skip: (raw) => raw.sandbox === "none" },
+    { key: "networkAllow", group: "sandbox", kind: "custom", custom: hostsField, label: lbl("pform.networkAllow"),
+      help: lbl("pform.networkAllow.help"), skip: (raw) => raw.sandbox === "none" },
     { key: "autoBranch", group: "git", kind: "bool", label: lbl("pform.autoBranch"), help: lbl("pform.autoBranch.help") },
     { key: "autoPr", group: "git", kind: "bool", label: lbl("pform.autoPr"), help: autoPrHelp },
     { key: "gitHostRepo", group: "git", kind: "text", label: lbl("pform.gitHostRepo"), help: lbl("pform.gitHostRepo.help"),

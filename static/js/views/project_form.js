@@ -71,7 +71,7 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
       const row = kit.row(spec.key);
       if (spec.key === "allowedTools") row.hidden = kit.raw.permissionMode !== "allow-tools";
       if (spec.key === "repoUrl") row.hidden = kit.raw.host === "";
-      if (spec.key === "sandboxPaths") row.hidden = kit.raw.sandbox === "none";
+      if (["sandboxPaths", "network", "networkAllow"].includes(spec.key)) row.hidden = kit.raw.sandbox === "none";
       if (spec.key === "icon") {
         row.querySelector("label").append(h("span", { class: "icon-preview", "aria-hidden": "true", hidden: !previewed() },
           t("pform.icon.preview"), h("span", { class: "icon-preview-avatar" }, preview())));
@@ -117,8 +117,10 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
     }
     const warning = el.querySelector("[data-warning=share]");
     if (warning) warning.hidden = !sharing();
-    const paths = kit.rows.get("sandboxPaths");
-    if (paths) paths.element.hidden = kit.raw.sandbox === "none";
+    for (const key of ["sandboxPaths", "network", "networkAllow"]) {
+      const row = kit.rows.get(key);
+      if (row) row.element.hidden = kit.raw.sandbox === "none";
+    }
     const risk = el.querySelector("[data-warning=sandbox]");
     if (risk) risk.hidden = !risky();
     branchOnHost();

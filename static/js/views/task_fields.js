@@ -40,7 +40,22 @@ register({  // key: [English, Turkish]
   "detail.pr": ["Pull request", "Çekme isteği"],
   "detail.session": ["Session", "Oturum"],
   "detail.denialsField": ["Refused tool calls", "Reddedilen araç çağrıları"],
+  "detail.network": ["Network", "Ağ"],
+  "detail.reached": ["reached: {hosts}", "ulaşılan: {hosts}"],
+  "detail.refused": ["refused: {hosts}", "reddedilen: {hosts}"],
+  "detail.refusedMore": ["{n} connections refused in all", "toplam {n} bağlantı reddedildi"],
 });
+
+/** Its latest sandboxed run's network: the hosts it reached and those refused, with why. */
+function networkOf(network) {
+  const refused = network.refusedHosts.map((r) => h("span", { title: r.rule },
+    `${r.host}:${r.port}${r.count > 1 ? ` ×${r.count}` : ""}`));
+  return h("span", { "data-testid": "task-network" },
+    network.reached.length ? h("div", {}, t("detail.reached", { hosts: network.reached.join(", ") })) : "",
+    refused.length ? h("div", { class: "warn" }, t("detail.refused", { hosts: "" }),
+      refused.flatMap((r, n) => (n ? [", ", r] : [r]))) : "",
+    network.refused ? h("div", { class: "muted" }, t("detail.refusedMore", { n: network.refused })) : "");
+}
 
 /** The field list beside the texts; live: the latest task:usage of the current run. */
 export function taskFields(task, live) {
@@ -83,6 +98,9 @@ export function taskFields(task, live) {
   if (typeof task.sandboxed === "boolean") {
     add(t("detail.sandbox"), h("span", { "data-testid": "task-sandbox", class: task.sandboxed ? "" : "warn" },
       t(task.sandboxed ? "detail.sandboxed" : "detail.unsandboxed")));
+  }
+  if (task.network && (task.network.reached.length || task.network.refused)) {
+    add(t("detail.network"), networkOf(task.network));
   }
   if (task.branch_name) {
     add(t("detail.branch"), h("code", {}, task.branch_name), task.branchAt
