@@ -1274,6 +1274,69 @@ def _check_logins(value, name):
             raise Invalid(f"{name}: {json_dumps(login)[:60]} is not a login", name)
 
 
+def validate(fields, body, *, partial=False) -> dict:
+    """Check a request body against a field table; return {column: value}.
+
+    Unknown fields are refused (a typo must never be dropped silently); read-only fields
+    are ignored so a client may PUT what it GOT.  With partial=False, required fields
+    must be present and missing ones get their defaults.
+    """
+    if not isinstance(body, dict):
+        raise Invalid("the request body must be a json object")
+    by_name = {f.name: f for f in fields}
+    out = {}
+    for name, value in body.items():
+        field = by_name.get(name)
+        if field is None:
+            raise Invalid(f"unknown field {name!r}", name)
+        if field.readonly or (partial and field.create_only):
+            continue
+        out[field.column] = field.parse(value)
+    if not partial:
+        for field in fields:
+            if field.readonly or field.column in out:
+                continue
+            if field.required:
+                raise Invalid(f"{field.name} is required", field.name)
+            if field.default is not None:
+                out[field.column] = field.default
+    return out
+
+
+def validate_known(lookup, fields, body, **options) -> dict:
+    """validate(), except that an unknown id in the URL wins over a bad body: when the body
+    is refused, lookup() runs and raises NotFound if the id is unknown."""
+    try:
+        return validate(fields, body, **options)
+    except Invalid:
+        lookup()
+        raise
+
+
+def render(fields, row, only=None) -> dict:
+    """A stored row as the API shows it (write-only fields never leave)."""
+    return {f.name: f.render(row.get(f.column)) for f in fields
+            if not f.write_only and (only is None or f.name in only)}
+
+
+@functools.cache
+def json_object_sql(fields) -> str:
+    """An SQLite json_object() expression rendering a row exactly as render() does."""
+    parts = []
+    for f in fields:
+        if f.write_only:
+            continue
+        if f.kind == "bool":
+            value = f"json(CASE WHEN {f.column} IS NULL THEN 'null' WHEN {f.column} " \
+                    f"THEN 'true' ELSE 'false' END)"
+        elif f.kind in ("events", "json"):
+            value = f"json({f.column})"
+        else:
+            value = f.column
+        parts.append(f"'{f.name}', {value}")
+    return f"json_object({', '.join(parts)})"
+
+
 PROJECT_FIELDS = (
     _ro("id"),
     Field("name", "str", required=True, maxlen=200, doc="display name"),
@@ -1847,69 +1910,6 @@ REVISION_FIELDS = (_ro("id"), _ro("taskId", column="task_id"), _ro("feedback", "
 ATTACHMENT_FIELDS = (_ro("id"), _ro("taskId", column="task_id"), _ro("fileName", "str",
                      column="file_name"), _ro("mimeType", "str", column="mime_type"),
                      _ro("size"), _created())
-
-
-def validate(fields, body, *, partial=False) -> dict:
-    """Check a request body against a field table; return {column: value}.
-
-    Unknown fields are refused (a typo must never be dropped silently); read-only fields
-    are ignored so a client may PUT what it GOT.  With partial=False, required fields
-    must be present and missing ones get their defaults.
-    """
-    if not isinstance(body, dict):
-        raise Invalid("the request body must be a json object")
-    by_name = {f.name: f for f in fields}
-    out = {}
-    for name, value in body.items():
-        field = by_name.get(name)
-        if field is None:
-            raise Invalid(f"unknown field {name!r}", name)
-        if field.readonly or (partial and field.create_only):
-            continue
-        out[field.column] = field.parse(value)
-    if not partial:
-        for field in fields:
-            if field.readonly or field.column in out:
-                continue
-            if field.required:
-                raise Invalid(f"{field.name} is required", field.name)
-            if field.default is not None:
-                out[field.column] = field.default
-    return out
-
-
-def validate_known(lookup, fields, body, **options) -> dict:
-    """validate(), except that an unknown id in the URL wins over a bad body: when the body
-    is refused, lookup() runs and raises NotFound if the id is unknown."""
-    try:
-        return validate(fields, body, **options)
-    except Invalid:
-        lookup()
-        raise
-
-
-def render(fields, row, only=None) -> dict:
-    """A stored row as the API shows it (write-only fields never leave)."""
-    return {f.name: f.render(row.get(f.column)) for f in fields
-            if not f.write_only and (only is None or f.name in only)}
-
-
-@functools.cache
-def json_object_sql(fields) -> str:
-    """An SQLite json_object() expression rendering a row exactly as render() does."""
-    parts = []
-    for f in fields:
-        if f.write_only:
-            continue
-        if f.kind == "bool":
-            value = f"json(CASE WHEN {f.column} IS NULL THEN 'null' WHEN {f.column} " \
-                    f"THEN 'true' ELSE 'false' END)"
-        elif f.kind in ("events", "json"):
-            value = f"json({f.column})"
-        else:
-            value = f.column
-        parts.append(f"'{f.name}', {value}")
-    return f"json_object({', '.join(parts)})"
 
 
 # =============================================================================
