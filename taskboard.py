@@ -4534,6 +4534,10 @@ def claude_prices(model: str) -> tuple | None:
     return PRICES[CLAUDE_FAMILIES[family]] if family else None
 
 
+#: What an adapter's translate() puts among its events for "and keep this line as raw".
+RAW_LINE = {"type": "raw"}
+
+
 class StreamParser:
     """Turns stream-json lines into log entries and keeps the run's state (usage counted
     once per message.id; the result's totals win)."""
@@ -4983,8 +4987,6 @@ def _next_clock(now: float, hour: int, minute: int, half: str, zone: str | None,
 # shared.  translate() returns None for a line it does not know: that line stays a raw log
 # entry and the run goes on.  finish() may add events once the process has exited.
 
-#: What an adapter's translate() puts among its events for "and keep this line as raw".
-RAW_LINE = {"type": "raw"}
 #: An HTTP status named in a CLI's error text (an API error's code), for judge_run.
 HTTP_STATUS_RE = re.compile(r"(?:\"code\"\s*:\s*|status(?: code)?[ :=]*|http\W{0,2}|error\W{0,3}|"
                             r"rejected \()([45]\d\d)\b|\b([45]\d\d) (?=too many|internal|"
