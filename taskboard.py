@@ -38,9 +38,10 @@ Test:  python -m pytest
 
 One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
 
-    CONFIGURATION · ERRORS · UTILITIES · FIELDS ·
+    CONFIGURATION · ERRORS · UTILITIES · FIELDS · FIELDS: THE TABLES ·
     STORE · STORE: PROJECTS, HOSTS, TASKS AND RUNS · STORE: THE REST · EVENTS ·
-    AGENT OUTPUT · SIMULATED AGENT · SANDBOX · MACHINES: THIS ONE · MACHINES: SSH HOSTS ·
+    AGENT OUTPUT · AGENT ADAPTERS · SIMULATED AGENT · SANDBOX · MACHINES: THIS ONE ·
+    MACHINES: SSH HOSTS ·
     SERVICES: PROJECTS AND TASKS · SERVICES: RUNS ·
     SERVICES: THE AGENT CHANNEL AND THE VERIFIER · SERVICES: ATTEMPTS ·
     SERVICES: GIT · SERVICES: THE SOURCE HOST ·
@@ -1336,6 +1337,11 @@ def json_object_sql(fields) -> str:
         parts.append(f"'{f.name}', {value}")
     return f"json_object({', '.join(parts)})"
 
+
+# =============================================================================
+# FIELDS: THE TABLES
+# =============================================================================
+# One table per resource (see FIELDS), with the checks only it uses.
 
 PROJECT_FIELDS = (
     _ro("id"),
@@ -4980,7 +4986,9 @@ def _next_clock(now: float, hour: int, minute: int, half: str, zone: str | None,
     return when
 
 
-# --- agent adapters ----------------------------------------------------------------------
+# =============================================================================
+# AGENT ADAPTERS
+# =============================================================================
 # One adapter per agent CLI (design §14) builds its invocation and turns each line it prints
 # into the Claude-shaped events StreamParser reads (system init, assistant blocks, user
 # tool results, a final result), so the log, usage, cost, judge_run, retries and events are
