@@ -61,7 +61,10 @@ export function queryId(hash, name) {
 let unmount = null;
 let generation = 0;
 
-/** Show the view of the current hash in root; again on every hash change. */
+/**
+ * Show the view of the current hash in root; again on every hash change. Resolves once the
+ * first view is mounted (or could not be).
+ */
 export function start(root, notFound) {
   const show = async () => {
     const mine = ++generation;
@@ -87,7 +90,7 @@ export function start(root, notFound) {
     root.focus({ preventScroll: true });
   };
   window.addEventListener("hashchange", show);
-  show();
+  return show();
 }
 
 /** What a view that could not be shown says instead. */
