@@ -13518,6 +13518,8 @@ def page_static(path: str):
     return response
 
 
+#: The project list as the board asks for it (PROJECTS_PATH of api.js): first_answers.
+FIRST_PROJECTS = "/api/projects?fields=agent,host,prFixMaxAttempts,simulated"
 #: The views a page may open first (boot.js knows their addresses): the projects, a board,
 #: a task's page (where the cards and push notifications lead).
 FIRST_VIEWS = ("projects", "board", "task_detail")
@@ -13525,10 +13527,33 @@ FIRST_VIEWS = ("projects", "board", "task_detail")
 
 @app.get("/", name="page_index", scope="read", open=True)
 def page_index():
-    """The board's page; it names the modules its first paint needs as modulepreload (design
-    §3 v4), so the browser fetches them in one round trip instead of as a waterfall."""
+    """The board's page (board_page); opened by a signed-in browser, with the answers its
+    first paint needs written into it (first_answers), so that it waits for fewer requests."""
     _, _, page, policy = board_build()
+    answers = first_answers(bottle.request.environ)
+    if answers is not None:
+        boot = page.index("  <script>")
+        page = (page[:boot] + '  <script type="application/json" id="first-answers">'
+                f"{answers}</script>\n" + page[boot:])
     return built_page("text/html", page, {"Content-Security-Policy": policy})
+
+
+def first_answers(environ) -> str | None:
+    """The answers to FIRST_ANSWERS' GETs as one JSON object (path -> answer), its "<"
+    escaped so that it stays inside its <script> block; None unless the request is a
+    browser's navigation with the owner's session (or the board runs with --no-auth): the
+    page is open to anyone, and the copy the service worker keeps has no answers (it
+    would serve them stale; its fetch is no navigation)."""
+    if environ.get("HTTP_SEC_FETCH_MODE") != "navigate" or "HTTP_AUTHORIZATION" in environ:
+        return None
+    if not runtime.config["no_auth"]:
+        cookie = bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE)
+        if not cookie or not session_alive(cookie):
+            return None
+    answers = {"/api/openapi.json": api_openapi(), "/api/settings": json_dumps(get_settings()),
+               FIRST_PROJECTS: json_dumps(list_projects(FIRST_PROJECTS.partition("=")[2]))}
+    return ("{" + ",".join(f"{json_dumps(path)}:{text}" for path, text in answers.items())
+            + "}").replace("<", "\\u003c")
 
 
 @app.get("/sw.js", scope="read", open=True)

@@ -11,6 +11,7 @@ import re
 import pytest
 import requests
 
+import taskboard
 from conftest import ROOT, bearer
 
 GZIP = {"Accept-Encoding": "gzip"}
@@ -180,3 +181,37 @@ def test_the_page_starts_its_data_requests_from_a_script_its_csp_allows_by_hash(
     assert "style-src 'self' " + " ".join(f"'sha256-{h}'" for h in hashes) + ";" in csp
     login = get(live, "/login", auth=False).headers["Content-Security-Policy"]
     assert "script-src 'self';" in login and "style-src 'self';" in login
+
+
+NAVIGATE = {"Sec-Fetch-Mode": "navigate", "Accept-Encoding": "identity"}
+
+
+def first_answers(page: str):
+    found = re.search(r'<script type="application/json" id="first-answers">(.*?)</script>',
+                      page, re.S)
+    return None if found is None else json.loads(found[1])
+
+
+def test_a_signed_in_browser_gets_the_first_answers_in_the_page(live, api):
+    """A navigation with the owner's session carries the answers of the first paint in the
+    page, as the API gives them, so boot.js need not ask; no one else's page does (the page
+    is open; the service worker's copy, not a navigation, would keep them stale)."""
+    project = api.project(name="</script><script>alert(1)</script>")
+    login = requests.post(f"{live.url}/api/login", json={
+        "token": taskboard.runtime.config["token"]}, timeout=10)
+    session = {"Cookie": login.headers["Set-Cookie"].split(";")[0]}
+    page = get(live, "/", {**NAVIGATE, **session}, auth=False).raw_bytes.decode()
+    answers = first_answers(page)
+    paths = ["/api/openapi.json", "/api/settings",
+             "/api/projects?fields=agent,host,prFixMaxAttempts,simulated"]
+    assert list(answers) == paths
+    for path in paths:
+        assert answers[path] == requests.get(live.url + path, headers=bearer(),
+                                             timeout=10).json(), path
+    assert answers[paths[2]][0]["name"] == project["name"]
+    assert page.count("</script>") == page.count("<script")  # the name stayed in its block
+    for headers in ({**NAVIGATE}, {"Accept-Encoding": "identity", **session},
+                    {**NAVIGATE, **session, **bearer()},
+                    {**NAVIGATE, "Cookie": "taskboard_session=nope"}):
+        page = get(live, "/", headers, auth=False).raw_bytes.decode()
+        assert first_answers(page) is None and "first-views" in page, headers

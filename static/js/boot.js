@@ -2,6 +2,8 @@
 // writes this classic script into the page (allowed by its hash in the page's CSP), so
 // they go out before the modules are even asked for. api.js takes each answer once
 // (window.taskboardEarly) instead of asking again; anything asked later goes to the server.
+// Opened by a signed-in browser, the page carries some of those answers already (its JSON
+// block #first-answers, path -> answer): those are not asked for.
 // Then the modules: the shell's and those of the view the address opens, as the server
 // lists them in the page's JSON block #first-views (the page names none itself).
 
@@ -40,9 +42,18 @@
     }
   };
 
-  ask("/api/openapi.json");
-  ask("/api/settings");
-  ask("/api/projects?fields=agent,host,prFixMaxAttempts,simulated");  // PROJECTS_PATH of api.js
+  let given = {};
+  try {
+    given = JSON.parse(document.getElementById("first-answers")?.textContent || "{}");
+  } catch { /* asked for below */ }
+  for (const [path, answer] of Object.entries(given)) {
+    const headers = { "Content-Type": "application/json" };
+    early.set(path, Promise.resolve(new Response(JSON.stringify(answer), { headers })));
+  }
+  for (const path of ["/api/openapi.json", "/api/settings",
+    "/api/projects?fields=agent,host,prFixMaxAttempts,simulated"]) {  // PROJECTS_PATH of api.js
+    if (!early.has(path)) ask(path);
+  }
   // what the view of the address needs first: a board's tasks, or a task and its newest log
   const [, kind, id] = /^#\/(projects|tasks)\/([1-9]\d{0,15})(?:[?]|$)/.exec(location.hash) || [];
   if (kind === "projects") ask(`/api/projects/${id}/tasks`);

@@ -345,13 +345,17 @@ const frame = () => new Promise((resolve) => {
 
 /**
  * Resolves once the first view has painted: it is mounted, the answers boot.js asked for
- * are read (its data), and two frames went by. What the first paint does not need waits
- * for it, so that a slow network carries the paint's requests first.
+ * are read (its data), three frames went by (a view renders in the frame after its data)
+ * and the page is idle. What the first paint does not need waits for it, so that a slow
+ * network carries the paint's requests first.
  */
 async function afterPaint(shown) {
   await Promise.all([shown, window.taskboardEarly?.settled]);
-  await frame();
-  await frame();
+  for (let n = 0; n < 3; n += 1) await frame();
+  await new Promise((resolve) => {
+    if ("requestIdleCallback" in window) requestIdleCallback(resolve, { timeout: 300 });
+    else setTimeout(resolve);
+  });
 }
 
 /** What waits for the first paint: health, the inbox, the summaries, the service worker. */
