@@ -13539,19 +13539,18 @@ def page_index():
 
 
 def first_answers(environ) -> str | None:
-    """The answers to FIRST_ANSWERS' GETs as one JSON object (path -> answer), its "<"
-    escaped so that it stays inside its <script> block; None unless the request is a
-    browser's navigation with the owner's session (or the board runs with --no-auth): the
-    page is open to anyone, and the copy the service worker keeps has no answers (it
-    would serve them stale; its fetch is no navigation)."""
-    if environ.get("HTTP_SEC_FETCH_MODE") != "navigate" or "HTTP_AUTHORIZATION" in environ:
+    """The answers the board's first paint needs (the API description, the settings, the
+    project list, health) as one JSON object, path -> answer, its "<" escaped so that it
+    stays inside its <script> block; None unless the request is a browser's navigation
+    with the owner's session (or the board runs with --no-auth): the page is open to
+    anyone, and the copy the service worker keeps has no answers (it would serve them
+    stale; its fetch is no navigation)."""
+    if environ.get("HTTP_SEC_FETCH_MODE") != "navigate" or "HTTP_AUTHORIZATION" in environ \
+            or not asked_by_owner(environ):
         return None
-    if not runtime.config["no_auth"]:
-        cookie = bottle.BaseRequest(environ).get_cookie(SESSION_COOKIE)
-        if not cookie or not session_alive(cookie):
-            return None
     answers = {"/api/openapi.json": api_openapi(), "/api/settings": json_dumps(get_settings()),
-               FIRST_PROJECTS: json_dumps(list_projects(FIRST_PROJECTS.partition("=")[2]))}
+               FIRST_PROJECTS: json_dumps(list_projects(FIRST_PROJECTS.partition("=")[2])),
+               "/api/health": json_dumps(health(owner=True))}
     return ("{" + ",".join(f"{json_dumps(path)}:{text}" for path, text in answers.items())
             + "}").replace("<", "\\u003c")
 

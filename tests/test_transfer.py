@@ -203,11 +203,14 @@ def test_a_signed_in_browser_gets_the_first_answers_in_the_page(live, api):
     page = get(live, "/", {**NAVIGATE, **session}, auth=False).raw_bytes.decode()
     answers = first_answers(page)
     paths = ["/api/openapi.json", "/api/settings",
-             "/api/projects?fields=agent,host,prFixMaxAttempts,simulated"]
+             "/api/projects?fields=agent,host,prFixMaxAttempts,simulated", "/api/health"]
     assert list(answers) == paths
-    for path in paths:
+    for path in paths[:3]:
         assert answers[path] == requests.get(live.url + path, headers=bearer(),
                                              timeout=10).json(), path
+    # the owner's health (its CLIs' states move on while the server looks for them)
+    health = requests.get(live.url + paths[3], headers=bearer(), timeout=10).json()
+    assert set(answers[paths[3]]) == set(health) and "hosts" in health
     assert answers[paths[2]][0]["name"] == project["name"]
     assert page.count("</script>") == page.count("<script")  # the name stayed in its block
     for headers in ({**NAVIGATE}, {"Accept-Encoding": "identity", **session},

@@ -51,7 +51,8 @@
     early.set(path, Promise.resolve(new Response(JSON.stringify(answer), { headers })));
   }
   for (const path of ["/api/openapi.json", "/api/settings",
-    "/api/projects?fields=agent,host,prFixMaxAttempts,simulated"]) {  // PROJECTS_PATH of api.js
+    "/api/projects?fields=agent,host,prFixMaxAttempts,simulated",  // PROJECTS_PATH of api.js
+    "/api/health"]) {
     if (!early.has(path)) ask(path);
   }
   // what the view of the address needs first: a board's tasks, or a task and its newest log

@@ -1,8 +1,8 @@
-// Boot: the server's API description, settings and projects, the /ws connection, the
-// header, then the router (only once the API description is here: views take their lists of
-// values, limits and patterns from it). After the first view painted (afterPaint): health,
-// the "Needs you" inbox, the service worker (sw.js: the board starts without the server, and
-// receives Web Push). Also the "offline" state.
+// Boot: the server's API description, settings, projects and health, the /ws connection,
+// the header, then the router (only once the API description is here: views take their
+// lists of values, limits and patterns from it). After the first view painted (afterPaint):
+// health again and the CLIs in use, the "Needs you" inbox, the service worker (sw.js: the
+// board starts without the server, and receives Web Push). Also the "offline" state.
 
 import { api } from "./api.js";
 import { h, qs, toast } from "./dom.js";
@@ -378,7 +378,10 @@ async function boot() {
   followStore();
   let painted;
   const later = new Promise((resolve) => { painted = resolve; });
-  const [loaded, described] = await Promise.allSettled([loadAll(later), loadSchema()]);
+  // health as the page or boot.js got it (views read it as they build); asked again, with
+  // what it implies, after the first paint (startRest)
+  const health = api.health().then((answer) => { state.health = answer; }, () => {});
+  const [loaded, described] = await Promise.allSettled([loadAll(later), loadSchema(), health]);
   const failures = [loaded, described].filter((r) => r.status === "rejected").map((r) => r.reason);
   if (failures.some((error) => error.status === 401)) return;  // api.js is taking us to the login page
   const unreachable = failures.some((error) => error.code === "unreachable");
