@@ -13610,15 +13610,12 @@ def board_page(files: dict[str, bytes]) -> tuple[str, str]:
     page, modules = texts["/static/index.html"], {
         url: text for url, text in texts.items() if url.startswith("/static/js/")}
     sha256 = {"script": [], "style": []}
-    for kind, pattern, tag in (
-            ("script", r'<script src="([^"]+)"></script>', "script"),
-            ("style", r'<link rel="stylesheet" href="([^"]+)">', "style")):
+    for kind, pattern in (("script", r'<script src="([^"]+)"></script>'),
+                          ("style", r'<link rel="stylesheet" href="([^"]+)">')):
         for found in re.finditer(pattern, page):
-            text = modules.pop(found[1], None) or texts[found[1]]
-            if kind == "style":
-                text = f"/* {found[1]} */\n{text}"
+            text = modules.pop(found[1], None) or f"/* {found[1]} */\n{texts[found[1]]}"
             sha256[kind].append(base64.b64encode(hashlib.sha256(text.encode()).digest()).decode())
-            page = page.replace(found[0], f"<{tag}>{text}</{tag}>")
+            page = page.replace(found[0], f"<{kind}>{text}</{kind}>")
     policy = PAGE_HEADERS["Content-Security-Policy"]
     for kind, hashes in sha256.items():
         policy = policy.replace(f"{kind}-src 'self'", " ".join(
