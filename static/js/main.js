@@ -67,8 +67,12 @@ function attentionCount() {
   return waiting;
 }
 
-/** Recount from the project summaries, at most once every 300 ms. */
+/** Whether the first view has painted (afterPaint): until then nothing is recounted. */
+let rested = false;
+
+/** Recount from the project summaries, at most once every 300 ms (from the first paint on). */
 function recount() {
+  if (!rested) return;  // startRest counts
   clearTimeout(countTimer);
   countTimer = setTimeout(async () => {
     try {
@@ -360,6 +364,7 @@ async function afterPaint(shown) {
 
 /** What waits for the first paint: health, the inbox, the summaries, the service worker. */
 async function startRest() {
+  rested = true;
   recount();
   checkHealth();
   setInterval(checkHealth, 60000);
