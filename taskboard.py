@@ -13329,10 +13329,10 @@ PAGE_HEADERS = {
 }
 
 
-#: What is gzip-compressed for a client that accepts it (design §3 v4): JSON, JS and CSS
-#: answers over GZIP_MIN_BYTES.
+#: What is gzip-compressed for a client that accepts it (design §3 v4): JSON, JS, CSS and
+#: HTML (the board's page carries its stylesheets) answers over GZIP_MIN_BYTES.
 COMPRESSIBLE = ("application/json", "text/javascript", "application/javascript", "text/css",
-                "application/manifest+json")
+                "application/manifest+json", "text/html")
 GZIP_MIN_BYTES = 1024
 #: zlib's fast deflate: about half the CPU of level 5 for a few per cent more bytes.
 GZIP_LEVEL = 3
@@ -13345,7 +13345,7 @@ def transfer(wsgi_app):
     """The app with design §3's transfer rules around it.  A 200 answer to GET of JSON, JS,
     CSS or HTML gets an ETag (the file's, else its body's hash; weak, so that the gzip and
     plain bodies share it) and answers a matching If-None-Match with 304: only after the
-    app, so never without a credential.  JSON, JS and CSS over 1 KiB are gzipped when
+    app, so never without a credential.  JSON, JS, CSS and HTML over 1 KiB are gzipped when
     Accept-Encoding allows it.  /ws and every other answer pass through untouched."""
     def with_transfer(environ, start_response):
         if environ.get("PATH_INFO") == "/ws":
@@ -14230,12 +14230,41 @@ def page_static(path: str):
     return response
 
 
+#: The project list as the board asks for it (PROJECTS_PATH of api.js): first_answers.
+FIRST_PROJECTS = "/api/projects?fields=agent,host,prFixMaxAttempts,simulated,stopCheckCommand"
+#: The views a page may open first (boot.js knows their addresses): the projects, a board,
+#: a task's page (where the cards and push notifications lead).
+FIRST_VIEWS = ("projects", "board", "task_detail")
+
+
 @app.get("/", name="page_index", scope="read", open=True)
 def page_index():
-    """The board's page; it names every module it loads as modulepreload (design §3 v4), so
-    the browser fetches them in one round trip instead of as a waterfall of imports."""
+    """The board's page (board_page); opened by a signed-in browser, with the answers its
+    first paint needs written into it (first_answers), so that it waits for fewer requests."""
     _, _, page, policy = board_build()
+    answers = first_answers(bottle.request.environ)
+    if answers is not None:
+        boot = page.index("  <script>")
+        page = (page[:boot] + '  <script type="application/json" id="first-answers">'
+                f"{answers}</script>\n" + page[boot:])
     return built_page("text/html", page, {"Content-Security-Policy": policy})
+
+
+def first_answers(environ) -> str | None:
+    """The answers the board's first paint needs (the API description, the settings, the
+    project list, health) as one JSON object, path -> answer, its "<" escaped so that it
+    stays inside its <script> block; None unless the request is a browser's navigation
+    with the owner's session (or the board runs with --no-auth): the page is open to
+    anyone, and the copy the service worker keeps has no answers (it would serve them
+    stale; its fetch is no navigation)."""
+    if environ.get("HTTP_SEC_FETCH_MODE") != "navigate" or "HTTP_AUTHORIZATION" in environ \
+            or not asked_by_owner(environ):
+        return None
+    answers = {"/api/openapi.json": api_openapi(), "/api/settings": json_dumps(get_settings()),
+               FIRST_PROJECTS: json_dumps(list_projects(FIRST_PROJECTS.partition("=")[2])),
+               "/api/health": json_dumps(health(owner=True))}
+    return ("{" + ",".join(f"{json_dumps(path)}:{text}" for path, text in answers.items())
+            + "}").replace("<", "\\u003c")
 
 
 @app.get("/sw.js", scope="read", open=True)
@@ -14258,10 +14287,8 @@ def built_page(kind: str, text: str, headers: dict | None = None) -> str:
 def board_build() -> tuple[str, str, str, str]:
     """A stamp of the board's files and the server's version; the service worker that
     carries it with the list of the files it keeps for offline use (all but the login
-    page's and its own); the board's page, with its classic scripts written into it and a
-    modulepreload link for each module that its own <script> tags do not name (see
-    imported); and the page's CSP, which allows those scripts by their hash."""
-    digest, files, modules = hashlib.sha256(__version__.encode()), ["/"], {}
+    page's and its own); the board's page (board_page) and its CSP."""
+    digest, files, texts = hashlib.sha256(__version__.encode()), ["/"], {}
     for folder, subfolders, names in os.walk(STATIC_DIR):
         subfolders.sort()
         for name in sorted(names):
@@ -14272,37 +14299,51 @@ def board_build() -> tuple[str, str, str, str]:
             digest.update(url.encode() + text)
             if not name.startswith("login.") and url != "/static/sw.js":
                 files.append(url)
-            if url.startswith("/static/js/"):
-                modules[url] = text.decode("utf-8")
+            texts[url] = text
     stamp = digest.hexdigest()[:16]
     with open(os.path.join(STATIC_DIR, "sw.js"), encoding="utf-8") as source:
         worker = source.read().replace("__TASKBOARD_BUILD__", stamp).replace(
             "__TASKBOARD_FILES__", json_dumps(files))
-    with open(os.path.join(STATIC_DIR, "index.html"), encoding="utf-8") as source:
-        page = source.read()
-    hashes = []
-    for url in re.findall(r'<script src="([^"]+)"></script>', page):
-        script = modules.pop(url)
-        hashes.append(base64.b64encode(hashlib.sha256(script.encode()).digest()).decode())
-        page = page.replace(f'<script src="{url}"></script>', f"<script>{script}</script>")
-    policy = PAGE_HEADERS["Content-Security-Policy"].replace(
-        "script-src 'self'", " ".join(["script-src 'self'", *(f"'sha256-{h}'" for h in hashes)]))
-    entry = '  <script type="module" src="/static/js/main.js"></script>\n'
-    scripts = re.findall(r'<script type="module"[^>]* src="([^"]+)"', page)
-    first = imported(modules, [*scripts, *BOARD_FIRST])
-    rest = dict.fromkeys(url for url in imported(modules, TASK_PAGE_FIRST) + sorted(modules)
-                         if url not in first)
-    preload = "".join(f'  <link rel="modulepreload" href="{url}"{later}>\n'
-                      for urls, later in ((first, ""), (rest, ' fetchpriority="low"'))
-                      for url in urls if url not in scripts)
-    return stamp, worker, page.replace(entry, preload + entry), policy
+    page, policy = board_page(texts)
+    return stamp, worker, page, policy
 
 
-#: The modules the page's scripts and the board's view (the one opened most) import are
-#: preloaded first; the others at low priority (fetchpriority), after the data, the task
-#: page's first (where the cards and push notifications lead).
-BOARD_FIRST = ("/static/js/views/board.js",)
-TASK_PAGE_FIRST = ("/static/js/views/task_detail.js",)
+def board_page(files: dict[str, bytes]) -> tuple[str, str]:
+    """index.html as the server sends it, and its CSP, so that the board's first paint waits
+    for few requests (design §3 v6): its classic scripts and its stylesheets written into it
+    (each allowed by its hash; a stylesheet's text stays as readable as its file); its SVG
+    icon as a data: URL; and a JSON block that boot.js reads: the page's modules and those
+    they import ("shell", see imported), then the modules of each view in FIRST_VIEWS
+    that the shell does not import, for boot.js to preload, after its data requests, the
+    shell's and those of the view the address opens. Other views and dialogs load on use
+    (dynamic import())."""
+    texts = {url: text.decode("utf-8") for url, text in files.items()
+             if url.endswith((".html", ".js", ".css"))}
+    page, modules = texts["/static/index.html"], {
+        url: text for url, text in texts.items() if url.startswith("/static/js/")}
+    sha256 = {"script": [], "style": []}
+    for kind, pattern in (("script", r'<script src="([^"]+)"></script>'),
+                          ("style", r'<link rel="stylesheet" href="([^"]+)">')):
+        for found in re.finditer(pattern, page):
+            text = modules.pop(found[1], None) or f"/* {found[1]} */\n{texts[found[1]]}"
+            sha256[kind].append(base64.b64encode(hashlib.sha256(text.encode()).digest()).decode())
+            page = page.replace(found[0], f"<{kind}>{text}</{kind}>")
+    policy = PAGE_HEADERS["Content-Security-Policy"]
+    for kind, hashes in sha256.items():
+        policy = policy.replace(f"{kind}-src 'self'", " ".join(
+            [f"{kind}-src 'self'", *(f"'sha256-{h}'" for h in hashes)]))
+    for found in re.finditer(r'<link rel="icon" href="([^"]+\.svg)"', page):
+        icon = urllib.parse.quote(files[found[1]].decode("utf-8"), safe=" =:/'")
+        page = page.replace(found[0], f'<link rel="icon" href="data:image/svg+xml,{icon}"')
+    shell = imported(modules, re.findall(r'<script type="module"[^>]* src="([^"]+)"', page))
+    views = {"shell": shell} | {
+        name: [url for url in imported(modules, [f"/static/js/views/{name}.js"])
+               if url not in shell] for name in FIRST_VIEWS}
+    boot = page.index("  <script>")
+    block = f'  <script type="application/json" id="first-views">{json_dumps(views)}</script>\n'
+    return page[:boot] + block + page[boot:], policy
+
+
 #: A module's static imports of its neighbours: `import … from "./x.js"`, `export … from`.
 IMPORT_FROM = re.compile(r"^(?:import|export)\b[^;]*?[\"'](\.\.?/[^\"']+)[\"']", re.M)
 

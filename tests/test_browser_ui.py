@@ -242,6 +242,15 @@ def test_branch_field_refuses_what_the_server_refuses(board, page):
     assert board_accepts == accepted
 
 
+def open_from_the_worker(page, url):
+    """Open url with the board's service worker in control: the page comes from the worker's
+    copy, which carries none of the answers a navigation gets in it (first_answers), so that
+    it asks for /api/openapi.json (which the test fakes)."""
+    page.goto(url)
+    page.wait_for_function("() => navigator.serviceWorker.controller !== null")
+    page.reload()
+
+
 def test_columns_and_models_follow_the_servers_api_description(board, page):
     """The status columns and the model choices are the server's lists, in its order: a
     server that publishes other lists gets a board that shows them (faked here by answering
@@ -253,7 +262,7 @@ def test_columns_and_models_follow_the_servers_api_description(board, page):
     task["model"]["enum"] = [m for m in task["model"]["enum"] if m != "model_small"]
     page.route("**/api/openapi.json", lambda route: route.fulfill(json=document))
     project = board.demo_project()
-    page.goto(f"{board.url}/#/projects/{project['id']}")
+    open_from_the_worker(page, f"{board.url}/#/projects/{project['id']}")
     live(page)
     names = {"backlog": "Backlog", "in_progress": "In progress", "testing": "Testing",
              "done": "Done", "failed": "Failed"}
@@ -279,7 +288,7 @@ def test_the_board_says_why_it_cannot_start_without_the_api_description(board, p
         else:
             route.continue_()
     page.route("**/api/openapi.json", answer)
-    page.goto(board.url)
+    open_from_the_worker(page, board.url)
     alert = page.get_by_test_id("schema-error")
     expect(alert).to_have_attribute("role", "alert")
     expect(alert.get_by_role("heading", name="The board cannot start")).to_be_visible()

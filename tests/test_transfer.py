@@ -1,15 +1,17 @@
-"""Transfer rules of design.md §3 v4, over a live server: gzip for JSON, JS and CSS over
-1 KiB when the client accepts it, ETags and 304s that never bypass a credential, and the
-board's page naming its modules as modulepreload."""
+"""Transfer rules of design.md §3 v4, over a live server: gzip for JSON, JS, CSS and HTML
+over 1 KiB when the client accepts it, ETags and 304s that never bypass a credential, and
+the board's page listing the modules of its first paint for boot.js to preload."""
 import base64
 import gzip
 import hashlib
+import json
 import os
 import re
 
 import pytest
 import requests
 
+import taskboard
 from conftest import ROOT, bearer
 
 GZIP = {"Accept-Encoding": "gzip"}
@@ -126,38 +128,93 @@ def test_the_boards_files_are_gzipped_and_answer_304(live):
                    auth=False).status_code == 304, path
 
 
-def test_the_page_names_every_module_as_modulepreload(live):
-    page = get(live, "/", auth=False).raw_bytes.decode()
-    links = re.findall(
-        r'<link rel="modulepreload" href="(/static/js/[^"]+)"( fetchpriority="low")?>', page)
-    preloaded = [url for url, _ in links]
-    # what the page runs first (its scripts', the board's imports) first; the other views later
-    later = [url for url, low in links if low]
-    assert "/static/js/views/settings.js" in later and "/static/js/views/board.js" not in later
-    assert "/static/js/store.js" not in later and "/static/js/views/board_card.js" not in later
-    assert preloaded[-len(later):] == later
-    modules = sorted("/static/js/" + os.path.relpath(os.path.join(folder, name),
-                                                     os.path.join(ROOT, "static", "js"))
-                     for folder, _, names in os.walk(os.path.join(ROOT, "static", "js"))
-                     for name in names if name.endswith(".js"))
+def test_the_page_lists_the_modules_of_its_first_paint_for_boot_to_preload(live):
+    """The page names no module but main.js: its JSON block lists the shell's (main.js and
+    what it imports) and, for each view a page opens first, those the shell does not
+    import; boot.js preloads the shell's and those of the address's view. The other views
+    load on use."""
+    page = gzip.decompress(get(live, "/", GZIP, auth=False).raw_bytes).decode()
+    assert "modulepreload" not in page.split("<script>")[0]
+    views = json.loads(re.search(
+        r'<script type="application/json" id="first-views">(.*?)</script>', page)[1])
+    assert set(views) == {"shell", "projects", "board", "task_detail"}
+    shell = views["shell"]
+    assert shell[0] == "/static/js/main.js" and "/static/js/store.js" in shell
+    assert views["board"][0] == "/static/js/views/board.js"
+    assert "/static/js/views/board_card.js" in views["board"]
+    assert views["task_detail"][0] == "/static/js/views/task_detail.js"
+    for modules in views.values():
+        assert len(set(modules)) == len(modules)
+    for view in ("board", "task_detail", "projects"):
+        assert not set(views[view]) & set(shell), view
+    # the needs-you inbox (after the first paint), other views and the board's log: on use
+    first = {url for modules in views.values() for url in modules}
+    assert not first & {"/static/js/views/settings.js", "/static/js/views/needs_you.js",
+                        "/static/js/views/stats.js"}
+    assert "/static/js/views/log_view.js" not in views["board"]
     scripts = re.findall(r'<script type="module"[^>]* src="([^"]+)"', page)
     assert scripts == ["/static/js/main.js"]
-    assert sorted(preloaded + scripts + ["/static/js/boot.js"]) == modules
-    # the modules are all asked for before main.js
-    assert page.index("modulepreload") < page.index("main.js")
+    # the block comes before boot.js, which reads it
+    assert page.index("first-views") < page.index("<script>")
 
 
 def test_the_page_starts_its_data_requests_from_a_script_its_csp_allows_by_hash(live):
-    """boot.js is written into the page, before the stylesheets and modules, so its requests
-    go out first; the page's CSP allows exactly that script, and no other page's does."""
-    answer = get(live, "/", auth=False)
+    """boot.js and the stylesheets are written into the page, boot.js first so that its
+    requests go out first; the page's CSP allows exactly those, and no other page's does."""
+    answer = get(live, "/", {"Accept-Encoding": "identity"}, auth=False)
     page = answer.raw_bytes.decode()
     with open(os.path.join(ROOT, "static", "js", "boot.js"), encoding="utf-8") as f:
         boot = f.read()
     assert f"<script>{boot}</script>" in page and 'src="/static/js/boot.js"' not in page
-    assert page.index("<script>") < page.index("stylesheet") < page.index("modulepreload")
+    assert page.index("<script>") < page.index("<style>")
+    assert 'rel="stylesheet"' not in page and "/static/icons/icon.svg" not in page
     digest = base64.b64encode(hashlib.sha256(boot.encode()).digest()).decode()
     csp = answer.headers["Content-Security-Policy"]
     assert f"script-src 'self' 'sha256-{digest}';" in csp and "unsafe-inline" not in csp
+    styles = re.findall(r"<style>(.*?)</style>", page, re.S)
+    assert [style.split(" */")[0] for style in styles] == [
+        f"/* /static/css/{name}.css" for name in ("base", "board", "views", "insights")]
+    with open(os.path.join(ROOT, "static", "css", "board.css"), encoding="utf-8") as f:
+        assert f.read() in styles[1]
+    hashes = [base64.b64encode(hashlib.sha256(style.encode()).digest()).decode()
+              for style in styles]
+    assert "style-src 'self' " + " ".join(f"'sha256-{h}'" for h in hashes) + ";" in csp
     login = get(live, "/login", auth=False).headers["Content-Security-Policy"]
-    assert "script-src 'self';" in login
+    assert "script-src 'self';" in login and "style-src 'self';" in login
+
+
+NAVIGATE = {"Sec-Fetch-Mode": "navigate", "Accept-Encoding": "identity"}
+
+
+def first_answers(page: str):
+    found = re.search(r'<script type="application/json" id="first-answers">(.*?)</script>',
+                      page, re.S)
+    return None if found is None else json.loads(found[1])
+
+
+def test_a_signed_in_browser_gets_the_first_answers_in_the_page(live, api):
+    """A navigation with the owner's session carries the answers of the first paint in the
+    page, as the API gives them, so boot.js need not ask; no one else's page does (the page
+    is open; the service worker's copy, not a navigation, would keep them stale)."""
+    project = api.project(name="</script><script>alert(1)</script>")
+    login = requests.post(f"{live.url}/api/login", json={
+        "token": taskboard.runtime.config["token"]}, timeout=10)
+    session = {"Cookie": login.headers["Set-Cookie"].split(";")[0]}
+    page = get(live, "/", {**NAVIGATE, **session}, auth=False).raw_bytes.decode()
+    answers = first_answers(page)
+    paths = ["/api/openapi.json", "/api/settings",
+             taskboard.FIRST_PROJECTS, "/api/health"]
+    assert list(answers) == paths
+    for path in paths[:3]:
+        assert answers[path] == requests.get(live.url + path, headers=bearer(),
+                                             timeout=10).json(), path
+    # the owner's health (its CLIs' states move on while the server looks for them)
+    health = requests.get(live.url + paths[3], headers=bearer(), timeout=10).json()
+    assert set(answers[paths[3]]) == set(health) and "hosts" in health
+    assert answers[paths[2]][0]["name"] == project["name"]
+    assert page.count("</script>") == page.count("<script")  # the name stayed in its block
+    for headers in ({**NAVIGATE}, {"Accept-Encoding": "identity", **session},
+                    {**NAVIGATE, **session, **bearer()},
+                    {**NAVIGATE, "Cookie": "taskboard_session=nope"}):
+        page = get(live, "/", headers, auth=False).raw_bytes.decode()
+        assert first_answers(page) is None and "first-views" in page, headers

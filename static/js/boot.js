@@ -2,22 +2,59 @@
 // writes this classic script into the page (allowed by its hash in the page's CSP), so
 // they go out before the modules are even asked for. api.js takes each answer once
 // (window.taskboardEarly) instead of asking again; anything asked later goes to the server.
+// Opened by a signed-in browser, the page carries some of those answers already (its JSON
+// block #first-answers, path -> answer): those are not asked for.
+// Then the modules: the shell's and those of the view the address opens, as the server
+// lists them in the page's JSON block #first-views (the page names none itself).
 
 (() => {
   /** An early answer is taken within this many ms of the start, or not at all. */
   const FRESH_MS = 10000;
   const early = new Map();
 
+  /** A status whose Response has no body (new Response(body) throws on them). */
+  const BODILESS = new Set([101, 204, 205, 304]);
+
+  // each answer is handed over with its body read: when they all are, the first view has
+  // its data (window.taskboardEarly.settled: main.js leaves what can wait until then)
   const ask = (path) => {
-    const answer = fetch(path, { credentials: "same-origin" });
+    const answer = fetch(path, { credentials: "same-origin" }).then(async (response) => {
+      const body = BODILESS.has(response.status) ? null : await response.arrayBuffer();
+      const { status, statusText, headers } = response;
+      return new Response(body, { status, statusText, headers });
+    });
     early.set(path, answer);
     answer.catch(() => early.delete(path));  // unreachable: whoever asks later asks the server
   };
 
-  ask("/api/openapi.json");
-  ask("/api/settings");
-  ask("/api/projects?fields=agent,host,prFixMaxAttempts,simulated,stopCheckCommand");  // PROJECTS_PATH of api.js
-  ask("/api/health");
+  let views = {};
+  try {
+    views = JSON.parse(document.getElementById("first-views")?.textContent || "{}");
+  } catch { /* no list: each module comes when it is imported */ }
+
+  /** Preload the modules of the shell, or of one view (FIRST_VIEWS of the server), in order. */
+  const preload = (view) => {
+    for (const url of views[view] || []) {
+      const link = document.createElement("link");
+      link.rel = "modulepreload";
+      link.href = url;
+      document.head.append(link);
+    }
+  };
+
+  let given = {};
+  try {
+    given = JSON.parse(document.getElementById("first-answers")?.textContent || "{}");
+  } catch { /* asked for below */ }
+  for (const [path, answer] of Object.entries(given)) {
+    const headers = { "Content-Type": "application/json" };
+    early.set(path, Promise.resolve(new Response(JSON.stringify(answer), { headers })));
+  }
+  for (const path of ["/api/openapi.json", "/api/settings",
+    "/api/projects?fields=agent,host,prFixMaxAttempts,simulated,stopCheckCommand",  // PROJECTS_PATH of api.js
+    "/api/health"]) {
+    if (!early.has(path)) ask(path);
+  }
   // what the view of the address needs first: a board's tasks, or a task and its newest log
   const [, kind, id] = /^#\/(projects|tasks)\/([1-9]\d{0,15})(?:[?]|$)/.exec(location.hash) || [];
   if (kind === "projects") ask(`/api/projects/${id}/tasks`);
@@ -25,6 +62,12 @@
     ask(`/api/tasks/${id}`);
     ask(`/api/tasks/${id}/logs?limit=1000`);  // LOG_PAGE of views/log_view.js
     ask(`/api/tasks/${id}/attempts`);  // its comparison, when it ran with several agents
+  }
+  preload("shell");
+  if (!kind && /^(#\/?)?$/.test(location.hash)) preload("projects");
+  if (kind === "projects") preload("board");
+  if (kind === "tasks") {
+    preload("task_detail");
     // a task page shows dates: a page's first date format costs tens of ms (the locale
     // data), spent while the answers are on their way rather than before its first paint
     setTimeout(() => new Intl.DateTimeFormat().format(0));
@@ -36,4 +79,5 @@
     early.delete(path);
     return performance.now() < FRESH_MS ? answer : undefined;
   };
+  window.taskboardEarly.settled = Promise.allSettled([...early.values()]);
 })();

@@ -1,7 +1,8 @@
-// Boot: the server's API description, health, settings and projects, the /ws connection,
+// Boot: the server's API description, settings, projects and health, the /ws connection,
 // the header, then the router (only once the API description is here: views take their
-// lists of values, limits and patterns from it). Also the service worker (sw.js: the board
-// starts without the server, and receives Web Push), and the "offline" state.
+// lists of values, limits and patterns from it). After the first view painted (afterPaint):
+// health again and the CLIs in use, the "Needs you" inbox, the service worker (sw.js: the
+// board starts without the server, and receives Web Push). Also the "offline" state.
 
 import { api } from "./api.js";
 import { h, qs, toast } from "./dom.js";
@@ -11,7 +12,6 @@ import { connect } from "./socket.js";
 import { clock } from "./format.js";
 import { defaultOf, loadSchema } from "./schema.js";
 import { loadAll, needsYouCount, notify, state, subscribe } from "./store.js";
-import { needsYouControl } from "./views/needs_you.js";
 
 const view = (name) => () => import(`./views/${name}.js`);
 route("/", view("projects"));
@@ -57,7 +57,8 @@ register({  // key: [English, Turkish]
   "health.cliWaiting": ["{name} reached its usage limit: its tasks continue at {time}.", "{name} kullanım sınırına ulaştı: görevleri {time} itibarıyla devam eder."],
 });
 
-const needsYou = needsYouControl();  // the "Needs you" inbox: one element, kept across redraws
+/** The "Needs you" inbox: one element, kept across redraws (loaded after the first paint). */
+let needsYou = null;
 let waiting = 0;  // tasks in testing or failed across every project (from the summaries)
 let countTimer = null;
 
@@ -66,8 +67,12 @@ function attentionCount() {
   return waiting;
 }
 
-/** Recount from the project summaries, at most once every 300 ms. */
+/** Whether the first view has painted (afterPaint): until then nothing is recounted. */
+let rested = false;
+
+/** Recount from the project summaries, at most once every 300 ms (from the first paint on). */
 function recount() {
+  if (!rested) return;  // startRest counts
   clearTimeout(countTimer);
   countTimer = setTimeout(async () => {
     try {
@@ -81,7 +86,7 @@ function recount() {
 function renderHeader() {
   const header = qs("#app-header");
   const conn = state.connection;
-  const refocus = document.activeElement === needsYou.el;  // moving the element drops its focus
+  const refocus = needsYou && document.activeElement === needsYou.el;  // moving it drops its focus
   header.replaceChildren(
     h("a", { class: "brand", href: "#/" }, t("app.title")),
     h("nav", { class: "main-nav" },
@@ -91,10 +96,10 @@ function renderHeader() {
           String(attentionCount())) : null),
       h("a", { href: "#/usage" }, t("nav.usage")),
       h("a", { href: "#/settings" }, t("nav.settings"))),
-    needsYou.el,
+    needsYou?.el ?? null,
     h("span", { class: `conn conn-${conn}`, "data-testid": "connection", role: "status",
       title: t(`conn.${conn}`) }, h("span", { class: "dot", "aria-hidden": "true" }), t(`conn.${conn}`)));
-  needsYou.render();
+  needsYou?.render();
   if (refocus) needsYou.el.focus();
   const n = needsYouCount();
   document.title = n ? `(${n}) ${t("app.title")}` : t("app.title");
@@ -288,7 +293,7 @@ function waitForServer(root) {
   });
 }
 
-/** The views, once the API description is loaded. */
+/** The views, once the API description is loaded; resolves once the first one is mounted. */
 function startViews(root) {
   return start(root, (el) => {
     el.append(h("section", { class: "empty" }, h("h1", {}, t("notfound.title")), h("p", {}, t("notfound.body"))));
@@ -337,19 +342,57 @@ function followStore() {
   });
 }
 
+const frame = () => new Promise((resolve) => {
+  requestAnimationFrame(resolve);
+  setTimeout(resolve, 100);  // a hidden page gets no frames
+});
+
+/**
+ * Resolves once the first view has painted: it is mounted, the answers boot.js asked for
+ * are read (its data), three frames went by (a view renders in the frame after its data)
+ * and the page is idle. What the first paint does not need waits for it, so that a slow
+ * network carries the paint's requests first.
+ */
+async function afterPaint(shown) {
+  await Promise.all([shown, window.taskboardEarly?.settled]);
+  for (let n = 0; n < 3; n += 1) await frame();
+  await new Promise((resolve) => {
+    if ("requestIdleCallback" in window) requestIdleCallback(resolve, { timeout: 300 });
+    else setTimeout(resolve);
+  });
+}
+
+/** What waits for the first paint: health, the inbox, the summaries, the service worker. */
+async function startRest() {
+  rested = true;
+  recount();
+  checkHealth();
+  setInterval(checkHealth, 60000);
+  serviceWorker();
+  try {
+    const { needsYouControl } = await import("./views/needs_you.js");
+    needsYou = needsYouControl();
+    renderHeader();
+  } catch (error) {
+    console.warn("needs you:", error.message);
+  }
+}
+
 async function boot() {
   const root = qs("#view");
   followStore();
-  const [loaded, described] = await Promise.allSettled([loadAll(), loadSchema()]);
+  let painted;
+  const later = new Promise((resolve) => { painted = resolve; });
+  // health as the page or boot.js got it (views read it as they build); asked again, with
+  // what it implies, after the first paint (startRest)
+  const health = api.health().then((answer) => { state.health = answer; }, () => {});
+  const [loaded, described] = await Promise.allSettled([loadAll(later), loadSchema(), health]);
   const failures = [loaded, described].filter((r) => r.status === "rejected").map((r) => r.reason);
   if (failures.some((error) => error.status === 401)) return;  // api.js is taking us to the login page
   const unreachable = failures.some((error) => error.code === "unreachable");
   if (loaded.status === "rejected" && !unreachable) toast(loaded.reason.message, "error");
   setLanguage(state.settings?.language || "en");
   renderHeader();
-  recount();
-  checkHealth();
-  setInterval(checkHealth, 60000);
   let shown = null;
   if (described.status === "fulfilled" && !unreachable) shown = startViews(root);
   else if (unreachable) waitForServer(root);
@@ -357,7 +400,9 @@ async function boot() {
   // once the view is up, which may ask for a task's log (?logs=): one connection, not two
   Promise.resolve(shown).finally(connect);
   window.taskboard = { state, t, missingKeys };  // a debug handle (and for the browser tests)
+  await afterPaint(shown);
+  painted();
+  await startRest();
 }
 
-serviceWorker();
 boot();

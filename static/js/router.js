@@ -62,8 +62,8 @@ let unmount = null;
 let generation = 0;
 
 /**
- * Show the view of the current hash in root; again on every hash change. Returns the promise
- * of the first view mounted.
+ * Show the view of the current hash in root; again on every hash change. Resolves once the
+ * first view is mounted (or could not be).
  */
 export function start(root, notFound) {
   const show = async () => {

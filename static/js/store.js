@@ -233,14 +233,19 @@ export function dropHost(hostId) {
   if (state.hosts.delete(hostId)) notify("host:deleted");
 }
 
-/** Load settings and projects (at start and after a resync). */
-export async function loadAll() {
+/**
+ * Load settings and projects (at start and after a resync), then the approvals, the inbox
+ * and the hosts: at once, or when `later` resolves (at start: after the first paint).
+ */
+export async function loadAll(later = null) {
   const [settings, projects] = await Promise.all([api.settings(), api.projects()]);
   state.settings = settings;
   state.projects = projects;
-  loadApprovals().catch(() => {});
-  loadInbox().catch(() => {});
-  loadHosts().catch(() => {});
+  Promise.resolve(later).then(() => {
+    loadApprovals().catch(() => {});
+    loadInbox().catch(() => {});
+    loadHosts().catch(() => {});
+  });
   await Promise.all([...state.loadedProjects].map((id) => loadTasks(id).catch(() => {})));
   notify("resync");
 }

@@ -5,7 +5,9 @@ import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import { register, t } from "../i18n.js";
 import { state } from "../store.js";
-import { createLogView } from "./log_view.js";
+
+/** The log view, imported on the first open (the board paints without it). */
+const logView = () => import("./log_view.js");
 
 register({  // key: [English, Turkish]
   "board.closeLog": ["Close the log panel", "Günlük panelini kapat"],
@@ -27,17 +29,23 @@ export function dockedLog(root, onClose) {
       if (panel && panel.taskId === taskId && !rebuild) return;
       dock.close();
       const task = state.tasks.get(taskId);
-      const view = createLogView();
       const el = h("aside", { class: "term-panel", "aria-label": task ? `${task.task_key} ${task.title}` : "" },
         h("header", { class: "term-head" },
           h("a", { href: `#/tasks/${taskId}` }, task ? `${task.task_key} ${task.title}` : `#${taskId}`),
           h("button", { type: "button", class: "icon", "aria-label": t("board.closeLog"), title: t("board.closeLog"),
-            onclick: () => { dock.close(); onClose(); } }, "×")),
-        view.el);
-      panel = { taskId, view, el };
+            onclick: () => { dock.close(); onClose(); } }, "×")));
+      const mine = { taskId, view: null, el };
+      panel = mine;
       root.append(el);
-      api.taskLogs(taskId, DOCK_PAGE).then((list) => {
-        if (panel && panel.view === view) view.setEntries(list);
+      const entries = api.taskLogs(taskId, DOCK_PAGE);
+      entries.catch(() => {});  // told below, unless the panel closed meanwhile
+      logView().then(({ createLogView }) => {
+        if (panel !== mine) return null;
+        mine.view = createLogView();
+        el.append(mine.view.el);
+        return entries.then((list) => {
+          if (panel === mine) mine.view.setEntries(list);
+        });
       }).catch((error) => toast(error.message, "error"));
     },
     /** After a reconnect: what the log got meanwhile (see createLogView's catchUp). */
@@ -49,11 +57,11 @@ export function dockedLog(root, onClose) {
       }).catch(() => { /* the next reconnect tries again */ });
     },
     append(taskId, entries) {
-      if (panel && panel.taskId === taskId) panel.view.append(entries);
+      if (panel && panel.taskId === taskId) panel.view?.append(entries);
     },
     close() {
       if (!panel) return;
-      panel.view.destroy();
+      panel.view?.destroy();
       panel.el.remove();
       panel = null;
     },

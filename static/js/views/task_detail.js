@@ -19,10 +19,12 @@ import { hostWaitingText, runsOnText, waitingHelp } from "./host_parts.js";
 import { LOG_PAGE, createLogView } from "./log_view.js";
 import { loadPrLog, prSection } from "./pr_parts.js";
 import { createChannel } from "./task_channel.js";
-import { openTaskDialog } from "./task_dialog.js";
 import { taskFields } from "./task_fields.js";
 import { badge, isLocalOnly, put } from "./task_panel.js";
 import { taskTabs } from "./task_tabs.js";
+
+/** The task form, imported when first opened (a task page that is only read never needs it). */
+const openTaskDialog = async (options) => (await import("./task_dialog.js")).openTaskDialog(options);
 
 register({  // key: [English, Turkish]
   "detail.notFound": ["This task does not exist (any more).", "Bu görev yok (artık)."],
