@@ -213,6 +213,19 @@ def state_dir():
     return path
 
 
+def sessions_dir(base):
+    """Where sessions are kept for --resume: in $FAKE_AGENT_DIR, but in a board's sandbox
+    (its host is named so) where the real CLI keeps them, its state folder under home (the
+    project's own copy there): $FAKE_AGENT_DIR may be in the sandbox's own /tmp, gone with
+    the run."""
+    import socket
+    if socket.gethostname() != "sandbox":
+        return os.path.join(base, "sessions")
+    path = os.path.join(os.path.expanduser("~"), ".claude", "fake-agent-sessions")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
 def transcript_path(base):
     """Where this run's stdout is copied (only when $FAKE_AGENT_DIR is set)."""
     if not os.environ.get("FAKE_AGENT_DIR"):
@@ -1098,7 +1111,7 @@ def main(argv):
     elif prompt.startswith("You are planning") and "mode" not in d:  # the board's planner
         d["mode"], d["arg"] = "plan", "good"
     if resume:
-        path = os.path.join(base, "sessions", f"{resume}.json")
+        path = os.path.join(sessions_dir(base), f"{resume}.json")
         saved = json.load(open(path)) if os.path.exists(path) else None
         if saved and saved["cwd"] == cwd:
             old = saved["directives"]
@@ -1127,7 +1140,7 @@ def main(argv):
     ignore = "ignore-term" in d
     signal.signal(signal.SIGTERM, signal.SIG_IGN if ignore else lambda *_: os._exit(143))
     if "forget" not in d:
-        with open(os.path.join(base, "sessions", f"{sid}.json"), "w") as f:
+        with open(os.path.join(sessions_dir(base), f"{sid}.json"), "w") as f:
             json.dump({"directives": d, "cwd": cwd}, f)
     import subprocess
     for key in ("write", "commit"):
