@@ -260,6 +260,12 @@ def outside_tmp():
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: a worker per CPU and one more: the tests wait on browsers, servers and
+    subprocesses about as much as they compute (a run used 1.2 of 2 CPUs with 2 workers)."""
+    return (os.cpu_count() or 1) + 1
+
+
 @pytest.fixture(autouse=True)
 def fake_agent_dir(tmp_path, monkeypatch):
     """Where tests/fake_agent.py keeps its sessions and call records, per test.
