@@ -216,6 +216,9 @@ def test_a_foreign_or_expired_token_is_refused_and_the_approval_waits_on(
     [a] = pending(client, first)
     [b] = pending(client, second)
     tokens = {m.payload["approvalId"]: m.payload["token"] for m in messages(phone, 2)}
+    # the phone has both; the board records their delivery just after (the outbox empties)
+    wait_for(lambda: not sql(tb, "SELECT 1 FROM push_outbox"), RUN,
+             message="the deliveries to be recorded")
 
     before = snapshot()
     assert_error(anonymous.post_json(f"/api/approvals/{b['id']}/act", {
