@@ -1,5 +1,6 @@
 """Locators and waits the browser tests share (the board's own roles, labels and texts)."""
 
+import datetime
 import os
 import re
 import sqlite3
@@ -95,3 +96,14 @@ def sql(board, statement, params=()):
             return con.execute(statement, params).fetchall()
     finally:
         con.close()
+
+
+def ended_runs(board, task, runs) -> None:
+    """Runs of task that ended now, written into the board's database: (agent, cost,
+    whether the cost was estimated) each, model_medium, 1,000 tokens in and 100 out."""
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    for agent, cost, estimated in runs:
+        sql(board, "INSERT INTO runs (task_id, project_id, kind, model, status, started_at, "
+            "ended_at, input_tokens, output_tokens, cost, agent, cost_estimated) "
+            "VALUES (?, ?, 'task', 'model_medium', 'done', ?, ?, 1000, 100, ?, ?, ?)",
+            (task["id"], task["project_id"], now, now, cost, agent, estimated))

@@ -19,6 +19,7 @@ from browser_helpers import (
     column,
     demo_task,
     dialog,
+    ended_runs,
     live,
     open_board,
     open_task,
@@ -137,12 +138,7 @@ def test_a_cost_estimated_from_tokens_is_marked(board, page):
 
 def test_usage_per_agent_marks_estimated_costs(board, page):
     task = demo_task(board, TITLE)
-    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    for agent, cost, estimated in (("claude", 0.5, 0), ("codex", 0.25, 1)):
-        sql(board, "INSERT INTO runs (task_id, project_id, kind, model, status, started_at, "
-            "ended_at, input_tokens, output_tokens, cost, agent, cost_estimated) "
-            "VALUES (?, ?, 'task', 'model_medium', 'done', ?, ?, 1000, 100, ?, ?, ?)",
-            (task["id"], task["project_id"], now, now, cost, agent, estimated))
+    ended_runs(board, task, (("claude", 0.5, 0), ("codex", 0.25, 1)))
     page.goto(f"{board.url}/#/usage")
     live(page)
     agents = page.get_by_test_id("usage-agents")

@@ -6,7 +6,6 @@ that holds still and the phone's header, tab strip and board.
 Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
 """
 
-import datetime
 import re
 import sys
 
@@ -18,9 +17,9 @@ from browser_helpers import (
     column,
     demo_task,
     dialog,
+    ended_runs,
     live,
     open_board,
-    sql,
     start,
     task_heading,
 )
@@ -319,12 +318,7 @@ def test_the_new_dialogs_keep_their_buttons_in_sight_and_say_what_they_need(boar
 
 def test_agent_usage_totals_agree_and_its_axis_reads_plainly(board, page):
     task = demo_task(board, "Add a greeting function")
-    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    for agent, cost, estimated in (("claude", 0.5, 0), ("codex", 0.25, 1)):  # best of 2
-        sql(board, "INSERT INTO runs (task_id, project_id, kind, model, status, started_at, "
-            "ended_at, input_tokens, output_tokens, cost, agent, cost_estimated) "
-            "VALUES (?, ?, 'task', 'model_medium', 'done', ?, ?, 1000, 100, ?, ?, ?)",
-            (task["id"], task["project_id"], now, now, cost, agent, estimated))
+    ended_runs(board, task, (("claude", 0.5, 0), ("codex", 0.25, 1)))  # best of 2
     page.goto(f"{board.url}/#/usage")
     live(page)
     for table in ("usage-agents", "usage-tiers"):  # the task once in each total
