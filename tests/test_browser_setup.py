@@ -147,19 +147,30 @@ def test_the_board_holds_still_as_the_first_task_starts_and_the_last_ends(board,
     expect(hint).to_have_count(0)
     assert first.bounding_box() == where, "the board moved as the first task started"
 
-    # a "Move to" choice that would stop the agent asks first (a press meant as a drag
-    # picks an option on its release)
+    # a move that would stop the agent asks first, by the "Move to" select (a press meant as
+    # a drag picks an option on its release), a drop or Alt+Left; Cancel leaves it running
     move = running.get_by_role("combobox", name=f"Move {task['task_key']} to another column")
-    move.select_option("backlog")
     sure = page.get_by_role("dialog")
-    expect(sure).to_contain_text(f"{task['task_key']} is running: moving it to Backlog "
-                                 "stops its agent.")
-    sure.get_by_role("button", name="Cancel").click()
+
+    def alt_left():
+        running.focus()
+        page.keyboard.press("Alt+ArrowLeft")
+
+    ways = {"select": lambda: move.select_option("backlog"), "key": alt_left,
+            "drop": lambda: running.drag_to(column(page, "Backlog").get_by_role("heading"))}
+    for way, ask in ways.items():
+        ask()
+        expect(sure, way).to_contain_text(f"{task['task_key']} is running: moving it to "
+                                          "Backlog stops its agent.")
+        sure.get_by_role("button", name="Cancel").click()
+        expect(sure).to_have_count(0)
+        assert board.task(task["id"])["status"] == "in_progress", way
+        expect(running.locator(".run-mark")).to_be_visible()
+    # a held Alt+Left moves once: its repeats neither move nor ask
+    running.dispatch_event("keydown", {"key": "ArrowLeft", "altKey": True, "repeat": True})
     expect(sure).to_have_count(0)
-    assert board.task(task["id"])["status"] == "in_progress"
-    expect(running.locator(".run-mark")).to_be_visible()
-    move.select_option("backlog")
-    page.get_by_role("dialog").get_by_role("button", name="Stop and move").click()
+    alt_left()
+    sure.get_by_role("button", name="Stop and move").click()
     board.wait_status(task["id"], "backlog")
     expect(hint).to_be_visible()
     assert first.bounding_box() == where, "the board moved as the last task ended"
