@@ -7484,6 +7484,7 @@ def get_project(project_id: int) -> dict:
 def create_project(body) -> dict:
     values = validate(PROJECT_FIELDS, body)
     _check_clone_source(values)
+    _check_auto_branch(values)
     row = insert_project_row(values)
     project = project_view(row)
     runtime.events.publish("project:created", project, project["id"])
@@ -7494,9 +7495,11 @@ def create_project(body) -> dict:
 
 def update_project(project_id: int, body) -> dict:
     changes = validate_known(lambda: get_project(project_id), PROJECT_FIELDS, body, partial=True)
-    if {"host_id", "repo_url", "working_dir"} & changes.keys():
-        before = found(project_row(project_id), f"project {project_id} not found")
-        _check_clone_source({**before, **changes})
+    if {"auto_branch", "host_id", "repo_url", "working_dir"} & changes.keys():
+        after = {**found(project_row(project_id), f"project {project_id} not found"), **changes}
+        if {"host_id", "repo_url", "working_dir"} & changes.keys():
+            _check_clone_source(after)
+        _check_auto_branch(after)
     row = found(update_project_row(project_id, changes), f"project {project_id} not found")
     project = project_view(row)
     runtime.events.publish("project:updated", project, project_id)
@@ -7516,6 +7519,31 @@ def _check_clone_source(values: dict) -> None:
         raise Invalid(f"repoUrl must be set: the project runs on a host, which clones it, and "
                       f"workingDir {values['working_dir'][:200]!r} has no origin remote",
                       "repoUrl")
+
+
+def folder_state(path: str) -> dict:
+    """What a folder is as a project's workingDir, before it is one (the new-project dialog
+    asks): a directory, a git repository, one with a commit (each task's branch of autoBranch
+    starts there), and, when not, why no branch can be made."""
+    if not isinstance(path, str) or not os.path.isabs(path):
+        raise Invalid(f"path {str(path)[:200]!r} must be an absolute path", "path")
+    directory = os.path.isdir(path)
+    repository = directory and git_dirs(path) is not None
+    commit = repository and git_head(path) is not None
+    return {"path": path, "directory": directory, "repository": repository, "commit": commit,
+            "noBranch": None if commit else "is not an existing directory" if not directory
+            else "is not a git repository" if not repository else "has no commit yet"}
+
+
+def _check_auto_branch(values: dict) -> None:
+    """autoBranch on this machine needs workingDir in a git repository with a commit, where
+    each task's branch starts (on a host, its clone of repoUrl has one)."""
+    if values.get("auto_branch") and values.get("host_id") is None:
+        why = folder_state(values["working_dir"])["noBranch"]
+        if why:
+            raise Invalid(f"autoBranch needs a git repository with a commit: workingDir "
+                          f"{values['working_dir'][:200]!r} {why} (turn autoBranch off, or "
+                          f"run git init and commit there)", "autoBranch")
 
 
 #: The agent-instructions file the default agent CLI reads.
@@ -14027,6 +14055,13 @@ def api_list_projects():
     return list_projects(bottle.request.query.get("fields") or "")
 
 
+@app.get("/api/folder", scope="owner", returns="Folder",
+         query={"path": {"type": "string", "description": "the absolute path of a folder"}})
+def api_folder():
+    """What a folder would be as a project's workingDir (the new-project dialog asks)."""
+    return folder_state(bottle.request.query.getunicode("path") or "")
+
+
 @app.get("/api/approvals", scope="read", returns="Approval[]",
          query={"status": {"type": "string", "enum": list(APPROVAL_STATUSES)}})
 def api_list_approvals():
@@ -14867,6 +14902,8 @@ _SCHEMAS = {
                        "error:string? durationMs:integer? createdAt:string"),
     "SendTest": _shape("ok:boolean status:integer? error:string", "ok status"),
     "PushKey": _shape("publicKey:string", "publicKey"),
+    "Folder": _shape("path:string directory:boolean repository:boolean commit:boolean "
+                     "noBranch:string?", "path directory repository commit noBranch"),
     "Inbox": _shape("count:integer", "count items", items={"type": "array", "items": _shape(
         "at:string projectId:integer projectName:string taskId:integer taskKey:string "
         "taskTitle:string", "kind at projectId taskId",
