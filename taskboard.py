@@ -354,7 +354,9 @@ APPROVAL_STATUSES = ("pending", "allowed", "denied", "expired")
 APPROVAL_KINDS = ("tool", "question")
 DECIDERS = ("person", "rule", "timeout", "push")
 REMEMBER = ("session", "project")
-MESSAGE_AUTHORS = ("person", "agent")
+#: Who wrote a message of a task's thread: a person, its agent, or who sent the agent back
+#: by itself (changes_from): the verifier's verdict, its pull request's reviews and checks.
+MESSAGE_AUTHORS = ("person", "agent", "verifier", "pull_request")
 MESSAGE_STATES = ("queued", "sent")
 #: The stop check (stopCheckCommand) is killed after this long; the agent is sent the last
 #: STOP_CHECK_TAIL characters of its output.
@@ -8605,7 +8607,7 @@ class TaskOwner(RunOwner):
             feedback = verdict.get("feedback") or summary or "The verifier rejected the work."
             runtime.logs.append(task_id, "system", f"the verifier rejected the work: "
                                 f"{summary}", run.run_id, is_error=True)
-            request_changes(task_id, f"[verifier] {feedback}")
+            changes_from("verifier", task_id, f"[verifier] {feedback}")
 
 
 def set_agent_limit(agent: str, until: float, reason: str) -> None:
@@ -9136,7 +9138,7 @@ def post_message(task_id: int, body, comments=()) -> dict:
         raise Conflict(f"several agents work on {task['task_key']}: a message goes to one "
                        "of them; once they end, pick the attempt to keep, then send it", "id")
     if not live and task["status"] in ("testing", "failed"):
-        return message_view(changes_from_person(task_id, text, comments=comments)[1])
+        return message_view(changes_from("person", task_id, text, comments=comments)[1])
     if task["status"] != "in_progress":
         raise Conflict(f"task {task_id} is {task['status']}: a message goes to a running "
                        "agent, or to a task in testing or failed as a request for changes",
@@ -9158,19 +9160,21 @@ def post_message(task_id: int, body, comments=()) -> dict:
     return message_view(message)
 
 
-def changes_from_person(task_id: int, feedback, mcp_port: int | None = None,
-                        comments=()) -> tuple[dict, dict]:
-    """A person's request for changes (the task page's button, a message to a task in
-    testing or failed): request_changes, and the words kept where the person talks to the
-    agent, in the task's messages and its log, as the agent was sent them. (task, message)"""
-    task = request_changes(task_id, feedback, mcp_port)  # a Conflict stores nothing
+def changes_from(author: str, task_id: int, feedback, mcp_port: int | None = None,
+                 comments=(), sent: dict | None = None) -> tuple[dict, dict]:
+    """A request for changes, by a person (the task page's button, a message to a task in
+    testing or failed) or by itself (the verifier's rejection, a pull request's reviews or
+    checks: `sent`): request_changes, and the words kept where a person talks to the agent,
+    in the task's messages and its log, as the agent was sent them, under whose they are
+    (a MESSAGE_AUTHORS). (task, message)"""
+    task = request_changes(task_id, feedback, mcp_port, sent)  # a Conflict stores nothing
     resumed = runtime.agents.runs.get(task_id)
     message = found(insert_message_row({
         "task_id": task_id, "run_id": resumed.run_id if resumed else None,
-        "author": "person", "text": feedback.strip(), "state": "sent"}, comments),
+        "author": author, "text": feedback.strip(), "state": "sent"}, comments),
         f"task {task_id} not found")
     runtime.logs.append(task_id, "message", message["text"], message["run_id"],
-                        author="person")
+                        author=author)
     runtime.events.publish("message:created", message_view(message), task["project_id"])
     return task, message
 
@@ -10746,7 +10750,7 @@ def send_pr_back(row: dict, pr: dict, signals: list) -> None:
         "same pull request: do not open another one, and do not force-push."])
     attempt = pr["fixAttempts"] + 1
     try:
-        request_changes(task_id, _cut(text, PR_FEEDBACK_CHARS), sent={
+        changes_from("pull_request", task_id, _cut(text, PR_FEEDBACK_CHARS), sent={
             "keys": [key for key, _, _, _ in signals],
             "since": max([row["since"]] + [at for _, _, _, at in signals])})
     except (Conflict, NotFound) as exc:  # no free slot, or moved meanwhile: next look
@@ -14775,7 +14779,8 @@ COMMANDS = {
         "Record feedback and resume the agent's session with it.",
         {"id": _ID, "taskId": _ID, "feedback": {"type": "string", "pattern": r"\S"},
          "mcpPort": _PORT}, ["feedback"], _TASK,
-        lambda arg, b: changes_from_person(arg("id"), b.get("feedback"), arg("mcpPort"))[0]),
+        lambda arg, b: changes_from("person", arg("id"), b.get("feedback"),
+                                    arg("mcpPort"))[0]),
     "get_task_diff": Command(
         "The task's diff, stats and commits.", {"taskId": _ID}, ["taskId"],
         _OBJECT, lambda arg, b: task_diff(arg("taskId"))),

@@ -9,6 +9,8 @@ import { t } from "../i18n.js";
 const CHILD_INDENT = 2;
 /** Unmatched tool calls kept waiting for their result. */
 const MAX_OPEN_CALLS = 64;
+/** Who wrote a message entry (its author), as its row names them; a person's is "You". */
+const SAID = { agent: "log.agentSaid", verifier: "log.verifierSaid", pull_request: "log.prSaid" };
 
 /** Split one line into pieces of at most cols characters, preferring a break after a space. */
 function wrap(line, cols) {
@@ -123,7 +125,7 @@ export class LogRows {
       out.push({ block, text: entry.message, cls: "k-status", first: true });
     } else if (entry.kind === "message") {  // a message between a person and the agent
       const agent = entry.author === "agent";
-      this.pushLines(block, `${agent ? "◂" : "▸"} ${t(agent ? "log.agentSaid" : "log.youSaid")}: ${entry.message}`,
+      this.pushLines(block, `${agent ? "◂" : "▸"} ${t(SAID[entry.author] || "log.youSaid")}: ${entry.message}`,
         `k-message ${agent ? "from-agent" : "from-person"}`, out, { firstRow: true });
     } else if (entry.kind === "stop_check") {  // the project's stop check ran as the agent tried to finish
       this.pushLines(block, `${entry.isError ? "✗" : "✓"} ${entry.message}`, `k-stop_check${error}`, out, { firstRow: true });

@@ -26,6 +26,8 @@ register({  // key: [English, Turkish]
   "log.waiting": ["waiting for the result…", "sonuç bekleniyor…"],
   "log.youSaid": ["You", "Siz"],
   "log.agentSaid": ["Agent", "Ajan"],
+  "log.verifierSaid": ["Verifier", "Doğrulayıcı"],
+  "log.prSaid": ["Pull request", "Çekme isteği"],
   "log.question": ["Question", "Soru"],
 });
 
