@@ -3,6 +3,7 @@
 // terminal line each, wrapped at the terminal's width. Appending entries adds rows at the
 // end; a block that changes (toggled, or its call got its result) is redone in place.
 
+import { QUESTION_TOOL, questionLine } from "../format.js";
 import { t } from "../i18n.js";
 
 /** Extra indent (columns) of the rows inside a tool call or thinking block. */
@@ -70,8 +71,12 @@ export class LogRows {
     this.lastId = 0;
   }
 
-  /** Add one entry; returns [block, isNewBlock]. */
+  /** Add one entry; returns [block, isNewBlock]. A question call stored as its JSON input
+   * (before the server wrote its questions) reads as its questions. */
   addEntry(entry) {
+    if (entry.kind === "tool_call" && entry.tool === QUESTION_TOOL) {
+      entry = { ...entry, message: `${QUESTION_TOOL}: ${questionLine(entry.message)}` };
+    }
     this.entries.push(entry);
     if (entry.kind === "tool_result") {
       const i = this.openCalls.findIndex((b) => b.entry.runId === entry.runId
