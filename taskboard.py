@@ -1346,25 +1346,35 @@ def json_object_sql(fields) -> str:
 # One table per resource (see FIELDS), with the checks only it uses.
 
 PROJECT_FIELDS = (
-    _ro("id"),
+    _ro("id", doc="the project's id"),
     Field("name", "str", required=True, maxlen=200, doc="display name"),
     Field("slug", "str", required=True, pattern=SLUG_RE,
           doc="lowercase letters, digits and dashes, starting with a letter or digit; unique"),
-    _ro("key", "str", doc="prefix of the task keys, derived from the slug once"),
+    _ro("key", "str", doc="prefix of the task keys, made from the slug once (`task-board` → "
+        "`TB`)"),
     Field("workingDir", "str", column="working_dir", required=True, maxlen=4096,
           check=_check_working_dir, doc="absolute path of an existing directory"),
-    Field("icon", "str", nullable=True, maxlen=200),
-    Field("iconSeed", "str", column="icon_seed", nullable=True, maxlen=200),
+    Field("icon", "str", nullable=True, maxlen=200,
+          doc="an emoji or one or two letters shown as its icon; `null` = its name's first "
+          "letter"),
+    Field("iconSeed", "str", column="icon_seed", nullable=True, maxlen=200,
+          doc="any text; picks its icon's colour; `null` = its slug's"),
     Field("agent", "enum", choices=tuple(AGENTS), default="claude",
           doc="the agent CLI its tasks run"),
     Field("permissionMode", "enum", column="permission_mode", choices=PERMISSION_MODES,
-          default="default"),
+          default="default", doc="how its agents' tool calls are allowed: all of them, those "
+          "of `allowedTools`, or each by a person"),
     Field("allowedTools", "tools", column="allowed_tools", nullable=True,
-          doc="comma-separated tool names (an array is accepted too), for allow-tools"),
-    Field("autoQueue", "flag", column="auto_queue", default=0),
-    Field("maxConcurrent", "int", column="max_concurrent", lo=1, hi=5, default=1),
-    Field("autoBranch", "flag", column="auto_branch", default=0),
-    Field("autoPr", "flag", column="auto_pr", default=0),
+          doc="comma-separated tool names (an array is accepted too), for `allow-tools`"),
+    Field("autoQueue", "flag", column="auto_queue", default=0,
+          doc="start its ready backlog tasks, in order, whenever a slot is free"),
+    Field("maxConcurrent", "int", column="max_concurrent", lo=1, hi=5, default=1,
+          doc="how many of its agents run at once"),
+    Field("autoBranch", "flag", column="auto_branch", default=0,
+          doc="each task works in a worktree on its own branch (needs a git repository with "
+          "a commit); off, in `workingDir` itself"),
+    Field("autoPr", "flag", column="auto_pr", default=0,
+          doc="push a done task's branch and open a pull request on `gitHostRepo`"),
     Field("prBaseBranch", "str", column="pr_base_branch", default="main", pattern=BRANCH_RE,
           doc="a git branch name"),
     Field("prPollSeconds", "int", column="pr_poll_seconds", lo=1, hi=3600, default=60,
@@ -1377,51 +1387,58 @@ PROJECT_FIELDS = (
               "type": "string", "pattern": LOGIN_RE.pattern}},
           doc="source-host logins whose reviews and comments go back to the agent by "
           "themselves, beside the repository's owners, members and collaborators"),
-    Field("autoTest", "flag", column="auto_test", default=0),
-    Field("testPrompt", "str", column="test_prompt", default="", maxlen=100_000),
+    Field("autoTest", "flag", column="auto_test", default=0,
+          doc="a verifier judges each finished task: approved, done; else back to its agent"),
+    Field("testPrompt", "str", column="test_prompt", default="", maxlen=100_000,
+          doc="what the verifier is told besides the task"),
     Field("taskTimeoutMinutes", "int", column="task_timeout_minutes", nullable=True, lo=0,
-          hi=1440, default=0, doc="0 or null = no timeout"),
-    Field("maxRetries", "int", column="max_retries", lo=0, hi=10, default=2),
+          hi=1440, default=0, doc="kill a run that takes longer (minutes); `0` or `null` = no "
+          "timeout"),
+    Field("maxRetries", "int", column="max_retries", lo=0, hi=10, default=2,
+          doc="how many times a crashed or timed-out run is tried again"),
     Field("gitHostRepo", "str", column="git_host_repo", default="", pattern=REPO_RE,
           doc="owner/repo"),
-    Field("gitHostSyncEnabled", "flag", column="git_host_sync_enabled", default=0),
+    Field("gitHostSyncEnabled", "flag", column="git_host_sync_enabled", default=0,
+          doc="import the open issues of `gitHostRepo` as backlog tasks, every 5 minutes"),
     Field("taskBudgetUsd", "number", column="task_budget_usd", nullable=True, lo=0.01,
-          hi=10_000, doc="passed to the agent as --max-budget-usd"),
+          hi=10_000, doc="USD a run may spend, passed to the agent as `--max-budget-usd`"),
     Field("approvalTimeoutMinutes", "int", column="approval_timeout_minutes", lo=0, hi=10_080,
-          default=0, doc="deny a tool approval nobody answered after this long; 0 = wait"),
+          default=0, doc="deny a tool approval nobody answered after this long (minutes); "
+          "`0` = wait for a person"),
     Field("stopCheckCommand", "str", column="stop_check_command", default="", maxlen=2000,
-          check=_check_command, doc="run when the agent tries to finish (e.g. pytest -q); "
+          check=_check_command, doc="run when the agent tries to finish (e.g. `pytest -q`); "
           "while it fails the agent goes on; empty = off"),
     Field("stopCheckMaxBlocks", "int", column="stop_check_max_blocks", lo=0, hi=20, default=3,
           doc="at most this many times a failing stop check sends the agent back"),
-    Field("host", "int", column="host_id", nullable=True, doc="the host (GET /api/hosts) its "
-          "tasks run on; null = this machine"),
+    Field("host", "int", column="host_id", nullable=True, doc="the host (`GET /api/hosts`) "
+          "its tasks run on; `null` = this machine"),
     Field("repoUrl", "str", column="repo_url", default="", maxlen=2000,
           pattern=re.compile(r"^[^\s-]\S*$"), doc="what a host clones (git URL); empty = "
-          "the origin of workingDir"),
-    Field("sandbox", "enum", choices=SANDBOX_MODES, default="auto", doc="auto: its runs go "
+          "the origin of `workingDir`"),
+    Field("sandbox", "enum", choices=SANDBOX_MODES, default="auto", doc="`auto`: its runs go "
           "through bubblewrap wherever it works, else unsandboxed (health says which); "
-          "bubblewrap: never unsandboxed (a task waits while it cannot work); none: never"),
+          "`bubblewrap`: never unsandboxed (a task waits while it cannot work); `none`: never"),
     Field("sandboxPaths", "json", column="sandbox_paths_json", nullable=True,
           check=_check_sandbox_paths, shape={"type": "object", "properties": {
               side: {"type": "array", "maxItems": 50, "items": {"type": "string"}}
               for side in ("readOnly", "readWrite")}, "additionalProperties": False},
-          doc="{readOnly: [...], readWrite: [...]}: absolute paths a sandboxed run may also "
-          "read, or write; never the data dir, ~/.ssh or another credential store"),
+          doc="`{readOnly: [...], readWrite: [...]}`: absolute paths a sandboxed run may also "
+          "read, or write; never the data dir, `~/.ssh` or another credential store"),
     Field("network", "enum", choices=NETWORK_MODES, default="open", doc="where its sandboxed "
-          "runs go: anywhere, only networkAllow and its CLI's API, or nowhere (design §20)"),
+          "runs go: anywhere, only `networkAllow` and its CLI's API, or nowhere"),
     Field("networkAllow", "json", column="network_allow_json", nullable=True,
           check=check_network_allow, shape={"type": "array", "items": {"type": "string"}},
-          doc="host patterns: example.com, *.example.com, host:port, an IP, [v6]:port"),
+          doc="host patterns: `example.com`, `*.example.com`, `host:port`, an IP, `[v6]:port`"),
     Field("attemptPick", "enum", column="attempt_pick", choices=ATTEMPT_PICKS,
-          default="manual", doc="auto: when a task's last attempt ends, pick the one whose "
-          "check passed, then the verifier approved, then the cheapest, then the fastest"),
+          default="manual", doc="`auto`: when a task's last attempt ends, pick the one whose "
+          "check passed, then the verifier approved, then the cheapest, then the fastest; "
+          "`manual`: a person picks"),
     Field("keepAttemptBranches", "flag", column="keep_attempt_branches", default=0,
           doc="keep the branches of the attempts not picked (their worktrees go anyway)"),
     _ro("simulated", "bool", doc="its runs use the built-in simulated agent, which spends "
-        "nothing: the Demo project under --demo"),
-    _created(),
-    _ro("updatedAt", "time", column="updated_at"),
+        "nothing: the Demo project under `--demo`"),
+    _ro("createdAt", "time", column="created_at", doc="when it was made"),
+    _ro("updatedAt", "time", column="updated_at", doc="when it last changed"),
 )
 #: The project list entry and summary entry show these fields only.
 PROJECT_LIST_FIELDS = ("id", "name", "slug", "workingDir", "createdAt")
@@ -1551,22 +1568,24 @@ SETTINGS_FIELDS = (
     Field("dailyCostLimit", "number", nullable=True, lo=0, hi=1_000_000,
           doc="USD; when today's cost reaches it the queue starts nothing new"),
     Field("agentIdleTimeoutMinutes", "int", lo=0, hi=1440, default=60,
-          doc="kill a run without output for this long; 0 = off"),
+          doc="kill a run that printed nothing for this long; `0` = off"),
     Field("logRetentionDays", "int", nullable=True, lo=1, hi=36500,
-          doc="delete agent logs older than this; null = keep forever"),
+          doc="delete agent log entries and raw events older than this many days (within a "
+          "minute of start, then hourly; tasks, runs and usage stay); `null` = keep forever"),
     Field("agentModels", "json", nullable=True, check=_check_agent_models,
           shape={"type": "object", "x-builtIn": AGENT_MODELS, "additionalProperties": {
               "type": "object", "additionalProperties": {"type": ["string", "null"]}}},
-          doc="{agent: {model_large, model_medium, model_small}}: the model each agent CLI "
-          "is given for a tier, over the built-in ones (null: the CLI's own default); "
-          "null = the built-in ones"),
+          doc="`{agent: {model_large, model_medium, model_small}}`: the model each agent CLI "
+          "is given for a tier, over the built-in ones (a `null` model: the CLI's own "
+          "default); `null` = the built-in ones"),
     Field("gitHostWebhookSecret", "secret", nullable=True, maxlen=500,
-          doc="write-only; what the source host signs its webhook calls with "
-          "(X-Hub-Signature-256); null = the webhook route refuses every call"),
-    _ro("hasGitHostWebhookSecret", "bool", default=0, doc="whether gitHostWebhookSecret is set"),
+          doc="what the source host signs its webhook calls with (`X-Hub-Signature-256`); "
+          "`null` = the webhook route refuses every call"),
+    _ro("hasGitHostWebhookSecret", "bool", default=0,
+        doc="whether `gitHostWebhookSecret` is set"),
     _ro("hasGitHostToken", "bool", default=0, doc="whether the board has a source-host token "
-        "(TASKBOARD_GIT_HOST_TOKEN or GITHUB_TOKEN in its environment): pull requests and "
-        "issue sync need one"),
+        "(`TASKBOARD_GIT_HOST_TOKEN` or `GITHUB_TOKEN` in its environment); pull requests "
+        "and issue sync need one"),
 )
 
 #: Log entry and revision shapes (read-only), for the OpenAPI document.
@@ -15116,6 +15135,63 @@ def api_openapi() -> RawJson:
 
 
 FIRST_PAINT["/api/openapi.json"] = api_openapi  # the first paint's description (ROUTES)
+
+
+# --- the README's reference, made from the same tables -------------------------------
+
+def _md(value) -> str:
+    """A JSON value as the README writes it: `true`, `null`, `"main"` ..."""
+    text = json_dumps(value) if not isinstance(value, str) or value == "" else value
+    return f"`{text}`".replace("|", "\\|")
+
+
+def _md_values(field: Field) -> str:
+    """What a field takes, in words: its type, choices, range, length, pattern."""
+    kind = field.kind
+    words = {"enum": ", ".join(_md(c) for c in field.choices or ()),
+             "flag": "`1`/`0` (`true`/`false` accepted)", "bool": "`true`/`false`",
+             "tools": "string or array", "time": "timestamp", "secret": "string",
+             "json": f"JSON {field.shape.get('type', 'value')}"}.get(kind, {
+                 "str": "string", "int": "integer", "number": "number"}.get(kind, kind))
+    if field.lo is not None and field.hi is not None:
+        words += f" {field.lo}–{field.hi}"
+    if field.maxlen:
+        words += f", ≤ {field.maxlen:,} characters"
+    if field.pattern is not None:
+        words += f" {_md(field.pattern.pattern)}"
+    if field.nullable:
+        words += " or `null`"
+    return words
+
+
+def _md_meaning(field: Field) -> str:
+    """A field's doc as a README cell, marked read-only, write-only or required."""
+    mark = "read-only: " if field.readonly else "write-only: " if field.write_only else \
+        "required: " if field.required else ""
+    return (mark + field.doc).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_default(field: Field) -> str:
+    if field.kind == "bool" and field.default is not None:
+        return _md(bool(field.default))
+    return "" if field.default is None and not field.nullable else _md(field.default)
+
+
+def readme_reference() -> dict[str, str]:
+    """The README's blocks made from the field tables (between `<!-- generated: NAME -->`
+    and `<!-- /generated -->`), by name: tools/readme_reference.py writes them, and
+    tests/test_docs.py fails while README.md says otherwise."""
+    def table(head: str, rows) -> str:
+        cells = head.split("|")
+        return "\n".join([f"| {' | '.join(cells)} |", "|" + "---|" * len(cells),
+                          *(f"| {' | '.join(row)} |" for row in rows)])
+    settings = table("setting|default|values|meaning", (
+        (f"`{f.name}`", _md_default(f), _md_values(f), _md_meaning(f))
+        for f in SETTINGS_FIELDS))
+    project = table("field|default|values|meaning", (
+        (f"`{f.name}`", _md_default(f), _md_values(f), _md_meaning(f))
+        for f in PROJECT_FIELDS))
+    return {"settings": settings, "project-fields": project}
 
 
 # =============================================================================
