@@ -332,18 +332,74 @@ MAX_LINE_BYTES = 1024 * 1024
 #: Log messages are cut to this many characters (the raw line is kept whole).
 MAX_LOG_MESSAGE = 8000
 
-#: Every event a /ws client can receive (the README says what each one's data holds).
-EVENT_TYPES = (
-    "project:created", "project:updated", "project:deleted", "task:created", "task:updated",
-    "task:deleted", "task:log", "task:usage", "template:created", "template:updated",
-    "template:deleted", "snippet:created", "snippet:updated", "snippet:deleted",
-    "webhook:created", "webhook:updated", "webhook:deleted", "webhook:delivery",
-    "plan:started", "plan:phase", "plan:progress", "plan:log", "plan:stats", "plan:completed",
-    "plan:cancelled", "settings:updated", "dependencies:updated", "approval:requested",
-    "approval:resolved", "message:created", "message:updated", "host:created",
-    "host:updated", "host:deleted", "attempt:updated", "schedule:created", "schedule:updated",
-    "schedule:deleted", "schedule:fired", "resync", "ping",
-)
+#: Every event a /ws client can receive, and what its data holds (the README's table of
+#: events is made from this: readme_reference()).
+EVENT_TYPES = {
+    "project:created": "the full project",
+    "project:updated": "the full project",
+    "project:deleted": "`{id}`",
+    "task:created": "the full task",
+    "task:updated": "the full task (fields, status, usage, run state)",
+    "task:deleted": "`{id, projectId}`",
+    "task:log": (
+        "`{taskId, projectId, entries}`: new log entries, at most one message per 100 ms per "
+        "task"),
+    "task:usage": (
+        "live usage of a running task: `{taskId, projectId, runId, inputTokens, outputTokens, "
+        "cacheReadTokens, cacheCreationTokens, cost}`"),
+    "schedule:created": "a [schedule](#schedules), as `GET /api/schedules/:id` answers it",
+    "schedule:updated": "a [schedule](#schedules), as `GET /api/schedules/:id` answers it",
+    "schedule:deleted": "`{id, projectId}`",
+    "schedule:fired": (
+        "a schedule fired: the schedule as it is now, and `taskId` (the task it made or sent "
+        "to; `null` when it made none: see its `lastError`)"),
+    "attempt:updated": (
+        "an attempt of a task run by several agents changed: `{taskId, n, agent, model, effort,"
+        " status, runId, branch, costUsd, durationMs, tokens, diff, check, verdict, summary, "
+        "picked, error, endedAt}`"),
+    "template:created": "the template",
+    "template:updated": "the template",
+    "template:deleted": "`{id, projectId}`",
+    "snippet:created": "the snippet",
+    "snippet:updated": "the snippet",
+    "snippet:deleted": "`{id, projectId}`",
+    "webhook:created": "the webhook",
+    "webhook:updated": "the webhook",
+    "webhook:deleted": "`{id, projectId}`",
+    "webhook:delivery": (
+        "a recorded webhook delivery attempt: `{webhookId, projectId, id, event, attempt, "
+        "status, ok, error, durationMs, createdAt}`"),
+    "plan:started": "`{projectId, planId, topic, model, effort}`",
+    "plan:phase": (
+        "`{projectId, planId, phase}`: `starting` at spawn, `exploring` at the first tool call,"
+        " `writing` at the first text after a tool call"),
+    "plan:progress": "`{projectId, planId, type: \"text\", content}`: text the planner wrote",
+    "plan:log": (
+        "`{projectId, planId, type, message, tool}`: `type` is `tool` (with `tool`), `result`, "
+        "`error` or `phase`"),
+    "plan:stats": (
+        "`{projectId, planId, elapsed, tokens: {input, output}, toolCalls, turns}` after each "
+        "turn"),
+    "plan:completed": (
+        "`{projectId, planId, tasks: [{id, title, task_type, task_key}], stats: {elapsed, "
+        "tokens, toolCalls, turns, exitCode}, error, warnings}`; `error` is `null` when tasks "
+        "were created"),
+    "plan:cancelled": "`{projectId, planId}`",
+    "settings:updated": "the full settings object",
+    "approval:requested": "an approval waiting for a person",
+    "approval:resolved": "an approval decided (by a person, a rule or the timeout) or expired",
+    "message:created": (
+        "a message: yours (queued or sent) or the agent's answer at the end of a turn"),
+    "message:updated": "a message, now sent to the agent",
+    "dependencies:updated": "`{projectId}`: a project's dependency edges changed",
+    "host:created": (
+        "the host (also after each check, and when a run there starts or ends: its `running`)"),
+    "host:updated": (
+        "the host (also after each check, and when a run there starts or ends: its `running`)"),
+    "host:deleted": "`{id}`",
+    "resync": "`{}`: refetch everything",
+    "ping": "sent every 25 s without `seq`; ignore it",
+}
 
 #: The agent CLI's flags for a task run's two-way channel (design §12).
 CHANNEL_FLAGS = ("--input-format", "stream-json", "--replay-user-messages",
@@ -15178,9 +15234,10 @@ def _md_default(field: Field) -> str:
 
 
 def readme_reference() -> dict[str, str]:
-    """The README's blocks made from the field tables (between `<!-- generated: NAME -->`
-    and `<!-- /generated -->`), by name: tools/readme_reference.py writes them, and
-    tests/test_docs.py fails while README.md says otherwise."""
+    """The README's blocks made from the tables (the settings', the project's fields and
+    EVENT_TYPES; between `<!-- generated: NAME -->` and `<!-- /generated -->`), by name:
+    tools/readme_reference.py writes them, and tests/test_docs.py fails while README.md
+    says otherwise."""
     def table(head: str, rows) -> str:
         cells = head.split("|")
         return "\n".join([f"| {' | '.join(cells)} |", "|" + "---|" * len(cells),
@@ -15191,7 +15248,10 @@ def readme_reference() -> dict[str, str]:
     project = table("field|default|values|meaning", (
         (f"`{f.name}`", _md_default(f), _md_values(f), _md_meaning(f))
         for f in PROJECT_FIELDS))
-    return {"settings": settings, "project-fields": project}
+    events = table("event|data", (  # events side by side with the same data share a row
+        (", ".join(f"`{name}`" for name, _ in group), data.replace("|", "\\|"))
+        for data, group in itertools.groupby(EVENT_TYPES.items(), key=lambda item: item[1])))
+    return {"settings": settings, "project-fields": project, "events": events}
 
 
 # =============================================================================

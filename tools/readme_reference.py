@@ -3,9 +3,9 @@
     .venv/bin/python tools/readme_reference.py
 
 Each block stands between `<!-- generated: NAME -->` and `<!-- /generated -->` in README.md
-and is made by taskboard.readme_reference() (the settings, the project fields): edit the
-field tables' docs, not the README, then run this. tests/test_docs.py fails while a block
-differs from what the tables say.
+and is made by taskboard.readme_reference() (settings, project fields, events): edit the
+field tables' docs (or EVENT_TYPES), not the README, then run this. tests/test_docs.py
+fails while a block differs from what the tables say.
 """
 import os
 import re
