@@ -4814,7 +4814,9 @@ def tool_summary(tool_input) -> str:
 ENDED_BY_THE_BOARD = {
     "stopped": ("stopped", None), "interrupted": ("interrupted", None),
     "timeout": ("retry", "the run exceeded the project's task timeout and was killed"),
-    "idle": ("retry", "the agent printed nothing for too long (idle timeout) and was killed")}
+    "idle": ("retry", "the agent printed nothing for too long (idle timeout) and was killed"),
+    "proxy-gone": ("fail", "the egress proxy's socket of the sandboxed run was removed, its "
+                   "only way out: the board ended the run")}
 
 
 def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | None) \
@@ -13006,6 +13008,10 @@ NET_PIPE_BYTES = 256 * 1024
 NET_SEND_BYTES = 1024 * 1024
 #: Hop-by-hop headers a forwarded request loses (it goes with `Connection: close`).
 NET_HOP_HEADERS = ("proxy-authorization", "proxy-connection", "connection", "keep-alive")
+#: inotify(7)'s events of a name leaving a folder: IN_MOVED_FROM, IN_DELETE, and the folder
+#: itself going, IN_DELETE_SELF, IN_MOVE_SELF; IN_IGNORED: its watch is over.
+INOTIFY_GONE = 0x40 | 0x200 | 0x400 | 0x800
+INOTIFY_IGNORED = 0x8000
 
 
 class Egress:
@@ -13015,6 +13021,7 @@ class Egress:
     def __init__(self, run: "AgentRun", path: str, policy: NetPolicy):
         self.run, self.path, self.policy = run, path, policy
         self.server = None
+        self.inode = None  # its socket's, to tell it from another put in its place
         self.group = gevent.pool.Group()  # its connections' greenlets (two each)
         self.reached = {}  # "host:port" -> True, in the order first reached
         self.refused = {}  # (host, port) -> [rule, count]
@@ -13040,17 +13047,69 @@ class Egress:
                                  for (host, port), (rule, count) in self.refused.items()]}
 
 
+class FolderWatch:
+    """inotify(7) on a folder while the proxy has runs: gone() is called whenever a name
+    leaves it (deleted, moved away) or the folder itself goes.  At rest its greenlet waits
+    on the descriptor; stop() ends it (a watch whose folder went ends by itself: alive)."""
+
+    def __init__(self, folder: str, gone):
+        import ctypes  # only a board with sandboxed runs needs it
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)  # IN_NONBLOCK, IN_CLOEXEC
+        if self.fd < 0 or libc.inotify_add_watch(self.fd, os.fsencode(folder),
+                                                 INOTIFY_GONE) < 0:
+            error = ctypes.get_errno()
+            if self.fd >= 0:
+                os.close(self.fd)
+            raise OSError(error, os.strerror(error))
+        self.greenlet = gevent.spawn(self._read, gone)
+
+    @property
+    def alive(self) -> bool:
+        return not self.greenlet.dead
+
+    def stop(self) -> None:
+        self.greenlet.kill()
+
+    def _read(self, gone) -> None:
+        try:
+            over = False
+            while not over:
+                gevent.socket.wait_read(self.fd)
+                try:
+                    data = os.read(self.fd, 64 * 1024)
+                except BlockingIOError:
+                    continue
+                at = 0
+                while at < len(data):  # struct inotify_event: wd, mask, cookie, len, name
+                    _wd, mask, _cookie, size = struct.unpack_from("iIII", data, at)
+                    over = over or bool(mask & INOTIFY_IGNORED)
+                    at += 16 + size
+                gone()
+        finally:
+            os.close(self.fd)
+
+
 class EgressProxy:
     """The board's egress proxy: open(run) before a sandboxed run starts, close(run) when it
-    ended; close_all() at shutdown."""
+    ended; close_all() at shutdown.  A run whose socket is removed meanwhile (deleted,
+    moved, its folder gone) has lost its only way out: it ends, "proxy-gone"."""
 
     def __init__(self):
         self.runs = {}  # the run's id() -> Egress
+        self.watch = None  # a FolderWatch on the sockets' folder while it has runs
 
     def open(self, run: "AgentRun", project: dict, agent: str | None) -> str:
         """A new socket for the run, served until close(run): its path."""
         folder = os.path.join(runtime.data_dir, "net")
         os.makedirs(folder, mode=0o700, exist_ok=True)
+        if self.watch is None or not self.watch.alive:
+            try:
+                self.watch = FolderWatch(folder, self._removed)
+            except OSError as exc:  # e.g. the person's inotify instances all taken
+                self.watch = None
+                log.warning("the egress proxy cannot watch %s (%s): a run whose socket is "
+                            "removed goes on, without a way out", folder, exc)
         name = secrets.token_hex(8) + ".sock"
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         where = os.open(folder, os.O_PATH | os.O_DIRECTORY)
@@ -13062,6 +13121,7 @@ class EgressProxy:
         egress = Egress(run, os.path.join(folder, name), NetPolicy(
             project["network"], json.loads(project["network_allow_json"] or "null"), agent,
             run.env))
+        egress.inode = os.stat(egress.path).st_ino
         egress.server = gevent.server.StreamServer(listener, functools.partial(
             self._serve, egress), spawn=egress.group.spawn)
         egress.server.start()
@@ -13077,7 +13137,21 @@ class EgressProxy:
         egress.group.kill()  # each connection's greenlets close its sockets
         with contextlib.suppress(OSError):
             os.remove(egress.path)
+        if not self.runs and self.watch is not None:
+            self.watch.stop()
+            self.watch = None
         return egress.summary()
+
+    def _removed(self) -> None:
+        """A name left the sockets' folder: a run whose socket is not there any more (or
+        another is in its place) is ended."""
+        for egress in list(self.runs.values()):
+            try:
+                there = os.stat(egress.path).st_ino == egress.inode
+            except OSError:
+                there = False
+            if not there:
+                egress.run.kill("proxy-gone")
 
     def close_all(self) -> None:
         for egress in list(self.runs.values()):

@@ -180,6 +180,26 @@ def test_under_no_auth_the_sandbox_works_and_a_run_cannot_reach_the_board(
         "token)"]
 
 
+def test_a_run_whose_proxy_socket_is_removed_fails_and_leaves_nothing(client, api, person):  # noqa: F811
+    """The run's socket deleted from the data dir's net/ while it runs: the sandbox's bind
+    would keep it reachable, so the board, which watches the folder, ends the run; the task
+    fails saying why, and nothing of the run (its bridge, its sandbox) is left."""
+    started = person.records / "started"
+    project = sandboxed(api, person)
+    task = api.task(project["id"], description=script(f"touch {started}; sleep 60"))
+    api.move(task["id"], "in_progress")
+    wait_for(started.exists, timeout=30, message="the agent to start")
+    [socket_file] = list((person.data / "net").iterdir())
+    socket_file.unlink()
+    done = wait_status(client, task["id"], "failed")
+    assert done["last_error"] == taskboard.ENDED_BY_THE_BOARD["proxy-gone"][1], done
+    assert done["sandboxed"] is True
+    wait_for(lambda: not processes_with(str(person.data / "net")),
+             message="the run's sandbox and bridge to be gone")
+    assert list((person.data / "net").iterdir()) == []
+    assert taskboard.runtime.egress.watch is None  # at rest the proxy holds nothing
+
+
 @pytest.mark.parametrize("pattern", ["http://example.com", "exa mple.com", "*.", "a:99999",
                                      "*.*.example.com", 7])
 def test_a_bad_host_pattern_is_refused(client, api, person, pattern):  # noqa: F811
