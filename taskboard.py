@@ -12752,6 +12752,10 @@ class AgentRun:
     def _bad_line(self, text: str):
         runtime.logs.append(self.task_id, "raw", _cut(text), self.run_id)
 
+    def network_refused(self, message: str) -> None:
+        """The egress proxy refused a host the first time (design §20): the task's log."""
+        runtime.logs.append(self.task_id, "network", message, self.run_id, is_error=True)
+
     def _on_stdout(self, text: str):
         self._seq += 1
         had_session = self.parser.session_id
@@ -12834,6 +12838,10 @@ class PlanRun(AgentRun):
 
     def _bad_line(self, text: str):
         pass  # already logged; a planner has no task log to keep it in
+
+    def network_refused(self, message: str) -> None:
+        """... a planner's: its session's log, live (plan:log, type network)."""
+        _publish_plan(self, "plan:log", type="network", message=message)
 
     def _on_stdout(self, text: str):
         entries = self.parser.feed(text)
@@ -13028,7 +13036,8 @@ class Egress:
         self.count = 0
 
     def refuse(self, host: str, port: int, rule: str) -> None:
-        """Count a refusal; the first of a host goes to the task's log (`network`)."""
+        """Count a refusal; the first of a host is logged where its run logs (the task's
+        log, a planner's plan:log)."""
         self.count += 1
         seen = self.refused.get((host, port))
         if seen is not None:
@@ -13037,9 +13046,7 @@ class Egress:
         if len(self.refused) >= NETWORK_HOSTS_KEPT:
             return
         self.refused[(host, port)] = [rule, 1]
-        if self.run.task_id is not None:
-            runtime.logs.append(self.run.task_id, "network", f"refused {host}:{port} ({rule})",
-                                self.run.run_id, is_error=True)
+        self.run.network_refused(f"refused {host}:{port} ({rule})")
 
     def summary(self) -> dict:
         return {"refused": self.count, "reached": list(self.reached),

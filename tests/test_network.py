@@ -18,7 +18,7 @@ from test_sandbox import processes_with
 from test_sandbox_git import api, config, person, said, script  # noqa: F401
 
 import taskboard
-from agent_helpers import wait_status
+from agent_helpers import RUN, wait_status
 from conftest import wait_for
 
 pytestmark = pytest.mark.sandbox
@@ -178,6 +178,28 @@ def test_under_no_auth_the_sandbox_works_and_a_run_cannot_reach_the_board(
     assert network_entries(client, task["id"]) == [
         f"refused {live.url.split('//')[1]} (the board: a run reaches only its /mcp, with its "
         "token)"]
+
+
+def test_a_planners_refusals_are_on_its_session_log(client, api, person, sites, live):  # noqa: F811
+    """A planner has no task: the first refusal of each host is a plan:log entry of type
+    network, live on its session's log; its plan is written as usual."""
+    _, refused = sites
+    project = sandboxed(api, person)
+    ws = live.ws(f"?projectId={project['id']}")
+    client.post_json(f"/api/projects/{project['id']}/plan", {
+        "topic": "Plan a thing", "context": script(tries(  # no fake:ok: the planner plans
+            *[curl(f"http://127.0.0.1:{refused.port}/")] * 2)).removeprefix("fake:ok ")},
+        status=200)
+    seen = []
+    while not seen or seen[-1]["event"] != "plan:completed":
+        message = ws.next(RUN)
+        if message["event"].startswith("plan:"):
+            seen.append(message)
+    assert [m["data"]["message"] for m in seen if m["event"] == "plan:log"
+            and m["data"]["type"] == "network"] == [
+        f"refused 127.0.0.1:{refused.port} (127.0.0.1 is a loopback, link-local or private "
+        "address networkAllow does not name)"], seen
+    assert seen[-1]["data"]["error"] is None and seen[-1]["data"]["tasks"], seen[-1]
 
 
 def test_a_run_whose_proxy_socket_is_removed_fails_and_leaves_nothing(client, api, person):  # noqa: F811
