@@ -243,17 +243,31 @@ def test_without_socat_the_sandbox_does_not_work(monkeypatch, outside_tmp):
     assert state["works"] is False and "socat is not installed" in state["error"], state
 
 
-def test_a_flood_of_refusals_keeps_one_entry_per_host_and_bounded_memory(tb):
-    """Thousands of refused connections to thousands of hosts: each host's first is logged,
-    up to NETWORK_HOSTS_KEPT hosts; every one is counted."""
-    run = taskboard.AgentRun(None, 1, None, "", argv=[], cwd="/", env={}, model="m")
-    egress = taskboard.Egress(run, "/nowhere", taskboard.NetPolicy("none", None, None, {}))
-    for n in range(3000):
-        egress.refuse(f"host{n % 1000}.example", 443, "network none")
-    network = egress.summary()
-    assert network["refused"] == 3000
-    assert len(network["refusedHosts"]) == taskboard.NETWORK_HOSTS_KEPT
-    assert {h["count"] for h in network["refusedHosts"]} == {3}
+FLOOD = """import concurrent.futures, socket
+def one(n):
+    with socket.create_connection(("127.0.0.1", PORT)) as s:
+        s.sendall(f"CONNECT host{n % 250}.example:443 HTTP/1.1\\r\\n\\r\\n".encode())
+        return s.recv(100).startswith(b"HTTP/1.1 403")
+with concurrent.futures.ThreadPoolExecutor(20) as pool:
+    print("refused", sum(pool.map(one, range(1000))))
+"""
+
+
+def test_a_thousand_refused_connections_log_each_host_once(client, api, person):  # noqa: F811
+    """A run floods the proxy: a thousand connections at once to 250 hosts, each refused.
+    The task's log has one entry per host, for the first NETWORK_HOSTS_KEPT hosts; every
+    refusal is counted, each kept host with its four; the run ends as usual."""
+    project = sandboxed(api, person, network="none")
+    flood = FLOOD.replace("PORT", str(taskboard.NET_PORT))
+    task, done, _ = run(client, api, project, f"{taskboard.sys.executable} - <<'EOF'\n"
+                        f"{flood}EOF\n")
+    assert "sh said:\nrefused 1000" in said(client, task["id"])
+    entries = network_entries(client, task["id"])
+    assert len(entries) == len(set(entries)) == taskboard.NETWORK_HOSTS_KEPT, entries
+    assert all(e.endswith(".example:443 (network none: no host is reached)") for e in entries)
+    assert done["network"]["refused"] == 1000
+    assert len(done["network"]["refusedHosts"]) == taskboard.NETWORK_HOSTS_KEPT
+    assert {h["count"] for h in done["network"]["refusedHosts"]} == {4}
 
 
 def test_host_patterns():
