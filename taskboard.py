@@ -13008,11 +13008,12 @@ def end_runs(runs: list[AgentRun], reason: str) -> None:
 NET_HEAD_BYTES = 64 * 1024
 NET_HEAD_SECONDS = 30
 #: A tunnelled direction's bytes go from socket to socket in the kernel (os.splice), through
-#: a pipe of this size (where the person's pipe quota allows: else the default 64 KiB), never
-#: copied into Python; the run's end of a connection may hold NET_SEND_BYTES unread, so
-#: that its forwarder reads big chunks.  Half the proxy's CPU per byte of copying 64 KiB at a
-#: time through Python: a 10 MB download 0.4x direct before, 0.5-0.6x now (bench/sandbox.py
-#: --download).
+#: a pipe, never copied into Python: the default one (64 KiB), this size once it moves bulk
+#: (where the person's pipe quota allows: pipe-user-pages-soft counts every pipe's size, so
+#: an idle tunnel keeps the default); the run's end of a connection may hold NET_SEND_BYTES
+#: unread, so that its forwarder reads big chunks.  Half the proxy's CPU per byte of copying
+#: 64 KiB at a time through Python: a 10 MB download 0.4x direct before, 0.5-0.6x now
+#: (bench/sandbox.py --download).
 NET_PIPE_BYTES = 256 * 1024
 NET_SEND_BYTES = 1024 * 1024
 #: Hop-by-hop headers a forwarded request loses (it goes with `Connection: close`).
@@ -13330,16 +13331,16 @@ def _answer(client, status: int, text: str) -> None:
 
 def _pipe(source, target) -> None:
     """Move one direction of a connection until it ends, then end it on the other side: in
-    the kernel, spliced through a pipe; the greenlet waits for the source to have bytes or
-    the target room (its sockets must not be closed meanwhile: kill it first)."""
-    flags, pipe = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK, ()
+    the kernel, spliced through a pipe (NET_PIPE_BYTES once it fills the default one); the
+    greenlet waits for the source to have bytes or the target room (its sockets must not be
+    closed meanwhile: kill it first)."""
+    flags, pipe, grown = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK, (), False
     try:
         pipe = out, into = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(into, fcntl.F_SETPIPE_SZ, NET_PIPE_BYTES)
+        room = fcntl.fcntl(into, fcntl.F_GETPIPE_SZ)
         while True:
             try:
-                size = os.splice(source.fileno(), into, NET_PIPE_BYTES, flags=flags)
+                size = moved = os.splice(source.fileno(), into, room, flags=flags)
             except BlockingIOError:
                 gevent.socket.wait_read(source.fileno())
                 continue
@@ -13350,6 +13351,10 @@ def _pipe(source, target) -> None:
                     size -= os.splice(out, target.fileno(), size, flags=flags)
                 except BlockingIOError:
                     gevent.socket.wait_write(target.fileno())
+            if moved == room and not grown:  # bulk: a bigger pipe, where the quota allows
+                grown = True
+                with contextlib.suppress(OSError):
+                    room = fcntl.fcntl(into, fcntl.F_SETPIPE_SZ, NET_PIPE_BYTES)
     except OSError:  # a connection reset, no descriptor left for the pipe
         pass
     finally:
