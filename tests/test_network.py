@@ -73,10 +73,10 @@ def sandboxed(api, person, **fields):  # noqa: F811
                        sandboxPaths={"readWrite": [str(person.records)]})
 
 
-def run(client, api, project, text, status="testing"):  # noqa: F811
+def run(client, api, project, text, status="testing", timeout=RUN):  # noqa: F811
     task = api.task(project["id"], description=script(text))
     api.move(task["id"], "in_progress")
-    done = wait_status(client, task["id"], status)
+    done = wait_status(client, task["id"], status, timeout)
     return task, done, [line for line in said(client, task["id"]).splitlines()
                         if line.startswith(("OK", "NO"))]
 
@@ -260,7 +260,7 @@ def test_a_thousand_refused_connections_log_each_host_once(client, api, person):
     project = sandboxed(api, person, network="none")
     flood = FLOOD.replace("PORT", str(taskboard.NET_PORT))
     task, done, _ = run(client, api, project, f"{taskboard.sys.executable} - <<'EOF'\n"
-                        f"{flood}EOF\n")
+                        f"{flood}EOF\n", timeout=4 * RUN)  # a thousand forks of socat
     assert "sh said:\nrefused 1000" in said(client, task["id"])
     entries = network_entries(client, task["id"])
     assert len(entries) == len(set(entries)) == taskboard.NETWORK_HOSTS_KEPT, entries
