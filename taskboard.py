@@ -13050,6 +13050,14 @@ class Egress:
         self.refused[(host, port)] = [rule, 1]
         self.run.network_refused(f"refused {host}:{port} ({rule})")
 
+    def there(self) -> bool:
+        """Whether its socket is still where the sandbox found it (not removed, moved or
+        replaced)."""
+        try:
+            return os.stat(self.path).st_ino == self.inode
+        except OSError:
+            return False
+
     def summary(self) -> dict:
         return {"refused": self.count, "reached": list(self.reached),
                 "refusedHosts": [{"host": host, "port": port, "rule": rule, "count": count}
@@ -13078,7 +13086,13 @@ class FolderWatch:
         return not self.greenlet.dead
 
     def stop(self) -> None:
-        self.greenlet.kill()
+        self.greenlet.kill()  # a greenlet not started yet never runs: its finally neither
+        self._close()
+
+    def _close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
     def _read(self, gone) -> None:
         try:
@@ -13096,13 +13110,14 @@ class FolderWatch:
                     at += 16 + size
                 gone()
         finally:
-            os.close(self.fd)
+            self._close()
 
 
 class EgressProxy:
     """The board's egress proxy: open(run) before a sandboxed run starts, close(run) when it
     ended; close_all() at shutdown.  A run whose socket is removed meanwhile (deleted,
-    moved, its folder gone) has lost its only way out: it ends, "proxy-gone"."""
+    moved, its folder gone) has lost its only way out: it ends, "proxy-gone", as soon as
+    the folder's watch says so, else (no inotify instance left) at its next connection."""
 
     def __init__(self):
         self.runs = {}  # the run's id() -> Egress
@@ -13118,7 +13133,7 @@ class EgressProxy:
             except OSError as exc:  # e.g. the person's inotify instances all taken
                 self.watch = None
                 log.warning("the egress proxy cannot watch %s (%s): a run whose socket is "
-                            "removed there is not ended", folder, exc)
+                            "removed there ends only at its next connection", folder, exc)
         name = secrets.token_hex(8) + ".sock"
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         where = os.open(folder, os.O_PATH | os.O_DIRECTORY)
@@ -13155,11 +13170,7 @@ class EgressProxy:
         """A name left the sockets' folder: a run whose socket is not there any more (or
         another is in its place) is ended."""
         for egress in list(self.runs.values()):
-            try:
-                there = os.stat(egress.path).st_ino == egress.inode
-            except OSError:
-                there = False
-            if not there:
+            if not egress.there():
                 egress.run.kill("proxy-gone")
 
     def close_all(self) -> None:
@@ -13169,6 +13180,9 @@ class EgressProxy:
     def _serve(self, egress: Egress, client, _address) -> None:
         upstream = forth = None
         try:
+            if not egress.there():  # removed unnoticed (no watch): the run ends now
+                egress.run.kill("proxy-gone")
+                return
             client.settimeout(NET_HEAD_SECONDS)
             head, rest = _read_head(client)
             if head is None:

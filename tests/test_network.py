@@ -202,17 +202,31 @@ def test_a_planners_refusals_are_on_its_session_log(client, api, person, sites, 
     assert seen[-1]["data"]["error"] is None and seen[-1]["data"]["tasks"], seen[-1]
 
 
-def test_a_run_whose_proxy_socket_is_removed_fails_and_leaves_nothing(client, api, person):  # noqa: F811
+def no_inotify(folder, gone):
+    raise OSError(24, "Too many open files")  # inotify_init1's: the person's instances taken
+
+
+@pytest.mark.parametrize("watched", [True, False])
+def test_a_run_whose_proxy_socket_is_removed_fails_and_leaves_nothing(
+        client, api, person, monkeypatch, watched):  # noqa: F811
     """The run's socket deleted from the data dir's net/ while it runs: the sandbox's bind
-    would keep it reachable, so the board, which watches the folder, ends the run; the task
-    fails saying why, and nothing of the run (its bridge, its sandbox) is left."""
-    started = person.records / "started"
+    would keep it reachable, so the board ends the run, as soon as its watch of the folder
+    says so, or, with no inotify instance to watch it, at the run's next connection (which
+    the agent tries once told of the removal); the task fails saying why, and nothing of
+    the run (its bridge, its sandbox) is left."""
+    if not watched:
+        monkeypatch.setattr(taskboard, "FolderWatch", no_inotify)
+    started, told = person.records / "started", person.records / "told"
     project = sandboxed(api, person)
-    task = api.task(project["id"], description=script(f"touch {started}; sleep 60"))
+    task = api.task(project["id"], description=script(
+        f"touch {started}; while [ ! -e {told} ]; do sleep 0.05; done; "
+        f"{curl('http://127.0.0.1:9/')}; sleep 60"))
     api.move(task["id"], "in_progress")
     wait_for(started.exists, timeout=30, message="the agent to start")
     [socket_file] = list((person.data / "net").iterdir())
     socket_file.unlink()
+    if taskboard.runtime.egress.watch is None:  # (watched: the machine's instances all taken)
+        told.touch()
     done = wait_status(client, task["id"], "failed")
     assert done["last_error"] == taskboard.ENDED_BY_THE_BOARD["proxy-gone"][1], done
     assert done["sandboxed"] is True
