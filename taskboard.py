@@ -378,7 +378,8 @@ EVENT_TYPES = {
     "plan:progress": "`{projectId, planId, type: \"text\", content}`: text the planner wrote",
     "plan:log": (
         "`{projectId, planId, type, message, tool}`: `type` is `tool` (with `tool`), `result`, "
-        "`error` or `phase`"),
+        "`error`, `phase` or `network` (a host the [network policy](#network-policy) refused "
+        "the planner, the first time: \"refused host:port (rule)\")"),
     "plan:stats": (
         "`{projectId, planId, elapsed, tokens: {input, output}, toolCalls, turns}` after each "
         "turn"),
