@@ -5905,8 +5905,9 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     for x in $TB_NEVER; do
       if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
         p --ro-bind /dev/null "$h/$x"; fi; done
-    nb=--; if [ -n "$TB_NET" ]; then [ -L /var/run ] || p --tmpfs /var/run
-      p @NET@ --ro-bind "$TB_NET" @SOCKET@; o=$q; q=; p -- sh -c "$TB_BRIDGE" sh; nb=$q; q=$o
+    nb=--; if [ -n "$TB_NET" ]; then [ -L /var/run ] || p --tmpfs /var/run; p @NET@
+      if [ "$TB_NET" != - ]; then p --ro-bind "$TB_NET" @SOCKET@; o=$q; q=
+        p -- sh -c "$TB_BRIDGE" sh; nb=$q; q=$o; fi
     else set +f  # the board's own git: no network of its own, but no agent of the person's
       for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done; set -f
     fi; :
@@ -6092,9 +6093,10 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     common git folder: git_dirs()), out (the board's own git on the repository: its
     worktrees' folder, writable with all of `git`), after (the board's own script, run
     outside the sandbox once the command ended: SANDBOXED), net (its egress proxy's
-    socket: its own network and the bridge, design §20)}; `base`: the board's folder where
-    the run happens (the data dir, a host's baseDir); `show`: more programs the run
-    starts."""
+    socket: its own network and the bridge, design §20), offline (without `net`: its own
+    network and no way out: a check after its run, the board's own git)}; `base`: the
+    board's folder where the run happens (the data dir, a host's baseDir); `show`: more
+    programs the run starts."""
     paths = sandbox.get("paths") or {}
     return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
             "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
@@ -6112,7 +6114,7 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_FILES": "\n".join([*sandbox["files"], *files]),
             "TB_GIT": sandbox.get("git") or "", "TB_GIT_WRITE": "1" if sandbox.get("out") else "",
             "TB_OUT": "\n".join(sandbox.get("out") or ()), "TB_AFTER": sandbox.get("after") or "",
-            "TB_NET": sandbox.get("net") or "",
+            "TB_NET": sandbox.get("net") or ("-" if sandbox.get("offline") else ""),
             "TB_BRIDGE": NET_BRIDGE if sandbox.get("net") else ""}
 
 
@@ -9901,7 +9903,7 @@ def task_checkout(task: dict, project: dict, machine: "ThisMachine | HostLink",
         return cwd
     branch = task["branch_name"] or branch_name(task)
     what, path, head, at = machine.make_worktree(task, project, branch, git_sandbox(
-        project, machine, worktree=task))
+        project, machine, worktree=task, fetches=True))
     if what == "kept":
         return path
     changes = {"branch_name": branch, **({"branch_at": at} if at else {})}
@@ -9923,7 +9925,7 @@ def hidden_from(project: dict) -> list[str]:
 
 
 def git_sandbox(project: dict, machine: "ThisMachine | HostLink", write: bool = False,
-                worktree: dict | None = None) -> dict | None:
+                worktree: dict | None = None, fetches: bool = False) -> dict | None:
     """The sandbox of the board's own git on a checkout or repository a run of the project
     could have written (design §17 v6): its runs' layout, with no CLI and nothing of the
     data dir, the checkout read-only unless the command must `write` (the end-of-run
@@ -9931,8 +9933,12 @@ def git_sandbox(project: dict, machine: "ThisMachine | HostLink", write: bool = 
     (WORKTREE_SCRIPT, WORKTREE_REMOVE, PICK_SCRIPT): the repository read-only but its git
     folder, and the worktrees' folder, writable.  A nested repository's filter, an
     agent-set diff driver, a planted `commondir` or reflog link then act as blind as the
-    run.  None where the project's runs are not sandboxed (`none`, simulated, bubblewrap
-    not working there); its git then runs with what executes code off as far as git
+    run.  It has no network (design §20: a planted filter reaches no loopback service,
+    no abstract socket, not the board) but where it `fetches` (a new worktree's checkout,
+    where Git LFS and a partial clone fetch what they lack: the machine's network, as
+    before; that checkout is of a branch the run cannot move).  None where the project's
+    runs are not sandboxed (`none`, simulated, bubblewrap not working there); its git
+    then runs with what executes code off as far as git
     allows (GIT_ENV, DIFF_SCRIPT's and COMMIT_SCRIPT's flags), but git has no switch for a
     filter that `.gitattributes` or a nested repository's own config names (`git add` runs
     it), nor for a reflog it appends through a link: that stays open for an unsandboxed
@@ -9944,7 +9950,7 @@ def git_sandbox(project: dict, machine: "ThisMachine | HostLink", write: bool = 
     return {"agent": None, "command": [], "files": [], "read_only": not write,
             "hide": hidden_from(project), "git": machine.git_dir(project),
             "out": [posixpath.dirname(machine.worktree(worktree, project))] if worktree
-            else []}
+            else [], "offline": not fetches}
 
 
 #: The end-of-run commit of what a run left in its worktree (`sh -c COMMIT_SCRIPT sh
@@ -12796,6 +12802,7 @@ class AgentRun:
         if network is not None:
             self.machine.unbridge(self)
             self.sandbox.pop("net", None)  # a check after the run has no way out
+            self.sandbox["offline"] = True
             run_network_ended(self.run_id, self.task_id, network)
 
     def _watch(self, exited_at):
