@@ -1,6 +1,6 @@
 // The board's first data requests, started while its page is being parsed: the server
 // writes this classic script into the page (allowed by its hash in the page's CSP), so
-// they go out before the modules are even asked for. api.js takes each answer once
+// they go out before the modules are even asked for. store.js takes each answer once
 // (window.taskboardEarly) instead of asking again; anything asked later goes to the server.
 // Opened by a signed-in browser, the page carries some of those answers already (its JSON
 // block #first-answers, path -> answer): those are not asked for.
@@ -51,7 +51,7 @@
     early.set(path, Promise.resolve(new Response(JSON.stringify(answer), { headers })));
   }
   for (const path of ["/api/openapi.json", "/api/settings",
-    "/api/projects?fields=agent,host,prFixMaxAttempts,simulated,stopCheckCommand",  // PROJECTS_PATH of api.js
+    "/api/projects?fields=agent,host,prFixMaxAttempts,simulated,stopCheckCommand",  // PROJECTS_PATH of store.js
     "/api/health"]) {
     if (!early.has(path)) ask(path);
   }

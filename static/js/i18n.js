@@ -1,5 +1,6 @@
 // Translations: every visible string goes through t(). Each view registers its own
 // strings with register({key: [English, Turkish]}) so views stay independent files.
+// Below them, the formats of dates, times, durations, costs and sizes in the reader's language.
 
 const dictionaries = { en: {}, tr: {} };
 const listeners = new Set();
@@ -112,9 +113,9 @@ register({  // key: [English, Turkish]
   "notfound.body": ["This page does not exist.", "Bu sayfa yok."],
 });
 
-// Formatting helpers (pure).
+// --- formats ------------------------------------------------------------------------------------
 
-import { currentLanguage } from "./i18n.js";
+// Formatting helpers (pure).
 
 const locale = () => (currentLanguage() === "tr" ? "tr-TR" : "en-GB");
 const DATE_TIME = { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit" };

@@ -4,14 +4,12 @@
 // health again and the CLIs in use, the "Needs you" inbox, the service worker (sw.js: the
 // board starts without the server, and receives Web Push). Also the "offline" state.
 
-import { api } from "./api.js";
 import { h, qs, toast } from "./dom.js";
-import { missingKeys, onLanguageChange, register, setLanguage, t } from "./i18n.js";
-import { route, start } from "./router.js";
-import { connect } from "./socket.js";
-import { clock } from "./format.js";
+import { clock, missingKeys, onLanguageChange, register, setLanguage, t } from "./i18n.js";
 import { defaultOf, loadSchema } from "./schema.js";
-import { loadAll, needsYouCount, notify, state, subscribe } from "./store.js";
+import { api, connect, loadAll, needsYouCount, notify, state, subscribe } from "./store.js";
+
+// --- the router ---------------------------------------------------------------------------------
 
 // Hash routes (#/projects/3) to view modules. Each view module exports
 // mount(root, params) and returns unmount().
@@ -500,7 +498,7 @@ async function boot() {
   const health = api.health().then((answer) => { state.health = answer; }, () => {});
   const [loaded, described] = await Promise.allSettled([loadAll(later), loadSchema(), health]);
   const failures = [loaded, described].filter((r) => r.status === "rejected").map((r) => r.reason);
-  if (failures.some((error) => error.status === 401)) return;  // api.js is taking us to the login page
+  if (failures.some((error) => error.status === 401)) return;  // request() (store.js) is taking us to the login page
   const unreachable = failures.some((error) => error.code === "unreachable");
   if (loaded.status === "rejected" && !unreachable) toast(loaded.reason.message, "error");
   setLanguage(state.settings?.language || "en");

@@ -1,4 +1,9 @@
-// The only module that knows URLs and fetch(). Every call resolves with the decoded JSON
+// The board's data, in three parts: the server's API, the client state the views read, and
+// the /ws connection that keeps that state current.
+
+// --- the API -----------------------------------------------------------------------------------
+
+// The only code that knows URLs and fetch(). Every call resolves with the decoded JSON
 // or throws ApiError(message, status, code, field). The first GETs of the page were started
 // by boot.js, written into the page: those answers are taken from there.
 
@@ -179,10 +184,10 @@ export const api = {
   desktop: (command, body = {}) => request("POST", `/api/desktop/${name(command)}`, body),
 };
 
+// --- the state ----------------------------------------------------------------------------------
+
 // Client state, kept current by /ws events. Views read store.state and subscribe();
 // raw events (plan:*, task:log, webhook:delivery, ...) reach listeners of onEvent().
-
-import { api } from "./api.js";
 
 /**
  * @typedef {Object} State
@@ -504,7 +509,7 @@ export function applyEvent(s, message) {
   return s;
 }
 
-/** Entry point for socket.js. */
+/** Entry point for the /ws connection (below). */
 export function receive(message) {
   if (message.event === "resync") {
     loadAll().catch(() => {});
@@ -528,9 +533,9 @@ export function receive(message) {
   notify(message.event);
 }
 
-// The /ws connection: reconnects with backoff and asks for what it missed (?since=).
+// --- the /ws connection -------------------------------------------------------------------------
 
-import { notify, receive, state } from "./store.js";
+// The /ws connection: reconnects with backoff and asks for what it missed (?since=).
 
 let socket = null;
 let lastSeq = null;

@@ -4,22 +4,23 @@
 // A column renders its first PAGE matching cards (and any card moved here from this page),
 // with "Show more" for the rest: a board of thousands of tasks stays a few thousand nodes;
 // its count is always the whole column's.
-// The cards are board_card.js, their clicks, keys and drags board_moves.js, the log panel
-// board_dock.js.
+// Below the view: its cards, its docked log panel, and how cards are opened and moved.
 
-import { api } from "../api.js";
 import { confirmDialog, h, toast } from "../dom.js";
-import * as format from "../format.js";
+import * as format from "../i18n.js";
 import { onLanguageChange, register, t } from "../i18n.js";
+import { go } from "../main.js";
 import { enumOf } from "../schema.js";
-import { followLogs } from "../socket.js";
-import { liveUsage, loadTasks, notify, onEvent, projectSimulated, state, subscribe, tasksOf }
-  from "../store.js";
-import { activityLine, activityOf, matches, taskCard } from "./board_card.js";
-import { dockedLog } from "./board_dock.js";
-import { bindCards, bindDragAndDrop } from "./board_moves.js";
-import { projectHeader } from "./common.js";
-import { hostSignature } from "./host_parts.js";
+import {
+  api, followLogs, liveUsage, loadTasks, notify, onEvent, pendingApprovals, projectSimulated,
+  state, subscribe, tasksOf,
+} from "../store.js";
+import { requestSummary } from "./approval_card.js";
+import {
+  agentBadge, handIcon, hostBadge, hostSignature, hostWaitingText, projectHeader, sandboxChip,
+  waitingHelp, waitingText,
+} from "./common.js";
+import { prBadge } from "./pr_parts.js";
 
 /** The task form, imported when first opened (a board that is only looked at never needs it). */
 const openTaskDialog = async (options) => (await import("./task_dialog.js")).openTaskDialog(options);
@@ -345,20 +346,12 @@ export function mount(root, { projectId }) {
   };
 }
 
+// --- the cards ----------------------------------------------------------------------------------
+
 // A task card of the board: key, priority, title, chips (the host its project runs on among
 // them), flags, the running agent's latest step, its pull request's badge, cost, a "Log"
 // button, a "Move to" select (the keyboard's way to move it) and a menu of more actions
 // ("Run with several agents", not while it is in progress).
-
-import { h } from "../dom.js";
-import * as format from "../format.js";
-import { register, t } from "../i18n.js";
-import { pendingApprovals } from "../store.js";
-import { agentBadge, waitingText } from "./agent_parts.js";
-import { requestSummary } from "./approval_card.js";
-import { handIcon } from "./common.js";
-import { hostBadge, hostWaitingText, sandboxChip, waitingHelp } from "./host_parts.js";
-import { prBadge } from "./pr_parts.js";
 
 register({  // key: [English, Turkish]
   "board.running": ["running", "çalışıyor"],
@@ -491,13 +484,10 @@ function cardMenu(task, status) {
       h("button", { type: "button", class: "small", "data-action": "attempts" }, t("board.runSeveral"))));
 }
 
+// --- the docked log -----------------------------------------------------------------------------
+
 // The docked log panel of the board: the live log of one task at a time, beside the
 // columns, opened from a card's "Log" button (or when a task starts, with autoOpenTerminal).
-
-import { api } from "../api.js";
-import { h, toast } from "../dom.js";
-import { register, t } from "../i18n.js";
-import { state } from "../store.js";
 
 /** The log view, imported on the first open (the board paints without it). */
 const logView = () => import("./log_view.js");
@@ -562,11 +552,10 @@ export function dockedLog(root, onClose) {
   return dock;
 }
 
+// --- opening and moving cards -------------------------------------------------------------------
+
 // How cards of the board are opened and moved: clicks, the "Move to" select, the card's menu,
 // the keys of a focused card (Enter, Alt+Left/Right) and drag and drop between the columns.
-
-import { go } from "../router.js";
-import { state } from "../store.js";
 
 const cardOf = (target) => target.closest?.(".task-card");
 const idOf = (el) => Number(el.dataset.id);

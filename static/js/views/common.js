@@ -1,9 +1,11 @@
 // Pieces several views share: the project tab bar, a page header, field rows, avatars, the
-// raised hand of "needs you".
+// raised hand of "needs you"; below them, where tasks run (hosts) and which agent runs them.
 
 import { h, svg } from "../dom.js";
+import * as format from "../i18n.js";
 import { register, t } from "../i18n.js";
-import { state } from "../store.js";
+import { enumOf } from "../schema.js";
+import { projectAgent, projectHost, state } from "../store.js";
 
 register({  // key: [English, Turkish]
   "tabs.board": ["Board", "Pano"],
@@ -131,13 +133,11 @@ export function numberTable(columns, rows, { foot = null, attrs = {} } = {}) {
     foot ? h("tfoot", {}, h("tr", {}, foot.map((c) => cell("td", c)))) : null));
 }
 
+// --- hosts --------------------------------------------------------------------------------------
+
 // Where a project's tasks run, as the views show it: a host's name, the card's host badge,
 // the task page's "Runs on <host>", and "Waiting for host <name>: <error>" of a task whose
 // host cannot be reached (task.waitingFor). The hosts themselves are Settings → Hosts.
-
-import { h } from "../dom.js";
-import { register, t } from "../i18n.js";
-import { projectHost, state } from "../store.js";
 
 register({  // key: [English, Turkish]
   "hostpart.unknown": ["host #{id}", "#{id} numaralı makine"],
@@ -200,16 +200,11 @@ export function hostBadge(task) {
 /** What a card shows of hosts, as text: a card whose text changes is built again. */
 export const hostSignature = (task) => `${runsOnText(task)}|${hostWaitingText(task)}`;
 
+// --- agents -------------------------------------------------------------------------------------
+
 // The agent CLI of projects and tasks as the views show it: the task's agent select (the
 // project's, or one of the server's list), the card's badge, the usage-limit wait and the
 // mark of a cost that is partly estimated.
-
-import { h } from "../dom.js";
-import * as format from "../format.js";
-import { register, t } from "../i18n.js";
-import { enumOf } from "../schema.js";
-import { projectAgent } from "../store.js";
-import { select } from "./common.js";
 
 register({  // key: [English, Turkish]
   "agentpart.label": ["Agent", "Ajan"],

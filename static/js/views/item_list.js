@@ -2,11 +2,10 @@
 // from /ws events, delete after asking, the edit and delete buttons, and the page around such
 // a list (header and tabs, title, "New" button, the create/edit dialog) that those views share.
 
-import { api } from "../api.js";
 import { confirmDialog, h, toast } from "../dom.js";
 import { onLanguageChange, t } from "../i18n.js";
-import { go } from "../router.js";
-import { loadList, onEvent, state, subscribe } from "../store.js";
+import { go } from "../main.js";
+import { api, loadList, onEvent, state, subscribe } from "../store.js";
 import { projectHeader } from "./common.js";
 import { formDialog, formKit, liveForm } from "./form_kit.js";
 

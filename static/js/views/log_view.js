@@ -7,8 +7,7 @@
 // (older()) when asked or when scrolled to the top, so a long log never comes whole.
 
 import { h } from "../dom.js";
-import { duration } from "../format.js";
-import { register, t } from "../i18n.js";
+import { duration, register, t } from "../i18n.js";
 import { LogRows } from "./log_rows.js";
 
 register({  // key: [English, Turkish]

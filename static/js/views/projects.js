@@ -2,12 +2,11 @@
 // refetching the summaries shortly after project and task events; "New project" opens the
 // project form in a dialog.
 
-import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { go } from "../router.js";
+import { go } from "../main.js";
 import { enumOf } from "../schema.js";
-import { applyEvent, notify, onEvent, state } from "../store.js";
+import { api, applyEvent, notify, onEvent, state } from "../store.js";
 import { avatar } from "./common.js";
 import { formDialog } from "./form_kit.js";
 import { rerender } from "./item_list.js";

@@ -3,19 +3,18 @@
 // starts one is attempt_dialog.js), and its tabs (task_tabs.js) — the live log, the raw event
 // replay, revisions, diff, commits, attachments, dependencies.
 
-import { api } from "../api.js";
 import { confirmDialog, h, openDialog, toast } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { go, queryId } from "../router.js";
+import { go, queryId } from "../main.js";
 import { enumOf } from "../schema.js";
-import { followLogs } from "../socket.js";
-import { attemptsOpen, liveUsage, loadTasks, onEvent, refusedLocally, state, subscribe }
-  from "../store.js";
-import { waitingText } from "./agent_parts.js";
+import {
+  api, attemptsOpen, followLogs, liveUsage, loadTasks, onEvent, refusedLocally, state, subscribe,
+} from "../store.js";
 import { openAttemptsDialog } from "./attempt_dialog.js";
 import { createAttempts } from "./attempts.js";
-import { projectName, select } from "./common.js";
-import { hostWaitingText, runsOnText, waitingHelp } from "./host_parts.js";
+import {
+  hostWaitingText, projectName, runsOnText, select, waitingHelp, waitingText,
+} from "./common.js";
 import { LOG_PAGE, createLogView } from "./log_view.js";
 import { loadPrLog, prSection } from "./pr_parts.js";
 import { createChannel } from "./task_channel.js";

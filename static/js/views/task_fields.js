@@ -4,10 +4,10 @@
 // session and refused tool calls.
 
 import { h } from "../dom.js";
-import * as format from "../format.js";
+import * as format from "../i18n.js";
 import { register, t } from "../i18n.js";
 import { projectAgent, tasksOf } from "../store.js";
-import { agentName, costText } from "./agent_parts.js";
+import { agentName, costText } from "./common.js";
 import { badge, taskLink } from "./task_panel.js";
 
 register({  // key: [English, Turkish]

@@ -2,10 +2,9 @@
 // task_deps.js): filling a panel (loading note, data, or the note that desktop commands are
 // refused), its bar and "Refresh" button, a muted line, and a task's status badge and link.
 
-import { ApiError } from "../api.js";
 import { append, h } from "../dom.js";
 import { register, t } from "../i18n.js";
-import { state } from "../store.js";
+import { ApiError, state } from "../store.js";
 
 register({  // key: [English, Turkish]
   "detail.refresh": ["Refresh", "Yenile"],

@@ -4,12 +4,11 @@
 // dependencies tab is task_deps.js and the diff's review diff_review.js, both imported when
 // their tab is first shown; the pieces every panel uses are task_panel.js.
 
-import { api } from "../api.js";
 import { h, toast } from "../dom.js";
-import * as format from "../format.js";
+import * as format from "../i18n.js";
 import { register, t } from "../i18n.js";
 import { parameterOf } from "../schema.js";
-import { state } from "../store.js";
+import { api, state } from "../store.js";
 import { select } from "./common.js";
 import { fill, localOnlyNote, muted, panelBar, put, refresh } from "./task_panel.js";
 
