@@ -87,8 +87,9 @@ function listPath(projectId, kind, id) {
   return path`/api/projects/${projectId}/` + name(kind) + (id === undefined ? "" : path`/${id}`);
 }
 
-/** The project list with the fields of each project the board shows (boot.js asks it early). */
-export const PROJECTS_PATH = "/api/projects?fields=agent,host,prFixMaxAttempts,simulated,stopCheckCommand";
+/** The project list with the fields of each project the board shows: the server names its
+ * path in the page (FIRST_DATA), boot.js reads it there and asks it early. */
+const projectsPath = () => window.taskboardEarly.paths.projects;
 
 /** The HTTP API, one function per route. */
 export const api = {
@@ -97,7 +98,7 @@ export const api = {
   openapi: () => request("GET", "/api/openapi.json"),
   logout: () => request("POST", "/api/logout"),
   // projects
-  projects: () => request("GET", PROJECTS_PATH),
+  projects: () => request("GET", projectsPath()),
   projectSummaries: () => request("GET", "/api/projects/summary"),
   project: (id) => request("GET", path`/api/projects/${id}`),
   createProject: (body) => request("POST", "/api/projects", body),
