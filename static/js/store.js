@@ -1,7 +1,7 @@
 // The board's data, in three parts: the server's API, the client state the views read, and
 // the /ws connection that keeps that state current.
 
-// --- the API -----------------------------------------------------------------------------------
+// --- the API ------------------------------------------------------------------------------------
 
 // The only code that knows URLs and fetch(). Every call resolves with the decoded JSON
 // or throws ApiError(message, status, code, field). The first GETs of the page were started

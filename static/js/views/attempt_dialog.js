@@ -12,7 +12,6 @@ import { agentName, select, taskAgent } from "./common.js";
 
 register({  // key: [English, Turkish]
   "attemptdlg.title": ["Run {key} with several agents", "{key} görevini birkaç ajanla çalıştır"],
-  "attemptdlg.action": ["Run with several agents", "Birkaç ajanla çalıştır"],
   "attemptdlg.help": ["Each agent works on a branch of its own at the same time; compare their work afterwards and pick one.", "Her ajan aynı anda kendi dalında çalışır; sonra çalışmalarını karşılaştırıp birini seçin."],
   "attemptdlg.row": ["Attempt {n}", "{n}. deneme"],
   "attemptdlg.agent": ["Agent", "Ajan"],

@@ -11,8 +11,7 @@ import { duration, onLanguageChange, register, t, tokens } from "../i18n.js";
 import { api, loadAttempts, onEvent, projectStopCheck, state, subscribe } from "../store.js";
 import { agentName, costText } from "./common.js";
 import { LOG_PAGE, createLogView } from "./log_view.js";
-import { put } from "./task_panel.js";
-import { diffClass } from "./task_tabs.js";
+import { diffClass, put } from "./task_tabs.js";
 
 register({  // key: [English, Turkish]
   "attempts.title": ["Attempts", "Denemeler"],

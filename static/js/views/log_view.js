@@ -1,6 +1,6 @@
 // The live log terminal of a task: a virtualised list of fixed-height rows.
 //
-// The rows come from log_rows.js (one terminal line each, wrapped at the width of the
+// The rows come from LogRows, below (one terminal line each, wrapped at the width of the
 // viewport), so every row is ROW_H pixels high and only the rows in view (plus a buffer)
 // exist as DOM nodes. Appending entries adds rows at the end; nothing already rendered is
 // rebuilt unless it changed. A page shows the newest entries first and fetches older ones
@@ -8,7 +8,6 @@
 
 import { h } from "../dom.js";
 import { duration, register, t } from "../i18n.js";
-import { LogRows } from "./log_rows.js";
 
 register({  // key: [English, Turkish]
   "log.count": ["{n} entries", "{n} kayıt"],
@@ -361,12 +360,12 @@ export function createLogView({ older } = {}) {
   };
 }
 
+// --- the rows -----------------------------------------------------------------------------------
+
 // The rows of a task's log terminal (no DOM): entries grouped into blocks (a tool call with
 // its result, a thinking entry, any other entry), and the blocks flattened into rows of one
 // terminal line each, wrapped at the terminal's width. Appending entries adds rows at the
 // end; a block that changes (toggled, or its call got its result) is redone in place.
-
-import { t } from "../i18n.js";
 
 /** Extra indent (columns) of the rows inside a tool call or thinking block. */
 const CHILD_INDENT = 2;

@@ -1,29 +1,30 @@
-// One task (#/tasks/:taskId): its fields (task_fields.js), usage and actions, its pull request
+// One task (#/tasks/:taskId): its fields (below), usage and actions, its pull request
 // (pr_parts.js), the attempts of its run with several agents (attempts.js; the dialog that
-// starts one is attempt_dialog.js), and its tabs (task_tabs.js) — the live log, the raw event
-// replay, revisions, diff, commits, attachments, dependencies.
+// starts one is attempt_dialog.js, imported when first opened), and its tabs (task_tabs.js):
+// the live log, the raw event replay, revisions, diff, commits, attachments, dependencies.
 
 import { confirmDialog, h, openDialog, toast } from "../dom.js";
+import * as format from "../i18n.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { go, queryId } from "../main.js";
 import { enumOf } from "../schema.js";
 import {
-  api, attemptsOpen, followLogs, liveUsage, loadTasks, onEvent, refusedLocally, state, subscribe,
+  api, attemptsOpen, followLogs, liveUsage, loadTasks, onEvent, projectAgent, refusedLocally,
+  state, subscribe, tasksOf,
 } from "../store.js";
-import { openAttemptsDialog } from "./attempt_dialog.js";
 import { createAttempts } from "./attempts.js";
 import {
-  hostWaitingText, projectName, runsOnText, select, waitingHelp, waitingText,
+  agentName, costText, hostWaitingText, projectName, runsOnText, select, waitingHelp, waitingText,
 } from "./common.js";
 import { LOG_PAGE, createLogView } from "./log_view.js";
 import { loadPrLog, prSection } from "./pr_parts.js";
 import { createChannel } from "./task_channel.js";
-import { taskFields } from "./task_fields.js";
-import { badge, isLocalOnly, put } from "./task_panel.js";
-import { taskTabs } from "./task_tabs.js";
+import { badge, isLocalOnly, put, taskLink, taskTabs } from "./task_tabs.js";
 
 /** The task form, imported when first opened (a task page that is only read never needs it). */
 const openTaskDialog = async (options) => (await import("./task_dialog.js")).openTaskDialog(options);
+/** The dialog that runs it with several agents, imported when first opened. */
+const openAttemptsDialog = async (task) => (await import("./attempt_dialog.js")).openAttemptsDialog(task);
 
 register({  // key: [English, Turkish]
   "detail.notFound": ["This task does not exist (any more).", "Bu görev yok (artık)."],
@@ -38,6 +39,7 @@ register({  // key: [English, Turkish]
   "detail.stop": ["Stop", "Durdur"],
   "detail.restart": ["Restart", "Yeniden başlat"],
   "detail.addSubtask": ["Add sub-task", "Alt görev ekle"],
+  "detail.runSeveral": ["Run with several agents", "Birkaç ajanla çalıştır"],
   "detail.stopped": ["{key} stopped", "{key} durduruldu"],
   "detail.restarted": ["{key} restarted", "{key} yeniden başlatıldı"],
   "detail.changesSent": ["Feedback sent; the agent resumes.", "Geri bildirim gönderildi; ajan devam ediyor."],
@@ -117,7 +119,7 @@ function taskActions(task, { act, desktop, setTask }) {
       desktop("stop_task", { id: taskId }), t("detail.stopped", { key: task.task_key }))) : null,
     local ? button(t("detail.restart"), () => act(() => desktop("restart_task", { id: taskId }),
       t("detail.restarted", { key: task.task_key }))) : null,
-    task.status !== "in_progress" ? button(t("attemptdlg.action"), async () => {
+    task.status !== "in_progress" ? button(t("detail.runSeveral"), async () => {
       if (await openAttemptsDialog(task)) act(() => api.task(taskId));
     }) : null,
     button(t("detail.addSubtask"), () => openTaskDialog({ projectId: task.project_id, parentTaskId: taskId })),
@@ -345,17 +347,12 @@ export function mount(root, { taskId }) {
   };
 }
 
-// The field list of a task page (task_detail.js): status, type, priority, model, effort,
+// --- the fields ---------------------------------------------------------------------------------
+
+// The field list of a task page: status, type, priority, model, effort,
 // agent, tags, parent and sub-tasks, times, retries, queue position, tokens, cost (live while
 // it runs), branch, pull request (one the board does not follow: pr_parts.js shows the others),
 // session and refused tool calls.
-
-import { h } from "../dom.js";
-import * as format from "../i18n.js";
-import { register, t } from "../i18n.js";
-import { projectAgent, tasksOf } from "../store.js";
-import { agentName, costText } from "./common.js";
-import { badge, taskLink } from "./task_panel.js";
 
 register({  // key: [English, Turkish]
   "detail.status": ["Status", "Durum"],

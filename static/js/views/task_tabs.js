@@ -2,15 +2,14 @@
 // attachments and dependencies. Each tab loads its data the first time it is shown (or on
 // "Refresh"); the tabs that need desktop commands say so when those are refused. The
 // dependencies tab is task_deps.js and the diff's review diff_review.js, both imported when
-// their tab is first shown; the pieces every panel uses are task_panel.js.
+// their tab is first shown; the pieces every panel uses are below the tabs.
 
-import { h, toast } from "../dom.js";
+import { append, h, toast } from "../dom.js";
 import * as format from "../i18n.js";
 import { register, t } from "../i18n.js";
 import { parameterOf } from "../schema.js";
-import { api, state } from "../store.js";
+import { ApiError, api, state } from "../store.js";
 import { select } from "./common.js";
-import { fill, localOnlyNote, muted, panelBar, put, refresh } from "./task_panel.js";
 
 register({  // key: [English, Turkish]
   "detail.tab.log": ["Log", "Günlük"],
@@ -261,13 +260,11 @@ export function taskTabs(ctx) {
   return tabs;
 }
 
-// The pieces of a task page's panels (task_detail.js, task_fields.js, task_tabs.js,
-// task_deps.js): filling a panel (loading note, data, or the note that desktop commands are
-// refused), its bar and "Refresh" button, a muted line, and a task's status badge and link.
+// --- the pieces of panels -----------------------------------------------------------------------
 
-import { append, h } from "../dom.js";
-import { register, t } from "../i18n.js";
-import { ApiError, state } from "../store.js";
+// The pieces of a task page's panels (task_detail.js, task_tabs.js, task_deps.js,
+// attempts.js): filling a panel (loading note, data, or the note that desktop commands are
+// refused), its bar and "Refresh" button, a muted line, and a task's status badge and link.
 
 register({  // key: [English, Turkish]
   "detail.refresh": ["Refresh", "Yenile"],
