@@ -324,15 +324,21 @@ export function mount(root, { taskId }) {
     }),
   ];
 
-  // the task and the newest page of its log; older pages come as the log scrolls up
-  Promise.all([api.task(taskId), api.taskLogs(taskId, LOG_PAGE)]).then(([fields, tail]) => {
-    task = fields;
+  // the task and the newest page of its log, asked together; older pages come as the log
+  // scrolls up. The page (its attempts' comparison too) shows as soon as the task is here,
+  // its log once the log's page is: the bigger answer holds up nothing else.
+  const fields = api.task(taskId);
+  const tail = api.taskLogs(taskId, LOG_PAGE);
+  fields.then((answer) => {
+    task = answer;
     channel.setTask(task);
     attempts.setTask(task);
     renderTop();
     tabs.show("log");
-    log.setEntries(tail, tail.length < LOG_PAGE);
     if (!state.loadedProjects.has(task.project_id)) loadTasks(task.project_id).catch(() => {});
+  }).catch(() => {});  // shown below
+  Promise.all([fields, tail]).then(([, entries]) => {
+    log.setEntries(entries, entries.length < LOG_PAGE);
   }).catch((error) => {
     showGone(error.status === 404 ? t("detail.notFound") : error.message);
   });
