@@ -133,6 +133,17 @@ export function numberTable(columns, rows, { foot = null, attrs = {} } = {}) {
     foot ? h("tfoot", {}, h("tr", {}, foot.map((c) => cell("td", c)))) : null));
 }
 
+/** Replace container's children with nodes, keeping the focus on the same data-key. */
+export function rerender(container, nodes) {
+  const active = document.activeElement;
+  const key = active && container.contains(active) ? active.dataset.key : null;
+  container.replaceChildren(...[nodes].flat().filter(Boolean));
+  if (key) {
+    const again = container.querySelector(`[data-key="${CSS.escape(key)}"]`);
+    if (again) again.focus();
+  }
+}
+
 // --- hosts --------------------------------------------------------------------------------------
 
 // Where a project's tasks run, as the views show it: a host's name, the card's host badge,

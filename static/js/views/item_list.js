@@ -125,16 +125,6 @@ export function liveProjectHeader(container, projectId, active) {
 }
 
 
-/** Replace container's children with nodes, keeping the focus on the same data-key. */
-export function rerender(container, nodes) {
-  const active = document.activeElement;
-  const key = active && container.contains(active) ? active.dataset.key : null;
-  container.replaceChildren(...[nodes].flat().filter(Boolean));
-  if (key) {
-    const again = container.querySelector(`[data-key="${CSS.escape(key)}"]`);
-    if (again) again.focus();
-  }
-}
 
 
 /**
