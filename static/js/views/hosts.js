@@ -7,9 +7,9 @@
 import { h, toast } from "../dom.js";
 import { dateTime, onLanguageChange, register, t } from "../i18n.js";
 import { api, dropHost, loadHosts, putHost, state, subscribe } from "../store.js";
-import { agentName } from "./common.js";
+import { agentName, rerender } from "./common.js";
 import { openHostForm } from "./host_form.js";
-import { confirmDelete, enabledSwitch, rerender } from "./item_list.js";
+import { confirmDelete, enabledSwitch } from "./item_list.js";
 
 register({  // key: [English, Turkish]
   "hosts.title": ["Hosts", "Makineler"],

@@ -6,7 +6,7 @@ import { confirmDialog, h, toast } from "../dom.js";
 import { onLanguageChange, t } from "../i18n.js";
 import { go } from "../main.js";
 import { api, loadList, onEvent, state, subscribe } from "../store.js";
-import { projectHeader } from "./common.js";
+import { projectHeader, rerender } from "./common.js";
 import { formDialog, formKit, liveForm } from "./form_kit.js";
 
 /** Ask before deleting when the settings say so; resolves true to go ahead. */

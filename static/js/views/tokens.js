@@ -9,8 +9,8 @@ import { confirmDialog, h, toast } from "../dom.js";
 import { dateTime, onLanguageChange, register, relative, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
 import { api, onEvent } from "../store.js";
+import { rerender } from "./common.js";
 import { formKit, liveForm, schemaSpecs } from "./form_kit.js";
-import { rerender } from "./item_list.js";
 
 register({  // key: [English, Turkish]
   "tokens.title": ["Personal tokens", "Kişisel belirteçler"],
