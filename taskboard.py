@@ -332,18 +332,74 @@ MAX_LINE_BYTES = 1024 * 1024
 #: Log messages are cut to this many characters (the raw line is kept whole).
 MAX_LOG_MESSAGE = 8000
 
-#: Every event a /ws client can receive (the README says what each one's data holds).
-EVENT_TYPES = (
-    "project:created", "project:updated", "project:deleted", "task:created", "task:updated",
-    "task:deleted", "task:log", "task:usage", "template:created", "template:updated",
-    "template:deleted", "snippet:created", "snippet:updated", "snippet:deleted",
-    "webhook:created", "webhook:updated", "webhook:deleted", "webhook:delivery",
-    "plan:started", "plan:phase", "plan:progress", "plan:log", "plan:stats", "plan:completed",
-    "plan:cancelled", "settings:updated", "dependencies:updated", "approval:requested",
-    "approval:resolved", "message:created", "message:updated", "host:created",
-    "host:updated", "host:deleted", "attempt:updated", "schedule:created", "schedule:updated",
-    "schedule:deleted", "schedule:fired", "resync", "ping",
-)
+#: Every event a /ws client can receive, and what its data holds (the README's table of
+#: events is made from this: readme_reference()).
+EVENT_TYPES = {
+    "project:created": "the full project",
+    "project:updated": "the full project",
+    "project:deleted": "`{id}`",
+    "task:created": "the full task",
+    "task:updated": "the full task (fields, status, usage, run state)",
+    "task:deleted": "`{id, projectId}`",
+    "task:log": (
+        "`{taskId, projectId, entries}`: new log entries, at most one message per 100 ms per "
+        "task"),
+    "task:usage": (
+        "live usage of a running task: `{taskId, projectId, runId, inputTokens, outputTokens, "
+        "cacheReadTokens, cacheCreationTokens, cost}`"),
+    "schedule:created": "a [schedule](#schedules), as `GET /api/schedules/:id` answers it",
+    "schedule:updated": "a [schedule](#schedules), as `GET /api/schedules/:id` answers it",
+    "schedule:deleted": "`{id, projectId}`",
+    "schedule:fired": (
+        "a schedule fired: the schedule as it is now, and `taskId` (the task it made or sent "
+        "to; `null` when it made none: see its `lastError`)"),
+    "attempt:updated": (
+        "an attempt of a task run by several agents changed: `{taskId, n, agent, model, effort,"
+        " status, runId, branch, costUsd, durationMs, tokens, diff, check, verdict, summary, "
+        "picked, error, endedAt}`"),
+    "template:created": "the template",
+    "template:updated": "the template",
+    "template:deleted": "`{id, projectId}`",
+    "snippet:created": "the snippet",
+    "snippet:updated": "the snippet",
+    "snippet:deleted": "`{id, projectId}`",
+    "webhook:created": "the webhook",
+    "webhook:updated": "the webhook",
+    "webhook:deleted": "`{id, projectId}`",
+    "webhook:delivery": (
+        "a recorded webhook delivery attempt: `{webhookId, projectId, id, event, attempt, "
+        "status, ok, error, durationMs, createdAt}`"),
+    "plan:started": "`{projectId, planId, topic, model, effort}`",
+    "plan:phase": (
+        "`{projectId, planId, phase}`: `starting` at spawn, `exploring` at the first tool call,"
+        " `writing` at the first text after a tool call"),
+    "plan:progress": "`{projectId, planId, type: \"text\", content}`: text the planner wrote",
+    "plan:log": (
+        "`{projectId, planId, type, message, tool}`: `type` is `tool` (with `tool`), `result`, "
+        "`error` or `phase`"),
+    "plan:stats": (
+        "`{projectId, planId, elapsed, tokens: {input, output}, toolCalls, turns}` after each "
+        "turn"),
+    "plan:completed": (
+        "`{projectId, planId, tasks: [{id, title, task_type, task_key}], stats: {elapsed, "
+        "tokens, toolCalls, turns, exitCode}, error, warnings}`; `error` is `null` when tasks "
+        "were created"),
+    "plan:cancelled": "`{projectId, planId}`",
+    "settings:updated": "the full settings object",
+    "approval:requested": "an approval waiting for a person",
+    "approval:resolved": "an approval decided (by a person, a rule or the timeout) or expired",
+    "message:created": (
+        "a message: yours (queued or sent) or the agent's answer at the end of a turn"),
+    "message:updated": "a message, now sent to the agent",
+    "dependencies:updated": "`{projectId}`: a project's dependency edges changed",
+    "host:created": (
+        "the host (also after each check, and when a run there starts or ends: its `running`)"),
+    "host:updated": (
+        "the host (also after each check, and when a run there starts or ends: its `running`)"),
+    "host:deleted": "`{id}`",
+    "resync": "`{}`: refetch everything",
+    "ping": "sent every 25 s without `seq`; ignore it",
+}
 
 #: The agent CLI's flags for a task run's two-way channel (design §12).
 CHANNEL_FLAGS = ("--input-format", "stream-json", "--replay-user-messages",
@@ -354,7 +410,9 @@ APPROVAL_STATUSES = ("pending", "allowed", "denied", "expired")
 APPROVAL_KINDS = ("tool", "question")
 DECIDERS = ("person", "rule", "timeout", "push")
 REMEMBER = ("session", "project")
-MESSAGE_AUTHORS = ("person", "agent")
+#: Who wrote a message of a task's thread: a person, its agent, or who sent the agent back
+#: by itself (changes_from): the verifier's verdict, its pull request's reviews and checks.
+MESSAGE_AUTHORS = ("person", "agent", "verifier", "pull_request")
 MESSAGE_STATES = ("queued", "sent")
 #: The stop check (stopCheckCommand) is killed after this long; the agent is sent the last
 #: STOP_CHECK_TAIL characters of its output.
@@ -1344,25 +1402,35 @@ def json_object_sql(fields) -> str:
 # One table per resource (see FIELDS), with the checks only it uses.
 
 PROJECT_FIELDS = (
-    _ro("id"),
+    _ro("id", doc="the project's id"),
     Field("name", "str", required=True, maxlen=200, doc="display name"),
     Field("slug", "str", required=True, pattern=SLUG_RE,
           doc="lowercase letters, digits and dashes, starting with a letter or digit; unique"),
-    _ro("key", "str", doc="prefix of the task keys, derived from the slug once"),
+    _ro("key", "str", doc="prefix of the task keys, made from the slug once (`task-board` → "
+        "`TB`)"),
     Field("workingDir", "str", column="working_dir", required=True, maxlen=4096,
           check=_check_working_dir, doc="absolute path of an existing directory"),
-    Field("icon", "str", nullable=True, maxlen=200),
-    Field("iconSeed", "str", column="icon_seed", nullable=True, maxlen=200),
+    Field("icon", "str", nullable=True, maxlen=200,
+          doc="an emoji or one or two letters shown as its icon; `null` = its name's first "
+          "letter"),
+    Field("iconSeed", "str", column="icon_seed", nullable=True, maxlen=200,
+          doc="any text; picks its icon's colour; `null` = its slug's"),
     Field("agent", "enum", choices=tuple(AGENTS), default="claude",
           doc="the agent CLI its tasks run"),
     Field("permissionMode", "enum", column="permission_mode", choices=PERMISSION_MODES,
-          default="default"),
+          default="default", doc="how its agents' tool calls are allowed: all of them, those "
+          "of `allowedTools`, or each by a person"),
     Field("allowedTools", "tools", column="allowed_tools", nullable=True,
-          doc="comma-separated tool names (an array is accepted too), for allow-tools"),
-    Field("autoQueue", "flag", column="auto_queue", default=0),
-    Field("maxConcurrent", "int", column="max_concurrent", lo=1, hi=5, default=1),
-    Field("autoBranch", "flag", column="auto_branch", default=0),
-    Field("autoPr", "flag", column="auto_pr", default=0),
+          doc="comma-separated tool names (an array is accepted too), for `allow-tools`"),
+    Field("autoQueue", "flag", column="auto_queue", default=0,
+          doc="start its ready backlog tasks, in order, whenever a slot is free"),
+    Field("maxConcurrent", "int", column="max_concurrent", lo=1, hi=5, default=1,
+          doc="how many of its agents run at once"),
+    Field("autoBranch", "flag", column="auto_branch", default=0,
+          doc="each task works in a worktree on its own branch (needs a git repository with "
+          "a commit); off, in `workingDir` itself"),
+    Field("autoPr", "flag", column="auto_pr", default=0,
+          doc="push a done task's branch and open a pull request on `gitHostRepo`"),
     Field("prBaseBranch", "str", column="pr_base_branch", default="main", pattern=BRANCH_RE,
           doc="a git branch name"),
     Field("prPollSeconds", "int", column="pr_poll_seconds", lo=1, hi=3600, default=60,
@@ -1375,51 +1443,58 @@ PROJECT_FIELDS = (
               "type": "string", "pattern": LOGIN_RE.pattern}},
           doc="source-host logins whose reviews and comments go back to the agent by "
           "themselves, beside the repository's owners, members and collaborators"),
-    Field("autoTest", "flag", column="auto_test", default=0),
-    Field("testPrompt", "str", column="test_prompt", default="", maxlen=100_000),
+    Field("autoTest", "flag", column="auto_test", default=0,
+          doc="a verifier judges each finished task: approved, done; else back to its agent"),
+    Field("testPrompt", "str", column="test_prompt", default="", maxlen=100_000,
+          doc="what the verifier is told besides the task"),
     Field("taskTimeoutMinutes", "int", column="task_timeout_minutes", nullable=True, lo=0,
-          hi=1440, default=0, doc="0 or null = no timeout"),
-    Field("maxRetries", "int", column="max_retries", lo=0, hi=10, default=2),
+          hi=1440, default=0, doc="kill a run that takes longer (minutes); `0` or `null` = no "
+          "timeout"),
+    Field("maxRetries", "int", column="max_retries", lo=0, hi=10, default=2,
+          doc="how many times a crashed or timed-out run is tried again"),
     Field("gitHostRepo", "str", column="git_host_repo", default="", pattern=REPO_RE,
           doc="owner/repo"),
-    Field("gitHostSyncEnabled", "flag", column="git_host_sync_enabled", default=0),
+    Field("gitHostSyncEnabled", "flag", column="git_host_sync_enabled", default=0,
+          doc="import the open issues of `gitHostRepo` as backlog tasks, every 5 minutes"),
     Field("taskBudgetUsd", "number", column="task_budget_usd", nullable=True, lo=0.01,
-          hi=10_000, doc="passed to the agent as --max-budget-usd"),
+          hi=10_000, doc="USD a run may spend, passed to the agent as `--max-budget-usd`"),
     Field("approvalTimeoutMinutes", "int", column="approval_timeout_minutes", lo=0, hi=10_080,
-          default=0, doc="deny a tool approval nobody answered after this long; 0 = wait"),
+          default=0, doc="deny a tool approval nobody answered after this long (minutes); "
+          "`0` = wait for a person"),
     Field("stopCheckCommand", "str", column="stop_check_command", default="", maxlen=2000,
-          check=_check_command, doc="run when the agent tries to finish (e.g. pytest -q); "
+          check=_check_command, doc="run when the agent tries to finish (e.g. `pytest -q`); "
           "while it fails the agent goes on; empty = off"),
     Field("stopCheckMaxBlocks", "int", column="stop_check_max_blocks", lo=0, hi=20, default=3,
           doc="at most this many times a failing stop check sends the agent back"),
-    Field("host", "int", column="host_id", nullable=True, doc="the host (GET /api/hosts) its "
-          "tasks run on; null = this machine"),
+    Field("host", "int", column="host_id", nullable=True, doc="the host (`GET /api/hosts`) "
+          "its tasks run on; `null` = this machine"),
     Field("repoUrl", "str", column="repo_url", default="", maxlen=2000,
           pattern=re.compile(r"^[^\s-]\S*$"), doc="what a host clones (git URL); empty = "
-          "the origin of workingDir"),
-    Field("sandbox", "enum", choices=SANDBOX_MODES, default="auto", doc="auto: its runs go "
+          "the origin of `workingDir`"),
+    Field("sandbox", "enum", choices=SANDBOX_MODES, default="auto", doc="`auto`: its runs go "
           "through bubblewrap wherever it works, else unsandboxed (health says which); "
-          "bubblewrap: never unsandboxed (a task waits while it cannot work); none: never"),
+          "`bubblewrap`: never unsandboxed (a task waits while it cannot work); `none`: never"),
     Field("sandboxPaths", "json", column="sandbox_paths_json", nullable=True,
           check=_check_sandbox_paths, shape={"type": "object", "properties": {
               side: {"type": "array", "maxItems": 50, "items": {"type": "string"}}
               for side in ("readOnly", "readWrite")}, "additionalProperties": False},
-          doc="{readOnly: [...], readWrite: [...]}: absolute paths a sandboxed run may also "
-          "read, or write; never the data dir, ~/.ssh or another credential store"),
+          doc="`{readOnly: [...], readWrite: [...]}`: absolute paths a sandboxed run may also "
+          "read, or write; never the data dir, `~/.ssh` or another credential store"),
     Field("network", "enum", choices=NETWORK_MODES, default="open", doc="where its sandboxed "
-          "runs go: anywhere, only networkAllow and its CLI's API, or nowhere (design §20)"),
+          "runs go: anywhere, only `networkAllow` and its CLI's API, or nowhere"),
     Field("networkAllow", "json", column="network_allow_json", nullable=True,
           check=check_network_allow, shape={"type": "array", "items": {"type": "string"}},
-          doc="host patterns: example.com, *.example.com, host:port, an IP, [v6]:port"),
+          doc="host patterns: `example.com`, `*.example.com`, `host:port`, an IP, `[v6]:port`"),
     Field("attemptPick", "enum", column="attempt_pick", choices=ATTEMPT_PICKS,
-          default="manual", doc="auto: when a task's last attempt ends, pick the one whose "
-          "check passed, then the verifier approved, then the cheapest, then the fastest"),
+          default="manual", doc="`auto`: when a task's last attempt ends, pick the one whose "
+          "check passed, then the verifier approved, then the cheapest, then the fastest; "
+          "`manual`: a person picks"),
     Field("keepAttemptBranches", "flag", column="keep_attempt_branches", default=0,
           doc="keep the branches of the attempts not picked (their worktrees go anyway)"),
     _ro("simulated", "bool", doc="its runs use the built-in simulated agent, which spends "
-        "nothing: the Demo project under --demo"),
-    _created(),
-    _ro("updatedAt", "time", column="updated_at"),
+        "nothing: the Demo project under `--demo`"),
+    _ro("createdAt", "time", column="created_at", doc="when it was made"),
+    _ro("updatedAt", "time", column="updated_at", doc="when it last changed"),
 )
 #: The project list entry and summary entry show these fields only.
 PROJECT_LIST_FIELDS = ("id", "name", "slug", "workingDir", "createdAt")
@@ -1549,22 +1624,24 @@ SETTINGS_FIELDS = (
     Field("dailyCostLimit", "number", nullable=True, lo=0, hi=1_000_000,
           doc="USD; when today's cost reaches it the queue starts nothing new"),
     Field("agentIdleTimeoutMinutes", "int", lo=0, hi=1440, default=60,
-          doc="kill a run without output for this long; 0 = off"),
+          doc="kill a run that printed nothing for this long; `0` = off"),
     Field("logRetentionDays", "int", nullable=True, lo=1, hi=36500,
-          doc="delete agent logs older than this; null = keep forever"),
+          doc="delete agent log entries and raw events older than this many days (within a "
+          "minute of start, then hourly; tasks, runs and usage stay); `null` = keep forever"),
     Field("agentModels", "json", nullable=True, check=_check_agent_models,
           shape={"type": "object", "x-builtIn": AGENT_MODELS, "additionalProperties": {
               "type": "object", "additionalProperties": {"type": ["string", "null"]}}},
-          doc="{agent: {model_large, model_medium, model_small}}: the model each agent CLI "
-          "is given for a tier, over the built-in ones (null: the CLI's own default); "
-          "null = the built-in ones"),
+          doc="`{agent: {model_large, model_medium, model_small}}`: the model each agent CLI "
+          "is given for a tier, over the built-in ones (a `null` model: the CLI's own "
+          "default); `null` = the built-in ones"),
     Field("gitHostWebhookSecret", "secret", nullable=True, maxlen=500,
-          doc="write-only; what the source host signs its webhook calls with "
-          "(X-Hub-Signature-256); null = the webhook route refuses every call"),
-    _ro("hasGitHostWebhookSecret", "bool", default=0, doc="whether gitHostWebhookSecret is set"),
+          doc="what the source host signs its webhook calls with (`X-Hub-Signature-256`); "
+          "`null` = the webhook route refuses every call"),
+    _ro("hasGitHostWebhookSecret", "bool", default=0,
+        doc="whether `gitHostWebhookSecret` is set"),
     _ro("hasGitHostToken", "bool", default=0, doc="whether the board has a source-host token "
-        "(TASKBOARD_GIT_HOST_TOKEN or GITHUB_TOKEN in its environment): pull requests and "
-        "issue sync need one"),
+        "(`TASKBOARD_GIT_HOST_TOKEN` or `GITHUB_TOKEN` in its environment); pull requests "
+        "and issue sync need one"),
 )
 
 #: Log entry and revision shapes (read-only), for the OpenAPI document.
@@ -7484,6 +7561,7 @@ def get_project(project_id: int) -> dict:
 def create_project(body) -> dict:
     values = validate(PROJECT_FIELDS, body)
     _check_clone_source(values)
+    _check_auto_branch(values)
     row = insert_project_row(values)
     project = project_view(row)
     runtime.events.publish("project:created", project, project["id"])
@@ -7494,9 +7572,11 @@ def create_project(body) -> dict:
 
 def update_project(project_id: int, body) -> dict:
     changes = validate_known(lambda: get_project(project_id), PROJECT_FIELDS, body, partial=True)
-    if {"host_id", "repo_url", "working_dir"} & changes.keys():
-        before = found(project_row(project_id), f"project {project_id} not found")
-        _check_clone_source({**before, **changes})
+    if {"auto_branch", "host_id", "repo_url", "working_dir"} & changes.keys():
+        after = {**found(project_row(project_id), f"project {project_id} not found"), **changes}
+        if {"host_id", "repo_url", "working_dir"} & changes.keys():
+            _check_clone_source(after)
+        _check_auto_branch(after)
     row = found(update_project_row(project_id, changes), f"project {project_id} not found")
     project = project_view(row)
     runtime.events.publish("project:updated", project, project_id)
@@ -7516,6 +7596,31 @@ def _check_clone_source(values: dict) -> None:
         raise Invalid(f"repoUrl must be set: the project runs on a host, which clones it, and "
                       f"workingDir {values['working_dir'][:200]!r} has no origin remote",
                       "repoUrl")
+
+
+def folder_state(path: str) -> dict:
+    """What a folder is as a project's workingDir, before it is one (the new-project dialog
+    asks): a directory, a git repository, one with a commit (each task's branch of autoBranch
+    starts there), and, when not, why no branch can be made."""
+    if not isinstance(path, str) or not os.path.isabs(path):
+        raise Invalid(f"path {str(path)[:200]!r} must be an absolute path", "path")
+    directory = os.path.isdir(path)
+    repository = directory and git_dirs(path) is not None
+    commit = repository and git_head(path) is not None
+    return {"path": path, "directory": directory, "repository": repository, "commit": commit,
+            "noBranch": None if commit else "is not an existing directory" if not directory
+            else "is not a git repository" if not repository else "has no commit yet"}
+
+
+def _check_auto_branch(values: dict) -> None:
+    """autoBranch on this machine needs workingDir in a git repository with a commit, where
+    each task's branch starts (on a host, its clone of repoUrl has one)."""
+    if values.get("auto_branch") and values.get("host_id") is None:
+        why = folder_state(values["working_dir"])["noBranch"]
+        if why:
+            raise Invalid(f"autoBranch needs a git repository with a commit: workingDir "
+                          f"{values['working_dir'][:200]!r} {why} (turn autoBranch off, or "
+                          f"run git init and commit there)", "autoBranch")
 
 
 #: The agent-instructions file the default agent CLI reads.
@@ -8577,7 +8682,7 @@ class TaskOwner(RunOwner):
             feedback = verdict.get("feedback") or summary or "The verifier rejected the work."
             runtime.logs.append(task_id, "system", f"the verifier rejected the work: "
                                 f"{summary}", run.run_id, is_error=True)
-            request_changes(task_id, f"[verifier] {feedback}")
+            changes_from("verifier", task_id, f"[verifier] {feedback}")
 
 
 def set_agent_limit(agent: str, until: float, reason: str) -> None:
@@ -9108,7 +9213,7 @@ def post_message(task_id: int, body, comments=()) -> dict:
         raise Conflict(f"several agents work on {task['task_key']}: a message goes to one "
                        "of them; once they end, pick the attempt to keep, then send it", "id")
     if not live and task["status"] in ("testing", "failed"):
-        return message_view(changes_from_person(task_id, text, comments=comments)[1])
+        return message_view(changes_from("person", task_id, text, comments=comments)[1])
     if task["status"] != "in_progress":
         raise Conflict(f"task {task_id} is {task['status']}: a message goes to a running "
                        "agent, or to a task in testing or failed as a request for changes",
@@ -9130,19 +9235,21 @@ def post_message(task_id: int, body, comments=()) -> dict:
     return message_view(message)
 
 
-def changes_from_person(task_id: int, feedback, mcp_port: int | None = None,
-                        comments=()) -> tuple[dict, dict]:
-    """A person's request for changes (the task page's button, a message to a task in
-    testing or failed): request_changes, and the words kept where the person talks to the
-    agent, in the task's messages and its log, as the agent was sent them. (task, message)"""
-    task = request_changes(task_id, feedback, mcp_port)  # a Conflict stores nothing
+def changes_from(author: str, task_id: int, feedback, mcp_port: int | None = None,
+                 comments=(), sent: dict | None = None) -> tuple[dict, dict]:
+    """A request for changes, by a person (the task page's button, a message to a task in
+    testing or failed) or by itself (the verifier's rejection, a pull request's reviews or
+    checks: `sent`): request_changes, and the words kept where a person talks to the agent,
+    in the task's messages and its log, as the agent was sent them, under whose they are
+    (a MESSAGE_AUTHORS). (task, message)"""
+    task = request_changes(task_id, feedback, mcp_port, sent)  # a Conflict stores nothing
     resumed = runtime.agents.runs.get(task_id)
     message = found(insert_message_row({
         "task_id": task_id, "run_id": resumed.run_id if resumed else None,
-        "author": "person", "text": feedback.strip(), "state": "sent"}, comments),
+        "author": author, "text": feedback.strip(), "state": "sent"}, comments),
         f"task {task_id} not found")
     runtime.logs.append(task_id, "message", message["text"], message["run_id"],
-                        author="person")
+                        author=author)
     runtime.events.publish("message:created", message_view(message), task["project_id"])
     return task, message
 
@@ -10718,7 +10825,7 @@ def send_pr_back(row: dict, pr: dict, signals: list) -> None:
         "same pull request: do not open another one, and do not force-push."])
     attempt = pr["fixAttempts"] + 1
     try:
-        request_changes(task_id, _cut(text, PR_FEEDBACK_CHARS), sent={
+        changes_from("pull_request", task_id, _cut(text, PR_FEEDBACK_CHARS), sent={
             "keys": [key for key, _, _, _ in signals],
             "since": max([row["since"]] + [at for _, _, _, at in signals])})
     except (Conflict, NotFound) as exc:  # no free slot, or moved meanwhile: next look
@@ -14027,6 +14134,13 @@ def api_list_projects():
     return list_projects(bottle.request.query.get("fields") or "")
 
 
+@app.get("/api/folder", scope="owner", returns="Folder",
+         query={"path": {"type": "string", "description": "the absolute path of a folder"}})
+def api_folder():
+    """What a folder would be as a project's workingDir (the new-project dialog asks)."""
+    return folder_state(bottle.request.query.getunicode("path") or "")
+
+
 @app.get("/api/approvals", scope="read", returns="Approval[]",
          query={"status": {"type": "string", "enum": list(APPROVAL_STATUSES)}})
 def api_list_approvals():
@@ -14750,7 +14864,8 @@ COMMANDS = {
         "Record feedback and resume the agent's session with it.",
         {"id": _ID, "taskId": _ID, "feedback": {"type": "string", "pattern": r"\S"},
          "mcpPort": _PORT}, ["feedback"], _TASK,
-        lambda arg, b: changes_from_person(arg("id"), b.get("feedback"), arg("mcpPort"))[0]),
+        lambda arg, b: changes_from("person", arg("id"), b.get("feedback"),
+                                    arg("mcpPort"))[0]),
     "get_task_diff": Command(
         "The task's diff, stats and commits.", {"taskId": _ID}, ["taskId"],
         _OBJECT, lambda arg, b: task_diff(arg("taskId"))),
@@ -14877,6 +14992,8 @@ _SCHEMAS = {
                        "error:string? durationMs:integer? createdAt:string"),
     "SendTest": _shape("ok:boolean status:integer? error:string", "ok status"),
     "PushKey": _shape("publicKey:string", "publicKey"),
+    "Folder": _shape("path:string directory:boolean repository:boolean commit:boolean "
+                     "noBranch:string?", "path directory repository commit noBranch"),
     "Inbox": _shape("count:integer", "count items", items={"type": "array", "items": _shape(
         "at:string projectId:integer projectName:string taskId:integer taskKey:string "
         "taskTitle:string", "kind at projectId taskId",
@@ -15084,6 +15201,67 @@ def api_openapi() -> RawJson:
 
 
 FIRST_PAINT["openapi"] = api_openapi  # the first paint's description (ROUTES)
+
+
+# --- the README's reference, made from the same tables -------------------------------
+
+def _md(value) -> str:
+    """A JSON value as the README writes it: `true`, `null`, `"main"` ..."""
+    text = json_dumps(value) if not isinstance(value, str) or value == "" else value
+    return f"`{text}`".replace("|", "\\|")
+
+
+def _md_values(field: Field) -> str:
+    """What a field takes, in words: its type, choices, range, length, pattern."""
+    kind = field.kind
+    words = {"enum": ", ".join(_md(c) for c in field.choices or ()),
+             "flag": "`1`/`0` (`true`/`false` accepted)", "bool": "`true`/`false`",
+             "tools": "string or array", "time": "timestamp", "secret": "string",
+             "json": f"JSON {field.shape.get('type', 'value')}"}.get(kind, {
+                 "str": "string", "int": "integer", "number": "number"}.get(kind, kind))
+    if field.lo is not None and field.hi is not None:
+        words += f" {field.lo}–{field.hi}"
+    if field.maxlen:
+        words += f", ≤ {field.maxlen:,} characters"
+    if field.pattern is not None:
+        words += f" {_md(field.pattern.pattern)}"
+    if field.nullable:
+        words += " or `null`"
+    return words
+
+
+def _md_meaning(field: Field) -> str:
+    """A field's doc as a README cell, marked read-only, write-only or required."""
+    mark = "read-only: " if field.readonly else "write-only: " if field.write_only else \
+        "required: " if field.required else ""
+    return (mark + field.doc).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_default(field: Field) -> str:
+    if field.kind == "bool" and field.default is not None:
+        return _md(bool(field.default))
+    return "" if field.default is None and not field.nullable else _md(field.default)
+
+
+def readme_reference() -> dict[str, str]:
+    """The README's blocks made from the tables (the settings', the project's fields and
+    EVENT_TYPES; between `<!-- generated: NAME -->` and `<!-- /generated -->`), by name:
+    tools/readme_reference.py writes them, and tests/test_docs.py fails while README.md
+    says otherwise."""
+    def table(head: str, rows) -> str:
+        cells = head.split("|")
+        return "\n".join([f"| {' | '.join(cells)} |", "|" + "---|" * len(cells),
+                          *(f"| {' | '.join(row)} |" for row in rows)])
+    settings = table("setting|default|values|meaning", (
+        (f"`{f.name}`", _md_default(f), _md_values(f), _md_meaning(f))
+        for f in SETTINGS_FIELDS))
+    project = table("field|default|values|meaning", (
+        (f"`{f.name}`", _md_default(f), _md_values(f), _md_meaning(f))
+        for f in PROJECT_FIELDS))
+    events = table("event|data", (  # events side by side with the same data share a row
+        (", ".join(f"`{name}`" for name, _ in group), data.replace("|", "\\|"))
+        for data, group in itertools.groupby(EVENT_TYPES.items(), key=lambda item: item[1])))
+    return {"settings": settings, "project-fields": project, "events": events}
 
 
 # =============================================================================

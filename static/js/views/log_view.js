@@ -7,7 +7,7 @@
 // (older()) when asked or when scrolled to the top, so a long log never comes whole.
 
 import { h } from "../dom.js";
-import { duration, register, t } from "../i18n.js";
+import { QUESTION_TOOL, duration, questionLine, register, t } from "../i18n.js";
 
 register({  // key: [English, Turkish]
   "log.count": ["{n} entries", "{n} kayıt"],
@@ -24,6 +24,8 @@ register({  // key: [English, Turkish]
   "log.waiting": ["waiting for the result…", "sonuç bekleniyor…"],
   "log.youSaid": ["You", "Siz"],
   "log.agentSaid": ["Agent", "Ajan"],
+  "log.verifierSaid": ["Verifier", "Doğrulayıcı"],
+  "log.prSaid": ["Pull request", "Çekme isteği"],
   "log.question": ["Question", "Soru"],
 });
 
@@ -40,8 +42,6 @@ function clock(iso) {
   return Number.isNaN(d.getTime()) ? "" : `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 const ms = (value) => (value < 1000 ? `${value} ms` : duration(value));
-/** The tool by which Claude asks the person (its call's line is the question, server-made). */
-const QUESTION_TOOL = "AskUserQuestion";
 
 /** The head of a call or thinking block: its toggle and one line about it. */
 function headParts(row, index) {
@@ -371,6 +371,8 @@ export function createLogView({ older } = {}) {
 const CHILD_INDENT = 2;
 /** Unmatched tool calls kept waiting for their result. */
 const MAX_OPEN_CALLS = 64;
+/** Who wrote a message entry (its author), as its row names them; a person's is "You". */
+const SAID = { agent: "log.agentSaid", verifier: "log.verifierSaid", pull_request: "log.prSaid" };
 
 /** Split one line into pieces of at most cols characters, preferring a break after a space. */
 function wrap(line, cols) {
@@ -430,8 +432,12 @@ export class LogRows {
     this.lastId = 0;
   }
 
-  /** Add one entry; returns [block, isNewBlock]. */
+  /** Add one entry; returns [block, isNewBlock]. A question call stored as its JSON input
+   * (before the server wrote its questions) reads as its questions. */
   addEntry(entry) {
+    if (entry.kind === "tool_call" && entry.tool === QUESTION_TOOL) {
+      entry = { ...entry, message: `${QUESTION_TOOL}: ${questionLine(entry.message)}` };
+    }
     this.entries.push(entry);
     if (entry.kind === "tool_result") {
       const i = this.openCalls.findIndex((b) => b.entry.runId === entry.runId
@@ -485,7 +491,7 @@ export class LogRows {
       out.push({ block, text: entry.message, cls: "k-status", first: true });
     } else if (entry.kind === "message") {  // a message between a person and the agent
       const agent = entry.author === "agent";
-      this.pushLines(block, `${agent ? "◂" : "▸"} ${t(agent ? "log.agentSaid" : "log.youSaid")}: ${entry.message}`,
+      this.pushLines(block, `${agent ? "◂" : "▸"} ${t(SAID[entry.author] || "log.youSaid")}: ${entry.message}`,
         `k-message ${agent ? "from-agent" : "from-person"}`, out, { firstRow: true });
     } else if (entry.kind === "stop_check") {  // the project's stop check ran as the agent tried to finish
       this.pushLines(block, `${entry.isError ? "✗" : "✓"} ${entry.message}`, `k-stop_check${error}`, out, { firstRow: true });
