@@ -335,10 +335,15 @@ export function mount(root, { taskId }) {
     attempts.setTask(task);
     renderTop();
     tabs.show("log");
-    if (!state.loadedProjects.has(task.project_id)) loadTasks(task.project_id).catch(() => {});
   }).catch(() => {});  // shown below
   Promise.all([fields, tail]).then(([, entries]) => {
     log.setEntries(entries, entries.length < LOG_PAGE);
+    // its project's tasks (the names of its parent, sub-tasks and dependencies), after the
+    // frame that shows the log: a board's list can be big
+    const projectId = task.project_id;
+    requestAnimationFrame(() => setTimeout(() => {
+      if (!state.loadedProjects.has(projectId)) loadTasks(projectId).catch(() => {});
+    }));
   }).catch((error) => {
     showGone(error.status === 404 ? t("detail.notFound") : error.message);
   });
