@@ -14477,8 +14477,13 @@ def page_static(path: str):
     return response
 
 
-#: The project list as the board asks for it (PROJECTS_PATH of api.js): first_answers.
-FIRST_PROJECTS = "/api/projects?fields=agent,host,prFixMaxAttempts,simulated,stopCheckCommand"
+#: What the board's first paint reads, name -> path, in the order boot.js asks for them: the
+#: page carries this table (#first-data), boot.js asks for each path whose answer the page
+#: does not carry, and store.js's api reads the project list's path from it.
+FIRST_DATA = {"openapi": "/api/openapi.json", "settings": "/api/settings",
+              "projects": "/api/projects?fields=agent,host,prFixMaxAttempts,simulated,"
+                          "stopCheckCommand",
+              "health": "/api/health"}
 #: The views a page may open first (boot.js knows their addresses): the projects, a board,
 #: a task's page (where the cards and push notifications lead).
 FIRST_VIEWS = ("projects", "board", "task_detail")
@@ -14492,31 +14497,35 @@ def page_index():
     answers = first_answers(bottle.request.environ)
     if answers is not None:
         boot = page.index("  <script>")
-        page = (page[:boot] + '  <script type="application/json" id="first-answers">'
-                f"{answers}</script>\n" + page[boot:])
+        page = page[:boot] + answers + page[boot:]
     return built_page("text/html", page, {"Content-Security-Policy": policy})
 
 
 def first_answers(environ) -> str | None:
-    """The answers the board's first paint needs (the API description, the settings, the
-    project list, health) as one JSON object, path -> answer, its "<" escaped so that it
-    stays inside its <script> block; None unless the request is a browser's navigation
-    with the owner's session (or the board runs with --no-auth): the page is open to
-    anyone, and the copy the service worker keeps has no answers (it would serve them
-    stale; its fetch is no navigation)."""
+    """The answers the board's first paint needs (FIRST_DATA: the API description, the
+    settings, the project list, health), each in a JSON block of its own that names its
+    path (data-answer), as the API writes it ("<" escaped so that it stays inside its
+    block): boot.js hands each one's text to whoever asks, unparsed (the API description
+    is a quarter of a megabyte); None unless the request is a browser's navigation with the
+    owner's session (or the board runs with --no-auth): the page is open to anyone, and the
+    copy the service worker keeps has no answers (it would serve them stale; its fetch is
+    no navigation)."""
     if environ.get("HTTP_SEC_FETCH_MODE") != "navigate" or "HTTP_AUTHORIZATION" in environ \
             or not asked_by_owner(environ):
         return None
-    return ("{" + ",".join(f"{json_dumps(path)}:{answer()}" for path, answer in
-                           FIRST_PAINT.items()) + "}").replace("<", "\\u003c")
+    blocks = []
+    for name, path in FIRST_DATA.items():
+        answer = FIRST_PAINT[name]().replace("<", "\\u003c")
+        blocks.append(f'  <script type="application/json" data-answer="{path}">{answer}</script>\n')
+    return "".join(blocks)
 
 
-#: What the board's first paint reads, path -> its answer as JSON text, in the order boot.js
-#: asks (first_answers()); the API description's is filled in by OPENAPI, which reads every
-#: route and so comes after them.
-FIRST_PAINT = {"/api/openapi.json": None, "/api/settings": lambda: json_dumps(get_settings()),
-               FIRST_PROJECTS: lambda: json_dumps(list_projects(FIRST_PROJECTS.partition("=")[2])),
-               "/api/health": lambda: json_dumps(health(owner=True))}
+#: The answer to each path of FIRST_DATA, by name, as JSON text (first_answers()); the API
+#: description's is filled in by OPENAPI, which reads every route and so comes after them.
+FIRST_PAINT = {"openapi": None, "settings": lambda: json_dumps(get_settings()),
+               "projects": lambda: json_dumps(list_projects(
+                   FIRST_DATA["projects"].partition("=")[2])),
+               "health": lambda: json_dumps(health(owner=True))}
 
 
 @app.get("/sw.js", scope="read", open=True)
@@ -14592,8 +14601,9 @@ def board_page(files: dict[str, bytes]) -> tuple[str, str]:
         name: [url for url in imported(modules, [f"/static/js/views/{name}.js"])
                if url not in shell] for name in FIRST_VIEWS}
     boot = page.index("  <script>")
-    block = f'  <script type="application/json" id="first-views">{json_dumps(views)}</script>\n'
-    return page[:boot] + block + page[boot:], policy
+    blocks = "".join(f'  <script type="application/json" id="{name}">{json_dumps(table)}</script>\n'
+                     for name, table in (("first-views", views), ("first-data", FIRST_DATA)))
+    return page[:boot] + blocks + page[boot:], policy
 
 
 #: A module's static imports of its neighbours: `import … from "./x.js"`, `export … from`.
@@ -15323,7 +15333,7 @@ def api_openapi() -> RawJson:
     return RawJson(json_dumps(openapi()))
 
 
-FIRST_PAINT["/api/openapi.json"] = api_openapi  # the first paint's description (ROUTES)
+FIRST_PAINT["openapi"] = api_openapi  # the first paint's description (ROUTES)
 
 
 # --- the README's reference, made from the same tables -------------------------------

@@ -131,7 +131,7 @@ def test_a_hash_changed_to_a_path_in_place_of_an_id_asks_nothing(board, page):
 
 
 def test_the_api_module_refuses_a_path_in_place_of_an_id(board, page):
-    """The second line of defence: api.js throws before any request is made."""
+    """The second line of defence: store.js's api throws before any request is made."""
     task = board.tasks(board.demo_project()["id"])[0]
     page.goto(board.url)
     live(page)
@@ -139,7 +139,7 @@ def test_the_api_module_refuses_a_path_in_place_of_an_id(board, page):
     asked = []
     page.on("request", lambda request: asked.append(urlsplit(request.url).path))
     answers = page.evaluate("""async (taskId) => {
-      const { api } = await import("/static/js/api.js");
+      const { api } = await import("/static/js/store.js");
       const calls = [() => api.task("1/../../api/settings"), () => api.tasks("../settings"),
         () => api.moveTask(0, "done"), () => api.task(1.5), () => api.task(null),
         () => api.update(1, "../../settings", 1, {}), () => api.desktop(".."),

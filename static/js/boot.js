@@ -1,9 +1,11 @@
 // The board's first data requests, started while its page is being parsed: the server
 // writes this classic script into the page (allowed by its hash in the page's CSP), so
-// they go out before the modules are even asked for. api.js takes each answer once
+// they go out before the modules are even asked for. store.js takes each answer once
 // (window.taskboardEarly) instead of asking again; anything asked later goes to the server.
-// Opened by a signed-in browser, the page carries some of those answers already (its JSON
-// block #first-answers, path -> answer): those are not asked for.
+// What the first paint reads is the server's list (the page's JSON block #first-data, name ->
+// path; store.js reads its paths from window.taskboardEarly.paths). Opened by a signed-in
+// browser, the page carries some of those answers already (a JSON block each, data-answer
+// naming its path): those are not asked for, and their text is handed over unparsed.
 // Then the modules: the shell's and those of the view the address opens, as the server
 // lists them in the page's JSON block #first-views (the page names none itself).
 
@@ -42,17 +44,15 @@
     }
   };
 
-  let given = {};
+  let paths = {};
   try {
-    given = JSON.parse(document.getElementById("first-answers")?.textContent || "{}");
-  } catch { /* asked for below */ }
-  for (const [path, answer] of Object.entries(given)) {
+    paths = JSON.parse(document.getElementById("first-data")?.textContent || "{}");
+  } catch { /* none: each is asked for when it is needed */ }
+  for (const block of document.querySelectorAll("script[data-answer]")) {
     const headers = { "Content-Type": "application/json" };
-    early.set(path, Promise.resolve(new Response(JSON.stringify(answer), { headers })));
+    early.set(block.dataset.answer, Promise.resolve(new Response(block.textContent, { headers })));
   }
-  for (const path of ["/api/openapi.json", "/api/settings",
-    "/api/projects?fields=agent,host,prFixMaxAttempts,simulated,stopCheckCommand",  // PROJECTS_PATH of api.js
-    "/api/health"]) {
+  for (const path of Object.values(paths)) {
     if (!early.has(path)) ask(path);
   }
   // what the view of the address needs first: a board's tasks, or a task and its newest log
@@ -80,4 +80,5 @@
     return performance.now() < FRESH_MS ? answer : undefined;
   };
   window.taskboardEarly.settled = Promise.allSettled([...early.values()]);
+  window.taskboardEarly.paths = paths;
 })();

@@ -4,7 +4,7 @@
 // rangeOf("Project", "maxConcurrent"), maxLengthOf("Task", "title"). Display names stay in
 // the board (i18n); only values, limits and patterns come from here.
 
-import { api } from "./api.js";
+import { api } from "./store.js";
 
 /** @type {{components: {schemas: Object<string, Object>}, paths: Object<string, Object>}|null} */
 let doc = null;

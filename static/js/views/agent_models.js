@@ -4,12 +4,11 @@
 // tier (the tier is not sent); a grid left all empty saves null (every built-in). Agents and
 // tiers come from the server's API description; it checks the names.
 
-import { api } from "../api.js";
 import { h } from "../dom.js";
 import { register, t } from "../i18n.js";
 import { enumOf, propertyOf } from "../schema.js";
-import { state, subscribe } from "../store.js";
-import { agentName } from "./agent_parts.js";
+import { api, state, subscribe } from "../store.js";
+import { agentName } from "./common.js";
 
 register({  // key: [English, Turkish]
   "models.agent": ["Agent", "Ajan"],

@@ -3,10 +3,9 @@
 // an agent runs and refreshes on task events. A desktop command: refused (403 local_only)
 // when the board is opened from another machine.
 
-import { api } from "../api.js";
 import { h } from "../dom.js";
-import { cost, duration, tokens } from "../format.js";
-import { register, t } from "../i18n.js";
+import { cost, duration, register, t, tokens } from "../i18n.js";
+import { api } from "../store.js";
 import { projectHeader, statTiles } from "./common.js";
 import { loadedView, projectOf } from "./loaded_view.js";
 

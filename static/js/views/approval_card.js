@@ -3,12 +3,11 @@
 // after; the rule the CLI suggests remembering), or a question with its options. The
 // decision goes to POST /api/approvals/:id; the approval:resolved event takes it away.
 
-import { api } from "../api.js";
 import { h, toast } from "../dom.js";
-import * as format from "../format.js";
+import * as format from "../i18n.js";
 import { register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
-import { loadApprovals } from "../store.js";
+import { api, loadApprovals } from "../store.js";
 
 register({  // key: [English, Turkish]
   "approval.toolTitle": ["The agent asks to use {tool}", "Ajan {tool} aracını kullanmak istiyor"],

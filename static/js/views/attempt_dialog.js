@@ -4,17 +4,14 @@
 // offered; how many rows, the CLIs, tiers and efforts all come from the server's API
 // description. The server's refusal (400 with the row's field, 409) shows under the rows.
 
-import { api } from "../api.js";
 import { h, openDialog, toast } from "../dom.js";
 import { register, t } from "../i18n.js";
 import { enumOf, propertyOf } from "../schema.js";
-import { projectHost, state } from "../store.js";
-import { agentName, taskAgent } from "./agent_parts.js";
-import { select } from "./common.js";
+import { api, projectHost, state } from "../store.js";
+import { agentName, select, taskAgent } from "./common.js";
 
 register({  // key: [English, Turkish]
   "attemptdlg.title": ["Run {key} with several agents", "{key} görevini birkaç ajanla çalıştır"],
-  "attemptdlg.action": ["Run with several agents", "Birkaç ajanla çalıştır"],
   "attemptdlg.help": ["Each agent works on a branch of its own at the same time; compare their work afterwards and pick one.", "Her ajan aynı anda kendi dalında çalışır; sonra çalışmalarını karşılaştırıp birini seçin."],
   "attemptdlg.row": ["Attempt {n}", "{n}. deneme"],
   "attemptdlg.agent": ["Agent", "Ajan"],

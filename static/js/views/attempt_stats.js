@@ -3,10 +3,8 @@
 // /api/stats/attempts), as a table on the agent usage page (usage.js).
 
 import { h } from "../dom.js";
-import { cost } from "../format.js";
-import { register, t } from "../i18n.js";
-import { agentName } from "./agent_parts.js";
-import { numberTable } from "./common.js";
+import { cost, register, t } from "../i18n.js";
+import { agentName, numberTable } from "./common.js";
 
 register({  // key: [English, Turkish]
   "attemptstats.title": ["Runs with several agents: who gets picked", "Birkaç ajanlı çalıştırmalar: kim seçiliyor"],

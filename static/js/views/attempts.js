@@ -6,15 +6,12 @@
 // attempt:updated events (and task:usage, for the cost of a running attempt). The columns
 // stack on a phone.
 
-import { api } from "../api.js";
 import { confirmDialog, h, openDialog, toast } from "../dom.js";
-import { duration, tokens } from "../format.js";
-import { onLanguageChange, register, t } from "../i18n.js";
-import { loadAttempts, onEvent, projectStopCheck, state, subscribe } from "../store.js";
-import { agentName, costText } from "./agent_parts.js";
+import { duration, onLanguageChange, register, t, tokens } from "../i18n.js";
+import { api, loadAttempts, onEvent, projectStopCheck, state, subscribe } from "../store.js";
+import { agentName, costText } from "./common.js";
 import { LOG_PAGE, createLogView } from "./log_view.js";
-import { put } from "./task_panel.js";
-import { diffClass } from "./task_tabs.js";
+import { diffClass, put } from "./task_tabs.js";
 
 register({  // key: [English, Turkish]
   "attempts.title": ["Attempts", "Denemeler"],

@@ -3,8 +3,7 @@
 // store (main.js counts the same tasks for the page title) and follows the store live.
 
 import { clear, h } from "../dom.js";
-import { dateTime } from "../format.js";
-import { onLanguageChange, register, t } from "../i18n.js";
+import { dateTime, onLanguageChange, register, t } from "../i18n.js";
 import { loadTasks, state, subscribe } from "../store.js";
 
 register({  // key: [English, Turkish]

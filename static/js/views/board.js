@@ -4,22 +4,23 @@
 // A column renders its first PAGE matching cards (and any card moved here from this page),
 // with "Show more" for the rest: a board of thousands of tasks stays a few thousand nodes;
 // its count is always the whole column's.
-// The cards are board_card.js, their clicks, keys and drags board_moves.js, the log panel
-// board_dock.js.
+// Below the view: its cards, its docked log panel, and how cards are opened and moved.
 
-import { api } from "../api.js";
 import { confirmDialog, h, toast } from "../dom.js";
-import * as format from "../format.js";
+import * as format from "../i18n.js";
 import { onLanguageChange, register, t } from "../i18n.js";
+import { go } from "../main.js";
 import { enumOf } from "../schema.js";
-import { followLogs } from "../socket.js";
-import { liveUsage, loadTasks, notify, onEvent, projectSimulated, state, subscribe, tasksOf }
-  from "../store.js";
-import { activityLine, activityOf, matches, taskCard } from "./board_card.js";
-import { dockedLog } from "./board_dock.js";
-import { askingMove, bindCards, bindDragAndDrop } from "./board_moves.js";
-import { projectHeader } from "./common.js";
-import { hostSignature } from "./host_parts.js";
+import {
+  api, followLogs, liveUsage, loadTasks, notify, onEvent, pendingApprovals, projectSimulated,
+  state, subscribe, tasksOf,
+} from "../store.js";
+import { requestSummary } from "./approval_card.js";
+import {
+  agentBadge, handIcon, hostBadge, hostSignature, hostWaitingText, projectHeader, sandboxChip,
+  waitingHelp, waitingText,
+} from "./common.js";
+import { prBadge } from "./pr_parts.js";
 
 /** The task form, imported when first opened (a board that is only looked at never needs it). */
 const openTaskDialog = async (options) => (await import("./task_dialog.js")).openTaskDialog(options);
@@ -344,4 +345,320 @@ export function mount(root, { projectId }) {
     dock.close();
     followLogs([]);
   };
+}
+
+// --- the cards ----------------------------------------------------------------------------------
+
+// A task card of the board: key, priority, title, chips (the host its project runs on among
+// them), flags, the running agent's latest step, its pull request's badge, cost, a "Log"
+// button, a "Move to" select (the keyboard's way to move it) and a menu of more actions
+// ("Run with several agents", not while it is in progress).
+
+register({  // key: [English, Turkish]
+  "board.running": ["running", "çalışıyor"],
+  "board.moveTo": ["Move to…", "Taşı…"],
+  "board.moveLabel": ["Move {key} to another column", "{key} görevini başka sütuna taşı"],
+  "board.denials": ["{n} tool calls refused", "{n} araç çağrısı reddedildi"],
+  "board.denials1": ["1 tool call refused", "1 araç çağrısı reddedildi"],
+  "board.awaiting": ["waiting for sub-tasks", "alt görevleri bekliyor"],
+  "board.retries": ["retry {n}", "{n}. yeniden deneme"],
+  "board.revisions": ["{n} revisions", "{n} revizyon"],
+  "board.revisions1": ["1 revision", "1 revizyon"],
+  "board.pr": ["Pull request", "Çekme isteği"],
+  "board.tokens": ["{n} tokens", "{n} token"],
+  "board.openLog": ["Log", "Günlük"],
+  "board.needsYou": ["Needs you ({n})", "Sizi bekliyor ({n})"],
+  "board.needsYouTitle": ["The agent waits for your answer: open the task", "Ajan cevabınızı bekliyor: görevi açın"],
+  "board.openLogLabel": ["Show the live log of {key}", "{key} canlı günlüğünü göster"],
+  "board.menu": ["More actions for {key}", "{key} için diğer işlemler"],
+  "board.runSeveral": ["Run with several agents…", "Birkaç ajanla çalıştır…"],
+  "board.asks": ["Asks you: {question}", "Size soruyor: {question}"],
+});
+
+/** The latest thing a running agent did, for the card's activity line (null: nothing yet). */
+export function activityOf(entries) {
+  for (let i = entries.length - 1; i >= 0; i -= 1) {
+    const entry = entries[i];
+    if (entry.kind === "tool_call") {
+      return `⚙ ${entry.tool === format.QUESTION_TOOL ? `${entry.tool}: ${format.questionLine(entry.message)}` : entry.message}`;
+    }
+    if (entry.kind === "text" && entry.message) return entry.message.split("\n", 1)[0];
+  }
+  return null;
+}
+
+/**
+ * A running card's activity line: while its agent waits on a question, the question (not the
+ * tool that asked it); else its latest step.
+ * @param {number} taskId  @param {string|null|undefined} latest  activityOf its log
+ */
+export function activityLine(taskId, latest) {
+  const asked = pendingApprovals(taskId).find((approval) => approval.kind === "question");
+  return asked ? `❓ ${t("board.asks", { question: requestSummary(asked) })}` : latest;
+}
+
+/** Whether a task passes the board's filters ({type, model, tag, q}). */
+export function matches(task, filters) {
+  if (filters.type && task.task_type !== filters.type) return false;
+  if (filters.model && task.model !== filters.model) return false;
+  if (filters.tag && !format.tags(task.tags).includes(filters.tag)) return false;
+  const q = filters.q.trim().toLowerCase();
+  return !q || `${task.task_key} ${task.title} ${task.description}`.toLowerCase().includes(q);
+}
+
+/**
+ * The flags of a card: waiting for a person, for a usage limit, for its host, refused tool
+ * calls, waiting for sub-tasks, retries, revisions.
+ */
+function flags(task) {
+  const plural = (n, one, many) => t(n === 1 ? one : many, { n });
+  const waiting = waitingText(task);
+  const hostWaiting = hostWaitingText(task);
+  return [
+    task.pending_approvals > 0 ? h("span", { class: "flag flag-needs", "data-testid": "card-needs-you",
+      title: t("board.needsYouTitle") }, handIcon(), " ", t("board.needsYou", { n: task.pending_approvals })) : null,
+    waiting ? h("span", { class: "flag flag-waiting", "data-testid": "card-waiting", title: t("agentpart.waitingHelp") },
+      `⏸ ${waiting}`) : null,
+    hostWaiting ? h("span", { class: "flag flag-waiting flag-host", "data-testid": "card-host-waiting",
+      title: waitingHelp(task) }, `⏸ ${hostWaiting}`) : null,
+    task.permission_denials > 0 ? h("span", { class: "flag flag-denied" },
+      `⚠ ${plural(task.permission_denials, "board.denials1", "board.denials")}`) : null,
+    task.awaiting_subtasks ? h("span", { class: "flag flag-awaiting" }, `◷ ${t("board.awaiting")}`) : null,
+    task.retry_count > 0 ? h("span", { class: "flag flag-retry" }, `↻ ${t("board.retries", { n: task.retry_count })}`) : null,
+    task.revision_count > 0 ? h("span", { class: "flag" }, plural(task.revision_count, "board.revisions1", "board.revisions")) : null,
+  ];
+}
+
+/**
+ * One card.
+ * @param {Object} task
+ * @param {string} status  the column it stands in (a move on its way counts)
+ * @param {{statuses: string[], moving: boolean, activity: string|null|undefined, cost: number}} shown
+ */
+export function taskCard(task, status, { statuses, moving, activity: latest, cost }) {
+  const running = task.is_running;
+  const activity = activityLine(task.id, latest);
+  const chips = [
+    h("span", { class: `bchip type-${task.task_type}` }, t(`type.${task.task_type}`)),
+    h("span", { class: "bchip model" }, t(`model.${task.model}`)),
+    agentBadge(task),
+    hostBadge(task),
+    sandboxChip(task),
+    format.tags(task.tags).map((tag) => h("span", { class: "bchip tag" }, `#${tag}`)),
+  ];
+  const flagged = flags(task);
+  const move = h("select", { class: "card-move", "data-action": "move",
+    "aria-label": t("board.moveLabel", { key: task.task_key }) },
+  h("option", { value: "" }, t("board.moveTo")),
+  statuses.filter((s) => s !== status).map((s) => h("option", { value: s }, t(`status.${s}`))));
+  const classes = ["task-card", `prio-${task.priority}`, running && "running", moving && "moving",
+    task.pending_approvals > 0 && "asks-you"];
+  return h("article", {
+    class: classes.filter(Boolean).join(" "),
+    tabindex: "0", draggable: "true", "data-id": String(task.id),
+    "aria-label": `${task.task_key} ${task.title}`, "aria-describedby": "board-help" },
+  h("div", { class: "card-top" },
+    h("span", { class: "card-key" }, task.task_key),
+    h("span", { class: `prio prio-${task.priority}` }, t(`priority.${task.priority}`)),
+    running ? h("span", { class: "run-mark" }, h("span", { class: "spinner", "aria-hidden": "true" }), t("board.running")) : null),
+  h("a", { class: "card-title", href: `#/tasks/${task.id}`, tabindex: "-1", draggable: "false" }, task.title),
+  h("div", { class: "card-chips" }, chips),
+  flagged.some(Boolean) ? h("div", { class: "card-flags" }, flagged) : null,
+  status === "failed" && task.last_error ? h("p", { class: "card-error", title: task.last_error }, task.last_error) : null,
+  h("p", { class: "card-activity", hidden: !(running && activity) }, running && activity ? activity : ""),
+  h("div", { class: "card-foot" },
+    task.pr ? prBadge(task) : task.pr_url ? h("a", { class: "card-pr", href: task.pr_url, target: "_blank",
+      rel: "noopener noreferrer" }, `↗ ${t("board.pr")}`) : null,
+    running ? h("button", { type: "button", class: "small", "data-action": "log",
+      "aria-label": t("board.openLogLabel", { key: task.task_key }) }, t("board.openLog")) : null,
+    h("span", { class: "card-cost", "data-testid": "card-cost", title: [t("board.tokens",
+      { n: format.tokens(task.input_tokens + task.output_tokens) }), task.cost_estimated ? t("cost.estimatedHelp") : ""]
+      .filter(Boolean).join(" · ") }, task.total_cost > 0 || running ? format.costMark(cost, task.cost_estimated) : ""),
+    move, cardMenu(task, status)));
+}
+
+/** The card's menu of more actions (a <details>: its summary opens it), or null when none applies. */
+function cardMenu(task, status) {
+  if (status === "in_progress") return null;
+  return h("details", { class: "card-menu" },
+    h("summary", { class: "card-menu-button", title: t("board.menu", { key: task.task_key }),
+      "aria-label": t("board.menu", { key: task.task_key }) }, "⋯"),
+    h("div", { class: "card-menu-items" },
+      h("button", { type: "button", class: "small", "data-action": "attempts" }, t("board.runSeveral"))));
+}
+
+// --- the docked log -----------------------------------------------------------------------------
+
+// The docked log panel of the board: the live log of one task at a time, beside the
+// columns, opened from a card's "Log" button (or when a task starts, with autoOpenTerminal).
+
+/** The log view, imported on the first open (the board paints without it). */
+const logView = () => import("./log_view.js");
+
+register({  // key: [English, Turkish]
+  "board.closeLog": ["Close the log panel", "Günlük panelini kapat"],
+});
+
+/** The newest entries a docked log shows. */
+const DOCK_PAGE = 2000;
+
+/**
+ * The docked log panel of one task at a time: open(taskId) shows its live log in root.
+ * onClose() after the user closed it.
+ */
+export function dockedLog(root, onClose) {
+  let panel = null;  // {taskId, view, el}
+  const dock = {
+    get taskId() { return panel ? panel.taskId : null; },
+    get el() { return panel ? panel.el : null; },
+    open(taskId, rebuild = false) {
+      if (panel && panel.taskId === taskId && !rebuild) return;
+      dock.close();
+      const task = state.tasks.get(taskId);
+      const el = h("aside", { class: "term-panel", "aria-label": task ? `${task.task_key} ${task.title}` : "" },
+        h("header", { class: "term-head" },
+          h("a", { href: `#/tasks/${taskId}` }, task ? `${task.task_key} ${task.title}` : `#${taskId}`),
+          h("button", { type: "button", class: "icon", "aria-label": t("board.closeLog"), title: t("board.closeLog"),
+            onclick: () => { dock.close(); onClose(); } }, "×")));
+      const mine = { taskId, view: null, el };
+      panel = mine;
+      root.append(el);
+      const entries = api.taskLogs(taskId, DOCK_PAGE);
+      entries.catch(() => {});  // told below, unless the panel closed meanwhile
+      logView().then(({ createLogView }) => {
+        if (panel !== mine) return null;
+        mine.view = createLogView();
+        el.append(mine.view.el);
+        return entries.then((list) => {
+          if (panel === mine) mine.view.setEntries(list);
+        });
+      }).catch((error) => toast(error.message, "error"));
+    },
+    /** After a reconnect: what the log got meanwhile (see createLogView's catchUp). */
+    catchUp() {
+      if (!panel) return;
+      const { taskId, view } = panel;
+      api.taskLogs(taskId, DOCK_PAGE).then((list) => {
+        if (panel && panel.view === view) view.catchUp(list, DOCK_PAGE);
+      }).catch(() => { /* the next reconnect tries again */ });
+    },
+    append(taskId, entries) {
+      if (panel && panel.taskId === taskId) panel.view?.append(entries);
+    },
+    close() {
+      if (!panel) return;
+      panel.view?.destroy();
+      panel.el.remove();
+      panel = null;
+    },
+  };
+  return dock;
+}
+
+// --- opening and moving cards -------------------------------------------------------------------
+
+// How cards of the board are opened and moved: clicks, the "Move to" select, the card's menu,
+// the keys of a focused card (Enter, Alt+Left/Right) and drag and drop between the columns.
+
+const cardOf = (target) => target.closest?.(".task-card");
+const idOf = (el) => Number(el.dataset.id);
+const columnOf = (target) => target.closest?.(".board-col");
+
+/**
+ * move(id, status), asked first when it would stop a running agent: the one path of the
+ * "Move to" select, the Alt+Left/Right keys and a drop. A press on the select that was meant as
+ * a drag (the card moved under the pointer) picks an option on its release; a drop or a key
+ * lands on the task as it is now, which may have started since the card was grabbed.
+ * @returns {(id: number, status: string) => Promise<void>}
+ */
+export function askingMove(move, confirmStop) {
+  return async (id, status) => {
+    const task = state.tasks.get(id);
+    if (task?.is_running && status !== "in_progress" && !(await confirmStop(task, status))) return;
+    await move(id, status);
+  };
+}
+
+/** Clicks, "Move to", the menu and the keys of the cards: open, move, show the log, run the
+ * task with several agents. An open card menu closes at a click anywhere else. A held
+ * Alt+arrow moves once: its repeats would carry a card into In progress and on out of it. */
+export function bindCards(board, { statuses, statusOf, move, openLog, runSeveral }) {
+  board.addEventListener("click", (event) => {
+    const menu = event.target.closest?.(".card-menu");
+    board.querySelectorAll(".card-menu[open]").forEach((open) => { if (open !== menu) open.open = false; });
+    const el = cardOf(event.target);
+    if (!el) return;
+    const action = event.target.closest("[data-action]")?.dataset.action;
+    if (action === "log") openLog(idOf(el));
+    if (action === "attempts") {
+      if (menu) menu.open = false;
+      runSeveral(idOf(el));
+    }
+    if (action || event.target.closest("a, button, select, input, summary")) return;
+    go(`/tasks/${idOf(el)}`);
+  });
+  board.addEventListener("change", (event) => {
+    if (event.target.dataset.action !== "move") return;
+    const el = cardOf(event.target);
+    const status = event.target.value;
+    event.target.value = "";  // the select is an action, not a state
+    if (el && status) move(idOf(el), status);
+  });
+  board.addEventListener("keydown", (event) => {
+    const el = cardOf(event.target);
+    if (!el || event.target !== el) return;
+    if (event.key === "Enter") {
+      event.preventDefault();
+      go(`/tasks/${idOf(el)}`);
+    } else if (event.altKey && (event.key === "ArrowLeft" || event.key === "ArrowRight")) {
+      event.preventDefault();
+      if (event.repeat) return;
+      const task = state.tasks.get(idOf(el));
+      const next = statuses.indexOf(statusOf(task)) + (event.key === "ArrowLeft" ? -1 : 1);
+      if (next >= 0 && next < statuses.length) move(task.id, statuses[next]);
+    }
+  });
+}
+
+/** Drag and drop of cards between columns: move(id, status) on a drop. A card re-rendered
+ * during its drag (its task changed) is out of the page when the drag ends: its dragend does
+ * not reach the board, so the card itself ends the drag (else a later drop of anything else
+ * would move the card). */
+export function bindDragAndDrop(board, move) {
+  let dragId = null;
+  const unmark = () => board.querySelectorAll(".drop-target, .dragging").forEach((el) => el.classList.remove("drop-target", "dragging"));
+  const end = () => { dragId = null; unmark(); };
+  board.addEventListener("dragstart", (event) => {
+    const el = cardOf(event.target);
+    dragId = el ? idOf(el) : null;
+    if (!el) return;
+    el.addEventListener("dragend", end, { once: true });
+    event.dataTransfer.setData("text/plain", String(dragId));
+    event.dataTransfer.effectAllowed = "move";
+    el.classList.add("dragging");
+  });
+  board.addEventListener("dragover", (event) => {
+    const column = columnOf(event.target);
+    if (!column || dragId === null) return;
+    event.preventDefault();
+    event.dataTransfer.dropEffect = "move";
+    if (!column.classList.contains("drop-target")) {
+      board.querySelectorAll(".drop-target").forEach((el) => el.classList.remove("drop-target"));
+      column.classList.add("drop-target");
+    }
+  });
+  board.addEventListener("dragleave", (event) => {
+    const column = columnOf(event.target);
+    if (column && !column.contains(event.relatedTarget)) column.classList.remove("drop-target");
+  });
+  board.addEventListener("drop", (event) => {
+    const column = columnOf(event.target);
+    if (!column || dragId === null) return;
+    event.preventDefault();
+    const id = dragId;
+    dragId = null;
+    unmark();
+    move(id, column.dataset.status);
+  });
+  board.addEventListener("dragend", end);
 }

@@ -4,10 +4,10 @@
 // them as one review (POST /api/tasks/:id/review) with an optional summary. The comments
 // kept from earlier reviews (GET …/review) show at their lines.
 
-import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import { register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
+import { api } from "../store.js";
 
 register({  // key: [English, Turkish]
   "review.lineTitle": ["Comment on this line", "Bu satıra yorum yaz"],

@@ -4,10 +4,10 @@
 // re-rendered on a language switch without losing what was typed. The rows of the fields and
 // the check of their values are form_fields.js.
 
-import { ApiError } from "../api.js";
 import { h, openDialog } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { patternOf, propertyOf } from "../schema.js";
+import { ApiError } from "../store.js";
 import { fieldRow, fromRaw, showRaw, toRaw } from "./form_fields.js";
 
 register({  // key: [English, Turkish]

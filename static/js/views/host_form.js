@@ -2,12 +2,11 @@
 // the server's API description (api_create_host_body); the agent commands are a field of
 // their own: one command per agent CLI, empty = the CLI's name on the host's login PATH.
 
-import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import { register, t } from "../i18n.js";
 import { defaultOf, enumOf, rangeOf } from "../schema.js";
-import { putHost } from "../store.js";
-import { agentName } from "./agent_parts.js";
+import { api, putHost } from "../store.js";
+import { agentName } from "./common.js";
 import { formDialog, formKit, liveForm, schemaSpecs } from "./form_kit.js";
 
 register({  // key: [English, Turkish]

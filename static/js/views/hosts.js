@@ -4,14 +4,12 @@
 // showed a key the board has not pinned — the fingerprint to compare and "Trust this key".
 // The add/edit dialog is host_form.js; the list follows the store's hosts (host:* events).
 
-import { api } from "../api.js";
 import { h, toast } from "../dom.js";
-import { dateTime } from "../format.js";
-import { onLanguageChange, register, t } from "../i18n.js";
-import { dropHost, loadHosts, putHost, state, subscribe } from "../store.js";
-import { agentName } from "./agent_parts.js";
+import { dateTime, onLanguageChange, register, t } from "../i18n.js";
+import { api, dropHost, loadHosts, putHost, state, subscribe } from "../store.js";
+import { agentName, rerender } from "./common.js";
 import { openHostForm } from "./host_form.js";
-import { confirmDelete, enabledSwitch, rerender } from "./item_list.js";
+import { confirmDelete, enabledSwitch } from "./item_list.js";
 
 register({  // key: [English, Turkish]
   "hosts.title": ["Hosts", "Makineler"],

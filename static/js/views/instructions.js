@@ -2,10 +2,9 @@
 // agent-instructions file (CLAUDE.md in its working directory) through the local-only
 // desktop commands get_agent_md and save_agent_md.
 
-import { api } from "../api.js";
 import { confirmDialog, h, on, toast } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { onEvent, refusedLocally, state } from "../store.js";
+import { api, onEvent, refusedLocally, state } from "../store.js";
 import { liveProjectHeader } from "./item_list.js";
 
 register({  // key: [English, Turkish]

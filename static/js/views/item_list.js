@@ -2,12 +2,11 @@
 // from /ws events, delete after asking, the edit and delete buttons, and the page around such
 // a list (header and tabs, title, "New" button, the create/edit dialog) that those views share.
 
-import { api } from "../api.js";
 import { confirmDialog, h, toast } from "../dom.js";
 import { onLanguageChange, t } from "../i18n.js";
-import { go } from "../router.js";
-import { loadList, onEvent, state, subscribe } from "../store.js";
-import { projectHeader } from "./common.js";
+import { go } from "../main.js";
+import { api, loadList, onEvent, state, subscribe } from "../store.js";
+import { projectHeader, rerender } from "./common.js";
 import { formDialog, formKit, liveForm } from "./form_kit.js";
 
 /** Ask before deleting when the settings say so; resolves true to go ahead. */
@@ -126,16 +125,6 @@ export function liveProjectHeader(container, projectId, active) {
 }
 
 
-/** Replace container's children with nodes, keeping the focus on the same data-key. */
-export function rerender(container, nodes) {
-  const active = document.activeElement;
-  const key = active && container.contains(active) ? active.dataset.key : null;
-  container.replaceChildren(...[nodes].flat().filter(Boolean));
-  if (key) {
-    const again = container.querySelector(`[data-key="${CSS.escape(key)}"]`);
-    if (again) again.focus();
-  }
-}
 
 
 /**

@@ -6,7 +6,7 @@
 // request, and opens the task (an approval or question at its card: #/tasks/7?approval=12).
 
 import { h, openDialog } from "../dom.js";
-import * as format from "../format.js";
+import * as format from "../i18n.js";
 import { register, t } from "../i18n.js";
 import { needsYouCount, state, subscribe } from "../store.js";
 import { requestSummary } from "./approval_card.js";

@@ -6,12 +6,14 @@
 // Where push cannot work (plain HTTP from another machine, a browser without push) it says why.
 // The helpers of Web Push on this device (what is missing, keys, labels) are push_support.js.
 
-import { api } from "../api.js";
 import { confirmDialog, h, toast } from "../dom.js";
-import * as format from "../format.js";
+import * as format from "../i18n.js";
 import { onLanguageChange, register, t } from "../i18n.js";
+import { api } from "../store.js";
 import { formKit, liveForm, schemaSpecs } from "./form_kit.js";
-import { eventLabel, guessDeviceName, keyBytes, problem, registration, sameKey } from "./push_support.js";
+import {
+  eventLabel, guessDeviceName, keyBytes, problem, registration, sameKey,
+} from "./push_support.js";
 
 register({  // key: [English, Turkish]
   "push.title": ["Notifications", "Bildirimler"],

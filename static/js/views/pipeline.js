@@ -3,10 +3,10 @@
 // status; then what runs, what is queued and what is blocked, with the server's reasons.
 // Desktop commands: refused (403 local_only) when the board is opened from another machine.
 
-import { api } from "../api.js";
 import { h, svg } from "../dom.js";
 import { register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
+import { api } from "../store.js";
 import { projectHeader } from "./common.js";
 import { loadedView, projectOf } from "./loaded_view.js";
 

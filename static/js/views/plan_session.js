@@ -2,8 +2,7 @@
 // tool log and the planner's text while it runs; what it created (or why not) when it ends.
 
 import { h } from "../dom.js";
-import { dateTime, duration, tokens } from "../format.js";
-import { register, t } from "../i18n.js";
+import { dateTime, duration, register, t, tokens } from "../i18n.js";
 import { enumOf } from "../schema.js";
 import { statTiles } from "./common.js";
 

@@ -3,15 +3,14 @@
 // and the planner's text (plan_session.js); plan/status reconnects to a running session
 // after a reload. The form's choices and limits come from the server's start-plan body.
 
-import { api } from "../api.js";
 import { clear, confirmDialog, h, toast } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { defaultOf, enumOf, maxLengthOf } from "../schema.js";
-import { onEvent, state, subscribe } from "../store.js";
-import { agentSelect } from "./agent_parts.js";
-import { field, projectHeader, select } from "./common.js";
+import { api, onEvent, state, subscribe } from "../store.js";
+import { agentSelect, field, projectHeader, select } from "./common.js";
 import {
-  appendLog, appendText, endedResult, newSession, resultPanel, sessionPanel, statsOf, updateStats, updateSteps,
+  appendLog, appendText, endedResult, newSession, resultPanel, sessionPanel, statsOf, updateStats,
+  updateSteps,
 } from "./plan_session.js";
 
 register({  // key: [English, Turkish]

@@ -4,12 +4,11 @@
 // for a person, and what the board did: the task's log entries of kind "pr"), and the words
 // of a "Needs you" entry. task.pr is null without a pull request the board follows.
 
-import { api } from "../api.js";
 import { h } from "../dom.js";
-import * as format from "../format.js";
+import * as format from "../i18n.js";
 import { register, t } from "../i18n.js";
 import { parameterRangeOf } from "../schema.js";
-import { projectPrFixMax } from "../store.js";
+import { api, projectPrFixMax } from "../store.js";
 import { handIcon } from "./common.js";
 
 register({  // key: [English, Turkish]

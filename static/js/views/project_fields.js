@@ -4,12 +4,11 @@
 // (host) is a select of this machine and the hosts of Settings → Hosts.
 
 import { h } from "../dom.js";
-import { t, register } from "../i18n.js";
+import { register, t } from "../i18n.js";
 import { patternOf, rangeOf } from "../schema.js";
 import { state } from "../store.js";
-import { select } from "./common.js";
+import { hostName, select } from "./common.js";
 import { schemaSpecs } from "./form_kit.js";
-import { hostName } from "./host_parts.js";
 
 register({  // key: [English, Turkish]
   "pform.group.basic": ["Basic", "Temel"],

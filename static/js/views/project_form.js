@@ -3,14 +3,15 @@
 // (groups, labels, the server's limits) are in project_fields.js; the "Runs on" select
 // follows the hosts as they are added, renamed or deleted.
 
-import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import { t } from "../i18n.js";
 import { defaultOf } from "../schema.js";
-import { subscribe } from "../store.js";
+import { api, subscribe } from "../store.js";
 import { avatar } from "./common.js";
 import { formKit, liveForm } from "./form_kit.js";
-import { CREATE_KEYS, GROUPS, fillHostSelect, projectSpecs, suggestSlug } from "./project_fields.js";
+import {
+  CREATE_KEYS, GROUPS, fillHostSelect, projectSpecs, suggestSlug,
+} from "./project_fields.js";
 
 /** How the create dialog asks for a field, where it differs from the settings. */
 const CREATE_CHANGES = {

@@ -2,11 +2,10 @@
 // with a partial PUT; changes made elsewhere flow into the fields not being edited; and
 // deleting the project.
 
-import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { go } from "../router.js";
-import { onEvent } from "../store.js";
+import { go } from "../main.js";
+import { api, onEvent } from "../store.js";
 import { projectHeader } from "./common.js";
 import { confirmDelete } from "./item_list.js";
 import { projectForm } from "./project_form.js";

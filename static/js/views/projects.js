@@ -2,16 +2,15 @@
 // refetching the summaries shortly after project and task events; "New project" opens the
 // project form in a dialog.
 
-import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { go } from "../router.js";
+import { go } from "../main.js";
 import { enumOf } from "../schema.js";
-import { applyEvent, notify, onEvent, state } from "../store.js";
-import { avatar } from "./common.js";
-import { formDialog } from "./form_kit.js";
-import { rerender } from "./item_list.js";
-import { projectForm } from "./project_form.js";
+import { api, applyEvent, notify, onEvent, state } from "../store.js";
+import { avatar, rerender } from "./common.js";
+
+/** The new project's form and its dialog, imported when first opened (the list needs neither). */
+const formModules = () => Promise.all([import("./project_form.js"), import("./form_kit.js")]);
 
 register({  // key: [English, Turkish]
   "projects.title": ["Projects", "Projeler"],
@@ -50,11 +49,15 @@ export function mount(root) {
   let error = null;
   let timer = null;
   let dialog = null;
+  let gone = false;
   const list = h("div", { class: "project-list", "aria-live": "polite" });
   const header = h("div", { class: "page-head" });
   root.append(h("section", { class: "projects-view" }, header, list));
 
-  function openNew() {
+  async function openNew() {
+    if (dialog) return;
+    const [{ projectForm }, { formDialog }] = await formModules();
+    if (dialog || gone) return;  // opened twice meanwhile, or the view left
     const form = projectForm({
       mode: "create",
       onCancel: () => dialog.close(),
@@ -107,6 +110,7 @@ export function mount(root) {
   render();
   load();
   return () => {
+    gone = true;
     offEvent();
     offLanguage();
     clearTimeout(timer);

@@ -4,13 +4,11 @@
 // why it started nothing); create and edit in a dialog, delete after asking. Kept current by
 // schedule:* events (schedule:fired brings a fire as it happens).
 
-import { api } from "../api.js";
 import { h } from "../dom.js";
-import { dateTime, relative } from "../format.js";
-import { register, t } from "../i18n.js";
+import { dateTime, register, relative, t } from "../i18n.js";
 import { defaultOf, integersOf } from "../schema.js";
-import { onEvent, state } from "../store.js";
-import { agentName, projectsLabel } from "./agent_parts.js";
+import { api, onEvent, state } from "../store.js";
+import { agentName, projectsLabel } from "./common.js";
 import { schemaSpecs } from "./form_kit.js";
 import { enabledSwitch, itemActions, mountItemList, saveEnabled } from "./item_list.js";
 

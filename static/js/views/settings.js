@@ -5,11 +5,10 @@
 // webhook_secret.js. Also: links to the notifications of this device (notifications.js), to
 // the hosts (hosts.js) and to the personal tokens (tokens.js), and log out.
 
-import { api } from "../api.js";
 import { h, toast } from "../dom.js";
 import { onLanguageChange, register, setLanguage, t } from "../i18n.js";
 import { rangeOf } from "../schema.js";
-import { state, subscribe } from "../store.js";
+import { api, state, subscribe } from "../store.js";
 import { agentModelsField } from "./agent_models.js";
 import { formKit, liveForm, schemaSpecs } from "./form_kit.js";
 import { webhookSecretField } from "./webhook_secret.js";

@@ -3,11 +3,10 @@
 // server's activity route allows). Refreshes (debounced) when
 // a task of the project changes.
 
-import { api } from "../api.js";
 import { h } from "../dom.js";
-import { bytes, cost, dateTime, duration, tokens } from "../format.js";
-import { register, t } from "../i18n.js";
+import { bytes, cost, dateTime, duration, register, t, tokens } from "../i18n.js";
 import { parameterOf } from "../schema.js";
+import { api } from "../store.js";
 import { projectHeader, statTiles } from "./common.js";
 import { loadedView, projectOf } from "./loaded_view.js";
 

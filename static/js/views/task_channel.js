@@ -4,13 +4,14 @@
 // (queued until the agent's turn ends, or at once with "Send now"; on a task in testing or
 // failed it is a request for changes).
 
-import { api } from "../api.js";
 import { h, toast } from "../dom.js";
-import * as format from "../format.js";
+import * as format from "../i18n.js";
 import { onLanguageChange, register, t } from "../i18n.js";
-import { attemptsOpen, loadApprovals, onEvent, pendingApprovals, state, subscribe } from "../store.js";
-import { agentName, taskAgent } from "./agent_parts.js";
+import {
+  api, attemptsOpen, loadApprovals, onEvent, pendingApprovals, state, subscribe,
+} from "../store.js";
 import { approvalCard } from "./approval_card.js";
+import { agentName, taskAgent } from "./common.js";
 
 register({  // key: [English, Turkish]
   "channel.waiting": ["Waiting for your answer", "Cevabınızı bekliyor"],

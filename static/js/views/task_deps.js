@@ -7,7 +7,7 @@ import { register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
 import { state, tasksOf } from "../store.js";
 import { select } from "./common.js";
-import { badge, fill, isLocalOnly, muted, panelBar, refresh, taskLink } from "./task_panel.js";
+import { badge, fill, isLocalOnly, muted, panelBar, refresh, taskLink } from "./task_tabs.js";
 
 register({  // key: [English, Turkish]
   "detail.parents": ["Waits for", "Bekledikleri"],

@@ -1,13 +1,10 @@
 // The task create/edit dialog, used by the board and the task detail page.
 
-import { api, ApiError } from "../api.js";
 import { h, openDialog, toast } from "../dom.js";
-import { tags as parseTags } from "../format.js";
-import { register, t } from "../i18n.js";
-import { notify, state, tasksOf } from "../store.js";
+import { register, t, tags as parseTags } from "../i18n.js";
 import { defaultOf, enumOf, integersOf, maxLengthOf } from "../schema.js";
-import { agentSelect, agentValue } from "./agent_parts.js";
-import { field, select } from "./common.js";
+import { ApiError, api, notify, state, tasksOf } from "../store.js";
+import { agentSelect, agentValue, field, select } from "./common.js";
 
 register({  // key: [English, Turkish]
   "taskdlg.new": ["New task", "Yeni görev"],

@@ -5,14 +5,12 @@
 // event tells about a token (nor about its use): the list is read again when the page comes
 // back into view.
 
-import { api } from "../api.js";
 import { confirmDialog, h, toast } from "../dom.js";
-import { dateTime, relative } from "../format.js";
-import { onLanguageChange, register, t } from "../i18n.js";
+import { dateTime, onLanguageChange, register, relative, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
-import { onEvent } from "../store.js";
+import { api, onEvent } from "../store.js";
+import { rerender } from "./common.js";
 import { formKit, liveForm, schemaSpecs } from "./form_kit.js";
-import { rerender } from "./item_list.js";
 
 register({  // key: [English, Turkish]
   "tokens.title": ["Personal tokens", "Kişisel belirteçler"],

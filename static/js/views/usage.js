@@ -3,14 +3,12 @@
 // limit, and which agent gets picked when tasks run with several (attempt_stats.js). A cost
 // partly estimated from token counts is marked "≈ estimated".
 
-import { api } from "../api.js";
 import { h, svg } from "../dom.js";
-import { cost, costMark, tokens } from "../format.js";
-import { currentLanguage, register, t } from "../i18n.js";
+import { cost, costMark, currentLanguage, register, t, tokens } from "../i18n.js";
 import { enumOf } from "../schema.js";
-import { agentName, costText } from "./agent_parts.js";
+import { api } from "../store.js";
 import { attemptStatsPanel } from "./attempt_stats.js";
-import { numberTable, statTiles } from "./common.js";
+import { agentName, costText, numberTable, statTiles } from "./common.js";
 import { loadedView } from "./loaded_view.js";
 
 register({  // key: [English, Turkish]

@@ -2,12 +2,10 @@
 // Test button and the delivery history of each hook (live from webhook:delivery), create
 // and edit in a dialog (the secret is write-only), delete; kept current by webhook:* events.
 
-import { api } from "../api.js";
 import { h } from "../dom.js";
-import { dateTime } from "../format.js";
-import { register, t } from "../i18n.js";
+import { dateTime, register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
-import { onEvent } from "../store.js";
+import { api, onEvent } from "../store.js";
 import { schemaSpecs } from "./form_kit.js";
 import { enabledSwitch, mountItemList, saveEnabled } from "./item_list.js";
 
