@@ -39,6 +39,9 @@ def test_create_a_project_and_tasks(board, page, tmp_path, screenshot):
     form.get_by_label("Name").fill("Greeter")
     expect(form.get_by_label("Slug")).to_have_value("greeter")  # suggested from the name
     form.get_by_label("Working directory").fill(str(code))
+    # not a git repository: the dialog says so as the typing pauses, and creates it without
+    expect(form.get_by_text("No branch per task here")).to_be_visible()
+    expect(form.get_by_label("Branch and worktree per task")).not_to_be_checked()
     form.get_by_role("button", name="Create project").click()
     expect(form).to_have_count(0)
     expect(page.get_by_role("heading", name="Greeter", level=1)).to_be_visible()
