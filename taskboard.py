@@ -46,9 +46,9 @@ One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
     SERVICES: THE AGENT CHANNEL AND THE VERIFIER · SERVICES: ATTEMPTS ·
     SERVICES: GIT · SERVICES: THE SOURCE HOST ·
     SERVICES: PHONES AND WEBHOOKS · SERVICES: PLANNING, RESOURCES AND SETTINGS ·
-    SERVICES: OUTSIDE CLIENTS · SERVICES: HOSTS · SUPERVISORS ·
-    HTTP PLUMBING · ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) ·
-    MAIN
+    SERVICES: OUTSIDE CLIENTS · SERVICES: HOSTS · SERVICES: PREVIEWS · SUPERVISORS ·
+    HTTP PLUMBING · ROUTES · WEBSOCKET · PREVIEW PROXY · DESKTOP ROUTES · OPENAPI ·
+    BOARD TOOLS (MCP) · MAIN
 
 Each section uses only what the sections above it define, except the SERVICES sections and
 SUPERVISORS, which call each other (tests/test_layout.py).
@@ -72,6 +72,7 @@ import gc
 import gzip
 import hashlib
 import hmac
+import http.client
 import importlib
 import importlib.util
 import ipaddress
@@ -342,7 +343,7 @@ EVENT_TYPES = (
     "plan:cancelled", "settings:updated", "dependencies:updated", "approval:requested",
     "approval:resolved", "message:created", "message:updated", "host:created",
     "host:updated", "host:deleted", "attempt:updated", "schedule:created", "schedule:updated",
-    "schedule:deleted", "schedule:fired", "resync", "ping",
+    "schedule:deleted", "schedule:fired", "preview:updated", "resync", "ping",
 )
 
 #: The agent CLI's flags for a task run's two-way channel (design §12).
@@ -395,6 +396,17 @@ NEVER_VISIBLE = (".ssh", ".gnupg", ".netrc", ".git-credentials", ".aws", ".confi
                  ".mozilla", ".thunderbird", ".config/google-chrome", ".config/chromium",
                  ".config/BraveSoftware", ".config/microsoft-edge", ".var/app",
                  ".cargo/credentials.toml", ".cargo/credentials", ".config/uv/credentials")
+
+#: A task's preview (design §21): its states; a start not answering HTTP on its port after
+#: PREVIEW_READY_SECONDS fails; its output's last PREVIEW_OUTPUT_LINES lines are kept; the
+#: one-time link to it works for PREVIEW_LINK_SECONDS.
+PREVIEW_STATUSES = ("starting", "ready", "failed", "stopped")
+PREVIEW_READY_SECONDS = 120.0
+PREVIEW_OUTPUT_LINES = 50
+PREVIEW_LINK_SECONDS = 300.0
+#: The path of a preview's one-time link on its port, and its cookie's name (with the port).
+PREVIEW_LINK_PATH = "/__tb_preview"
+PREVIEW_COOKIE = "tb_preview_{port}"
 
 #: Command-line options; each has an environment twin.
 Option = collections.namedtuple("Option", "flag env default help")
@@ -1343,6 +1355,17 @@ def json_object_sql(fields) -> str:
 # =============================================================================
 # One table per resource (see FIELDS), with the checks only it uses.
 
+#: A preview's first page: a path on its own origin (one /, then no / or \\: never a link
+#: to another host), without spaces or control characters.
+PREVIEW_PATH_RE = re.compile(r"/(?![/\\])[^\s\x00-\x1f\x7f]*")
+
+
+def _check_preview_command(value, name):
+    """A shell line (sh -c): one line, no NUL or other control character."""
+    if re.search(r"[\x00-\x08\x0a-\x1f\x7f]", value):
+        raise Invalid(f"{name} must be one line without control characters", name)
+
+
 PROJECT_FIELDS = (
     _ro("id"),
     Field("name", "str", required=True, maxlen=200, doc="display name"),
@@ -1416,6 +1439,11 @@ PROJECT_FIELDS = (
           "check passed, then the verifier approved, then the cheapest, then the fastest"),
     Field("keepAttemptBranches", "flag", column="keep_attempt_branches", default=0,
           doc="keep the branches of the attempts not picked (their worktrees go anyway)"),
+    Field("previewCommand", "str", column="preview_command", default="", maxlen=2000,
+          check=_check_preview_command, doc="a shell line that serves the task's checkout "
+          "on $PORT (127.0.0.1), for its preview (design §21); empty = no preview"),
+    Field("previewPath", "str", column="preview_path", default="/", maxlen=2000,
+          pattern=PREVIEW_PATH_RE, doc="where a preview opens: a path starting with one /"),
     _ro("simulated", "bool", doc="its runs use the built-in simulated agent, which spends "
         "nothing: the Demo project under --demo"),
     _created(),
@@ -1558,6 +1586,10 @@ SETTINGS_FIELDS = (
           doc="{agent: {model_large, model_medium, model_small}}: the model each agent CLI "
           "is given for a tier, over the built-in ones (null: the CLI's own default); "
           "null = the built-in ones"),
+    Field("maxPreviews", "int", lo=0, hi=20, default=3,
+          doc="previews (design §21) running at once at most; 0 = none"),
+    Field("previewIdleMinutes", "int", lo=1, hi=1440, default=30,
+          doc="stop a preview nobody asked anything of for this long"),
     Field("gitHostWebhookSecret", "secret", nullable=True, maxlen=500,
           doc="write-only; what the source host signs its webhook calls with "
           "(X-Hub-Signature-256); null = the webhook route refuses every call"),
@@ -1909,6 +1941,17 @@ ATTEMPT_FIELDS = (
     _ro("summary", "str", nullable=True, doc="the verifier's summary"),
     _ro("picked", "bool"), _ro("error", "str", nullable=True, doc="why it failed"),
     _ro("endedAt", "time", column="ended_at", nullable=True),
+)
+
+#: A task's preview (design §21), as its routes answer and preview:updated tells it.
+PREVIEW_FIELDS = (
+    _ro("taskId"), _ro("n", nullable=True, doc="its attempt of best of N; null: the task's"),
+    _ro("status", "enum", choices=PREVIEW_STATUSES),
+    _ro("url", "str", nullable=True, doc="a one-time link to it (its own port): it sets "
+        "the port's cookie and opens previewPath; null unless starting or ready"),
+    _ro("startedAt", "time", nullable=True), _ro("readyAt", "time", nullable=True),
+    _ro("error", "str", nullable=True, doc="why it failed"),
+    _ro("output", "str", doc="the command's last lines"),
 )
 
 REVISION_FIELDS = (_ro("id"), _ro("taskId", column="task_id"), _ro("feedback", "str"),
@@ -2461,6 +2504,18 @@ ALTER TABLE projects ADD COLUMN network TEXT NOT NULL DEFAULT 'open';
 ALTER TABLE projects ADD COLUMN network_allow_json TEXT;
 ALTER TABLE runs ADD COLUMN network_refused INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tasks ADD COLUMN network_json TEXT;
+"""),
+    ("0021_previews", """
+ALTER TABLE projects ADD COLUMN preview_command TEXT NOT NULL DEFAULT '';
+ALTER TABLE projects ADD COLUMN preview_path TEXT NOT NULL DEFAULT '/';
+CREATE TABLE previews (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  task_id INTEGER NOT NULL,
+  attempt_n INTEGER,
+  pid INTEGER NOT NULL,
+  proc_start INTEGER,
+  started_at TEXT NOT NULL
+);
 """),
 )
 
@@ -4055,6 +4110,23 @@ def upsert_settings_rows(values: dict) -> dict:
         for name, value in values.items():
             t["settings"].upsert({"name": name, "value_json": json_dumps(value)}, ["name"])
         return {r["name"]: json.loads(r["value_json"]) for r in t["settings"].all()}
+
+
+# --- previews (design §21) -------------------------------------------------------
+# A running preview's process, kept so that a board killed with -9 finds it at its next
+# start (as a run's pid and proc_start): what is kept is only what kills it.
+
+def insert_preview_row(task_id: int, n: int | None, pid: int, started: int | None) -> int:
+    with tx() as t:
+        return t.insert("previews", {"task_id": task_id, "attempt_n": n, "pid": pid,
+                                     "proc_start": started, "started_at": now_iso()})
+
+
+def delete_preview_rows(row_id: int | None = None) -> list[dict]:
+    """Forget one preview's process (row_id), or every one; the rows forgotten."""
+    with tx() as t:
+        where, params = ("WHERE id = ?", (row_id,)) if row_id is not None else ("", ())
+        return t.all(f"DELETE FROM previews {where} RETURNING *", params)
 
 
 # --- sessions --------------------------------------------------------------------
@@ -7702,6 +7774,8 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
         runtime.agents.stop(task_id)
         if after["attempts"] is not None:
             _stop_attempts(task_id)
+    if to in ("done", "backlog"):
+        stop_previews(task_id)
     if to == "done":
         runtime.chores.spawn(after_done, task_id)  # PR, issue, worktree: in the background
     settle_parent(after["parent_task_id"])
@@ -7721,6 +7795,7 @@ def _reserve_slot(task_id: int) -> bool:
 
 def delete_task(task_id: int) -> dict:
     runtime.agents.stop(task_id)
+    stop_previews(task_id)
     _stop_attempts(task_id)
     attempts = attempt_rows(task_id)
     task, paths, orphans = found(delete_task_row(task_id), f"task {task_id} not found")
@@ -12519,6 +12594,278 @@ def list_agents(owner: bool = True) -> list[dict]:
 
 
 # =============================================================================
+# SERVICES: PREVIEWS
+# =============================================================================
+# A task's running result, clicked through (design §21): its project's previewCommand run
+# in the task's (or an attempt's) checkout with PORT set, in a process group of its own
+# (Preview owns it), served to the browser from a port of its own by the board's proxy
+# (PREVIEW PROXY), which lets through only the holder of that port's cookie.  Previews (in
+# runtime.previews) holds the live ones; a preview stops on DELETE, when nobody asked it
+# anything for previewIdleMinutes (a timer), when its task is deleted or moved to done or
+# backlog, and with the board; a board killed with -9 kills its survivors at its next
+# start (their pids are kept as a run's are).
+
+class Preview:
+    """One preview: its command's process group, its state, its listener and its links."""
+
+    def __init__(self, task: dict, n: int | None, project: dict, cwd: str):
+        self.task_id, self.n, self.project_id = task["id"], n, task["project_id"]
+        self.command, self.path, self.cwd = project["preview_command"], \
+            project["preview_path"], cwd
+        self.status, self.error, self.ready_at = "starting", None, None
+        self.started_at = now_iso()
+        self.output = collections.deque(maxlen=PREVIEW_OUTPUT_LINES)
+        self.cookie = secrets.token_urlsafe(32)  # the port's cookie: who passes the proxy
+        self.links = {}  # one-time link token -> until when it works (time.monotonic())
+        self.proc = self.row_id = self.listener = self.port = self.dev_port = None
+        self.seen = time.monotonic()  # the last request through the proxy
+        self.greenlets = gevent.pool.Group()
+        self.tunnels = set()  # open WebSocket connections (closed with it)
+
+    @property
+    def live(self) -> bool:
+        return self.status in ("starting", "ready")
+
+    def start(self, listen) -> None:
+        """Listen on its own port (`listen`: PREVIEW PROXY's), start the command, and
+        watch it: its output, its end, its port answering."""
+        with socket.socket() as probe:  # a free port on the loopback, for the dev server
+            probe.bind(("127.0.0.1", 0))
+            self.dev_port = probe.getsockname()[1]
+        self.listener = listen(self)
+        self.port = self.listener.server_port
+        runtime.previews.ports.add(self.port)
+        env = {k: v for k, v in os.environ.items()
+               if k not in SECRET_ENV and not k.startswith("TASKBOARD_")}
+        env["PORT"] = str(self.dev_port)
+        self.proc = Popen(["sh", "-c", self.command], cwd=self.cwd, env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, start_new_session=True,
+                          umask=runtime.umask)
+        self.row_id = insert_preview_row(self.task_id, self.n, self.proc.pid,
+                                         process_start(self.proc.pid))
+        for work in (self._drain, self._await_ready, self._await_exit):
+            self.greenlets.spawn(work)
+        self.idle_timer(get_settings()["previewIdleMinutes"] * SECONDS_PER_MINUTE)
+
+    def _drain(self) -> None:
+        for line in iter(self.proc.stdout.readline, b""):
+            self.output.append(line[:2000].decode("utf-8", "replace").rstrip("\n"))
+
+    def _await_exit(self) -> None:
+        code = self.proc.wait()
+        if self.live:
+            self.stop(f"the command exited with code {code} "
+                      f"{'before its port answered' if self.status == 'starting' else ''}"
+                      .strip(), "failed")
+
+    def _await_ready(self) -> None:
+        """Ask its port until it answers HTTP: with backoff, only while it starts."""
+        deadline, pause = time.monotonic() + PREVIEW_READY_SECONDS, 0.01
+        while self.status == "starting":
+            if self.answers():
+                self.ready_at, self.status = now_iso(), "ready"
+                self.publish()
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.stop(f"nothing answered HTTP on its port ($PORT, {self.dev_port}) "
+                          f"within {PREVIEW_READY_SECONDS:g} s", "failed")
+                return
+            gevent.sleep(min(pause, left))
+            pause = min(pause * 1.5, 0.2)
+
+    def connect(self, timeout: float = 10.0) -> socket.socket:
+        """A connection to the dev server."""
+        return socket.create_connection(("127.0.0.1", self.dev_port), timeout=timeout)
+
+    def answers(self) -> bool:
+        """Whether the dev server answers an HTTP request on its port."""
+        try:
+            with self.connect(timeout=5.0) as conn:
+                conn.sendall(f"GET {self.path} HTTP/1.0\r\nHost: 127.0.0.1:{self.dev_port}"
+                             "\r\n\r\n".encode())
+                return conn.recv(5) == b"HTTP/"
+        except OSError:
+            return False
+
+    def idle_timer(self, seconds: float) -> None:
+        """Stop after `seconds` without a request (a timer, put off by each request)."""
+        def fire():
+            left = self.seen + seconds - time.monotonic()
+            if not self.live:
+                return
+            if left > 0:
+                self.greenlets.add(gevent.spawn_later(left, fire))
+            else:
+                self.stop(None, "stopped")
+        self.greenlets.add(gevent.spawn_later(seconds, fire))
+
+    def link(self) -> str | None:
+        """A new one-time link to it (None unless live)."""
+        if not self.live:
+            return None
+        now = time.monotonic()
+        self.links = {t: until for t, until in self.links.items() if until > now}
+        while len(self.links) >= 20:
+            self.links.pop(next(iter(self.links)))
+        token = secrets.token_urlsafe(24)
+        self.links[token] = now + PREVIEW_LINK_SECONDS
+        host = preview_host()
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}" \
+            f"{PREVIEW_LINK_PATH}?t={token}"
+
+    def take_link(self, token: str) -> bool:
+        """Whether a one-time link's token is good (it then works no more)."""
+        for known in list(self.links):
+            if hmac.compare_digest(known.encode(), token.encode()):
+                return self.links.pop(known) > time.monotonic() and self.live
+        return False
+
+    def view(self) -> dict:
+        return {"taskId": self.task_id, "n": self.n, "status": self.status, "url": self.link(),
+                "startedAt": self.started_at, "readyAt": self.ready_at, "error": self.error,
+                "output": "\n".join(self.output)}
+
+    def publish(self) -> None:
+        runtime.events.publish("preview:updated", self.view(), self.project_id)
+
+    def stop(self, error: str | None, status: str) -> None:
+        """End it: its listener, its open tunnels, its process group (SIGTERM, then SIGKILL
+        after KILL_GRACE_SECONDS), its kept pid; `status` failed (with `error`) or stopped."""
+        if not self.live:
+            return
+        self.status, self.error = status, error
+        if self.listener is not None:
+            runtime.previews.ending.spawn(self.listener.stop, 1)
+        for tunnel in list(self.tunnels):
+            with contextlib.suppress(OSError):
+                tunnel.shutdown(socket.SHUT_RDWR)
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            runtime.previews.ending.spawn(self._kill, self.proc, self.row_id)
+        self.publish()
+
+    @staticmethod
+    def _kill(proc, row_id) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(KILL_GRACE_SECONDS)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what the group left, the leader gone or not
+        delete_preview_rows(row_id)
+
+
+def preview_host() -> str:
+    """The board's address as a browser reaches it (a wildcard: this machine's name)."""
+    host = runtime.config["host"]
+    return "localhost" if host in ("0.0.0.0", "::", "") else host
+
+
+class Previews:
+    """The previews of this board: (task id, attempt n or None) -> Preview; `listen` makes
+    a preview's listener (PREVIEW PROXY's); `ending` the kills under way."""
+
+    def __init__(self, listen):
+        self.listen, self.by_task, self.ending = listen, {}, gevent.pool.Group()
+        self.ports = set()  # every port a preview had: its pages may still be open
+
+    def running(self) -> int:
+        return sum(p.live for p in self.by_task.values())
+
+    def stop_all(self) -> None:
+        for preview in list(self.by_task.values()):
+            preview.stop(None, "stopped")
+        self.ending.join(timeout=KILL_GRACE_SECONDS + 1)
+
+
+def _preview_target(task_id: int, n: int | None) -> tuple[dict, dict, str]:
+    """The task (or its attempt n), its project and the checkout its preview serves; 409
+    when its project has no previewCommand or runs on a host, or the task is not in
+    progress or testing."""
+    task = get_task(task_id)
+    project = project_row(task["project_id"])
+    if not project["preview_command"].strip():
+        raise Conflict(f"project {project['slug']!r} has no previewCommand: set one in its "
+                       "settings to preview its tasks", "previewCommand")
+    if project["host_id"] is not None:
+        raise Conflict("previews of a project on a host are not supported yet", "host")
+    if task["status"] not in ("in_progress", "testing"):
+        raise Conflict(f"task {task_id} is {task['status']}: only a task in progress or "
+                       "testing has a preview", "status")
+    checkout = task
+    if n is not None:
+        attempt = found(next((a for a in attempt_rows(task_id) if a["n"] == n), None),
+                        f"task {task_id} has no attempt {n}")
+        checkout = attempt_task(task, attempt)
+    path = worktree_path(checkout)
+    return task, project, path if os.path.isdir(path) else project["working_dir"]
+
+
+def start_preview(task_id: int, n: int | None = None) -> dict:
+    """Start the task's (or attempt n's) preview, or answer the one that runs."""
+    task, project, cwd = _preview_target(task_id, n)
+    preview = runtime.previews.by_task.get((task_id, n))
+    if preview is not None and preview.live:
+        return preview.view()
+    limit = get_settings()["maxPreviews"]
+    if runtime.previews.running() >= limit:
+        raise Conflict(f"{runtime.previews.running()} previews run, the most maxPreviews "
+                       f"({limit}) allows: stop one, or raise maxPreviews", "maxPreviews")
+    preview = runtime.previews.by_task[(task_id, n)] = Preview(task, n, project, cwd)
+    try:
+        preview.start(runtime.previews.listen)
+    except OSError as exc:
+        preview.output.append(str(exc))
+        preview.stop(f"the preview could not start: {exc}", "failed")
+        return preview.view()
+    preview.publish()
+    return preview.view()
+
+
+def get_preview(task_id: int, n: int | None = None) -> dict:
+    get_task(task_id)
+    preview = runtime.previews.by_task.get((task_id, n))
+    if preview is None:
+        return {"taskId": task_id, "n": n, "status": "stopped", "url": None,
+                "startedAt": None, "readyAt": None, "error": None, "output": ""}
+    return preview.view()
+
+
+def stop_preview(task_id: int, n: int | None = None) -> dict:
+    get_task(task_id)
+    preview = runtime.previews.by_task.get((task_id, n))
+    if preview is not None:
+        preview.stop(None, "stopped")
+    return get_preview(task_id, n)
+
+
+def start_attempt_preview(task_id: int, n: int) -> dict:
+    return start_preview(task_id, n)
+
+
+def get_attempt_preview(task_id: int, n: int) -> dict:
+    return get_preview(task_id, n)
+
+
+def stop_attempt_preview(task_id: int, n: int) -> dict:
+    return stop_preview(task_id, n)
+
+
+def stop_previews(task_id: int) -> None:
+    """A task deleted, or moved to done or backlog: its previews (and its attempts') stop
+    and are forgotten."""
+    for key in [k for k in runtime.previews.by_task if k[0] == task_id]:
+        runtime.previews.by_task.pop(key).stop(None, "stopped")
+
+
+def kill_preview_survivors() -> None:
+    """At start: the preview processes a board killed with -9 left, killed."""
+    for row in delete_preview_rows():
+        kill_survivor(row["pid"], row["proc_start"])
+
+
+# =============================================================================
 # SUPERVISORS
 # =============================================================================
 # An AgentRun owns one agent process: it writes the prompt, drains stdout and stderr at
@@ -13681,6 +14028,16 @@ def own_origin(environ) -> bool:
         and origin.lower().startswith(("http://", "https://"))
 
 
+def preview_origin(environ) -> bool:
+    """Whether the request's Origin is a preview's (a port a preview of this board had)."""
+    origin = environ.get("HTTP_ORIGIN")
+    if not origin or runtime is None:
+        return False
+    with contextlib.suppress(ValueError):
+        return urllib.parse.urlsplit(origin).port in runtime.previews.ports
+    return False
+
+
 def refusal(environ, route, ids: dict) -> ApiError | None:
     """Why a request must be refused before it reaches `route` (`ids`: the ids in its URL),
     if it must."""
@@ -13701,6 +14058,16 @@ def refusal(environ, route, ids: dict) -> ApiError | None:
             environ.get("HTTP_SEC_FETCH_MODE") == "navigate" and method == "GET"
             and not path.startswith("/api/") and path != "/ws"):
         return Forbidden("cross-site requests are refused")
+    # SECURITY: a task's preview (design §21) is this host on another port: same-site, so
+    # the session cookie (SameSite=Strict) goes with what its pages ask of the board.  No
+    # page but the board's own reaches the API or /ws.
+    if path.startswith("/api/") or path == "/ws":
+        if environ.get("HTTP_SEC_FETCH_SITE") == "same-site":
+            return Forbidden("same-site requests are refused: only the board's own pages "
+                             "reach its api")
+        if preview_origin(environ):
+            return Forbidden(f"origin {environ['HTTP_ORIGIN'][:100]!r} is a task's preview, "
+                             "which reaches nothing of the board")
     proxied = any(h in environ for h in PROXY_HEADERS)
     if config["no_auth"] and proxied:
         # SECURITY: a board without a token must not be published through a proxy.
@@ -14193,6 +14560,16 @@ SERVICE_ROUTES = (
     ("PUT", "/api/schedules/<schedule_id:int>", "owner", update_schedule, "Schedule",
      {"body": SCHEDULE_FIELDS, "partial": True}),
     ("DELETE", "/api/schedules/<schedule_id:int>", "owner", delete_schedule, "Ok"),
+    ("POST", "/api/tasks/<task_id:int>/preview", "write", start_preview, "Preview",
+     {"status": 202}),
+    ("GET", "/api/tasks/<task_id:int>/preview", "read", get_preview, "Preview"),
+    ("DELETE", "/api/tasks/<task_id:int>/preview", "write", stop_preview, "Preview"),
+    ("POST", "/api/tasks/<task_id:int>/attempts/<n:int>/preview", "write",
+     start_attempt_preview, "Preview", {"status": 202}),
+    ("GET", "/api/tasks/<task_id:int>/attempts/<n:int>/preview", "read", get_attempt_preview,
+     "Preview"),
+    ("DELETE", "/api/tasks/<task_id:int>/attempts/<n:int>/preview", "write",
+     stop_attempt_preview, "Preview"),
 )
 for _method, _rule, _scope, _service, _returns, *_config in SERVICE_ROUTES:
     _service_route(_method, _rule, _service, _returns, scope=_scope,
@@ -14451,12 +14828,8 @@ class Handler(WebSocketHandler):
     def get_environ(self):
         self.deadline.close()  # the line and headers are in
         environ = super().get_environ()
-        try:
-            route = app.router.match(environ)[0]
-        except bottle.HTTPError:
-            route = None
         raw = self.wsgi_input
-        self.body = BoundedInput(raw, body_cap(route),
+        self.body = BoundedInput(raw, self.body_cap(environ),
                                  None if raw.chunked_input else raw.content_length or 0)
         if self.framing_error is not None:
             self.body.broken = True  # never read: the connection closes after the answer
@@ -14465,6 +14838,15 @@ class Handler(WebSocketHandler):
         self.wsgi_input = environ["wsgi.input"] = self.body
         environ["wsgi.input_terminated"] = True
         return environ
+
+    @staticmethod
+    def body_cap(environ) -> int:
+        """The most body bytes the request may send: its route's (body_cap())."""
+        try:
+            route = app.router.match(environ)[0]
+        except bottle.HTTPError:
+            route = None
+        return body_cap(route)
 
     def run_application(self):
         error = self.framing_error
@@ -14610,7 +14992,8 @@ EVENT_READS = {
     "plan": "/api/projects/<project_id:int>/plan/status", "settings": "/api/settings",
     "approval": "/api/approvals", "message": "/api/tasks/<task_id:int>/messages",
     "host": "/api/hosts", "attempt": "/api/tasks/<task_id:int>/attempts",
-    "schedule": "/api/schedules/<schedule_id:int>"}
+    "schedule": "/api/schedules/<schedule_id:int>",
+    "preview": "/api/tasks/<task_id:int>/preview"}
 
 
 @functools.cache
@@ -14679,6 +15062,213 @@ def _ws_abort(sock) -> None:
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.shutdown(socket.SHUT_RDWR)
+
+
+# =============================================================================
+# PREVIEW PROXY
+# =============================================================================
+# A preview's own origin (design §21): a listener per preview on a port of its own of the
+# board's address, with the board's deadlines and framing rules (Handler) and a body cap.
+# Its one-time link sets the port's cookie (tb_preview_<port>) and opens previewPath;
+# without that cookie every request is 401.  What passes goes on to the dev server without
+# the board's session cookie, the previews' cookies and Authorization: HTTP, and WebSocket
+# upgrades (hot reload) as a tunnel.  No cookie the board's pages use is set through it.
+
+#: Request headers never sent on to a dev server: one hop's (RFC 9110 §7.6.1), and the
+#: credentials of the board (its cookies are filtered out of Cookie: preview_cookies()).
+PREVIEW_DROP_REQUEST = frozenset((
+    "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
+    "upgrade", "proxy-authorization", "authorization", "content-length", "cookie"))
+#: Response headers never sent back: one hop's (pywsgi frames the answer itself).
+PREVIEW_DROP_RESPONSE = frozenset((
+    "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
+    "upgrade", "proxy-authenticate"))
+#: A request body sent to a preview is capped as an attachment is; its dev server has this
+#: long to answer (a first page may compile for a while).
+PREVIEW_BODY_BYTES = MAX_UPLOAD_BYTES
+PREVIEW_UPSTREAM_SECONDS = 120.0
+#: Open connections to one preview at most.
+PREVIEW_MAX_CONNECTIONS = 512
+
+
+class PreviewHandler(Handler):
+    """Handler's deadlines and framing rules for a preview's port; an upgrade a cookie
+    holder asks for becomes a tunnel to the dev server (the board's /ws is not here)."""
+
+    def body_cap(self, environ) -> int:
+        return PREVIEW_BODY_BYTES
+
+    def get_environ(self):
+        environ = super().get_environ()
+        environ["taskboard.target"] = self.path  # as sent: PATH_INFO is decoded
+        return environ
+
+    def upgrade_websocket(self):
+        return None
+
+    def run_application(self):
+        preview, environ = self.server.preview, self.environ
+        if self.framing_error is None and environ.get("HTTP_UPGRADE") \
+                and preview_allowed(preview, environ):
+            preview.seen = time.monotonic()
+            self.close_connection = True
+            tunnel_preview(preview, environ, self)
+            self.status, self.response_length = "101 Switching Protocols", 0
+            return None
+        return super().run_application()
+
+
+def listen_preview(preview) -> "Server":
+    """A preview's listener, started, on a free port of the board's address."""
+    host = runtime.config["host"]
+    server = Server((host, 0), functools.partial(preview_app, preview),
+                    handler_class=PreviewHandler, log=None,
+                    error_log=logging.getLogger("taskboard.preview"),
+                    environ={"SERVER_NAME": host})
+    server.preview, server.max_connections = preview, PREVIEW_MAX_CONNECTIONS
+    server.start()
+    return server
+
+
+def preview_allowed(preview, environ) -> bool:
+    """Whether the request carries the preview port's cookie."""
+    given = bottle.BaseRequest(environ).get_cookie(PREVIEW_COOKIE.format(port=preview.port))
+    return bool(given) and hmac.compare_digest(given.encode(), preview.cookie.encode())
+
+
+def _board_cookie(name: str) -> bool:
+    """Whether a cookie is the board's or a preview's: never sent to, nor set by, an app."""
+    return name == SESSION_COOKIE or name.startswith(PREVIEW_COOKIE.format(port=""))
+
+
+def preview_headers(environ) -> list[tuple[str, str]]:
+    """The request's headers as the dev server gets them: no credential of the board."""
+    out = []
+    for key, value in environ.items():
+        if not key.startswith("HTTP_"):
+            continue
+        name = key[5:].replace("_", "-").lower()
+        if name not in PREVIEW_DROP_REQUEST:
+            out.append((name, value))
+    if environ.get("CONTENT_TYPE"):
+        out.append(("content-type", environ["CONTENT_TYPE"]))
+    kept = [c.strip() for c in environ.get("HTTP_COOKIE", "").split(";")
+            if c.strip() and not _board_cookie(c.split("=", 1)[0].strip())]
+    if kept:
+        out.append(("cookie", "; ".join(kept)))
+    return out
+
+
+def _plain(start_response, status: int, text: str) -> list[bytes]:
+    body = (text + "\n").encode()
+    start_response(f"{status} {bottle.HTTP_CODES[status]}", [
+        ("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body))),
+        ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff")])
+    return [body]
+
+
+def preview_app(preview, environ, start_response):
+    """A preview port's one WSGI app: its link, its cookie check, then its dev server."""
+    if environ.get("PATH_INFO") == PREVIEW_LINK_PATH:
+        query = bottle.FormsDict(bottle._parse_qsl(environ.get("QUERY_STRING", "")))
+        if not preview.take_link(query.get("t") or ""):
+            return _plain(start_response, 401, "this preview link was used or has expired: "
+                          "open the preview again from the board")
+        start_response("303 See Other", [
+            ("Location", preview.path), ("Content-Length", "0"), ("Cache-Control", "no-store"),
+            ("Referrer-Policy", "no-referrer"),
+            ("Set-Cookie", f"{PREVIEW_COOKIE.format(port=preview.port)}={preview.cookie}; "
+                           "Path=/; HttpOnly; SameSite=Strict")])
+        return []
+    if not preview_allowed(preview, environ):
+        return _plain(start_response, 401, "this is a task's preview: open it from the "
+                      "board (its link sets this port's cookie)")
+    preview.seen = time.monotonic()
+    return forward_preview(preview, environ, start_response)
+
+
+def forward_preview(preview, environ, start_response):
+    """The request sent on to the dev server (its body streamed, capped and on time), and
+    its answer streamed back."""
+    length = environ.get("CONTENT_LENGTH") or ""
+    chunked = not length and "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
+    conn = http.client.HTTPConnection("127.0.0.1", preview.dev_port,
+                                      timeout=PREVIEW_UPSTREAM_SECONDS)
+    try:
+        conn.sock = preview.connect(PREVIEW_UPSTREAM_SECONDS)
+        conn.putrequest(environ["REQUEST_METHOD"], environ["taskboard.target"],
+                        skip_host=True, skip_accept_encoding=True)
+        for name, value in preview_headers(environ):
+            conn.putheader(name, value)
+        if length:
+            conn.putheader("content-length", length)
+        elif chunked:
+            conn.putheader("transfer-encoding", "chunked")
+        conn.endheaders()
+        body = environ["wsgi.input"]
+        while data := body.read(65536):
+            conn.send(b"%x\r\n%b\r\n" % (len(data), data) if chunked else data)
+        if chunked:
+            conn.send(b"0\r\n\r\n")
+        response = conn.getresponse()
+    except ApiError as exc:  # the body: too large, too late, unreadable
+        conn.close()
+        return _plain(start_response, exc.status, exc.message)
+    except (OSError, http.client.HTTPException) as exc:
+        conn.close()
+        return _plain(start_response, 502, f"the preview's server did not answer: {exc}")
+    headers = [(k, v) for k, v in response.getheaders()
+               if k.lower() not in PREVIEW_DROP_RESPONSE and not (
+                   k.lower() == "set-cookie" and _board_cookie(v.split("=", 1)[0].strip()))]
+    start_response(f"{response.status} {response.reason}", headers)
+
+    def answer():
+        try:
+            while data := response.read1(65536):
+                yield data
+        except (OSError, http.client.HTTPException):
+            return  # the dev server went away mid-answer: the connection ends
+        finally:
+            conn.close()
+    return answer()
+
+
+def tunnel_preview(preview, environ, handler) -> None:
+    """An upgrade (a WebSocket: hot reload) through to the dev server, its bytes both ways
+    until either side or the preview ends."""
+    client = handler.socket
+    try:
+        upstream = preview.connect()
+    except OSError as exc:
+        handler.start_response("502 Bad Gateway", [("Content-Length", "0")])
+        handler.write(b"")
+        log.info("preview of task %s: no upgrade: %s", preview.task_id, exc)
+        return
+    upstream.settimeout(None)
+    head = [f"{environ['REQUEST_METHOD']} {environ['taskboard.target']} HTTP/1.1",
+            *(f"{name}: {value}" for name, value in preview_headers(environ)),
+            "connection: Upgrade", f"upgrade: {environ['HTTP_UPGRADE']}"]
+    preview.tunnels.update((client, upstream))
+
+    def pump(read, write, other):
+        try:
+            while data := read(65536):
+                write(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                other.shutdown(socket.SHUT_RDWR)
+    try:
+        upstream.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        back = gevent.spawn(pump, upstream.recv, client.sendall, client)
+        pump(handler.rfile.read1, upstream.sendall, upstream)
+        back.join()
+    except OSError:
+        pass
+    finally:
+        preview.tunnels.difference_update((client, upstream))
+        upstream.close()
 
 
 # =============================================================================
@@ -14981,7 +15571,8 @@ def openapi() -> dict:
                          ("Message", MESSAGE_FIELDS), ("PushSubscription", PUSH_FIELDS),
                          ("Host", HOST_FIELDS), ("Attempt", ATTEMPT_FIELDS),
                          ("Token", TOKEN_FIELDS), ("Schedule", SCHEDULE_FIELDS),
-                         ("ReviewComment", REVIEW_COMMENT_FIELDS)):
+                         ("ReviewComment", REVIEW_COMMENT_FIELDS),
+                         ("Preview", PREVIEW_FIELDS)):
         schemas[name] = _object_schema(fields)
     schemas["NewToken"] = _object_schema(TOKEN_FIELDS)
     schemas["NewToken"]["properties"]["secret"] = {
@@ -15533,6 +16124,8 @@ class Runtime:
         self.workers, self.greenlets = [], []
         self.checkpoints = Checkpoints()
         self.memory = Worker("memory release", release_memory, first=0.0)
+        #: the running previews (design §21), each on a port of its own
+        self.previews = Previews(listen_preview)
         self.chores = gevent.pool.Group()
 
 
@@ -15696,6 +16289,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     runtime.settings = settings_rows()
     runtime.personal = {row["hash"]: row for row in find_rows("tokens")}
     interrupt_stale_plans()
+    kill_preview_survivors()
     runtime.logs.start()
     runtime.checkpoints.start()
     runtime.webhooks.start()
@@ -15734,6 +16328,7 @@ def shutdown() -> None:
     runtime.webhooks.stop()
     runtime.push.stop()
     stop_plans()
+    runtime.previews.stop_all()
     runtime.agents.shutdown()
     runtime.chores.kill()  # what the runs' ends asked for
     for link in runtime.links.values():
