@@ -5780,6 +5780,18 @@ NET_BRIDGE = f"""r=$(socat -d -d -b 262144 TCP-LISTEN:{NET_PORT},bind=127.0.0.1,
 [ "$r" = up ] || {{ echo "taskboard: the sandbox's network bridge (socat) did not start" >&2
   exit 126; }}
 exec "$@\""""
+#: A sandboxed preview's dev server (design §21) is reached through a folder of the data dir
+#: bound in at PREVIEW_FOLDER (TB_PREVIEW), where PREVIEW_BRIDGE's socat listens on a UNIX
+#: socket (PREVIEW_SOCKET) for the board and connects each connection to the dev server's
+#: $PORT on the sandbox's own loopback; then the preview's command (its $1) runs.
+PREVIEW_FOLDER = "/run/taskboard/preview"
+PREVIEW_SOCKET = "port.sock"
+PREVIEW_BRIDGE = f"""command -v socat >/dev/null || {{
+  echo "taskboard: socat, the preview's bridge out of its sandbox, is not installed" >&2
+  exit 126; }}
+socat UNIX-LISTEN:{PREVIEW_FOLDER}/{PREVIEW_SOCKET},fork,unlink-early \\
+  TCP:127.0.0.1:"$PORT" </dev/null >/dev/null 2>&1 &
+exec sh -c "$1\""""
 #: The sandbox of a run (design §17), built where it is spawned (here or on a host) by
 #: `sh`, from the run's variables: TB_BWRAP, TB_BASE (the board's folder there: hidden),
 #: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
@@ -5896,6 +5908,7 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
         p --ro-bind /dev/null "$h/$x"; fi; done
     nb=--; if [ -n "$TB_NET" ]; then [ -L /var/run ] || p --tmpfs /var/run
       p @NET@ --ro-bind "$TB_NET" @SOCKET@; o=$q; q=; p -- sh -c "$TB_BRIDGE" sh; nb=$q; q=$o
+      [ -n "$TB_PREVIEW" ] && p --bind "$TB_PREVIEW" @PREVIEW@
     else set +f  # the board's own git: no network of its own, but no agent of the person's
       for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done; set -f
     fi; :
@@ -5904,9 +5917,9 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   eval "set -- $TB_BWRAP $q --chdir \"\$dir\" $nb \"\$@\""
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_KEEP TB_LOGINS \
     TB_PRIVATE TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES TB_GIT TB_GIT_WRITE TB_OUT \
-    TB_NET TB_BRIDGE
+    TB_NET TB_BRIDGE TB_PREVIEW
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1).replace("@NET@", shlex.join(NET_ARGS), 1) \
-    .replace("@SOCKET@", NET_SOCKET, 1)
+    .replace("@SOCKET@", NET_SOCKET, 1).replace("@PREVIEW@", PREVIEW_FOLDER, 1)
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
 #: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.  With
 #: TB_AFTER (the board's own script), that script runs after it, outside the sandbox, in
@@ -6081,7 +6094,8 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     common git folder: git_dirs()), out (the board's own git on the repository: its
     worktrees' folder, writable with all of `git`), after (the board's own script, run
     outside the sandbox once the command ended: SANDBOXED), net (its egress proxy's
-    socket: its own network and the bridge, design §20)}; `base`: the board's folder where
+    socket: its own network and the bridge, design §20), preview (a preview's folder for
+    the socket of its bridge, design §21)}; `base`: the board's folder where
     the run happens (the data dir, a host's baseDir); `show`: more programs the run
     starts."""
     paths = sandbox.get("paths") or {}
@@ -6102,7 +6116,8 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_GIT": sandbox.get("git") or "", "TB_GIT_WRITE": "1" if sandbox.get("out") else "",
             "TB_OUT": "\n".join(sandbox.get("out") or ()), "TB_AFTER": sandbox.get("after") or "",
             "TB_NET": sandbox.get("net") or "",
-            "TB_BRIDGE": NET_BRIDGE if sandbox.get("net") else ""}
+            "TB_BRIDGE": NET_BRIDGE if sandbox.get("net") else "",
+            "TB_PREVIEW": sandbox.get("preview") or ""}
 
 
 def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
@@ -12608,8 +12623,12 @@ def list_agents(owner: bool = True) -> list[dict]:
 class Preview:
     """One preview: its command's process group, its state, its listener and its links."""
 
-    def __init__(self, task: dict, n: int | None, project: dict, cwd: str):
+    run_id = None  # the egress proxy logs a refusal on its task, of no run
+
+    def __init__(self, task: dict, n: int | None, project: dict, cwd: str,
+                 sandbox: dict | None):
         self.task_id, self.n, self.project_id = task["id"], n, task["project_id"]
+        self.project, self.sandbox, self.bridge = project, sandbox, None
         self.command, self.path, self.cwd = project["preview_command"], \
             project["preview_path"], cwd
         self.status, self.error, self.ready_at = "starting", None, None
@@ -12635,10 +12654,19 @@ class Preview:
         self.listener = listen(self)
         self.port = self.listener.server_port
         runtime.previews.ports.add(self.port)
-        env = {k: v for k, v in os.environ.items()
-               if k not in SECRET_ENV and not k.startswith("TASKBOARD_")}
-        env["PORT"] = str(self.dev_port)
-        self.proc = Popen(["sh", "-c", self.command], cwd=self.cwd, env=env,
+        self.env = {k: v for k, v in os.environ.items()
+                    if k not in SECRET_ENV and not k.startswith("TASKBOARD_")}
+        self.env["PORT"] = str(self.dev_port)
+        argv, env = ["sh", "-c", self.command], self.env
+        if self.sandbox is not None:  # as a run (design §17, §20), reached by its bridge
+            self.bridge = os.path.join(runtime.data_dir, "previews", secrets.token_hex(8))
+            os.makedirs(self.bridge, mode=0o700)
+            self.sandbox.update(preview=self.bridge,
+                                net=runtime.egress.open(self, self.project, None))
+            argv, env = in_sandbox(["sh", "-c", PREVIEW_BRIDGE, "sh", self.command],
+                                   self.cwd, env, self.sandbox,
+                                   os.path.realpath(runtime.data_dir))
+        self.proc = Popen(argv, cwd=self.cwd, env=env,
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, start_new_session=True,
                           umask=runtime.umask)
@@ -12676,8 +12704,22 @@ class Preview:
             pause = min(pause * 1.5, 0.2)
 
     def connect(self, timeout: float = 10.0) -> socket.socket:
-        """A connection to the dev server."""
-        return socket.create_connection(("127.0.0.1", self.dev_port), timeout=timeout)
+        """A connection to the dev server: on this machine's loopback, or a sandboxed one's
+        through its bridge's socket (opened through its folder: a data dir's path may be
+        longer than a socket's address takes)."""
+        if self.bridge is None:
+            return socket.create_connection(("127.0.0.1", self.dev_port), timeout=timeout)
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(timeout)
+        where = os.open(self.bridge, os.O_PATH | os.O_DIRECTORY)
+        try:
+            conn.connect(f"/proc/self/fd/{where}/{PREVIEW_SOCKET}")
+        except OSError:
+            conn.close()
+            raise
+        finally:
+            os.close(where)
+        return conn
 
     def answers(self) -> bool:
         """Whether the dev server answers an HTTP request on its port."""
@@ -12745,15 +12787,18 @@ class Preview:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
             runtime.previews.ending.spawn(self._kill, self.proc, self.row_id)
+        if self.sandbox is not None:
+            runtime.egress.close(self)
         self.publish()
 
-    @staticmethod
-    def _kill(proc, row_id) -> None:
+    def _kill(self, proc, row_id) -> None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(KILL_GRACE_SECONDS)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)  # what the group left, the leader gone or not
         delete_preview_rows(row_id)
+        if self.bridge is not None:
+            shutil.rmtree(self.bridge, ignore_errors=True)
 
 
 def preview_host() -> str:
@@ -12779,10 +12824,11 @@ class Previews:
         self.ending.join(timeout=KILL_GRACE_SECONDS + 1)
 
 
-def _preview_target(task_id: int, n: int | None) -> tuple[dict, dict, str]:
-    """The task (or its attempt n), its project and the checkout its preview serves; 409
-    when its project has no previewCommand or runs on a host, or the task is not in
-    progress or testing."""
+def _preview_target(task_id: int, n: int | None) -> tuple[dict, dict, str, dict | None]:
+    """The task (or its attempt n), its project, the checkout its preview serves and its
+    sandbox (its runs', design §17: None where they are not sandboxed); 409 when its project
+    has no previewCommand, runs on a host or must be sandboxed where bubblewrap does not
+    work, or the task is not in progress or testing."""
     task = get_task(task_id)
     project = project_row(task["project_id"])
     if not project["preview_command"].strip():
@@ -12793,18 +12839,27 @@ def _preview_target(task_id: int, n: int | None) -> tuple[dict, dict, str]:
     if task["status"] not in ("in_progress", "testing"):
         raise Conflict(f"task {task_id} is {task['status']}: only a task in progress or "
                        "testing has a preview", "status")
+    sandbox = None
+    if project["sandbox"] != "none" and not runs_simulated(project):
+        works = THIS_MACHINE.sandbox(retry=True)
+        if works["works"]:
+            sandbox = {"agent": None, "project": project["id"], "command": [], "files": [],
+                       "paths": json.loads(project["sandbox_paths_json"] or "null"),
+                       "hide": hidden_from(project), "git": THIS_MACHINE.git_dir(project)}
+        elif project["sandbox"] == "bubblewrap":
+            raise Conflict(f"the sandbox does not work: {works['error']}", "sandbox")
     checkout = task
     if n is not None:
         attempt = found(next((a for a in attempt_rows(task_id) if a["n"] == n), None),
                         f"task {task_id} has no attempt {n}")
         checkout = attempt_task(task, attempt)
     path = worktree_path(checkout)
-    return task, project, path if os.path.isdir(path) else project["working_dir"]
+    return task, project, path if os.path.isdir(path) else project["working_dir"], sandbox
 
 
 def start_preview(task_id: int, n: int | None = None) -> dict:
     """Start the task's (or attempt n's) preview, or answer the one that runs."""
-    task, project, cwd = _preview_target(task_id, n)
+    task, project, cwd, sandbox = _preview_target(task_id, n)
     preview = runtime.previews.by_task.get((task_id, n))
     if preview is not None and preview.live:
         return preview.view()
@@ -12812,7 +12867,7 @@ def start_preview(task_id: int, n: int | None = None) -> dict:
     if runtime.previews.running() >= limit:
         raise Conflict(f"{runtime.previews.running()} previews run, the most maxPreviews "
                        f"({limit}) allows: stop one, or raise maxPreviews", "maxPreviews")
-    preview = runtime.previews.by_task[(task_id, n)] = Preview(task, n, project, cwd)
+    preview = runtime.previews.by_task[(task_id, n)] = Preview(task, n, project, cwd, sandbox)
     try:
         preview.start(runtime.previews.listen)
     except OSError as exc:

@@ -1,0 +1,48 @@
+"""A sandboxed project's preview (design §21): its dev server runs as a run does (§17, §20),
+in bubblewrap with its checkout writable and a network of its own; the board reaches its
+port through the bridge's UNIX socket, and it reaches nothing of the board."""
+import shlex
+import sys
+
+import pytest
+import requests
+from test_preview import serve
+
+# the person's layout outside /tmp, its board and its API (fixtures)
+from test_sandbox_git import KEY, api, config, person  # noqa: F401
+
+import taskboard
+from agent_helpers import alive
+from conftest import sql, wait_for
+
+pytestmark = pytest.mark.sandbox
+
+
+def test_a_sandboxed_preview_is_served_through_its_bridge_and_reaches_no_board(
+        api, client, live, person):  # noqa: F811
+    probe = shlex.quote(
+        f"import socket; s = socket.socket(); print('board', s.connect_ex(('127.0.0.1', "
+        f"{live.port})))")
+    command = (f"{shlex.quote(sys.executable)} -c {probe}; "
+               f"curl -sS --max-time 10 http://127.0.0.1:{live.port}/api/health; "
+               "echo \" curl $?\"; cat ~/.ssh/id_ed25519 || echo no key; "
+               "echo made > preview-wrote.txt; " + serve())
+    project = api.project(sandbox="bubblewrap", previewCommand=command)
+    task = api.task(project["id"])
+    sql(taskboard.runtime, "UPDATE tasks SET status = 'testing' WHERE id = ?", (task["id"],))
+    url = f"/api/tasks/{task['id']}/preview"
+    client.post(url, status=202)
+    preview = wait_for(lambda: (p := client.get(url).json)["status"] != "starting" and p, 30,
+                       message="the preview to leave starting")
+    assert preview["status"] == "ready", preview
+    session = requests.Session()
+    assert "the app" in session.get(preview["url"]).text  # the link, then previewPath
+    output = preview["output"]
+    assert "board 111" in output, output  # ECONNREFUSED: its loopback is its own
+    assert f"127.0.0.1:{live.port} refused by the project's network policy" in output, output
+    assert KEY not in output and "no key" in output
+    assert (person.shop / "preview-wrote.txt").read_text() == "made\n"
+    pid = taskboard.runtime.previews.by_task[(task["id"], None)].proc.pid
+    client.delete(url)
+    wait_for(lambda: not alive(pid), 10, message="the sandbox to end")
+    wait_for(lambda: not sql(taskboard.runtime, "SELECT * FROM previews"), 10)
