@@ -14679,6 +14679,8 @@ def page_index():
         boot = page.index("  <script>")
         page = (page[:boot] + '  <script type="application/json" id="first-answers">'
                 f"{answers}</script>\n" + page[boot:])
+    host = preview_host()  # the task previews' origins (design §21), which its panel frames
+    policy += f"; frame-src http://{f'[{host}]' if ':' in host else host}:*"
     return built_page("text/html", page, {"Content-Security-Policy": policy})
 
 

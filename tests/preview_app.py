@@ -16,6 +16,36 @@ import time
 
 BIG = b"x" * 200_000
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+#: A page the agent could have written: with the person's cookie, it reads and changes the
+#: board (?board=<its URL>) and opens its /ws; what it got is written in #result.
+HOSTILE = r"""<!doctype html><title>hostile</title><pre id="result">running</pre><script>
+const board = new URLSearchParams(location.search).get("board");
+const out = [];
+const note = (what) => {
+  out.push(what);
+  document.getElementById("result").textContent = "running\n" + out.join("\n");
+};
+async function attempt(name, url, options) {
+  try {
+    const r = await fetch(board + url, { credentials: "include", ...options });
+    note(name + " " + r.status + " " + (await r.text()).slice(0, 80));
+  } catch (error) { note(name + " refused " + error.name); }
+}
+(async () => {
+  await attempt("read", "/api/projects");
+  await attempt("write", "/api/projects", { method: "POST",
+    headers: { "Content-Type": "text/plain" },
+    body: JSON.stringify({ name: "stolen", slug: "stolen", workingDir: "/" }) });
+  await attempt("blind", "/api/projects", { method: "POST", mode: "no-cors",
+    body: JSON.stringify({ name: "blind", slug: "blind", workingDir: "/" }) });
+  await new Promise((done) => {
+    const ws = new WebSocket(board.replace("http", "ws") + "/ws");
+    ws.onopen = () => { note("ws open"); ws.close(); done(); };
+    ws.onerror = () => { note("ws refused"); done(); };
+  });
+  document.getElementById("result").textContent = "done\n" + out.join("\n");
+})();
+</script>"""
 
 
 class App(http.server.BaseHTTPRequestHandler):
@@ -38,6 +68,8 @@ class App(http.server.BaseHTTPRequestHandler):
             return self.answer(200, json.dumps([[k.lower(), v] for k, v in
                                                 self.headers.items()]).encode(),
                                "application/json")
+        if self.path.startswith("/hostile"):
+            return self.answer(200, HOSTILE.encode(), "text/html")
         if self.path == "/big":
             return self.answer(200, BIG, "application/octet-stream")
         if self.path == "/small.json":
