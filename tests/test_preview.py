@@ -3,6 +3,7 @@ cookie only the board's one-time link sets, reaching nothing of the board."""
 import json
 import os
 import shlex
+import socket
 import sys
 
 import pytest
@@ -193,12 +194,44 @@ def test_a_preview_stops_when_idle_and_when_its_task_is_done(board, client, monk
     assert client.get(board["url"]).json["status"] == "stopped"
 
 
-def test_a_board_killed_leaves_no_preview_at_its_next_start(board, client, config):
-    opened(client, board["url"])
-    pids = group(board)
-    taskboard.runtime.previews.by_task.clear()  # as a board killed with -9 forgets them
-    taskboard.shutdown()
-    assert all(alive(p) for p in pids)
-    taskboard.init(config)
-    wait_for(lambda: not any(alive(p) for p in pids), 10, message="the survivors to die")
-    assert not sql(taskboard.runtime, "SELECT * FROM previews")
+def test_a_slow_client_on_a_preview_port_is_bounded_by_the_boards_deadlines(
+        board, client, monkeypatch):
+    monkeypatch.setattr(taskboard, "HEADER_TIMEOUT_SECONDS", 0.3)
+    monkeypatch.setattr(taskboard, "BODY_TIMEOUT_SECONDS", 0.3)
+    preview, session, origin = opened(client, board["url"])
+    port = int(origin.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
+        slow.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never ends its headers
+        assert slow.recv(100) == b""  # closed, unanswered
+    cookie = "; ".join(f"{c.name}={c.value}" for c in session.cookies)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
+        slow.sendall(f"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\n"
+                     "Content-Length: 100\r\n\r\nonly ten..".encode())
+        assert slow.recv(100).startswith(b"HTTP/1.1 408")
+    client.delete(board["url"])
+
+
+def test_a_board_killed_with_9_leaves_no_preview_at_its_next_start(start_board, tmp_path):
+    """A real board process: killed with SIGKILL while its preview runs, started again."""
+    from browser_helpers import sql as board_sql
+    board = start_board(token="s3cret-token-for-the-kill-test", demo=False,
+                        agent_command=sys.executable)
+    (tmp_path / "code").mkdir()
+    pids = tmp_path / "pids"
+    project = board.api("POST", "/api/projects", {
+        "name": "Shop", "slug": "shop", "workingDir": str(tmp_path / "code"), "sandbox": "none",
+        "previewCommand": serve("--child", "--pidfile", str(pids))})  # pids as the board sees
+    task = board.api("POST", f"/api/projects/{project['id']}/tasks", {"title": "Cart"})
+    board_sql(board, "UPDATE tasks SET status = 'testing' WHERE id = ?", (task["id"],))
+    board.api("POST", f"/api/tasks/{task['id']}/preview", status=202)
+    wait_for(lambda: board.api("GET", f"/api/tasks/{task['id']}/preview")["status"]
+             == "ready", 20, message="the preview to be ready")
+    group = [int(p) for p in pids.read_text().split()]
+    board.proc.kill()
+    board.proc.wait(10)
+    assert all(alive(p) for p in group), "the preview outlived its board, as -9 leaves it"
+    board._log.close()
+    board._spawn()
+    board.wait_until_up()
+    wait_for(lambda: not any(alive(p) for p in group), 10, message="the survivors to die")
+    assert board.api("GET", f"/api/tasks/{task['id']}/preview")["status"] == "stopped"
