@@ -12640,6 +12640,7 @@ class Preview:
         self.seen = time.monotonic()  # the last request through the proxy
         self.greenlets = gevent.pool.Group()
         self.tunnels = set()  # open WebSocket connections (closed with it)
+        self.idle = []  # kept-alive connections to the dev server (PREVIEW PROXY's)
 
     @property
     def live(self) -> bool:
@@ -12689,10 +12690,10 @@ class Preview:
 
     def _await_ready(self) -> None:
         """Ask its port until it answers HTTP: with backoff, only while it starts."""
-        deadline, pause = time.monotonic() + PREVIEW_READY_SECONDS, 0.01
+        deadline, pause = time.monotonic() + PREVIEW_READY_SECONDS, 0.005
         while self.status == "starting":
             if self.answers():
-                self.ready_at, self.status = now_iso(), "ready"
+                self.ready_at, self.status, self.seen = now_iso(), "ready", time.monotonic()
                 self.publish()
                 return
             left = deadline - time.monotonic()
@@ -12701,24 +12702,29 @@ class Preview:
                           f"within {PREVIEW_READY_SECONDS:g} s", "failed")
                 return
             gevent.sleep(min(pause, left))
-            pause = min(pause * 1.5, 0.2)
+            pause = min(pause * 1.5, 0.05)
 
     def connect(self, timeout: float = 10.0) -> socket.socket:
         """A connection to the dev server: on this machine's loopback, or a sandboxed one's
         through its bridge's socket (opened through its folder: a data dir's path may be
         longer than a socket's address takes)."""
-        if self.bridge is None:
-            return socket.create_connection(("127.0.0.1", self.dev_port), timeout=timeout)
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if self.bridge is None:  # an address, never a name to resolve
+            conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            where, address = None, ("127.0.0.1", self.dev_port)
+        else:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            where = os.open(self.bridge, os.O_PATH | os.O_DIRECTORY)
+            address = f"/proc/self/fd/{where}/{PREVIEW_SOCKET}"
         conn.settimeout(timeout)
-        where = os.open(self.bridge, os.O_PATH | os.O_DIRECTORY)
         try:
-            conn.connect(f"/proc/self/fd/{where}/{PREVIEW_SOCKET}")
+            conn.connect(address)
         except OSError:
             conn.close()
             raise
         finally:
-            os.close(where)
+            if where is not None:
+                os.close(where)
         return conn
 
     def answers(self) -> bool:
@@ -12732,8 +12738,11 @@ class Preview:
             return False
 
     def idle_timer(self, seconds: float) -> None:
-        """Stop after `seconds` without a request (a timer, put off by each request)."""
+        """Stop after `seconds` without a request (a timer, put off by each request and
+        while it starts)."""
         def fire():
+            if self.status == "starting":
+                self.seen = time.monotonic()
             left = self.seen + seconds - time.monotonic()
             if not self.live:
                 return
@@ -12783,6 +12792,8 @@ class Preview:
         for tunnel in list(self.tunnels):
             with contextlib.suppress(OSError):
                 tunnel.shutdown(socket.SHUT_RDWR)
+        while self.idle:
+            self.idle.pop().close()
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
@@ -15144,8 +15155,11 @@ PREVIEW_DROP_RESPONSE = frozenset((
 #: long to answer (a first page may compile for a while).
 PREVIEW_BODY_BYTES = MAX_UPLOAD_BYTES
 PREVIEW_UPSTREAM_SECONDS = 120.0
-#: Open connections to one preview at most.
+#: Open connections to one preview at most; kept-alive ones to its dev server at most; the
+#: most bytes read or written at once.
 PREVIEW_MAX_CONNECTIONS = 512
+PREVIEW_KEPT_CONNECTIONS = 8
+PREVIEW_CHUNK_BYTES = 256 * 1024
 
 
 class PreviewHandler(Handler):
@@ -15231,6 +15245,7 @@ def preview_app(preview, environ, start_response):
         if not preview.take_link(query.get("t") or ""):
             return _plain(start_response, 401, "this preview link was used or has expired: "
                           "open the preview again from the board")
+        preview.seen = time.monotonic()  # asked: not idle
         start_response("303 See Other", [
             ("Location", preview.path), ("Content-Length", "0"), ("Cache-Control", "no-store"),
             ("Referrer-Policy", "no-referrer"),
@@ -15244,49 +15259,73 @@ def preview_app(preview, environ, start_response):
     return forward_preview(preview, environ, start_response)
 
 
+class PreviewConnection(http.client.HTTPConnection):
+    """A connection to a preview's dev server, made by Preview.connect() (its loopback
+    port, or its sandbox's bridge), kept alive between requests (Preview.idle)."""
+
+    def __init__(self, preview):
+        super().__init__("127.0.0.1", preview.dev_port, timeout=PREVIEW_UPSTREAM_SECONDS)
+        self.preview = preview
+
+    def connect(self):
+        self.sock = self.preview.connect(PREVIEW_UPSTREAM_SECONDS)
+
+
 def forward_preview(preview, environ, start_response):
-    """The request sent on to the dev server (its body streamed, capped and on time), and
-    its answer streamed back."""
+    """The request sent on to the dev server (its body streamed, capped and on time) on a
+    kept-alive connection (a new one when a kept one turns out closed before any of the
+    body went), and its answer streamed back."""
     length = environ.get("CONTENT_LENGTH") or ""
     chunked = not length and "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
-    conn = http.client.HTTPConnection("127.0.0.1", preview.dev_port,
-                                      timeout=PREVIEW_UPSTREAM_SECONDS)
-    try:
-        conn.sock = preview.connect(PREVIEW_UPSTREAM_SECONDS)
-        conn.putrequest(environ["REQUEST_METHOD"], environ["taskboard.target"],
-                        skip_host=True, skip_accept_encoding=True)
-        for name, value in preview_headers(environ):
-            conn.putheader(name, value)
-        if length:
-            conn.putheader("content-length", length)
-        elif chunked:
-            conn.putheader("transfer-encoding", "chunked")
-        conn.endheaders()
-        body = environ["wsgi.input"]
-        while data := body.read(65536):
-            conn.send(b"%x\r\n%b\r\n" % (len(data), data) if chunked else data)
-        if chunked:
-            conn.send(b"0\r\n\r\n")
-        response = conn.getresponse()
-    except ApiError as exc:  # the body: too large, too late, unreadable
-        conn.close()
-        return _plain(start_response, exc.status, exc.message)
-    except (OSError, http.client.HTTPException) as exc:
-        conn.close()
-        return _plain(start_response, 502, f"the preview's server did not answer: {exc}")
+    body, sent = environ["wsgi.input"], False
+    while True:
+        reused = bool(preview.idle)
+        conn = preview.idle.pop() if reused else PreviewConnection(preview)
+        try:
+            conn.putrequest(environ["REQUEST_METHOD"], environ["taskboard.target"],
+                            skip_host=True, skip_accept_encoding=True)
+            for name, value in preview_headers(environ):
+                conn.putheader(name, value)
+            if length:
+                conn.putheader("content-length", length)
+            elif chunked:
+                conn.putheader("transfer-encoding", "chunked")
+            conn.endheaders()
+            while data := body.read(PREVIEW_CHUNK_BYTES):
+                sent = True
+                conn.send(b"%x\r\n%b\r\n" % (len(data), data) if chunked else data)
+            if chunked:
+                conn.send(b"0\r\n\r\n")
+            response = conn.getresponse()
+            break
+        except ApiError as exc:  # the body: too large, too late, unreadable
+            conn.close()
+            return _plain(start_response, exc.status, exc.message)
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            if reused and not sent:
+                continue  # the dev server had closed the kept connection
+            return _plain(start_response, 502, f"the preview's server did not answer: {exc}")
     headers = [(k, v) for k, v in response.getheaders()
                if k.lower() not in PREVIEW_DROP_RESPONSE and not (
                    k.lower() == "set-cookie" and _board_cookie(v.split("=", 1)[0].strip()))]
     start_response(f"{response.status} {response.reason}", headers)
 
     def answer():
+        kept = False
         try:
-            while data := response.read1(65536):
+            while data := response.read1(PREVIEW_CHUNK_BYTES):
                 yield data
+            response.close()  # read to its end: the connection may take the next request
+            kept = not response.will_close and preview.live and \
+                len(preview.idle) < PREVIEW_KEPT_CONNECTIONS
         except (OSError, http.client.HTTPException):
             return  # the dev server went away mid-answer: the connection ends
         finally:
-            conn.close()
+            if kept:
+                preview.idle.append(conn)
+            else:
+                conn.close()
     return answer()
 
 

@@ -50,6 +50,8 @@ async function attempt(name, url, options) {
 
 class App(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    wbufsize = -1  # an answer in one write (flushed after each request), Nagle off
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         print(self.requestline, flush=True)
