@@ -6759,6 +6759,37 @@ class ThisMachine:
                            stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL,
                            umask=runtime.umask)
 
+    def preview_checkout(self, task: dict, project: dict) -> str:
+        """Where a task's preview runs (design §21): its worktree, else workingDir."""
+        path = worktree_path(task)
+        return path if os.path.isdir(path) else project["working_dir"]
+
+    def start_preview(self, preview, argv: list[str]) -> subprocess.Popen:
+        """A preview's command here, with PORT a free port of the loopback, in a process
+        group of its own, its output in one pipe; sandboxed (its sandbox's network, design
+        §20), its bridge's folder made in the data dir and its egress proxy opened."""
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            preview.dev_port = probe.getsockname()[1]
+        env = {**preview.env, "PORT": str(preview.dev_port)}
+        if preview.sandbox is not None:
+            preview.bridge = os.path.join(runtime.data_dir, "previews", preview.name)
+            os.makedirs(preview.bridge, mode=0o700)
+            preview.sandbox.update(preview=preview.bridge,
+                                   net=runtime.egress.open(preview, preview.project, None))
+            argv, env = in_sandbox(argv, preview.cwd, env, preview.sandbox,
+                                   os.path.realpath(runtime.data_dir))
+        return Popen(argv, cwd=preview.cwd, env=env, stdin=subprocess.DEVNULL,
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                     start_new_session=True, umask=runtime.umask)
+
+    def preview_heard(self, preview, text: str) -> bool:
+        """Whether a line of a preview's output was its machine's (none here)."""
+        return False
+
+    def end_preview(self, preview) -> None:
+        """A preview's process ended: what its machine undoes (nothing here)."""
+
 
 THIS_MACHINE = ThisMachine()
 
@@ -7393,6 +7424,66 @@ git -C "$repo" fetch -q origin >&2 || true"""
         if code == 127:  # the shell there did not find it
             return None
         return code, out[-STOP_CHECK_TAIL:]
+
+    def preview_checkout(self, task: dict, project: dict) -> str:
+        """Where a task's preview runs there: its worktree (every task there has one)."""
+        return self.worktree(task, project)
+
+    def start_preview(self, preview, argv: list[str]) -> subprocess.Popen:
+        """A preview's command on the host (design §21), as a run's: REMOTE_RUN over the
+        connection, its group ended with its channel; sandboxed there as its runs are (its
+        bridge's folder under baseDir, its egress proxy forwarded: bridge()).  The board
+        reaches its port (a random one there, or its bridge's socket) through a local
+        forward of the connection to a socket in a folder of the preview here."""
+        preview.dev_port = 20000 + secrets.randbelow(40000)
+        target = f"127.0.0.1:{preview.dev_port}"
+        if preview.sandbox is not None:
+            folder = self.path("previews", preview.name)
+            code, out = self.run(f"mkdir -p -m 700 {shlex.quote(folder)}", timeout=30)
+            if code != 0:
+                raise OSError(f"the preview's folder could not be made on the host: "
+                              f"{_cut(out, 200)}")
+            preview.sandbox["preview"], target = folder, f"{folder}/{PREVIEW_SOCKET}"
+        invocation = self.invocation({"argv": argv, "env": {"PORT": str(preview.dev_port)},
+                                      "cwd": preview.cwd}, f"preview-{preview.name}",
+                                     preview.sandbox)
+        if preview.sandbox is not None:
+            self.bridge(preview, runtime.egress.open(preview, preview.project, None))
+        local = os.path.join(runtime.data_dir, "previews", preview.name)
+        if len(local) > 90:  # ssh binds the socket by its path (at most 107 bytes)
+            local = os.path.join(tempfile.gettempdir(),
+                                 f"taskboard-{os.getuid()}-preview-{preview.name}")
+        os.makedirs(local, mode=0o700)
+        preview.bridge = local
+        forward = f"{os.path.join(local, PREVIEW_SOCKET)}:{target}"
+        done = run_process(["ssh", "-o", f"ControlPath={self.control}", "-O", "forward",
+                            "-L", forward, self.host["address"]], timeout=30)
+        if done.returncode != 0:
+            raise OSError(f"the preview's port could not be forwarded from host "
+                          f"{self.host['name']!r}: "
+                          f"{_cut(done.stderr.decode('utf-8', 'replace').strip(), 300)}")
+        preview.forward = forward
+        return self.spawn(invocation["argv"], preview.cwd, invocation["env"])
+
+    def preview_heard(self, preview, text: str) -> bool:
+        """REMOTE_RUN's lines: its group's id (kept), its beat (blank)."""
+        found = preview.group is None and REMOTE_GROUP_RE.match(text)
+        if found:
+            preview.group = int(found.group(1))
+        return bool(found) or not text.strip()
+
+    def end_preview(self, preview) -> None:
+        """Its forwards cancelled, its folder there removed (while the connection is up)."""
+        if self.master is None or self.master.poll() is not None:
+            return
+        if preview.forward is not None:
+            run_process(["ssh", "-o", f"ControlPath={self.control}", "-O", "cancel", "-L",
+                         preview.forward, self.host["address"]], timeout=30)
+        self.unbridge(preview)
+        folder = (preview.sandbox or {}).get("preview")
+        if folder:
+            with contextlib.suppress(HostDown):
+                self.run(f"rm -rf -- {shlex.quote(folder)}", timeout=30, reopen=False)
 
     def close(self) -> None:
         master, self.master, self.port = self.master, None, None
@@ -12626,9 +12717,11 @@ class Preview:
     run_id = None  # the egress proxy logs a refusal on its task, of no run
 
     def __init__(self, task: dict, n: int | None, project: dict, cwd: str,
-                 sandbox: dict | None):
+                 sandbox: dict | None, machine: "ThisMachine | HostLink"):
         self.task_id, self.n, self.project_id = task["id"], n, task["project_id"]
-        self.project, self.sandbox, self.bridge = project, sandbox, None
+        self.project, self.sandbox, self.machine = project, sandbox, machine
+        self.name = secrets.token_hex(8)  # its folders' (bridge, forward) and files'
+        self.bridge = self.group = self.forward = self.net_forward = None
         self.command, self.path, self.cwd = project["preview_command"], \
             project["preview_path"], cwd
         self.status, self.error, self.ready_at = "starting", None, None
@@ -12649,37 +12742,30 @@ class Preview:
     def start(self, listen) -> None:
         """Listen on its own port (`listen`: PREVIEW PROXY's), start the command, and
         watch it: its output, its end, its port answering."""
-        with socket.socket() as probe:  # a free port on the loopback, for the dev server
-            probe.bind(("127.0.0.1", 0))
-            self.dev_port = probe.getsockname()[1]
         self.listener = listen(self)
         self.port = self.listener.server_port
         runtime.previews.ports.add(self.port)
         self.env = {k: v for k, v in os.environ.items()
                     if k not in SECRET_ENV and not k.startswith("TASKBOARD_")}
-        self.env["PORT"] = str(self.dev_port)
-        argv, env = ["sh", "-c", self.command], self.env
-        if self.sandbox is not None:  # as a run (design §17, §20), reached by its bridge
-            self.bridge = os.path.join(runtime.data_dir, "previews", secrets.token_hex(8))
-            os.makedirs(self.bridge, mode=0o700)
-            self.sandbox.update(preview=self.bridge,
-                                net=runtime.egress.open(self, self.project, None))
-            argv, env = in_sandbox(["sh", "-c", PREVIEW_BRIDGE, "sh", self.command],
-                                   self.cwd, env, self.sandbox,
-                                   os.path.realpath(runtime.data_dir))
-        self.proc = Popen(argv, cwd=self.cwd, env=env,
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, start_new_session=True,
-                          umask=runtime.umask)
+        # as a run (design §17, §20) when sandboxed: reached by its bridge
+        argv = ["sh", "-c", PREVIEW_BRIDGE, "sh", self.command] if self.sandbox is not None \
+            else ["sh", "-c", self.command]
+        self.proc = self.machine.start_preview(self, argv)
         self.row_id = insert_preview_row(self.task_id, self.n, self.proc.pid,
                                          process_start(self.proc.pid))
-        for work in (self._drain, self._await_ready, self._await_exit):
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                self.greenlets.spawn(self._drain, pipe)
+        for work in (self._await_ready, self._await_exit):
             self.greenlets.spawn(work)
         self.idle_timer(get_settings()["previewIdleMinutes"] * SECONDS_PER_MINUTE)
 
-    def _drain(self) -> None:
-        for line in iter(self.proc.stdout.readline, b""):
-            self.output.append(line[:2000].decode("utf-8", "replace").rstrip("\n"))
+    def _drain(self, pipe) -> None:
+        """Its output's last lines; what its machine says (a host's group, its beat) not."""
+        for line in iter(pipe.readline, b""):
+            text = line[:2000].decode("utf-8", "replace").rstrip("\n")
+            if not self.machine.preview_heard(self, text):
+                self.output.append(text)
 
     def _await_exit(self) -> None:
         code = self.proc.wait()
@@ -12795,6 +12881,9 @@ class Preview:
         while self.idle:
             self.idle.pop().close()
         if self.proc is not None:
+            if self.group is not None:  # a host's: its group there (its channel too, below)
+                runtime.previews.ending.spawn(kill_remote_group, self.machine, self.group,
+                                              signal.SIGTERM)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
             runtime.previews.ending.spawn(self._kill, self.proc, self.row_id)
@@ -12808,6 +12897,7 @@ class Preview:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)  # what the group left, the leader gone or not
         delete_preview_rows(row_id)
+        self.machine.end_preview(self)
         if self.bridge is not None:
             shutil.rmtree(self.bridge, ignore_errors=True)
 
@@ -12835,42 +12925,49 @@ class Previews:
         self.ending.join(timeout=KILL_GRACE_SECONDS + 1)
 
 
-def _preview_target(task_id: int, n: int | None) -> tuple[dict, dict, str, dict | None]:
-    """The task (or its attempt n), its project, the checkout its preview serves and its
-    sandbox (its runs', design §17: None where they are not sandboxed); 409 when its project
-    has no previewCommand, runs on a host or must be sandboxed where bubblewrap does not
-    work, or the task is not in progress or testing."""
+def _preview_target(task_id: int, n: int | None) -> tuple:
+    """The task (or its attempt n), its project, the checkout its preview serves, its
+    sandbox (its runs', design §17: None where they are not sandboxed) and its machine (a
+    host's: design §15); 409 when its project has no previewCommand, its host is gone or
+    unreachable, it must be sandboxed where bubblewrap does not work, or the task is not in
+    progress or testing."""
     task = get_task(task_id)
     project = project_row(task["project_id"])
     if not project["preview_command"].strip():
         raise Conflict(f"project {project['slug']!r} has no previewCommand: set one in its "
                        "settings to preview its tasks", "previewCommand")
-    if project["host_id"] is not None:
-        raise Conflict("previews of a project on a host are not supported yet", "host")
     if task["status"] not in ("in_progress", "testing"):
         raise Conflict(f"task {task_id} is {task['status']}: only a task in progress or "
                        "testing has a preview", "status")
+    machine = project_machine(project)
+    if isinstance(machine, MissingHost):
+        raise Conflict("the project's host was deleted", "host")
     sandbox = None
     if project["sandbox"] != "none" and not runs_simulated(project):
-        works = THIS_MACHINE.sandbox(retry=True)
+        works = machine.sandbox(retry=True)
         if works["works"]:
+            try:
+                git = machine.git_dir(project)
+            except HostDown as exc:
+                raise Conflict(f"the project's host cannot be reached: {exc}", "host") \
+                    from None
             sandbox = {"agent": None, "project": project["id"], "command": [], "files": [],
                        "paths": json.loads(project["sandbox_paths_json"] or "null"),
-                       "hide": hidden_from(project), "git": THIS_MACHINE.git_dir(project)}
+                       "hide": hidden_from(project), "git": git}
         elif project["sandbox"] == "bubblewrap":
-            raise Conflict(f"the sandbox does not work: {works['error']}", "sandbox")
+            raise Conflict(f"the sandbox does not work{machine.where}: {works['error']}",
+                           "sandbox")
     checkout = task
     if n is not None:
         attempt = found(next((a for a in attempt_rows(task_id) if a["n"] == n), None),
                         f"task {task_id} has no attempt {n}")
         checkout = attempt_task(task, attempt)
-    path = worktree_path(checkout)
-    return task, project, path if os.path.isdir(path) else project["working_dir"], sandbox
+    return task, project, machine.preview_checkout(checkout, project), sandbox, machine
 
 
 def start_preview(task_id: int, n: int | None = None) -> dict:
     """Start the task's (or attempt n's) preview, or answer the one that runs."""
-    task, project, cwd, sandbox = _preview_target(task_id, n)
+    task, project, cwd, sandbox, machine = _preview_target(task_id, n)
     preview = runtime.previews.by_task.get((task_id, n))
     if preview is not None and preview.live:
         return preview.view()
@@ -12878,10 +12975,11 @@ def start_preview(task_id: int, n: int | None = None) -> dict:
     if runtime.previews.running() >= limit:
         raise Conflict(f"{runtime.previews.running()} previews run, the most maxPreviews "
                        f"({limit}) allows: stop one, or raise maxPreviews", "maxPreviews")
-    preview = runtime.previews.by_task[(task_id, n)] = Preview(task, n, project, cwd, sandbox)
+    preview = runtime.previews.by_task[(task_id, n)] = Preview(task, n, project, cwd,
+                                                               sandbox, machine)
     try:
         preview.start(runtime.previews.listen)
-    except OSError as exc:
+    except (OSError, HostDown) as exc:
         preview.output.append(str(exc))
         preview.stop(f"the preview could not start: {exc}", "failed")
         return preview.view()

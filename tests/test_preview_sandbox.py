@@ -1,6 +1,7 @@
 """A sandboxed project's preview (design §21): its dev server runs as a run does (§17, §20),
 in bubblewrap with its checkout writable and a network of its own; the board reaches its
-port through the bridge's UNIX socket, and it reaches nothing of the board."""
+port through the bridge's UNIX socket, and it reaches nothing of the board; on a host
+(§15) the same there, its bridge's socket forwarded over the host's connection."""
 import shlex
 import sys
 
@@ -9,7 +10,7 @@ import requests
 from test_preview import serve
 
 # the person's layout outside /tmp, its board and its API (fixtures)
-from test_sandbox_git import KEY, api, config, person  # noqa: F401
+from test_sandbox_git import KEY, api, config, person, sshd  # noqa: F401
 
 import taskboard
 from agent_helpers import alive
@@ -46,3 +47,29 @@ def test_a_sandboxed_preview_is_served_through_its_bridge_and_reaches_no_board(
     client.delete(url)
     wait_for(lambda: not alive(pid), 10, message="the sandbox to end")
     wait_for(lambda: not sql(taskboard.runtime, "SELECT * FROM previews"), 10)
+
+
+def test_a_sandboxed_preview_on_a_host_is_served_through_its_connection(
+        api, client, person, sshd, live):  # noqa: F811
+    from ssh_helpers import trusted_host
+    host = trusted_host(client, sshd, person.root)
+    assert host["lastCheck"]["sandbox"]["works"], host["lastCheck"]
+    command = (f"curl -sS --max-time 10 http://127.0.0.1:{live.port}/api/health; "
+               "echo \" curl $?\"; cat ~/.ssh/id_ed25519 || echo no key; " + serve())
+    project = api.project(host=host["id"], repoUrl=str(person.shop), sandbox="bubblewrap",
+                          previewCommand=command)
+    task = api.task(project["id"])
+    sql(taskboard.runtime, "UPDATE tasks SET status = 'testing' WHERE id = ?", (task["id"],))
+    (person.root / "host" / "worktrees" / str(project["id"]) / task["task_key"]).mkdir(
+        parents=True)
+    url = f"/api/tasks/{task['id']}/preview"
+    client.post(url, status=202)
+    preview = wait_for(lambda: (p := client.get(url).json)["status"] != "starting" and p, 30,
+                       message="the preview to leave starting")
+    assert preview["status"] == "ready", preview
+    assert "the app" in requests.Session().get(preview["url"]).text
+    output = preview["output"]
+    assert f"127.0.0.1:{live.port} refused by the project's network policy" in output, output
+    assert KEY not in output and "no key" in output
+    client.delete(url)
+    wait_for(lambda: not sql(taskboard.runtime, "SELECT * FROM previews"), 15)
