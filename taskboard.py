@@ -14788,7 +14788,9 @@ def page_index():
         boot = page.index("  <script>")
         page = (page[:boot] + '  <script type="application/json" id="first-answers">'
                 f"{answers}</script>\n" + page[boot:])
-    host = preview_host()  # the task previews' origins (design §21), which its panel frames
+    # the task previews' origins (design §21), which its panel frames: their ports of the
+    # host the page was asked by (an allowed one: refusal()), as the page links to them
+    host = host_name(bottle.request.environ) or preview_host()
     policy += f"; frame-src http://{f'[{host}]' if ':' in host else host}:*"
     return built_page("text/html", page, {"Content-Security-Policy": policy})
 
@@ -15700,7 +15702,7 @@ _CONFLICTS = {"api_create_project", "api_update_project", "api_create_task", "ap
               "local_save_agent_md", "api_decide_approval", "api_act_on_approval",
               "api_post_message", "api_post_review", "api_create_host", "api_update_host",
               "api_delete_host", "api_start_attempts", "api_pick_attempt",
-              "api_create_token"}
+              "api_create_token", "api_start_preview", "api_start_attempt_preview"}
 #: Error answers, in the document's order; _operation() says which an operation gives.
 _ERROR_ANSWERS = {
     "400": "invalid input",

@@ -44,6 +44,22 @@ function hasPreview(projectId) {
   return previewable.get(projectId);
 }
 
+/**
+ * A preview's link as this page reaches the board: the board names its own address, which
+ * may not be the one this browser uses (a board bound to every address, opened from a phone);
+ * the preview's port is on the same host.
+ */
+function here(preview) {
+  if (!preview?.url) return preview;
+  try {
+    const url = new URL(preview.url);
+    url.hostname = location.hostname;
+    return { ...preview, url: url.href };
+  } catch {
+    return preview;
+  }
+}
+
 /** The path of a preview's routes: the task's own (n null) or attempt n's. */
 const calls = (taskId, n) => ({
   get: () => (n == null ? api.preview(taskId) : api.attemptPreview(taskId, n)),
@@ -55,7 +71,8 @@ const calls = (taskId, n) => ({
  * The controls of a preview: its state, start, open in a new tab, stop, its output when it
  * failed; `extra` (the task page's panel toggles) when ready. `act` runs a call.
  */
-export function previewControls(preview, { act, n = null, extra = [] }) {
+export function previewControls(shown, { act, n = null, extra = [] }) {
+  const preview = here(shown);
   const suffix = n == null ? "" : `-${n}`;
   const status = preview?.status ?? "stopped";
   const live = LIVE.has(status);
@@ -106,7 +123,7 @@ export function createPreview(taskId) {
 
   function show() {
     if (!preview?.url) return;
-    box.replaceChildren(h("iframe", { src: preview.url, title: t("preview.frame"),
+    box.replaceChildren(h("iframe", { src: here(preview).url, title: t("preview.frame"),
       sandbox: "allow-scripts allow-forms allow-same-origin allow-popups allow-modals allow-downloads",
       referrerpolicy: "no-referrer" }));
     box.hidden = false;
