@@ -152,12 +152,17 @@ def test_the_limit_the_command_and_the_status_are_checked(api, board, client):
     assert_error(client.post(f"/api/tasks/{bare['id']}/preview", expect_errors=True), 409,
                  field="previewCommand")
     assert_error(client.post("/api/tasks/99999/preview", expect_errors=True), 404)
-    client.delete(board["url"])
+    assert_error(client.post(f"{board['url'].rsplit('/', 1)[0]}/attempts/1/preview",
+                             expect_errors=True), 404)
+    pids = group(board)
+    client.delete(f"/api/tasks/{board['task']['id']}")  # a deleted task's preview stops
+    wait_for(lambda: not any(alive(p) for p in pids), 10, message="the group to end")
 
 
 @pytest.mark.parametrize("command,why", [
     ("echo 'cannot find vite' >&2; exit 3", "exited with code 3"),
-    ("echo 'serving elsewhere'; exec sleep 600", "nothing answered HTTP")])
+    ("echo 'serving elsewhere'; " + serve().replace('"$PORT"', '"$((PORT + 1))"'),
+     "nothing answered HTTP")])
 def test_a_command_that_exits_or_never_listens_fails_with_its_output(
         api, client, monkeypatch, command, why):
     monkeypatch.setattr(taskboard, "PREVIEW_READY_SECONDS", 1.0)
