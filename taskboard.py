@@ -5802,7 +5802,8 @@ exec sh -c "$1\""""
 #: (never seen under home), TB_HIDE (other projects' folders, the token file), TB_RO and
 #: TB_RW (sandboxPaths), TB_FILES (the run's own, read-only), TB_GIT (the repository's
 #: common git folder as the board found it: git_dirs()), TB_NET (its egress proxy's
-#: socket: NET_ARGS and the bridge, TB_BRIDGE: NET_BRIDGE, in front of its command); and
+#: socket: NET_ARGS and the bridge, TB_BRIDGE: NET_BRIDGE, in front of its command),
+#: TB_PREVIEW (a preview's bridge folder, bound at PREVIEW_FOLDER: design §21); and
 #: for the board's own git on the repository (WORKTREE_SCRIPT, WORKTREE_REMOVE,
 #: PICK_SCRIPT), TB_GIT_WRITE (all of TB_GIT writable) and TB_OUT (its worktrees' folder,
 #: writable).
@@ -12887,6 +12888,8 @@ class Preview:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
             runtime.previews.ending.spawn(self._kill, self.proc, self.row_id)
+        else:  # it never started: what its start made goes
+            runtime.previews.ending.spawn(self._clean)
         if self.sandbox is not None:
             runtime.egress.close(self)
         self.publish()
@@ -12897,6 +12900,10 @@ class Preview:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)  # what the group left, the leader gone or not
         delete_preview_rows(row_id)
+        self._clean()
+
+    def _clean(self) -> None:
+        """Its machine's forwards and folders, and its bridge's folder here."""
         self.machine.end_preview(self)
         if self.bridge is not None:
             shutil.rmtree(self.bridge, ignore_errors=True)
