@@ -9908,7 +9908,8 @@ prune"""
 
 def _clear_attempts(task: dict, project: dict, rows: list[dict], keep=None) -> None:
     """The worktrees of a set's attempts go, with their branches unless
-    keepAttemptBranches; `keep`'s worktree becomes the task's."""
+    keepAttemptBranches; `keep`'s worktree becomes the task's (their previews stop)."""
+    stop_previews(task["id"], attempts_only=True)
     machine = project_machine(project)
     repo = machine.repository(project)
     gone = [part for a in rows if a is not keep and a["branch_name"] for part in (
@@ -13023,10 +13024,11 @@ def stop_attempt_preview(task_id: int, n: int) -> dict:
     return stop_preview(task_id, n)
 
 
-def stop_previews(task_id: int) -> None:
+def stop_previews(task_id: int, attempts_only: bool = False) -> None:
     """A task deleted, or moved to done or backlog: its previews (and its attempts') stop
-    and are forgotten."""
-    for key in [k for k in runtime.previews.by_task if k[0] == task_id]:
+    and are forgotten; its attempts' alone when their worktrees go."""
+    for key in [k for k in runtime.previews.by_task
+                if k[0] == task_id and (k[1] is not None or not attempts_only)]:
         runtime.previews.by_task.pop(key).stop(None, "stopped")
 
 

@@ -11,7 +11,7 @@ import requests
 import websocket
 
 import taskboard
-from agent_helpers import alive
+from agent_helpers import RUN, alive
 from conftest import assert_error, sql, wait_for
 
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "preview_app.py")
@@ -240,3 +240,28 @@ def test_a_board_killed_with_9_leaves_no_preview_at_its_next_start(start_board, 
     board.wait_until_up()
     wait_for(lambda: not any(alive(p) for p in group), 10, message="the survivors to die")
     assert board.api("GET", f"/api/tasks/{task['id']}/preview")["status"] == "stopped"
+
+
+def test_each_attempt_previews_its_own_worktree_until_the_pick(api, client, repo):
+    """Best of N: attempt n's preview serves attempt n's worktree; the pick stops the
+    previews of the attempts (their worktrees go)."""
+    from test_attempts import PAIR, attempts, run_two
+    project, task_id = run_two(api, client, repo, previewCommand=(
+        f"exec {shlex.quote(sys.executable)} -m http.server \"$PORT\" --bind 127.0.0.1"))
+    wait_for(lambda: client.get(f"/api/tasks/{task_id}").json["status"] == "testing", RUN,
+             message="both attempts ended")
+    assert len(attempts(client, task_id)) == len(PAIR)
+    pages = {}
+    for n, wrote in ((1, "small.txt"), (2, "big.txt")):
+        url = f"/api/tasks/{task_id}/attempts/{n}/preview"
+        client.post(url, status=202)
+        preview = ready(client, url)
+        assert preview["status"] == "ready" and preview["n"] == n, preview
+        pages[n] = requests.Session().get(preview["url"]).text
+        assert wrote in pages[n], pages[n]
+    assert "big.txt" not in pages[1] and "small.txt" not in pages[2]
+    assert client.get(f"/api/tasks/{task_id}/preview").json["status"] == "stopped"
+    processes = [p.proc.pid for p in taskboard.runtime.previews.by_task.values()]
+    client.post(f"/api/tasks/{task_id}/attempts/1/pick")
+    wait_for(lambda: not any(alive(p) for p in processes), 10,
+             message="the attempts' previews to stop")
