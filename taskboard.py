@@ -12826,10 +12826,10 @@ class Preview:
             return False
 
     def idle_timer(self, seconds: float) -> None:
-        """Stop after `seconds` without a request (a timer, put off by each request and
-        while it starts)."""
+        """Stop after `seconds` without a request (a timer, put off by each request, while
+        it starts, and while a page holds a WebSocket to it open: hot reload)."""
         def fire():
-            if self.status == "starting":
+            if self.status == "starting" or self.tunnels:
                 self.seen = time.monotonic()
             left = self.seen + seconds - time.monotonic()
             if not self.live:

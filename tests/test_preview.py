@@ -11,7 +11,7 @@ import requests
 import websocket
 
 import taskboard
-from agent_helpers import RUN, alive
+from agent_helpers import RUN, alive, assert_stays
 from conftest import assert_error, sql, wait_for
 
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "preview_app.py")
@@ -148,6 +148,10 @@ def test_the_limit_the_command_and_the_status_are_checked(api, board, client):
     backlog = api.task(board["project"]["id"])
     assert_error(client.post(f"/api/tasks/{backlog['id']}/preview", expect_errors=True), 409,
                  field="status")
+    strict = api.task(api.project(sandbox="bubblewrap", previewCommand="true")["id"])
+    sql(taskboard.runtime, "UPDATE tasks SET status = 'testing' WHERE id = ?", (strict["id"],))
+    assert_error(client.post(f"/api/tasks/{strict['id']}/preview", expect_errors=True), 409,
+                 field="sandbox")  # bubblewrap does not work on the test's board
     bare = api.task(api.project()["id"])
     assert_error(client.post(f"/api/tasks/{bare['id']}/preview", expect_errors=True), 409,
                  field="previewCommand")
@@ -183,6 +187,13 @@ def test_a_preview_stops_when_idle_and_when_its_task_is_done(board, client, monk
     ws = taskboard.runtime.events.subscribe()
     preview, session, origin = opened(client, board["url"])
     pids = group(board)
+    # a page holding hot reload's WebSocket open is not idle; once it closes, it is
+    cookie = "; ".join(f"{c.name}={c.value}" for c in session.cookies)
+    hot = websocket.create_connection(origin.replace("http", "ws") + "/hot", timeout=5,
+                                      cookie=cookie)
+    assert_stays(lambda: client.get(board["url"]).json["status"] == "ready", 1.5,
+                 "a preview with an open WebSocket stopped as idle")
+    hot.close()
     wait_for(lambda: client.get(board["url"]).json["status"] == "stopped", 10,
              message="the idle preview to stop")
     wait_for(lambda: not any(alive(p) for p in pids), 10, message="the group to end")
