@@ -15260,6 +15260,8 @@ PREVIEW_DROP_REQUEST = frozenset((
 PREVIEW_DROP_RESPONSE = frozenset((
     "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
     "upgrade", "proxy-authenticate"))
+#: A preview's cookie is kept by the browser this long at most (a preview lives shorter).
+PREVIEW_COOKIE_SECONDS = 86_400
 #: A request body sent to a preview is capped as an attachment is; its dev server has this
 #: long to answer (a first page may compile for a while).
 PREVIEW_BODY_BYTES = MAX_UPLOAD_BYTES
@@ -15359,7 +15361,7 @@ def preview_app(preview, environ, start_response):
             ("Location", preview.path), ("Content-Length", "0"), ("Cache-Control", "no-store"),
             ("Referrer-Policy", "no-referrer"),
             ("Set-Cookie", f"{PREVIEW_COOKIE.format(port=preview.port)}={preview.cookie}; "
-                           "Path=/; HttpOnly; SameSite=Strict")])
+                           f"Path=/; HttpOnly; SameSite=Strict; Max-Age={PREVIEW_COOKIE_SECONDS}")])
         return []
     if not preview_allowed(preview, environ):
         return _plain(start_response, 401, "this is a task's preview: open it from the "

@@ -14,7 +14,7 @@ TOKEN = "s3cret-token-for-the-preview-test"
 
 
 def test_the_task_page_runs_a_preview_that_reaches_nothing_of_the_board(
-        page, start_board, tmp_path):
+        page, start_board, tmp_path, screenshot):
     board = start_board(token=TOKEN, demo=False, agent_command=sys.executable)
     (tmp_path / "code").mkdir()
     project = board.api("POST", "/api/projects", {
@@ -47,6 +47,7 @@ def test_the_task_page_runs_a_preview_that_reaches_nothing_of_the_board(
     assert names == ["Shop"], names
     preview.get_by_role("button", name="Phone width").click()
     expect(page.get_by_test_id("preview-frame")).to_have_class(re.compile("phone"))
+    screenshot(page, "task-preview-phone", full_page=True)
     # a new tab: a fresh one-time link
     link = preview.get_by_role("link", name="Open in a new tab")
     url = link.get_attribute("href")

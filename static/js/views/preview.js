@@ -101,7 +101,7 @@ export function previewControls(shown, { act, n = null, extra = [] }) {
 export function createPreview(taskId) {
   const controls = h("div", {});
   const box = h("div", { class: "preview-frame", hidden: true, "data-testid": "preview-frame" });
-  const el = h("section", { class: "preview", hidden: true, "data-testid": "preview" }, controls,
+  const el = h("section", { class: "task-preview", hidden: true, "data-testid": "preview" }, controls,
     h("p", { class: "muted preview-help" }, t("preview.help")), box);
   const call = calls(taskId, null);
   let task = null;
@@ -212,7 +212,7 @@ export function attemptPreviews(taskId, onChange) {
         }
         onChange();
       };
-      return h("div", { class: "preview attempt-preview", "data-testid": `preview-${n}` },
+      return h("div", { class: "task-preview attempt-preview", "data-testid": `preview-${n}` },
         previewControls(known.get(n), { act, n }));
     },
     destroy: off,
