@@ -67,6 +67,7 @@ import codecs
 import collections
 import contextlib
 import datetime as dt
+import fcntl
 import functools
 import gc
 import gzip
@@ -110,6 +111,7 @@ import gevent.lock
 import gevent.os
 import gevent.pool
 import gevent.server
+import gevent.socket
 from gevent import pywsgi
 from geventwebsocket.exceptions import WebSocketError
 from geventwebsocket.handler import WebSocketHandler
@@ -333,18 +335,78 @@ MAX_LINE_BYTES = 1024 * 1024
 #: Log messages are cut to this many characters (the raw line is kept whole).
 MAX_LOG_MESSAGE = 8000
 
-#: Every event a /ws client can receive (the README says what each one's data holds).
-EVENT_TYPES = (
-    "project:created", "project:updated", "project:deleted", "task:created", "task:updated",
-    "task:deleted", "task:log", "task:usage", "template:created", "template:updated",
-    "template:deleted", "snippet:created", "snippet:updated", "snippet:deleted",
-    "webhook:created", "webhook:updated", "webhook:deleted", "webhook:delivery",
-    "plan:started", "plan:phase", "plan:progress", "plan:log", "plan:stats", "plan:completed",
-    "plan:cancelled", "settings:updated", "dependencies:updated", "approval:requested",
-    "approval:resolved", "message:created", "message:updated", "host:created",
-    "host:updated", "host:deleted", "attempt:updated", "schedule:created", "schedule:updated",
-    "schedule:deleted", "schedule:fired", "preview:updated", "resync", "ping",
-)
+#: Every event a /ws client can receive, and what its data holds (the README's table of
+#: events is made from this: readme_reference()).
+EVENT_TYPES = {
+    "project:created": "the full project",
+    "project:updated": "the full project",
+    "project:deleted": "`{id}`",
+    "task:created": "the full task",
+    "task:updated": "the full task (fields, status, usage, run state)",
+    "task:deleted": "`{id, projectId}`",
+    "task:log": (
+        "`{taskId, projectId, entries}`: new log entries, at most one message per 100 ms per "
+        "task"),
+    "task:usage": (
+        "live usage of a running task: `{taskId, projectId, runId, inputTokens, outputTokens, "
+        "cacheReadTokens, cacheCreationTokens, cost}`"),
+    "schedule:created": "a [schedule](#schedules), as `GET /api/schedules/:id` answers it",
+    "schedule:updated": "a [schedule](#schedules), as `GET /api/schedules/:id` answers it",
+    "schedule:deleted": "`{id, projectId}`",
+    "schedule:fired": (
+        "a schedule fired: the schedule as it is now, and `taskId` (the task it made or sent "
+        "to; `null` when it made none: see its `lastError`)"),
+    "attempt:updated": (
+        "an attempt of a task run by several agents changed: `{taskId, n, agent, model, effort,"
+        " status, runId, branch, costUsd, durationMs, tokens, diff, check, verdict, summary, "
+        "picked, error, endedAt}`"),
+    "template:created": "the template",
+    "template:updated": "the template",
+    "template:deleted": "`{id, projectId}`",
+    "snippet:created": "the snippet",
+    "snippet:updated": "the snippet",
+    "snippet:deleted": "`{id, projectId}`",
+    "webhook:created": "the webhook",
+    "webhook:updated": "the webhook",
+    "webhook:deleted": "`{id, projectId}`",
+    "webhook:delivery": (
+        "a recorded webhook delivery attempt: `{webhookId, projectId, id, event, attempt, "
+        "status, ok, error, durationMs, createdAt}`"),
+    "plan:started": "`{projectId, planId, topic, model, effort}`",
+    "plan:phase": (
+        "`{projectId, planId, phase}`: `starting` at spawn, `exploring` at the first tool call,"
+        " `writing` at the first text after a tool call"),
+    "plan:progress": "`{projectId, planId, type: \"text\", content}`: text the planner wrote",
+    "plan:log": (
+        "`{projectId, planId, type, message, tool}`: `type` is `tool` (with `tool`), `result`, "
+        "`error`, `phase` or `network` (a host the [network policy](#network-policy) refused "
+        "the planner, the first time: \"refused host:port (rule)\")"),
+    "plan:stats": (
+        "`{projectId, planId, elapsed, tokens: {input, output}, toolCalls, turns}` after each "
+        "turn"),
+    "plan:completed": (
+        "`{projectId, planId, tasks: [{id, title, task_type, task_key}], stats: {elapsed, "
+        "tokens, toolCalls, turns, exitCode}, error, warnings}`; `error` is `null` when tasks "
+        "were created"),
+    "plan:cancelled": "`{projectId, planId}`",
+    "settings:updated": "the full settings object",
+    "approval:requested": "an approval waiting for a person",
+    "approval:resolved": "an approval decided (by a person, a rule or the timeout) or expired",
+    "message:created": (
+        "a message: yours (queued or sent) or the agent's answer at the end of a turn"),
+    "message:updated": "a message, now sent to the agent",
+    "dependencies:updated": "`{projectId}`: a project's dependency edges changed",
+    "host:created": (
+        "the host (also after each check, and when a run there starts or ends: its `running`)"),
+    "host:updated": (
+        "the host (also after each check, and when a run there starts or ends: its `running`)"),
+    "host:deleted": "`{id}`",
+    "preview:updated": (
+        "a task's [preview](#preview-a-tasks-running-result) changed: `{taskId, n, status, "
+        "url, startedAt, readyAt, error, output}` (`n`: its attempt, or `null`)"),
+    "resync": "`{}`: refetch everything",
+    "ping": "sent every 25 s without `seq`; ignore it",
+}
 
 #: The agent CLI's flags for a task run's two-way channel (design §12).
 CHANNEL_FLAGS = ("--input-format", "stream-json", "--replay-user-messages",
@@ -355,7 +417,9 @@ APPROVAL_STATUSES = ("pending", "allowed", "denied", "expired")
 APPROVAL_KINDS = ("tool", "question")
 DECIDERS = ("person", "rule", "timeout", "push")
 REMEMBER = ("session", "project")
-MESSAGE_AUTHORS = ("person", "agent")
+#: Who wrote a message of a task's thread: a person, its agent, or who sent the agent back
+#: by itself (changes_from): the verifier's verdict, its pull request's reviews and checks.
+MESSAGE_AUTHORS = ("person", "agent", "verifier", "pull_request")
 MESSAGE_STATES = ("queued", "sent")
 #: The stop check (stopCheckCommand) is killed after this long; the agent is sent the last
 #: STOP_CHECK_TAIL characters of its output.
@@ -1367,25 +1431,35 @@ def _check_preview_command(value, name):
 
 
 PROJECT_FIELDS = (
-    _ro("id"),
+    _ro("id", doc="the project's id"),
     Field("name", "str", required=True, maxlen=200, doc="display name"),
     Field("slug", "str", required=True, pattern=SLUG_RE,
           doc="lowercase letters, digits and dashes, starting with a letter or digit; unique"),
-    _ro("key", "str", doc="prefix of the task keys, derived from the slug once"),
+    _ro("key", "str", doc="prefix of the task keys, made from the slug once (`task-board` → "
+        "`TB`)"),
     Field("workingDir", "str", column="working_dir", required=True, maxlen=4096,
           check=_check_working_dir, doc="absolute path of an existing directory"),
-    Field("icon", "str", nullable=True, maxlen=200),
-    Field("iconSeed", "str", column="icon_seed", nullable=True, maxlen=200),
+    Field("icon", "str", nullable=True, maxlen=200,
+          doc="an emoji or one or two letters shown as its icon; `null` = its name's first "
+          "letter"),
+    Field("iconSeed", "str", column="icon_seed", nullable=True, maxlen=200,
+          doc="any text; picks its icon's colour; `null` = its slug's"),
     Field("agent", "enum", choices=tuple(AGENTS), default="claude",
           doc="the agent CLI its tasks run"),
     Field("permissionMode", "enum", column="permission_mode", choices=PERMISSION_MODES,
-          default="default"),
+          default="default", doc="how its agents' tool calls are allowed: all of them, those "
+          "of `allowedTools`, or each by a person"),
     Field("allowedTools", "tools", column="allowed_tools", nullable=True,
-          doc="comma-separated tool names (an array is accepted too), for allow-tools"),
-    Field("autoQueue", "flag", column="auto_queue", default=0),
-    Field("maxConcurrent", "int", column="max_concurrent", lo=1, hi=5, default=1),
-    Field("autoBranch", "flag", column="auto_branch", default=0),
-    Field("autoPr", "flag", column="auto_pr", default=0),
+          doc="comma-separated tool names (an array is accepted too), for `allow-tools`"),
+    Field("autoQueue", "flag", column="auto_queue", default=0,
+          doc="start its ready backlog tasks, in order, whenever a slot is free"),
+    Field("maxConcurrent", "int", column="max_concurrent", lo=1, hi=5, default=1,
+          doc="how many of its agents run at once"),
+    Field("autoBranch", "flag", column="auto_branch", default=0,
+          doc="each task works in a worktree on its own branch (needs a git repository with "
+          "a commit); off, in `workingDir` itself"),
+    Field("autoPr", "flag", column="auto_pr", default=0,
+          doc="push a done task's branch and open a pull request on `gitHostRepo`"),
     Field("prBaseBranch", "str", column="pr_base_branch", default="main", pattern=BRANCH_RE,
           doc="a git branch name"),
     Field("prPollSeconds", "int", column="pr_poll_seconds", lo=1, hi=3600, default=60,
@@ -1398,56 +1472,64 @@ PROJECT_FIELDS = (
               "type": "string", "pattern": LOGIN_RE.pattern}},
           doc="source-host logins whose reviews and comments go back to the agent by "
           "themselves, beside the repository's owners, members and collaborators"),
-    Field("autoTest", "flag", column="auto_test", default=0),
-    Field("testPrompt", "str", column="test_prompt", default="", maxlen=100_000),
+    Field("autoTest", "flag", column="auto_test", default=0,
+          doc="a verifier judges each finished task: approved, done; else back to its agent"),
+    Field("testPrompt", "str", column="test_prompt", default="", maxlen=100_000,
+          doc="what the verifier is told besides the task"),
     Field("taskTimeoutMinutes", "int", column="task_timeout_minutes", nullable=True, lo=0,
-          hi=1440, default=0, doc="0 or null = no timeout"),
-    Field("maxRetries", "int", column="max_retries", lo=0, hi=10, default=2),
+          hi=1440, default=0, doc="kill a run that takes longer (minutes); `0` or `null` = no "
+          "timeout"),
+    Field("maxRetries", "int", column="max_retries", lo=0, hi=10, default=2,
+          doc="how many times a crashed or timed-out run is tried again"),
     Field("gitHostRepo", "str", column="git_host_repo", default="", pattern=REPO_RE,
           doc="owner/repo"),
-    Field("gitHostSyncEnabled", "flag", column="git_host_sync_enabled", default=0),
+    Field("gitHostSyncEnabled", "flag", column="git_host_sync_enabled", default=0,
+          doc="import the open issues of `gitHostRepo` as backlog tasks, every 5 minutes"),
     Field("taskBudgetUsd", "number", column="task_budget_usd", nullable=True, lo=0.01,
-          hi=10_000, doc="passed to the agent as --max-budget-usd"),
+          hi=10_000, doc="USD a run may spend, passed to the agent as `--max-budget-usd`"),
     Field("approvalTimeoutMinutes", "int", column="approval_timeout_minutes", lo=0, hi=10_080,
-          default=0, doc="deny a tool approval nobody answered after this long; 0 = wait"),
+          default=0, doc="deny a tool approval nobody answered after this long (minutes); "
+          "`0` = wait for a person"),
     Field("stopCheckCommand", "str", column="stop_check_command", default="", maxlen=2000,
-          check=_check_command, doc="run when the agent tries to finish (e.g. pytest -q); "
+          check=_check_command, doc="run when the agent tries to finish (e.g. `pytest -q`); "
           "while it fails the agent goes on; empty = off"),
     Field("stopCheckMaxBlocks", "int", column="stop_check_max_blocks", lo=0, hi=20, default=3,
           doc="at most this many times a failing stop check sends the agent back"),
-    Field("host", "int", column="host_id", nullable=True, doc="the host (GET /api/hosts) its "
-          "tasks run on; null = this machine"),
+    Field("host", "int", column="host_id", nullable=True, doc="the host (`GET /api/hosts`) "
+          "its tasks run on; `null` = this machine"),
     Field("repoUrl", "str", column="repo_url", default="", maxlen=2000,
           pattern=re.compile(r"^[^\s-]\S*$"), doc="what a host clones (git URL); empty = "
-          "the origin of workingDir"),
-    Field("sandbox", "enum", choices=SANDBOX_MODES, default="auto", doc="auto: its runs go "
+          "the origin of `workingDir`"),
+    Field("sandbox", "enum", choices=SANDBOX_MODES, default="auto", doc="`auto`: its runs go "
           "through bubblewrap wherever it works, else unsandboxed (health says which); "
-          "bubblewrap: never unsandboxed (a task waits while it cannot work); none: never"),
+          "`bubblewrap`: never unsandboxed (a task waits while it cannot work); `none`: never"),
     Field("sandboxPaths", "json", column="sandbox_paths_json", nullable=True,
           check=_check_sandbox_paths, shape={"type": "object", "properties": {
               side: {"type": "array", "maxItems": 50, "items": {"type": "string"}}
               for side in ("readOnly", "readWrite")}, "additionalProperties": False},
-          doc="{readOnly: [...], readWrite: [...]}: absolute paths a sandboxed run may also "
-          "read, or write; never the data dir, ~/.ssh or another credential store"),
+          doc="`{readOnly: [...], readWrite: [...]}`: absolute paths a sandboxed run may also "
+          "read, or write; never the data dir, `~/.ssh` or another credential store"),
     Field("network", "enum", choices=NETWORK_MODES, default="open", doc="where its sandboxed "
-          "runs go: anywhere, only networkAllow and its CLI's API, or nowhere (design §20)"),
+          "runs go: anywhere, only `networkAllow` and its CLI's API, or nowhere"),
     Field("networkAllow", "json", column="network_allow_json", nullable=True,
           check=check_network_allow, shape={"type": "array", "items": {"type": "string"}},
-          doc="host patterns: example.com, *.example.com, host:port, an IP, [v6]:port"),
+          doc="host patterns: `example.com`, `*.example.com`, `host:port`, an IP, `[v6]:port`"),
     Field("attemptPick", "enum", column="attempt_pick", choices=ATTEMPT_PICKS,
-          default="manual", doc="auto: when a task's last attempt ends, pick the one whose "
-          "check passed, then the verifier approved, then the cheapest, then the fastest"),
+          default="manual", doc="`auto`: when a task's last attempt ends, pick the one whose "
+          "check passed, then the verifier approved, then the cheapest, then the fastest; "
+          "`manual`: a person picks"),
     Field("keepAttemptBranches", "flag", column="keep_attempt_branches", default=0,
           doc="keep the branches of the attempts not picked (their worktrees go anyway)"),
     Field("previewCommand", "str", column="preview_command", default="", maxlen=2000,
-          check=_check_preview_command, doc="a shell line that serves the task's checkout "
-          "on $PORT (127.0.0.1), for its preview (design §21); empty = no preview"),
+          check=_check_preview_command, doc="one shell line that serves the task's checkout "
+          "on `127.0.0.1:$PORT`, for its [preview](#preview-a-tasks-running-result); empty "
+          "= no preview"),
     Field("previewPath", "str", column="preview_path", default="/", maxlen=2000,
-          pattern=PREVIEW_PATH_RE, doc="where a preview opens: a path starting with one /"),
+          pattern=PREVIEW_PATH_RE, doc="where a preview opens: a path starting with one `/`"),
     _ro("simulated", "bool", doc="its runs use the built-in simulated agent, which spends "
-        "nothing: the Demo project under --demo"),
-    _created(),
-    _ro("updatedAt", "time", column="updated_at"),
+        "nothing: the Demo project under `--demo`"),
+    _ro("createdAt", "time", column="created_at", doc="when it was made"),
+    _ro("updatedAt", "time", column="updated_at", doc="when it last changed"),
 )
 #: The project list entry and summary entry show these fields only.
 PROJECT_LIST_FIELDS = ("id", "name", "slug", "workingDir", "createdAt")
@@ -1577,26 +1659,30 @@ SETTINGS_FIELDS = (
     Field("dailyCostLimit", "number", nullable=True, lo=0, hi=1_000_000,
           doc="USD; when today's cost reaches it the queue starts nothing new"),
     Field("agentIdleTimeoutMinutes", "int", lo=0, hi=1440, default=60,
-          doc="kill a run without output for this long; 0 = off"),
+          doc="kill a run that printed nothing for this long; `0` = off"),
     Field("logRetentionDays", "int", nullable=True, lo=1, hi=36500,
-          doc="delete agent logs older than this; null = keep forever"),
+          doc="delete agent log entries and raw events older than this many days (within a "
+          "minute of start, then hourly; tasks, runs and usage stay); `null` = keep forever"),
     Field("agentModels", "json", nullable=True, check=_check_agent_models,
           shape={"type": "object", "x-builtIn": AGENT_MODELS, "additionalProperties": {
               "type": "object", "additionalProperties": {"type": ["string", "null"]}}},
-          doc="{agent: {model_large, model_medium, model_small}}: the model each agent CLI "
-          "is given for a tier, over the built-in ones (null: the CLI's own default); "
-          "null = the built-in ones"),
+          doc="`{agent: {model_large, model_medium, model_small}}`: the model each agent CLI "
+          "is given for a tier, over the built-in ones (a `null` model: the CLI's own "
+          "default); `null` = the built-in ones"),
     Field("maxPreviews", "int", lo=0, hi=20, default=3,
-          doc="previews (design §21) running at once at most; 0 = none"),
+          doc="[previews](#preview-a-tasks-running-result) running at once at most; `0` = "
+          "none; the next start → 409 naming `maxPreviews`"),
     Field("previewIdleMinutes", "int", lo=1, hi=1440, default=30,
-          doc="stop a preview nobody asked anything of for this long"),
+          doc="stop a preview nobody asked anything of for this long (a page holding a "
+          "WebSocket to it open counts as asking)"),
     Field("gitHostWebhookSecret", "secret", nullable=True, maxlen=500,
-          doc="write-only; what the source host signs its webhook calls with "
-          "(X-Hub-Signature-256); null = the webhook route refuses every call"),
-    _ro("hasGitHostWebhookSecret", "bool", default=0, doc="whether gitHostWebhookSecret is set"),
+          doc="what the source host signs its webhook calls with (`X-Hub-Signature-256`); "
+          "`null` = the webhook route refuses every call"),
+    _ro("hasGitHostWebhookSecret", "bool", default=0,
+        doc="whether `gitHostWebhookSecret` is set"),
     _ro("hasGitHostToken", "bool", default=0, doc="whether the board has a source-host token "
-        "(TASKBOARD_GIT_HOST_TOKEN or GITHUB_TOKEN in its environment): pull requests and "
-        "issue sync need one"),
+        "(`TASKBOARD_GIT_HOST_TOKEN` or `GITHUB_TOKEN` in its environment); pull requests "
+        "and issue sync need one"),
 )
 
 #: Log entry and revision shapes (read-only), for the OpenAPI document.
@@ -4884,7 +4970,9 @@ def tool_summary(tool_input) -> str:
 ENDED_BY_THE_BOARD = {
     "stopped": ("stopped", None), "interrupted": ("interrupted", None),
     "timeout": ("retry", "the run exceeded the project's task timeout and was killed"),
-    "idle": ("retry", "the agent printed nothing for too long (idle timeout) and was killed")}
+    "idle": ("retry", "the agent printed nothing for too long (idle timeout) and was killed"),
+    "proxy-gone": ("fail", "the egress proxy's socket of the sandboxed run was removed, its "
+                   "only way out: the board ended the run")}
 
 
 def judge_run(parser: StreamParser, exit_code: int | None, stop_reason: str | None) \
@@ -5773,7 +5861,8 @@ NET_ENV = {**dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_pro
 #: run's loopback, each connection going to the proxy; the command starts once socat says it
 #: listens (its log read through a pipe, then drained by the same shell, with no program of
 #: its own).  Its processes end with the command: bubblewrap's PID namespace.
-NET_BRIDGE = f"""r=$(socat -d -d -b 262144 TCP-LISTEN:{NET_PORT},bind=127.0.0.1,reuseaddr,fork \\
+NET_BRIDGE = f"""r=$(socat -d -d -b 262144 \\
+  TCP-LISTEN:{NET_PORT},bind=127.0.0.1,reuseaddr,nodelay,fork \\
   UNIX-CONNECT:{NET_SOCKET} 2>&1 >/dev/null </dev/null |
   {{ while IFS= read -r l; do case $l in *"listening on"*) echo up; exec >/dev/null
     while read -r l; do :; done;; esac; done; }} 2>/dev/null &)
@@ -5907,8 +5996,9 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     for x in $TB_NEVER; do
       if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
         p --ro-bind /dev/null "$h/$x"; fi; done
-    nb=--; if [ -n "$TB_NET" ]; then [ -L /var/run ] || p --tmpfs /var/run
-      p @NET@ --ro-bind "$TB_NET" @SOCKET@; o=$q; q=; p -- sh -c "$TB_BRIDGE" sh; nb=$q; q=$o
+    nb=--; if [ -n "$TB_NET" ]; then [ -L /var/run ] || p --tmpfs /var/run; p @NET@
+      if [ "$TB_NET" != - ]; then p --ro-bind "$TB_NET" @SOCKET@; o=$q; q=
+        p -- sh -c "$TB_BRIDGE" sh; nb=$q; q=$o; fi
       [ -n "$TB_PREVIEW" ] && p --bind "$TB_PREVIEW" @PREVIEW@
     else set +f  # the board's own git: no network of its own, but no agent of the person's
       for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done; set -f
@@ -6095,10 +6185,11 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     common git folder: git_dirs()), out (the board's own git on the repository: its
     worktrees' folder, writable with all of `git`), after (the board's own script, run
     outside the sandbox once the command ended: SANDBOXED), net (its egress proxy's
-    socket: its own network and the bridge, design §20), preview (a preview's folder for
-    the socket of its bridge, design §21)}; `base`: the board's folder where
-    the run happens (the data dir, a host's baseDir); `show`: more programs the run
-    starts."""
+    socket: its own network and the bridge, design §20), offline (without `net`: its own
+    network and no way out: a check after its run, the board's own git), preview (a
+    preview's folder for the socket of its bridge, design §21)}; `base`: the
+    board's folder where the run happens (the data dir, a host's baseDir); `show`: more
+    programs the run starts."""
     paths = sandbox.get("paths") or {}
     return {"TB_SANDBOX": "1", "TB_BWRAP": shlex.join(runtime.config["bwrap"]), "TB_BASE": base,
             "TB_WORDS": str(len(sandbox["command"])), "TB_SHOW": "\n".join(show),
@@ -6116,7 +6207,7 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_FILES": "\n".join([*sandbox["files"], *files]),
             "TB_GIT": sandbox.get("git") or "", "TB_GIT_WRITE": "1" if sandbox.get("out") else "",
             "TB_OUT": "\n".join(sandbox.get("out") or ()), "TB_AFTER": sandbox.get("after") or "",
-            "TB_NET": sandbox.get("net") or "",
+            "TB_NET": sandbox.get("net") or ("-" if sandbox.get("offline") else ""),
             "TB_BRIDGE": NET_BRIDGE if sandbox.get("net") else "",
             "TB_PREVIEW": sandbox.get("preview") or ""}
 
@@ -7663,6 +7754,7 @@ def get_project(project_id: int) -> dict:
 def create_project(body) -> dict:
     values = validate(PROJECT_FIELDS, body)
     _check_clone_source(values)
+    _check_auto_branch(values)
     row = insert_project_row(values)
     project = project_view(row)
     runtime.events.publish("project:created", project, project["id"])
@@ -7673,9 +7765,11 @@ def create_project(body) -> dict:
 
 def update_project(project_id: int, body) -> dict:
     changes = validate_known(lambda: get_project(project_id), PROJECT_FIELDS, body, partial=True)
-    if {"host_id", "repo_url", "working_dir"} & changes.keys():
-        before = found(project_row(project_id), f"project {project_id} not found")
-        _check_clone_source({**before, **changes})
+    if {"auto_branch", "host_id", "repo_url", "working_dir"} & changes.keys():
+        after = {**found(project_row(project_id), f"project {project_id} not found"), **changes}
+        if {"host_id", "repo_url", "working_dir"} & changes.keys():
+            _check_clone_source(after)
+        _check_auto_branch(after)
     row = found(update_project_row(project_id, changes), f"project {project_id} not found")
     project = project_view(row)
     runtime.events.publish("project:updated", project, project_id)
@@ -7695,6 +7789,31 @@ def _check_clone_source(values: dict) -> None:
         raise Invalid(f"repoUrl must be set: the project runs on a host, which clones it, and "
                       f"workingDir {values['working_dir'][:200]!r} has no origin remote",
                       "repoUrl")
+
+
+def folder_state(path: str) -> dict:
+    """What a folder is as a project's workingDir, before it is one (the new-project dialog
+    asks): a directory, a git repository, one with a commit (each task's branch of autoBranch
+    starts there), and, when not, why no branch can be made."""
+    if not isinstance(path, str) or not os.path.isabs(path):
+        raise Invalid(f"path {str(path)[:200]!r} must be an absolute path", "path")
+    directory = os.path.isdir(path)
+    repository = directory and git_dirs(path) is not None
+    commit = repository and git_head(path) is not None
+    return {"path": path, "directory": directory, "repository": repository, "commit": commit,
+            "noBranch": None if commit else "is not an existing directory" if not directory
+            else "is not a git repository" if not repository else "has no commit yet"}
+
+
+def _check_auto_branch(values: dict) -> None:
+    """autoBranch on this machine needs workingDir in a git repository with a commit, where
+    each task's branch starts (on a host, its clone of repoUrl has one)."""
+    if values.get("auto_branch") and values.get("host_id") is None:
+        why = folder_state(values["working_dir"])["noBranch"]
+        if why:
+            raise Invalid(f"autoBranch needs a git repository with a commit: workingDir "
+                          f"{values['working_dir'][:200]!r} {why} (turn autoBranch off, or "
+                          f"run git init and commit there)", "autoBranch")
 
 
 #: The agent-instructions file the default agent CLI reads.
@@ -8759,7 +8878,7 @@ class TaskOwner(RunOwner):
             feedback = verdict.get("feedback") or summary or "The verifier rejected the work."
             runtime.logs.append(task_id, "system", f"the verifier rejected the work: "
                                 f"{summary}", run.run_id, is_error=True)
-            request_changes(task_id, f"[verifier] {feedback}")
+            changes_from("verifier", task_id, f"[verifier] {feedback}")
 
 
 def set_agent_limit(agent: str, until: float, reason: str) -> None:
@@ -9290,7 +9409,7 @@ def post_message(task_id: int, body, comments=()) -> dict:
         raise Conflict(f"several agents work on {task['task_key']}: a message goes to one "
                        "of them; once they end, pick the attempt to keep, then send it", "id")
     if not live and task["status"] in ("testing", "failed"):
-        return message_view(changes_from_person(task_id, text, comments=comments)[1])
+        return message_view(changes_from("person", task_id, text, comments=comments)[1])
     if task["status"] != "in_progress":
         raise Conflict(f"task {task_id} is {task['status']}: a message goes to a running "
                        "agent, or to a task in testing or failed as a request for changes",
@@ -9312,19 +9431,21 @@ def post_message(task_id: int, body, comments=()) -> dict:
     return message_view(message)
 
 
-def changes_from_person(task_id: int, feedback, mcp_port: int | None = None,
-                        comments=()) -> tuple[dict, dict]:
-    """A person's request for changes (the task page's button, a message to a task in
-    testing or failed): request_changes, and the words kept where the person talks to the
-    agent, in the task's messages and its log, as the agent was sent them. (task, message)"""
-    task = request_changes(task_id, feedback, mcp_port)  # a Conflict stores nothing
+def changes_from(author: str, task_id: int, feedback, mcp_port: int | None = None,
+                 comments=(), sent: dict | None = None) -> tuple[dict, dict]:
+    """A request for changes, by a person (the task page's button, a message to a task in
+    testing or failed) or by itself (the verifier's rejection, a pull request's reviews or
+    checks: `sent`): request_changes, and the words kept where a person talks to the agent,
+    in the task's messages and its log, as the agent was sent them, under whose they are
+    (a MESSAGE_AUTHORS). (task, message)"""
+    task = request_changes(task_id, feedback, mcp_port, sent)  # a Conflict stores nothing
     resumed = runtime.agents.runs.get(task_id)
     message = found(insert_message_row({
         "task_id": task_id, "run_id": resumed.run_id if resumed else None,
-        "author": "person", "text": feedback.strip(), "state": "sent"}, comments),
+        "author": author, "text": feedback.strip(), "state": "sent"}, comments),
         f"task {task_id} not found")
     runtime.logs.append(task_id, "message", message["text"], message["run_id"],
-                        author="person")
+                        author=author)
     runtime.events.publish("message:created", message_view(message), task["project_id"])
     return task, message
 
@@ -9971,7 +10092,7 @@ def task_checkout(task: dict, project: dict, machine: "ThisMachine | HostLink",
         return cwd
     branch = task["branch_name"] or branch_name(task)
     what, path, head, at = machine.make_worktree(task, project, branch, git_sandbox(
-        project, machine, worktree=task))
+        project, machine, worktree=task, fetches=True))
     if what == "kept":
         return path
     changes = {"branch_name": branch, **({"branch_at": at} if at else {})}
@@ -9993,7 +10114,7 @@ def hidden_from(project: dict) -> list[str]:
 
 
 def git_sandbox(project: dict, machine: "ThisMachine | HostLink", write: bool = False,
-                worktree: dict | None = None) -> dict | None:
+                worktree: dict | None = None, fetches: bool = False) -> dict | None:
     """The sandbox of the board's own git on a checkout or repository a run of the project
     could have written (design §17 v6): its runs' layout, with no CLI and nothing of the
     data dir, the checkout read-only unless the command must `write` (the end-of-run
@@ -10001,8 +10122,12 @@ def git_sandbox(project: dict, machine: "ThisMachine | HostLink", write: bool = 
     (WORKTREE_SCRIPT, WORKTREE_REMOVE, PICK_SCRIPT): the repository read-only but its git
     folder, and the worktrees' folder, writable.  A nested repository's filter, an
     agent-set diff driver, a planted `commondir` or reflog link then act as blind as the
-    run.  None where the project's runs are not sandboxed (`none`, simulated, bubblewrap
-    not working there); its git then runs with what executes code off as far as git
+    run.  It has no network (design §20: a planted filter reaches no loopback service,
+    no abstract socket, not the board) but where it `fetches` (a new worktree's checkout,
+    where Git LFS and a partial clone fetch what they lack: the machine's network, as
+    before; that checkout is of a branch the run cannot move).  None where the project's
+    runs are not sandboxed (`none`, simulated, bubblewrap not working there); its git
+    then runs with what executes code off as far as git
     allows (GIT_ENV, DIFF_SCRIPT's and COMMIT_SCRIPT's flags), but git has no switch for a
     filter that `.gitattributes` or a nested repository's own config names (`git add` runs
     it), nor for a reflog it appends through a link: that stays open for an unsandboxed
@@ -10014,7 +10139,7 @@ def git_sandbox(project: dict, machine: "ThisMachine | HostLink", write: bool = 
     return {"agent": None, "command": [], "files": [], "read_only": not write,
             "hide": hidden_from(project), "git": machine.git_dir(project),
             "out": [posixpath.dirname(machine.worktree(worktree, project))] if worktree
-            else []}
+            else [], "offline": not fetches}
 
 
 #: The end-of-run commit of what a run left in its worktree (`sh -c COMMIT_SCRIPT sh
@@ -10901,7 +11026,7 @@ def send_pr_back(row: dict, pr: dict, signals: list) -> None:
         "same pull request: do not open another one, and do not force-push."])
     attempt = pr["fixAttempts"] + 1
     try:
-        request_changes(task_id, _cut(text, PR_FEEDBACK_CHARS), sent={
+        changes_from("pull_request", task_id, _cut(text, PR_FEEDBACK_CHARS), sent={
             "keys": [key for key, _, _, _ in signals],
             "since": max([row["since"]] + [at for _, _, _, at in signals])})
     except (Conflict, NotFound) as exc:  # no free slot, or moved meanwhile: next look
@@ -12741,6 +12866,15 @@ class Preview:
     def live(self) -> bool:
         return self.status in ("starting", "ready")
 
+    def network_refused(self, message: str) -> None:
+        """The egress proxy refused a host the first time (design §20): the task's log."""
+        runtime.logs.append(self.task_id, "network", f"preview: {message}", None,
+                            is_error=True)
+
+    def kill(self, reason: str) -> None:
+        """The egress proxy ends it (its socket went: `proxy-gone`)."""
+        self.stop(f"its sandbox's way out went ({reason})", "failed")
+
     def start(self, listen) -> None:
         """Listen on its own port (`listen`: PREVIEW PROXY's), start the command, and
         watch it: its output, its end, its port answering."""
@@ -13203,6 +13337,7 @@ class AgentRun:
         if network is not None:
             self.machine.unbridge(self)
             self.sandbox.pop("net", None)  # a check after the run has no way out
+            self.sandbox["offline"] = True
             run_network_ended(self.run_id, self.task_id, network)
 
     def _watch(self, exited_at):
@@ -13266,6 +13401,10 @@ class AgentRun:
 
     def _bad_line(self, text: str):
         runtime.logs.append(self.task_id, "raw", _cut(text), self.run_id)
+
+    def network_refused(self, message: str) -> None:
+        """The egress proxy refused a host the first time (design §20): the task's log."""
+        runtime.logs.append(self.task_id, "network", message, self.run_id, is_error=True)
 
     def _on_stdout(self, text: str):
         self._seq += 1
@@ -13349,6 +13488,10 @@ class PlanRun(AgentRun):
 
     def _bad_line(self, text: str):
         pass  # already logged; a planner has no task log to keep it in
+
+    def network_refused(self, message: str) -> None:
+        """... a planner's: its session's log, live (plan:log, type network)."""
+        _publish_plan(self, "plan:log", type="network", message=message)
 
     def _on_stdout(self, text: str):
         entries = self.parser.feed(text)
@@ -13514,10 +13657,21 @@ def end_runs(runs: list[AgentRun], reason: str) -> None:
 #: A proxy request's head may hold at most this many bytes, and come within this time.
 NET_HEAD_BYTES = 64 * 1024
 NET_HEAD_SECONDS = 30
-#: What one read of a tunnelled connection takes at most.
-NET_CHUNK_BYTES = 64 * 1024
+#: A tunnelled direction's bytes go from socket to socket in the kernel (os.splice), through
+#: a pipe, never copied into Python: the default one (64 KiB), this size once it moves bulk
+#: (where the person's pipe quota allows: pipe-user-pages-soft counts every pipe's size, so
+#: an idle tunnel keeps the default); the run's end of a connection may hold NET_SEND_BYTES
+#: unread, so that its forwarder reads big chunks.  Half the proxy's CPU per byte of copying
+#: 64 KiB at a time through Python: a 10 MB download 0.4x direct before, 0.5-0.6x now
+#: (bench/sandbox.py --download).
+NET_PIPE_BYTES = 256 * 1024
+NET_SEND_BYTES = 1024 * 1024
 #: Hop-by-hop headers a forwarded request loses (it goes with `Connection: close`).
 NET_HOP_HEADERS = ("proxy-authorization", "proxy-connection", "connection", "keep-alive")
+#: inotify(7)'s events of a name leaving a folder: IN_MOVED_FROM, IN_DELETE, and the folder
+#: itself going, IN_DELETE_SELF, IN_MOVE_SELF; IN_IGNORED: its watch is over.
+INOTIFY_GONE = 0x40 | 0x200 | 0x400 | 0x800
+INOTIFY_IGNORED = 0x8000
 
 
 class Egress:
@@ -13527,13 +13681,15 @@ class Egress:
     def __init__(self, run: "AgentRun", path: str, policy: NetPolicy):
         self.run, self.path, self.policy = run, path, policy
         self.server = None
-        self.connections = set()
+        self.inode = None  # its socket's, to tell it from another put in its place
+        self.group = gevent.pool.Group()  # its connections' greenlets (two each)
         self.reached = {}  # "host:port" -> True, in the order first reached
         self.refused = {}  # (host, port) -> [rule, count]
         self.count = 0
 
     def refuse(self, host: str, port: int, rule: str) -> None:
-        """Count a refusal; the first of a host goes to the task's log (`network`)."""
+        """Count a refusal; the first of a host is logged where its run logs (the task's
+        log, a planner's plan:log)."""
         self.count += 1
         seen = self.refused.get((host, port))
         if seen is not None:
@@ -13542,9 +13698,15 @@ class Egress:
         if len(self.refused) >= NETWORK_HOSTS_KEPT:
             return
         self.refused[(host, port)] = [rule, 1]
-        if self.run.task_id is not None:
-            runtime.logs.append(self.run.task_id, "network", f"refused {host}:{port} ({rule})",
-                                self.run.run_id, is_error=True)
+        self.run.network_refused(f"refused {host}:{port} ({rule})")
+
+    def there(self) -> bool:
+        """Whether its socket is still where the sandbox found it (not removed, moved or
+        replaced)."""
+        try:
+            return os.stat(self.path).st_ino == self.inode
+        except OSError:
+            return False
 
     def summary(self) -> dict:
         return {"refused": self.count, "reached": list(self.reached),
@@ -13552,17 +13714,76 @@ class Egress:
                                  for (host, port), (rule, count) in self.refused.items()]}
 
 
+class FolderWatch:
+    """inotify(7) on a folder while the proxy has runs: gone() is called whenever a name
+    leaves it (deleted, moved away) or the folder itself goes.  At rest its greenlet waits
+    on the descriptor; stop() ends it (a watch whose folder went ends by itself: alive)."""
+
+    def __init__(self, folder: str, gone):
+        import ctypes  # only a board with sandboxed runs needs it
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)  # IN_NONBLOCK, IN_CLOEXEC
+        if self.fd < 0 or libc.inotify_add_watch(self.fd, os.fsencode(folder),
+                                                 INOTIFY_GONE) < 0:
+            error = ctypes.get_errno()
+            if self.fd >= 0:
+                os.close(self.fd)
+            raise OSError(error, os.strerror(error))
+        self.greenlet = gevent.spawn(self._read, gone)
+
+    @property
+    def alive(self) -> bool:
+        return not self.greenlet.dead
+
+    def stop(self) -> None:
+        self.greenlet.kill()  # a greenlet not started yet never runs: its finally neither
+        self._close()
+
+    def _close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def _read(self, gone) -> None:
+        try:
+            over = False
+            while not over:
+                gevent.socket.wait_read(self.fd)
+                try:
+                    data = os.read(self.fd, 64 * 1024)
+                except BlockingIOError:
+                    continue
+                at = 0
+                while at < len(data):  # struct inotify_event: wd, mask, cookie, len, name
+                    _wd, mask, _cookie, size = struct.unpack_from("iIII", data, at)
+                    over = over or bool(mask & INOTIFY_IGNORED)
+                    at += 16 + size
+                gone()
+        finally:
+            self._close()
+
+
 class EgressProxy:
     """The board's egress proxy: open(run) before a sandboxed run starts, close(run) when it
-    ended; close_all() at shutdown."""
+    ended; close_all() at shutdown.  A run whose socket is removed meanwhile (deleted,
+    moved, its folder gone) has lost its only way out: it ends, "proxy-gone", as soon as
+    the folder's watch says so, else (no inotify instance left) at its next connection."""
 
     def __init__(self):
         self.runs = {}  # the run's id() -> Egress
+        self.watch = None  # a FolderWatch on the sockets' folder while it has runs
 
     def open(self, run: "AgentRun", project: dict, agent: str | None) -> str:
         """A new socket for the run, served until close(run): its path."""
         folder = os.path.join(runtime.data_dir, "net")
         os.makedirs(folder, mode=0o700, exist_ok=True)
+        if self.watch is None or not self.watch.alive:
+            try:
+                self.watch = FolderWatch(folder, self._removed)
+            except OSError as exc:  # e.g. the person's inotify instances all taken
+                self.watch = None
+                log.warning("the egress proxy cannot watch %s (%s): a run whose socket is "
+                            "removed there ends only at its next connection", folder, exc)
         name = secrets.token_hex(8) + ".sock"
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         where = os.open(folder, os.O_PATH | os.O_DIRECTORY)
@@ -13574,8 +13795,9 @@ class EgressProxy:
         egress = Egress(run, os.path.join(folder, name), NetPolicy(
             project["network"], json.loads(project["network_allow_json"] or "null"), agent,
             run.env))
+        egress.inode = os.stat(egress.path).st_ino
         egress.server = gevent.server.StreamServer(listener, functools.partial(
-            self._serve, egress))
+            self._serve, egress), spawn=egress.group.spawn)
         egress.server.start()
         self.runs[id(run)] = egress
         return egress.path
@@ -13586,21 +13808,31 @@ class EgressProxy:
         if egress is None:
             return None
         egress.server.close()
-        for connection in list(egress.connections):
-            with contextlib.suppress(OSError):
-                connection.close()
+        egress.group.kill()  # each connection's greenlets close its sockets
         with contextlib.suppress(OSError):
             os.remove(egress.path)
+        if not self.runs and self.watch is not None:
+            self.watch.stop()
+            self.watch = None
         return egress.summary()
+
+    def _removed(self) -> None:
+        """A name left the sockets' folder: a run whose socket is not there any more (or
+        another is in its place) is ended."""
+        for egress in list(self.runs.values()):
+            if not egress.there():
+                egress.run.kill("proxy-gone")
 
     def close_all(self) -> None:
         for egress in list(self.runs.values()):
             self.close(egress.run)
 
     def _serve(self, egress: Egress, client, _address) -> None:
-        egress.connections.add(client)
-        upstream = None
+        upstream = forth = None
         try:
+            if not egress.there():  # removed unnoticed (no watch): the run ends now
+                egress.run.kill("proxy-gone")
+                return
             client.settimeout(NET_HEAD_SECONDS)
             head, rest = _read_head(client)
             if head is None:
@@ -13626,6 +13858,9 @@ class EgressProxy:
             if upstream is None:
                 return
             client.settimeout(None)
+            with contextlib.suppress(OSError):
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, NET_SEND_BYTES)
+                upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if path is None:
                 client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             else:
@@ -13633,7 +13868,7 @@ class EgressProxy:
                 rest = b""
             if rest:
                 upstream.sendall(rest)
-            forth = gevent.spawn(_pipe, client, upstream)
+            forth = egress.group.spawn(_pipe, client, upstream)
             _pipe(upstream, client)
             if path is not None:  # a plain request is answered: its connection ends
                 forth.kill()
@@ -13641,7 +13876,8 @@ class EgressProxy:
         except (OSError, ValueError, UnicodeError):
             pass
         finally:
-            egress.connections.discard(client)
+            if forth is not None:  # never left waiting on a socket closed below
+                forth.kill()
             for end in (client, upstream):
                 if end is not None:
                     with contextlib.suppress(OSError):
@@ -13758,17 +13994,36 @@ def _answer(client, status: int, text: str) -> None:
 
 
 def _pipe(source, target) -> None:
-    """Copy one direction of a connection until it ends, then end it on the other side."""
-    buffer = bytearray(NET_CHUNK_BYTES)
-    view = memoryview(buffer)
+    """Move one direction of a connection until it ends, then end it on the other side: in
+    the kernel, spliced through a pipe (NET_PIPE_BYTES once it fills the default one); the
+    greenlet waits for the source to have bytes or the target room (its sockets must not be
+    closed meanwhile: kill it first)."""
+    flags, pipe, grown = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK, (), False
     try:
+        pipe = out, into = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        room = fcntl.fcntl(into, fcntl.F_GETPIPE_SZ)
         while True:
-            size = source.recv_into(buffer)
+            try:
+                size = moved = os.splice(source.fileno(), into, room, flags=flags)
+            except BlockingIOError:
+                gevent.socket.wait_read(source.fileno())
+                continue
             if not size:
                 break
-            target.sendall(view[:size])
-    except OSError:
+            while size:
+                try:
+                    size -= os.splice(out, target.fileno(), size, flags=flags)
+                except BlockingIOError:
+                    gevent.socket.wait_write(target.fileno())
+            if moved == room and not grown:  # bulk: a bigger pipe, where the quota allows
+                grown = True
+                with contextlib.suppress(OSError):
+                    room = fcntl.fcntl(into, fcntl.F_SETPIPE_SZ, NET_PIPE_BYTES)
+    except OSError:  # a connection reset, no descriptor left for the pipe
         pass
+    finally:
+        for end in pipe:
+            os.close(end)
     with contextlib.suppress(OSError):
         target.shutdown(socket.SHUT_WR)
 
@@ -14565,6 +14820,13 @@ def api_move_task(task_id):
                            "comma-separated (e.g. agent,host)"}})
 def api_list_projects():
     return list_projects(bottle.request.query.get("fields") or "")
+
+
+@app.get("/api/folder", scope="owner", returns="Folder",
+         query={"path": {"type": "string", "description": "the absolute path of a folder"}})
+def api_folder():
+    """What a folder would be as a project's workingDir (the new-project dialog asks)."""
+    return folder_state(bottle.request.query.getunicode("path") or "")
 
 
 @app.get("/api/approvals", scope="read", returns="Approval[]",
@@ -15537,7 +15799,8 @@ COMMANDS = {
         "Record feedback and resume the agent's session with it.",
         {"id": _ID, "taskId": _ID, "feedback": {"type": "string", "pattern": r"\S"},
          "mcpPort": _PORT}, ["feedback"], _TASK,
-        lambda arg, b: changes_from_person(arg("id"), b.get("feedback"), arg("mcpPort"))[0]),
+        lambda arg, b: changes_from("person", arg("id"), b.get("feedback"),
+                                    arg("mcpPort"))[0]),
     "get_task_diff": Command(
         "The task's diff, stats and commits.", {"taskId": _ID}, ["taskId"],
         _OBJECT, lambda arg, b: task_diff(arg("taskId"))),
@@ -15664,6 +15927,8 @@ _SCHEMAS = {
                        "error:string? durationMs:integer? createdAt:string"),
     "SendTest": _shape("ok:boolean status:integer? error:string", "ok status"),
     "PushKey": _shape("publicKey:string", "publicKey"),
+    "Folder": _shape("path:string directory:boolean repository:boolean commit:boolean "
+                     "noBranch:string?", "path directory repository commit noBranch"),
     "Inbox": _shape("count:integer", "count items", items={"type": "array", "items": _shape(
         "at:string projectId:integer projectName:string taskId:integer taskKey:string "
         "taskTitle:string", "kind at projectId taskId",
@@ -15872,6 +16137,67 @@ def api_openapi() -> RawJson:
 
 
 FIRST_PAINT["/api/openapi.json"] = api_openapi  # the first paint's description (ROUTES)
+
+
+# --- the README's reference, made from the same tables -------------------------------
+
+def _md(value) -> str:
+    """A JSON value as the README writes it: `true`, `null`, `"main"` ..."""
+    text = json_dumps(value) if not isinstance(value, str) or value == "" else value
+    return f"`{text}`".replace("|", "\\|")
+
+
+def _md_values(field: Field) -> str:
+    """What a field takes, in words: its type, choices, range, length, pattern."""
+    kind = field.kind
+    words = {"enum": ", ".join(_md(c) for c in field.choices or ()),
+             "flag": "`1`/`0` (`true`/`false` accepted)", "bool": "`true`/`false`",
+             "tools": "string or array", "time": "timestamp", "secret": "string",
+             "json": f"JSON {field.shape.get('type', 'value')}"}.get(kind, {
+                 "str": "string", "int": "integer", "number": "number"}.get(kind, kind))
+    if field.lo is not None and field.hi is not None:
+        words += f" {field.lo}–{field.hi}"
+    if field.maxlen:
+        words += f", ≤ {field.maxlen:,} characters"
+    if field.pattern is not None:
+        words += f" {_md(field.pattern.pattern)}"
+    if field.nullable:
+        words += " or `null`"
+    return words
+
+
+def _md_meaning(field: Field) -> str:
+    """A field's doc as a README cell, marked read-only, write-only or required."""
+    mark = "read-only: " if field.readonly else "write-only: " if field.write_only else \
+        "required: " if field.required else ""
+    return (mark + field.doc).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_default(field: Field) -> str:
+    if field.kind == "bool" and field.default is not None:
+        return _md(bool(field.default))
+    return "" if field.default is None and not field.nullable else _md(field.default)
+
+
+def readme_reference() -> dict[str, str]:
+    """The README's blocks made from the tables (the settings', the project's fields and
+    EVENT_TYPES; between `<!-- generated: NAME -->` and `<!-- /generated -->`), by name:
+    tools/readme_reference.py writes them, and tests/test_docs.py fails while README.md
+    says otherwise."""
+    def table(head: str, rows) -> str:
+        cells = head.split("|")
+        return "\n".join([f"| {' | '.join(cells)} |", "|" + "---|" * len(cells),
+                          *(f"| {' | '.join(row)} |" for row in rows)])
+    settings = table("setting|default|values|meaning", (
+        (f"`{f.name}`", _md_default(f), _md_values(f), _md_meaning(f))
+        for f in SETTINGS_FIELDS))
+    project = table("field|default|values|meaning", (
+        (f"`{f.name}`", _md_default(f), _md_values(f), _md_meaning(f))
+        for f in PROJECT_FIELDS))
+    events = table("event|data", (  # events side by side with the same data share a row
+        (", ".join(f"`{name}`" for name, _ in group), data.replace("|", "\\|"))
+        for data, group in itertools.groupby(EVENT_TYPES.items(), key=lambda item: item[1])))
+    return {"settings": settings, "project-fields": project, "events": events}
 
 
 # =============================================================================

@@ -147,19 +147,30 @@ def test_the_board_holds_still_as_the_first_task_starts_and_the_last_ends(board,
     expect(hint).to_have_count(0)
     assert first.bounding_box() == where, "the board moved as the first task started"
 
-    # a "Move to" choice that would stop the agent asks first (a press meant as a drag
-    # picks an option on its release)
+    # a move that would stop the agent asks first, by the "Move to" select (a press meant as
+    # a drag picks an option on its release), a drop or Alt+Left; Cancel leaves it running
     move = running.get_by_role("combobox", name=f"Move {task['task_key']} to another column")
-    move.select_option("backlog")
     sure = page.get_by_role("dialog")
-    expect(sure).to_contain_text(f"{task['task_key']} is running: moving it to Backlog "
-                                 "stops its agent.")
-    sure.get_by_role("button", name="Cancel").click()
+
+    def alt_left():
+        running.focus()
+        page.keyboard.press("Alt+ArrowLeft")
+
+    ways = {"select": lambda: move.select_option("backlog"), "key": alt_left,
+            "drop": lambda: running.drag_to(column(page, "Backlog").get_by_role("heading"))}
+    for way, ask in ways.items():
+        ask()
+        expect(sure, way).to_contain_text(f"{task['task_key']} is running: moving it to "
+                                          "Backlog stops its agent.")
+        sure.get_by_role("button", name="Cancel").click()
+        expect(sure).to_have_count(0)
+        assert board.task(task["id"])["status"] == "in_progress", way
+        expect(running.locator(".run-mark")).to_be_visible()
+    # a held Alt+Left moves once: its repeats neither move nor ask
+    running.dispatch_event("keydown", {"key": "ArrowLeft", "altKey": True, "repeat": True})
     expect(sure).to_have_count(0)
-    assert board.task(task["id"])["status"] == "in_progress"
-    expect(running.locator(".run-mark")).to_be_visible()
-    move.select_option("backlog")
-    page.get_by_role("dialog").get_by_role("button", name="Stop and move").click()
+    alt_left()
+    sure.get_by_role("button", name="Stop and move").click()
     board.wait_status(task["id"], "backlog")
     expect(hint).to_be_visible()
     assert first.bounding_box() == where, "the board moved as the last task ended"
@@ -167,8 +178,10 @@ def test_the_board_holds_still_as_the_first_task_starts_and_the_last_ends(board,
 
 
 def test_a_new_project_gets_a_branch_per_task_unless_turned_off(board, page, tmp_path):
-    code = tmp_path / "shop"
-    code.mkdir()
+    (tmp_path / "shop").mkdir()
+    code = make_repo(tmp_path / "shop")
+    plain = tmp_path / "plain"
+    plain.mkdir()
     page.goto(f"{board.url}/#/")
     live(page)
     page.get_by_role("button", name="New project").first.click()
@@ -178,7 +191,19 @@ def test_a_new_project_gets_a_branch_per_task_unless_turned_off(board, page, tmp
     expect(form.locator("[data-field=autoBranch]")).to_contain_text(
         "your checked-out branch and your files stay as they are")
     form.get_by_label("Name").fill("Shop")
-    form.get_by_label("Working directory").fill(str(code))
+    # a folder that is no git repository: no branch can be made there, and the dialog says so
+    folder = form.get_by_label("Working directory")
+    folder.fill(str(plain))
+    note = form.locator("[data-note=noGit]")
+    expect(note).to_have_text("No branch per task here: this folder is not a git repository. "
+                              "Tasks will run in the folder itself; run git init and commit "
+                              "once there to get a branch per task.")
+    expect(branch).not_to_be_checked()
+    expect(branch).to_be_disabled()
+    folder.fill(str(code))  # a repository: the choice is back, on
+    expect(note).to_be_hidden()
+    expect(branch).to_be_checked()
+    expect(branch).to_be_enabled()
     form.get_by_role("button", name="Create project").click()
     expect(form).to_have_count(0)
     shop = next(p for p in board.api("GET", "/api/projects") if p["name"] == "Shop")
@@ -200,6 +225,20 @@ def test_a_new_project_gets_a_branch_per_task_unless_turned_off(board, page, tmp
     form = dialog(page, "Yeni proje")
     expect(form.get_by_label("Görev başına dal ve çalışma ağacı")).to_be_checked()
     expect(form.locator("[data-field=autoBranch]")).to_contain_text("Siz kapatmadıkça açık")
+    # created in the same moment as the folder is typed, before any answer: it asks first
+    form.locator("[data-field=name] input").fill("Plain")
+    posted = []
+    page.on("request", lambda r: posted.append(r.url) if r.method == "POST" else None)
+    form.get_by_label("Çalışma dizini").evaluate(
+        "(el, dir) => { el.value = dir; el.dispatchEvent(new Event('input', {bubbles: true}));"
+        " el.form.requestSubmit(); }", str(plain))
+    expect(form.locator("[data-note=noGit]")).to_contain_text("bu klasör bir git deposu değil")
+    expect(form).to_have_count(1)
+    assert posted == [], "created before the folder's answer"
+    form.get_by_role("button", name="Projeyi oluştur").click()
+    expect(form).to_have_count(0)
+    plain_project = next(p for p in board.api("GET", "/api/projects") if p["name"] == "Plain")
+    assert board.api("GET", f"/api/projects/{plain_project['id']}")["autoBranch"] == 0
 
 
 

@@ -4,6 +4,7 @@ real `python taskboard.py`: a page open across a restart of the board catches up
 Fixtures: tests/browser_fixtures.py; locators: tests/browser_helpers.py.
 """
 
+import json
 import sys
 
 import pytest
@@ -17,6 +18,7 @@ from browser_helpers import (
     live,
     open_board,
     open_task,
+    sql,
     start,
     status_badge,
     task_heading,
@@ -181,6 +183,48 @@ def test_a_question_reads_as_a_question_on_its_card_and_in_the_log(fake_board, p
     expect(log).to_contain_text("waiting for you: a question: Which colour should the button "
                                 "be? (Red / Blue)")
     expect(log).not_to_contain_text('"questions"')
+
+
+def test_old_question_entries_and_automatic_requests_read_as_such_in_the_log(
+        fake_board, page, tmp_path):
+    """A question call logged before its questions were written out (its input as JSON, cut
+    at 200 characters) reads as its questions; the verifier's and a pull request's requests
+    for changes are named as theirs, in the log as in the talk thread (en and tr)."""
+    project = code_project(fake_board, tmp_path, "Shop")
+    task = fake_board.api("POST", f"/api/projects/{project['id']}/tasks",
+                          {"title": "Pick a colour"})
+    asked = json.dumps({"questions": [
+        {"question": "Which colour should the button be?", "header": "Colour", "options": [
+            {"label": "Red", "description": "A warm red"},
+            {"label": "Blue", "description": "A calm \"blue\""}], "multiSelect": False},
+        {"question": "And its size?", "header": "Size", "options": [{"label": "Small"}]}]})
+    stored = f"AskUserQuestion: {asked[:200]}… [{len(asked) - 200} more]"  # _cut's shape
+    at = "2026-01-02T03:04:05.000Z"
+    for kind, message, tool, author in (
+            ("tool_call", stored, "AskUserQuestion", None),
+            ("message", "[verifier] please add a test", None, "verifier"),
+            ("message", "The pull request #7 needs changes.", None, "pull_request")):
+        sql(fake_board, "INSERT INTO logs (task_id, created_at, kind, message, tool, author) "
+            "VALUES (?, ?, ?, ?, ?, ?)", (task["id"], at, kind, message, tool, author))
+    for message, author in (("[verifier] please add a test", "verifier"),
+                            ("The pull request #7 needs changes.", "pull_request")):
+        sql(fake_board, "INSERT INTO messages (task_id, author, text, state, created_at) "
+            "VALUES (?, ?, ?, 'sent', ?)", (task["id"], author, message, at))
+    open_task(page, fake_board, task)
+    log = agent_log(page)
+    expect(log).to_contain_text("❓ Question Which colour should the button be? (Red / Blue) …")
+    expect(log).not_to_contain_text('"questions"')
+    expect(log).to_contain_text("▸ Verifier: [verifier] please add a test")
+    expect(log).to_contain_text("▸ Pull request: The pull request #7 needs changes.")
+    thread = page.get_by_test_id("message")
+    expect(thread).to_have_count(2)
+    expect(thread.first).to_contain_text("Verifier (changes requested)")
+    expect(thread.last).to_contain_text("Pull request (changes requested)")
+    fake_board.api("PUT", "/api/settings", {"language": "tr"})
+    expect(page.get_by_role("log", name="Ajan günlüğü")).to_contain_text(
+        "▸ Doğrulayıcı: [verifier] please add a test")
+    expect(thread.first).to_contain_text("Doğrulayıcı (değişiklik istedi)")
+    assert page.evaluate("() => window.taskboard.missingKeys('tr')") == []
 
 
 def box(locator) -> dict:

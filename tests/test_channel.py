@@ -380,7 +380,7 @@ def test_the_api_description_names_the_values_the_board_shows(client):
     assert all(deciders.fullmatch(d) for d in ("person", "rule", "timeout", "push", "token:ci"))
     assert not deciders.fullmatch("somebody")
     assert (message["author"]["enum"], message["state"]["enum"]) == \
-        (["person", "agent"], ["queued", "sent"])
+        (["person", "agent", "verifier", "pull_request"], ["queued", "sent"])
     review = schemas["api_post_review_body"]["properties"]["comments"]
     assert review["items"]["required"] == ["path", "line", "body"]
 

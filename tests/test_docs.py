@@ -1,4 +1,5 @@
 """README.md documents every route, flag, environment variable, setting and event."""
+import importlib.util
 import os
 import re
 import subprocess
@@ -96,3 +97,23 @@ def test_the_module_map_lists_every_section_in_order():
     block = taskboard.__doc__.split("ordered sections", 1)[1].split("\n\n")[1]
     listed = [name.strip() for name in block.replace("\n", " ").split("·") if name.strip()]
     assert listed == banners
+
+
+def _readme_reference_tool():
+    spec = importlib.util.spec_from_file_location(
+        "readme_reference", os.path.join(ROOT, "tools", "readme_reference.py"))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+@pytest.mark.parametrize("name", sorted(taskboard.readme_reference()))
+def test_readme_generated_blocks_say_what_the_tables_say(name):
+    """The README's reference tables are made from the field tables (their docs): a block
+    edited by hand, or a table changed without it, fails until it is made again."""
+    blocks = _readme_reference_tool().blocks(README)
+    assert name in blocks, f"README.md has no <!-- generated: {name} --> block"
+    assert blocks[name] == taskboard.readme_reference()[name], (
+        f"README.md's generated block {name!r} differs from the tables in taskboard.py: "
+        "run `.venv/bin/python tools/readme_reference.py` (and edit a field's doc, not the "
+        "README, to change its text)")

@@ -6,6 +6,7 @@ file uncommitted, fake:commit=NAME commits one; each spawn's cwd is in calls.jso
 The source-host half (autoPr, issues) is in test_git_host.py.
 """
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -418,10 +419,12 @@ def test_deleting_a_task_removes_its_worktree(tb, client, api, repo, agent_dir):
 
 @pytest.mark.parametrize("kind", ["plain folder", "repository without a commit"])
 def test_outside_a_git_repository_the_task_runs_in_working_dir_and_says_why(
-        tb, client, api, agent_dir, kind):
-    if kind != "plain folder":
-        git(api.workdir, "init", "-q", "-b", "main")
-    project = api.project(autoBranch=True)
+        tb, client, api, agent_dir, repo, kind):
+    project = api.project(autoBranch=True)  # (refused outside a repository with a commit)
+    if kind == "plain folder":  # the repository went away since
+        shutil.rmtree(repo / ".git")
+    else:
+        git(repo, "update-ref", "-d", "HEAD")
     tid = start(api, project, "fake:ok fake:write=hello.txt")
     task = wait_status(client, tid, "testing")
     [call] = task_calls(agent_dir, tid)

@@ -18,7 +18,7 @@ from test_sandbox import processes_with
 from test_sandbox_git import api, config, person, said, script  # noqa: F401
 
 import taskboard
-from agent_helpers import wait_status
+from agent_helpers import RUN, wait_status
 from conftest import wait_for
 
 pytestmark = pytest.mark.sandbox
@@ -73,10 +73,10 @@ def sandboxed(api, person, **fields):  # noqa: F811
                        sandboxPaths={"readWrite": [str(person.records)]})
 
 
-def run(client, api, project, text, status="testing"):  # noqa: F811
+def run(client, api, project, text, status="testing", timeout=RUN):  # noqa: F811
     task = api.task(project["id"], description=script(text))
     api.move(task["id"], "in_progress")
-    done = wait_status(client, task["id"], status)
+    done = wait_status(client, task["id"], status, timeout)
     return task, done, [line for line in said(client, task["id"]).splitlines()
                         if line.startswith(("OK", "NO"))]
 
@@ -180,6 +180,62 @@ def test_under_no_auth_the_sandbox_works_and_a_run_cannot_reach_the_board(
         "token)"]
 
 
+def test_a_planners_refusals_are_on_its_session_log(client, api, person, sites, live):  # noqa: F811
+    """A planner has no task: the first refusal of each host is a plan:log entry of type
+    network, live on its session's log; its plan is written as usual."""
+    _, refused = sites
+    project = sandboxed(api, person)
+    ws = live.ws(f"?projectId={project['id']}")
+    client.post_json(f"/api/projects/{project['id']}/plan", {
+        "topic": "Plan a thing", "context": script(tries(  # no fake:ok: the planner plans
+            *[curl(f"http://127.0.0.1:{refused.port}/")] * 2)).removeprefix("fake:ok ")},
+        status=200)
+    seen = []
+    while not seen or seen[-1]["event"] != "plan:completed":
+        message = ws.next(RUN)
+        if message["event"].startswith("plan:"):
+            seen.append(message)
+    assert [m["data"]["message"] for m in seen if m["event"] == "plan:log"
+            and m["data"]["type"] == "network"] == [
+        f"refused 127.0.0.1:{refused.port} (127.0.0.1 is a loopback, link-local or private "
+        "address networkAllow does not name)"], seen
+    assert seen[-1]["data"]["error"] is None and seen[-1]["data"]["tasks"], seen[-1]
+
+
+def no_inotify(folder, gone):
+    raise OSError(24, "Too many open files")  # inotify_init1's: the person's instances taken
+
+
+@pytest.mark.parametrize("watched", [True, False])
+def test_a_run_whose_proxy_socket_is_removed_fails_and_leaves_nothing(
+        client, api, person, monkeypatch, watched):  # noqa: F811
+    """The run's socket deleted from the data dir's net/ while it runs: the sandbox's bind
+    would keep it reachable, so the board ends the run, as soon as its watch of the folder
+    says so, or, with no inotify instance to watch it, at the run's next connection (which
+    the agent tries once told of the removal); the task fails saying why, and nothing of
+    the run (its bridge, its sandbox) is left."""
+    if not watched:
+        monkeypatch.setattr(taskboard, "FolderWatch", no_inotify)
+    started, told = person.records / "started", person.records / "told"
+    project = sandboxed(api, person)
+    task = api.task(project["id"], description=script(
+        f"touch {started}; while [ ! -e {told} ]; do sleep 0.05; done; "
+        f"{curl('http://127.0.0.1:9/')}; sleep 60"))
+    api.move(task["id"], "in_progress")
+    wait_for(started.exists, timeout=30, message="the agent to start")
+    [socket_file] = list((person.data / "net").iterdir())
+    socket_file.unlink()
+    if taskboard.runtime.egress.watch is None:  # (watched: the machine's instances all taken)
+        told.touch()
+    done = wait_status(client, task["id"], "failed")
+    assert done["last_error"] == taskboard.ENDED_BY_THE_BOARD["proxy-gone"][1], done
+    assert done["sandboxed"] is True
+    wait_for(lambda: not processes_with(str(person.data / "net")),
+             message="the run's sandbox and bridge to be gone")
+    assert list((person.data / "net").iterdir()) == []
+    assert taskboard.runtime.egress.watch is None  # at rest the proxy holds nothing
+
+
 @pytest.mark.parametrize("pattern", ["http://example.com", "exa mple.com", "*.", "a:99999",
                                      "*.*.example.com", 7])
 def test_a_bad_host_pattern_is_refused(client, api, person, pattern):  # noqa: F811
@@ -201,17 +257,31 @@ def test_without_socat_the_sandbox_does_not_work(monkeypatch, outside_tmp):
     assert state["works"] is False and "socat is not installed" in state["error"], state
 
 
-def test_a_flood_of_refusals_keeps_one_entry_per_host_and_bounded_memory(tb):
-    """Thousands of refused connections to thousands of hosts: each host's first is logged,
-    up to NETWORK_HOSTS_KEPT hosts; every one is counted."""
-    run = taskboard.AgentRun(None, 1, None, "", argv=[], cwd="/", env={}, model="m")
-    egress = taskboard.Egress(run, "/nowhere", taskboard.NetPolicy("none", None, None, {}))
-    for n in range(3000):
-        egress.refuse(f"host{n % 1000}.example", 443, "network none")
-    network = egress.summary()
-    assert network["refused"] == 3000
-    assert len(network["refusedHosts"]) == taskboard.NETWORK_HOSTS_KEPT
-    assert {h["count"] for h in network["refusedHosts"]} == {3}
+FLOOD = """import concurrent.futures, socket
+def one(n):
+    with socket.create_connection(("127.0.0.1", PORT)) as s:
+        s.sendall(f"CONNECT host{n % 250}.example:443 HTTP/1.1\\r\\n\\r\\n".encode())
+        return s.recv(100).startswith(b"HTTP/1.1 403")
+with concurrent.futures.ThreadPoolExecutor(20) as pool:
+    print("refused", sum(pool.map(one, range(1000))))
+"""
+
+
+def test_a_thousand_refused_connections_log_each_host_once(client, api, person):  # noqa: F811
+    """A run floods the proxy: a thousand connections at once to 250 hosts, each refused.
+    The task's log has one entry per host, for the first NETWORK_HOSTS_KEPT hosts; every
+    refusal is counted, each kept host with its four; the run ends as usual."""
+    project = sandboxed(api, person, network="none")
+    flood = FLOOD.replace("PORT", str(taskboard.NET_PORT))
+    task, done, _ = run(client, api, project, f"{taskboard.sys.executable} - <<'EOF'\n"
+                        f"{flood}EOF\n", timeout=4 * RUN)  # a thousand forks of socat
+    assert "sh said:\nrefused 1000" in said(client, task["id"])
+    entries = network_entries(client, task["id"])
+    assert len(entries) == len(set(entries)) == taskboard.NETWORK_HOSTS_KEPT, entries
+    assert all(e.endswith(".example:443 (network none: no host is reached)") for e in entries)
+    assert done["network"]["refused"] == 1000
+    assert len(done["network"]["refusedHosts"]) == taskboard.NETWORK_HOSTS_KEPT
+    assert {h["count"] for h in done["network"]["refusedHosts"]} == {4}
 
 
 def test_host_patterns():

@@ -24,8 +24,9 @@ def test_openapi_request_schema_follows_the_field_table(doc):
     ref = create["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     schema = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
     assert schema["required"] == ["name", "slug", "workingDir"]
-    assert schema["properties"]["maxConcurrent"] == {"type": "integer", "minimum": 1,
-                                                     "maximum": 5, "default": 1}
+    assert schema["properties"]["maxConcurrent"] == {
+        "type": "integer", "minimum": 1, "maximum": 5, "default": 1,
+        "description": "how many of its agents run at once"}
     assert "id" not in schema["properties"] and "key" not in schema["properties"]
     assert "201" in create["responses"]
     update = doc["paths"]["/api/projects/{project_id}"]["put"]

@@ -25,7 +25,7 @@ def test_a_sandboxed_preview_is_served_through_its_bridge_and_reaches_no_board(
         f"import socket; s = socket.socket(); print('board', s.connect_ex(('127.0.0.1', "
         f"{live.port})))")
     command = (f"{shlex.quote(sys.executable)} -c {probe}; "
-               f"curl -sS --max-time 10 http://127.0.0.1:{live.port}/api/health; "
+               f"curl -fsS --max-time 10 http://127.0.0.1:{live.port}/api/health; "
                "echo \" curl $?\"; cat ~/.ssh/id_ed25519 || echo no key; "
                "echo made > preview-wrote.txt; " + serve())
     project = api.project(sandbox="bubblewrap", previewCommand=command)
@@ -40,7 +40,11 @@ def test_a_sandboxed_preview_is_served_through_its_bridge_and_reaches_no_board(
     assert "the app" in session.get(preview["url"]).text  # the link, then previewPath
     output = preview["output"]
     assert "board 111" in output, output  # ECONNREFUSED: its loopback is its own
-    assert f"127.0.0.1:{live.port} refused by the project's network policy" in output, output
+    # through the egress proxy, the board is refused too (its policy: a loopback address)
+    assert " curl 0" not in output and '"sandbox"' not in output, output
+    logged = [e["message"] for e in client.get(f"/api/tasks/{task['id']}/logs").json
+              if e["kind"] == "network"]
+    assert any(f"127.0.0.1:{live.port}" in m for m in logged), logged
     assert KEY not in output and "no key" in output
     assert (person.shop / "preview-wrote.txt").read_text() == "made\n"
     pid = taskboard.runtime.previews.by_task[(task["id"], None)].proc.pid
@@ -54,7 +58,7 @@ def test_a_sandboxed_preview_on_a_host_is_served_through_its_connection(
     from ssh_helpers import trusted_host
     host = trusted_host(client, sshd, person.root)
     assert host["lastCheck"]["sandbox"]["works"], host["lastCheck"]
-    command = (f"curl -sS --max-time 10 http://127.0.0.1:{live.port}/api/health; "
+    command = (f"curl -fsS --max-time 10 http://127.0.0.1:{live.port}/api/health; "
                "echo \" curl $?\"; cat ~/.ssh/id_ed25519 || echo no key; " + serve())
     project = api.project(host=host["id"], repoUrl=str(person.shop), sandbox="bubblewrap",
                           previewCommand=command)
@@ -69,7 +73,11 @@ def test_a_sandboxed_preview_on_a_host_is_served_through_its_connection(
     assert preview["status"] == "ready", preview
     assert "the app" in requests.Session().get(preview["url"]).text
     output = preview["output"]
-    assert f"127.0.0.1:{live.port} refused by the project's network policy" in output, output
+    # through the egress proxy, the board is refused too (its policy: a loopback address)
+    assert " curl 0" not in output and '"sandbox"' not in output, output
+    logged = [e["message"] for e in client.get(f"/api/tasks/{task['id']}/logs").json
+              if e["kind"] == "network"]
+    assert any(f"127.0.0.1:{live.port}" in m for m in logged), logged
     assert KEY not in output and "no key" in output
     client.delete(url)
     wait_for(lambda: not sql(taskboard.runtime, "SELECT * FROM previews"), 15)

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import taskboard
-from conftest import ISO_MS, assert_error
+from conftest import ISO_MS, assert_error, git, make_repo
 
 DEFAULTS = {"permissionMode": "default", "allowedTools": None, "icon": None,
             "iconSeed": None, "autoQueue": 0, "maxConcurrent": 1, "autoBranch": 0,
@@ -76,6 +76,8 @@ def test_project_create_accepts_update_fields_too(api):
 @pytest.mark.parametrize("sent, read", [(True, 1), (False, 0), (1, 1), (0, 0)])
 @pytest.mark.parametrize("flag", FLAGS)
 def test_project_boolean_written_as_bool_or_int_reads_as_int(client, api, flag, sent, read):
+    if flag == "autoBranch":
+        make_repo(api.workdir)  # else refused (below)
     project = api.project(**{flag: not sent})
     updated = client.put_json(f"/api/projects/{project['id']}", {flag: sent}).json
     assert updated[flag] == read and type(updated[flag]) is int
@@ -90,6 +92,44 @@ def test_project_boolean_of_another_type_is_refused(client, api, snapshot, value
                                expect_errors=True)
     assert_error(response, 400, "validation_error", "autoQueue")
     assert snapshot() == before
+
+
+def test_auto_branch_needs_a_git_repository_with_a_commit_and_the_folder_route_says(
+        client, api, snapshot, tmp_path):
+    """Each task's branch starts at a commit: autoBranch on a folder without one is a 400
+    naming the field and the folder; GET /api/folder tells the new-project dialog first."""
+    plain = api.project()
+    folder = str(api.workdir)
+    before = snapshot()
+    for step, why in (("plain", "is not a git repository"), ("init", "has no commit yet")):
+        if step == "init":
+            git(api.workdir, "init", "-q", "-b", "main")
+        state = client.get("/api/folder", {"path": folder}).json
+        assert state == {"path": folder, "directory": True, "repository": step == "init",
+                         "commit": False, "noBranch": why}
+        refused = [client.post_json("/api/projects", {"name": "B", "slug": "b",
+                                                      "workingDir": folder, "autoBranch": True},
+                                    expect_errors=True),
+                   client.put_json(f"/api/projects/{plain['id']}", {"autoBranch": 1},
+                                   expect_errors=True)]
+        for response in refused:
+            body = assert_error(response, 400, "validation_error", "autoBranch")
+            assert f"workingDir {folder!r} {why}" in body["error"], body
+        assert snapshot() == before
+    make_repo(api.workdir)
+    assert client.get("/api/folder", {"path": folder}).json["noBranch"] is None
+    branched = client.put_json(f"/api/projects/{plain['id']}", {"autoBranch": True}).json
+    assert branched["autoBranch"] == 1
+    # moving a branched project to a plain folder is refused the same way
+    (tmp_path / "plain").mkdir()
+    moved = client.put_json(f"/api/projects/{plain['id']}",
+                            {"workingDir": str(tmp_path / "plain")}, expect_errors=True)
+    assert_error(moved, 400, "validation_error", "autoBranch")
+    missing = client.get("/api/folder", {"path": str(tmp_path / "gone")}).json
+    assert missing["directory"] is False and missing["noBranch"] == "is not an existing directory"
+    for path in ("", "relative/dir"):
+        assert_error(client.get("/api/folder", {"path": path}, expect_errors=True), 400,
+                     "validation_error", "path")
 
 
 def test_project_put_changes_only_the_sent_fields(client, api):

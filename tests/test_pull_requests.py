@@ -180,6 +180,13 @@ def test_review_changes_and_line_comments_go_back_in_the_review_comment_shape(
     task = pr_is(client, tid, review="changes_requested", fixAttempts=1)
     assert notes(forge)[-1] == ("Taskboard sent the review by bob and a review comment back "
                                 "to the agent (attempt 1 of 3).")
+    # where a person talks to the agent, and in the log: what it was sent, and by whom
+    said = [(m["author"], m["text"]) for m in client.get(f"/api/tasks/{tid}/messages").json
+            if m["author"] != "agent"]
+    assert said == [("pull_request", prompt.strip())]
+    taskboard.runtime.logs.flush()
+    assert [(e["author"], e["message"]) for e in logs(client, tid)
+            if e["kind"] == "message" and e["author"] != "agent"] == said
 
     approve(client, api, tid)
     pull.line_comment("hello.txt", 1, "And end it with a newline.")

@@ -11,6 +11,7 @@ control) gets what it went for, so the script is shown to work.
 import base64
 import os
 import shutil
+import socket
 import sys
 import types
 
@@ -74,21 +75,46 @@ def said(client, task_id) -> str:
                      if e["message"].startswith("sh said:"))
 
 
-def thief(marks, name) -> str:
+def thief(marks, name, port=None) -> str:
     """A shell script that a filter or diff driver runs: it keeps who ran it and the
-    person's key in marks/name, then passes its input on."""
-    return f"{{ id; cat \"$HOME/.ssh/id_ed25519\"; }} >> {marks}/{name} 2>/dev/null; cat\n"
+    person's key in marks/name, knocks at a loopback `port` of the machine, then passes its
+    input on."""
+    knock = f"python3 -c {knocks(port)!r} 2>/dev/null; " if port else ""
+    return f"{{ id; cat \"$HOME/.ssh/id_ed25519\"; }} >> {marks}/{name} 2>/dev/null; " \
+        f"{knock}cat\n"
+
+
+def knocks(port) -> str:
+    return f"import socket; socket.create_connection(('127.0.0.1', {port}), 5)"
+
+
+@pytest.fixture
+def door():
+    """A loopback port of the machine; knocked(door): whether anything connected to it."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    yield sock
+    sock.close()
+
+
+def knocked(door) -> bool:
+    door.settimeout(0)
+    try:
+        door.accept()[0].close()
+    except BlockingIOError:
+        return False
+    return True
 
 
 @pytest.mark.parametrize("mode", ["bubblewrap", "none"])
 def test_a_nested_repository_and_a_planted_reflog_never_run_as_the_board(
-        client, api, person, mode):
+        client, api, person, door, mode):
     """A worktree run (autoBranch) makes `sub/` a repository whose own config and
     info/attributes name a clean filter, stages the gitlink, touches the file under it (so
     that `git add` must look through the filter), and points its worktree's logs/HEAD at
     ~/.bashrc: the board's end-of-run commit recursed into `sub/` and appended its reflog
-    line there, as the board.  Sandboxed, both happen blind, and the work lands: its
-    commit, the leftovers' commit, the diff, done."""
+    line there, as the board.  Sandboxed, both happen blind and with no network (the filter
+    reaches no port of the machine), and the work lands: its commit, the leftovers'
+    commit, the diff, done."""
     origin = person.home / "code" / "origin.git"
     git(person.shop, "clone", "-q", "--bare", str(person.shop), str(origin))
     git(person.shop, "remote", "add", "origin", str(origin))
@@ -99,7 +125,7 @@ def test_a_nested_repository_and_a_planted_reflog_never_run_as_the_board(
 echo work > work.txt && git add work.txt && git commit -qm "the agent's work" &&
   echo "GOT its commit"
 cat > .thief.sh <<'EOF'
-{thief(person.marks, "stolen")}EOF
+{thief(person.marks, "stolen", door.getsockname()[1])}EOF
 top=$(pwd)
 mkdir sub && cd sub && git init -q && echo x > f && git add f && git commit -qm sub
 git config filter.ev.clean "sh $top/.thief.sh" && echo '* filter=ev' > .git/info/attributes
@@ -129,9 +155,11 @@ echo left > left.txt
     if mode == "none":  # the control: the board's own git ran the agent's filter and link
         assert KEY in stolen.read_text()
         assert "uncommitted changes from the agent" in bashrc
+        assert knocked(door)
         return
     assert done["sandboxed"] is True
     assert not stolen.exists(), stolen.read_text()
+    assert not knocked(door), "the board's git has no network"
     assert bashrc == "# mine\n"
     remotes = person.shop / ".git" / "logs" / "refs" / "remotes" / "origin"
     assert not (remotes / done["branch_name"]).is_symlink(), "remote-tracking logs: read-only"
@@ -223,13 +251,16 @@ def test_a_checkout_that_is_a_worktree_of_the_persons_keeps_committing(client, a
 
 
 def test_attempts_are_made_picked_and_cleared_by_the_boards_sandboxed_git(
-        client, api, person):
+        client, api, person, door):
     """Best of N in a sandboxed project: each attempt's worktree is made, diffed and, once
     one is picked, moved or removed by the board's git in the runs' sandbox; a worktree of
-    the person's own, which that sandbox does not show, is not pruned for looking gone."""
+    the person's own, which that sandbox does not show, is not pruned for looking gone.
+    The check each attempt gets after its run, sandboxed as the run was, has no network
+    either: its run's way out closed with it (design §20)."""
     mine = person.home / "code" / "shop-mine"
     git(person.shop, "worktree", "add", "-q", "-b", "mine", str(mine))
-    project = api.project(sandbox="bubblewrap", maxConcurrent=2,
+    project = api.project(sandbox="bubblewrap", maxConcurrent=2, stopCheckMaxBlocks=0,
+                          stopCheckCommand=f'python3 -c "{knocks(door.getsockname()[1])}"',
                           sandboxPaths={"readWrite": [str(person.records)]})
     task = api.task(project["id"], description="fake:ok fake:write=mine.txt")
     client.post_json(f"/api/tasks/{task['id']}/attempts", {"agents": [
@@ -237,6 +268,8 @@ def test_attempts_are_made_picked_and_cleared_by_the_boards_sandboxed_git(
     wait_status(client, task["id"], "testing")
     first, second = client.get(f"/api/tasks/{task['id']}/attempts").json
     assert first["diff"]["files"] == second["diff"]["files"] == 1, (first, second)
+    assert "ConnectionRefusedError" in first["check"]["output"], first["check"]
+    assert not knocked(door), "a check after its run reaches no port of the machine"
     client.post(f"/api/tasks/{task['id']}/attempts/1/pick")
     picked = client.get(f"/api/tasks/{task['id']}").json
     assert picked["branch_name"] == first["branch"]

@@ -64,6 +64,15 @@ def test_verifier_rejection_resumes_the_agent_with_its_feedback(api, client,
     assert task["status"] == "in_progress" and task["revision_count"] == 1
     revisions = client.get(f"/api/tasks/{task_id}/revisions").json
     assert "please add a test" in revisions[0]["feedback"]
+    # where a person talks to the agent, and in the log: what it was sent, and by whom
+    said = [(m["author"], m["text"], m["state"])
+            for m in client.get(f"/api/tasks/{task_id}/messages").json if m["author"] != "agent"]
+    assert said == [("verifier", revisions[0]["feedback"], "sent")]
+    taskboard.runtime.logs.flush()
+    entries = client.get(f"/api/tasks/{task_id}/logs").json
+    assert [(e["author"], e["message"]) for e in entries
+            if e["kind"] == "message" and e["author"] != "agent"] == \
+        [("verifier", revisions[0]["feedback"])]
 
 
 def test_verifier_stops_after_three_automatic_revisions(api, client, fake_agent_dir):

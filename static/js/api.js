@@ -96,6 +96,7 @@ export const api = {
   projectSummaries: () => request("GET", "/api/projects/summary"),
   project: (id) => request("GET", path`/api/projects/${id}`),
   createProject: (body) => request("POST", "/api/projects", body),
+  folder: (dir) => request("GET", `/api/folder?path=${enc(dir)}`),
   updateProject: (id, body) => request("PUT", path`/api/projects/${id}`, body),
   deleteProject: (id) => request("DELETE", path`/api/projects/${id}`),
   // tasks

@@ -92,3 +92,37 @@ export function tags(value) {
     return [];
   }
 }
+
+/** The tool by which Claude asks the person. */
+export const QUESTION_TOOL = "AskUserQuestion";
+
+/** The JSON string that starts text (its closing quote may be cut off), unescaped. */
+function leadingString(text) {
+  const raw = /^((?:[^"\\]|\\.)*)/.exec(text);
+  try {
+    return JSON.parse(`"${raw[1].replace(/\\$/, "")}"`);
+  } catch {
+    return raw[1];
+  }
+}
+
+/**
+ * The line of a question call's log entry ("AskUserQuestion: …") without its tool's name:
+ * each question with its options ("Which colour? (Red / Blue)"), as the server writes it
+ * now. Entries stored before held the call's input as JSON, often cut at 200 characters:
+ * their questions and options are read out of it, whole or cut. Any other line as it is.
+ * @param {string} message
+ */
+export function questionLine(message) {
+  const prefix = `${QUESTION_TOOL}: `;
+  const line = message.startsWith(prefix) ? message.slice(prefix.length) : message;
+  if (!/^\s*\{/.test(line)) return line;
+  const parts = line.split(/"question"\s*:\s*"/).slice(1).map((part) => {
+    const question = leadingString(part).replace(/\s+/g, " ").trim();
+    const labels = [...part.matchAll(/"label"\s*:\s*"((?:[^"\\]|\\.)*)"/g)]
+      .map((match) => leadingString(match[1]).trim()).filter(Boolean);
+    return question ? `${question}${labels.length ? ` (${labels.join(" / ")})` : ""}` : "";
+  }).filter(Boolean);
+  const cut = /… \[\d+ more\]$/.test(line) ? " …" : "";  // _cut's mark: there was more
+  return parts.length ? parts.join(" ") + cut : line;
+}

@@ -17,7 +17,7 @@ import { liveUsage, loadTasks, notify, onEvent, projectSimulated, state, subscri
   from "../store.js";
 import { activityLine, activityOf, matches, taskCard } from "./board_card.js";
 import { dockedLog } from "./board_dock.js";
-import { bindCards, bindDragAndDrop } from "./board_moves.js";
+import { askingMove, bindCards, bindDragAndDrop } from "./board_moves.js";
 import { projectHeader } from "./common.js";
 import { hostSignature } from "./host_parts.js";
 
@@ -305,15 +305,16 @@ export function mount(root, { projectId }) {
     }
   }
 
-  bindCards(board, { statuses: view.statuses, statusOf: view.statusOf, move,
+  const moveAsking = askingMove(move, (task, status) => confirmDialog(
+    t("board.stopConfirm", { key: task.task_key, column: t(`status.${status}`) }),
+    { ok: t("board.stopAndMove"), cancel: t("common.cancel"), danger: true }));
+  bindCards(board, { statuses: view.statuses, statusOf: view.statusOf, move: moveAsking,
     openLog: (id) => { dock.open(id); schedule(); },
-    confirmStop: (task, status) => confirmDialog(t("board.stopConfirm", { key: task.task_key, column: t(`status.${status}`) }),
-      { ok: t("board.stopAndMove"), cancel: t("common.cancel"), danger: true }),
     runSeveral: (id) => {
       const task = state.tasks.get(id);
       if (task) openAttemptsDialog(task).catch((error) => toast(error.message, "error"));
     } });
-  bindDragAndDrop(board, move);
+  bindDragAndDrop(board, moveAsking);
   const offs = [
     subscribe((s, event) => {
       if (RENDER_ON.has(event)) schedule();

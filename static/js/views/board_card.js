@@ -38,7 +38,9 @@ register({  // key: [English, Turkish]
 export function activityOf(entries) {
   for (let i = entries.length - 1; i >= 0; i -= 1) {
     const entry = entries[i];
-    if (entry.kind === "tool_call") return `⚙ ${entry.message}`;
+    if (entry.kind === "tool_call") {
+      return `⚙ ${entry.tool === format.QUESTION_TOOL ? `${entry.tool}: ${format.questionLine(entry.message)}` : entry.message}`;
+    }
     if (entry.kind === "text" && entry.message) return entry.message.split("\n", 1)[0];
   }
   return null;

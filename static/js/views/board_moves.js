@@ -8,11 +8,25 @@ const cardOf = (target) => target.closest?.(".task-card");
 const idOf = (el) => Number(el.dataset.id);
 const columnOf = (target) => target.closest?.(".board-col");
 
+/**
+ * move(id, status), asked first when it would stop a running agent: the one path of the
+ * "Move to" select, the Alt+Left/Right keys and a drop. A press on the select that was meant as
+ * a drag (the card moved under the pointer) picks an option on its release; a drop or a key
+ * lands on the task as it is now, which may have started since the card was grabbed.
+ * @returns {(id: number, status: string) => Promise<void>}
+ */
+export function askingMove(move, confirmStop) {
+  return async (id, status) => {
+    const task = state.tasks.get(id);
+    if (task?.is_running && status !== "in_progress" && !(await confirmStop(task, status))) return;
+    await move(id, status);
+  };
+}
+
 /** Clicks, "Move to", the menu and the keys of the cards: open, move, show the log, run the
- * task with several agents. An open card menu closes at a click anywhere else. A "Move to"
- * choice that would stop a running agent is confirmed first: a press on the select that was
- * meant as a drag (the card moved under the pointer) picks an option on its release. */
-export function bindCards(board, { statuses, statusOf, move, openLog, runSeveral, confirmStop }) {
+ * task with several agents. An open card menu closes at a click anywhere else. A held
+ * Alt+arrow moves once: its repeats would carry a card into In progress and on out of it. */
+export function bindCards(board, { statuses, statusOf, move, openLog, runSeveral }) {
   board.addEventListener("click", (event) => {
     const menu = event.target.closest?.(".card-menu");
     board.querySelectorAll(".card-menu[open]").forEach((open) => { if (open !== menu) open.open = false; });
@@ -32,11 +46,7 @@ export function bindCards(board, { statuses, statusOf, move, openLog, runSeveral
     const el = cardOf(event.target);
     const status = event.target.value;
     event.target.value = "";  // the select is an action, not a state
-    if (!el || !status) return;
-    const task = state.tasks.get(idOf(el));
-    if (task?.is_running && status !== "in_progress") {
-      confirmStop(task, status).then((sure) => { if (sure) move(task.id, status); });
-    } else move(idOf(el), status);
+    if (el && status) move(idOf(el), status);
   });
   board.addEventListener("keydown", (event) => {
     const el = cardOf(event.target);
@@ -46,6 +56,7 @@ export function bindCards(board, { statuses, statusOf, move, openLog, runSeveral
       go(`/tasks/${idOf(el)}`);
     } else if (event.altKey && (event.key === "ArrowLeft" || event.key === "ArrowRight")) {
       event.preventDefault();
+      if (event.repeat) return;
       const task = state.tasks.get(idOf(el));
       const next = statuses.indexOf(statusOf(task)) + (event.key === "ArrowLeft" ? -1 : 1);
       if (next >= 0 && next < statuses.length) move(task.id, statuses[next]);
@@ -53,14 +64,19 @@ export function bindCards(board, { statuses, statusOf, move, openLog, runSeveral
   });
 }
 
-/** Drag and drop of cards between columns: move(id, status) on a drop. */
+/** Drag and drop of cards between columns: move(id, status) on a drop. A card re-rendered
+ * during its drag (its task changed) is out of the page when the drag ends: its dragend does
+ * not reach the board, so the card itself ends the drag (else a later drop of anything else
+ * would move the card). */
 export function bindDragAndDrop(board, move) {
   let dragId = null;
   const unmark = () => board.querySelectorAll(".drop-target, .dragging").forEach((el) => el.classList.remove("drop-target", "dragging"));
+  const end = () => { dragId = null; unmark(); };
   board.addEventListener("dragstart", (event) => {
     const el = cardOf(event.target);
+    dragId = el ? idOf(el) : null;
     if (!el) return;
-    dragId = idOf(el);
+    el.addEventListener("dragend", end, { once: true });
     event.dataTransfer.setData("text/plain", String(dragId));
     event.dataTransfer.effectAllowed = "move";
     el.classList.add("dragging");
@@ -88,5 +104,5 @@ export function bindDragAndDrop(board, move) {
     unmark();
     move(id, column.dataset.status);
   });
-  board.addEventListener("dragend", () => { dragId = null; unmark(); });
+  board.addEventListener("dragend", end);
 }

@@ -3,12 +3,15 @@
 // terminal line each, wrapped at the terminal's width. Appending entries adds rows at the
 // end; a block that changes (toggled, or its call got its result) is redone in place.
 
+import { QUESTION_TOOL, questionLine } from "../format.js";
 import { t } from "../i18n.js";
 
 /** Extra indent (columns) of the rows inside a tool call or thinking block. */
 const CHILD_INDENT = 2;
 /** Unmatched tool calls kept waiting for their result. */
 const MAX_OPEN_CALLS = 64;
+/** Who wrote a message entry (its author), as its row names them; a person's is "You". */
+const SAID = { agent: "log.agentSaid", verifier: "log.verifierSaid", pull_request: "log.prSaid" };
 
 /** Split one line into pieces of at most cols characters, preferring a break after a space. */
 function wrap(line, cols) {
@@ -68,8 +71,12 @@ export class LogRows {
     this.lastId = 0;
   }
 
-  /** Add one entry; returns [block, isNewBlock]. */
+  /** Add one entry; returns [block, isNewBlock]. A question call stored as its JSON input
+   * (before the server wrote its questions) reads as its questions. */
   addEntry(entry) {
+    if (entry.kind === "tool_call" && entry.tool === QUESTION_TOOL) {
+      entry = { ...entry, message: `${QUESTION_TOOL}: ${questionLine(entry.message)}` };
+    }
     this.entries.push(entry);
     if (entry.kind === "tool_result") {
       const i = this.openCalls.findIndex((b) => b.entry.runId === entry.runId
@@ -123,7 +130,7 @@ export class LogRows {
       out.push({ block, text: entry.message, cls: "k-status", first: true });
     } else if (entry.kind === "message") {  // a message between a person and the agent
       const agent = entry.author === "agent";
-      this.pushLines(block, `${agent ? "◂" : "▸"} ${t(agent ? "log.agentSaid" : "log.youSaid")}: ${entry.message}`,
+      this.pushLines(block, `${agent ? "◂" : "▸"} ${t(SAID[entry.author] || "log.youSaid")}: ${entry.message}`,
         `k-message ${agent ? "from-agent" : "from-person"}`, out, { firstRow: true });
     } else if (entry.kind === "stop_check") {  // the project's stop check ran as the agent tried to finish
       this.pushLines(block, `${entry.isError ? "✗" : "✓"} ${entry.message}`, `k-stop_check${error}`, out, { firstRow: true });

@@ -7,7 +7,7 @@
 // (older()) when asked or when scrolled to the top, so a long log never comes whole.
 
 import { h } from "../dom.js";
-import { duration } from "../format.js";
+import { QUESTION_TOOL, duration } from "../format.js";
 import { register, t } from "../i18n.js";
 import { LogRows } from "./log_rows.js";
 
@@ -26,6 +26,8 @@ register({  // key: [English, Turkish]
   "log.waiting": ["waiting for the result…", "sonuç bekleniyor…"],
   "log.youSaid": ["You", "Siz"],
   "log.agentSaid": ["Agent", "Ajan"],
+  "log.verifierSaid": ["Verifier", "Doğrulayıcı"],
+  "log.prSaid": ["Pull request", "Çekme isteği"],
   "log.question": ["Question", "Soru"],
 });
 
@@ -42,8 +44,6 @@ function clock(iso) {
   return Number.isNaN(d.getTime()) ? "" : `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 const ms = (value) => (value < 1000 ? `${value} ms` : duration(value));
-/** The tool by which Claude asks the person (its call's line is the question, server-made). */
-const QUESTION_TOOL = "AskUserQuestion";
 
 /** The head of a call or thinking block: its toggle and one line about it. */
 function headParts(row, index) {

@@ -31,6 +31,7 @@ register({  // key: [English, Turkish]
   "plan.log.result": ["result", "sonuç"],
   "plan.log.error": ["error", "hata"],
   "plan.log.phase": ["phase", "aşama"],
+  "plan.log.network": ["network", "ağ"],
   "plan.created": ["{n} tasks created", "{n} görev oluşturuldu"],
   "plan.warnings": ["Warnings", "Uyarılar"],
   "plan.failed": ["Planning failed", "Planlama başarısız oldu"],
@@ -44,7 +45,7 @@ register({  // key: [English, Turkish]
 });
 
 const MAX_LOG = 500;
-const LOG_TYPES = ["tool", "result", "error", "phase"];
+const LOG_TYPES = ["tool", "result", "error", "phase", "network"];
 
 /** The steps shown: the server's phases, then "done". */
 const phases = () => [...enumOf("PlanStatus", "phase"), "done"];

@@ -48,22 +48,60 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
   const riskWarning = () => h("p", { class: "warning", role: "status", "data-warning": "sandbox",
     hidden: !risky() }, t("pform.sandbox.risk"));
 
+  // What the create dialog's folder is (GET /api/folder, asked as it is typed): without a
+  // git repository with a commit no task's branch can be made there (the server refuses
+  // autoBranch), so the choice is off, cannot be turned on, and says why; it comes back on
+  // when the folder becomes one.
+  let folder = { path: "", why: null, turnedOff: false };  // why: "notRepo", "noCommit" or null
+  let folderTimer = 0;
+  const noGit = () => Boolean(create && !onHost() && folder.why);
+  /** Ask what the typed folder is (once per path); resolves when the answer is shown. */
+  const checkFolder = async () => {
+    const dir = kit.raw.workingDir.trim();
+    if (!create || dir === folder.path) return;
+    let state = { directory: false };  // not a path yet (or no folder): its own error says
+    if (dir.startsWith("/")) {
+      try {
+        state = await api.folder(dir);
+      } catch {
+        return;  // no answer: the server's own check at Create
+      }
+    }
+    if (dir !== kit.raw.workingDir.trim()) return;  // typed on meanwhile: its own ask follows
+    const why = !state.directory || state.commit ? null : state.repository ? "noCommit" : "notRepo";
+    folder = { ...folder, path: dir, why };
+    if (noGit() && kit.raw.autoBranch) folder.turnedOff = true;
+    else if (!noGit() && folder.turnedOff) {
+      folder.turnedOff = false;
+      kit.raw.autoBranch = true;
+    }
+    if (noGit()) kit.raw.autoBranch = false;
+    branchOnHost();
+  };
+
   /**
    * On another machine every task has its branch and worktree (design §15): the checkbox
-   * shows it on, and cannot be changed, with a note; on this machine its own value.
+   * shows it on, and cannot be changed, with a note; in a folder where no branch can be made
+   * it shows off, with a note; else its own value.
    */
   const branchOnHost = () => {
     const row = kit.rows.get("autoBranch");
     if (!row) return;
     const [box] = row.controls;
-    box.checked = onHost() || kit.raw.autoBranch;
-    box.disabled = onHost();
-    let note = row.element.querySelector("[data-note=onHost]");
-    if (!note) {
-      note = h("small", { class: "help", "data-note": "onHost" }, t("pform.autoBranch.onHost"));
-      row.element.querySelector("label").after(note);
-    }
-    note.hidden = !onHost();
+    box.checked = onHost() || (!noGit() && kit.raw.autoBranch);
+    box.disabled = onHost() || noGit();
+    const noteOf = (name, text) => {
+      let note = row.element.querySelector(`[data-note=${name}]`);
+      if (!note) {
+        note = h("small", { class: "help", "data-note": name, role: "status" });
+        row.element.querySelector("label").after(note);
+      }
+      note.textContent = text;
+      return note;
+    };
+    noteOf("onHost", t("pform.autoBranch.onHost")).hidden = !onHost();
+    noteOf("noGit", noGit() ? t("pform.autoBranch.noGit", { why: t(`pform.autoBranch.noGit.${folder.why}`) }) : "")
+      .hidden = !noGit();
   };
 
   const build = () => {
@@ -94,6 +132,11 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
       if (!create && !Object.keys(body).length) {
         toast(t("form.noChanges"));
         return;
+      }
+      if (create && body.autoBranch) {  // created at once after typing the folder: ask first
+        clearTimeout(folderTimer);
+        await checkFolder();
+        if (noGit()) return;  // the dialog now says why there is no branch per task
       }
       const saved = create ? await api.createProject(body) : await api.updateProject(project.id, body);
       current = saved;
@@ -132,6 +175,11 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
       if (slug) slug.controls[0].value = kit.raw.slug;
     }
     if (key === "slug") slugTouched = value !== "";
+    if (key === "workingDir" && create) {
+      clearTimeout(folderTimer);
+      folderTimer = setTimeout(checkFolder, 300);  // once the typing pauses
+    }
+    if (key === "autoBranch") folder.turnedOff = false;
     derived();
   });
   const offHosts = subscribe((s, event) => {
@@ -149,6 +197,7 @@ export function projectForm({ mode, project = {}, onSaved, onCancel }) {
       derived();
     },
     destroy() {
+      clearTimeout(folderTimer);
       form.destroy();
       offHosts();
     },

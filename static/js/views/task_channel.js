@@ -30,6 +30,8 @@ register({  // key: [English, Turkish]
   "channel.interrupt": ["sent now", "hemen gönderildi"],
   "msg.author.person": ["You", "Siz"],
   "msg.author.agent": ["Agent", "Ajan"],
+  "msg.author.verifier": ["Verifier (changes requested)", "Doğrulayıcı (değişiklik istedi)"],
+  "msg.author.pull_request": ["Pull request (changes requested)", "Çekme isteği (değişiklik istedi)"],
   "msg.state.queued": ["queued", "sırada"],
   "msg.state.sent": ["sent", "gönderildi"],
 });
@@ -41,8 +43,9 @@ const CHANGES = ["testing", "failed"];
 /** One message of the conversation. */
 function messageItem(message) {
   const person = message.author === "person";
-  return h("li", { class: `message ${person ? "from-person" : "from-agent"}`, "data-testid": "message",
-    "data-state": message.state },
+  const toAgent = message.author !== "agent";  // a person's, or an automatic request for changes
+  return h("li", { class: `message ${toAgent ? "from-person" : "from-agent"}`, "data-testid": "message",
+    "data-state": message.state, "data-author": message.author },
   h("div", { class: "message-head" },
     h("strong", {}, t(`msg.author.${message.author}`)), " ",
     h("time", { class: "muted", datetime: message.createdAt }, format.dateTime(message.createdAt)),
