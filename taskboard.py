@@ -46,9 +46,9 @@ One module in ordered sections; find them with  grep -n '^# [A-Z]' taskboard.py
     SERVICES: THE AGENT CHANNEL AND THE VERIFIER · SERVICES: ATTEMPTS ·
     SERVICES: GIT · SERVICES: THE SOURCE HOST ·
     SERVICES: PHONES AND WEBHOOKS · SERVICES: PLANNING, RESOURCES AND SETTINGS ·
-    SERVICES: OUTSIDE CLIENTS · SERVICES: HOSTS · SUPERVISORS ·
-    HTTP PLUMBING · ROUTES · WEBSOCKET · DESKTOP ROUTES · OPENAPI · BOARD TOOLS (MCP) ·
-    MAIN
+    SERVICES: OUTSIDE CLIENTS · SERVICES: HOSTS · SERVICES: PREVIEWS · SUPERVISORS ·
+    HTTP PLUMBING · ROUTES · WEBSOCKET · PREVIEW PROXY · DESKTOP ROUTES · OPENAPI ·
+    BOARD TOOLS (MCP) · MAIN
 
 Each section uses only what the sections above it define, except the SERVICES sections and
 SUPERVISORS, which call each other (tests/test_layout.py).
@@ -73,6 +73,7 @@ import gc
 import gzip
 import hashlib
 import hmac
+import http.client
 import importlib
 import importlib.util
 import ipaddress
@@ -400,6 +401,9 @@ EVENT_TYPES = {
     "host:updated": (
         "the host (also after each check, and when a run there starts or ends: its `running`)"),
     "host:deleted": "`{id}`",
+    "preview:updated": (
+        "a task's [preview](#preview-a-tasks-running-result) changed: `{taskId, n, status, "
+        "url, startedAt, readyAt, error, output}` (`n`: its attempt, or `null`)"),
     "resync": "`{}`: refetch everything",
     "ping": "sent every 25 s without `seq`; ignore it",
 }
@@ -456,6 +460,17 @@ NEVER_VISIBLE = (".ssh", ".gnupg", ".netrc", ".git-credentials", ".aws", ".confi
                  ".mozilla", ".thunderbird", ".config/google-chrome", ".config/chromium",
                  ".config/BraveSoftware", ".config/microsoft-edge", ".var/app",
                  ".cargo/credentials.toml", ".cargo/credentials", ".config/uv/credentials")
+
+#: A task's preview (design §21): its states; a start not answering HTTP on its port after
+#: PREVIEW_READY_SECONDS fails; its output's last PREVIEW_OUTPUT_LINES lines are kept; the
+#: one-time link to it works for PREVIEW_LINK_SECONDS.
+PREVIEW_STATUSES = ("starting", "ready", "failed", "stopped")
+PREVIEW_READY_SECONDS = 120.0
+PREVIEW_OUTPUT_LINES = 50
+PREVIEW_LINK_SECONDS = 300.0
+#: The path of a preview's one-time link on its port, and its cookie's name (with the port).
+PREVIEW_LINK_PATH = "/__tb_preview"
+PREVIEW_COOKIE = "tb_preview_{port}"
 
 #: Command-line options; each has an environment twin.
 Option = collections.namedtuple("Option", "flag env default help")
@@ -1404,6 +1419,17 @@ def json_object_sql(fields) -> str:
 # =============================================================================
 # One table per resource (see FIELDS), with the checks only it uses.
 
+#: A preview's first page: a path on its own origin (one /, then no / or \\: never a link
+#: to another host), without spaces or control characters.
+PREVIEW_PATH_RE = re.compile(r"/(?![/\\])[^\s\x00-\x1f\x7f]*")
+
+
+def _check_preview_command(value, name):
+    """A shell line (sh -c): one line, no NUL or other control character."""
+    if re.search(r"[\x00-\x08\x0a-\x1f\x7f]", value):
+        raise Invalid(f"{name} must be one line without control characters", name)
+
+
 PROJECT_FIELDS = (
     _ro("id", doc="the project's id"),
     Field("name", "str", required=True, maxlen=200, doc="display name"),
@@ -1494,6 +1520,12 @@ PROJECT_FIELDS = (
           "`manual`: a person picks"),
     Field("keepAttemptBranches", "flag", column="keep_attempt_branches", default=0,
           doc="keep the branches of the attempts not picked (their worktrees go anyway)"),
+    Field("previewCommand", "str", column="preview_command", default="", maxlen=2000,
+          check=_check_preview_command, doc="one shell line that serves the task's checkout "
+          "on `127.0.0.1:$PORT`, for its [preview](#preview-a-tasks-running-result); empty "
+          "= no preview"),
+    Field("previewPath", "str", column="preview_path", default="/", maxlen=2000,
+          pattern=PREVIEW_PATH_RE, doc="where a preview opens: a path starting with one `/`"),
     _ro("simulated", "bool", doc="its runs use the built-in simulated agent, which spends "
         "nothing: the Demo project under `--demo`"),
     _ro("createdAt", "time", column="created_at", doc="when it was made"),
@@ -1637,6 +1669,12 @@ SETTINGS_FIELDS = (
           doc="`{agent: {model_large, model_medium, model_small}}`: the model each agent CLI "
           "is given for a tier, over the built-in ones (a `null` model: the CLI's own "
           "default); `null` = the built-in ones"),
+    Field("maxPreviews", "int", lo=0, hi=20, default=3,
+          doc="[previews](#preview-a-tasks-running-result) running at once at most; `0` = "
+          "none; the next start → 409 naming `maxPreviews`"),
+    Field("previewIdleMinutes", "int", lo=1, hi=1440, default=30,
+          doc="stop a preview nobody asked anything of for this long (a page holding a "
+          "WebSocket to it open counts as asking)"),
     Field("gitHostWebhookSecret", "secret", nullable=True, maxlen=500,
           doc="what the source host signs its webhook calls with (`X-Hub-Signature-256`); "
           "`null` = the webhook route refuses every call"),
@@ -1989,6 +2027,17 @@ ATTEMPT_FIELDS = (
     _ro("summary", "str", nullable=True, doc="the verifier's summary"),
     _ro("picked", "bool"), _ro("error", "str", nullable=True, doc="why it failed"),
     _ro("endedAt", "time", column="ended_at", nullable=True),
+)
+
+#: A task's preview (design §21), as its routes answer and preview:updated tells it.
+PREVIEW_FIELDS = (
+    _ro("taskId"), _ro("n", nullable=True, doc="its attempt of best of N; null: the task's"),
+    _ro("status", "enum", choices=PREVIEW_STATUSES),
+    _ro("url", "str", nullable=True, doc="a one-time link to it (its own port): it sets "
+        "the port's cookie and opens previewPath; null unless starting or ready"),
+    _ro("startedAt", "time", nullable=True), _ro("readyAt", "time", nullable=True),
+    _ro("error", "str", nullable=True, doc="why it failed"),
+    _ro("output", "str", doc="the command's last lines"),
 )
 
 REVISION_FIELDS = (_ro("id"), _ro("taskId", column="task_id"), _ro("feedback", "str"),
@@ -2541,6 +2590,18 @@ ALTER TABLE projects ADD COLUMN network TEXT NOT NULL DEFAULT 'open';
 ALTER TABLE projects ADD COLUMN network_allow_json TEXT;
 ALTER TABLE runs ADD COLUMN network_refused INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tasks ADD COLUMN network_json TEXT;
+"""),
+    ("0021_previews", """
+ALTER TABLE projects ADD COLUMN preview_command TEXT NOT NULL DEFAULT '';
+ALTER TABLE projects ADD COLUMN preview_path TEXT NOT NULL DEFAULT '/';
+CREATE TABLE previews (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  task_id INTEGER NOT NULL,
+  attempt_n INTEGER,
+  pid INTEGER NOT NULL,
+  proc_start INTEGER,
+  started_at TEXT NOT NULL
+);
 """),
 )
 
@@ -4135,6 +4196,23 @@ def upsert_settings_rows(values: dict) -> dict:
         for name, value in values.items():
             t["settings"].upsert({"name": name, "value_json": json_dumps(value)}, ["name"])
         return {r["name"]: json.loads(r["value_json"]) for r in t["settings"].all()}
+
+
+# --- previews (design §21) -------------------------------------------------------
+# A running preview's process, kept so that a board killed with -9 finds it at its next
+# start (as a run's pid and proc_start): what is kept is only what kills it.
+
+def insert_preview_row(task_id: int, n: int | None, pid: int, started: int | None) -> int:
+    with tx() as t:
+        return t.insert("previews", {"task_id": task_id, "attempt_n": n, "pid": pid,
+                                     "proc_start": started, "started_at": now_iso()})
+
+
+def delete_preview_rows(row_id: int | None = None) -> list[dict]:
+    """Forget one preview's process (row_id), or every one; the rows forgotten."""
+    with tx() as t:
+        where, params = ("WHERE id = ?", (row_id,)) if row_id is not None else ("", ())
+        return t.all(f"DELETE FROM previews {where} RETURNING *", params)
 
 
 # --- sessions --------------------------------------------------------------------
@@ -5791,6 +5869,18 @@ NET_BRIDGE = f"""r=$(socat -d -d -b 262144 \\
 [ "$r" = up ] || {{ echo "taskboard: the sandbox's network bridge (socat) did not start" >&2
   exit 126; }}
 exec "$@\""""
+#: A sandboxed preview's dev server (design §21) is reached through a folder of the data dir
+#: bound in at PREVIEW_FOLDER (TB_PREVIEW), where PREVIEW_BRIDGE's socat listens on a UNIX
+#: socket (PREVIEW_SOCKET) for the board and connects each connection to the dev server's
+#: $PORT on the sandbox's own loopback; then the preview's command (its $1) runs.
+PREVIEW_FOLDER = "/run/taskboard/preview"
+PREVIEW_SOCKET = "port.sock"
+PREVIEW_BRIDGE = f"""command -v socat >/dev/null || {{
+  echo "taskboard: socat, the preview's bridge out of its sandbox, is not installed" >&2
+  exit 126; }}
+socat UNIX-LISTEN:{PREVIEW_FOLDER}/{PREVIEW_SOCKET},fork,unlink-early \\
+  TCP:127.0.0.1:"$PORT" </dev/null >/dev/null 2>&1 &
+exec sh -c "$1\""""
 #: The sandbox of a run (design §17), built where it is spawned (here or on a host) by
 #: `sh`, from the run's variables: TB_BWRAP, TB_BASE (the board's folder there: hidden),
 #: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
@@ -5801,7 +5891,8 @@ exec "$@\""""
 #: (never seen under home), TB_HIDE (other projects' folders, the token file), TB_RO and
 #: TB_RW (sandboxPaths), TB_FILES (the run's own, read-only), TB_GIT (the repository's
 #: common git folder as the board found it: git_dirs()), TB_NET (its egress proxy's
-#: socket: NET_ARGS and the bridge, TB_BRIDGE: NET_BRIDGE, in front of its command); and
+#: socket: NET_ARGS and the bridge, TB_BRIDGE: NET_BRIDGE, in front of its command),
+#: TB_PREVIEW (a preview's bridge folder, bound at PREVIEW_FOLDER: design §21); and
 #: for the board's own git on the repository (WORKTREE_SCRIPT, WORKTREE_REMOVE,
 #: PICK_SCRIPT), TB_GIT_WRITE (all of TB_GIT writable) and TB_OUT (its worktrees' folder,
 #: writable).
@@ -5908,6 +5999,7 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     nb=--; if [ -n "$TB_NET" ]; then [ -L /var/run ] || p --tmpfs /var/run; p @NET@
       if [ "$TB_NET" != - ]; then p --ro-bind "$TB_NET" @SOCKET@; o=$q; q=
         p -- sh -c "$TB_BRIDGE" sh; nb=$q; q=$o; fi
+      [ -n "$TB_PREVIEW" ] && p --bind "$TB_PREVIEW" @PREVIEW@
     else set +f  # the board's own git: no network of its own, but no agent of the person's
       for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done; set -f
     fi; :
@@ -5916,9 +6008,9 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   eval "set -- $TB_BWRAP $q --chdir \"\$dir\" $nb \"\$@\""
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_KEEP TB_LOGINS \
     TB_PRIVATE TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES TB_GIT TB_GIT_WRITE TB_OUT \
-    TB_NET TB_BRIDGE
+    TB_NET TB_BRIDGE TB_PREVIEW
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1).replace("@NET@", shlex.join(NET_ARGS), 1) \
-    .replace("@SOCKET@", NET_SOCKET, 1)
+    .replace("@SOCKET@", NET_SOCKET, 1).replace("@PREVIEW@", PREVIEW_FOLDER, 1)
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
 #: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.  With
 #: TB_AFTER (the board's own script), that script runs after it, outside the sandbox, in
@@ -6094,7 +6186,8 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     worktrees' folder, writable with all of `git`), after (the board's own script, run
     outside the sandbox once the command ended: SANDBOXED), net (its egress proxy's
     socket: its own network and the bridge, design §20), offline (without `net`: its own
-    network and no way out: a check after its run, the board's own git)}; `base`: the
+    network and no way out: a check after its run, the board's own git), preview (a
+    preview's folder for the socket of its bridge, design §21)}; `base`: the
     board's folder where the run happens (the data dir, a host's baseDir); `show`: more
     programs the run starts."""
     paths = sandbox.get("paths") or {}
@@ -6115,7 +6208,8 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_GIT": sandbox.get("git") or "", "TB_GIT_WRITE": "1" if sandbox.get("out") else "",
             "TB_OUT": "\n".join(sandbox.get("out") or ()), "TB_AFTER": sandbox.get("after") or "",
             "TB_NET": sandbox.get("net") or ("-" if sandbox.get("offline") else ""),
-            "TB_BRIDGE": NET_BRIDGE if sandbox.get("net") else ""}
+            "TB_BRIDGE": NET_BRIDGE if sandbox.get("net") else "",
+            "TB_PREVIEW": sandbox.get("preview") or ""}
 
 
 def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
@@ -6757,6 +6851,37 @@ class ThisMachine:
                            stderr=subprocess.STDOUT, session=True, keep=STOP_CHECK_TAIL,
                            umask=runtime.umask)
 
+    def preview_checkout(self, task: dict, project: dict) -> str:
+        """Where a task's preview runs (design §21): its worktree, else workingDir."""
+        path = worktree_path(task)
+        return path if os.path.isdir(path) else project["working_dir"]
+
+    def start_preview(self, preview, argv: list[str]) -> subprocess.Popen:
+        """A preview's command here, with PORT a free port of the loopback, in a process
+        group of its own, its output in one pipe; sandboxed (its sandbox's network, design
+        §20), its bridge's folder made in the data dir and its egress proxy opened."""
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            preview.dev_port = probe.getsockname()[1]
+        env = {**preview.env, "PORT": str(preview.dev_port)}
+        if preview.sandbox is not None:
+            preview.bridge = os.path.join(runtime.data_dir, "previews", preview.name)
+            os.makedirs(preview.bridge, mode=0o700)
+            preview.sandbox.update(preview=preview.bridge,
+                                   net=runtime.egress.open(preview, preview.project, None))
+            argv, env = in_sandbox(argv, preview.cwd, env, preview.sandbox,
+                                   os.path.realpath(runtime.data_dir))
+        return Popen(argv, cwd=preview.cwd, env=env, stdin=subprocess.DEVNULL,
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                     start_new_session=True, umask=runtime.umask)
+
+    def preview_heard(self, preview, text: str) -> bool:
+        """Whether a line of a preview's output was its machine's (none here)."""
+        return False
+
+    def end_preview(self, preview) -> None:
+        """A preview's process ended: what its machine undoes (nothing here)."""
+
 
 THIS_MACHINE = ThisMachine()
 
@@ -7392,6 +7517,66 @@ git -C "$repo" fetch -q origin >&2 || true"""
             return None
         return code, out[-STOP_CHECK_TAIL:]
 
+    def preview_checkout(self, task: dict, project: dict) -> str:
+        """Where a task's preview runs there: its worktree (every task there has one)."""
+        return self.worktree(task, project)
+
+    def start_preview(self, preview, argv: list[str]) -> subprocess.Popen:
+        """A preview's command on the host (design §21), as a run's: REMOTE_RUN over the
+        connection, its group ended with its channel; sandboxed there as its runs are (its
+        bridge's folder under baseDir, its egress proxy forwarded: bridge()).  The board
+        reaches its port (a random one there, or its bridge's socket) through a local
+        forward of the connection to a socket in a folder of the preview here."""
+        preview.dev_port = 20000 + secrets.randbelow(40000)
+        target = f"127.0.0.1:{preview.dev_port}"
+        if preview.sandbox is not None:
+            folder = self.path("previews", preview.name)
+            code, out = self.run(f"mkdir -p -m 700 {shlex.quote(folder)}", timeout=30)
+            if code != 0:
+                raise OSError(f"the preview's folder could not be made on the host: "
+                              f"{_cut(out, 200)}")
+            preview.sandbox["preview"], target = folder, f"{folder}/{PREVIEW_SOCKET}"
+        invocation = self.invocation({"argv": argv, "env": {"PORT": str(preview.dev_port)},
+                                      "cwd": preview.cwd}, f"preview-{preview.name}",
+                                     preview.sandbox)
+        if preview.sandbox is not None:
+            self.bridge(preview, runtime.egress.open(preview, preview.project, None))
+        local = os.path.join(runtime.data_dir, "previews", preview.name)
+        if len(local) > 90:  # ssh binds the socket by its path (at most 107 bytes)
+            local = os.path.join(tempfile.gettempdir(),
+                                 f"taskboard-{os.getuid()}-preview-{preview.name}")
+        os.makedirs(local, mode=0o700)
+        preview.bridge = local
+        forward = f"{os.path.join(local, PREVIEW_SOCKET)}:{target}"
+        done = run_process(["ssh", "-o", f"ControlPath={self.control}", "-O", "forward",
+                            "-L", forward, self.host["address"]], timeout=30)
+        if done.returncode != 0:
+            raise OSError(f"the preview's port could not be forwarded from host "
+                          f"{self.host['name']!r}: "
+                          f"{_cut(done.stderr.decode('utf-8', 'replace').strip(), 300)}")
+        preview.forward = forward
+        return self.spawn(invocation["argv"], preview.cwd, invocation["env"])
+
+    def preview_heard(self, preview, text: str) -> bool:
+        """REMOTE_RUN's lines: its group's id (kept), its beat (blank)."""
+        found = preview.group is None and REMOTE_GROUP_RE.match(text)
+        if found:
+            preview.group = int(found.group(1))
+        return bool(found) or not text.strip()
+
+    def end_preview(self, preview) -> None:
+        """Its forwards cancelled, its folder there removed (while the connection is up)."""
+        if self.master is None or self.master.poll() is not None:
+            return
+        if preview.forward is not None:
+            run_process(["ssh", "-o", f"ControlPath={self.control}", "-O", "cancel", "-L",
+                         preview.forward, self.host["address"]], timeout=30)
+        self.unbridge(preview)
+        folder = (preview.sandbox or {}).get("preview")
+        if folder:
+            with contextlib.suppress(HostDown):
+                self.run(f"rm -rf -- {shlex.quote(folder)}", timeout=30, reopen=False)
+
     def close(self) -> None:
         master, self.master, self.port = self.master, None, None
         if master is not None and master.poll() is None:
@@ -7815,6 +8000,8 @@ def move_task(task_id: int, to: str, *, manual: bool = True, only_from: str | No
         runtime.agents.stop(task_id)
         if after["attempts"] is not None:
             _stop_attempts(task_id)
+    if to in ("done", "backlog"):
+        stop_previews(task_id)
     if to == "done":
         runtime.chores.spawn(after_done, task_id)  # PR, issue, worktree: in the background
     settle_parent(after["parent_task_id"])
@@ -7834,6 +8021,7 @@ def _reserve_slot(task_id: int) -> bool:
 
 def delete_task(task_id: int) -> dict:
     runtime.agents.stop(task_id)
+    stop_previews(task_id)
     _stop_attempts(task_id)
     attempts = attempt_rows(task_id)
     task, paths, orphans = found(delete_task_row(task_id), f"task {task_id} not found")
@@ -9841,7 +10029,8 @@ prune"""
 
 def _clear_attempts(task: dict, project: dict, rows: list[dict], keep=None) -> None:
     """The worktrees of a set's attempts go, with their branches unless
-    keepAttemptBranches; `keep`'s worktree becomes the task's."""
+    keepAttemptBranches; `keep`'s worktree becomes the task's (their previews stop)."""
+    stop_previews(task["id"], attempts_only=True)
     machine = project_machine(project)
     repo = machine.repository(project)
     gone = [part for a in rows if a is not keep and a["branch_name"] for part in (
@@ -12638,6 +12827,352 @@ def list_agents(owner: bool = True) -> list[dict]:
 
 
 # =============================================================================
+# SERVICES: PREVIEWS
+# =============================================================================
+# A task's running result, clicked through (design §21): its project's previewCommand run
+# in the task's (or an attempt's) checkout with PORT set, in a process group of its own
+# (Preview owns it), served to the browser from a port of its own by the board's proxy
+# (PREVIEW PROXY), which lets through only the holder of that port's cookie.  Previews (in
+# runtime.previews) holds the live ones; a preview stops on DELETE, when nobody asked it
+# anything for previewIdleMinutes (a timer), when its task is deleted or moved to done or
+# backlog, and with the board; a board killed with -9 kills its survivors at its next
+# start (their pids are kept as a run's are).
+
+class Preview:
+    """One preview: its command's process group, its state, its listener and its links."""
+
+    run_id = None  # the egress proxy logs a refusal on its task, of no run
+
+    def __init__(self, task: dict, n: int | None, project: dict, cwd: str,
+                 sandbox: dict | None, machine: "ThisMachine | HostLink"):
+        self.task_id, self.n, self.project_id = task["id"], n, task["project_id"]
+        self.project, self.sandbox, self.machine = project, sandbox, machine
+        self.name = secrets.token_hex(8)  # its folders' (bridge, forward) and files'
+        self.bridge = self.group = self.forward = self.net_forward = None
+        self.command, self.path, self.cwd = project["preview_command"], \
+            project["preview_path"], cwd
+        self.status, self.error, self.ready_at = "starting", None, None
+        self.started_at = now_iso()
+        self.output = collections.deque(maxlen=PREVIEW_OUTPUT_LINES)
+        self.cookie = secrets.token_urlsafe(32)  # the port's cookie: who passes the proxy
+        self.links = {}  # one-time link token -> until when it works (time.monotonic())
+        self.proc = self.row_id = self.listener = self.port = self.dev_port = None
+        self.seen = time.monotonic()  # the last request through the proxy
+        self.greenlets = gevent.pool.Group()
+        self.tunnels = set()  # open WebSocket connections (closed with it)
+        self.idle = []  # kept-alive connections to the dev server (PREVIEW PROXY's)
+
+    @property
+    def live(self) -> bool:
+        return self.status in ("starting", "ready")
+
+    def network_refused(self, message: str) -> None:
+        """The egress proxy refused a host the first time (design §20): the task's log."""
+        runtime.logs.append(self.task_id, "network", f"preview: {message}", None,
+                            is_error=True)
+
+    def kill(self, reason: str) -> None:
+        """The egress proxy ends it (its socket went: `proxy-gone`)."""
+        self.stop(f"its sandbox's way out went ({reason})", "failed")
+
+    def start(self, listen) -> None:
+        """Listen on its own port (`listen`: PREVIEW PROXY's), start the command, and
+        watch it: its output, its end, its port answering."""
+        self.listener = listen(self)
+        self.port = self.listener.server_port
+        runtime.previews.ports.add(self.port)
+        self.env = {k: v for k, v in os.environ.items()
+                    if k not in SECRET_ENV and not k.startswith("TASKBOARD_")}
+        # as a run (design §17, §20) when sandboxed: reached by its bridge
+        argv = ["sh", "-c", PREVIEW_BRIDGE, "sh", self.command] if self.sandbox is not None \
+            else ["sh", "-c", self.command]
+        self.proc = self.machine.start_preview(self, argv)
+        self.row_id = insert_preview_row(self.task_id, self.n, self.proc.pid,
+                                         process_start(self.proc.pid))
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                self.greenlets.spawn(self._drain, pipe)
+        for work in (self._await_ready, self._await_exit):
+            self.greenlets.spawn(work)
+        self.idle_timer(get_settings()["previewIdleMinutes"] * SECONDS_PER_MINUTE)
+
+    def _drain(self, pipe) -> None:
+        """Its output's last lines; what its machine says (a host's group, its beat) not."""
+        for line in iter(pipe.readline, b""):
+            text = line[:2000].decode("utf-8", "replace").rstrip("\n")
+            if not self.machine.preview_heard(self, text):
+                self.output.append(text)
+
+    def _await_exit(self) -> None:
+        code = self.proc.wait()
+        if self.live:
+            self.stop(f"the command exited with code {code} "
+                      f"{'before its port answered' if self.status == 'starting' else ''}"
+                      .strip(), "failed")
+
+    def _await_ready(self) -> None:
+        """Ask its port until it answers HTTP: with backoff, only while it starts."""
+        deadline, pause = time.monotonic() + PREVIEW_READY_SECONDS, 0.005
+        while self.status == "starting":
+            if self.answers():
+                self.ready_at, self.status, self.seen = now_iso(), "ready", time.monotonic()
+                self.publish()
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.stop(f"nothing answered HTTP on its port ($PORT, {self.dev_port}) "
+                          f"within {PREVIEW_READY_SECONDS:g} s", "failed")
+                return
+            gevent.sleep(min(pause, left))
+            pause = min(pause * 1.5, 0.05)
+
+    def connect(self, timeout: float = 10.0) -> socket.socket:
+        """A connection to the dev server: on this machine's loopback, or a sandboxed one's
+        through its bridge's socket (opened through its folder: a data dir's path may be
+        longer than a socket's address takes)."""
+        if self.bridge is None:  # an address, never a name to resolve
+            conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            where, address = None, ("127.0.0.1", self.dev_port)
+        else:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            where = os.open(self.bridge, os.O_PATH | os.O_DIRECTORY)
+            address = f"/proc/self/fd/{where}/{PREVIEW_SOCKET}"
+        conn.settimeout(timeout)
+        try:
+            conn.connect(address)
+        except OSError:
+            conn.close()
+            raise
+        finally:
+            if where is not None:
+                os.close(where)
+        return conn
+
+    def answers(self) -> bool:
+        """Whether the dev server answers an HTTP request on its port."""
+        try:
+            with self.connect(timeout=5.0) as conn:
+                conn.sendall(f"GET {self.path} HTTP/1.0\r\nHost: 127.0.0.1:{self.dev_port}"
+                             "\r\n\r\n".encode())
+                return conn.recv(5) == b"HTTP/"
+        except OSError:
+            return False
+
+    def idle_timer(self, seconds: float) -> None:
+        """Stop after `seconds` without a request (a timer, put off by each request, while
+        it starts, and while a page holds a WebSocket to it open: hot reload)."""
+        def fire():
+            if self.status == "starting" or self.tunnels:
+                self.seen = time.monotonic()
+            left = self.seen + seconds - time.monotonic()
+            if not self.live:
+                return
+            if left > 0:
+                self.greenlets.add(gevent.spawn_later(left, fire))
+            else:
+                self.stop(None, "stopped")
+        self.greenlets.add(gevent.spawn_later(seconds, fire))
+
+    def link(self) -> str | None:
+        """A new one-time link to it (None unless live)."""
+        if not self.live:
+            return None
+        now = time.monotonic()
+        self.links = {t: until for t, until in self.links.items() if until > now}
+        while len(self.links) >= 20:
+            self.links.pop(next(iter(self.links)))
+        token = secrets.token_urlsafe(24)
+        self.links[token] = now + PREVIEW_LINK_SECONDS
+        host = preview_host()
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}" \
+            f"{PREVIEW_LINK_PATH}?t={token}"
+
+    def take_link(self, token: str) -> bool:
+        """Whether a one-time link's token is good (it then works no more)."""
+        for known in list(self.links):
+            if hmac.compare_digest(known.encode(), token.encode()):
+                return self.links.pop(known) > time.monotonic() and self.live
+        return False
+
+    def view(self) -> dict:
+        return {"taskId": self.task_id, "n": self.n, "status": self.status, "url": self.link(),
+                "startedAt": self.started_at, "readyAt": self.ready_at, "error": self.error,
+                "output": "\n".join(self.output)}
+
+    def publish(self) -> None:
+        runtime.events.publish("preview:updated", self.view(), self.project_id)
+
+    def stop(self, error: str | None, status: str) -> None:
+        """End it: its listener, its open tunnels, its process group (SIGTERM, then SIGKILL
+        after KILL_GRACE_SECONDS), its kept pid; `status` failed (with `error`) or stopped."""
+        if not self.live:
+            return
+        self.status, self.error = status, error
+        if self.listener is not None:
+            runtime.previews.ending.spawn(self.listener.stop, 1)
+        for tunnel in list(self.tunnels):
+            with contextlib.suppress(OSError):
+                tunnel.shutdown(socket.SHUT_RDWR)
+        while self.idle:
+            self.idle.pop().close()
+        if self.proc is not None:
+            if self.group is not None:  # a host's: its group there (its channel too, below)
+                runtime.previews.ending.spawn(kill_remote_group, self.machine, self.group,
+                                              signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            runtime.previews.ending.spawn(self._kill, self.proc, self.row_id)
+        else:  # it never started: what its start made goes
+            runtime.previews.ending.spawn(self._clean)
+        if self.sandbox is not None:
+            runtime.egress.close(self)
+        self.publish()
+
+    def _kill(self, proc, row_id) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(KILL_GRACE_SECONDS)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what the group left, the leader gone or not
+        delete_preview_rows(row_id)
+        self._clean()
+
+    def _clean(self) -> None:
+        """Its machine's forwards and folders, and its bridge's folder here."""
+        self.machine.end_preview(self)
+        if self.bridge is not None:
+            shutil.rmtree(self.bridge, ignore_errors=True)
+
+
+def preview_host() -> str:
+    """The board's address as a browser reaches it (a wildcard: this machine's name)."""
+    host = runtime.config["host"]
+    return "localhost" if host in ("0.0.0.0", "::", "") else host
+
+
+class Previews:
+    """The previews of this board: (task id, attempt n or None) -> Preview; `listen` makes
+    a preview's listener (PREVIEW PROXY's); `ending` the kills under way."""
+
+    def __init__(self, listen):
+        self.listen, self.by_task, self.ending = listen, {}, gevent.pool.Group()
+        self.ports = set()  # every port a preview had: its pages may still be open
+
+    def running(self) -> int:
+        return sum(p.live for p in self.by_task.values())
+
+    def stop_all(self) -> None:
+        for preview in list(self.by_task.values()):
+            preview.stop(None, "stopped")
+        self.ending.join(timeout=KILL_GRACE_SECONDS + 1)
+
+
+def _preview_target(task_id: int, n: int | None) -> tuple:
+    """The task (or its attempt n), its project, the checkout its preview serves, its
+    sandbox (its runs', design §17: None where they are not sandboxed) and its machine (a
+    host's: design §15); 409 when its project has no previewCommand, its host is gone or
+    unreachable, it must be sandboxed where bubblewrap does not work, or the task is not in
+    progress or testing."""
+    task = get_task(task_id)
+    project = project_row(task["project_id"])
+    if not project["preview_command"].strip():
+        raise Conflict(f"project {project['slug']!r} has no previewCommand: set one in its "
+                       "settings to preview its tasks", "previewCommand")
+    if task["status"] not in ("in_progress", "testing"):
+        raise Conflict(f"task {task_id} is {task['status']}: only a task in progress or "
+                       "testing has a preview", "status")
+    machine = project_machine(project)
+    if isinstance(machine, MissingHost):
+        raise Conflict("the project's host was deleted", "host")
+    sandbox = None
+    if project["sandbox"] != "none" and not runs_simulated(project):
+        works = machine.sandbox(retry=True)
+        if works["works"]:
+            try:
+                git = machine.git_dir(project)
+            except HostDown as exc:
+                raise Conflict(f"the project's host cannot be reached: {exc}", "host") \
+                    from None
+            sandbox = {"agent": None, "project": project["id"], "command": [], "files": [],
+                       "paths": json.loads(project["sandbox_paths_json"] or "null"),
+                       "hide": hidden_from(project), "git": git}
+        elif project["sandbox"] == "bubblewrap":
+            raise Conflict(f"the sandbox does not work{machine.where}: {works['error']}",
+                           "sandbox")
+    checkout = task
+    if n is not None:
+        attempt = found(next((a for a in attempt_rows(task_id) if a["n"] == n), None),
+                        f"task {task_id} has no attempt {n}")
+        checkout = attempt_task(task, attempt)
+    return task, project, machine.preview_checkout(checkout, project), sandbox, machine
+
+
+def start_preview(task_id: int, n: int | None = None) -> dict:
+    """Start the task's (or attempt n's) preview, or answer the one that runs."""
+    task, project, cwd, sandbox, machine = _preview_target(task_id, n)
+    preview = runtime.previews.by_task.get((task_id, n))
+    if preview is not None and preview.live:
+        return preview.view()
+    limit = get_settings()["maxPreviews"]
+    if runtime.previews.running() >= limit:
+        raise Conflict(f"{runtime.previews.running()} previews run, the most maxPreviews "
+                       f"({limit}) allows: stop one, or raise maxPreviews", "maxPreviews")
+    preview = runtime.previews.by_task[(task_id, n)] = Preview(task, n, project, cwd,
+                                                               sandbox, machine)
+    try:
+        preview.start(runtime.previews.listen)
+    except (OSError, HostDown) as exc:
+        preview.output.append(str(exc))
+        preview.stop(f"the preview could not start: {exc}", "failed")
+        return preview.view()
+    preview.publish()
+    return preview.view()
+
+
+def get_preview(task_id: int, n: int | None = None) -> dict:
+    get_task(task_id)
+    preview = runtime.previews.by_task.get((task_id, n))
+    if preview is None:
+        return {"taskId": task_id, "n": n, "status": "stopped", "url": None,
+                "startedAt": None, "readyAt": None, "error": None, "output": ""}
+    return preview.view()
+
+
+def stop_preview(task_id: int, n: int | None = None) -> dict:
+    get_task(task_id)
+    preview = runtime.previews.by_task.get((task_id, n))
+    if preview is not None:
+        preview.stop(None, "stopped")
+    return get_preview(task_id, n)
+
+
+def start_attempt_preview(task_id: int, n: int) -> dict:
+    return start_preview(task_id, n)
+
+
+def get_attempt_preview(task_id: int, n: int) -> dict:
+    return get_preview(task_id, n)
+
+
+def stop_attempt_preview(task_id: int, n: int) -> dict:
+    return stop_preview(task_id, n)
+
+
+def stop_previews(task_id: int, attempts_only: bool = False) -> None:
+    """A task deleted, or moved to done or backlog: its previews (and its attempts') stop
+    and are forgotten; its attempts' alone when their worktrees go."""
+    for key in [k for k in runtime.previews.by_task
+                if k[0] == task_id and (k[1] is not None or not attempts_only)]:
+        runtime.previews.by_task.pop(key).stop(None, "stopped")
+
+
+def kill_preview_survivors() -> None:
+    """At start: the preview processes a board killed with -9 left, killed."""
+    for row in delete_preview_rows():
+        kill_survivor(row["pid"], row["proc_start"])
+
+
+# =============================================================================
 # SUPERVISORS
 # =============================================================================
 # An AgentRun owns one agent process: it writes the prompt, drains stdout and stderr at
@@ -13921,6 +14456,16 @@ def own_origin(environ) -> bool:
         and origin.lower().startswith(("http://", "https://"))
 
 
+def preview_origin(environ) -> bool:
+    """Whether the request's Origin is a preview's (a port a preview of this board had)."""
+    origin = environ.get("HTTP_ORIGIN")
+    if not origin or runtime is None:
+        return False
+    with contextlib.suppress(ValueError):
+        return urllib.parse.urlsplit(origin).port in runtime.previews.ports
+    return False
+
+
 def refusal(environ, route, ids: dict) -> ApiError | None:
     """Why a request must be refused before it reaches `route` (`ids`: the ids in its URL),
     if it must."""
@@ -13941,6 +14486,16 @@ def refusal(environ, route, ids: dict) -> ApiError | None:
             environ.get("HTTP_SEC_FETCH_MODE") == "navigate" and method == "GET"
             and not path.startswith("/api/") and path != "/ws"):
         return Forbidden("cross-site requests are refused")
+    # SECURITY: a task's preview (design §21) is this host on another port: same-site, so
+    # the session cookie (SameSite=Strict) goes with what its pages ask of the board.  No
+    # page but the board's own reaches the API or /ws.
+    if path.startswith("/api/") or path == "/ws":
+        if environ.get("HTTP_SEC_FETCH_SITE") == "same-site":
+            return Forbidden("same-site requests are refused: only the board's own pages "
+                             "reach its api")
+        if preview_origin(environ):
+            return Forbidden(f"origin {environ['HTTP_ORIGIN'][:100]!r} is a task's preview, "
+                             "which reaches nothing of the board")
     proxied = any(h in environ for h in PROXY_HEADERS)
     if config["no_auth"] and proxied:
         # SECURITY: a board without a token must not be published through a proxy.
@@ -14440,6 +14995,16 @@ SERVICE_ROUTES = (
     ("PUT", "/api/schedules/<schedule_id:int>", "owner", update_schedule, "Schedule",
      {"body": SCHEDULE_FIELDS, "partial": True}),
     ("DELETE", "/api/schedules/<schedule_id:int>", "owner", delete_schedule, "Ok"),
+    ("POST", "/api/tasks/<task_id:int>/preview", "write", start_preview, "Preview",
+     {"status": 202}),
+    ("GET", "/api/tasks/<task_id:int>/preview", "read", get_preview, "Preview"),
+    ("DELETE", "/api/tasks/<task_id:int>/preview", "write", stop_preview, "Preview"),
+    ("POST", "/api/tasks/<task_id:int>/attempts/<n:int>/preview", "write",
+     start_attempt_preview, "Preview", {"status": 202}),
+    ("GET", "/api/tasks/<task_id:int>/attempts/<n:int>/preview", "read", get_attempt_preview,
+     "Preview"),
+    ("DELETE", "/api/tasks/<task_id:int>/attempts/<n:int>/preview", "write",
+     stop_attempt_preview, "Preview"),
 )
 for _method, _rule, _scope, _service, _returns, *_config in SERVICE_ROUTES:
     _service_route(_method, _rule, _service, _returns, scope=_scope,
@@ -14498,6 +15063,10 @@ def page_index():
     if answers is not None:
         boot = page.index("  <script>")
         page = page[:boot] + answers + page[boot:]
+    # the task previews' origins (design §21), which its panel frames: their ports of the
+    # host the page was asked by (an allowed one: refusal()), as the page links to them
+    host = host_name(bottle.request.environ) or preview_host()
+    policy += f"; frame-src http://{f'[{host}]' if ':' in host else host}:*"
     return built_page("text/html", page, {"Content-Security-Policy": policy})
 
 
@@ -14708,12 +15277,8 @@ class Handler(WebSocketHandler):
     def get_environ(self):
         self.deadline.close()  # the line and headers are in
         environ = super().get_environ()
-        try:
-            route = app.router.match(environ)[0]
-        except bottle.HTTPError:
-            route = None
         raw = self.wsgi_input
-        self.body = BoundedInput(raw, body_cap(route),
+        self.body = BoundedInput(raw, self.body_cap(environ),
                                  None if raw.chunked_input else raw.content_length or 0)
         if self.framing_error is not None:
             self.body.broken = True  # never read: the connection closes after the answer
@@ -14722,6 +15287,15 @@ class Handler(WebSocketHandler):
         self.wsgi_input = environ["wsgi.input"] = self.body
         environ["wsgi.input_terminated"] = True
         return environ
+
+    @staticmethod
+    def body_cap(environ) -> int:
+        """The most body bytes the request may send: its route's (body_cap())."""
+        try:
+            route = app.router.match(environ)[0]
+        except bottle.HTTPError:
+            route = None
+        return body_cap(route)
 
     def run_application(self):
         error = self.framing_error
@@ -14867,7 +15441,8 @@ EVENT_READS = {
     "plan": "/api/projects/<project_id:int>/plan/status", "settings": "/api/settings",
     "approval": "/api/approvals", "message": "/api/tasks/<task_id:int>/messages",
     "host": "/api/hosts", "attempt": "/api/tasks/<task_id:int>/attempts",
-    "schedule": "/api/schedules/<schedule_id:int>"}
+    "schedule": "/api/schedules/<schedule_id:int>",
+    "preview": "/api/tasks/<task_id:int>/preview"}
 
 
 @functools.cache
@@ -14936,6 +15511,243 @@ def _ws_abort(sock) -> None:
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.shutdown(socket.SHUT_RDWR)
+
+
+# =============================================================================
+# PREVIEW PROXY
+# =============================================================================
+# A preview's own origin (design §21): a listener per preview on a port of its own of the
+# board's address, with the board's deadlines and framing rules (Handler) and a body cap.
+# Its one-time link sets the port's cookie (tb_preview_<port>) and opens previewPath;
+# without that cookie every request is 401.  What passes goes on to the dev server without
+# the board's session cookie, the previews' cookies and Authorization: HTTP, and WebSocket
+# upgrades (hot reload) as a tunnel.  No cookie the board's pages use is set through it.
+
+#: Request headers never sent on to a dev server: one hop's (RFC 9110 §7.6.1), and the
+#: credentials of the board (its cookies are filtered out of Cookie: preview_cookies()).
+PREVIEW_DROP_REQUEST = frozenset((
+    "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
+    "upgrade", "proxy-authorization", "authorization", "content-length", "cookie"))
+#: Response headers never sent back: one hop's (pywsgi frames the answer itself).
+PREVIEW_DROP_RESPONSE = frozenset((
+    "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
+    "upgrade", "proxy-authenticate"))
+#: A preview's cookie is kept by the browser this long at most (a preview lives shorter).
+PREVIEW_COOKIE_SECONDS = 86_400
+#: A request body sent to a preview is capped as an attachment is; its dev server has this
+#: long to answer (a first page may compile for a while).
+PREVIEW_BODY_BYTES = MAX_UPLOAD_BYTES
+PREVIEW_UPSTREAM_SECONDS = 120.0
+#: Open connections to one preview at most; kept-alive ones to its dev server at most; the
+#: most bytes read or written at once.
+PREVIEW_MAX_CONNECTIONS = 512
+PREVIEW_KEPT_CONNECTIONS = 8
+PREVIEW_CHUNK_BYTES = 256 * 1024
+
+
+class PreviewHandler(Handler):
+    """Handler's deadlines and framing rules for a preview's port; an upgrade a cookie
+    holder asks for becomes a tunnel to the dev server (the board's /ws is not here)."""
+
+    def body_cap(self, environ) -> int:
+        return PREVIEW_BODY_BYTES
+
+    def get_environ(self):
+        environ = super().get_environ()
+        environ["taskboard.target"] = self.path  # as sent: PATH_INFO is decoded
+        return environ
+
+    def upgrade_websocket(self):
+        return None
+
+    def run_application(self):
+        preview, environ = self.server.preview, self.environ
+        if self.framing_error is None and environ.get("HTTP_UPGRADE") \
+                and preview_allowed(preview, environ):
+            preview.seen = time.monotonic()
+            self.close_connection = True
+            tunnel_preview(preview, environ, self)
+            self.status, self.response_length = "101 Switching Protocols", 0
+            return None
+        return super().run_application()
+
+
+def listen_preview(preview) -> "Server":
+    """A preview's listener, started, on a free port of the board's address."""
+    host = runtime.config["host"]
+    server = Server((host, 0), functools.partial(preview_app, preview),
+                    handler_class=PreviewHandler, log=None,
+                    error_log=logging.getLogger("taskboard.preview"),
+                    environ={"SERVER_NAME": host})
+    server.preview, server.max_connections = preview, PREVIEW_MAX_CONNECTIONS
+    server.start()
+    return server
+
+
+def preview_allowed(preview, environ) -> bool:
+    """Whether the request carries the preview port's cookie."""
+    given = bottle.BaseRequest(environ).get_cookie(PREVIEW_COOKIE.format(port=preview.port))
+    return bool(given) and hmac.compare_digest(given.encode(), preview.cookie.encode())
+
+
+def _board_cookie(name: str) -> bool:
+    """Whether a cookie is the board's or a preview's: never sent to, nor set by, an app."""
+    return name == SESSION_COOKIE or name.startswith(PREVIEW_COOKIE.format(port=""))
+
+
+def preview_headers(environ) -> list[tuple[str, str]]:
+    """The request's headers as the dev server gets them: no credential of the board."""
+    out = []
+    for key, value in environ.items():
+        if not key.startswith("HTTP_"):
+            continue
+        name = key[5:].replace("_", "-").lower()
+        if name not in PREVIEW_DROP_REQUEST:
+            out.append((name, value))
+    if environ.get("CONTENT_TYPE"):
+        out.append(("content-type", environ["CONTENT_TYPE"]))
+    kept = [c.strip() for c in environ.get("HTTP_COOKIE", "").split(";")
+            if c.strip() and not _board_cookie(c.split("=", 1)[0].strip())]
+    if kept:
+        out.append(("cookie", "; ".join(kept)))
+    return out
+
+
+def _plain(start_response, status: int, text: str) -> list[bytes]:
+    body = (text + "\n").encode()
+    start_response(f"{status} {bottle.HTTP_CODES[status]}", [
+        ("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body))),
+        ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff")])
+    return [body]
+
+
+def preview_app(preview, environ, start_response):
+    """A preview port's one WSGI app: its link, its cookie check, then its dev server."""
+    if environ.get("PATH_INFO") == PREVIEW_LINK_PATH:
+        query = bottle.FormsDict(bottle._parse_qsl(environ.get("QUERY_STRING", "")))
+        if not preview.take_link(query.get("t") or ""):
+            return _plain(start_response, 401, "this preview link was used or has expired: "
+                          "open the preview again from the board")
+        preview.seen = time.monotonic()  # asked: not idle
+        start_response("303 See Other", [
+            ("Location", preview.path), ("Content-Length", "0"), ("Cache-Control", "no-store"),
+            ("Referrer-Policy", "no-referrer"),
+            ("Set-Cookie", f"{PREVIEW_COOKIE.format(port=preview.port)}={preview.cookie}; "
+                           f"Path=/; HttpOnly; SameSite=Strict; Max-Age={PREVIEW_COOKIE_SECONDS}")])
+        return []
+    if not preview_allowed(preview, environ):
+        return _plain(start_response, 401, "this is a task's preview: open it from the "
+                      "board (its link sets this port's cookie)")
+    preview.seen = time.monotonic()
+    return forward_preview(preview, environ, start_response)
+
+
+class PreviewConnection(http.client.HTTPConnection):
+    """A connection to a preview's dev server, made by Preview.connect() (its loopback
+    port, or its sandbox's bridge), kept alive between requests (Preview.idle)."""
+
+    def __init__(self, preview):
+        super().__init__("127.0.0.1", preview.dev_port, timeout=PREVIEW_UPSTREAM_SECONDS)
+        self.preview = preview
+
+    def connect(self):
+        self.sock = self.preview.connect(PREVIEW_UPSTREAM_SECONDS)
+
+
+def forward_preview(preview, environ, start_response):
+    """The request sent on to the dev server (its body streamed, capped and on time) on a
+    kept-alive connection (a new one when a kept one turns out closed before any of the
+    body went), and its answer streamed back."""
+    length = environ.get("CONTENT_LENGTH") or ""
+    chunked = not length and "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
+    body, sent = environ["wsgi.input"], False
+    while True:
+        reused = bool(preview.idle)
+        conn = preview.idle.pop() if reused else PreviewConnection(preview)
+        try:
+            conn.putrequest(environ["REQUEST_METHOD"], environ["taskboard.target"],
+                            skip_host=True, skip_accept_encoding=True)
+            for name, value in preview_headers(environ):
+                conn.putheader(name, value)
+            if length:
+                conn.putheader("content-length", length)
+            elif chunked:
+                conn.putheader("transfer-encoding", "chunked")
+            conn.endheaders()
+            while data := body.read(PREVIEW_CHUNK_BYTES):
+                sent = True
+                conn.send(b"%x\r\n%b\r\n" % (len(data), data) if chunked else data)
+            if chunked:
+                conn.send(b"0\r\n\r\n")
+            response = conn.getresponse()
+            break
+        except ApiError as exc:  # the body: too large, too late, unreadable
+            conn.close()
+            return _plain(start_response, exc.status, exc.message)
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            if reused and not sent:
+                continue  # the dev server had closed the kept connection
+            return _plain(start_response, 502, f"the preview's server did not answer: {exc}")
+    headers = [(k, v) for k, v in response.getheaders()
+               if k.lower() not in PREVIEW_DROP_RESPONSE and not (
+                   k.lower() == "set-cookie" and _board_cookie(v.split("=", 1)[0].strip()))]
+    start_response(f"{response.status} {response.reason}", headers)
+
+    def answer():
+        kept = False
+        try:
+            while data := response.read1(PREVIEW_CHUNK_BYTES):
+                yield data
+            response.close()  # read to its end: the connection may take the next request
+            kept = not response.will_close and preview.live and \
+                len(preview.idle) < PREVIEW_KEPT_CONNECTIONS
+        except (OSError, http.client.HTTPException):
+            return  # the dev server went away mid-answer: the connection ends
+        finally:
+            if kept:
+                preview.idle.append(conn)
+            else:
+                conn.close()
+    return answer()
+
+
+def tunnel_preview(preview, environ, handler) -> None:
+    """An upgrade (a WebSocket: hot reload) through to the dev server, its bytes both ways
+    until either side or the preview ends."""
+    client = handler.socket
+    try:
+        upstream = preview.connect()
+    except OSError as exc:
+        handler.start_response("502 Bad Gateway", [("Content-Length", "0")])
+        handler.write(b"")
+        log.info("preview of task %s: no upgrade: %s", preview.task_id, exc)
+        return
+    upstream.settimeout(None)
+    head = [f"{environ['REQUEST_METHOD']} {environ['taskboard.target']} HTTP/1.1",
+            *(f"{name}: {value}" for name, value in preview_headers(environ)),
+            "connection: Upgrade", f"upgrade: {environ['HTTP_UPGRADE']}"]
+    preview.tunnels.update((client, upstream))
+
+    def pump(read, write, other):
+        try:
+            while data := read(65536):
+                write(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                other.shutdown(socket.SHUT_RDWR)
+    try:
+        upstream.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        back = gevent.spawn(pump, upstream.recv, client.sendall, client)
+        pump(handler.rfile.read1, upstream.sendall, upstream)
+        back.join()
+    except OSError:
+        pass
+    finally:
+        preview.tunnels.difference_update((client, upstream))
+        upstream.close()
 
 
 # =============================================================================
@@ -15176,7 +15988,7 @@ _CONFLICTS = {"api_create_project", "api_update_project", "api_create_task", "ap
               "local_save_agent_md", "api_decide_approval", "api_act_on_approval",
               "api_post_message", "api_post_review", "api_create_host", "api_update_host",
               "api_delete_host", "api_start_attempts", "api_pick_attempt",
-              "api_create_token"}
+              "api_create_token", "api_start_preview", "api_start_attempt_preview"}
 #: Error answers, in the document's order; _operation() says which an operation gives.
 _ERROR_ANSWERS = {
     "400": "invalid input",
@@ -15241,7 +16053,8 @@ def openapi() -> dict:
                          ("Message", MESSAGE_FIELDS), ("PushSubscription", PUSH_FIELDS),
                          ("Host", HOST_FIELDS), ("Attempt", ATTEMPT_FIELDS),
                          ("Token", TOKEN_FIELDS), ("Schedule", SCHEDULE_FIELDS),
-                         ("ReviewComment", REVIEW_COMMENT_FIELDS)):
+                         ("ReviewComment", REVIEW_COMMENT_FIELDS),
+                         ("Preview", PREVIEW_FIELDS)):
         schemas[name] = _object_schema(fields)
     schemas["NewToken"] = _object_schema(TOKEN_FIELDS)
     schemas["NewToken"]["properties"]["secret"] = {
@@ -15854,6 +16667,8 @@ class Runtime:
         self.workers, self.greenlets = [], []
         self.checkpoints = Checkpoints()
         self.memory = Worker("memory release", release_memory, first=0.0)
+        #: the running previews (design §21), each on a port of its own
+        self.previews = Previews(listen_preview)
         self.chores = gevent.pool.Group()
 
 
@@ -16017,6 +16832,7 @@ def init(config: dict, resume_runs: bool = True) -> Runtime:
     runtime.settings = settings_rows()
     runtime.personal = {row["hash"]: row for row in find_rows("tokens")}
     interrupt_stale_plans()
+    kill_preview_survivors()
     runtime.logs.start()
     runtime.checkpoints.start()
     runtime.webhooks.start()
@@ -16055,6 +16871,7 @@ def shutdown() -> None:
     runtime.webhooks.stop()
     runtime.push.stop()
     stop_plans()
+    runtime.previews.stop_all()
     runtime.agents.shutdown()
     runtime.chores.kill()  # what the runs' ends asked for
     for link in runtime.links.values():

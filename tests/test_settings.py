@@ -10,7 +10,7 @@ DEFAULTS = {"confirmBeforeDelete": True, "defaultModel": "model_medium",
             "defaultEffort": "medium", "language": "en", "autoOpenTerminal": False,
             "soundEnabled": True, "dailyCostLimit": None, "agentIdleTimeoutMinutes": 60,
             "logRetentionDays": None, "agentModels": None, "hasGitHostWebhookSecret": False,
-            "hasGitHostToken": False}
+            "hasGitHostToken": False, "maxPreviews": 3, "previewIdleMinutes": 30}
 
 
 def test_settings_webhook_secret_is_write_only(client):

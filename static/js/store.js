@@ -145,6 +145,13 @@ export const api = {
       + (before == null ? "" : `&before=${Number(before)}`)),
   pickAttempt: (taskId, n) => request("POST", path`/api/tasks/${taskId}/attempts/${n}/pick`),
   attemptStats: () => request("GET", "/api/stats/attempts"),
+  // a task's preview (design §21): its dev server on a port of its own; an attempt's too
+  preview: (taskId) => request("GET", path`/api/tasks/${taskId}/preview`),
+  startPreview: (taskId) => request("POST", path`/api/tasks/${taskId}/preview`),
+  stopPreview: (taskId) => request("DELETE", path`/api/tasks/${taskId}/preview`),
+  attemptPreview: (taskId, n) => request("GET", path`/api/tasks/${taskId}/attempts/${n}/preview`),
+  startAttemptPreview: (taskId, n) => request("POST", path`/api/tasks/${taskId}/attempts/${n}/preview`),
+  stopAttemptPreview: (taskId, n) => request("DELETE", path`/api/tasks/${taskId}/attempts/${n}/preview`),
   // templates, snippets, webhooks, schedules: kind is "templates" | "snippets" | "webhooks" | "schedules"
   list: (projectId, kind) => request("GET", listPath(projectId, kind)),
   create: (projectId, kind, body) => request("POST", listPath(projectId, kind), body),

@@ -3,14 +3,15 @@
 // size, the project's check, the verifier's verdict and summary, and its error; its diff and
 // its log (the fetched entries of ?attempt=n, then the live task:log entries of its runs) each
 // open in a dialog; "Pick" on an ended attempt while none is picked. Kept current by the
-// attempt:updated events (and task:usage, for the cost of a running attempt). The columns
-// stack on a phone.
+// attempt:updated events (and task:usage, for the cost of a running attempt); each has its
+// preview (preview.js) where the project has one. The columns stack on a phone.
 
 import { confirmDialog, h, openDialog, toast } from "../dom.js";
 import { duration, onLanguageChange, register, t, tokens } from "../i18n.js";
 import { api, loadAttempts, onEvent, projectStopCheck, state, subscribe } from "../store.js";
 import { agentName, costText } from "./common.js";
 import { LOG_PAGE, createLogView } from "./log_view.js";
+import { attemptPreviews } from "./preview.js";
 import { diffClass, put } from "./task_tabs.js";
 
 register({  // key: [English, Turkish]
@@ -171,6 +172,7 @@ export function createAttempts(taskId) {
   function schedule() {
     if (!frame) frame = requestAnimationFrame(() => { frame = 0; render(); });
   }
+  const previews = attemptPreviews(taskId, schedule);  // each attempt's running app
 
   async function pick(a) {
     const ok = await confirmDialog(t("attempts.pickConfirm", label(a)),
@@ -220,7 +222,8 @@ export function createAttempts(taskId) {
       button("diff", () => openDiff(taskId, a), { disabled: !a.branch, "aria-label": t("attempts.diffLabel", { n: a.n }) }),
       button("log", () => openLog(taskId, a), { "aria-label": t("attempts.logLabel", { n: a.n }) }),
       canPick && !ACTIVE.has(a.status) && a.branch ? button("pick", () => pick(a), {
-        class: "small primary", disabled: picking, "aria-label": t("attempts.pickLabel", { n: a.n }) }) : null));
+        class: "small primary", disabled: picking, "aria-label": t("attempts.pickLabel", { n: a.n }) }) : null),
+    a.branch && (task.status === "in_progress" || task.status === "testing") ? previews.controls(task, a.n) : null);
   }
 
   function note(list) {
@@ -283,6 +286,7 @@ export function createAttempts(taskId) {
     },
     destroy() {
       for (const off of offs) off();
+      previews.destroy();
       if (frame) cancelAnimationFrame(frame);
     },
   };

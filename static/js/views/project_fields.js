@@ -20,6 +20,11 @@ register({  // key: [English, Turkish]
   "pform.group.attempts.help": ["A task you run with several agents at once (its page's “Run with several agents”): each works on a branch of its own, and one attempt is picked.", "Birkaç ajanla aynı anda çalıştırdığınız bir görev (sayfasındaki “Birkaç ajanla çalıştır”): her biri kendi dalında çalışır ve bir deneme seçilir."],
   "pform.group.runsOn": ["Where tasks run", "Görevlerin çalıştığı yer"],
   "pform.group.sandbox": ["Sandbox", "Korumalı alan"],
+  "pform.group.preview": ["Preview", "Önizleme"],
+  "pform.previewCommand": ["Preview command", "Önizleme komutu"],
+  "pform.previewCommand.help": ["Serves the task's checkout on 127.0.0.1:$PORT, for the Preview of a task in progress or testing (e.g. npm run dev -- --port $PORT --host 127.0.0.1). It runs in the project's sandbox and network policy. Empty = no preview.", "Devam eden ya da testteki bir görevin Önizlemesi için görevin çalışma kopyasını 127.0.0.1:$PORT üzerinde sunar (ör. npm run dev -- --port $PORT --host 127.0.0.1). Projenin korumalı alanında ve ağ ilkesiyle çalışır. Boş = önizleme yok."],
+  "pform.previewPath": ["Preview opens at", "Önizleme şurada açılır"],
+  "pform.previewPath.help": ["A path starting with /.", "/ ile başlayan bir yol."],
   "pform.sandbox": ["Run agents in the sandbox", "Ajanları korumalı alanda çalıştır"],
   "pform.sandbox.help": ["Each run of the agent (task, verifier, planner) goes through bubblewrap: it sees your files read-only, never the board's data, your SSH keys, credentials, browser profiles or other projects, and writes only its checkout, its CLI's state and ~/.cache.", "Ajanın her çalışması (görev, doğrulayıcı, planlayıcı) bubblewrap'ten geçer: dosyalarınızı salt okunur görür; panonun verilerini, SSH anahtarlarınızı, kimlik bilgilerinizi, tarayıcı profillerinizi ve diğer projeleri hiç görmez; yalnızca kendi çalışma kopyasına, CLI'sinin durumuna ve ~/.cache'e yazar."],
   "pform.sandbox.auto": ["Automatic: wherever bubblewrap works", "Otomatik: bubblewrap'in çalıştığı her yerde"],
@@ -124,7 +129,7 @@ const lbl = (key) => () => t(key);
 const limitsHelp = (key, field) => () => t(key, rangeOf("Project", field));
 
 /** The groups of the edit form, in order. */
-export const GROUPS = ["basic", "queue", "runsOn", "sandbox", "git", "autoTest", "attempts", "retry"];
+export const GROUPS = ["basic", "queue", "runsOn", "sandbox", "git", "autoTest", "attempts", "preview", "retry"];
 /** The fields asked for when a project is created. */
 export const CREATE_KEYS = ["name", "slug", "workingDir", "agent", "permissionMode", "allowedTools", "icon", "iconSeed", "autoBranch"];
 
@@ -300,6 +305,11 @@ export function projectSpecs() {
       help: lbl("pform.attemptPick.help"), optionLabel: (v) => t(`pform.attemptPick.${v}`) },
     { key: "keepAttemptBranches", group: "attempts", kind: "bool", label: lbl("pform.keepAttemptBranches"),
       help: lbl("pform.keepAttemptBranches.help") },
+    { key: "previewCommand", group: "preview", kind: "text", label: lbl("pform.previewCommand"),
+      help: lbl("pform.previewCommand.help"),
+      attrs: { class: "mono", placeholder: "python3 -m http.server $PORT --bind 127.0.0.1", spellcheck: "false" } },
+    { key: "previewPath", group: "preview", kind: "text", required: true, label: lbl("pform.previewPath"),
+      help: lbl("pform.previewPath.help"), attrs: { class: "mono", spellcheck: "false" } },
     { key: "maxRetries", group: "retry", kind: "int", label: lbl("pform.maxRetries"),
       help: limitsHelp("pform.maxRetries.help", "maxRetries") },
     { key: "taskTimeoutMinutes", group: "retry", kind: "int", nullable: true,

@@ -1,7 +1,8 @@
 // One task (#/tasks/:taskId): its fields (below), usage and actions, its pull request
-// (pr_parts.js), the attempts of its run with several agents (attempts.js; the dialog that
-// starts one is attempt_dialog.js, imported when first opened), and its tabs (task_tabs.js):
-// the live log, the raw event replay, revisions, diff, commits, attachments, dependencies.
+// (pr_parts.js), its preview (preview.js), the attempts of its run with several agents
+// (attempts.js; the dialog that starts one is attempt_dialog.js, imported when first opened),
+// and its tabs (task_tabs.js): the live log, the raw event replay, revisions, diff, commits,
+// attachments, dependencies.
 
 import { confirmDialog, h, openDialog, toast } from "../dom.js";
 import * as format from "../i18n.js";
@@ -18,6 +19,7 @@ import {
 } from "./common.js";
 import { LOG_PAGE, createLogView } from "./log_view.js";
 import { loadPrLog, prSection } from "./pr_parts.js";
+import { createPreview } from "./preview.js";
 import { createChannel } from "./task_channel.js";
 import { badge, isLocalOnly, put, taskLink, taskTabs } from "./task_tabs.js";
 
@@ -171,13 +173,14 @@ export function mount(root, { taskId }) {
   // requests waiting for a person (the one of #/tasks/7?approval=12 shown), the conversation
   const channel = createChannel(taskId, queryId(location.hash, "approval"));
   const attempts = createAttempts(taskId);  // best of N: shown once the task has attempts
+  const preview = createPreview(taskId);  // its running app, where its project has a previewCommand
   const textBody = h("div", {});
   const prBody = h("div", {});
   // its log entries of kind "pr" (id -> entry): read once it has a pull request, then live
   const pr = { entries: new Map(), loaded: false, loading: false, error: null };
   const texts = h("div", { class: "detail-texts" }, prBody, textBody, channel.talk);
   const tabs = taskTabs({ taskId, task: () => task, log: () => log, desktop, act });
-  root.replaceChildren(h("div", { class: "task-detail" }, top, channel.approvals, attempts.el,
+  root.replaceChildren(h("div", { class: "task-detail" }, top, preview.el, channel.approvals, attempts.el,
     h("div", { class: "detail-layout" }, texts, side,
       h("div", { class: "detail-tabarea" }, tabs.bar, ...tabs.panels.values()))));
   top.append(h("p", { class: "muted" }, t("common.loading")));
@@ -209,6 +212,7 @@ export function mount(root, { taskId }) {
     task = { ...task, ...next };
     channel.setTask(task);
     attempts.setTask(task);
+    preview.setTask(task);
     if (revisions !== undefined && revisions !== task.revision_count) tabs.stale("revisions");
     schedule();
   }
@@ -261,6 +265,7 @@ export function mount(root, { taskId }) {
     put(side);
     channel.approvals.hidden = true;
     attempts.el.hidden = true;
+    preview.el.hidden = true;
     tabs.hide();
   }
 
@@ -333,6 +338,7 @@ export function mount(root, { taskId }) {
     task = answer;
     channel.setTask(task);
     attempts.setTask(task);
+    preview.setTask(task);
     renderTop();
     tabs.show("log");
   }).catch(() => {});  // shown below
@@ -352,6 +358,7 @@ export function mount(root, { taskId }) {
     for (const off of offs) off();
     channel.destroy();
     attempts.destroy();
+    preview.destroy();
     if (frame) cancelAnimationFrame(frame);
     log.destroy();
     followLogs([]);
