@@ -169,6 +169,15 @@ def test_the_board_holds_still_as_the_first_task_starts_and_the_last_ends(board,
     # a held Alt+Left moves once: its repeats neither move nor ask
     running.dispatch_event("keydown", {"key": "ArrowLeft", "altKey": True, "repeat": True})
     expect(sure).to_have_count(0)
+    # the task page's "Move to" asks the same: Cancel keeps it running and shows where it is
+    page.goto(f"{board.url}/#/tasks/{task['id']}")
+    moves = page.get_by_role("combobox", name="Move to")
+    moves.select_option("backlog")
+    expect(sure).to_contain_text(f"{task['task_key']} is running: moving it to Backlog")
+    sure.get_by_role("button", name="Cancel").click()
+    expect(moves).to_have_value("in_progress")
+    assert board.task(task["id"])["status"] == "in_progress"
+    page.go_back()
     alt_left()
     sure.get_by_role("button", name="Stop and move").click()
     board.wait_status(task["id"], "backlog")

@@ -6,7 +6,7 @@
 // its count is always the whole column's.
 // Below the view: its cards, its docked log panel, and how cards are opened and moved.
 
-import { confirmDialog, h, toast } from "../dom.js";
+import { h, toast } from "../dom.js";
 import * as format from "../i18n.js";
 import { onLanguageChange, register, t } from "../i18n.js";
 import { go } from "../main.js";
@@ -17,8 +17,8 @@ import {
 } from "../store.js";
 import { requestSummary } from "./approval_card.js";
 import {
-  agentBadge, handIcon, hostBadge, hostSignature, hostWaitingText, projectHeader, sandboxChip,
-  waitingHelp, waitingText,
+  agentBadge, askingMove, handIcon, hostBadge, hostSignature, hostWaitingText, projectHeader,
+  sandboxChip, waitingHelp, waitingText,
 } from "./common.js";
 import { prBadge } from "./pr_parts.js";
 
@@ -42,8 +42,6 @@ register({  // key: [English, Turkish]
   "board.cardHelp": ["Enter opens the task; Alt+Left/Right moves it to the previous/next column.", "Enter görevi açar; Alt+Sol/Sağ onu önceki/sonraki sütuna taşır."],
   "board.hintStart": ["Drag a card to {column} to start its agent (or choose {column} in its “{move}” list).", "Ajanını başlatmak için bir kartı {column} sütununa sürükleyin (ya da kartın “{move}” listesinde {column} seçin)."],
   "board.hintEmpty": ["No tasks yet: add one with “{add}”, then drag its card to {column} to start its agent.", "Henüz görev yok: “{add}” ile bir tane ekleyin, sonra ajanını başlatmak için kartını {column} sütununa sürükleyin."],
-  "board.stopConfirm": ["{key} is running: moving it to {column} stops its agent.", "{key} çalışıyor: {column} sütununa taşımak ajanını durdurur."],
-  "board.stopAndMove": ["Stop and move", "Durdur ve taşı"],
   "board.showMore": ["Show {n} more ({hidden} not shown)", "{n} tane daha göster ({hidden} gösterilmiyor)"],
 });
 
@@ -306,9 +304,7 @@ export function mount(root, { projectId }) {
     }
   }
 
-  const moveAsking = askingMove(move, (task, status) => confirmDialog(
-    t("board.stopConfirm", { key: task.task_key, column: t(`status.${status}`) }),
-    { ok: t("board.stopAndMove"), cancel: t("common.cancel"), danger: true }));
+  const moveAsking = askingMove(move);
   bindCards(board, { statuses: view.statuses, statusOf: view.statusOf, move: moveAsking,
     openLog: (id) => { dock.open(id); schedule(); },
     runSeveral: (id) => {
@@ -564,20 +560,6 @@ const cardOf = (target) => target.closest?.(".task-card");
 const idOf = (el) => Number(el.dataset.id);
 const columnOf = (target) => target.closest?.(".board-col");
 
-/**
- * move(id, status), asked first when it would stop a running agent: the one path of the
- * "Move to" select, the Alt+Left/Right keys and a drop. A press on the select that was meant as
- * a drag (the card moved under the pointer) picks an option on its release; a drop or a key
- * lands on the task as it is now, which may have started since the card was grabbed.
- * @returns {(id: number, status: string) => Promise<void>}
- */
-export function askingMove(move, confirmStop) {
-  return async (id, status) => {
-    const task = state.tasks.get(id);
-    if (task?.is_running && status !== "in_progress" && !(await confirmStop(task, status))) return;
-    await move(id, status);
-  };
-}
 
 /** Clicks, "Move to", the menu and the keys of the cards: open, move, show the log, run the
  * task with several agents. An open card menu closes at a click anywhere else. A held

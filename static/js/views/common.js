@@ -1,7 +1,7 @@
 // Pieces several views share: the project tab bar, a page header, field rows, avatars, the
 // raised hand of "needs you"; below them, where tasks run (hosts) and which agent runs them.
 
-import { h, svg } from "../dom.js";
+import { confirmDialog, h, svg } from "../dom.js";
 import * as format from "../i18n.js";
 import { register, t } from "../i18n.js";
 import { enumOf } from "../schema.js";
@@ -271,4 +271,28 @@ export function costText(value, estimated) {
   if (!estimated) return format.cost(value);
   return h("span", { class: "estimated", title: t("cost.estimatedHelp"), "data-estimated": "" },
     format.costMark(value, true), h("small", { class: "muted" }, ` ${t("cost.estimated")}`));
+}
+
+register({  // key: [English, Turkish]
+  "board.stopConfirm": ["{key} is running: moving it to {column} stops its agent.", "{key} çalışıyor: {column} sütununa taşımak ajanını durdurur."],
+  "board.stopAndMove": ["Stop and move", "Durdur ve taşı"],
+});
+
+/**
+ * move(id, status), asked first when it would stop a running agent: the one path of every
+ * move a person makes — the board's "Move to" select, its Alt+Left/Right keys and a drop,
+ * and the task page's "Move to". A press on the select that was meant as a drag (the card
+ * moved under the pointer) picks an option on its release; a drop or a key lands on the
+ * task as it is now, which may have started since the card was grabbed (`taskOf(id)`: the
+ * board's copy, or the task page's own).
+ * @returns {(id: number, status: string) => Promise<void>}
+ */
+export function askingMove(move, taskOf = (id) => state.tasks.get(id)) {
+  return async (id, status) => {
+    const task = taskOf(id);
+    if (task?.is_running && status !== "in_progress" && !(await confirmDialog(
+      t("board.stopConfirm", { key: task.task_key, column: t(`status.${status}`) }),
+      { ok: t("board.stopAndMove"), cancel: t("common.cancel"), danger: true }))) return;
+    await move(id, status);
+  };
 }

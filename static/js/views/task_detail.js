@@ -15,7 +15,8 @@ import {
 } from "../store.js";
 import { createAttempts } from "./attempts.js";
 import {
-  agentName, costText, hostWaitingText, projectName, runsOnText, select, waitingHelp, waitingText,
+  agentName, askingMove, costText, hostWaitingText, projectName, runsOnText, select, waitingHelp,
+  waitingText,
 } from "./common.js";
 import { LOG_PAGE, createLogView } from "./log_view.js";
 import { loadPrLog, prSection } from "./pr_parts.js";
@@ -107,7 +108,9 @@ function taskActions(task, { act, desktop, setTask }) {
   const local = !state.localOnlyRefused;
   const moveSelect = select(enumOf("Task", "status"), task.status, (s) => t(`status.${s}`),
     { "aria-label": t("detail.move"), "data-key": "move" });
-  moveSelect.addEventListener("change", () => act(() => api.moveTask(taskId, moveSelect.value)));
+  const move = askingMove((id, status) => act(() => api.moveTask(id, status)), () => task);
+  moveSelect.addEventListener("change", () => move(taskId, moveSelect.value)
+    .then(() => { moveSelect.value = task.status; }));  // not moved: it shows where it is
   const button = (label, onclick, cls = "") => h("button", { type: "button", class: cls, onclick, "data-key": label }, label);
   return h("div", { class: "detail-actions" },
     button(t("common.edit"), async () => {
