@@ -5729,11 +5729,12 @@ exec "$@\""""
 #: bound is TB_GIT's and its worktree's admin folder (the one whose `gitdir`, read-only to
 #: every run, names the checkout), never what git or a link in the checkout says, and
 #: only real folders, never a link a run planted (design §17 v6); a run in a task's
-#: worktree sees its own copy of `refs` and `logs` ($t: OWN_REFS), so it moves no other
-#: branch (a read-only one, the verifier, sees the repository's: not what the task's run
-#: made of `main` in its copy); in the person's checkout (no autoBranch: its .git, or a
-#: worktree of theirs) it works on their branches as they do, but the remote-tracking refs
-#: and their logs stay read-only, so the board's fetch never follows a link a run left.
+#: worktree sees its own copy of `refs`, `logs` and `packed-refs` ($t: OWN_REFS), so it
+#: moves no other branch (a read-only one, the verifier, sees the repository's: not what
+#: the task's run made of `main` in its copy); in the person's checkout (no autoBranch:
+#: its .git, or a worktree of theirs) it works on their branches as they do, but the
+#: remote-tracking refs and their logs stay read-only, so the board's fetch never follows
+#: a link a run left.
 #: A checkout's own .git (no autoBranch) stays writable but for its config, hooks, info,
 #: worktrees and modules (made empty first when missing, so that no link takes their
 #: place): git writes HEAD and the index by renaming into it.  p() quotes
@@ -5800,8 +5801,10 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
         w="objects${nl}refs${nl}logs"; [ -n "$t" ] && w=objects
         if [ -z "$TB_READ_ONLY" ]; then for x in $w; do
             [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --bind "$c/$x" "$c/$x"; done
-          [ -n "$t" ] && [ -d "$c/logs" ] && [ ! -L "$c/logs" ] &&
+          [ -n "$t" ] && [ -d "$c/logs" ] && [ ! -L "$c/logs" ] && {
             p --bind "$t/refs" "$c/refs" --bind "$t/logs" "$c/logs"
+            [ -f "$t/packed-refs" ] && [ -f "$c/packed-refs" ] && [ ! -L "$c/packed-refs" ] &&
+              p --ro-bind "$t/packed-refs" "$c/packed-refs"; }
           [ -n "$g" ] && p --bind "$g" "$g"; fi
         if [ -n "$g" ]; then for x in commondir gitdir config.worktree; do
             if [ -f "$g/$x" ] && [ ! -L "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
@@ -6256,17 +6259,20 @@ def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str
 
 
 #: A worktree run's own refs (design §17 v6): SANDBOX_RUN shows it, over the repository's
-#: `refs` and `logs`, a copy the board keeps beside its worktree (`<worktrees>/.refs/<key>`:
-#: `refs` copied with their times, `logs` its own), so that whatever it does to `main` or
-#: another task's branch moves the copy only.  `sync_refs WORKTREE BRANCH` (at the end of a
+#: `refs`, `logs` and `packed-refs`, a copy the board keeps beside its worktree
+#: (`<worktrees>/.refs/<key>`): `refs` holding its branch alone, `packed-refs` every ref of
+#: the repository as it was (read-only: one file, however many branches and tags there are),
+#: `logs` its own; so that whatever it does to `main` or another task's branch moves the copy
+#: only, and a run still reads them all.  `sync_refs WORKTREE BRANCH` (at the end of a
 #: sandboxed run, after its commit, outside the sandbox: commit_leftovers()) puts what
 #: BRANCH became in the copy on BRANCH in the repository, only from the value it had when
 #: the copy was made (else it says so, on a line of its own: "refused: ...", and nothing
 #: moves), never through a link, by git's update-ref alone (no filter, hook or driver to
 #: run); it reads nothing when the copy was made after the branch was last written there.
 #: `refs WORKTREE BRANCH` (at the start of each sandboxed run: WORKTREE_SCRIPT) syncs what a
-#: run cut short left, then makes the copy again; `unrefs WORKTREE`: the copy goes
-#: (WORKTREE_REMOVE, PICK_SCRIPT).
+#: run cut short left, then makes the copy again (the repository gets an empty
+#: `packed-refs` when it has none, for the copy to be shown over); `unrefs WORKTREE`: the
+#: copy goes (WORKTREE_REMOVE, PICK_SCRIPT).
 OWN_REFS = r"""plain() {
   x=$1; IFS=/; for y in $2; do x=$x/$y
     if [ -L "$x" ]; then unset IFS; echo "refused: $x is a link"; return 1; fi; done
@@ -6292,14 +6298,15 @@ sync_refs() {
 }
 unrefs() { rm -rf -- "${1%/*}/.refs/${1##*/}"; }
 copy_refs() {
-  at "$@"; if [ -L "$c/refs" ] || [ -L "$c/logs" ]; then
-    echo "refused: the repository's refs or logs folder is a link"; return 1; fi
+  at "$@"; if [ -L "$c/refs" ] || [ -L "$c/logs" ] || [ -L "$c/packed-refs" ]; then
+    echo "refused: the repository's refs, logs or packed-refs is a link"; return 1; fi
   [ -d "$c/logs" ] || mkdir -- "$c/logs"
-  [ -d "$t/logs" ] || mkdir -p -- "$t/logs" || return 1
-  rm -rf -- "$t/refs" && cp -Rp -- "$c/refs" "$t/refs" || return 1
+  [ -e "$c/packed-refs" ] || : > "$c/packed-refs"
+  rm -rf -- "$t/refs" && mkdir -p -- "$t/logs" "$t/${r%/*}" &&
+    git for-each-ref --format='%(objectname) %(refname)' > "$t/packed-refs" || return 1
   was=; [ -f "$c/$r" ] && [ ! -L "$c/$r" ] && read -r was < "$c/$r"
   case $was in *[!0-9a-f]*|'') was=$(git rev-parse --verify -q "$r") || return 0;; esac
-  echo "$was $2" > "$t/was"
+  echo "$was" > "$t/$r" && echo "$was $2" > "$t/was"
 }"""
 
 
