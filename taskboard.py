@@ -5722,7 +5722,9 @@ exec "$@\""""
 #: for the board's own git on the repository (WORKTREE_SCRIPT, WORKTREE_REMOVE,
 #: PICK_SCRIPT), TB_GIT_WRITE (all of TB_GIT writable) and TB_OUT (its worktrees' folder,
 #: writable).
-#: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
+#: Later mounts cover earlier ones: home hidden, what the run may use shown (each `PATH`
+#: folder under home once, by its version manager's folders when it is inside one: the
+#: same files with fewer mounts, each of which costs bubblewrap time), the board's
 #: folder hidden again, then the checkout and the git metadata a commit writes, read-only
 #: what must never be written (hooks, config, what points git elsewhere), the run's files,
 #: and last what no bind may show: other projects and credential stores.  The metadata
@@ -5745,6 +5747,8 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   { p() { for _a; do _r=; while :; do case $_a in *\'*) _r=$_r${_a%%\'*}"'\\''"
           _a=${_a#*\'};; *) break;; esac; done; q="$q '$_r$_a'"; done; }
     each() { m=$1; shift; for x; do p "$m" "$x" "$x"; done; }
+    once() { case $seen$nl in *"$nl$1$nl"*) ;; *) seen=$seen$nl$1; p --ro-bind-try "$1" "$1"
+      esac; }
     inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}
       case $d in "$h"|"$h"/.local|"$h"/.config) d=${x%/*};; esac
       [ "$d" = "$h" ] || p --ro-bind-try "$d" "$d"
@@ -5754,12 +5758,13 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
       [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
     nl='
-'; IFS=$nl; set -f
+'; seen=; IFS=$nl; set -f
     for x in $TB_SHOW; do inst "$x"; done
     IFS=:; for d in $PATH; do case $d in "$h"/*)
-      p --ro-bind-try "$d" "$d"
-      IFS=$nl; for m in $TB_MANAGERS; do case $d in "$h/${m%%=*}"|"$h/${m%%=*}"/*)
-        IFS=,; for r in ${m#*=}; do p --ro-bind-try "$h/$r" "$h/$r"; done;; esac; done
+      o=; IFS=$nl; for m in $TB_MANAGERS; do case $d in "$h/${m%%=*}"|"$h/${m%%=*}"/*)
+        IFS=,; for r in ${m#*=}; do once "$h/$r"; case $d in "$h/$r"/*) o=1;; esac
+        done;; esac; done
+      [ -n "$o" ] || once "$d"
       IFS=:;; esac; done
     IFS=$nl
     each --ro-bind-try "$h/.gitconfig" "$h/.config/git" $TB_RO
