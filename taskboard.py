@@ -5819,7 +5819,8 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
       [ -z "$TB_GIT_WRITE" ] && [ -z "$t" ] && for x in refs/remotes logs/refs/remotes; do
         [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
     fi
-    for x in $TB_OUT; do mkdir -p -m 700 -- "$x" && p --bind "$x" "$x"; done
+    for x in $TB_OUT; do { [ -d "$x" ] || mkdir -p -m 700 -- "$x"; } && p --bind "$x" "$x"
+    done
     each --ro-bind-try $TB_FILES
     for x in $TB_HIDE; do
       if [ -f "$x" ]; then p --ro-bind /dev/null "$x"; continue; fi
@@ -5846,9 +5847,9 @@ fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1).replace("@NET@", shlex.join(N
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
 #: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.  With
 #: TB_AFTER (the board's own script), that script runs after it, outside the sandbox, in
-#: the same process, which exits as ARGV did.
+#: the same process (no fork: its `exit` too ends in the trap), which exits as ARGV did.
 SANDBOXED = 'dir=$1; shift; after=${TB_AFTER-}; unset TB_AFTER\n' + SANDBOX_RUN + \
-    '\n[ -n "$after" ] || exec "$@"\n"$@"; s=$?; (eval "$after"); exit "$s"'
+    '\n[ -n "$after" ] || exec "$@"\n"$@"; s=$?; trap \'exit "$s"\' EXIT; eval "$after"'
 #: Under the home directory: each agent CLI's own state (settings, sessions: resume works),
 #: which a sandboxed run sees as its project's copy, writable, with a ~/.cache of the
 #: project's: nothing a run writes there reaches the person's own CLI, another project or
