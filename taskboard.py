@@ -6308,7 +6308,7 @@ copy_refs() {
     echo "refused: the repository's refs, logs or packed-refs is a link"; return 1; fi
   [ -d "$c/logs" ] || mkdir -- "$c/logs"
   [ -e "$c/packed-refs" ] || : > "$c/packed-refs"
-  rm -rf -- "$t/refs" && mkdir -p -- "$t/logs" "$t/${r%/*}" &&
+  { [ ! -d "$t" ] || rm -rf -- "$t/refs"; } && mkdir -p -- "$t/logs" "$t/${r%/*}" &&
     git for-each-ref --format='%(objectname) %(refname)' > "$t/packed-refs" || return 1
   was=; [ -f "$c/$r" ] && [ ! -L "$c/$r" ] && read -r was < "$c/$r"
   case $was in *[!0-9a-f]*|'') was=$(git rev-parse --verify -q "$r") || return 0;; esac
