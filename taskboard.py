@@ -5896,18 +5896,21 @@ exec sh -c "$1\""""
 #: for the board's own git on the repository (WORKTREE_SCRIPT, WORKTREE_REMOVE,
 #: PICK_SCRIPT), TB_GIT_WRITE (all of TB_GIT writable) and TB_OUT (its worktrees' folder,
 #: writable).
-#: Later mounts cover earlier ones: home hidden, what the run may use shown, the board's
+#: Later mounts cover earlier ones: home hidden, what the run may use shown (each `PATH`
+#: folder under home once, by its version manager's folders when it is inside one: the
+#: same files with fewer mounts, each of which costs bubblewrap time), the board's
 #: folder hidden again, then the checkout and the git metadata a commit writes, read-only
 #: what must never be written (hooks, config, what points git elsewhere), the run's files,
 #: and last what no bind may show: other projects and credential stores.  The metadata
 #: bound is TB_GIT's and its worktree's admin folder (the one whose `gitdir`, read-only to
 #: every run, names the checkout), never what git or a link in the checkout says, and
 #: only real folders, never a link a run planted (design §17 v6); a run in a task's
-#: worktree sees its own copy of `refs` and `logs` ($t: OWN_REFS), so it moves no other
-#: branch (a read-only one, the verifier, sees the repository's: not what the task's run
-#: made of `main` in its copy); in the person's checkout (no autoBranch: its .git, or a
-#: worktree of theirs) it works on their branches as they do, but the remote-tracking refs
-#: and their logs stay read-only, so the board's fetch never follows a link a run left.
+#: worktree sees its own copy of `refs`, `logs` and `packed-refs` ($t: OWN_REFS), so it
+#: moves no other branch (a read-only one, the verifier, sees the repository's: not what
+#: the task's run made of `main` in its copy); in the person's checkout (no autoBranch:
+#: its .git, or a worktree of theirs) it works on their branches as they do, but the
+#: remote-tracking refs and their logs stay read-only, so the board's fetch never follows
+#: a link a run left.
 #: A checkout's own .git (no autoBranch) stays writable but for its config, hooks, info,
 #: worktrees and modules (made empty first when missing, so that no link takes their
 #: place): git writes HEAD and the index by renaming into it.  p() quotes
@@ -5918,6 +5921,8 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   { p() { for _a; do _r=; while :; do case $_a in *\'*) _r=$_r${_a%%\'*}"'\\''"
           _a=${_a#*\'};; *) break;; esac; done; q="$q '$_r$_a'"; done; }
     each() { m=$1; shift; for x; do p "$m" "$x" "$x"; done; }
+    once() { case $seen$nl in *"$nl$1$nl"*) ;; *) seen=$seen$nl$1; p --ro-bind-try "$1" "$1"
+      esac; }
     inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}
       case $d in "$h"|"$h"/.local|"$h"/.config) d=${x%/*};; esac
       [ "$d" = "$h" ] || p --ro-bind-try "$d" "$d"
@@ -5927,12 +5932,13 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
       [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
     nl='
-'; IFS=$nl; set -f
+'; seen=; IFS=$nl; set -f
     for x in $TB_SHOW; do inst "$x"; done
     IFS=:; for d in $PATH; do case $d in "$h"/*)
-      p --ro-bind-try "$d" "$d"
-      IFS=$nl; for m in $TB_MANAGERS; do case $d in "$h/${m%%=*}"|"$h/${m%%=*}"/*)
-        IFS=,; for r in ${m#*=}; do p --ro-bind-try "$h/$r" "$h/$r"; done;; esac; done
+      o=; IFS=$nl; for m in $TB_MANAGERS; do case $d in "$h/${m%%=*}"|"$h/${m%%=*}"/*)
+        IFS=,; for r in ${m#*=}; do once "$h/$r"; case $d in "$h/$r"/*) o=1;; esac
+        done;; esac; done
+      [ -n "$o" ] || once "$d"
       IFS=:;; esac; done
     IFS=$nl
     each --ro-bind-try "$h/.gitconfig" "$h/.config/git" $TB_RO
@@ -5974,8 +5980,10 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
         w="objects${nl}refs${nl}logs"; [ -n "$t" ] && w=objects
         if [ -z "$TB_READ_ONLY" ]; then for x in $w; do
             [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --bind "$c/$x" "$c/$x"; done
-          [ -n "$t" ] && [ -d "$c/logs" ] && [ ! -L "$c/logs" ] &&
+          [ -n "$t" ] && [ -d "$c/logs" ] && [ ! -L "$c/logs" ] && {
             p --bind "$t/refs" "$c/refs" --bind "$t/logs" "$c/logs"
+            [ -f "$t/packed-refs" ] && [ -f "$c/packed-refs" ] && [ ! -L "$c/packed-refs" ] &&
+              p --ro-bind "$t/packed-refs" "$c/packed-refs"; }
           [ -n "$g" ] && p --bind "$g" "$g"; fi
         if [ -n "$g" ]; then for x in commondir gitdir config.worktree; do
             if [ -f "$g/$x" ] && [ ! -L "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
@@ -5985,7 +5993,8 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
       [ -z "$TB_GIT_WRITE" ] && [ -z "$t" ] && for x in refs/remotes logs/refs/remotes; do
         [ -d "$c/$x" ] && [ ! -L "$c/$x" ] && p --ro-bind "$c/$x" "$c/$x"; done
     fi
-    for x in $TB_OUT; do mkdir -p -m 700 -- "$x" && p --bind "$x" "$x"; done
+    for x in $TB_OUT; do { [ -d "$x" ] || mkdir -p -m 700 -- "$x"; } && p --bind "$x" "$x"
+    done
     each --ro-bind-try $TB_FILES
     for x in $TB_HIDE; do
       if [ -f "$x" ]; then p --ro-bind /dev/null "$x"; continue; fi
@@ -6014,9 +6023,9 @@ fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1).replace("@NET@", shlex.join(N
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
 #: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.  With
 #: TB_AFTER (the board's own script), that script runs after it, outside the sandbox, in
-#: the same process, which exits as ARGV did.
+#: the same process (no fork: its `exit` too ends in the trap), which exits as ARGV did.
 SANDBOXED = 'dir=$1; shift; after=${TB_AFTER-}; unset TB_AFTER\n' + SANDBOX_RUN + \
-    '\n[ -n "$after" ] || exec "$@"\n"$@"; s=$?; (eval "$after"); exit "$s"'
+    '\n[ -n "$after" ] || exec "$@"\n"$@"; s=$?; trap \'exit "$s"\' EXIT; eval "$after"'
 #: Under the home directory: each agent CLI's own state (settings, sessions: resume works),
 #: which a sandboxed run sees as its project's copy, writable, with a ~/.cache of the
 #: project's: nothing a run writes there reaches the person's own CLI, another project or
@@ -6435,17 +6444,20 @@ def worktree_made(code: int | None, out: str, where: str) -> tuple[str, str, str
 
 
 #: A worktree run's own refs (design §17 v6): SANDBOX_RUN shows it, over the repository's
-#: `refs` and `logs`, a copy the board keeps beside its worktree (`<worktrees>/.refs/<key>`:
-#: `refs` copied with their times, `logs` its own), so that whatever it does to `main` or
-#: another task's branch moves the copy only.  `sync_refs WORKTREE BRANCH` (at the end of a
+#: `refs`, `logs` and `packed-refs`, a copy the board keeps beside its worktree
+#: (`<worktrees>/.refs/<key>`): `refs` holding its branch alone, `packed-refs` every ref of
+#: the repository as it was (read-only: one file, however many branches and tags there are),
+#: `logs` its own; so that whatever it does to `main` or another task's branch moves the copy
+#: only, and a run still reads them all.  `sync_refs WORKTREE BRANCH` (at the end of a
 #: sandboxed run, after its commit, outside the sandbox: commit_leftovers()) puts what
 #: BRANCH became in the copy on BRANCH in the repository, only from the value it had when
 #: the copy was made (else it says so, on a line of its own: "refused: ...", and nothing
 #: moves), never through a link, by git's update-ref alone (no filter, hook or driver to
 #: run); it reads nothing when the copy was made after the branch was last written there.
 #: `refs WORKTREE BRANCH` (at the start of each sandboxed run: WORKTREE_SCRIPT) syncs what a
-#: run cut short left, then makes the copy again; `unrefs WORKTREE`: the copy goes
-#: (WORKTREE_REMOVE, PICK_SCRIPT).
+#: run cut short left, then makes the copy again (the repository gets an empty
+#: `packed-refs` when it has none, for the copy to be shown over); `unrefs WORKTREE`: the
+#: copy goes (WORKTREE_REMOVE, PICK_SCRIPT).
 OWN_REFS = r"""plain() {
   x=$1; IFS=/; for y in $2; do x=$x/$y
     if [ -L "$x" ]; then unset IFS; echo "refused: $x is a link"; return 1; fi; done
@@ -6471,14 +6483,15 @@ sync_refs() {
 }
 unrefs() { rm -rf -- "${1%/*}/.refs/${1##*/}"; }
 copy_refs() {
-  at "$@"; if [ -L "$c/refs" ] || [ -L "$c/logs" ]; then
-    echo "refused: the repository's refs or logs folder is a link"; return 1; fi
+  at "$@"; if [ -L "$c/refs" ] || [ -L "$c/logs" ] || [ -L "$c/packed-refs" ]; then
+    echo "refused: the repository's refs, logs or packed-refs is a link"; return 1; fi
   [ -d "$c/logs" ] || mkdir -- "$c/logs"
-  [ -d "$t/logs" ] || mkdir -p -- "$t/logs" || return 1
-  rm -rf -- "$t/refs" && cp -Rp -- "$c/refs" "$t/refs" || return 1
+  [ -e "$c/packed-refs" ] || : > "$c/packed-refs"
+  { [ ! -d "$t" ] || rm -rf -- "$t/refs"; } && mkdir -p -- "$t/logs" "$t/${r%/*}" &&
+    git for-each-ref --format='%(objectname) %(refname)' > "$t/packed-refs" || return 1
   was=; [ -f "$c/$r" ] && [ ! -L "$c/$r" ] && read -r was < "$c/$r"
   case $was in *[!0-9a-f]*|'') was=$(git rev-parse --verify -q "$r") || return 0;; esac
-  echo "$was $2" > "$t/was"
+  echo "$was" > "$t/$r" && echo "$was $2" > "$t/was"
 }"""
 
 

@@ -169,9 +169,10 @@ echo left > left.txt
 def test_a_worktree_run_moves_its_own_branch_only(client, api, person, mode):
     """A worktree run (autoBranch) moves `main` (packed) and another task's branch beside
     its own, deletes a third, and writes main's ref file itself: before, a run's `refs`
-    were the repository's, writable.  Sandboxed it moves its copy only (OWN_REFS), while
-    its own commits land on its branch, at the end of the run and of the next (resumed)
-    one; the control moves them all."""
+    were the repository's, writable.  Sandboxed it moves its copy only (OWN_REFS), where
+    it reads every branch (packed or not) as it was, while its own commits land on its
+    branch, at the end of the run and of the next (resumed) one; the control moves them
+    all."""
     git(person.shop, "pack-refs", "--all")
     main = git(person.shop, "rev-parse", "main").strip()
     for name in ("feature/other-task", "gone"):
@@ -179,6 +180,7 @@ def test_a_worktree_run_moves_its_own_branch_only(client, api, person, mode):
     project = api.project(permissionMode="auto-accept", autoBranch=1, sandbox=mode,
                           sandboxPaths={"readWrite": [str(person.records)]})
     task = api.task(project["id"], description=script("""
+echo "SAW $(git rev-parse main feature/other-task gone | tr '\\n' ' ')"
 echo work > work.txt && git add work.txt && git commit -qm "the agent's work" &&
   echo "GOT its commit"
 git update-ref refs/heads/main HEAD; git branch -f feature/other-task HEAD
@@ -187,6 +189,7 @@ git branch -D gone; echo left > left.txt
     api.move(task["id"], "in_progress")
     done = wait_status(client, task["id"], "testing")
     assert "GOT its commit" in said(client, task["id"])
+    assert f"SAW {main} {main} {main} " in said(client, task["id"]), "it reads every branch"
     desk(client, "request_changes", {"id": task["id"], "feedback": script("""
 echo more >> work.txt && git commit -qam "more work" && echo "GOT its second commit"
 c=$(git rev-parse --git-common-dir); git rev-parse HEAD > "$c/refs/heads/main"
