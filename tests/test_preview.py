@@ -36,7 +36,7 @@ def board(api, client, tmp_path):
 
 
 def ready(client, url):
-    return wait_for(lambda: (p := client.get(url).json)["status"] != "starting" and p, 20,
+    return wait_for(lambda: (p := client.get(url).json)["status"] != "starting" and p, 30,
                     message="the preview to leave starting")
 
 

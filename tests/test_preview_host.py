@@ -6,7 +6,7 @@ import os
 import pytest
 import requests
 from ssh_helpers import SshServer, trusted_host
-from test_preview import serve
+from test_preview import ready, serve
 
 import taskboard
 from agent_helpers import alive
@@ -37,8 +37,7 @@ def test_a_preview_on_a_host_is_served_through_its_connection(
     os.makedirs(worktree)
     url = f"/api/tasks/{task['id']}/preview"
     client.post(url, status=202)
-    preview = wait_for(lambda: (p := client.get(url).json)["status"] != "starting" and p, 30,
-                       message="the preview to leave starting")
+    preview = ready(client, url)
     assert preview["status"] == "ready", preview
     session = requests.Session()
     assert "the app" in session.get(preview["url"]).text

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import requests
-from test_preview import serve
+from test_preview import ready, serve
 
 # the person's layout outside /tmp, its board and its API (fixtures)
 from test_sandbox_git import KEY, api, config, person, sshd  # noqa: F401
@@ -33,8 +33,7 @@ def test_a_sandboxed_preview_is_served_through_its_bridge_and_reaches_no_board(
     sql(taskboard.runtime, "UPDATE tasks SET status = 'testing' WHERE id = ?", (task["id"],))
     url = f"/api/tasks/{task['id']}/preview"
     client.post(url, status=202)
-    preview = wait_for(lambda: (p := client.get(url).json)["status"] != "starting" and p, 30,
-                       message="the preview to leave starting")
+    preview = ready(client, url)
     assert preview["status"] == "ready", preview
     session = requests.Session()
     assert "the app" in session.get(preview["url"]).text  # the link, then previewPath
@@ -68,8 +67,7 @@ def test_a_sandboxed_preview_on_a_host_is_served_through_its_connection(
         parents=True)
     url = f"/api/tasks/{task['id']}/preview"
     client.post(url, status=202)
-    preview = wait_for(lambda: (p := client.get(url).json)["status"] != "starting" and p, 30,
-                       message="the preview to leave starting")
+    preview = ready(client, url)
     assert preview["status"] == "ready", preview
     assert "the app" in requests.Session().get(preview["url"]).text
     output = preview["output"]
