@@ -147,6 +147,10 @@ def test_desktop_features_explain_when_refused(start_board, page, console_errors
     expect(agent_log(page)).to_contain_text("Let me look at the repository.")
     screenshot(page, "task-detail-local-only")
     page.get_by_label("Move to").select_option(label="Backlog")  # stops the agent too
+    sure = page.get_by_role("dialog")  # asked only while the run still runs: either comes
+    expect(sure.or_(status_badge(page).filter(has_text="Backlog"))).to_be_visible()
+    if sure.count():
+        sure.get_by_role("button", name="Stop and move").click()
     expect(status_badge(page)).to_have_text("Backlog")
     board.wait_status(task["id"], "backlog")
 
