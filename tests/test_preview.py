@@ -115,6 +115,27 @@ def test_a_preview_starts_serves_its_link_and_cookie_and_stops_its_group(board, 
     ws.close()
 
 
+def test_an_answer_whose_end_would_be_a_guess_is_refused_and_smuggles_nothing(
+        board, client):
+    """A hostile dev server's framings (preview_app's RAW): what two readers could end in
+    two places is a 502 and its connection dropped, so what it hid after is never the next
+    answer; chunked, 1xx and up-to-the-close answers go through; one cut short ends the
+    client's connection instead of leaving it waiting for the rest."""
+    preview, session, origin = opened(client, board["url"])
+    for name in ("both", "lengths", "coding", "folded", "status"):
+        refused = session.get(f"{origin}/raw/{name}")
+        assert refused.status_code == 502 and "cannot be relayed" in refused.text, \
+            (name, refused.text)
+        assert session.get(origin + "/small.json").json() == {"ok": True}, name
+    for name, text in (("chunked", "hello world"), ("early", "ok"), ("eof", "up to the close")):
+        answer = session.get(f"{origin}/raw/{name}")
+        assert (answer.status_code, answer.text) == (200, text), name
+    with pytest.raises(requests.exceptions.ChunkedEncodingError):
+        session.get(origin + "/raw/cut")
+    assert session.get(origin + "/small.json").json() == {"ok": True}
+    client.delete(board["url"])
+
+
 def taskboard_auth():
     return {"Authorization": f"Bearer {taskboard.runtime.config['token']}"}
 
