@@ -15549,6 +15549,10 @@ PREVIEW_CHUNK_BYTES = 256 * 1024
 #: its first piece of body up to that size.
 PREVIEW_HEAD_BYTES = 64 * 1024
 PREVIEW_LINE_BYTES = 4096
+#: A request's header lines are read (PreviewHeaders) as http.client would: at most
+#: PREVIEW_MAX_HEADERS, each at most PREVIEW_LINE_LIMIT bytes.
+PREVIEW_MAX_HEADERS = 100
+PREVIEW_LINE_LIMIT = 65536
 PREVIEW_MAX_TRAILERS = 100
 PREVIEW_ONE_WRITE_BYTES = 64 * 1024
 PREVIEW_STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: ([\t\x20-\x7e\x80-\xff]*))?")
@@ -15556,9 +15560,35 @@ PREVIEW_HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):([\t\x20-\x7e\
 PREVIEW_CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,15})(?:[\t ]*;[\t\x20-\x7e\x80-\xff]*)?")
 
 
-class PreviewHandler(Handler):
-    """Handler's deadlines and framing rules for a preview's port; an upgrade a cookie
-    holder asks for becomes a tunnel to the dev server (the board's /ws is not here)."""
+class PreviewHeaders(pywsgi.WSGIHandler):
+    """A request's headers read without email.parser (pywsgi's way, a good part of what a
+    proxied request costs), each line strictly `name: value`: one that is not (a folded
+    line, a name with spaces, a control character), a line over PREVIEW_LINE_LIMIT or more
+    than PREVIEW_MAX_HEADERS of them is a 400 and the connection ends."""
+
+    def MessageClass(self, fp, *args):
+        headers, lines = pywsgi.OldMessage(), []
+        while (line := fp.readline(PREVIEW_LINE_LIMIT + 1)) not in (b"\r\n", b"\n", b""):
+            header = PREVIEW_HEADER_LINE.fullmatch(line.rstrip(b"\r\n"))
+            if len(line) > PREVIEW_LINE_LIMIT or not line.endswith(b"\n"):
+                headers.status = "Line too long"
+            elif header is None:
+                headers.status = f"Malformed header line {line[:80]!r}"
+            elif len(lines) == PREVIEW_MAX_HEADERS:
+                headers.status = f"More than {PREVIEW_MAX_HEADERS} headers"
+            else:
+                lines.append((header[1].decode("latin-1"),
+                              header[2].strip(b" \t").decode("latin-1")))
+                continue
+            return headers  # read_request refuses it (400), unread lines and all
+        headers._headers = lines  # email.message's list, as its parser would fill it
+        return headers
+
+
+class PreviewHandler(Handler, PreviewHeaders):
+    """Handler's deadlines and framing rules for a preview's port (its headers read by
+    PreviewHeaders, below Handler's framing check); an upgrade a cookie holder asks for
+    becomes a tunnel to the dev server (the board's /ws is not here)."""
     held = None  # an answer's head, until its first piece of body joins it in one write
 
     def body_cap(self, environ) -> int:

@@ -133,6 +133,14 @@ def test_an_answer_whose_end_would_be_a_guess_is_refused_and_smuggles_nothing(
     with pytest.raises(requests.exceptions.ChunkedEncodingError):
         session.get(origin + "/raw/cut")
     assert session.get(origin + "/small.json").json() == {"ok": True}
+    # a request's folded header line is refused too, before anything reaches the app
+    cookie = "; ".join(f"{c.name}={c.value}" for c in session.cookies)
+    port = int(origin.rsplit(":", 1)[1])
+    for bad in ("X-A: a\r\n Transfer-Encoding: chunked", "X A: a", "X-A: a\x01"):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            raw.sendall(f"GET /headers HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\n"
+                        f"{bad}\r\n\r\n".encode())
+            assert raw.recv(100).startswith(b"HTTP/1.1 400"), bad
     client.delete(board["url"])
 
 
