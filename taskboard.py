@@ -15571,7 +15571,7 @@ class PreviewHeaders(pywsgi.WSGIHandler):
         while (line := fp.readline(PREVIEW_LINE_LIMIT + 1)) not in (b"\r\n", b"\n", b""):
             header = PREVIEW_HEADER_LINE.fullmatch(line.rstrip(b"\r\n"))
             if len(line) > PREVIEW_LINE_LIMIT or not line.endswith(b"\n"):
-                headers.status = "Line too long"
+                headers.status = f"A header line over {PREVIEW_LINE_LIMIT} bytes or cut off"
             elif header is None:
                 headers.status = f"Malformed header line {line[:80]!r}"
             elif len(lines) == PREVIEW_MAX_HEADERS:
