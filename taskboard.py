@@ -15744,6 +15744,21 @@ class PreviewUpstream:
     def close(self) -> None:
         self.sock.close()
 
+    def stale(self) -> bool:
+        """Whether the dev server closed it while it was kept (Node does after 5 s idle),
+        or sent something nobody asked for: then it takes no request (a body sent on it
+        would be lost: 502)."""
+        self.sock.settimeout(0)
+        try:
+            self.sock.recv(1, socket.MSG_PEEK)
+            return True  # its close (b""), or bytes before any request
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+        finally:
+            self.sock.settimeout(PREVIEW_UPSTREAM_SECONDS)
+
     def fill(self) -> int:
         """Read what the dev server has sent (waiting up to PREVIEW_UPSTREAM_SECONDS for
         it) after the unused bytes, moved to the front first: how many bytes came."""
@@ -15862,6 +15877,9 @@ def forward_preview(preview, environ, start_response):
             upstream = preview.idle.pop() if reused else PreviewUpstream(preview)
         except OSError as exc:
             return _plain(start_response, 502, f"the preview's server did not answer: {exc}")
+        if reused and upstream.stale():
+            upstream.close()
+            continue
         try:
             upstream.heard = False
             upstream.sock.sendall(head + first)
@@ -15878,17 +15896,14 @@ def forward_preview(preview, environ, start_response):
         except ApiError as exc:
             upstream.close()
             return _plain(start_response, exc.status, exc.message)
-        except PreviewRefused as exc:
+        except (OSError, PreviewRefused) as exc:
             upstream.close()
             if reused and not sent and not upstream.heard:
-                continue  # the dev server had closed the kept connection
-            log.info("preview of task %s: its answer refused: %s", preview.task_id, exc)
-            return _plain(start_response, 502, f"the preview's server answered what cannot "
-                          f"be relayed: {exc}")
-        except OSError as exc:
-            upstream.close()
-            if reused and not sent and not upstream.heard:
-                continue
+                continue  # the dev server closed the kept connection as it was sent
+            if isinstance(exc, PreviewRefused) and upstream.heard:
+                log.info("preview of task %s: its answer refused: %s", preview.task_id, exc)
+                return _plain(start_response, 502, f"the preview's server answered what "
+                              f"cannot be relayed: {exc}")
             return _plain(start_response, 502, f"the preview's server did not answer: {exc}")
     connection = ",".join(v for k, v in headers if k.lower() == "connection").lower()
     closes = framing is None or "close" in connection or old and "keep-alive" not in connection

@@ -62,13 +62,15 @@ RAW = {
     "folded": b"HTTP/1.1 200 OK\r\nX-A: a\r\n Transfer-Encoding: chunked\r\n"
               b"Content-Length: 0\r\n\r\n" + SMUGGLED,
     "status": b"HTTP/1.1 200 OK\nContent-Length: 0\n\n" + SMUGGLED,
-    # and those it relays, or ends: "cut" closes 10 bytes into 100, "eof" at its end
+    # and those it relays, or ends: "cut" closes 10 bytes into 100, "eof" at its end, "once"
+    # after it (as a dev server closes an idle kept-alive connection, unsaid)
     "chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n"
                b"6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n",
     "early": b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n"
              b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
     "cut": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789",
     "eof": b"HTTP/1.1 200 OK\r\n\r\nup to the close",
+    "once": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
 }
 
 
@@ -96,7 +98,7 @@ class App(http.server.BaseHTTPRequestHandler):
                                "application/json")
         if self.path.startswith("/raw/"):
             self.wfile.write(RAW[self.path[5:]])
-            self.close_connection = self.path[5:] in ("cut", "eof")
+            self.close_connection = self.path[5:] in ("cut", "eof", "once")
             return None
         if self.path.startswith("/hostile"):
             return self.answer(200, HOSTILE.encode(), "text/html")

@@ -144,6 +144,18 @@ def test_an_answer_whose_end_would_be_a_guess_is_refused_and_smuggles_nothing(
     client.delete(board["url"])
 
 
+def test_a_kept_connection_the_dev_server_closed_takes_no_request(board, client):
+    """Dev servers close idle kept-alive connections unsaid (Node after 5 s): a request
+    with a body then goes on a new one instead of being lost on the closed one (502)."""
+    preview, session, origin = opened(client, board["url"])
+    assert session.get(origin + "/raw/once").text == "ok"
+    live = next(iter(taskboard.runtime.previews.by_task.values()))
+    wait_for(lambda: live.idle and all(kept.stale() for kept in live.idle), 10,
+             message="the board to see the dev server's close")
+    assert session.post(origin + "/echo", data=b"x" * 10).json() == {"received": 10}
+    client.delete(board["url"])
+
+
 def taskboard_auth():
     return {"Authorization": f"Bearer {taskboard.runtime.config['token']}"}
 
