@@ -73,7 +73,6 @@ import gc
 import gzip
 import hashlib
 import hmac
-import http.client
 import importlib
 import importlib.util
 import ipaddress
@@ -5872,14 +5871,15 @@ exec "$@\""""
 #: A sandboxed preview's dev server (design §21) is reached through a folder of the data dir
 #: bound in at PREVIEW_FOLDER (TB_PREVIEW), where PREVIEW_BRIDGE's socat listens on a UNIX
 #: socket (PREVIEW_SOCKET) for the board and connects each connection to the dev server's
-#: $PORT on the sandbox's own loopback; then the preview's command (its $1) runs.
+#: $PORT on the sandbox's own loopback (copying up to 256 KiB a read, not socat's 8 KiB:
+#: a 200 KB asset in one or two, with Nagle off); then the preview's command (its $1) runs.
 PREVIEW_FOLDER = "/run/taskboard/preview"
 PREVIEW_SOCKET = "port.sock"
 PREVIEW_BRIDGE = f"""command -v socat >/dev/null || {{
   echo "taskboard: socat, the preview's bridge out of its sandbox, is not installed" >&2
   exit 126; }}
-socat UNIX-LISTEN:{PREVIEW_FOLDER}/{PREVIEW_SOCKET},fork,unlink-early \\
-  TCP:127.0.0.1:"$PORT" </dev/null >/dev/null 2>&1 &
+socat -b 262144 UNIX-LISTEN:{PREVIEW_FOLDER}/{PREVIEW_SOCKET},fork,unlink-early \\
+  TCP:127.0.0.1:"$PORT",nodelay </dev/null >/dev/null 2>&1 &
 exec sh -c "$1\""""
 #: The sandbox of a run (design §17), built where it is spawned (here or on a host) by
 #: `sh`, from the run's variables: TB_BWRAP, TB_BASE (the board's folder there: hidden),
@@ -15556,11 +15556,54 @@ PREVIEW_UPSTREAM_SECONDS = 120.0
 PREVIEW_MAX_CONNECTIONS = 512
 PREVIEW_KEPT_CONNECTIONS = 8
 PREVIEW_CHUNK_BYTES = 256 * 1024
+#: A dev server's answer is read strictly (RFC 9112), so that where one ends is never a
+#: guess: its head is at most PREVIEW_HEAD_BYTES, a chunk's size line or a trailer at most
+#: PREVIEW_LINE_BYTES, its trailers (dropped) at most PREVIEW_MAX_TRAILERS; a request body
+#: up to PREVIEW_ONE_WRITE_BYTES goes with its head in one write, and an answer's head with
+#: its first piece of body up to that size.
+PREVIEW_HEAD_BYTES = 64 * 1024
+PREVIEW_LINE_BYTES = 4096
+#: A request's header lines are read (PreviewHeaders) as http.client would: at most
+#: PREVIEW_MAX_HEADERS, each at most PREVIEW_LINE_LIMIT bytes.
+PREVIEW_MAX_HEADERS = 100
+PREVIEW_LINE_LIMIT = 65536
+PREVIEW_MAX_TRAILERS = 100
+PREVIEW_ONE_WRITE_BYTES = 64 * 1024
+PREVIEW_STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: ([\t\x20-\x7e\x80-\xff]*))?")
+PREVIEW_HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):([\t\x20-\x7e\x80-\xff]*)")
+PREVIEW_CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,15})(?:[\t ]*;[\t\x20-\x7e\x80-\xff]*)?")
 
 
-class PreviewHandler(Handler):
-    """Handler's deadlines and framing rules for a preview's port; an upgrade a cookie
-    holder asks for becomes a tunnel to the dev server (the board's /ws is not here)."""
+class PreviewHeaders(pywsgi.WSGIHandler):
+    """A request's headers read without email.parser (pywsgi's way, a good part of what a
+    proxied request costs), each line strictly `name: value`: one that is not (a folded
+    line, a name with spaces, a control character), a line over PREVIEW_LINE_LIMIT or more
+    than PREVIEW_MAX_HEADERS of them is a 400 and the connection ends."""
+
+    def MessageClass(self, fp, *args):
+        headers, lines = pywsgi.OldMessage(), []
+        while (line := fp.readline(PREVIEW_LINE_LIMIT + 1)) not in (b"\r\n", b"\n", b""):
+            header = PREVIEW_HEADER_LINE.fullmatch(line.rstrip(b"\r\n"))
+            if len(line) > PREVIEW_LINE_LIMIT or not line.endswith(b"\n"):
+                headers.status = f"A header line over {PREVIEW_LINE_LIMIT} bytes or cut off"
+            elif header is None:
+                headers.status = f"Malformed header line {line[:80]!r}"
+            elif len(lines) == PREVIEW_MAX_HEADERS:
+                headers.status = f"More than {PREVIEW_MAX_HEADERS} headers"
+            else:
+                lines.append((header[1].decode("latin-1"),
+                              header[2].strip(b" \t").decode("latin-1")))
+                continue
+            return headers  # read_request refuses it (400), unread lines and all
+        headers._headers = lines  # email.message's list, as its parser would fill it
+        return headers
+
+
+class PreviewHandler(Handler, PreviewHeaders):
+    """Handler's deadlines and framing rules for a preview's port (its headers read by
+    PreviewHeaders, below Handler's framing check); an upgrade a cookie holder asks for
+    becomes a tunnel to the dev server (the board's /ws is not here)."""
+    held = None  # an answer's head, until its first piece of body joins it in one write
 
     def body_cap(self, environ) -> int:
         return PREVIEW_BODY_BYTES
@@ -15572,6 +15615,41 @@ class PreviewHandler(Handler):
 
     def upgrade_websocket(self):
         return None
+
+    def log_request(self):
+        pass  # a preview's listener logs no request (listen_preview): none is formatted
+
+    def process_result(self):
+        try:
+            super().process_result()
+        except PreviewRefused as exc:  # its head went: the answer ends short, and so does
+            self.close_connection = True  # the connection (no next answer after it)
+            log.info("preview of task %s: its answer cut short: %s",
+                     self.server.preview.task_id, exc)
+
+    def _write_with_headers(self, data):
+        # the head waits for the first piece of the body: one write, so the client has no
+        # second packet to wait for (the dev server sent both at once)
+        self.held = b""
+        try:
+            super()._write_with_headers(data)
+        finally:
+            head, self.held = self.held, None
+            if head:  # no body: the head alone
+                super()._sendall(head)
+
+    def _sendall(self, data):
+        if self.held is None:
+            return super()._sendall(data)
+        if not self.held:
+            self.held = data  # the head, a bytearray of its own
+            return None
+        head, self.held = self.held, None
+        if len(data) > PREVIEW_ONE_WRITE_BYTES:
+            super()._sendall(head)
+            return super()._sendall(data)
+        head += data
+        return super()._sendall(head)
 
     def run_application(self):
         preview, environ = self.server.preview, self.environ
@@ -15598,9 +15676,14 @@ def listen_preview(preview) -> "Server":
 
 
 def preview_allowed(preview, environ) -> bool:
-    """Whether the request carries the preview port's cookie."""
-    given = bottle.BaseRequest(environ).get_cookie(PREVIEW_COOKIE.format(port=preview.port))
-    return bool(given) and hmac.compare_digest(given.encode(), preview.cookie.encode())
+    """Whether the request carries the preview port's cookie (one of that name may be
+    another path's, set by a page: any of them with its value passes)."""
+    name, want = PREVIEW_COOKIE.format(port=preview.port), preview.cookie.encode()
+    for pair in environ.get("HTTP_COOKIE", "").split(";"):
+        key, eq, given = pair.partition("=")
+        if eq and key.strip() == name and hmac.compare_digest(given.strip().encode(), want):
+            return True
+    return False
 
 
 def _board_cookie(name: str) -> bool:
@@ -15655,74 +15738,243 @@ def preview_app(preview, environ, start_response):
     return forward_preview(preview, environ, start_response)
 
 
-class PreviewConnection(http.client.HTTPConnection):
-    """A connection to a preview's dev server, made by Preview.connect() (its loopback
-    port, or its sandbox's bridge), kept alive between requests (Preview.idle)."""
+class PreviewRefused(Exception):
+    """The dev server's answer cannot be read without guessing where it ends (a request
+    smuggled through a kept connection would start there): it goes no further."""
+
+
+class PreviewUpstream:
+    """A connection to a preview's dev server (Preview.connect(): its loopback port, or its
+    sandbox's bridge), kept alive between requests (Preview.idle), and its read buffer:
+    an answer is read straight into it, and the body relayed from it in views."""
 
     def __init__(self, preview):
-        super().__init__("127.0.0.1", preview.dev_port, timeout=PREVIEW_UPSTREAM_SECONDS)
-        self.preview = preview
+        self.sock = preview.connect(PREVIEW_UPSTREAM_SECONDS)
+        self.buffer = bytearray(PREVIEW_CHUNK_BYTES)
+        self.view = memoryview(self.buffer)
+        self.start = self.end = 0  # the read bytes not used yet: buffer[start:end]
+        self.heard = False  # any byte of an answer read on this connection
 
-    def connect(self):
-        self.sock = self.preview.connect(PREVIEW_UPSTREAM_SECONDS)
+    def close(self) -> None:
+        self.sock.close()
+
+    def stale(self) -> bool:
+        """Whether the dev server closed it while it was kept (Node does after 5 s idle),
+        or sent something nobody asked for: then it takes no request (a body sent on it
+        would be lost: 502)."""
+        self.sock.settimeout(0)
+        try:
+            self.sock.recv(1, socket.MSG_PEEK)
+            return True  # its close (b""), or bytes before any request
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+        finally:
+            self.sock.settimeout(PREVIEW_UPSTREAM_SECONDS)
+
+    def fill(self) -> int:
+        """Read what the dev server has sent (waiting up to PREVIEW_UPSTREAM_SECONDS for
+        it) after the unused bytes, moved to the front first: how many bytes came."""
+        if self.start:
+            self.buffer[:self.end - self.start] = self.view[self.start:self.end]
+            self.start, self.end = 0, self.end - self.start
+        got = self.sock.recv_into(self.view[self.end:])
+        self.end += got
+        self.heard = self.heard or bool(got)
+        return got
+
+    def take(self, most: int) -> memoryview:
+        """Up to `most` of the unused bytes (read more first if none), used up: valid until
+        the next fill(); empty when the dev server closed."""
+        if self.start == self.end:
+            self.start = self.end = 0
+            self.fill()
+        end = min(self.end, self.start + most)
+        piece, self.start = self.view[self.start:end], end
+        return piece
+
+    def line(self, most: int = PREVIEW_LINE_BYTES) -> bytes:
+        """The next line, without its CRLF (a chunk's size, a trailer)."""
+        while (at := self.buffer.find(b"\r\n", self.start, self.end)) < 0:
+            if self.end - self.start > most:
+                raise PreviewRefused("a line of its chunked body is too long")
+            if not self.fill():
+                raise PreviewRefused("it closed the connection inside its answer")
+        line, self.start = bytes(self.view[self.start:at]), at + 2
+        return line
+
+    def head(self) -> tuple[int, str, list[tuple[str, str]], bool]:
+        """The answer's status line and headers (interim 1xx answers skipped): its status,
+        reason, headers and whether it is HTTP/1.0; raises PreviewRefused for one that is
+        not plainly HTTP/1.x."""
+        while True:
+            while (at := self.buffer.find(b"\r\n\r\n", self.start, self.end)) < 0:
+                if self.end - self.start >= PREVIEW_HEAD_BYTES:
+                    raise PreviewRefused(f"its answer's head is over {PREVIEW_HEAD_BYTES} "
+                                         "bytes")
+                if not self.fill():
+                    raise PreviewRefused("it closed the connection before a whole answer")
+            lines = bytes(self.view[self.start:at]).split(b"\r\n")
+            self.start = at + 4
+            status = PREVIEW_STATUS_LINE.fullmatch(lines[0])
+            if status is None:
+                raise PreviewRefused(f"its status line {lines[0][:80]!r} is not HTTP/1.x")
+            headers = []
+            for line in lines[1:]:
+                if (header := PREVIEW_HEADER_LINE.fullmatch(line)) is None:
+                    raise PreviewRefused(f"its header line {line[:80]!r} is malformed "
+                                         "(a folded line, a name with spaces, a control "
+                                         "character)")
+                headers.append((header[1].decode("latin-1"),
+                                header[2].strip(b" \t").decode("latin-1")))
+            code = int(status[2])
+            if code == 101 or code >= 200:
+                return code, (status[3] or b"").decode("latin-1"), headers, status[1] == b"0"
+            # 100 Continue, 103 Early Hints: the final answer follows
+
+
+def preview_framing(method: str, status: int, headers) -> int | str | None:
+    """How the answer's body ends: its length (0: none), "chunked", or None (at the
+    close); raises PreviewRefused when that is ambiguous (RFC 9112 §6.3)."""
+    lengths = {v.strip() for k, v in headers if k.lower() == "content-length"}
+    codings = [v for k, v in headers if k.lower() == "transfer-encoding"]
+    if status == 101:
+        raise PreviewRefused("it switched protocols without being asked to")
+    if lengths and codings:
+        raise PreviewRefused("it sent both Content-Length and Transfer-Encoding")
+    if len(lengths) > 1:
+        raise PreviewRefused(f"it sent different Content-Lengths {sorted(lengths)}")
+    if codings and (len(codings) > 1 or codings[0].strip().lower() != "chunked"):
+        raise PreviewRefused(f"its Transfer-Encoding {', '.join(codings)[:80]!r} is not "
+                             "just chunked")
+    length = lengths.pop() if lengths else None
+    if length is not None and not re.fullmatch(r"\d{1,18}", length):
+        raise PreviewRefused(f"its Content-Length {length[:40]!r} is not a number")
+    if method == "HEAD" or status in (204, 304):
+        return 0
+    return "chunked" if codings else None if length is None else int(length)
+
+
+def preview_request_head(environ, framing: str) -> bytes:
+    """The request line and headers the dev server gets, in one piece."""
+    head = [f"{environ['REQUEST_METHOD']} {environ['taskboard.target']} HTTP/1.1",
+            *(f"{name}: {value}" for name, value in preview_headers(environ))]
+    if framing:
+        head.append(framing)
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
 
 
 def forward_preview(preview, environ, start_response):
-    """The request sent on to the dev server (its body streamed, capped and on time) on a
-    kept-alive connection (a new one when a kept one turns out closed before any of the
-    body went), and its answer streamed back."""
+    """The request sent on to the dev server (its head in one write, with a small body;
+    a larger body streamed, capped and on time) on a kept-alive connection (a new one when
+    a kept one turns out closed before it answered a request without a body), and its
+    answer streamed back, framed as strictly as the board reads a request."""
     length = environ.get("CONTENT_LENGTH") or ""
     chunked = not length and "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
-    body, sent = environ["wsgi.input"], False
+    body, first = environ["wsgi.input"], b""
+    try:
+        if length and int(length) <= PREVIEW_ONE_WRITE_BYTES:
+            while len(first) < int(length) and (data := body.read(int(length) - len(first))):
+                first += data  # BoundedInput: capped, on time
+            if len(first) < int(length):
+                raise Invalid(f"the request body ended after {len(first)} of its {length} "
+                              "bytes")
+    except ApiError as exc:  # the body: too large, too late, unreadable
+        return _plain(start_response, exc.status, exc.message)
+    head = preview_request_head(environ, f"content-length: {length}" if length else
+                                "transfer-encoding: chunked" if chunked else "")
+    sent = bool(first)
     while True:
         reused = bool(preview.idle)
-        conn = preview.idle.pop() if reused else PreviewConnection(preview)
         try:
-            conn.putrequest(environ["REQUEST_METHOD"], environ["taskboard.target"],
-                            skip_host=True, skip_accept_encoding=True)
-            for name, value in preview_headers(environ):
-                conn.putheader(name, value)
-            if length:
-                conn.putheader("content-length", length)
-            elif chunked:
-                conn.putheader("transfer-encoding", "chunked")
-            conn.endheaders()
-            while data := body.read(PREVIEW_CHUNK_BYTES):
-                sent = True
-                conn.send(b"%x\r\n%b\r\n" % (len(data), data) if chunked else data)
-            if chunked:
-                conn.send(b"0\r\n\r\n")
-            response = conn.getresponse()
-            break
-        except ApiError as exc:  # the body: too large, too late, unreadable
-            conn.close()
-            return _plain(start_response, exc.status, exc.message)
-        except (OSError, http.client.HTTPException) as exc:
-            conn.close()
-            if reused and not sent:
-                continue  # the dev server had closed the kept connection
+            upstream = preview.idle.pop() if reused else PreviewUpstream(preview)
+        except OSError as exc:
             return _plain(start_response, 502, f"the preview's server did not answer: {exc}")
-    headers = [(k, v) for k, v in response.getheaders()
-               if k.lower() not in PREVIEW_DROP_RESPONSE and not (
-                   k.lower() == "set-cookie" and _board_cookie(v.split("=", 1)[0].strip()))]
-    start_response(f"{response.status} {response.reason}", headers)
-
-    def answer():
-        kept = False
+        if reused and upstream.stale():
+            upstream.close()
+            continue
         try:
-            while data := response.read1(PREVIEW_CHUNK_BYTES):
-                yield data
-            response.close()  # read to its end: the connection may take the next request
-            kept = not response.will_close and preview.live and \
-                len(preview.idle) < PREVIEW_KEPT_CONNECTIONS
-        except (OSError, http.client.HTTPException):
-            return  # the dev server went away mid-answer: the connection ends
-        finally:
-            if kept:
-                preview.idle.append(conn)
-            else:
-                conn.close()
-    return answer()
+            upstream.heard = False
+            upstream.sock.sendall(head + first)
+            if not first:
+                while data := body.read(PREVIEW_CHUNK_BYTES):
+                    sent = True
+                    upstream.sock.sendall(b"%x\r\n%b\r\n" % (len(data), data) if chunked
+                                          else data)
+                if chunked:
+                    upstream.sock.sendall(b"0\r\n\r\n")
+            status, reason, headers, old = upstream.head()
+            framing = preview_framing(environ["REQUEST_METHOD"], status, headers)
+            break
+        except ApiError as exc:
+            upstream.close()
+            return _plain(start_response, exc.status, exc.message)
+        except (OSError, PreviewRefused) as exc:
+            upstream.close()
+            if reused and not sent and not upstream.heard:
+                continue  # the dev server closed the kept connection as it was sent
+            if isinstance(exc, PreviewRefused) and upstream.heard:
+                log.info("preview of task %s: its answer refused: %s", preview.task_id, exc)
+                return _plain(start_response, 502, f"the preview's server answered what "
+                              f"cannot be relayed: {exc}")
+            return _plain(start_response, 502, f"the preview's server did not answer: {exc}")
+    connection = ",".join(v for k, v in headers if k.lower() == "connection").lower()
+    closes = framing is None or "close" in connection or old and "keep-alive" not in connection
+    start_response(f"{status} {reason}", [
+        (k, v) for k, v in headers if k.lower() not in PREVIEW_DROP_RESPONSE and not (
+            k.lower() == "set-cookie" and _board_cookie(v.split("=", 1)[0].strip()))])
+    return relay_preview(preview, upstream, framing, closes)
+
+
+def relay_preview(preview, upstream, framing, closes: bool):
+    """The answer's body, in views of the connection's buffer (pywsgi writes each before
+    asking for the next); the connection kept for the next request when the body ended
+    where its framing said and nothing followed it.  A dev server that closes early or
+    breaks its framing raises PreviewRefused: the client's connection then ends."""
+    kept = False
+    try:
+        if framing == "chunked":
+            while size := preview_chunk_size(upstream.line()):
+                while size:
+                    if not (piece := upstream.take(size)):
+                        raise PreviewRefused("it closed the connection inside a chunk")
+                    size -= len(piece)
+                    yield piece
+                if upstream.line():
+                    raise PreviewRefused("a chunk is longer than its size")
+            trailers = 0
+            while upstream.line():  # trailers: not relayed (pywsgi writes none)
+                trailers += 1
+                if trailers > PREVIEW_MAX_TRAILERS:
+                    raise PreviewRefused("its chunked body has too many trailers")
+        elif framing is None:
+            while piece := upstream.take(PREVIEW_CHUNK_BYTES):
+                yield piece
+        else:
+            while framing:
+                if not (piece := upstream.take(framing)):
+                    raise PreviewRefused("it closed the connection before the end of its "
+                                         "Content-Length")
+                framing -= len(piece)
+                yield piece
+        kept = not closes and upstream.start == upstream.end and preview.live and \
+            len(preview.idle) < PREVIEW_KEPT_CONNECTIONS
+    except OSError:
+        raise PreviewRefused("the connection to it broke inside its answer") from None
+    finally:
+        if kept:
+            preview.idle.append(upstream)
+        else:
+            upstream.close()
+
+
+def preview_chunk_size(line: bytes) -> int:
+    """A chunk's size from its line (chunk extensions ignored)."""
+    size = PREVIEW_CHUNK_LINE.fullmatch(line)
+    if size is None:
+        raise PreviewRefused(f"its chunk size line {line[:40]!r} is malformed")
+    return int(size[1], 16)
 
 
 def tunnel_preview(preview, environ, handler) -> None:

@@ -1,7 +1,8 @@
 """A stand-in dev server for the preview tests (design §21): `python preview_app.py PORT`
 serves, on 127.0.0.1:PORT, `/` (a page), `/headers` (the request's headers as JSON: what
-the proxy sent on), `/echo` (a POST's body length), `/big` (200 KB) and `/hot` (a
-WebSocket that echoes each text message: what hot reload needs).  With `--child` it starts
+the proxy sent on), `/echo` (a POST's body length), `/big` (200 KB), `/hot` (a
+WebSocket that echoes each text message: what hot reload needs) and `/raw/<name>` (an
+answer written as it is: RAW).  With `--child` it starts
 a child that sleeps (a group of two, to prove a stop ends both); with `--pidfile F` it
 writes its pid (and its child's) there."""
 import base64
@@ -47,6 +48,31 @@ async function attempt(name, url, options) {
 })();
 </script>"""
 
+#: Answers a hostile dev server writes as they are (GET /raw/<name>). Those whose end a
+#: reader would have to guess: each followed by what a reader that guessed "chunked" (or
+#: the first length) would take for the answer to the next request on the connection.
+SMUGGLED = b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled"
+RAW = {
+    "both": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"0\r\n\r\n" + SMUGGLED,
+    "lengths": b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nContent-Length: 45\r\n\r\n"
+               + SMUGGLED,
+    "coding": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"
+              + SMUGGLED,
+    "folded": b"HTTP/1.1 200 OK\r\nX-A: a\r\n Transfer-Encoding: chunked\r\n"
+              b"Content-Length: 0\r\n\r\n" + SMUGGLED,
+    "status": b"HTTP/1.1 200 OK\nContent-Length: 0\n\n" + SMUGGLED,
+    # and those it relays, or ends: "cut" closes 10 bytes into 100, "eof" at its end, "once"
+    # after it (as a dev server closes an idle kept-alive connection, unsaid)
+    "chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n"
+               b"6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n",
+    "early": b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n"
+             b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    "cut": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789",
+    "eof": b"HTTP/1.1 200 OK\r\n\r\nup to the close",
+    "once": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+}
+
 
 class App(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -70,6 +96,10 @@ class App(http.server.BaseHTTPRequestHandler):
             return self.answer(200, json.dumps([[k.lower(), v] for k, v in
                                                 self.headers.items()]).encode(),
                                "application/json")
+        if self.path.startswith("/raw/"):
+            self.wfile.write(RAW[self.path[5:]])
+            self.close_connection = self.path[5:] in ("cut", "eof", "once")
+            return None
         if self.path.startswith("/hostile"):
             return self.answer(200, HOSTILE.encode(), "text/html")
         if self.path == "/big":

@@ -115,6 +115,47 @@ def test_a_preview_starts_serves_its_link_and_cookie_and_stops_its_group(board, 
     ws.close()
 
 
+def test_an_answer_whose_end_would_be_a_guess_is_refused_and_smuggles_nothing(
+        board, client):
+    """A hostile dev server's framings (preview_app's RAW): what two readers could end in
+    two places is a 502 and its connection dropped, so what it hid after is never the next
+    answer; chunked, 1xx and up-to-the-close answers go through; one cut short ends the
+    client's connection instead of leaving it waiting for the rest."""
+    preview, session, origin = opened(client, board["url"])
+    for name in ("both", "lengths", "coding", "folded", "status"):
+        refused = session.get(f"{origin}/raw/{name}")
+        assert refused.status_code == 502 and "cannot be relayed" in refused.text, \
+            (name, refused.text)
+        assert session.get(origin + "/small.json").json() == {"ok": True}, name
+    for name, text in (("chunked", "hello world"), ("early", "ok"), ("eof", "up to the close")):
+        answer = session.get(f"{origin}/raw/{name}")
+        assert (answer.status_code, answer.text) == (200, text), name
+    with pytest.raises(requests.exceptions.ChunkedEncodingError):
+        session.get(origin + "/raw/cut")
+    assert session.get(origin + "/small.json").json() == {"ok": True}
+    # a request's folded header line is refused too, before anything reaches the app
+    cookie = "; ".join(f"{c.name}={c.value}" for c in session.cookies)
+    port = int(origin.rsplit(":", 1)[1])
+    for bad in ("X-A: a\r\n Transfer-Encoding: chunked", "X A: a", "X-A: a\x01"):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            raw.sendall(f"GET /headers HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\n"
+                        f"{bad}\r\n\r\n".encode())
+            assert raw.recv(100).startswith(b"HTTP/1.1 400"), bad
+    client.delete(board["url"])
+
+
+def test_a_kept_connection_the_dev_server_closed_takes_no_request(board, client):
+    """Dev servers close idle kept-alive connections unsaid (Node after 5 s): a request
+    with a body then goes on a new one instead of being lost on the closed one (502)."""
+    preview, session, origin = opened(client, board["url"])
+    assert session.get(origin + "/raw/once").text == "ok"
+    live = next(iter(taskboard.runtime.previews.by_task.values()))
+    wait_for(lambda: live.idle and all(kept.stale() for kept in live.idle), 10,
+             message="the board to see the dev server's close")
+    assert session.post(origin + "/echo", data=b"x" * 10).json() == {"received": 10}
+    client.delete(board["url"])
+
+
 def taskboard_auth():
     return {"Authorization": f"Bearer {taskboard.runtime.config['token']}"}
 
