@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 
-from _common import emit_result, free_port, proc_memory_kb, result_row
+from _common import emit_result, free_port, result_row
 from rest import (
     CLIENTS,
     LISTS,
@@ -50,11 +50,12 @@ from rest import (
 KANBOT_VERSION = "0.9.11"
 
 
-class Kanbot:
-    """ `kanbot up` on a home and database of its own, started and waited for. """
+class Kanbot(Started):
+    """ `kanbot up` on a home and database of its own, started and waited for (its RSS and
+    its stop: Started's). """
 
     def __init__(self, exe, home, port):
-        self.port = port
+        self.port, self.conn = port, None
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KANBOT_", "DECKHAND_"))}
         env.update(HOME=home, KANBOT_HOME=os.path.join(home, ".kanbot"), NO_COLOR="1")
         self.proc = subprocess.Popen(
@@ -86,17 +87,6 @@ class Kanbot:
         finally:
             if own:
                 conn.close()
-
-    def rss_mb(self):
-        return proc_memory_kb(self.proc.pid).get("VmRSS", 0) / 1024
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def kanbot_idle(exe, tmp, times):
