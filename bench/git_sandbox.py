@@ -77,8 +77,8 @@ def main():
         env = {**os.environ, **taskboard.GIT_ENV, "GIT_AUTHOR_NAME": "B",
                "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "B",
                "GIT_COMMITTER_EMAIL": "b@b"}
-        layout = {"agent": None, "command": [], "files": [], "hide": [],
-                  "git": taskboard.git_dirs(repo)[1]}
+        layout = {"agent": None, "command": [], "files": [], "hide": [],  # git_sandbox()'s
+                  "git": taskboard.git_dirs(repo)[1], "offline": True}
         boards = {**layout, "read_only": False, "out": [os.path.dirname(worktrees["none"])]}
         argv, run_env = taskboard.in_sandbox(  # the copy of refs, as a run's start makes it
             ["sh", "-c", taskboard.in_repository('refs "$1" "$2"', layout["git"], boards), "sh",
