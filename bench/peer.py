@@ -32,16 +32,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 from _common import emit_result, free_port, result_row
 from rest import (
-    CLIENTS,
     LISTS,
     Started,
     checkout,
     clean_env,
+    from_clients,
     starts,
     taskboard_argv,
     tasks_and_list,
@@ -112,20 +111,11 @@ def kanbot_tasks(exe, tmp, tasks):
         assert status == 200, (status, body[:200])
         board = json.loads(body)["board"]["id"]
 
-        def create(first):
-            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-            try:
-                for n in range(first, tasks, CLIENTS):
-                    status, _ = server.call("POST", f"/api/boards/{board}/cards", {
-                        "title": f"Task {n}", "prompt": "some words " * 5}, conn)
-                    assert status == 200, status
-            finally:
-                conn.close()
-        creators = [threading.Thread(target=create, args=(i,)) for i in range(CLIENTS)]
-        for creator in creators:
-            creator.start()
-        for creator in creators:
-            creator.join()
+        def create(conn, n):
+            status, _ = server.call("POST", f"/api/boards/{board}/cards", {
+                "title": f"Task {n}", "prompt": "some words " * 5}, conn)
+            assert status == 200, status
+        from_clients(server.port, tasks, create)
         for _ in range(2 * LISTS):
             assert server.call("GET", f"/api/boards/{board}")[0] == 200
         time.sleep(2.0)

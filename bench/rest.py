@@ -259,6 +259,23 @@ def starts(label, times, argv_for, cwd, env):
 CLIENTS, LISTS = 8, 5
 
 
+def from_clients(port, count, make):
+    """ make(conn, n) for each n in range(count), from CLIENTS clients at once, each on a
+    kept-alive connection of its own, as a person's clients make tasks. """
+    def client(first):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            for n in range(first, count, CLIENTS):
+                make(conn, n)
+        finally:
+            conn.close()
+    clients = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
+    for each in clients:
+        each.start()
+    for each in clients:
+        each.join()
+
+
 def tasks_and_list(code, db, env, tasks, form="module"):
     """ (RSS MB after creating `tasks` tasks and listing them, list p50 in ms). """
     port = free_port()
@@ -270,20 +287,11 @@ def tasks_and_list(code, db, env, tasks, form="module"):
                                                               "workingDir": work})
         project = json.loads(body)["id"]
 
-        def create(first):  # one client of CLIENTS, on its own kept-alive connection
-            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-            try:
-                for n in range(first, tasks, CLIENTS):
-                    status, _ = Started._call(conn, "POST", f"/api/projects/{project}/tasks", {
-                        "title": f"Task {n}", "description": "some words " * 5})
-                    assert status == 201, status
-            finally:
-                conn.close()
-        creators = [threading.Thread(target=create, args=(i,)) for i in range(CLIENTS)]
-        for creator in creators:
-            creator.start()
-        for creator in creators:
-            creator.join()
+        def create(conn, n):
+            status, _ = Started._call(conn, "POST", f"/api/projects/{project}/tasks", {
+                "title": f"Task {n}", "description": "some words " * 5})
+            assert status == 201, status
+        from_clients(server.port, tasks, create)
         path = f"/api/projects/{project}/tasks"
         for gzip in (False, True) * LISTS:
             status, body = server.call("GET", path, gzip=gzip)
