@@ -205,42 +205,33 @@ const sandboxPathsField = {
   show(parts, raw) { parts.controls[0].value = raw.readOnly; parts.controls[1].value = raw.readWrite; },
 };
 
-/** networkAllow: a textarea of host patterns, one per line, an array (null when empty). */
-const hostsField = {
-  toRaw: (value) => (value || []).join("\n"),
+/**
+ * A list of words in one control (an array for the server, null when empty): spaces and
+ * commas part them; `join` writes them back; `control(attrs)` makes the textarea or input.
+ */
+const wordsField = (join, control) => ({
+  toRaw: (value) => (value || []).join(join),
   fromRaw: (raw) => {
-    const hosts = raw.split(/[\s,]+/).filter(Boolean);
-    return { value: hosts.length ? hosts : null };
+    const words = raw.split(/[\s,]+/).filter(Boolean);
+    return { value: words.length ? words : null };
   },
   render(spec, raw, ids, changed) {
-    const control = h("textarea", { id: ids.id, class: "mono", rows: "3", spellcheck: "false", autocapitalize: "none",
-      "data-key": spec.key, "aria-describedby": ids.described, placeholder: "*.example.com" });
-    control.value = raw[spec.key];
-    control.addEventListener("input", () => { raw[spec.key] = control.value; changed(); });
+    const input = control({ id: ids.id, class: "mono", spellcheck: "false", autocapitalize: "none",
+      "data-key": spec.key, "aria-describedby": ids.described });
+    input.value = raw[spec.key];
+    input.addEventListener("input", () => { raw[spec.key] = input.value; changed(); });
     const element = h("div", { class: "field", "data-field": spec.key },
-      h("label", { for: ids.id }, spec.label()), control, ids.help, ids.error);
-    return { element, controls: [control] };
+      h("label", { for: ids.id }, spec.label()), input, ids.help, ids.error);
+    return { element, controls: [input] };
   },
   show(parts, raw) { parts.controls[0].value = raw; },
-};
+});
 
-/** The trusted authors: one text input of logins, an array (null when empty) for the server. */
-const loginsField = {
-  toRaw: (value) => (value || []).join(", "),
-  fromRaw: (raw) => {
-    const logins = raw.split(/[\s,]+/).filter(Boolean);
-    return { value: logins.length ? logins : null };
-  },
-  render(spec, raw, ids, changed) {
-    const control = h("input", { id: ids.id, type: "text", class: "mono", spellcheck: "false", autocapitalize: "none",
-      "data-key": spec.key, "aria-describedby": ids.described, value: raw[spec.key] });
-    control.addEventListener("input", () => { raw[spec.key] = control.value; changed(); });
-    const element = h("div", { class: "field", "data-field": spec.key },
-      h("label", { for: ids.id }, spec.label()), control, ids.help, ids.error);
-    return { element, controls: [control] };
-  },
-  show(parts, raw) { parts.controls[0].value = raw; },
-};
+/** networkAllow: host patterns, one per line. */
+const hostsField = wordsField("\n", (attrs) => h("textarea", { ...attrs, rows: "3", placeholder: "*.example.com" }));
+
+/** The trusted authors: logins in one line. */
+const loginsField = wordsField(", ", (attrs) => h("input", { ...attrs, type: "text" }));
 
 /**
  * Every project field in its group, completed from the server's schema (values, limits,
