@@ -213,14 +213,24 @@ export function taskTabs(ctx) {
     loaded: new Set(),  // tabs whose panel holds data
     eventLimit: null,
     detail: null,  // the promise of the task detail's commits and attachments
+    /** The bar as the active tab and the language say, its buttons kept: the page renders
+     * it at every change of its task, and a button replaced between a press and its release
+     * would lose the click (and the focus). */
     renderBar() {
-      const focused = bar.contains(document.activeElement) ? document.activeElement.id : null;
-      bar.replaceChildren(...TABS.map((name) => h("button", {
-        type: "button", role: "tab", id: `tab-${name}`, "aria-controls": `panel-${name}`,
-        "aria-selected": String(name === tabs.active), tabindex: name === tabs.active ? "0" : "-1",
-        class: `tab${name === tabs.active ? " active" : ""}`, onclick: () => tabs.show(name),
-      }, t(`detail.tab.${name}`))));
-      if (focused) document.getElementById(focused)?.focus();
+      if (bar.childElementCount !== TABS.length) {
+        bar.replaceChildren(...TABS.map((name) => h("button", {
+          type: "button", role: "tab", id: `tab-${name}`, "aria-controls": `panel-${name}`,
+          onclick: () => tabs.show(name) })));
+      }
+      TABS.forEach((name, n) => {
+        const button = bar.children[n];
+        const on = name === tabs.active;
+        const label = t(`detail.tab.${name}`);
+        button.setAttribute("aria-selected", String(on));
+        button.tabIndex = on ? 0 : -1;
+        button.className = `tab${on ? " active" : ""}`;
+        if (button.textContent !== label) button.textContent = label;
+      });
     },
     /** Show a tab, loading its data the first time (or again with reload). */
     show(name, reload = false) {
