@@ -35,6 +35,24 @@ def board(api, client, tmp_path):
             f"/api/tasks/{task['id']}/preview"}
 
 
+#: The sessions browser() made, closed after each test (a kept connection left open is a
+#: ResourceWarning in whichever test collects it).
+SESSIONS = []
+
+
+def browser() -> requests.Session:
+    """A requests session keeping cookies as a browser does; closed after the test."""
+    SESSIONS.append(requests.Session())
+    return SESSIONS[-1]
+
+
+@pytest.fixture(autouse=True)
+def closed_sessions():
+    yield
+    while SESSIONS:
+        SESSIONS.pop().close()
+
+
 def ready(client, url):
     return wait_for(lambda: (p := client.get(url).json)["status"] != "starting" and p, 30,
                     message="the preview to leave starting")
@@ -45,7 +63,7 @@ def opened(client, url):
     client.post(url, status=202)
     preview = ready(client, url)
     assert preview["status"] == "ready", preview
-    session = requests.Session()
+    session = browser()
     link = session.get(preview["url"], allow_redirects=False)
     assert link.status_code == 303 and link.headers["Location"] == "/"
     cookie = link.headers["Set-Cookie"]
@@ -309,7 +327,7 @@ def test_each_attempt_previews_its_own_worktree_until_the_pick(api, client, repo
         client.post(url, status=202)
         preview = ready(client, url)
         assert preview["status"] == "ready" and preview["n"] == n, preview
-        pages[n] = requests.Session().get(preview["url"]).text
+        pages[n] = browser().get(preview["url"]).text
         assert wrote in pages[n], pages[n]
     assert "big.txt" not in pages[1] and "small.txt" not in pages[2]
     assert client.get(f"/api/tasks/{task_id}/preview").json["status"] == "stopped"

@@ -6,7 +6,7 @@ import os
 import pytest
 import requests
 from ssh_helpers import SshServer, trusted_host
-from test_preview import ready, serve
+from test_preview import browser, closed_sessions, ready, serve  # noqa: F401
 
 import taskboard
 from agent_helpers import alive
@@ -39,7 +39,7 @@ def test_a_preview_on_a_host_is_served_through_its_connection(
     client.post(url, status=202)
     preview = ready(client, url)
     assert preview["status"] == "ready", preview
-    session = requests.Session()
+    session = browser()
     assert "the app" in session.get(preview["url"]).text
     origin = preview["url"].split("/__tb_preview")[0]
     assert requests.get(origin + "/").status_code == 401

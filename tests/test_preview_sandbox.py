@@ -6,8 +6,7 @@ import shlex
 import sys
 
 import pytest
-import requests
-from test_preview import ready, serve
+from test_preview import browser, closed_sessions, ready, serve  # noqa: F401
 
 # the person's layout outside /tmp, its board and its API (fixtures)
 from test_sandbox_git import KEY, api, config, person, sshd  # noqa: F401
@@ -35,7 +34,7 @@ def test_a_sandboxed_preview_is_served_through_its_bridge_and_reaches_no_board(
     client.post(url, status=202)
     preview = ready(client, url)
     assert preview["status"] == "ready", preview
-    session = requests.Session()
+    session = browser()
     assert "the app" in session.get(preview["url"]).text  # the link, then previewPath
     output = preview["output"]
     assert "board 111" in output, output  # ECONNREFUSED: its loopback is its own
@@ -69,7 +68,7 @@ def test_a_sandboxed_preview_on_a_host_is_served_through_its_connection(
     client.post(url, status=202)
     preview = ready(client, url)
     assert preview["status"] == "ready", preview
-    assert "the app" in requests.Session().get(preview["url"]).text
+    assert "the app" in browser().get(preview["url"]).text
     output = preview["output"]
     # through the egress proxy, the board is refused too (its policy: a loopback address)
     assert " curl 0" not in output and '"sandbox"' not in output, output
