@@ -104,9 +104,13 @@ def test_real_claude_creates_a_sub_task_with_the_board_tools(client, api, live):
     taskboard.runtime.url = live.url  # where the tools' server calls the board
     project = api.project()
     tid = start(api, project, "MODE:subtask Write the docs")
-    child = wait_for(lambda: [t for t in client.get(f"/api/projects/{project['id']}/tasks")
-                              .json if t["title"] == "Write the docs"],
-                     RUN, message="the sub-task")[0]
+    try:
+        child = wait_for(lambda: [t for t in client.get(f"/api/projects/{project['id']}/tasks")
+                                  .json if t["title"] == "Write the docs"],
+                         RUN, message="the sub-task")[0]
+    except AssertionError as exc:  # what the run did instead
+        said = [f"{e['kind']}: {e['message'][:300]}" for e in logs(client, tid)]
+        raise AssertionError(f"{exc}; the task's log: {said[-15:]}") from None
     assert child["parent_task_id"] == tid
     wait_for(lambda: not get_task(client, tid)["is_running"], RUN, message="the run to end")
     task = get_task(client, tid)
