@@ -68,8 +68,13 @@ def messages(client, task_id):
     return [e["message"] for e in logs(client, task_id)]
 
 
-def wait_gone(path):
+def wait_gone(path, repo=None):
+    """Wait for a worktree's folder to go and, given its repository, for the repository to
+    forget it too (its prune comes after the folder goes)."""
     wait_for(lambda: not os.path.exists(path), RUN, message=f"{path} to be removed")
+    if repo is not None:
+        wait_for(lambda: os.path.realpath(path) not in worktrees(repo), RUN,
+                 message=f"{repo} to forget the worktree {path}")
 
 
 # --- the worktree of a task ---------------------------------------------------------------
@@ -308,7 +313,7 @@ def test_verifier_checks_the_worktree_then_done_removes_it_and_keeps_the_branch(
     assert os.path.realpath(verifier["cwd"]) == os.path.realpath(agent["cwd"]) \
         == os.path.realpath(path)
 
-    wait_gone(path)
+    wait_gone(path, repo)
     assert worktrees(repo) == []
     assert task["branch_name"] in branches(repo)
     assert "one.txt" in git(repo, "ls-tree", "--name-only", task["branch_name"])
@@ -338,7 +343,7 @@ def test_done_deletes_a_branch_without_commits_of_its_own(tb, client, api, repo)
     task = wait_status(client, tid, "testing")
     assert task["branch_name"] in branches(repo)
     api.move(tid, "done")
-    wait_gone(worktree_of(tb, task))
+    wait_gone(worktree_of(tb, task), repo)
     wait_for(lambda: task["branch_name"] not in branches(repo), RUN,
              message="the empty branch to be deleted")
     assert branches(repo) == ["main"] and worktrees(repo) == []
@@ -412,7 +417,7 @@ def test_deleting_a_task_removes_its_worktree(tb, client, api, repo, agent_dir):
     path = worktree_of(tb, task)
     assert os.path.isdir(path)
     client.delete(f"/api/tasks/{tid}", status=200)
-    wait_gone(path)
+    wait_gone(path, repo)
     assert worktrees(repo) == []
     assert checkout_state(repo)["status"] == ""
 

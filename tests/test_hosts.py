@@ -338,7 +338,7 @@ def test_the_boards_token_never_reaches_the_host(client, api, remote_project, ag
     token = taskboard.runtime.config["token"]
     [call] = task_calls(agent_dir, task["id"])
     assert token not in json.dumps(call)
-    leaked = subprocess.run(["grep", "-rl", token, str(tmp_path / "host")],
+    leaked = subprocess.run(["grep", "-rlF", "-e", token, str(tmp_path / "host")],
                             capture_output=True, text=True).stdout
     assert leaked == ""
     assert os.listdir(tmp_path / "host" / "runs") == []  # the settings file is gone
