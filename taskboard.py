@@ -5214,12 +5214,19 @@ class ClaudeAdapter:
         mode's, where a flag cannot say it)."""
         return {}
 
+    #: How long Claude Code waits for the board tools' server before its first turn.  Its
+    #: own default (MCP_CONNECT_TIMEOUT_MS, 5 s) is less than the server's start can take on
+    #: a small or busy machine, and past it the run goes on without the tools, silently.
+    MCP_CONNECT_MS = "30000"
+
     @staticmethod
     def board_tools(argv: list, env: dict, server: dict) -> None:
         """Add the board tools' MCP server ({command, args, config}: its 0600 config file)
         to a run's argv or environment, allowed in every permission mode: the run's token
-        bounds what the tools may do (design §11)."""
+        bounds what the tools may do (design §11); the CLI waits for it (MCP_CONNECT_MS)
+        unless the person set how long."""
         argv += ["--mcp-config", server["config"]]
+        env.setdefault("MCP_CONNECT_TIMEOUT_MS", ClaudeAdapter.MCP_CONNECT_MS)
 
     def translate(self, event: dict) -> list[dict] | None:
         return [event]

@@ -123,7 +123,7 @@ PATH exists), fake:sleep and fake:stderr, records its call (with "as") and exits
 CLI would.
 
 State lives in $FAKE_AGENT_DIR (unset: only sessions are kept, in <tmp>/taskboard-fake-agent):
-    calls.jsonl           one line per run: {argv, cwd, stdin, env (TASKBOARD_* and FAKE_*),
+    calls.jsonl           one line per run: {argv, cwd, stdin, env (TASKBOARD_*, FAKE_*, MCP_*),
                           pid, pgid, sid, session_id, resumed, time}
     transcripts/<pid>.out exactly what the run wrote to stdout
     sessions/<id>.json    {directives, cwd} of each session, for --resume
@@ -1037,7 +1037,7 @@ def run_foreign(name, argv):
               "pgid": os.getpgid(0), "sid": os.getsid(0), "as": name, "time": time.time(),
               "resumed": bool({"resume", "--session", "--resume"} & set(argv)),
               "env": {k: v for k, v in os.environ.items()
-                      if k.startswith(("TASKBOARD_", "FAKE_", "OPENCODE_")) or k == "PWD"}}
+                      if k.startswith(("TASKBOARD_", "FAKE_", "OPENCODE_", "MCP_")) or k == "PWD"}}
     if os.environ.get("FAKE_AGENT_DIR"):
         with open(os.path.join(base, "calls.jsonl"), "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
@@ -1124,7 +1124,7 @@ def main(argv):
               "pgid": os.getpgid(0), "sid": os.getsid(0), "session_id": sid,
               "resumed": bool(resume), "time": time.time(),
               "env": {k: v for k, v in os.environ.items()
-                      if k.startswith(("TASKBOARD_", "FAKE_"))}}
+                      if k.startswith(("TASKBOARD_", "FAKE_", "MCP_"))}}
     if os.environ.get("FAKE_AGENT_DIR"):  # else: a shared dir, keep it small
         with open(os.path.join(base, "calls.jsonl"), "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
