@@ -5847,9 +5847,11 @@ def _demo_change(cwd, title, answer) -> tuple[str, str, str, str]:
 # the policy NetPolicy, the proxy in SUPERVISORS).
 
 #: bubblewrap's namespaces and limits for every sandboxed run (and its try at start):
-#: no nested user namespace, so the CLIs' own sandboxes cannot nest inside it.
+#: no nested user namespace, so the CLIs' own sandboxes cannot nest inside it.  Its own
+#: /dev (a tmpfs) holds an empty, writable /dev/shm of its own: no mount of its own
+#: (each mount costs a start about 0.2 ms).
 SANDBOX_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
+                "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
                 "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
                 "--unshare-uts", "--hostname", "sandbox", "--die-with-parent", "--new-session",
                 "--cap-drop", "ALL")
@@ -5908,10 +5910,12 @@ exec sh -c "$1\""""
 #: same files with fewer mounts, each of which costs bubblewrap time), the board's
 #: folder hidden again, then the checkout and the git metadata a commit writes, read-only
 #: what must never be written (hooks, config, what points git elsewhere), the run's files,
-#: and last what no bind may show: other projects and credential stores.  The metadata
-#: bound is TB_GIT's and its worktree's admin folder (the one whose `gitdir`, read-only to
-#: every run, names the checkout), never what git or a link in the checkout says, and
-#: only real folders, never a link a run planted (design §17 v6); a run in a task's
+#: and last what no bind may show: other projects and credential stores (NEVER_VISIBLE:
+#: where a bind would show it, as real paths, rp(); home's tmpfs hides the rest with no
+#: mount of its own).  The metadata bound is TB_GIT's and its worktree's admin folder
+#: (the one whose `gitdir`, read-only to every run, names the checkout), never what git
+#: or a link in the checkout says, and only real folders, never a link a run planted
+#: (design §17 v6); a run in a task's
 #: worktree sees its own copy of `refs`, `logs` and `packed-refs` ($t: OWN_REFS), so it
 #: moves no other branch (a read-only one, the verifier, sees the repository's: not what
 #: the task's run made of `main` in its copy); in the person's checkout (no autoBranch:
@@ -5925,8 +5929,11 @@ exec sh -c "$1\""""
 #: $dir is the checkout, "$@" the run's argv, which becomes bubblewrap's.
 SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   q=
-  { p() { for _a; do _r=; while :; do case $_a in *\'*) _r=$_r${_a%%\'*}"'\\''"
+  { p() { case $1 in --*bind*) rp "$3" || r_=$3; bound=$bound$nl$r_;; esac
+      for _a; do _r=; while :; do case $_a in *\'*) _r=$_r${_a%%\'*}"'\\''"
           _a=${_a#*\'};; *) break;; esac; done; q="$q '$_r$_a'"; done; }
+    rp() { if [ -d "$1" ]; then cd -P -- "$1" 2>/dev/null && r_=$PWD
+      else cd -P -- "${1%/*}/" 2>/dev/null && r_=${PWD%/}/${1##*/}; fi && cd -- "$here"; }
     each() { m=$1; shift; for x; do p "$m" "$x" "$x"; done; }
     once() { case $seen$nl in *"$nl$1$nl"*) ;; *) seen=$seen$nl$1; p --ro-bind-try "$1" "$1"
       esac; }
@@ -5935,11 +5942,11 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
       [ "$d" = "$h" ] || p --ro-bind-try "$d" "$d"
       [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
     here=$PWD; cd -P -- "$HOME" && h=$PWD; cd -P -- "$dir" && k=$PWD/.git; cd -- "$here"
-    p BASE --tmpfs "$h"
+    nl='
+'; p BASE --tmpfs "$h"; bound=
     n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
       [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
-    nl='
-'; seen=; IFS=$nl; set -f
+    seen=; IFS=$nl; set -f
     for x in $TB_SHOW; do inst "$x"; done
     IFS=:; for d in $PATH; do case $d in "$h"/*)
       o=; IFS=$nl; for m in $TB_MANAGERS; do case $d in "$h/${m%%=*}"|"$h/${m%%=*}"/*)
@@ -6009,9 +6016,11 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
       case $dir/ in "$x"/*) continue;; esac
       case $c/ in "$x"/*) continue;; esac
       p --tmpfs "$x"; done
-    for x in $TB_NEVER; do
-      if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; elif [ -e "$h/$x" ]; then
-        p --ro-bind /dev/null "$h/$x"; fi; done
+    for x in $TB_NEVER; do [ -e "$h/$x" ] || continue; rp "$h/$x" || r_=$h/$x
+      for b in $bound; do case $r_/ in "${b%/}"/*) ;; *) case $b/ in "$r_"/*) ;; *) continue
+        esac; esac  # a bind shows it (else home's tmpfs hides it)
+        if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; else p --ro-bind /dev/null "$h/$x"; fi
+        break; done; done
     nb=--; if [ -n "$TB_NET" ]; then [ -L /var/run ] || p --tmpfs /var/run; p @NET@
       if [ "$TB_NET" != - ]; then p --ro-bind "$TB_NET" @SOCKET@; o=$q; q=
         p -- sh -c "$TB_BRIDGE" sh; nb=$q; q=$o; fi

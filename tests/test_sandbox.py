@@ -96,6 +96,7 @@ READS = [
     ("another task's worktree", 'ls "$DATA/worktrees/99/OTHER-1/file"'),
     ("an SSH private key", 'grep -q PRIVATE "$HOME/.ssh/id_ed25519"'),
     ("~/.netrc", 'grep -q NETRC "$HOME/.netrc"'),
+    ("gh's login, in a folder the project shows", 'grep -q GHHOSTS "$HOME/.config/gh/hosts.yml"'),
     ("a browser's cookies", 'grep -q COOKIE "$HOME/.mozilla/firefox/p/cookies.sqlite"'),
     ("a notes file in home", 'grep -q NOTES "$HOME/notes.txt"'),
     ("another CLI's login", 'grep -q CODEXKEY "$HOME/.codex/auth.json"'),
@@ -118,6 +119,7 @@ echo work > work.txt && git add work.txt && git -c user.name=A -c user.email=a@b
   commit -qm "the agent's work" && echo "GOT its commit"
 echo kept > "$HOME/.claude/state.txt" && echo "GOT its CLI state"
 echo cached > "$HOME/.cache/tool.txt" && echo "GOT its cache"
+grep -q TOOL "$HOME/.config/tool.ini" && echo "GOT the folder it was shown"
 echo pwned >> "$HOME/.bashrc"
 echo pwned >> {checkout}/README.md
 printf '#!/bin/sh\\ntouch {marks}/hook-ran\\n' > {common}/hooks/post-commit
@@ -136,6 +138,7 @@ def house(tmp_path, monkeypatch, api, client, tb):
     for path, text in [(".ssh/id_ed25519", "PRIVATE KEY"), (".netrc", "machine x NETRC"),
                        (".mozilla/firefox/p/cookies.sqlite", "COOKIE"),
                        ("notes.txt", "NOTES"), (".bashrc", "# mine\n"),
+                       (".config/gh/hosts.yml", "GHHOSTS"), (".config/tool.ini", "TOOL"),
                        (".codex/auth.json", "CODEXKEY"),
                        (".claude/settings.json", "{}"), (".cache/keep", ""),
                        (".gitconfig", "[user]\n\tname = Me\n\temail = me@example.com\n")]:
@@ -162,8 +165,10 @@ def house(tmp_path, monkeypatch, api, client, tb):
 def test_a_hostile_agent_in_the_sandbox_gets_nothing_and_its_work_lands(
         client, api, tb, sandboxed, house, tmp_path, mode):
     home, other = house
+    # ~/.config shown read-only: all it holds but gh's login (NEVER_VISIBLE)
     project = api.project(permissionMode="auto-accept", autoBranch=1, sandbox=mode,
-                          sandboxPaths={"readWrite": [str(sandboxed)]})
+                          sandboxPaths={"readWrite": [str(sandboxed)],
+                                        "readOnly": [str(home / ".config")]})
     common = os.path.join(api.workdir, ".git")
     marks = sandboxed  # what a hook would leave: a folder a sandboxed run may write
     task = api.task(project["id"], description="fake:ok " + hostile(
@@ -173,7 +178,7 @@ def test_a_hostile_agent_in_the_sandbox_gets_nothing_and_its_work_lands(
     done = wait_status(client, task["id"], "testing")
     out = said(client, task["id"])
     got = {line[4:] for line in out.splitlines() if line.startswith("GOT ")}
-    assert {"its commit", "its CLI state", "its cache"} <= got, out
+    assert {"its commit", "its CLI state", "its cache", "the folder it was shown"} <= got, out
     assert "the source-host token" not in got, "never in an agent's environment"
     kept = pathlib.Path(tb.config["data_dir"], "cli-state", str(project["id"]), ".claude")
     commits = git(api.workdir, "log", "--format=%s", done["branch_name"])
