@@ -317,8 +317,11 @@ CLAUDE_FAMILIES = {family: tier for tier, family in MODEL_ALIASES.items()}
 SECONDS_PER_MINUTE = 60.0
 #: A stopped agent gets SIGTERM, then SIGKILL after this long.
 KILL_GRACE_SECONDS = 5.0
-#: How long an agent CLI waits for the board tools' MCP server to start (Codex, OpenCode).
+#: How long an agent CLI waits for the board tools' MCP server to start (Claude Code's own
+#: default, 5 s, is less than the server's start can take on a small or busy machine: past
+#: it the run goes on without the tools, its init line saying so).  The server's name.
 MCP_START_SECONDS = 30
+BOARD_TOOLS_SERVER = "taskboard"
 #: After the agent exits, output still in its pipes is read for this long at most.
 EXIT_GRACE_SECONDS = 2.0
 #: Hosts (design §15): each one a project names is checked this often; ssh gives up opening
@@ -4793,8 +4796,13 @@ class StreamParser:
     def _system(self, event):
         subtype = event.get("subtype")
         if subtype == "init":
+            tools = next((s.get("status") for s in event.get("mcp_servers") or []
+                          if isinstance(s, dict) and s.get("name") == BOARD_TOOLS_SERVER), None)
             return [{"kind": "system", "message": f"session {event.get('session_id')} "
-                     f"(model {event.get('model')}, {event.get('permissionMode')} permissions)"}]
+                     f"(model {event.get('model')}, {event.get('permissionMode')} permissions)"},
+                    *([{"kind": "system", "is_error": True, "message": "the board tools did not "
+                        f"connect ({_cut(str(tools), 40)}): this run cannot create sub-tasks or "
+                        "change tasks"}] if tools not in (None, "connected") else [])]
         if "rate" in str(subtype) or "retry" in str(subtype):
             return [{"kind": "system", "is_error": True,
                      "message": f"{subtype}: " + _cut(json_dumps(event), 500)}]
@@ -5214,19 +5222,14 @@ class ClaudeAdapter:
         mode's, where a flag cannot say it)."""
         return {}
 
-    #: How long Claude Code waits for the board tools' server before its first turn.  Its
-    #: own default (MCP_CONNECT_TIMEOUT_MS, 5 s) is less than the server's start can take on
-    #: a small or busy machine, and past it the run goes on without the tools, silently.
-    MCP_CONNECT_MS = "30000"
-
     @staticmethod
     def board_tools(argv: list, env: dict, server: dict) -> None:
         """Add the board tools' MCP server ({command, args, config}: its 0600 config file)
         to a run's argv or environment, allowed in every permission mode: the run's token
-        bounds what the tools may do (design §11); the CLI waits for it (MCP_CONNECT_MS)
+        bounds what the tools may do (design §11); the CLI waits for it MCP_START_SECONDS
         unless the person set how long."""
         argv += ["--mcp-config", server["config"]]
-        env.setdefault("MCP_CONNECT_TIMEOUT_MS", ClaudeAdapter.MCP_CONNECT_MS)
+        env.setdefault("MCP_CONNECT_TIMEOUT_MS", str(MCP_START_SECONDS * 1000))
 
     def translate(self, event: dict) -> list[dict] | None:
         return [event]
@@ -5280,7 +5283,7 @@ class CodexAdapter(ClaudeAdapter):
         spec = ", ".join([*where, "required=true", f"startup_timeout_sec={MCP_START_SECONDS}",
                           'default_tools_approval_mode="approve"'])
         at = len(argv) - (3 if argv[-3:-2] == ["resume"] else 1)
-        argv[at:at] = ["-c", f"mcp_servers.taskboard={{{spec}}}"]
+        argv[at:at] = ["-c", f"mcp_servers.{BOARD_TOOLS_SERVER}={{{spec}}}"]
 
     def translate(self, event):
         kind = event.get("type")
@@ -5490,7 +5493,7 @@ class OpenCodeAdapter(ClaudeAdapter):
                  "environment": {}} if "url" not in server else {  # on a host: /mcp
             "type": "remote", "url": server["url"],
             "headers": {"Authorization": f"Bearer {server['token']}"}}
-        config["mcp"] = {**_dict(config.get("mcp")), "taskboard": {
+        config["mcp"] = {**_dict(config.get("mcp")), BOARD_TOOLS_SERVER: {
             **where, "enabled": True, "timeout": MCP_START_SECONDS * 1000}}
         env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
         if (permission := _json_object(env.get("OPENCODE_PERMISSION"))) is not None:
@@ -6807,7 +6810,7 @@ class ThisMachine:
         server = {"command": sys.executable,
                   "args": [os.path.abspath(__file__), "--mcp", "--url", url, "--config", path]}
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"mcpServers": {"taskboard": {**server, "env": {
+            json.dump({"mcpServers": {BOARD_TOOLS_SERVER: {**server, "env": {
                 "TASKBOARD_MCP_TOKEN": token, "TASKBOARD_TASK_ID": str(task_id)}}}}, f)
         ADAPTERS[agent].board_tools(invocation["argv"], invocation["env"], {**server,
                                                                             "config": path})
@@ -7447,7 +7450,7 @@ git -C "$repo" fetch -q origin >&2 || true"""
         server = {"url": f"http://127.0.0.1:{port}/mcp", "token": token}
         if agent == "claude":
             server["config"] = self.path("runs", f"{int(run_id)}.mcp.json")
-            config = {"mcpServers": {"taskboard": {
+            config = {"mcpServers": {BOARD_TOOLS_SERVER: {
                 "type": "http", "url": server["url"],
                 "headers": {"Authorization": f"Bearer {token}"}}}}
             invocation["host_file"] = (server["config"], json_dumps(config))  # one line
@@ -16521,7 +16524,7 @@ def mcp_serve(argv: list[str]) -> int:
     env = os.environ
     if args.config:
         with open(args.config, encoding="utf-8") as f:
-            env = json.load(f)["mcpServers"]["taskboard"]["env"]
+            env = json.load(f)["mcpServers"][BOARD_TOOLS_SERVER]["env"]
     board = requests.Session()
     board.headers.update({"Content-Type": "application/json", "Accept": "application/json"})
     run_token = env.get("TASKBOARD_MCP_TOKEN") or ""

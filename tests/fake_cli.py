@@ -341,9 +341,12 @@ class Out:
         sys.exit(code)
 
 
-def init_line(sid, cwd, model):
+def init_line(sid, cwd, model, mcp=None):
+    """The init line; `mcp`: the board tools' server's status as the CLI reports it
+    (fake:mcp=STATUS: "failed", "pending" when it answered too late)."""
+    servers = [{"name": "taskboard", "status": mcp}] if mcp else []
     return {"type": "system", "subtype": "init", "cwd": cwd, "session_id": sid,
-            "tools": ["Bash", "Edit", "Read", "Write"], "mcp_servers": [], "model": model,
+            "tools": ["Bash", "Edit", "Read", "Write"], "mcp_servers": servers, "model": model,
             "permissionMode": "default", "apiKeySource": "none",
             "claude_code_version": VERSION.split()[0], "uuid": new_uuid()}
 
@@ -878,7 +881,7 @@ def run(out, sid, cwd, d, task_id, prompt=""):
         mode = "ok"  # nobody to ask without the protocol
     if mode == "slow" and out.proto:
         out.proto.defer_replay = True  # as recorded: the echo comes when the turn ends
-    out.emit(init_line(sid, cwd, "claude-sonnet-5"))
+    out.emit(init_line(sid, cwd, "claude-sonnet-5", d.get("mcp")))
     if mode == "echo":
         run_echo(out, sid, prompt)
     if mode == "ask":

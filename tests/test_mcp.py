@@ -8,7 +8,7 @@ import pytest
 import requests
 
 import taskboard
-from agent_helpers import RUN
+from agent_helpers import RUN, wait_status
 from conftest import wait_for
 
 
@@ -173,3 +173,15 @@ def test_a_malformed_tool_call_is_a_json_rpc_error_never_a_500(client, params):
                                        "params": params}, status=200).json
     assert answer["id"] == 4 and answer["error"]["code"] == -32602, answer
     assert "name" in answer["error"]["message"] and "Traceback" not in str(answer)
+
+
+def test_a_run_whose_board_tools_did_not_connect_says_so(api, client, fake_agent_dir):
+    """The CLI went on without the tools (its init line: "pending", after its wait): the
+    task's log says what the run cannot do, as an error."""
+    project = api.project()
+    task = api.task(project["id"], description="fake:ok fake:mcp=pending")
+    api.move(task["id"], "in_progress")
+    wait_status(client, task["id"], "testing")
+    [entry] = [e for e in client.get(f"/api/tasks/{task['id']}/logs").json
+               if "board tools" in e["message"]]
+    assert entry["isError"] and "(pending)" in entry["message"], entry
