@@ -5913,9 +5913,9 @@ exec sh -c "$1\""""
 #: same files with fewer mounts, each of which costs bubblewrap time), the board's
 #: folder hidden again, then the checkout and the git metadata a commit writes, read-only
 #: what must never be written (hooks, config, what points git elsewhere), the run's files,
-#: and last what no bind may show: other projects and credential stores (NEVER_VISIBLE:
-#: where a bind would show it, as real paths, rp(); home's tmpfs hides the rest with no
-#: mount of its own).  The metadata bound is TB_GIT's and its worktree's admin folder
+#: and last what no bind may show: other projects and credential stores (under home,
+#: only where a bind shows them: shown(), of real paths, rp(); home's tmpfs hides the rest
+#: with no mount of its own).  The metadata bound is TB_GIT's and its worktree's admin folder
 #: (the one whose `gitdir`, read-only to every run, names the checkout), never what git
 #: or a link in the checkout says, and only real folders, never a link a run planted
 #: (design §17 v6); a run in a task's
@@ -5937,6 +5937,8 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
           _a=${_a#*\'};; *) break;; esac; done; q="$q '$_r$_a'"; done; }
     rp() { if [ -d "$1" ]; then cd -P -- "$1" 2>/dev/null && r_=$PWD
       else cd -P -- "${1%/*}/" 2>/dev/null && r_=${PWD%/}/${1##*/}; fi && cd -- "$here"; }
+    shown() { for b in $bound; do case $1/ in "${b%/}"/*) return 0;; esac
+        case $b/ in "$1"/*) return 0;; esac; done; return 1; }
     each() { m=$1; shift; for x; do p "$m" "$x" "$x"; done; }
     once() { case $seen$nl in *"$nl$1$nl"*) ;; *) seen=$seen$nl$1; p --ro-bind-try "$1" "$1"
       esac; }
@@ -6014,16 +6016,16 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     done
     each --ro-bind-try $TB_FILES
     for x in $TB_HIDE; do
+      [ -e "$x" ] || continue; rp "$x" || r_=$x
+      case $r_/ in "$h"/*) shown "$r_" || continue;; esac  # else / shows it
       if [ -f "$x" ]; then p --ro-bind /dev/null "$x"; continue; fi
       [ -d "$x" ] || continue
       case $dir/ in "$x"/*) continue;; esac
       case $c/ in "$x"/*) continue;; esac
       p --tmpfs "$x"; done
     for x in $TB_NEVER; do [ -e "$h/$x" ] || continue; rp "$h/$x" || r_=$h/$x
-      for b in $bound; do case $r_/ in "${b%/}"/*) ;; *) case $b/ in "$r_"/*) ;; *) continue
-        esac; esac  # a bind shows it (else home's tmpfs hides it)
-        if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; else p --ro-bind /dev/null "$h/$x"; fi
-        break; done; done
+      shown "$r_" || continue
+      if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; else p --ro-bind /dev/null "$h/$x"; fi; done
     nb=--; if [ -n "$TB_NET" ]; then [ -L /var/run ] || p --tmpfs /var/run; p @NET@
       if [ "$TB_NET" != - ]; then p --ro-bind "$TB_NET" @SOCKET@; o=$q; q=
         p -- sh -c "$TB_BRIDGE" sh; nb=$q; q=$o; fi

@@ -152,8 +152,8 @@ def house(tmp_path, monkeypatch, api, client, tb):
     for path in ("ssh/master", "mcp/run-999.json", "worktrees/99/OTHER-1/file"):
         with open(os.path.join(data, path), "w") as f:
             f.write("secret")
-    other = tmp_path / "other"
-    other.mkdir()
+    other = home / "code" / "other"  # beside the run's project, as a person keeps them
+    other.mkdir(parents=True)
     (other / "secret.txt").write_text("OTHER PROJECT")
     api.project(name="Other", slug="other", workingDir=str(other))
     make_repo(api.workdir)
@@ -165,10 +165,11 @@ def house(tmp_path, monkeypatch, api, client, tb):
 def test_a_hostile_agent_in_the_sandbox_gets_nothing_and_its_work_lands(
         client, api, tb, sandboxed, house, tmp_path, mode):
     home, other = house
-    # ~/.config shown read-only: all it holds but gh's login (NEVER_VISIBLE)
+    # ~/.config and ~/code shown read-only: all they hold but gh's login (NEVER_VISIBLE)
+    # and the other project
     project = api.project(permissionMode="auto-accept", autoBranch=1, sandbox=mode,
-                          sandboxPaths={"readWrite": [str(sandboxed)],
-                                        "readOnly": [str(home / ".config")]})
+                          sandboxPaths={"readWrite": [str(sandboxed)], "readOnly": [
+                              str(home / ".config"), str(home / "code")]})
     common = os.path.join(api.workdir, ".git")
     marks = sandboxed  # what a hook would leave: a folder a sandboxed run may write
     task = api.task(project["id"], description="fake:ok " + hostile(
