@@ -228,12 +228,12 @@ def main():
                     path = ("/big", "/small.json")[n % 2]
                     times[("proxy", path)].append(timed(through, path, {"Cookie": cookie}))
                     times[("direct", path)].append(timed(alone, path, {}))
-                through.close()
-                alone.close()
                 print(f"  {args.requests} requests of each kind each way", flush=True)
                 before = cpu_ms(server.proc.pid)
                 time.sleep(IDLE_SECONDS)
                 idle = cpu_ms(server.proc.pid) - before
+                through.close()
+                alone.close()
                 pages = page_loads(port, task["id"], direct_port, args.loads) \
                     if args.loads else None
                 if pages:
