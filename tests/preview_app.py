@@ -1,6 +1,7 @@
 """A stand-in dev server for the preview tests (design §21): `python preview_app.py PORT`
 serves, on 127.0.0.1:PORT, `/` (a page), `/headers` (the request's headers as JSON: what
-the proxy sent on), `/echo` (a POST's body length), `/big` (200 KB), `/hot` (a
+the proxy sent on), `/echo` (a POST's body length), `/big` (200 KB), `/small.json`,
+`/page` (a page that loads /big as an image and fetches /small.json: PAGE), `/hot` (a
 WebSocket that echoes each text message: what hot reload needs) and `/raw/<name>` (an
 answer written as it is: RAW).  With `--child` it starts
 a child that sleeps (a group of two, to prove a stop ends both); with `--pidfile F` it
@@ -46,6 +47,21 @@ async function attempt(name, url, options) {
   });
   document.getElementById("result").textContent = "done\n" + out.join("\n");
 })();
+</script>"""
+
+#: A page as an app's (bench/preview.py): a 200 KB asset (/big, an image that will not
+#: decode: its bytes still come) and a fetched small JSON.  Once both have arrived and the
+#: load event is past, window.arrived holds the ms from navigation start to the later of the
+#: two's last byte (Resource Timing's responseEnd), and the title says "arrived".
+PAGE = r"""<!doctype html><title>page</title><img src="/big" alt=""><script>
+const json = fetch("/small.json").then((r) => r.json());
+const loaded = new Promise((done) => addEventListener("load", done));
+Promise.all([json, loaded]).then(() => {
+  const ends = performance.getEntriesByType("resource")
+    .filter((e) => /\/(big|small\.json)$/.test(e.name)).map((e) => e.responseEnd);
+  window.arrived = ends.length === 2 ? Math.max(...ends) : -1;
+  document.title = "arrived";
+});
 </script>"""
 
 #: Answers a hostile dev server writes as they are (GET /raw/<name>). Those whose end a
@@ -104,6 +120,8 @@ class App(http.server.BaseHTTPRequestHandler):
             return self.answer(200, HOSTILE.encode(), "text/html")
         if self.path == "/big":
             return self.answer(200, BIG, "application/octet-stream")
+        if self.path == "/page":
+            return self.answer(200, PAGE.encode(), "text/html")
         if self.path == "/small.json":
             return self.answer(200, b'{"ok": true}', "application/json")
         return self.answer(200, b"<!doctype html><title>app</title><p>the app</p>",
