@@ -15,7 +15,9 @@ A repository beside a data dir with one task worktree in it, as the board lays t
 each commit commits one changed file (the change is made before the timer starts), each
 diff diffs the worktree against its base with one new file (a worktree for each way, as
 each way keeps its branch differently).  The goal: the sandboxed commit's p50 (with the
-sync) <= 1.5x the unsandboxed one's.  Needs a bubblewrap that works here.
+sync) <= 1.5x the unsandboxed one's.  The floor under it: the same sandbox (layout, script
+and bubblewrap) running `true` against `true` unsandboxed, added to the unsandboxed commit:
+what no sandboxed commit can beat.  Needs a bubblewrap that works here.
 
 How to read the output: `figure <name> <value>` lines, then BENCH_RESULT {...} for
 bench/run.py.
@@ -85,7 +87,7 @@ def main():
              worktrees["bubblewrap"], "task/t-1"], repo, env, boards, data)
         timed(argv, repo, run_env)
         after = taskboard.sync_after(repo, worktrees["bubblewrap"], "task/t-1", layout["git"])
-        times = {(what, mode): [] for what in ("commit", "diff")
+        times = {(what, mode): [] for what in ("commit", "diff", "nothing")
                  for mode in ("bubblewrap", "none")}
         for n in range(args.runs * 2):
             mode = ("bubblewrap", "none")[n % 2]
@@ -108,6 +110,11 @@ def main():
             assert "change" in out, out
             times["diff", mode].append(took)
             os.remove(os.path.join(worktree, "new.txt"))
+            # the floor: the commit's sandbox (its layout, its script) running nothing
+            argv, run_env = taskboard.in_sandbox(
+                ["true"], worktree, env, {**layout, "read_only": False}
+                if mode == "bubblewrap" else None, data)
+            times["nothing", mode].append(timed(argv, worktree, run_env)[0])
         branch = subprocess.run(["git", "log", "--format=%s", "task/t-1"], cwd=repo,
                                 capture_output=True, text=True).stdout
         assert f"commit {args.runs * 2 - 2}" in branch, "the commits came home"
@@ -124,6 +131,17 @@ def main():
                             baseline=round(bare, 1), ratio=round(sandboxed / bare, 2),
                             goal=f"<= {GOAL_RATIO}x" if what == "commit" else "",
                             met=sandboxed / bare <= GOAL_RATIO if what == "commit" else None)]
+    # What the sandbox alone costs (bubblewrap and the script that lays it out, running
+    # `true`), added to the unsandboxed commit: no sandboxed commit can be faster than that.
+    alone = p50["nothing", "bubblewrap"] - p50["nothing", "none"]
+    floor = (p50["commit", "none"] + alone) / p50["commit", "none"]
+    print(f"figure sandbox_alone_p50_ms {alone:.1f}")
+    print(f"ratio commit_floor_sandbox_alone_plus_unsandboxed {floor:.2f}")
+    rows += [result_row("the commit's sandbox alone, running nothing (extra p50)",
+                        round(alone, 1), "ms"),
+             result_row("floor: unsandboxed commit + the sandbox alone", round(
+                 p50["commit", "none"] + alone, 1), "ms", baseline=round(p50["commit", "none"], 1),
+                 ratio=round(floor, 2), goal=f"<= {GOAL_RATIO}x", met=floor <= GOAL_RATIO)]
     emit_result("git_sandbox", rows, repo=REPO_ROOT)
 
 
