@@ -317,9 +317,11 @@ CLAUDE_FAMILIES = {family: tier for tier, family in MODEL_ALIASES.items()}
 SECONDS_PER_MINUTE = 60.0
 #: A stopped agent gets SIGTERM, then SIGKILL after this long.
 KILL_GRACE_SECONDS = 5.0
-#: How long an agent CLI waits for the board tools' MCP server to start (Claude Code's own
-#: default, 5 s, is less than the server's start can take on a small or busy machine: past
-#: it the run goes on without the tools, its init line saying so).  The server's name.
+#: How long an agent CLI waits for the board tools' MCP server to start.  Claude Code
+#: 2.1.197 in print mode does not wait at all unless told (MCP_CONNECTION_NONBLOCKING=0),
+#: then 5 s (MCP_CONNECT_TIMEOUT_MS), less than the server's start can take on a small or
+#: busy machine: its first turn went without the tools, its init line saying "pending".
+#: The server's name.
 MCP_START_SECONDS = 30
 BOARD_TOOLS_SERVER = "taskboard"
 #: After the agent exits, output still in its pipes is read for this long at most.
@@ -5226,9 +5228,10 @@ class ClaudeAdapter:
     def board_tools(argv: list, env: dict, server: dict) -> None:
         """Add the board tools' MCP server ({command, args, config}: its 0600 config file)
         to a run's argv or environment, allowed in every permission mode: the run's token
-        bounds what the tools may do (design §11); the CLI waits for it MCP_START_SECONDS
-        unless the person set how long."""
+        bounds what the tools may do (design §11); the CLI waits for it before its first
+        turn, MCP_START_SECONDS at most, unless the person's environment says otherwise."""
         argv += ["--mcp-config", server["config"]]
+        env.setdefault("MCP_CONNECTION_NONBLOCKING", "0")
         env.setdefault("MCP_CONNECT_TIMEOUT_MS", str(MCP_START_SECONDS * 1000))
 
     def translate(self, event: dict) -> list[dict] | None:

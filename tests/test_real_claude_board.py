@@ -3,6 +3,7 @@ Messages API stand-in of claude_stub.py: approve, deny, question, steering messa
 check, through the HTTP API as a person would.  Skips with npm's reason when the CLI cannot
 be installed."""
 import os
+import sys
 
 import pytest
 
@@ -98,10 +99,17 @@ def test_real_claude_goes_on_while_the_stop_check_fails(client, api):
     assert any("not yet" in text for text in texts)  # the stub echoes the hook's feedback
 
 
-def test_real_claude_creates_a_sub_task_with_the_board_tools(client, api, live):
+def test_real_claude_creates_a_sub_task_with_the_board_tools(client, api, live, outside_tmp,
+                                                             monkeypatch):
     """--mcp-config's server (token from its 0600 file) reaches the real CLI: the model's
-    mcp__taskboard__create_task makes a sub-task, and the task waits for it."""
+    mcp__taskboard__create_task makes a sub-task, and the task waits for it.  The server
+    takes 4 s to start here (a small or busy machine): the CLI waits for it before its
+    first turn (by itself, it would not)."""
     taskboard.runtime.url = live.url  # where the tools' server calls the board
+    slow = outside_tmp / "slow-python"  # the server's command: the board's Python
+    slow.write_text(f'#!/bin/sh\nsleep 4\nexec {sys.executable} "$@"\n')
+    slow.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(slow))
     project = api.project()
     tid = start(api, project, "MODE:subtask Write the docs")
     try:
