@@ -15943,6 +15943,9 @@ def forward_preview(preview, environ, start_response):
                 return _plain(start_response, 502, f"the preview's server answered what "
                               f"cannot be relayed: {exc}")
             return _plain(start_response, 502, f"the preview's server did not answer: {exc}")
+        except BaseException:  # killed (its listener stopped) or past a deadline: it goes
+            upstream.close()
+            raise
     connection = ",".join(v for k, v in headers if k.lower() == "connection").lower()
     closes = framing is None or "close" in connection or old and "keep-alive" not in connection
     start_response(f"{status} {reason}", [
