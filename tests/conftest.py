@@ -13,9 +13,11 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import uuid
 
 import gevent
+import gevent._socket3
 import pytest
 import websocket
 import webtest
@@ -62,6 +64,37 @@ class _PolledEvent:
         while not self.flag and (deadline is None or time.monotonic() < deadline):
             gevent.sleep(0.005)
         return self.flag
+
+
+# --- sockets left open -----------------------------------------------------------------------
+# A socket dropped while open is closed by the garbage collector, whenever it runs: its
+# ResourceWarning then fails whichever test is running, far from the code that dropped it.
+# Each socket remembers where it was made, by its descriptor (which it holds until closed, so
+# the last socket made on a descriptor is the one a warning names); a test failed by one
+# says where, in a section "socket left open" of its report.
+
+_made_at = {}  # descriptor -> where its last socket was made
+
+
+def _remembered(init):
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        _made_at[self.fileno()] = "".join(traceback.format_stack(limit=14)[:-1])
+    return __init__
+
+
+gevent._socket3.socket.__init__ = _remembered(gevent._socket3.socket.__init__)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed:
+        for fd in sorted(set(re.findall(r"<socket object, fd=(\d+)", report.longreprtext))):
+            where = _made_at.get(int(fd), "(not made by a socket of this process)\n")
+            report.sections.append((f"socket left open: fd {fd}", f"made at\n{where}"))
+    return report
 
 
 def pytest_configure(config):
