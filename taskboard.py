@@ -1011,12 +1011,31 @@ def http_call(method: str, url: str, timeout: float, session=None, whole: bool =
     except (gevent.Timeout, requests.Timeout) as exc:
         if isinstance(exc, gevent.Timeout) and exc is not timer:
             raise  # a caller's timeout, not ours
+        # the timer is the exception: its traceback holds this frame, which holds it (a
+        # cycle), and with it the frames the call was in and their sockets, until the
+        # garbage collector next runs
+        timer.__traceback__ = None
         return f"no answer within {timeout:g} s"
     except OSError as exc:  # requests' errors, and a CA bundle path that is not there
         reason = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(exc))
         reason = reason.group(1) if reason else "its certificate is not trusted" if \
             "CERTIFICATE_VERIFY_FAILED" in str(exc) else type(exc).__name__
         return f"cannot reach {urllib.parse.urlsplit(url).netloc}: {reason}"
+
+
+def dial(address, timeout: float, family: int = socket.AF_INET) -> socket.socket:
+    """A connection to address (an IP address and port, or a Unix socket's path), or
+    OSError.  Whatever ends the attempt (a refusal, its timeout, a kill or a caller's
+    timeout mid-connect) closes the socket: dropped open, it would close only when the
+    garbage collector next runs."""
+    conn = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        conn.settimeout(timeout)
+        conn.connect(address)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def open_regular(path: str):
@@ -12968,23 +12987,14 @@ class Preview:
         through its bridge's socket (opened through its folder: a data dir's path may be
         longer than a socket's address takes)."""
         if self.bridge is None:  # an address, never a name to resolve
-            conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            conn = dial(("127.0.0.1", self.dev_port), timeout)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            where, address = None, ("127.0.0.1", self.dev_port)
-        else:
-            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            where = os.open(self.bridge, os.O_PATH | os.O_DIRECTORY)
-            address = f"/proc/self/fd/{where}/{PREVIEW_SOCKET}"
-        conn.settimeout(timeout)
+            return conn
+        where = os.open(self.bridge, os.O_PATH | os.O_DIRECTORY)
         try:
-            conn.connect(address)
-        except OSError:
-            conn.close()
-            raise
+            return dial(f"/proc/self/fd/{where}/{PREVIEW_SOCKET}", timeout, socket.AF_UNIX)
         finally:
-            if where is not None:
-                os.close(where)
-        return conn
+            os.close(where)
 
     def answers(self) -> bool:
         """Whether the dev server answers an HTTP request on its port."""
@@ -13826,9 +13836,12 @@ class EgressProxy:
         where = os.open(folder, os.O_PATH | os.O_DIRECTORY)
         try:  # through the folder's descriptor: a data dir's path may be longer than bind takes
             listener.bind(f"/proc/self/fd/{where}/{name}")
+            listener.listen(64)
+        except BaseException:
+            listener.close()
+            raise
         finally:
             os.close(where)
-        listener.listen(64)
         egress = Egress(run, os.path.join(folder, name), NetPolicy(
             project["network"], json.loads(project["network_allow_json"] or "null"), agent,
             run.env))
@@ -13931,7 +13944,7 @@ class EgressProxy:
             egress.refuse("board", NET_PORT, "only /mcp, with the run's token")
             return _answer(client, 403, "the board answers a run only at /mcp, with its token")
         # the listener hosts' forwards reach: /mcp alone, a run's token always needed
-        upstream = socket.create_connection(("127.0.0.1", runtime.forward.port()), timeout=10)
+        upstream = dial(("127.0.0.1", runtime.forward.port()), 10)
         upstream.settimeout(None)  # a tool's answer may take its time
         return upstream
 
@@ -13958,13 +13971,10 @@ class EgressProxy:
             return _answer(client, 403, f"{host}:{port} refused by the project's network "
                            f"policy: {rule}")
         for address in addresses:
-            family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-            upstream = socket.socket(family, socket.SOCK_STREAM)
-            upstream.settimeout(15)
             try:
-                upstream.connect(address)
+                upstream = dial(address, 15, socket.AF_INET6 if ":" in address[0]
+                                else socket.AF_INET)
             except OSError as exc:
-                upstream.close()
                 error = exc
                 continue
             upstream.settimeout(None)

@@ -7,10 +7,12 @@ person's layout outside /tmp (test_sandbox_git's fixtures); the hosts it tries a
 stand-ins: tiny HTTP servers of the test, a port and an abstract UNIX socket of the machine,
 the board itself.
 """
+import gc
 import http.server
 import socket
 import threading
 
+import gevent
 import pytest
 from test_sandbox import processes_with
 
@@ -297,3 +299,26 @@ def test_host_patterns():
     assert policy.judge("db", 5433)[0] is not None
     assert policy.judge("api.anthropic.com", 443) == (None, True)  # the CLI's API
     assert policy.judge("127.0.0.1", 9000) == (None, False)  # its base URL
+
+
+def test_a_connect_cut_short_closes_its_socket_at_once():
+    """A connect a timeout or a kill ends (the egress proxy's, as its run ends; a preview's,
+    as it stops) closes its socket then: dropped open, it would close whenever the garbage
+    collector next ran, and its ResourceWarning fail whatever test ran then."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        held = []
+        try:
+            while True:  # connections until the listener's backlog is full: the next waits
+                try:
+                    with gevent.Timeout(0.5):
+                        held.append(taskboard.dial(listener.getsockname(), 10))
+                except gevent.Timeout:
+                    break
+                assert len(held) < 100, "the backlog never filled"
+        finally:
+            for conn in held:
+                conn.close()
+    gevent.sleep(0)  # the hub lets go of what the connect waited on
+    gc.collect()  # a socket left open warns now, failing this test
