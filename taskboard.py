@@ -997,10 +997,28 @@ def http_call(method: str, url: str, timeout: float, session=None, whole: bool =
               **options) -> "requests.Response | str":
     """The board's one outbound HTTP call (webhooks, push services, the source host): its
     response, or why there is none.  The timeout bounds the whole call; a session keeps
-    its connections alive; without whole the answer's body is never read (a webhook's)."""
-    timer = gevent.Timeout(timeout)
+    its connections alive; without whole the answer's body is never read (a webhook's).
+    The exchange runs in a greenlet of its own (_exchange()) that neither this timeout nor
+    the caller's end (a kill as the board stops, a timeout of its own) cuts short: it ends
+    by its own timeouts, closing its socket.  Cut mid-connect, that socket would be left
+    open for the garbage collector to close, whenever it next ran."""
+    exchange = gevent.spawn(_exchange, method, url, timeout, session, whole, options)
+    exchange.join(timeout)
+    if not exchange.ready():
+        return f"no answer within {timeout:g} s"
+    answer = exchange.get()
+    if isinstance(answer, Exception):  # not one of requests' errors: a bug, the caller's
+        raise answer
+    return answer
+
+
+def _exchange(method: str, url: str, timeout: float, session, whole: bool, options: dict) \
+        -> "requests.Response | str | Exception":
+    """http_call()'s request: its response, why there is none, or what else it raised.  Its
+    connect and each read have the timeout (a socket's: what it ends closes the
+    connection); the whole of it twice that, for an answer that comes a byte at a time."""
     try:
-        with timer:
+        with gevent.Timeout(2 * timeout):  # no name: the timer's traceback holds no cycle
             response = (session or requests).request(
                 method, url, timeout=timeout, stream=not whole, verify=os.environ.get(
                     "REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE") or True,
@@ -1008,19 +1026,15 @@ def http_call(method: str, url: str, timeout: float, session=None, whole: bool =
             if not whole:
                 response.close()
             return response
-    except (gevent.Timeout, requests.Timeout) as exc:
-        if isinstance(exc, gevent.Timeout) and exc is not timer:
-            raise  # a caller's timeout, not ours
-        # the timer is the exception: its traceback holds this frame, which holds it (a
-        # cycle), and with it the frames the call was in and their sockets, until the
-        # garbage collector next runs
-        timer.__traceback__ = None
+    except (gevent.Timeout, requests.Timeout):
         return f"no answer within {timeout:g} s"
     except OSError as exc:  # requests' errors, and a CA bundle path that is not there
         reason = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(exc))
         reason = reason.group(1) if reason else "its certificate is not trusted" if \
             "CERTIFICATE_VERIFY_FAILED" in str(exc) else type(exc).__name__
         return f"cannot reach {urllib.parse.urlsplit(url).netloc}: {reason}"
+    except Exception as exc:  # handed to the caller (a greenlet's own would only be printed)
+        return exc
 
 
 def dial(address, timeout: float, family: int = socket.AF_INET) -> socket.socket:

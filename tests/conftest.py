@@ -1,13 +1,16 @@
 from gevent import monkey; monkey.patch_all()  # noqa: E702, I001 -- first, as in taskboard.py
 
+import contextlib
 import datetime as dt
 import functools
+import gc
 import json
 import os
 import pathlib
 import re
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -80,11 +83,48 @@ def _remembered(init):
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
         init(self, *args, **kwargs)
-        _made_at[self.fileno()] = "".join(traceback.format_stack(limit=14)[:-1])
+        _made_at[self.fileno()] = traceback.extract_stack()[:-1]
     return __init__
 
 
 gevent._socket3.socket.__init__ = _remembered(gevent._socket3.socket.__init__)
+
+
+@contextlib.contextmanager
+def full_listener():
+    """A loopback listener whose backlog is full: a connect to its address waits (until its
+    own timeout) instead of being answered or refused."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        held = []
+        try:
+            while True:  # connections until the backlog is full: the next one waits
+                try:
+                    with gevent.Timeout(0.5):
+                        held.append(taskboard.dial(listener.getsockname(), 10))
+                except gevent.Timeout:
+                    break
+                assert len(held) < 100, "the backlog never filled"
+            yield listener.getsockname()
+        finally:
+            for conn in held:
+                conn.close()
+
+
+def connecting_to(port):
+    """Whether a socket of this network namespace is connecting to the loopback port (the
+    kernel's table of TCP sockets: SYN_SENT, state 02)."""
+    with open("/proc/net/tcp") as f:
+        return any(fields[2].endswith(f":{port:04X}") and fields[3] == "02"
+                   for fields in (line.split() for line in f.readlines()[1:]))
+
+
+def no_socket_left_open():
+    """Let the hub drop what it held, then collect: a socket dropped open warns now, failing
+    the test that left it (and the section above says where it was made)."""
+    gevent.sleep(0)
+    gc.collect()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -92,7 +132,9 @@ def pytest_runtest_makereport(item, call):
     report = yield
     if report.failed:
         for fd in sorted(set(re.findall(r"<socket object, fd=(\d+)", report.longreprtext))):
-            where = _made_at.get(int(fd), "(not made by a socket of this process)\n")
+            stack = [frame for frame in _made_at.get(int(fd), ())  # the code's, not pytest's
+                     if not re.search(r"[/\\](_pytest|pluggy)[/\\]", frame.filename)]
+            where = "".join(traceback.format_list(stack)) or "(not by a socket of this process)"
             report.sections.append((f"socket left open: fd {fd}", f"made at\n{where}"))
     return report
 

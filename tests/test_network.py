@@ -7,7 +7,6 @@ person's layout outside /tmp (test_sandbox_git's fixtures); the hosts it tries a
 stand-ins: tiny HTTP servers of the test, a port and an abstract UNIX socket of the machine,
 the board itself.
 """
-import gc
 import http.server
 import socket
 import threading
@@ -21,7 +20,7 @@ from test_sandbox_git import api, config, person, said, script  # noqa: F401
 
 import taskboard
 from agent_helpers import RUN, wait_status
-from conftest import wait_for
+from conftest import connecting_to, full_listener, no_socket_left_open, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -305,20 +304,8 @@ def test_a_connect_cut_short_closes_its_socket_at_once():
     """A connect a timeout or a kill ends (the egress proxy's, as its run ends; a preview's,
     as it stops) closes its socket then: dropped open, it would close whenever the garbage
     collector next ran, and its ResourceWarning fail whatever test ran then."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        held = []
-        try:
-            while True:  # connections until the listener's backlog is full: the next waits
-                try:
-                    with gevent.Timeout(0.5):
-                        held.append(taskboard.dial(listener.getsockname(), 10))
-                except gevent.Timeout:
-                    break
-                assert len(held) < 100, "the backlog never filled"
-        finally:
-            for conn in held:
-                conn.close()
-    gevent.sleep(0)  # the hub lets go of what the connect waited on
-    gc.collect()  # a socket left open warns now, failing this test
+    with full_listener() as address:
+        with pytest.raises(gevent.Timeout), gevent.Timeout(0.2):
+            taskboard.dial(address, 10)
+        assert not connecting_to(address[1]), "the socket was not closed"
+    no_socket_left_open()

@@ -23,7 +23,14 @@ from gevent.pywsgi import WSGIServer
 
 import taskboard
 from agent_helpers import RUN, start, wait_status
-from conftest import assert_error, bearer, wait_for
+from conftest import (
+    assert_error,
+    bearer,
+    connecting_to,
+    full_listener,
+    no_socket_left_open,
+    wait_for,
+)
 
 pytestmark = pytest.mark.usefixtures("fast_retries", "fast_backoff")
 
@@ -515,3 +522,21 @@ def test_a_hook_disabled_during_backoff_gets_no_more_attempts(client, api, recei
     receiver.wait("/control", 3)  # the same backoff: /off's retries would be due by now
     assert len(receiver.at("/off")) == 1
     assert len(deliveries(client, project, hook)) == 1
+
+
+def test_a_call_whose_caller_ends_mid_connect_still_closes_its_socket():
+    """The board stopping kills a delivery wherever it is, here mid-connect: the exchange
+    goes on by itself to its own timeout and closes its socket (a socket dropped open would
+    wait for the garbage collector, and its warning fail whatever ran then)."""
+    with full_listener() as (host, port):
+        call = gevent.spawn(taskboard.http_call, "POST", f"http://{host}:{port}/hook", 0.5)
+        wait_for(lambda: connecting_to(port), message="the call to be connecting")
+        call.kill()
+        wait_for(lambda: not connecting_to(port), message="the exchange to end by its timeout")
+    no_socket_left_open()
+    # and the caller's own timeout answers in time, the exchange ending the same way
+    with full_listener() as (host, port):
+        assert taskboard.http_call("POST", f"http://{host}:{port}/hook", 0.3) == \
+            "no answer within 0.3 s"
+        wait_for(lambda: not connecting_to(port), message="the exchange to end by its timeout")
+    no_socket_left_open()
