@@ -83,7 +83,8 @@ def _remembered(init):
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
         init(self, *args, **kwargs)
-        _made_at[self.fileno()] = traceback.extract_stack()[:-1]
+        _made_at[self.fileno()] = [(frame.f_code, line) for frame, line in
+                                   traceback.walk_stack(sys._getframe(1))]
     return __init__
 
 
@@ -122,7 +123,7 @@ def connecting_to(port):
 
 def no_socket_left_open():
     """Let the hub drop what it held, then collect: a socket dropped open warns now, failing
-    the test that left it (and the section above says where it was made)."""
+    the test that left it (its report says where the socket was made)."""
     gevent.sleep(0)
     gc.collect()
 
@@ -132,8 +133,9 @@ def pytest_runtest_makereport(item, call):
     report = yield
     if report.failed:
         for fd in sorted(set(re.findall(r"<socket object, fd=(\d+)", report.longreprtext))):
-            stack = [frame for frame in _made_at.get(int(fd), ())  # the code's, not pytest's
-                     if not re.search(r"[/\\](_pytest|pluggy)[/\\]", frame.filename)]
+            stack = [traceback.FrameSummary(code.co_filename, line, code.co_name)
+                     for code, line in reversed(_made_at.get(int(fd), ()))  # not pytest's
+                     if not re.search(r"[/\\](_pytest|pluggy)[/\\]", code.co_filename)]
             where = "".join(traceback.format_list(stack)) or "(not by a socket of this process)"
             report.sections.append((f"socket left open: fd {fd}", f"made at\n{where}"))
     return report
