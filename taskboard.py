@@ -5952,7 +5952,9 @@ exec sh -c "$1\""""
 #: and last what no bind may show: other projects and credential stores (under home,
 #: only where a bind shows them: shown(), of real paths, rp(); home's tmpfs hides the rest
 #: with no mount of its own).  The metadata bound is TB_GIT's and its worktree's admin folder
-#: (the one whose `gitdir`, read-only to every run, names the checkout), never what git
+#: (the one whose `gitdir`, read-only to every run, names the checkout: looked for first
+#: under the checkout's own name, as git names it, for the shell reads a file a byte per
+#: call, and each worktree of a repository cost every sandbox of it some), never what git
 #: or a link in the checkout says, and only real folders, never a link a run planted
 #: (design §17 v6); a run in a task's
 #: worktree sees its own copy of `refs`, `logs` and `packed-refs` ($t: OWN_REFS), so it
@@ -6015,8 +6017,8 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
     c=$TB_GIT; g=; t=
     if [ -n "$c" ] && [ -d "$c" ] && [ ! -L "$c" ]; then
-      set +f
-      for x in "$c"/worktrees/*/gitdir; do
+      set +f; n=${k%/.git}
+      for x in "$c/worktrees/${n##*/}/gitdir" "$c"/worktrees/*/gitdir; do
         [ -f "$x" ] && [ ! -L "$x" ] && IFS= read -r l < "$x" && [ "$l" = "$k" ] &&
           g=${x%/gitdir} && break
       done
