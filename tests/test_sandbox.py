@@ -89,7 +89,7 @@ def processes_with(marker: str) -> list[int]:
 
 #: (what, a shell test that succeeds only when the agent got it)
 READS = [
-    ("the board's token", 'grep -q "$TOKEN" "$DATA/token"'),
+    ("the board's token", 'grep -qF -e "$TOKEN" "$DATA/token"'),  # it may start with -
     ("the database", 'head -c 15 "$DATA/taskboard.db" | grep -q SQLite'),
     ("the board's SSH sockets", 'ls "$DATA/ssh/master"'),
     ("another run's MCP config", 'cat "$DATA/mcp/run-999.json"'),
