@@ -321,8 +321,8 @@ KILL_GRACE_SECONDS = 5.0
 #: 2.1.197 in print mode does not wait at all unless told (MCP_CONNECTION_NONBLOCKING=0),
 #: then 5 s (MCP_CONNECT_TIMEOUT_MS), less than the server's start can take on a small or
 #: busy machine: its first turn went without the tools, its init line saying "pending".
-#: The server's name.
 MCP_START_SECONDS = 30
+#: The board tools' MCP server's name, in every CLI's configuration and tool names.
 BOARD_TOOLS_SERVER = "taskboard"
 #: After the agent exits, output still in its pipes is read for this long at most.
 EXIT_GRACE_SECONDS = 2.0
@@ -9235,7 +9235,7 @@ def task_run_flags(project: dict, session_id: str | None, attachment_dir: str | 
             flags.append("--dangerously-skip-permissions")
     else:  # the board's own tools never need a person (a run token bounds them)
         flags += ["--allowedTools", ",".join(filter(None, [project["allowed_tools"],
-                                                           "mcp__taskboard__*"]))]
+                                                           f"mcp__{BOARD_TOOLS_SERVER}__*"]))]
     if session_id:
         flags += ["--resume", session_id]
     if project["task_budget_usd"]:
