@@ -5904,17 +5904,25 @@ NET_ARGS = ("--unshare-net", "--tmpfs", "/run")
 NET_ENV = {**dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy",
                             "http_proxy", "all_proxy"), f"http://127.0.0.1:{NET_PORT}"),
            "NO_PROXY": "", "no_proxy": ""}
-#: The bridge inside the sandbox, before the run's command ("$@"): socat listening on the
-#: run's loopback, each connection going to the proxy; the command starts once socat says it
+#: What runs first in a run's sandbox, before its command ("$@", after two flags): with $1,
+#: the checkout of its worktree, made without one (WORKTREE_SCRIPT: the run's sandbox is
+#: where a filter or Git LFS fetch that the branch names runs, as the run, through its
+#: proxy), while with $2 the bridge starts: socat listening on the run's loopback, each
+#: connection going to the proxy; the command starts once both are done, socat saying it
 #: listens (its log read through a pipe, then drained by the same shell, with no program of
 #: its own).  Its processes end with the command: bubblewrap's PID namespace.
-NET_BRIDGE = f"""r=$(socat -d -d -b 262144 \\
-  TCP-LISTEN:{NET_PORT},bind=127.0.0.1,reuseaddr,nodelay,fork \\
-  UNIX-CONNECT:{NET_SOCKET} 2>&1 >/dev/null </dev/null |
-  {{ while IFS= read -r l; do case $l in *"listening on"*) echo up; exec >/dev/null
-    while read -r l; do :; done;; esac; done; }} 2>/dev/null &)
-[ "$r" = up ] || {{ echo "taskboard: the sandbox's network bridge (socat) did not start" >&2
-  exit 126; }}
+RUN_START = f"""ck=$1 net=$2; shift 2
+[ -z "$ck" ] || {{ git reset -q --hard --no-recurse-submodules >&2 & ck=$!; }}
+if [ -n "$net" ]; then r=$(socat -d -d -b 262144 \\
+    TCP-LISTEN:{NET_PORT},bind=127.0.0.1,reuseaddr,nodelay,fork \\
+    UNIX-CONNECT:{NET_SOCKET} 2>&1 >/dev/null </dev/null |
+    {{ while IFS= read -r l; do case $l in *"listening on"*) echo up; exec >/dev/null
+      while read -r l; do :; done;; esac; done; }} 2>/dev/null &)
+  [ "$r" = up ] || {{ echo "taskboard: the sandbox's network bridge (socat) did not start" >&2
+    exit 126; }}
+fi
+[ -z "$ck" ] || wait "$ck" || {{
+  echo "taskboard: the task's worktree could not be checked out in the sandbox" >&2; exit 126; }}
 exec "$@\""""
 #: A sandboxed preview's dev server (design §21) is reached through a folder of the data dir
 #: bound in at PREVIEW_FOLDER (TB_PREVIEW), where PREVIEW_BRIDGE's socat listens on a UNIX
@@ -5939,8 +5947,9 @@ exec sh -c "$1\""""
 #: (never seen under home), TB_HIDE (other projects' folders, the token file), TB_RO and
 #: TB_RW (sandboxPaths), TB_FILES (the run's own, read-only), TB_GIT (the repository's
 #: common git folder as the board found it: git_dirs()), TB_NET (its egress proxy's
-#: socket: NET_ARGS and the bridge, TB_BRIDGE: NET_BRIDGE, in front of its command),
-#: TB_PREVIEW (a preview's bridge folder, bound at PREVIEW_FOLDER: design §21); and
+#: socket: NET_ARGS and the bridge), TB_CHECKOUT (a writable run: its worktree checked out
+#: first when it has no index yet), TB_START (RUN_START, in front of its command for those
+#: two), TB_PREVIEW (a preview's bridge folder, bound at PREVIEW_FOLDER: design §21); and
 #: for the board's own git on the repository (WORKTREE_SCRIPT, WORKTREE_REMOVE,
 #: PICK_SCRIPT), TB_GIT_WRITE (all of TB_GIT writable) and TB_OUT (its worktrees' folder,
 #: writable).
@@ -6015,7 +6024,7 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     each --bind-try $TB_RW
     p --tmpfs "$TB_BASE"
     if [ -n "$TB_READ_ONLY" ]; then p --ro-bind "$dir" "$dir"; else p --bind "$dir" "$dir"; fi
-    c=$TB_GIT; g=; t=
+    c=$TB_GIT; g=; t=; ck=
     if [ -n "$c" ] && [ -d "$c" ] && [ ! -L "$c" ]; then
       set +f; n=${k%/.git}
       for x in "$c/worktrees/${n##*/}/gitdir" "$c"/worktrees/*/gitdir; do
@@ -6041,7 +6050,8 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
             p --bind "$t/refs" "$c/refs" --bind "$t/logs" "$c/logs"
             [ -f "$t/packed-refs" ] && [ -f "$c/packed-refs" ] && [ ! -L "$c/packed-refs" ] &&
               p --ro-bind "$t/packed-refs" "$c/packed-refs"; }
-          [ -n "$g" ] && p --bind "$g" "$g"; fi
+          [ -n "$g" ] && p --bind "$g" "$g" && [ -n "$TB_CHECKOUT" ] && [ ! -e "$g/index" ] &&
+            ck=1; fi
         if [ -n "$g" ]; then for x in commondir gitdir config.worktree; do
             if [ -f "$g/$x" ] && [ ! -L "$g/$x" ]; then p --ro-bind "$g/$x" "$g/$x"
             elif [ ! -e "$g/$x" ]; then p --ro-bind /dev/null "$g/$x"; fi; done
@@ -6064,19 +6074,19 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     for x in $TB_NEVER; do [ -e "$h/$x" ] || continue; rp "$h/$x" || r_=$h/$x
       shown "$r_" || continue
       if [ -d "$h/$x" ]; then p --tmpfs "$h/$x"; else p --ro-bind /dev/null "$h/$x"; fi; done
-    nb=--; if [ -n "$TB_NET" ]; then [ -L /var/run ] || p --tmpfs /var/run; p @NET@
-      if [ "$TB_NET" != - ]; then p --ro-bind "$TB_NET" @SOCKET@; o=$q; q=
-        p -- sh -c "$TB_BRIDGE" sh; nb=$q; q=$o; fi
+    nb=; if [ -n "$TB_NET" ]; then [ -L /var/run ] || p --tmpfs /var/run; p @NET@
+      if [ "$TB_NET" != - ]; then p --ro-bind "$TB_NET" @SOCKET@; nb=1; fi
       [ -n "$TB_PREVIEW" ] && p --bind "$TB_PREVIEW" @PREVIEW@
     else set +f  # the board's own git: no network of its own, but no agent of the person's
       for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done; set -f
-    fi; :
+    fi
+    o=$q; q=; p --; [ -z "$ck$nb" ] || p sh -c "$TB_START" sh "$ck" "$nb"; st=$q; q=$o
   }
   unset IFS; set +f
-  eval "set -- $TB_BWRAP $q --chdir \"\$dir\" $nb \"\$@\""
+  eval "set -- $TB_BWRAP $q --chdir \"\$dir\" $st \"\$@\""
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_KEEP TB_LOGINS \
     TB_PRIVATE TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES TB_GIT TB_GIT_WRITE TB_OUT \
-    TB_NET TB_BRIDGE TB_PREVIEW
+    TB_NET TB_START TB_CHECKOUT TB_PREVIEW
 fi""".replace("BASE", shlex.join(SANDBOX_BASE), 1).replace("@NET@", shlex.join(NET_ARGS), 1) \
     .replace("@SOCKET@", NET_SOCKET, 1).replace("@PREVIEW@", PREVIEW_FOLDER, 1)
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
@@ -6276,7 +6286,8 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_GIT": sandbox.get("git") or "", "TB_GIT_WRITE": "1" if sandbox.get("out") else "",
             "TB_OUT": "\n".join(sandbox.get("out") or ()), "TB_AFTER": sandbox.get("after") or "",
             "TB_NET": sandbox.get("net") or ("-" if sandbox.get("offline") else ""),
-            "TB_BRIDGE": NET_BRIDGE if sandbox.get("net") else "",
+            "TB_START": RUN_START if sandbox.get("net") or sandbox.get("checkout") else "",
+            "TB_CHECKOUT": "1" if sandbox.get("checkout") else "",
             "TB_PREVIEW": sandbox.get("preview") or ""}
 
 
@@ -6437,18 +6448,21 @@ def worktree_path(task: dict) -> str:
 
 
 #: A task's worktree, kept or made (design §10, §15): the one description both machines run,
-#: in the repository, hooks off: `sh -c WORKTREE_SCRIPT sh WORKTREE BRANCH FROM BASE ORDER`.
-#: A checkout at WORKTREE is kept; else it is made again from BRANCH when that exists, else
-#: on a new BRANCH from FROM or else BASE, as found in ORDER's namespaces (else HEAD).  It
-#: prints what it did (kept, again, or new <ref>), the worktree's real path and its HEAD.
+#: in the repository, hooks off: `sh -c WORKTREE_SCRIPT sh WORKTREE BRANCH FROM BASE ORDER
+#: [LATER]`.  A checkout at WORKTREE is kept; else it is made again from BRANCH when that
+#: exists, else on a new BRANCH from FROM or else BASE, as found in ORDER's namespaces (else
+#: HEAD), never through a link on the way to the branch's ref or reflog.  With LATER, made
+#: without checking its files out (its sandboxed run does: SANDBOX_RUN's TB_CHECKOUT), which
+#: runs nothing of the branch's (no filter, no hook): outside a sandbox.  It prints what it
+#: did (kept, again, or new <ref>), the worktree's real path and its HEAD.
 WORKTREE_SCRIPT = r"""set -e
-wt=$1; b=$2; f=$3; pr=$4; order=$5
+wt=$1; b=$2; f=$3; pr=$4; order=$5; later=${6:+--no-checkout}
 if [ -d "$wt" ] && git -C "$wt" rev-parse --git-dir >/dev/null 2>&1; then echo kept
 else
   prune
   mkdir -p "$(dirname "$wt")"
   if git rev-parse --verify -q "refs/heads/$b" >/dev/null; then
-    git worktree add -q "$wt" "$b" >&2; echo again
+    git worktree add -q $later "$wt" "$b" >&2; echo again
   else
     from=HEAD
     for want in "$f" "$pr"; do for ns in $order; do
@@ -6456,7 +6470,9 @@ else
         from=${ns#refs/heads/}$want; from=${from#refs/remotes/}; break 2
       fi
     done; done
-    git worktree add -q -b "$b" "$wt" "$from" >&2; echo "new $from"
+    c=${GIT_COMMON_DIR:-$(git rev-parse --git-common-dir)}
+    plain "$c" "refs/heads/$b" && plain "$c" "logs/refs/heads/$b" || exit 1
+    git worktree add -q $later -b "$b" "$wt" "$from" >&2; echo "new $from"
   fi
 fi
 refs "$wt" "$b"
@@ -6464,11 +6480,11 @@ cd "$wt" && pwd -P && git rev-parse HEAD"""
 
 
 def worktree_args(task: dict, project: dict, worktree: str, branch: str,
-                  order: str) -> list[str]:
-    """WORKTREE_SCRIPT's arguments for a task's worktree; an attempt's starts from its
-    task's branch when there is one."""
+                  order: str, later: bool = False) -> list[str]:
+    """WORKTREE_SCRIPT's arguments for a task's worktree (checked out `later` by its run);
+    an attempt's starts from its task's branch when there is one."""
     return [worktree, branch, task.get("from_branch") or project["pr_base_branch"],
-            project["pr_base_branch"], order]
+            project["pr_base_branch"], order, *(["later"] if later else [])]
 
 
 #: A task's worktree removed, the other end of WORKTREE_SCRIPT, which both machines run in
@@ -6561,19 +6577,22 @@ def sync_after(repo: str, worktree: str, branch: str, common: str | None) -> str
         in_repository('sync_refs "$1" "$2"', common)
 
 
-def in_repository(script: str, common: str | None, sandbox: dict | None = None) -> str:
+def in_repository(script: str, common: str | None, sandbox: dict | None = None,
+                  own_refs: bool | None = None) -> str:
     """A script of the board's git work on a repository's worktrees (WORKTREE_SCRIPT,
     WORKTREE_REMOVE, PICK_SCRIPT, PRUNE, OWN_REFS) pinned to its common git folder as the
     board found it (GIT_COMMON_DIR: a `commondir` a run planted is not followed), refusing
     a `worktrees` folder that is a link (its prune would empty what it points at); stderr
     with stdout.  Its `prune` is `git worktree prune`, but nothing in a `sandbox`, where the
     worktrees it does not show (the person's own, other projects') would look gone: PRUNE
-    runs outside it then (prune_outside()); its `refs` (OWN_REFS) only in a sandbox, the
-    only place a run sees the copy of refs."""
+    runs outside it then (prune_outside()); its `refs` (OWN_REFS) only where the project's
+    runs are sandboxed (`own_refs`; by default, in a `sandbox`), the only place a run sees
+    the copy of refs."""
     pin = f"export GIT_COMMON_DIR={shlex.quote(common)}\n" if common else ""
     where = '"$GIT_COMMON_DIR"' if common else '"$(git rev-parse --git-common-dir)"'
     prune = ":" if sandbox else "git worktree prune"
-    refs = 'sync_refs "$@"; copy_refs "$@"' if sandbox else ":"
+    refs = 'sync_refs "$@"; copy_refs "$@"' if (
+        sandbox is not None if own_refs is None else own_refs) else ":"
     return pin + f'exec 2>&1\nif [ -L {where}/worktrees ]; then\n' \
         '  echo "refused: the repository\'s worktrees folder is a link"; exit 1\nfi\n' \
         f"prune() {{ {prune}; }}\n{OWN_REFS}\nrefs() {{ {refs}; }}\n" + script
@@ -6728,9 +6747,14 @@ class ThisMachine:
         return git_head(project["working_dir"]) is not None
 
     def worktree_at(self, cwd: str) -> bool:
-        """Whether a run's cwd is a worktree of the board's (not workingDir itself)."""
-        return os.path.isdir(cwd) and cwd.startswith(
-            os.path.join(runtime.data_dir, "worktrees") + os.sep)
+        """Whether a run's cwd is a worktree of the board's (not workingDir itself) that
+        was checked out: one its sandboxed run could not check out (SANDBOX_RUN's
+        TB_CHECKOUT) has no index, and nothing of an agent's."""
+        if not (os.path.isdir(cwd) and cwd.startswith(
+                os.path.join(runtime.data_dir, "worktrees") + os.sep)):
+            return False
+        admin = (read_regular(os.path.join(cwd, ".git"), 4096) or "").removeprefix("gitdir: ")
+        return os.path.exists(os.path.join(cwd, admin.strip(), "index"))
 
     def agent_command(self, agent: str) -> tuple[list | None, str | None]:
         """An agent CLI's command line there (None: as configured) and why it cannot
@@ -6765,17 +6789,20 @@ class ThisMachine:
     branches_always = False
 
     def make_worktree(self, task: dict, project: dict, branch: str,
-                      sandbox: dict | None = None) -> tuple:
-        """Keep or make a task's worktree on `branch` (WORKTREE_SCRIPT, in `sandbox`): what
-        it did, its path, its HEAD, and where the branch is when not in workingDir
+                      sandbox: dict | None = None, later: bool = False) -> tuple:
+        """Keep or make a task's worktree on `branch` (WORKTREE_SCRIPT, in `sandbox`; with
+        `later`, its run's sandbox checks it out: made here without, outside it): what it
+        did, its path, its HEAD, and where the branch is when not in workingDir
         (GitError)."""
         root, path = self.repository(project), worktree_path(task)
+        own_refs, sandbox = sandbox is not None, None if later else sandbox
         with git_lock(root):
             prune_outside(self.shell(root), self.git_dir(project), sandbox, path)
             code, out = self.shell(root, sandbox=sandbox)(
-                ["sh", "-c", in_repository(WORKTREE_SCRIPT, self.git_dir(project), sandbox), "sh",
-                 *worktree_args(
-                    task, project, path, branch, "refs/heads/ refs/remotes/origin/")], 600)
+                ["sh", "-c", in_repository(WORKTREE_SCRIPT, self.git_dir(project), sandbox,
+                                           own_refs), "sh", *worktree_args(
+                    task, project, path, branch, "refs/heads/ refs/remotes/origin/", later)],
+                600)
         what, _, head = worktree_made(code, out, self.where)
         return what, path, head, None
 
@@ -7360,9 +7387,10 @@ class HostLink:
     branches_always = True  # design §15
 
     def make_worktree(self, task: dict, project: dict, branch: str,
-                      sandbox: dict | None = None) -> tuple:
+                      sandbox: dict | None = None, later: bool = False) -> tuple:
         """The worktree in the project's clone there, fetched first (the clone's branches
-        are older than origin's), in `sandbox` as here."""
+        are older than origin's), in `sandbox` as here, checked out there now (`later` is
+        this machine's)."""
         repo = self.repository(project)
         prune = shlex.join(["sh", "-c", in_repository(PRUNE, self.git_dir(project))]) \
             if sandbox else ":"
@@ -9139,11 +9167,12 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
     invocation = run_invocation(agent, project, cwd, tier, effort, prompt, flags, mode=mode,
                                 session_id=session_id, task_id=task_id, command=command,
                                 sandboxed=sandboxed)
+    read_only = (mode or project["permission_mode"]) == "read-only"
     sandbox = {"agent": agent, "project": project["id"],
                "command": command or runtime.config["agents"][agent], "files": [
         f for f in files if f], "paths": json.loads(project["sandbox_paths_json"] or "null"),
-        "read_only": (mode or project["permission_mode"]) == "read-only",
-        "hide": hidden_from(project), "git": machine.git_dir(project)} if sandboxed else None
+        "read_only": read_only, "checkout": not read_only, "hide": hidden_from(project),
+        "git": machine.git_dir(project)} if sandboxed else None
     simulated = command is SIMULATED_AGENT
     if plan is not None:
         run = PlanRun(plan[0], project["id"], plan[1], prompt, agent, machine=machine,
@@ -9216,12 +9245,25 @@ def adapt_run(run: "AgentRun", agent: str, tier: str, session_id: str | None = N
 
 def _checkout_instructions(project: dict, cwd: str) -> str | None:
     """The checkout's agent instructions for a run in a task's worktree whose own differ
-    (design §4): the CLI reads only the file in its cwd."""
+    (design §4): the CLI reads only the file in its cwd (in a worktree its sandboxed run
+    checks out, the one its HEAD holds)."""
     if os.path.realpath(cwd) == os.path.realpath(project["working_dir"]):
         return None
-    wanted, present = (read_regular(os.path.join(folder, AGENT_MD), MAX_INSTRUCTIONS_CHARS)
-                       for folder in (project["working_dir"], cwd))
-    return wanted if wanted and wanted.strip() and wanted != present else None
+    wanted = read_regular(os.path.join(project["working_dir"], AGENT_MD),
+                          MAX_INSTRUCTIONS_CHARS)
+    if not (wanted and wanted.strip()):
+        return None
+    present = read_regular(os.path.join(cwd, AGENT_MD), MAX_INSTRUCTIONS_CHARS) \
+        if os.listdir(cwd) != [".git"] else _head_file(cwd, AGENT_MD, MAX_INSTRUCTIONS_CHARS)
+    return wanted if wanted != present else None
+
+
+def _head_file(cwd: str, name: str, limit: int) -> str | None:
+    """The first `limit` characters of a file as the checkout's HEAD holds it (git's blob:
+    no filter runs), None when it holds none."""
+    code, out = run_command(["sh", "-c", 'git cat-file blob "HEAD:$1" | head -c "$2"', "sh",
+                             name, str(4 * limit)], cwd, 30, env={**os.environ, **GIT_ENV})
+    return out[:limit] if code == 0 and out else None
 
 
 def task_run_flags(project: dict, session_id: str | None, attachment_dir: str | None) \
@@ -10163,8 +10205,10 @@ def task_checkout(task: dict, project: dict, machine: "ThisMachine | HostLink",
                             "repository with a commit; the agent works in it directly", run_id)
         return cwd
     branch = task["branch_name"] or branch_name(task)
-    what, path, head, at = machine.make_worktree(task, project, branch, git_sandbox(
-        project, machine, worktree=task, fetches=True))
+    sandbox = git_sandbox(project, machine, worktree=task, fetches=True)
+    what, path, head, at = machine.make_worktree(  # a writable run checks it out itself
+        task, project, branch, sandbox, sandbox is not None and
+        project["permission_mode"] != "read-only")
     if what == "kept":
         return path
     changes = {"branch_name": branch, **({"branch_at": at} if at else {})}
@@ -10197,7 +10241,9 @@ def git_sandbox(project: dict, machine: "ThisMachine | HostLink", write: bool = 
     run.  It has no network (design §20: a planted filter reaches no loopback service,
     no abstract socket, not the board) but where it `fetches` (a new worktree's checkout,
     where Git LFS and a partial clone fetch what they lack: the machine's network, as
-    before; that checkout is of a branch the run cannot move).  None where the project's
+    before; that checkout is of a branch the run cannot move: a read-only project's, a
+    host's; a writable run checks its new worktree out in its own sandbox, through its
+    proxy: task_checkout()).  None where the project's
     runs are not sandboxed (`none`, simulated, bubblewrap not working there); its git
     then runs with what executes code off as far as git
     allows (GIT_ENV, DIFF_SCRIPT's and COMMIT_SCRIPT's flags), but git has no switch for a

@@ -18,11 +18,12 @@ import types
 import pytest
 
 import taskboard
-from agent_helpers import RUN, wait_status
+from agent_helpers import RUN, task_calls, wait_status
 from conftest import FAKE_AGENT, Api, desk, git, make_repo, unavailable, wait_for
 
 pytestmark = pytest.mark.sandbox
 KEY = "-----BEGIN OPENSSH PRIVATE KEY----- fake"
+PROXY = taskboard.NET_ENV["HTTPS_PROXY"]
 
 
 @pytest.fixture
@@ -207,6 +208,92 @@ c=$(git rev-parse --git-common-dir); git rev-parse HEAD > "$c/refs/heads/main"
     assert done["sandboxed"] is True
     for name in ("main", "feature/other-task", "gone"):
         assert f"{name} {main}" in branches, branches
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+def test_a_new_worktree_is_checked_out_in_its_runs_sandbox(client, api, person, mode):
+    """The branch's `.gitattributes` names a filter the person's own config defines (as Git
+    LFS's is), and a run may have written the branch: checking a task's new worktree out
+    runs that filter on its files.  Sandboxed, the board makes the worktree without a
+    checkout and the run's sandbox checks it out: the filter runs there (the sandbox's
+    host name, no key, the run's egress proxy: a fetch of Git LFS's obeys the project's
+    network policy), the agent finds the files smudged, and the person's CLAUDE.md, which
+    the branch holds too, is not passed again.  The control: it ran as the board."""
+    records, smudge = person.records, person.root / "smudge.sh"
+    smudge.write_text(f'{{ hostname; echo "proxy=$HTTPS_PROXY"; cat "$HOME/.ssh/id_ed25519"; '
+                      f'}} >> {records}/smudged 2>/dev/null\nsed s/^/smudged:/\n')
+    with open(person.home / ".gitconfig", "a") as f:
+        f.write(f'[filter "mark"]\n\tsmudge = sh {smudge}\n\tclean = cat\n')
+    for name, text in [(".gitattributes", "data.txt filter=mark\n"), ("data.txt", "mine\n"),
+                       ("CLAUDE.md", "Be brief.\n")]:
+        (person.shop / name).write_text(text)
+    git(person.shop, "add", ".")
+    git(person.shop, "commit", "-qm", "a filtered file")
+    project = api.project(permissionMode="auto-accept", autoBranch=1, sandbox=mode,
+                          sandboxPaths={"readWrite": [str(records)]})
+    task = api.task(project["id"], description=script('echo "SAW $(cat data.txt)"'))
+    api.move(task["id"], "in_progress")
+    wait_status(client, task["id"], "testing")
+    assert "SAW smudged:mine" in said(client, task["id"])
+    [call] = task_calls(records, task["id"])
+    assert "--append-system-prompt" not in call["argv"], "the worktree has the same CLAUDE.md"
+    smudged = (records / "smudged").read_text()
+    if mode == "none":
+        assert KEY in smudged and "sandbox" not in smudged.split("\n")
+        return
+    assert smudged.split("\n")[:2] == ["sandbox", f"proxy={PROXY}"], smudged
+    assert KEY not in smudged
+
+
+def test_a_checkout_that_failed_in_the_sandbox_is_made_again_at_the_next_run(
+        client, api, person):
+    """The branch's filter fails in the run's sandbox (as a Git LFS fetch the network
+    policy refuses would): the task fails saying the worktree could not be checked out,
+    with git's words; once the person mends the filter, the next run checks it out whole."""
+    filter_ = person.root / "smudge.sh"
+    filter_.write_text("echo 'the filter broke' >&2; exit 3\n")
+    with open(person.home / ".gitconfig", "a") as f:
+        f.write(f'[filter "mark"]\n\tsmudge = sh {filter_}\n\tclean = cat\n'
+                "\trequired = true\n")
+    (person.shop / ".gitattributes").write_text("data.txt filter=mark\n")
+    (person.shop / "data.txt").write_text("mine\n")
+    git(person.shop, "add", ".")
+    git(person.shop, "commit", "-qm", "a filtered file")
+    project = api.project(permissionMode="auto-accept", autoBranch=1, sandbox="bubblewrap",
+                          maxRetries=0, sandboxPaths={"readWrite": [str(person.records)]})
+    task = api.task(project["id"], description=script('echo "SAW $(cat data.txt)"'))
+    api.move(task["id"], "in_progress")
+    failed = wait_status(client, task["id"], "failed")
+    logs = "\n".join(e["message"] for e in client.get(f"/api/tasks/{task['id']}/logs").json)
+    assert "could not be checked out in the sandbox" in logs and "the filter broke" in logs, \
+        logs
+    assert not said(client, task["id"]), failed
+    assert "uncommitted" not in logs, "nothing of an agent's to commit"
+    assert git(person.shop, "rev-parse", failed["branch_name"]) == git(
+        person.shop, "rev-parse", "main")
+    filter_.write_text("cat\n")
+    api.move(task["id"], "in_progress")
+    wait_status(client, task["id"], "testing")
+    assert "SAW mine" in said(client, task["id"])
+
+
+def test_a_link_on_the_way_to_a_new_branchs_reflog_is_never_written_through(
+        client, api, person):
+    """A run in the person's own checkout (no autoBranch) may write the repository's logs:
+    it plants logs/refs/heads/feature as a link to ~/.ssh.  The board makes a sandboxed
+    task's new worktree outside a sandbox (no checkout: nothing of the branch runs), and
+    refuses a branch whose ref or reflog a link is on the way to: the task fails naming
+    it, and nothing is written in ~/.ssh (a reflog there, as the board, before)."""
+    logs = person.shop / ".git" / "logs" / "refs" / "heads"
+    logs.mkdir(parents=True, exist_ok=True)
+    os.symlink(person.home / ".ssh", logs / "feature")
+    project = api.project(permissionMode="auto-accept", autoBranch=1, sandbox="bubblewrap")
+    task = api.task(project["id"], description="fake:ok")
+    api.move(task["id"], "in_progress")
+    failed = wait_status(client, task["id"], "failed")
+    assert "is a link" in failed["last_error"] and str(logs / "feature") in \
+        failed["last_error"], failed["last_error"]
+    assert os.listdir(person.home / ".ssh") == ["id_ed25519"]
 
 
 def test_a_branch_moved_during_a_run_stays_and_the_log_names_the_runs_commit(
