@@ -5954,8 +5954,9 @@ exec sh -c "$1\""""
 #: PICK_SCRIPT), TB_GIT_WRITE (all of TB_GIT writable) and TB_OUT (its worktrees' folder,
 #: writable).
 #: Later mounts cover earlier ones: home hidden, what the run may use shown (each `PATH`
-#: folder under home once, by its version manager's folders when it is inside one: the
-#: same files with fewer mounts, each of which costs bubblewrap time), the board's
+#: folder under home once, by its version manager's folders when it is inside one, then
+#: the programs' own folders, none inside one shown already: the same files with fewer
+#: mounts, each of which costs bubblewrap time), the board's
 #: folder hidden again, then the checkout and the git metadata a commit writes, read-only
 #: what must never be written (hooks, config, what points git elsewhere), the run's files,
 #: and last what no bind may show: other projects and credential stores (under home,
@@ -5987,19 +5988,15 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     shown() { for b in $bound; do case $1/ in "${b%/}"/*) return 0;; esac
         case $b/ in "$1"/*) return 0;; esac; done; return 1; }
     each() { m=$1; shift; for x; do p "$m" "$x" "$x"; done; }
-    once() { case $seen$nl in *"$nl$1$nl"*) ;; *) seen=$seen$nl$1; p --ro-bind-try "$1" "$1"
-      esac; }
+    once() { a=$1; while [ -n "$a" ]; do case $seen$nl in *"$nl$a$nl"*) return;; esac
+        a=${a%/*}; done; seen=$seen$nl$1; p --ro-bind-try "$1" "$1"; }
     inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}
       case $d in "$h"|"$h"/.local|"$h"/.config) d=${x%/*};; esac
-      [ "$d" = "$h" ] || p --ro-bind-try "$d" "$d"
+      [ "$d" = "$h" ] || once "$d"
       [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
     here=$PWD; cd -P -- "$HOME" && h=$PWD; cd -P -- "$dir" && k=$PWD/.git; cd -- "$here"
     nl='
-'; p BASE --tmpfs "$h"; bound=
-    n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
-      [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
-    seen=; IFS=$nl; set -f
-    for x in $TB_SHOW; do inst "$x"; done
+'; p BASE --tmpfs "$h"; bound=; seen=; set -f
     IFS=:; for d in $PATH; do case $d in "$h"/*)
       o=; IFS=$nl; for m in $TB_MANAGERS; do case $d in "$h/${m%%=*}"|"$h/${m%%=*}"/*)
         IFS=,; for r in ${m#*=}; do once "$h/$r"; case $d in "$h/$r"/*) o=1;; esac
@@ -6007,6 +6004,9 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
       [ -n "$o" ] || once "$d"
       IFS=:;; esac; done
     IFS=$nl
+    n=0; for w in "$@"; do n=$((n + 1)); [ "$n" -gt "$TB_WORDS" ] && break
+      [ "$n" = 1 ] && w=$(command -v -- "$w"); case $w in /*) inst "$w";; esac; done
+    for x in $TB_SHOW; do inst "$x"; done
     each --ro-bind-try "$h/.gitconfig" "$h/.config/git" $TB_RO
     for x in $TB_STATE; do
       s=$TB_KEEP/${x%/}; x=$h/${x%/}
