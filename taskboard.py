@@ -5984,7 +5984,9 @@ exec sh -c "$1\""""
 #: a link a run left.
 #: A checkout's own .git (no autoBranch) stays writable but for its config, hooks, info,
 #: worktrees and modules (made empty first when missing, so that no link takes their
-#: place): git writes HEAD and the index by renaming into it.  p() quotes
+#: place): git writes HEAD and the index by renaming into it.  A path given (sandboxPaths)
+#: that is a link outside home is bound where it leads (bubblewrap follows a link it binds
+#: onto, into home's tmpfs, where the target is not).  p() quotes
 #: each argument for the `eval` that makes them bubblewrap's (no temporary file, no fork);
 #: $dir is the checkout, "$@" the run's argv, which becomes bubblewrap's.
 SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
@@ -5996,7 +5998,8 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
       else cd -P -- "${1%/*}/" 2>/dev/null && r_=${PWD%/}/${1##*/}; fi && cd -- "$here"; }
     shown() { for b in $bound; do case $1/ in "${b%/}"/*) return 0;; esac
         case $b/ in "$1"/*) return 0;; esac; done; return 1; }
-    each() { m=$1; shift; for x; do p "$m" "$x" "$x"; done; }
+    each() { m=$1; shift; for x; do r_=$x; if [ -L "$x" ]; then case $x/ in "$h"/*) ;;
+          *) r_=$(readlink -f -- "$x") || r_=$x;; esac; fi; p "$m" "$r_" "$r_"; done; }
     once() { a=$1; while [ -n "$a" ]; do case $seen$nl in *"$nl$a$nl"*) return;; esac
         a=${a%/*}; done; seen=$seen$nl$1; p --ro-bind-try "$1" "$1"; }
     inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}

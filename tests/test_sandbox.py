@@ -608,7 +608,8 @@ def test_a_persons_toolchains_work_in_the_sandbox_and_nothing_else_of_home_shows
     """A pyenv shim, an nvm node, a rustup-managed cargo, uv's and pipx's tool links on PATH
     and the agent CLI in ~/bin (its native installer's link in ~/.local/bin too) run
     sandboxed, read-only; the rest of home (history, OpenCode's key, cargo's credentials)
-    does not show (design §17 v6: bound by resolved files, never home or ~/.local)."""
+    does not show (design §17 v6: bound by resolved files, never home or ~/.local).  A
+    sandboxPaths folder that is a link into home (outside it) is read through its link."""
     home = outside_tmp / "home"
     tool(home / ".pyenv/shims/python3", 'exec "$HOME/.pyenv/libexec/pyenv" exec python3 "$@"')
     tool(home / ".pyenv/libexec/pyenv", 'shift; exec "$HOME/.pyenv/versions/3.12/bin/$@"')
@@ -628,18 +629,24 @@ def test_a_persons_toolchains_work_in_the_sandbox_and_nothing_else_of_home_shows
                    ".cargo/credentials.toml"):
         (home / secret).parent.mkdir(parents=True, exist_ok=True)
         (home / secret).write_text("SECRET")
+    (home / "notes").mkdir()
+    (home / "notes/plan.txt").write_text("the plan\n")
+    os.symlink(home / "notes", outside_tmp / "notes")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("PATH", ":".join([
         str(home / p) for p in (".pyenv/shims", ".nvm/versions/node/v20/bin", ".cargo/bin",
                                 ".local/bin", "bin")] + [os.environ["PATH"]]))
     tb.config["agents"]["claude"] = [str(home / "bin/claude")]
-    project = api.project(permissionMode="auto-accept", sandbox="bubblewrap")
+    project = api.project(permissionMode="auto-accept", sandbox="bubblewrap",
+                          sandboxPaths={"readOnly": [str(outside_tmp / "notes")]})
     task = api.task(project["id"], description="fake:ok " + script(
+        f"cat {outside_tmp}/notes/plan.txt\n"
         "for t in python3 node cargo ruff black; do $t || echo \"$t failed\"; done\n"
         "grep -rl SECRET \"$HOME\" 2>/dev/null | sed 's/^/SEEN /'; :"))
     api.move(task["id"], "in_progress")
     assert wait_status(client, task["id"], "testing")["sandboxed"] is True
     out = said(client, task["id"])
-    for ran in ("pyenv-python", "nvm-node", "rustup-cargo", "ruff-tool", "black-tool"):
+    for ran in ("the plan", "pyenv-python", "nvm-node", "rustup-cargo", "ruff-tool",
+                "black-tool"):
         assert ran in out, out
     assert "failed" not in out and "SEEN" not in out, out
