@@ -5986,7 +5986,9 @@ exec sh -c "$1\""""
 #: worktrees and modules (made empty first when missing, so that no link takes their
 #: place): git writes HEAD and the index by renaming into it.  A path given (sandboxPaths)
 #: that is a link outside home is bound where it leads (bubblewrap follows a link it binds
-#: onto, into home's tmpfs, where the target is not).  p() quotes
+#: onto, into home's tmpfs, where the target is not).  What the machine's read-only root
+#: already shows as it is (rooted(): not under home, the board's folder or a folder the
+#: sandbox mounts anew) is shown read-only by no bind of its own.  p() quotes
 #: each argument for the `eval` that makes them bubblewrap's (no temporary file, no fork);
 #: $dir is the checkout, "$@" the run's argv, which becomes bubblewrap's.
 SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
@@ -5999,16 +6001,19 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     shown() { for b in $bound; do case $1/ in "${b%/}"/*) return 0;; esac
         case $b/ in "$1"/*) return 0;; esac; done; return 1; }
     each() { m=$1; shift; for x; do r_=$x; if [ -L "$x" ]; then case $x/ in "$h"/*) ;;
-          *) r_=$(readlink -f -- "$x") || r_=$x;; esac; fi; p "$m" "$r_" "$r_"; done; }
+          *) r_=$(readlink -f -- "$x") || r_=$x;; esac; fi
+        [ "$m" = --ro-bind-try ] && rooted "$r_" && continue; p "$m" "$r_" "$r_"; done; }
+    rooted() { rp "$1" || return 1; case $r_/ in "$h"/*|"$TB_BASE"/*|/tmp/*|/var/tmp/*|/run/*|\
+        /var/run/*|/dev/*|/proc/*) return 1;; esac; }
     once() { a=$1; while [ -n "$a" ]; do case $seen$nl in *"$nl$a$nl"*) return;; esac
-        a=${a%/*}; done; seen=$seen$nl$1; p --ro-bind-try "$1" "$1"; }
+        a=${a%/*}; done; seen=$seen$nl$1; rooted "$1" || p --ro-bind-try "$1" "$1"; }
     inst() { x=$1; while :; do d=${x%/*}; [ "${d##*/}" = bin ] && d=${d%/*}
       case $d in "$h"|"$h"/.local|"$h"/.config) d=${x%/*};; esac
       [ "$d" = "$h" ] || once "$d"
       [ -L "$x" ] || break; x=$(readlink -f -- "$x"); done; }
     here=$PWD; cd -P -- "$HOME" && h=$PWD; cd -P -- "$dir" && k=$PWD/.git; cd -- "$here"
     nl='
-'; if [ -n "$TB_STATE" ]; then p BASE; else p GITBASE; fi; p --tmpfs "$h"
+'; if [ -n "$TB_STATE" ]; then p @BASE@; else p @GITBASE@; fi; p --tmpfs "$h"
     bound=; seen=; set -f
     IFS=:; for d in $PATH; do case $d in "$h"/*)
       o=; IFS=$nl; for m in $TB_MANAGERS; do case $d in "$h/${m%%=*}"|"$h/${m%%=*}"/*)
@@ -6100,8 +6105,8 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_KEEP TB_LOGINS \
     TB_PRIVATE TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES TB_GIT TB_GIT_WRITE TB_OUT \
     TB_NET TB_START TB_CHECKOUT TB_PREVIEW
-fi""".replace("GITBASE", shlex.join(GIT_SANDBOX_BASE), 1) \
-    .replace("BASE", shlex.join(SANDBOX_BASE), 1).replace("@NET@", shlex.join(NET_ARGS), 1) \
+fi""".replace("@GITBASE@", shlex.join(GIT_SANDBOX_BASE), 1) \
+    .replace("@BASE@", shlex.join(SANDBOX_BASE), 1).replace("@NET@", shlex.join(NET_ARGS), 1) \
     .replace("@SOCKET@", NET_SOCKET, 1).replace("@PREVIEW@", PREVIEW_FOLDER, 1)
 #: `sh -c SANDBOXED sh DIR ARGV...`: ARGV in DIR, in the sandbox SANDBOX_RUN builds from the
 #: variables sandbox_env() gives, as bubblewrap (exec); unsandboxed without them.  With

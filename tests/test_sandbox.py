@@ -12,9 +12,11 @@ import base64
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 
 import pytest
@@ -603,13 +605,22 @@ def tool(path: pathlib.Path, body: str) -> pathlib.Path:
     return path
 
 
+@pytest.fixture
+def in_tmp():
+    """A folder under /tmp itself, where a sandboxed run has a /tmp of its own."""
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="tb-shared-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def test_a_persons_toolchains_work_in_the_sandbox_and_nothing_else_of_home_shows(
-        client, api, tb, sandboxed, repo, outside_tmp, monkeypatch):
+        client, api, tb, sandboxed, repo, outside_tmp, in_tmp, monkeypatch):
     """A pyenv shim, an nvm node, a rustup-managed cargo, uv's and pipx's tool links on PATH
     and the agent CLI in ~/bin (its native installer's link in ~/.local/bin too) run
     sandboxed, read-only; the rest of home (history, OpenCode's key, cargo's credentials)
     does not show (design §17 v6: bound by resolved files, never home or ~/.local).  A
-    sandboxPaths folder that is a link into home (outside it) is read through its link."""
+    sandboxPaths folder that is a link into home (outside it) is read through its link, and
+    one under /tmp (the sandbox's own there) is shown too."""
     home = outside_tmp / "home"
     tool(home / ".pyenv/shims/python3", 'exec "$HOME/.pyenv/libexec/pyenv" exec python3 "$@"')
     tool(home / ".pyenv/libexec/pyenv", 'shift; exec "$HOME/.pyenv/versions/3.12/bin/$@"')
@@ -631,6 +642,7 @@ def test_a_persons_toolchains_work_in_the_sandbox_and_nothing_else_of_home_shows
         (home / secret).write_text("SECRET")
     (home / "notes").mkdir()
     (home / "notes/plan.txt").write_text("the plan\n")
+    (in_tmp / "shared.txt").write_text("shared in tmp\n")
     os.symlink(home / "notes", outside_tmp / "notes")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("PATH", ":".join([
@@ -638,15 +650,16 @@ def test_a_persons_toolchains_work_in_the_sandbox_and_nothing_else_of_home_shows
                                 ".local/bin", "bin")] + [os.environ["PATH"]]))
     tb.config["agents"]["claude"] = [str(home / "bin/claude")]
     project = api.project(permissionMode="auto-accept", sandbox="bubblewrap",
-                          sandboxPaths={"readOnly": [str(outside_tmp / "notes")]})
+                          sandboxPaths={"readOnly": [str(outside_tmp / "notes"),
+                                                     str(in_tmp)]})
     task = api.task(project["id"], description="fake:ok " + script(
-        f"cat {outside_tmp}/notes/plan.txt\n"
+        f"cat {outside_tmp}/notes/plan.txt {in_tmp}/shared.txt\n"
         "for t in python3 node cargo ruff black; do $t || echo \"$t failed\"; done\n"
         "grep -rl SECRET \"$HOME\" 2>/dev/null | sed 's/^/SEEN /'; :"))
     api.move(task["id"], "in_progress")
     assert wait_status(client, task["id"], "testing")["sandboxed"] is True
     out = said(client, task["id"])
-    for ran in ("the plan", "pyenv-python", "nvm-node", "rustup-cargo", "ruff-tool",
-                "black-tool"):
+    for ran in ("the plan", "shared in tmp", "pyenv-python", "nvm-node", "rustup-cargo",
+                "ruff-tool", "black-tool"):
         assert ran in out, out
     assert "failed" not in out and "SEEN" not in out, out
