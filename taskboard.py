@@ -6441,6 +6441,14 @@ def git_head(cwd: str) -> str | None:
     return out.strip() or None if code == 0 else None
 
 
+def head_file(cwd: str, name: str, limit: int) -> str | None:
+    """The first `limit` characters of a file as the checkout's HEAD holds it (git's blob:
+    no filter runs), None when it holds none."""
+    code, out = run_command(["sh", "-c", 'git cat-file blob "HEAD:$1" | head -c "$2"', "sh",
+                             name, str(4 * limit)], cwd, 30, env={**os.environ, **GIT_ENV})
+    return out[:limit] if code == 0 and out else None
+
+
 def repo_root(cwd: str) -> str:
     """The top of the git repository around cwd (cwd itself outside one), as git_dirs()
     finds it: never by asking git in a tree a run could write."""
@@ -9273,16 +9281,9 @@ def _checkout_instructions(project: dict, cwd: str) -> str | None:
     if not (wanted and wanted.strip()):
         return None
     present = read_regular(os.path.join(cwd, AGENT_MD), MAX_INSTRUCTIONS_CHARS) \
-        if os.listdir(cwd) != [".git"] else _head_file(cwd, AGENT_MD, MAX_INSTRUCTIONS_CHARS)
+        if os.listdir(cwd) != [".git"] else head_file(cwd, AGENT_MD, MAX_INSTRUCTIONS_CHARS)
     return wanted if wanted != present else None
 
-
-def _head_file(cwd: str, name: str, limit: int) -> str | None:
-    """The first `limit` characters of a file as the checkout's HEAD holds it (git's blob:
-    no filter runs), None when it holds none."""
-    code, out = run_command(["sh", "-c", 'git cat-file blob "HEAD:$1" | head -c "$2"', "sh",
-                             name, str(4 * limit)], cwd, 30, env={**os.environ, **GIT_ENV})
-    return out[:limit] if code == 0 and out else None
 
 
 def task_run_flags(project: dict, session_id: str | None, attachment_dir: str | None) \
