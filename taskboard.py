@@ -9280,10 +9280,12 @@ def _checkout_instructions(project: dict, cwd: str) -> str | None:
                           MAX_INSTRUCTIONS_CHARS)
     if not (wanted and wanted.strip()):
         return None
-    present = read_regular(os.path.join(cwd, AGENT_MD), MAX_INSTRUCTIONS_CHARS) \
-        if os.listdir(cwd) != [".git"] else head_file(cwd, AGENT_MD, MAX_INSTRUCTIONS_CHARS)
+    unchecked = False  # a host's worktree is not here: read as absent
+    with contextlib.suppress(OSError):
+        unchecked = os.listdir(cwd) == [".git"]
+    present = head_file(cwd, AGENT_MD, MAX_INSTRUCTIONS_CHARS) if unchecked else \
+        read_regular(os.path.join(cwd, AGENT_MD), MAX_INSTRUCTIONS_CHARS)
     return wanted if wanted != present else None
-
 
 
 def task_run_flags(project: dict, session_id: str | None, attachment_dir: str | None) \
