@@ -6480,11 +6480,14 @@ def worktree_path(task: dict) -> str:
 #: exists, else on a new BRANCH from FROM or else BASE, as found in ORDER's namespaces (else
 #: HEAD), never through a link on the way to the branch's ref or reflog.  With LATER, made
 #: without checking its files out (its sandboxed run does: SANDBOX_RUN's TB_CHECKOUT), which
-#: runs nothing of the branch's (no filter, no hook): outside a sandbox.  It prints what it
+#: runs nothing of the branch's (no filter, no hook): outside a sandbox; without, a kept one
+#: that such a run could not check out (no index) is checked out now.  It prints what it
 #: did (kept, again, or new <ref>), the worktree's real path and its HEAD.
 WORKTREE_SCRIPT = r"""set -e
 wt=$1; b=$2; f=$3; pr=$4; order=$5; later=${6:+--no-checkout}
-if [ -d "$wt" ] && git -C "$wt" rev-parse --git-dir >/dev/null 2>&1; then echo kept
+if [ -d "$wt" ] && d=$(git -C "$wt" rev-parse --git-dir 2>/dev/null); then echo kept
+  case $d in /*) ;; *) d=$wt/$d;; esac
+  [ -n "$later" ] || [ -e "$d/index" ] || git -C "$wt" reset -q --hard --no-recurse-submodules >&2
 else
   prune
   mkdir -p "$(dirname "$wt")"

@@ -245,11 +245,13 @@ def test_a_new_worktree_is_checked_out_in_its_runs_sandbox(client, api, person, 
     assert KEY not in smudged
 
 
+@pytest.mark.parametrize("then", ["bubblewrap", "none"])
 def test_a_checkout_that_failed_in_the_sandbox_is_made_again_at_the_next_run(
-        client, api, person):
+        client, api, person, then):
     """The branch's filter fails in the run's sandbox (as a Git LFS fetch the network
     policy refuses would): the task fails saying the worktree could not be checked out,
-    with git's words; once the person mends the filter, the next run checks it out whole."""
+    with git's words, and nothing is committed; once the person mends the filter, the next
+    run checks it out whole, sandboxed or (the project's sandbox turned off) not."""
     filter_ = person.root / "smudge.sh"
     filter_.write_text("echo 'the filter broke' >&2; exit 3\n")
     with open(person.home / ".gitconfig", "a") as f:
@@ -272,6 +274,8 @@ def test_a_checkout_that_failed_in_the_sandbox_is_made_again_at_the_next_run(
     assert git(person.shop, "rev-parse", failed["branch_name"]) == git(
         person.shop, "rev-parse", "main")
     filter_.write_text("cat\n")
+    if then == "none":
+        client.put_json(f"/api/projects/{project['id']}", {"sandbox": "none"})
     api.move(task["id"], "in_progress")
     wait_status(client, task["id"], "testing")
     assert "SAW mine" in said(client, task["id"])
