@@ -7,7 +7,8 @@ not a test:
     python bench/sandbox.py                 # 50 starts each way
     python bench/sandbox.py --starts 10     # smoke test
     python bench/sandbox.py --git           # autoBranch on a repository: each start makes a
-                                            # worktree, sandboxed too (issue 55)
+                                            # worktree (sandboxed: checked out in the run's
+                                            # sandbox, issue 55)
     python bench/sandbox.py --download      # each agent first downloads 10 MB from a
                                             # loopback server: sandboxed through the egress
                                             # proxy (networkAllow names it), else directly
@@ -109,7 +110,7 @@ def main():
     parser.add_argument("--starts", type=int, default=50, help="starts of each kind")
     parser.add_argument("--git", action="store_true",
                         help="the folder a repository, the projects autoBranch: each start "
-                             "makes a worktree, with the board's git sandboxed or not")
+                             "makes a worktree (sandboxed: checked out in the run's sandbox)")
     parser.add_argument("--download", action="store_true",
                         help="each agent downloads 10 MB first: through the proxy, or direct")
     args = parser.parse_args()
