@@ -71,6 +71,8 @@ Modifiers:
 
     fake:cost=X           total_cost_usd of the result line (ok / lines)
     fake:sleep=S          pause S seconds after every stdout line
+    fake:wait=PATH        after the init line, print nothing more until PATH exists (at most
+                          a minute): the run stays live until the test opens that gate
     fake:stderr=N         N stderr lines "fake stderr <i>", one after each stdout line
     fake:garbage          one non-JSON stdout line "this line is not JSON" before the result
     fake:child            first spawn a child (same process group) that sleeps; its pid is
@@ -863,6 +865,13 @@ def run_slow(out, sid, seconds):
     out.finish(0)
 
 
+def wait_for_file(path):
+    """fake:wait=PATH: go on once PATH exists (a test's gate), or after a minute."""
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def run(out, sid, cwd, d, task_id, prompt=""):
     mode, arg = d.get("mode", "hang"), d.get("arg")
     if mode == "fail-times":
@@ -882,6 +891,8 @@ def run(out, sid, cwd, d, task_id, prompt=""):
     if mode == "slow" and out.proto:
         out.proto.defer_replay = True  # as recorded: the echo comes when the turn ends
     out.emit(init_line(sid, cwd, "claude-sonnet-5", d.get("mcp")))
+    if d.get("wait"):
+        wait_for_file(d["wait"])
     if mode == "echo":
         run_echo(out, sid, prompt)
     if mode == "ask":
@@ -1052,9 +1063,7 @@ def run_foreign(name, argv):
         lines = with_answer(FOREIGN_DEFAULT[name], answer)
     out = Out({k: v for k, v in d.items() if k in ("sleep", "stderr")}, transcript_path(base))
     if d.get("wait"):  # hold the stream until that file exists
-        deadline = time.monotonic() + 60
-        while not os.path.exists(d["wait"]) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for_file(d["wait"])
     if d.get("mode") == "crash":  # half the stream, half a line, and gone
         for line in lines[:len(lines) // 2]:
             out.raw(line)
