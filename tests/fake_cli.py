@@ -73,6 +73,7 @@ Modifiers:
     fake:sleep=S          pause S seconds after every stdout line
     fake:wait=PATH        after the init line, print nothing more until PATH exists (at most
                           a minute): the run stays live until the test opens that gate
+    fake:hold=PATH        the same gate before the result line: the run has said all the rest
     fake:stderr=N         N stderr lines "fake stderr <i>", one after each stdout line
     fake:garbage          one non-JSON stdout line "this line is not JSON" before the result
     fake:child            first spawn a child (same process group) that sleeps; its pid is
@@ -280,6 +281,7 @@ class Out:
         self.sleep = float(directives.get("sleep", 0))
         self.stderr_left = int(directives.get("stderr", 0))
         self.survive_pipe = "survive-pipe" in directives
+        self.hold = directives.get("hold")
 
     def _write(self, stream, text):
         if stream in self.gone:
@@ -306,6 +308,8 @@ class Out:
         proto = self.proto if newline and text.startswith("{") else None
         if proto:
             text = proto.before_line(text)
+        if self.hold and newline and is_result(text):
+            wait_for_file(self.hold)
         self._put(text + ("\n" if newline else ""))
         if self.stderr_left:
             self.stderr_left -= 1
@@ -863,6 +867,16 @@ def run_slow(out, sid, seconds):
     out.emit(assistant(sid, {"type": "text", "text": "Slow turn done."}))
     out.emit(result(sid, text="Slow turn done."))
     out.finish(0)
+
+
+def is_result(line):
+    """The line is a result line (the run's or the turn's end)."""
+    if not line.startswith("{") or '"result"' not in line:
+        return False
+    try:
+        return json.loads(line).get("type") == "result"
+    except ValueError:
+        return False
 
 
 def wait_for_file(path):
