@@ -150,13 +150,14 @@ import sys
 import threading
 import time
 
+from fake_agent import VERSION  # what `--version` prints (fake_agent.py answers it alone)
+
 # base64, fnmatch, subprocess and tempfile are imported where a mode needs them, and uuid not
 # at all (new_uuid): this CLI starts thousands of times a test run, most of them to print a
 # stream and exit.
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STREAMS = os.path.join(HERE, "fixtures", "agent-streams")
-VERSION = "2.1.197 (Claude Code)"
 DIRECTIVE = re.compile(r"fake(?:@([\w.:-]+))?:([a-z-]+)(?:=(\S+))?")
 MODES = ("ok", "replay", "denied", "lines", "exit", "crash", "no-result", "hang",
          "api-error", "overloaded", "budget", "limit", "fail-times", "plan", "flood-no-newline",
