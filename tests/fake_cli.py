@@ -74,6 +74,8 @@ Modifiers:
     fake:wait=PATH        after the init line, print nothing more until PATH exists (at most
                           a minute): the run stays live until the test opens that gate
     fake:hold=PATH        the same gate before the result line: the run has said all the rest
+    fake:verifier-hold=PATH
+                          fake:hold=PATH in the verifier's run only (fake:verdict)
     fake:stderr=N         N stderr lines "fake stderr <i>", one after each stdout line
     fake:garbage          one non-JSON stdout line "this line is not JSON" before the result
     fake:child            first spawn a child (same process group) that sleeps; its pid is
@@ -1141,6 +1143,8 @@ def main(argv):
     d = parse_directives(prompt, option(argv, "--model"))
     if prompt.startswith("You are reviewing the work"):  # the board's verifier (autoTest)
         d["mode"], d["arg"] = "verdict", d.get("verdict", "approve")
+        if d.get("verifier-hold"):
+            d["hold"] = d["verifier-hold"]
     elif prompt.startswith("You are planning") and "mode" not in d:  # the board's planner
         d["mode"], d["arg"] = "plan", "good"
     if resume:
