@@ -2888,12 +2888,16 @@ DERIVED = Derived(DERIVED_BYTES)
 
 
 def migrate() -> list[str]:
-    """Apply the migrations not applied yet, each in its own transaction."""
+    """Apply the migrations not applied yet, each in its own transaction (a start with none
+    left to apply takes one)."""
     with tx() as t:
         t.connection.execute("CREATE TABLE IF NOT EXISTS _migrations "
                              "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+        done = {name for (name,) in t.execute("SELECT name FROM _migrations")}
     applied = []
     for name, script in MIGRATIONS:
+        if name in done:
+            continue
         with tx() as t:
             if t.value("SELECT 1 FROM _migrations WHERE name = ?", (name,)):
                 continue

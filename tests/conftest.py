@@ -530,13 +530,19 @@ def snapshot(tb):
     return take
 
 
+# websocket-client checks a text frame's UTF-8 byte by byte in Python (0.4 s a megabyte)
+# before recv() decodes it with the strict codec, which refuses the same bytes: skip the first.
+WS_OPTIONS = {"skip_utf8_validation": True}
+
+
 class WsClient:
     """A websocket-client connection that reads JSON messages, skipping pings."""
 
     def __init__(self, url, origin=None, timeout=5, headers=None):
         self.conn = websocket.create_connection(
             url, timeout=timeout, origin=origin, suppress_origin=origin is None,
-            header=[f"{k}: {v}" for k, v in (bearer() if headers is None else headers).items()])
+            header=[f"{k}: {v}" for k, v in (bearer() if headers is None else headers).items()],
+            **WS_OPTIONS)
 
     def next(self, timeout=5):
         self.conn.settimeout(timeout)

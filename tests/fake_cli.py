@@ -71,6 +71,11 @@ Modifiers:
 
     fake:cost=X           total_cost_usd of the result line (ok / lines)
     fake:sleep=S          pause S seconds after every stdout line
+    fake:wait=PATH        after the init line, print nothing more until PATH exists (at most
+                          a minute): the run stays live until the test opens that gate
+    fake:hold=PATH        the same gate before the result line: the run has said all the rest
+    fake:verifier-hold=PATH
+                          fake:hold=PATH in the verifier's run only (fake:verdict)
     fake:stderr=N         N stderr lines "fake stderr <i>", one after each stdout line
     fake:garbage          one non-JSON stdout line "this line is not JSON" before the result
     fake:child            first spawn a child (same process group) that sleeps; its pid is
@@ -147,13 +152,14 @@ import sys
 import threading
 import time
 
+from fake_agent import VERSION  # what `--version` prints (fake_agent.py answers it alone)
+
 # base64, fnmatch, subprocess and tempfile are imported where a mode needs them, and uuid not
 # at all (new_uuid): this CLI starts thousands of times a test run, most of them to print a
 # stream and exit.
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STREAMS = os.path.join(HERE, "fixtures", "agent-streams")
-VERSION = "2.1.197 (Claude Code)"
 DIRECTIVE = re.compile(r"fake(?:@([\w.:-]+))?:([a-z-]+)(?:=(\S+))?")
 MODES = ("ok", "replay", "denied", "lines", "exit", "crash", "no-result", "hang",
          "api-error", "overloaded", "budget", "limit", "fail-times", "plan", "flood-no-newline",
@@ -278,6 +284,7 @@ class Out:
         self.sleep = float(directives.get("sleep", 0))
         self.stderr_left = int(directives.get("stderr", 0))
         self.survive_pipe = "survive-pipe" in directives
+        self.hold = directives.get("hold")
 
     def _write(self, stream, text):
         if stream in self.gone:
@@ -304,6 +311,8 @@ class Out:
         proto = self.proto if newline and text.startswith("{") else None
         if proto:
             text = proto.before_line(text)
+        if self.hold and newline and is_result(text):
+            wait_for_file(self.hold)
         self._put(text + ("\n" if newline else ""))
         if self.stderr_left:
             self.stderr_left -= 1
@@ -863,6 +872,23 @@ def run_slow(out, sid, seconds):
     out.finish(0)
 
 
+def is_result(line):
+    """The line is a result line (the run's or the turn's end)."""
+    if not line.startswith("{") or '"result"' not in line:
+        return False
+    try:
+        return json.loads(line).get("type") == "result"
+    except ValueError:
+        return False
+
+
+def wait_for_file(path):
+    """fake:wait=PATH: go on once PATH exists (a test's gate), or after a minute."""
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def run(out, sid, cwd, d, task_id, prompt=""):
     mode, arg = d.get("mode", "hang"), d.get("arg")
     if mode == "fail-times":
@@ -882,6 +908,8 @@ def run(out, sid, cwd, d, task_id, prompt=""):
     if mode == "slow" and out.proto:
         out.proto.defer_replay = True  # as recorded: the echo comes when the turn ends
     out.emit(init_line(sid, cwd, "claude-sonnet-5", d.get("mcp")))
+    if d.get("wait"):
+        wait_for_file(d["wait"])
     if mode == "echo":
         run_echo(out, sid, prompt)
     if mode == "ask":
@@ -907,8 +935,14 @@ def run(out, sid, cwd, d, task_id, prompt=""):
     if mode == "ok":
         run_ok(out, sid, d)
     elif mode == "lines":
+        # one line's JSON made once, its ids and text put in per line (a third of the CPU)
+        template = json.dumps(assistant(sid, {"type": "text", "text": "\0text"}, "\0msg",
+                                        uuid="\0uuid")).replace("{", "{{").replace("}", "}}")
+        template = template.replace("\\u0000text", "{text}").replace(
+            "\\u0000msg", "{msg}").replace("\\u0000uuid", "{uuid}")
         for i in range(int(arg)):
-            out.emit(assistant(sid, {"type": "text", "text": f"line {i}"}))
+            out.raw(template.format(text=f"line {i}", msg=f"msg_{os.urandom(11).hex()}",
+                                    uuid=new_uuid()))
         out.emit(result(sid, text=f"done: {arg} lines", cost=float(d.get("cost", 0.03765))))
         out.finish(0)
     elif mode in ("exit", "no-result"):
@@ -1052,9 +1086,7 @@ def run_foreign(name, argv):
         lines = with_answer(FOREIGN_DEFAULT[name], answer)
     out = Out({k: v for k, v in d.items() if k in ("sleep", "stderr")}, transcript_path(base))
     if d.get("wait"):  # hold the stream until that file exists
-        deadline = time.monotonic() + 60
-        while not os.path.exists(d["wait"]) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for_file(d["wait"])
     if d.get("mode") == "crash":  # half the stream, half a line, and gone
         for line in lines[:len(lines) // 2]:
             out.raw(line)
@@ -1111,6 +1143,8 @@ def main(argv):
     d = parse_directives(prompt, option(argv, "--model"))
     if prompt.startswith("You are reviewing the work"):  # the board's verifier (autoTest)
         d["mode"], d["arg"] = "verdict", d.get("verdict", "approve")
+        if d.get("verifier-hold"):
+            d["hold"] = d["verifier-hold"]
     elif prompt.startswith("You are planning") and "mode" not in d:  # the board's planner
         d["mode"], d["arg"] = "plan", "good"
     if resume:

@@ -103,9 +103,10 @@ def test_demo_work_matches_each_task_and_the_answer_to_its_question(demo):
 
 
 def test_demo_runs_only_the_demo_project_simulated_and_never_as_a_clis_spend(
-        tmp_path, agent_dir, capfd):
+        tmp_path, agent_dir, capfd, monkeypatch):
     """Issue 44: under --demo a project beside the Demo runs its configured CLI; the
     Demo's runs are marked simulated, cost nothing and count in no CLI's usage."""
+    monkeypatch.setenv("TASKBOARD_SIMULATE_PACE", "0")  # the simulated agent at full speed
     config = taskboard.parse_args(
         ["--demo", "--db", str(tmp_path / "data" / "tb.db"), "--agent-command",
          f"{sys.executable} {FAKE_AGENT}"], environ=NO_SANDBOX)

@@ -479,17 +479,19 @@ def test_reorder_queue_unknown_project_is_404(client, tb):
 
 # --- agent activity and the file map ----------------------------------------------------------
 
-DENIED = "fake:replay=claude-permission-denied fake:sleep=1"
+DENIED = "fake:replay=claude-permission-denied fake:hold={gate}"  # live until the gate opens
 FORBIDDEN = "/etc/forbidden.txt"
 
 
 def test_get_agent_activity_shows_live_agents_files_and_conflicts(client, api, agent_dir):
     project = api.project(maxConcurrent=3)
     pid = project["id"]
-    a = start(api, project, DENIED, title="First writer", model="model_large")
-    b = start(api, project, DENIED, title="Second writer")
+    gate = agent_dir / "gate"
+    denied = DENIED.format(gate=gate)
+    a = start(api, project, denied, title="First writer", model="model_large")
+    b = start(api, project, denied, title="Second writer")
     idle = start(api, project, "fake:hang", title="Idle")
-    elsewhere = start(api, api.project(), DENIED, title="Elsewhere")
+    elsewhere = start(api, api.project(), denied, title="Elsewhere")
 
     def both_touch():
         body = desk(client, "get_agent_activity", {"projectId": pid}).json
@@ -524,6 +526,7 @@ def test_get_agent_activity_shows_live_agents_files_and_conflicts(client, api, a
     files = wait_for(everywhere, RUN, message="the global file map to list all three")
     assert set(files) == {FORBIDDEN}
 
+    gate.touch()
     for t in (a, b, elsewhere):
         wait_status(client, t, "testing")
     body = desk(client, "get_agent_activity", {"projectId": pid}).json

@@ -13,7 +13,7 @@ import requests
 import websocket
 
 import taskboard
-from conftest import bearer, sql, wait_for
+from conftest import WS_OPTIONS, bearer, sql, wait_for
 
 
 @pytest.fixture
@@ -42,7 +42,8 @@ def connect(live, query="", origin=None):
     """A raw websocket-client connection sending exactly one Origin header (or none)."""
     return websocket.create_connection(f"ws://127.0.0.1:{live.port}/ws{query}", timeout=5,
                                        origin=origin, suppress_origin=origin is None,
-                                       header=[f"Authorization: {bearer()['Authorization']}"])
+                                       header=[f"Authorization: {bearer()['Authorization']}"],
+                                       **WS_OPTIONS)
 
 
 def raw_upgrade(live, query="", origin=None):
@@ -426,7 +427,7 @@ def test_ws_slow_client_gets_resync_and_is_dropped_while_others_keep_up(live, tb
     slow = websocket.create_connection(  # a tiny receive buffer so the server's send blocks
         f"ws://127.0.0.1:{live.port}/ws", timeout=5, suppress_origin=True,
         sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),),
-        header=[f"Authorization: {bearer()['Authorization']}"])
+        header=[f"Authorization: {bearer()['Authorization']}"], **WS_OPTIONS)
     try:
         wait_for(lambda: len(tb.events.subscribers) == 2, message="two subscribers")
         padding = "x" * 200_000
@@ -470,7 +471,7 @@ def test_ws_client_that_never_reads_is_reset_soon_after_it_is_dropped(live, tb, 
     slow = websocket.create_connection(
         f"ws://127.0.0.1:{live.port}/ws", timeout=5, suppress_origin=True,
         sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),),
-        header=[f"Authorization: {bearer()['Authorization']}"])
+        header=[f"Authorization: {bearer()['Authorization']}"], **WS_OPTIONS)
     try:
         wait_for(lambda: len(tb.events.subscribers) == 1, message="subscribed")
         for n in range(300):

@@ -189,10 +189,12 @@ def test_agent_flooding_stdout_without_newlines_is_cut_into_pieces_in_bounded_me
 @pytest.mark.usefixtures("fast_retries")
 @pytest.mark.parametrize("victim", ["group", "leader"])
 def test_agent_killed_from_outside_is_retried_then_fails_and_frees_its_slot(
-        client, api, agent_dir, victim):
+        client, api, agent_dir, victim, monkeypatch):
     """SIGKILL from someone else: the whole group (`kill -9 -PGID`), or only the leader
     while its child holds the pipes.  Each run is reaped, the task retried once
     (maxRetries 1) and then failed with a last_error that says why; the slot comes back."""
+    # the child's pipes are read 0.2 s after the leader died, not 2 s, before the group's kill
+    monkeypatch.setattr(taskboard, "EXIT_GRACE_SECONDS", 0.2)
     project = api.project(maxRetries=1)
     task_id = start(api, project, "fake:hang fake:child" if victim == "leader" else "fake:hang")
     for attempt in (1, 2):
@@ -346,7 +348,8 @@ def test_writes_wait_for_a_short_lock_by_another_process_then_succeed(
         servers, tmp_path, workdir, agent_dir):
     db = tmp_path / "data" / "tb.db"
     server = servers(db)
-    project, writer = start_writer(server, workdir, 300)
+    # 200 lines of 20 ms from the 20th on: the 3 s lock ends before the agent does
+    project, writer = start_writer(server, workdir, 200)
     with WriteLock(db, 3) as lock:
         created = server.request("POST", f"/api/projects/{project['id']}/tasks",
                                  json={"title": "During the lock"}, timeout=20)
@@ -356,7 +359,7 @@ def test_writes_wait_for_a_short_lock_by_another_process_then_succeed(
     assert server.get_task(created.json()["id"])["title"] == "During the lock"
     task = wait_status(server, writer, "testing", 20)
     assert task["last_error"] is None
-    assert_every_line_stored_once_in_order(server, writer, 300)
+    assert_every_line_stored_once_in_order(server, writer, 200)
     assert integrity(db) == [("ok",)]
 
 
@@ -375,9 +378,19 @@ class LongLock:
             lock.release()
 
 
-@pytest.fixture
-def long_lock(servers, tmp_path, workdir):
-    return LongLock(servers(tmp_path / "data" / "tb.db"), workdir)
+@pytest.fixture(scope="module")
+def long_lock(tmp_path_factory):
+    """One per test process: its create waits out the server's whole busy timeout (5 s),
+    and the tests only read what it answered (one then stops its server)."""
+    folder = tmp_path_factory.mktemp("long-lock")
+    (folder / "fake-agent").mkdir()  # no agent runs here; were one to, it is recorded here
+    env = clean_env(folder, FAKE_AGENT_DIR=str(folder / "fake-agent"))
+    server = ServerProcess.board(folder, folder / "data" / "tb.db", env)
+    try:
+        (folder / "code").mkdir()
+        yield LongLock(server.wait_ready(), folder / "code")
+    finally:
+        server.stop()
 
 
 def test_a_lock_longer_than_busy_timeout_answers_a_json_error_then_the_server_recovers(
@@ -428,6 +441,7 @@ def test_the_server_stays_responsive_while_another_process_holds_the_write_lock(
         time.sleep(0.5)  # the agent's next lines are waiting for the lock by now
         page = server.request("GET", "/", timeout=20)
         answered_while_held = lock.held
+        lock.release()  # the answer is in: the rest of the 3 s shows nothing more
     assert page.status_code == 200
     assert answered_while_held, "the page waited for another process's write lock"
 

@@ -235,7 +235,7 @@ def board(tb, api, client, tmp_path, network_guard, monkeypatch):
     down: shutdown() kills a delivery in the middle of its connect(), which leaves the
     socket unclosed (a ResourceWarning, an error here).
     """
-    monkeypatch.setattr(taskboard, "WEBHOOK_BACKOFF_BASE", 0.01)
+    monkeypatch.setattr(taskboard, "WEBHOOK_BACKOFF_BASE", 0.001)
     workdirs = [str(tmp_path / "code"), str(tmp_path / "code2")]
     os.makedirs(workdirs[1])
     SANDBOX.update(root=os.path.realpath(tmp_path), workdirs=workdirs)

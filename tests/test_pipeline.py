@@ -327,8 +327,10 @@ def test_subtask_waiting_parent_gets_slot_freed_for_its_subtask(client, api, age
 def test_subtask_failure_fails_waiting_parent(client, api, agent_dir, sub_fails_first):
     project = api.project(maxConcurrent=2, maxRetries=0)
     pid = project["id"]
-    parent_mode = "fake:sleep=0.5 fake:ok" if sub_fails_first else "fake:ok"
-    sub_mode = "fake:exit=3" if sub_fails_first else "fake:sleep=2 fake:exit=3"
+    gate = agent_dir / "gate"  # the one that ends second waits for it
+    held = f"fake:wait={gate}"
+    parent_mode = f"{held} fake:ok" if sub_fails_first else "fake:ok"
+    sub_mode = "fake:exit=3" if sub_fails_first else f"{held} fake:exit=3"
     parent = api.task(pid, title="Parent", description=parent_mode)["id"]
     sub = api.task(pid, title="Sub", description=sub_mode, parent_task_id=parent)
     api.move(parent, "in_progress")
@@ -338,6 +340,7 @@ def test_subtask_failure_fails_waiting_parent(client, api, agent_dir, sub_fails_
     else:
         wait_agent_done(client, parent, agent_dir)
         assert get_task(client, sub["id"])["status"] == "in_progress"
+    gate.touch()
     task = wait_status(client, parent, "failed")
     assert get_task(client, sub["id"])["status"] == "failed"
     assert task["last_error"] and (sub["task_key"] in task["last_error"]

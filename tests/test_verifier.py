@@ -96,7 +96,8 @@ def test_verifier_without_a_verdict_leaves_the_task_in_testing_saying_why(api, c
 
 
 def test_verdict_after_a_manual_move_is_ignored(api, client, fake_agent_dir):
-    task_id = start(api, client, "fake:ok fake:verdict=approve fake:sleep=0.3")
+    gate = fake_agent_dir / "gate"  # the verifier's verdict waits for it, never opened
+    task_id = start(api, client, f"fake:ok fake:verdict=approve fake:verifier-hold={gate}")
     wait_for(lambda: verifier_calls(fake_agent_dir), RUN, message="the verifier to start")
     api.move(task_id, "failed")  # the person decides first
     wait_for(lambda: not taskboard.runtime.agents.verifiers, RUN,
