@@ -131,7 +131,15 @@ def test_the_best_of_n_rows_name_their_selects_and_their_defaults(board, page, p
                (selects.nth(i).bounding_box() for i in range(6))), "a select cut short"
 
 
+#: Each layout shift of the page since it loaded, in window.shifts: what moved, and by how much.
+SHIFTS = """window.shifts = [];
+new PerformanceObserver((list) => { for (const e of list.getEntries()) window.shifts.push(
+  e.sources.map((s) => [s.node?.id || s.node?.className || "?", s.previousRect.y, s.currentRect.y]));
+}).observe({ type: "layout-shift", buffered: true });"""
+
+
 def test_the_board_holds_still_as_the_first_task_starts_and_the_last_ends(board, page):
+    page.add_init_script(SHIFTS)  # nothing moves as the page loads (the header: Needs you)
     demo = board.demo_project()
     task = demo_task(board, "Document the app in the README")  # it asks: it runs until moved
     open_board(page, board, demo["id"])
@@ -146,6 +154,8 @@ def test_the_board_holds_still_as_the_first_task_starts_and_the_last_ends(board,
     expect(running.locator(".run-mark")).to_be_visible()
     expect(hint).to_have_count(0)
     assert first.bounding_box() == where, "the board moved as the first task started"
+    assert page.evaluate("window.shifts") == [], "the board moved as it loaded"
+    expect(page.locator("#app-header")).not_to_contain_text("null")
 
     # a move that would stop the agent asks first, by the "Move to" select (a press meant as
     # a drag picks an option on its release), a drop or Alt+Left; Cancel leaves it running

@@ -206,7 +206,7 @@ function renderHeader() {
           String(attentionCount())) : null),
       h("a", { href: "#/usage" }, t("nav.usage")),
       h("a", { href: "#/settings" }, t("nav.settings"))),
-    needsYou?.el ?? null,
+    ...[needsYou?.el].filter(Boolean),  // replaceChildren writes a null as "null"
     h("span", { class: `conn conn-${conn}`, "data-testid": "connection", role: "status",
       title: t(`conn.${conn}`) }, h("span", { class: "dot", "aria-hidden": "true" }), t(`conn.${conn}`)));
   needsYou?.render();
