@@ -5960,12 +5960,12 @@ exec sh -c "$1\""""
 #: (never seen under home), TB_HIDE (other projects' folders, the token file), TB_RO and
 #: TB_RW (sandboxPaths), TB_FILES (the run's own, read-only), TB_GIT (the repository's
 #: common git folder as the board found it: git_dirs()), TB_NET (its egress proxy's
-#: socket: NET_ARGS and the bridge), TB_CHECKOUT (a writable run: its worktree checked out
-#: first when it has no index yet), TB_START (RUN_START, in front of its command for those
-#: two), TB_PREVIEW (a preview's bridge folder, bound at PREVIEW_FOLDER: design §21); and
-#: for the board's own git on the repository (WORKTREE_SCRIPT, WORKTREE_REMOVE,
-#: PICK_SCRIPT), TB_GIT_WRITE (all of TB_GIT writable) and TB_OUT (its worktrees' folder,
-#: writable).
+#: socket: NET_ARGS and the bridge), TB_CHECKOUT (an agent's run: its worktree, when it
+#: may write it, checked out first when it has no index yet), TB_START (RUN_START, in
+#: front of its command for those two), TB_PREVIEW (a preview's bridge folder, bound at
+#: PREVIEW_FOLDER: design §21); and for the board's own git on the repository
+#: (WORKTREE_SCRIPT, WORKTREE_REMOVE, PICK_SCRIPT), TB_GIT_WRITE (all of TB_GIT writable)
+#: and TB_OUT (its worktrees' folder, writable).
 #: Later mounts cover earlier ones: home hidden, what the run may use shown (each `PATH`
 #: folder under home once, by its version manager's folders when it is inside one, then
 #: the programs' own folders, none inside one shown already: the same files with fewer
@@ -6309,8 +6309,8 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_GIT": sandbox.get("git") or "", "TB_GIT_WRITE": "1" if sandbox.get("out") else "",
             "TB_OUT": "\n".join(sandbox.get("out") or ()), "TB_AFTER": sandbox.get("after") or "",
             "TB_NET": sandbox.get("net") or ("-" if sandbox.get("offline") else ""),
-            "TB_START": RUN_START if sandbox.get("net") or sandbox.get("checkout") else "",
-            "TB_CHECKOUT": "1" if sandbox.get("checkout") else "",
+            "TB_START": RUN_START if sandbox.get("net") or sandbox["agent"] else "",
+            "TB_CHECKOUT": "1" if sandbox["agent"] else "",
             "TB_PREVIEW": sandbox.get("preview") or ""}
 
 
@@ -9201,12 +9201,11 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
     invocation = run_invocation(agent, project, cwd, tier, effort, prompt, flags, mode=mode,
                                 session_id=session_id, task_id=task_id, command=command,
                                 sandboxed=sandboxed)
-    read_only = (mode or project["permission_mode"]) == "read-only"
     sandbox = {"agent": agent, "project": project["id"],
                "command": command or runtime.config["agents"][agent], "files": [
         f for f in files if f], "paths": json.loads(project["sandbox_paths_json"] or "null"),
-        "read_only": read_only, "checkout": not read_only, "hide": hidden_from(project),
-        "git": machine.git_dir(project)} if sandboxed else None
+        "read_only": (mode or project["permission_mode"]) == "read-only",
+        "hide": hidden_from(project), "git": machine.git_dir(project)} if sandboxed else None
     simulated = command is SIMULATED_AGENT
     if plan is not None:
         run = PlanRun(plan[0], project["id"], plan[1], prompt, agent, machine=machine,
