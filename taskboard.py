@@ -336,6 +336,8 @@ SECRET_ENV = ("TASKBOARD_TOKEN", "TASKBOARD_TOKEN_FILE", "TASKBOARD_GIT_HOST_TOK
               "GITHUB_TOKEN")
 #: A longer agent output line is cut into pieces of this size.
 MAX_LINE_BYTES = 1024 * 1024
+#: The most lines of what a run's sandbox says as it ends (its commit's output) kept.
+MAX_END_LINES = 200
 #: Log messages are cut to this many characters (the raw line is kept whole).
 MAX_LOG_MESSAGE = 8000
 
@@ -5917,14 +5919,19 @@ NET_ARGS = ("--unshare-net", "--tmpfs", "/run")
 NET_ENV = {**dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy",
                             "http_proxy", "all_proxy"), f"http://127.0.0.1:{NET_PORT}"),
            "NO_PROXY": "", "no_proxy": ""}
-#: What runs first in a run's sandbox, before its command ("$@", after two flags): with $1,
-#: the checkout of its worktree, made without one (WORKTREE_SCRIPT: the run's sandbox is
-#: where a filter or Git LFS fetch that the branch names runs, as the run, through its
-#: proxy), while with $2 the bridge starts: socat listening on the run's loopback, each
-#: connection going to the proxy; the command starts once both are done, socat saying it
-#: listens (its log read through a pipe, then drained by the same shell, with no program of
-#: its own).  Its processes end with the command: bubblewrap's PID namespace.
-RUN_START = f"""ck=$1 net=$2; shift 2
+#: What runs first in a run's sandbox, before its command ("$@", after three arguments):
+#: with $1, the checkout of its worktree, made without one (WORKTREE_SCRIPT: the run's
+#: sandbox is where a filter or Git LFS fetch that the branch names runs, as the run,
+#: through its proxy), while with $2 the bridge starts: socat listening on the run's
+#: loopback, each connection going to the proxy; the command starts once both are done,
+#: socat saying it listens (its log read through a pipe, then drained by the same shell,
+#: with no program of its own).  Its processes end with the command (bubblewrap's PID
+#: namespace); with $3 (a script: the run's end, run_end()), they are killed once the
+#: command ended, then the script runs in the same sandbox, and says on stderr what it
+#: printed, each line after RUN_END_MARK and ": ", then " exited" and its exit code: the
+#: end-of-run commit, made as blind as the run, in no sandbox of its own.
+RUN_END_MARK = "taskboard: the run's end"
+RUN_START = f"""ck=$1 net=$2 end=$3; shift 3
 [ -z "$ck" ] || {{ git reset -q --hard --no-recurse-submodules >&2 & ck=$!; }}
 if [ -n "$net" ]; then r=$(socat -d -d -b 262144 \\
     TCP-LISTEN:{NET_PORT},bind=127.0.0.1,reuseaddr,nodelay,fork \\
@@ -5936,7 +5943,11 @@ if [ -n "$net" ]; then r=$(socat -d -d -b 262144 \\
 fi
 [ -z "$ck" ] || wait "$ck" || {{
   echo "taskboard: the task's worktree could not be checked out in the sandbox" >&2; exit 126; }}
-exec "$@\""""
+[ -n "$end" ] || exec "$@"
+"$@"; s=$?; kill -s KILL -- -1 2>/dev/null
+o=$(eval "$end" </dev/null 2>&1); c=$?; IFS='
+'; set -f; for l in $o; do printf '%s: %s\n' "{RUN_END_MARK}" "$l"; done >&2
+printf '%s exited %s\n' "{RUN_END_MARK}" "$c" >&2; exit "$s\""""
 #: A sandboxed preview's dev server (design §21) is reached through a folder of the data dir
 #: bound in at PREVIEW_FOLDER (TB_PREVIEW), where PREVIEW_BRIDGE's socat listens on a UNIX
 #: socket (PREVIEW_SOCKET) for the board and connects each connection to the dev server's
@@ -5961,8 +5972,9 @@ exec sh -c "$1\""""
 #: TB_RW (sandboxPaths), TB_FILES (the run's own, read-only), TB_GIT (the repository's
 #: common git folder as the board found it: git_dirs()), TB_NET (its egress proxy's
 #: socket: NET_ARGS and the bridge), TB_CHECKOUT (an agent's run: its worktree, when it
-#: may write it, checked out first when it has no index yet), TB_START (RUN_START, in
-#: front of its command for those two), TB_PREVIEW (a preview's bridge folder, bound at
+#: may write it, checked out first when it has no index yet), TB_END (an agent's run: what
+#: runs once it ended), TB_START (RUN_START, in front of its command for those three),
+#: TB_PREVIEW (a preview's bridge folder, bound at
 #: PREVIEW_FOLDER: design §21); and for the board's own git on the repository
 #: (WORKTREE_SCRIPT, WORKTREE_REMOVE, PICK_SCRIPT), TB_GIT_WRITE (all of TB_GIT writable)
 #: and TB_OUT (its worktrees' folder, writable).
@@ -6102,13 +6114,14 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     else set +f  # the board's own git: no network of its own, but no agent of the person's
       for u in /run/user/*; do [ -O "$u" ] && p --tmpfs "$u"; done; set -f
     fi
-    o=$q; q=; p --; [ -z "$ck$nb" ] || p sh -c "$TB_START" sh "$ck" "$nb"; st=$q; q=$o
+    o=$q; q=; p --; [ -z "$ck$nb$TB_END" ] || p sh -c "$TB_START" sh "$ck" "$nb" "$TB_END"
+    st=$q; q=$o
   }
   unset IFS; set +f
   eval "set -- $TB_BWRAP $q --chdir \"\$dir\" $st \"\$@\""
   unset TB_SANDBOX TB_BWRAP TB_BASE TB_WORDS TB_SHOW TB_READ_ONLY TB_STATE TB_KEEP TB_LOGINS \
     TB_PRIVATE TB_MANAGERS TB_NEVER TB_HIDE TB_RO TB_RW TB_FILES TB_GIT TB_GIT_WRITE TB_OUT \
-    TB_NET TB_START TB_CHECKOUT TB_PREVIEW
+    TB_NET TB_START TB_CHECKOUT TB_PREVIEW TB_END
 fi""".replace("@GITBASE@", shlex.join(GIT_SANDBOX_BASE), 1) \
     .replace("@BASE@", shlex.join(SANDBOX_BASE), 1).replace("@NET@", shlex.join(NET_ARGS), 1) \
     .replace("@SOCKET@", NET_SOCKET, 1).replace("@PREVIEW@", PREVIEW_FOLDER, 1)
@@ -6288,7 +6301,8 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
     outside the sandbox once the command ended: SANDBOXED), net (its egress proxy's
     socket: its own network and the bridge, design §20), offline (without `net`: its own
     network and no way out: a check after its run, the board's own git), preview (a
-    preview's folder for the socket of its bridge, design §21)}; `base`: the
+    preview's folder for the socket of its bridge, design §21), end (an agent's run: the
+    script its sandbox runs once the agent ended, run_end())}; `base`: the
     board's folder where the run happens (the data dir, a host's baseDir); `show`: more
     programs the run starts."""
     paths = sandbox.get("paths") or {}
@@ -6311,7 +6325,7 @@ def sandbox_env(sandbox: dict, base: str, show=(), files=()) -> dict:
             "TB_NET": sandbox.get("net") or ("-" if sandbox.get("offline") else ""),
             "TB_START": RUN_START if sandbox.get("net") or sandbox["agent"] else "",
             "TB_CHECKOUT": "1" if sandbox["agent"] else "",
-            "TB_PREVIEW": sandbox.get("preview") or ""}
+            "TB_PREVIEW": sandbox.get("preview") or "", "TB_END": sandbox.get("end") or ""}
 
 
 def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base: str,
@@ -6322,8 +6336,8 @@ def in_sandbox(argv: list[str], cwd: str, env: dict, sandbox: dict | None, base:
     `show` and `files`)."""
     if sandbox is None:
         return argv, env
-    if check:
-        sandbox = {**sandbox, "command": argv[:1]}
+    if check:  # a check's own: no end of a run's (run_end())
+        sandbox = {**sandbox, "command": argv[:1], "end": None}
     return ["sh", "-c", SANDBOXED, "sh", cwd, *argv], {
         **env, **(NET_ENV if sandbox.get("net") else {}),
         **sandbox_env(sandbox, base, show=show, files=files)}
@@ -8624,6 +8638,7 @@ def _start_run(owner: "RunOwner", resume: bool, prompt: str | None, note: str | 
                       own["effort"], text, task_run_flags(project, session_id, attachments),
                       task_id=owner.task_id, session_id=session_id, tools=tools,
                       mcp_port=mcp_port, sandboxed=sandboxed, files=[attachments],
+                      end=run_end(owner.work(task), project, cwd, machine),
                       owner=owner, on_finish=finish_run,
                       channel=run_channel(project) if two_way else None)
     if agent == "claude":
@@ -8794,12 +8809,13 @@ def _limit_outcome(run: "AgentRun", outcome: str, reason: str | None) \
 def close_run(run: "AgentRun", task: dict | None, said: str = "") -> tuple[str, str | None]:
     """What every end of a task's (or an attempt's: `task` as attempt_task() gives it,
     `said` the log's prefix) agent run does first: its token revoked, what it left
-    uncommitted committed and its commits put on its branch, its open requests expired,
-    its log written; how it ended."""
+    uncommitted committed (by its sandbox, as it ended, unless it was cut short) and its
+    commits put on its branch, its open requests expired, its log written; how it ended."""
     revoke_run_token(run)
     if task is not None:
         try:
-            commit_leftovers(task, run.cwd, run.run_id, run.machine)
+            commit_leftovers(task, run.cwd, run.run_id, run.machine, None if run.end_code
+                             is None else (run.end_code, "\n".join(run.end_lines)))
         except (GitError, HostDown) as exc:
             runtime.logs.append(run.task_id, "system", f"{said}the agent's changes were not "
                                 f"committed: {exc}", run.run_id, is_error=True)
@@ -9193,11 +9209,12 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
                 task_id: int | None = None, session_id: str | None = None,
                 mode: str | None = None, tools: bool = False, mcp_port: int | None = None,
                 plan=None, sandboxed: bool = False, files=(), owner: "RunOwner | None" = None,
-                **kw) -> "AgentRun":
+                end: str | None = None, **kw) -> "AgentRun":
     """A task's, verifier's or planner's run (`kind`; a planner's `plan`: its id and
     values), not started: its invocation (design §6, §14), its runs row, the board tools
     for `tools`, the run there, its adapter, and with `sandboxed` its sandbox (`files`:
-    what it reads of the data dir).  What fails on the way marks the row failed."""
+    what it reads of the data dir; `end`: what it does as it ends, when it may write:
+    run_end()).  What fails on the way marks the row failed."""
     invocation = run_invocation(agent, project, cwd, tier, effort, prompt, flags, mode=mode,
                                 session_id=session_id, task_id=task_id, command=command,
                                 sandboxed=sandboxed)
@@ -9206,6 +9223,8 @@ def prepare_run(machine: "ThisMachine | HostLink", project: dict, agent: str, co
         f for f in files if f], "paths": json.loads(project["sandbox_paths_json"] or "null"),
         "read_only": (mode or project["permission_mode"]) == "read-only",
         "hide": hidden_from(project), "git": machine.git_dir(project)} if sandboxed else None
+    if sandbox is not None and not sandbox["read_only"]:
+        sandbox["end"] = end
     simulated = command is SIMULATED_AGENT
     if plan is not None:
         run = PlanRun(plan[0], project["id"], plan[1], prompt, agent, machine=machine,
@@ -10301,25 +10320,48 @@ else set -- -c user.name=Taskboard -c user.email=taskboard@localhost commit -q \
 git "$@" && echo committed"""
 
 
+def run_end(task: dict, project: dict, cwd: str, machine: "ThisMachine | HostLink") \
+        -> str | None:
+    """What a sandboxed run of the task (or of an attempt: attempt_task()) in its worktree
+    does in its sandbox once its agent ended (RUN_START's end): what it left uncommitted
+    committed (COMMIT_SCRIPT, with the board's git settings, GIT_ENV), as blind as the run
+    and in no sandbox of its own; None where its cwd is not a worktree of the board's."""
+    if cwd != machine.worktree(task, project):
+        return None
+    return "".join(f"export {key}={shlex.quote(value)}\n" for key, value in GIT_ENV.items()) \
+        + f"set -- {shlex.quote(_commit_message(task))}\n" + COMMIT_SCRIPT
+
+
+def _commit_message(task: dict) -> str:
+    return f"{task['task_key']}: uncommitted changes from the agent"
+
+
 def commit_leftovers(task: dict, cwd: str, run_id: int | None,
-                     machine: "ThisMachine | HostLink") -> None:
+                     machine: "ThisMachine | HostLink",
+                     ended: tuple[int, str] | None = None) -> None:
     """Commit what the agent left uncommitted in the task's worktree, on the machine the
     run used, in the sandbox of its runs (git_sandbox()); then, in the same process but
     outside the sandbox, put the run's commits, made on its copy of the repository's refs,
     on its branch (OWN_REFS's sync_refs: git's update-ref alone, which runs nothing a run
-    could have written, through no link).  What could not be put there goes to the task's
-    log, with the commit it would have been."""
+    could have written, through no link).  With `ended` (the exit code and output of the
+    commit the run's own sandbox made as it ended: run_end()), only the branch is put there,
+    outside any sandbox.  What could not be put there goes to the task's log, with the
+    commit it would have been."""
     project = project_row(task["project_id"])
     if project is None or not machine.worktree_at(cwd):
         return
     sandbox = git_sandbox(project, machine, write=True)
-    if sandbox is not None and task["branch_name"]:
-        sandbox["after"] = sync_after(machine.repository(project), machine.worktree(
-            task, project), task["branch_name"], machine.git_dir(project))
+    after = sync_after(machine.repository(project), machine.worktree(task, project),
+                       task["branch_name"], machine.git_dir(project)) \
+        if sandbox is not None and task["branch_name"] else None
     with machine.repo_lock(cwd):
-        code, out = machine.shell(cwd, sandbox=sandbox)(
-            ["sh", "-c", COMMIT_SCRIPT, "sh",
-             f"{task['task_key']}: uncommitted changes from the agent"], 300)
+        if ended is None:
+            code, out = machine.shell(cwd, sandbox=sandbox and {**sandbox, "after": after})(
+                ["sh", "-c", COMMIT_SCRIPT, "sh", _commit_message(task)], 300)
+        else:
+            code, out = ended
+            if after is not None:
+                out += "\n" + machine.shell(cwd)(["sh", "-c", after], 60)[1]
     refused = [line for line in out.splitlines() if line.startswith("refused: ")]
     if refused:
         runtime.logs.append(task["id"], "system", "the run's branch was not brought up to "
@@ -13343,6 +13385,10 @@ class AgentRun:
         self.sandbox = None  # what sandbox_env() says of its sandbox, or None: unsandboxed
         self.sandbox_hinted = False  # its log said the sandbox may be why something failed
         self.network_hinted = False  # ... or the sandbox's network
+        #: what its sandbox said as the run ended (RUN_START's end: the commit's output, at
+        #: most MAX_END_LINES lines), and the end's exit code once said (None: the run made
+        #: no end of its own, as a run cut short: commit_leftovers() commits)
+        self.end_lines, self.end_code = [], None
         self.argv, self.cwd, self.env, self.prompt, self.model = argv, cwd, env, prompt, model
         self.timeout_s, self.idle_s = timeout_s, idle_s
         self.parser = StreamParser()
@@ -13528,10 +13574,21 @@ class AgentRun:
                 self._bad_line(text)
 
     def _stderr(self, text: str):
-        if self.machine.heard(self, text):
+        if self.machine.heard(self, text) or self._ending(text):
             return
         self.parser.stderr.append(text)  # where Gemini names a quota's reset (limit_resets)
         self._on_stderr(text)
+
+    def _ending(self, text: str) -> bool:
+        """Whether a line of stderr was its sandbox's, of the run's end (RUN_START)."""
+        said = text.removeprefix(RUN_END_MARK)
+        if said == text or self.sandbox is None or not self.sandbox.get("end"):
+            return False
+        if said.startswith(": ") and len(self.end_lines) < MAX_END_LINES:
+            self.end_lines.append(said[2:])
+        elif re.fullmatch(r" exited \d+", said):
+            self.end_code = int(said[8:])
+        return True
 
     def _started(self):
         self.machine.started(self)

@@ -18,7 +18,7 @@ import types
 import pytest
 
 import taskboard
-from agent_helpers import RUN, task_calls, wait_status
+from agent_helpers import RUN, get_task, task_calls, wait_status
 from conftest import FAKE_AGENT, Api, desk, git, make_repo, unavailable, wait_for
 
 pytestmark = pytest.mark.sandbox
@@ -164,6 +164,60 @@ echo left > left.txt
     assert bashrc == "# mine\n"
     remotes = person.shop / ".git" / "logs" / "refs" / "remotes" / "origin"
     assert not (remotes / done["branch_name"]).is_symlink(), "remote-tracking logs: read-only"
+
+
+@pytest.mark.parametrize("end", ["by itself", "stopped", "none"])
+def test_a_runs_leftovers_are_committed_as_blind_as_the_run(client, api, person, door, end):
+    """A worktree run's last act: a nested repository whose own config names a clean filter
+    (a thief that also says it ran, in the run's sandboxPaths folder), a file under it to
+    look through, and a file left uncommitted.  A run that ends by itself commits them as it
+    ends, in its own sandbox, as blind as it (the filter writes where the run may, and no
+    more); a run that is stopped (its sandbox killed first) has them committed by the
+    board, in a sandbox of the board's git (the filter writes nothing outside the
+    checkout).  Either way the filter reads no key and reaches no port of the machine, and
+    the leftovers land on the run's branch (not before the end: the stop check runs in the
+    run's sandbox too); the control (sandbox none) ran it as the board."""
+    project = api.project(permissionMode="auto-accept", autoBranch=1,
+                          sandbox="none" if end == "none" else "bubblewrap",
+                          sandboxPaths={"readWrite": [str(person.records)]},
+                          stopCheckCommand="true")  # the run's sandbox, but not its end
+    trap = f"""
+cat > .thief.sh <<'EOF'
+echo ran >> {person.records}/filtered; {thief(person.marks, "stolen", door.getsockname()[1])}EOF
+top=$(pwd)
+mkdir sub && cd sub && git init -q && echo x > f && git add f && git commit -qm sub
+cd .. && git add sub .thief.sh && git commit -qm "a nested repository" && echo "GOT it"
+git -C sub config filter.ev.clean "sh $top/.thief.sh"
+echo '* filter=ev' > sub/.git/info/attributes
+touch -d '2001-01-01 00:00' sub/f; echo left > left.txt
+"""
+    task = api.task(project["id"], description=script(trap).replace(
+        "fake:ok", "fake:hang" if end == "stopped" else "fake:ok"))
+    api.move(task["id"], "in_progress")
+    if end == "stopped":
+        wait_for(lambda: "GOT it" in said(client, task["id"]), RUN,
+                 message="the run to lay its trap")
+        api.move(task["id"], "backlog")
+    branch = wait_for(lambda: get_task(client, task["id"])["branch_name"], RUN,
+                      message="the task's branch")
+    wait_for(lambda: "uncommitted changes from the agent" in git(
+        person.shop, "log", "--format=%s", branch), RUN, message="the leftovers' commit")
+    assert "GOT it" in said(client, task["id"])
+    assert "+left" in desk(client, "get_task_diff", {"taskId": task["id"]}).json["diff"]
+    logs = client.get(f"/api/tasks/{task['id']}/logs").json
+    assert any(e["message"] == "committed the changes the agent left uncommitted"
+               for e in logs)
+    assert not any(taskboard.RUN_END_MARK in e["message"] for e in logs), \
+        "what the sandbox says of the run's end is the board's, not the log's"
+    stolen, filtered = person.marks / "stolen", person.records / "filtered"
+    if end == "none":  # the control: the board's own git ran the agent's filter
+        assert KEY in stolen.read_text() and filtered.exists()
+        assert knocked(door)
+        return
+    assert not stolen.exists(), stolen.read_text()
+    assert not knocked(door), "the filter reached no port of the machine"
+    assert filtered.exists() == (end == "by itself"), \
+        "the run's own sandbox commits as it ends; a stopped run's, the board's git sandbox"
 
 
 @pytest.mark.parametrize("mode", ["bubblewrap", "none"])
