@@ -76,6 +76,14 @@ def logs(client, task_id):
     return client.get(f"/api/tasks/{task_id}/logs?limit=10000").json
 
 
+def wait_logs(client, task_id, predicate, message="log entries"):
+    """The task's log once predicate(entries) holds (entries are written in batches)."""
+    def check():
+        entries = logs(client, task_id)
+        return entries if predicate(entries) else None
+    return wait_for(check, RUN, message=message)
+
+
 def start(api, project, description, **fields):
     task = api.task(project["id"], description=description, **fields)
     api.move(task["id"], "in_progress")

@@ -9,7 +9,15 @@ import pytest
 import webtest
 
 import taskboard
-from agent_helpers import get_task, logs, read_calls, start, task_calls, wait_status
+from agent_helpers import (
+    get_task,
+    logs,
+    read_calls,
+    start,
+    task_calls,
+    wait_logs,
+    wait_status,
+)
 from conftest import (
     FAKE_AGENT,
     assert_error,
@@ -31,13 +39,6 @@ def config(tmp_path):
     return taskboard.parse_args(
         ["--db", str(tmp_path / "data" / "taskboard.db"),
          "--agent-command", f"{sys.executable} {FAKE_AGENT}"], environ=fake_cli_environ())
-
-
-def wait_logs(client, task_id, predicate, message="log entries"):
-    def check():
-        entries = logs(client, task_id)
-        return entries if predicate(entries) else None
-    return wait_for(check, RUN, message=message)
 
 
 def entry(entries, kind, text):

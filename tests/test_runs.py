@@ -23,6 +23,7 @@ from agent_helpers import (
     read_calls,
     start,
     transcript,
+    wait_logs,
     wait_quiet,
     wait_running,
     wait_status,
@@ -36,14 +37,6 @@ RUN = 10
 
 
 # --- helpers ----------------------------------------------------------------------------
-
-
-def wait_logs(client, task_id, predicate, message="log entries"):
-    """The task's log once predicate(entries) holds (entries are written in batches)."""
-    def check():
-        entries = logs(client, task_id)
-        return entries if predicate(entries) else None
-    return wait_for(check, RUN, message=message)
 
 
 def mentions(text, pattern):
