@@ -18,7 +18,7 @@ import types
 import pytest
 
 import taskboard
-from agent_helpers import RUN, get_task, task_calls, wait_status
+from agent_helpers import RUN, get_task, task_calls, wait_logs, wait_status
 from conftest import FAKE_AGENT, Api, desk, git, make_repo, unavailable, wait_for
 
 pytestmark = pytest.mark.sandbox
@@ -204,9 +204,9 @@ touch -d '2001-01-01 00:00' sub/f; echo left > left.txt
         person.shop, "log", "--format=%s", branch), RUN, message="the leftovers' commit")
     assert "GOT it" in said(client, task["id"])
     assert "+left" in desk(client, "get_task_diff", {"taskId": task["id"]}).json["diff"]
-    logs = client.get(f"/api/tasks/{task['id']}/logs").json
-    assert any(e["message"] == "committed the changes the agent left uncommitted"
-               for e in logs)
+    logs = wait_logs(client, task["id"], lambda entries: any(
+        e["message"] == "committed the changes the agent left uncommitted" for e in entries),
+        "the log to say the leftovers were committed")
     assert not any(taskboard.RUN_END_MARK in e["message"] for e in logs), \
         "what the sandbox says of the run's end is the board's, not the log's"
     stolen, filtered = person.marks / "stolen", person.records / "filtered"
