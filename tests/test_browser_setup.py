@@ -134,7 +134,8 @@ def test_the_best_of_n_rows_name_their_selects_and_their_defaults(board, page, p
 #: Each layout shift of the page since it loaded, in window.shifts: what moved, and by how much.
 SHIFTS = """window.shifts = [];
 new PerformanceObserver((list) => { for (const e of list.getEntries()) window.shifts.push(
-  e.sources.map((s) => [s.node?.id || s.node?.className || "?", s.previousRect.y, s.currentRect.y]));
+  e.sources.map((s) => [s.node?.id || s.node?.className || "?", s.previousRect.y,
+                        s.currentRect.y]));
 }).observe({ type: "layout-shift", buffered: true });"""
 
 
