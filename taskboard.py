@@ -14347,7 +14347,7 @@ def transfer(wsgi_app):
             headers.append(("Vary", "Accept-Encoding"))
         if tagged and etag_matches(environ.get("HTTP_IF_NONE_MATCH", ""), tag):
             start_response("304 Not Modified", [(k, v) for k, v in headers if k.lower() in (
-                "etag", "cache-control", "vary", "x-content-type-options")])
+                "etag", "cache-control", "vary", "x-content-type-options", SEQ_HEADER.lower())])
             return []
         if compress and len(data) > GZIP_MIN_BYTES and accepts_gzip(environ):
             data = (tagged and runtime.gzipped.get(tag)) or gzip.compress(data, GZIP_LEVEL, mtime=0)
@@ -14388,9 +14388,16 @@ def json_response(value, status: int = 200) -> str:
     return value if isinstance(value, RawJson) else json_dumps(value)
 
 
+#: The header of every API answer that names the last event published before the answer
+#: began (its seq): a client that reads before its /ws connection opens asks that
+#: connection for what followed the lowest of these (?since=), and misses nothing between.
+SEQ_HEADER = "X-Taskboard-Seq"
+
+
 class ApiPlugin:
     """Refuses what refusal() refuses, answers dicts, lists and RawJson as JSON (with
-    the route's `status`) and ApiErrors as the error body."""
+    the route's `status`) and ApiErrors as the error body; each answer names the seq of
+    the events it reflects (SEQ_HEADER)."""
     name, api = "taskboard_api", 2
 
     def apply(self, callback, route):
@@ -14402,6 +14409,8 @@ class ApiPlugin:
         @functools.wraps(callback)
         def wrapper(*args, **kwargs):
             spool = None
+            # what the answer reflects at least: every event up to this seq (design §7)
+            bottle.response.set_header(SEQ_HEADER, str(runtime.events.seq))
             try:
                 environ = bottle.request.environ
                 error = refusal(environ, route, kwargs) or \
@@ -15267,19 +15276,20 @@ def page_index():
 def first_answers(environ) -> str | None:
     """The answers the board's first paint needs (FIRST_DATA: the API description, the
     settings, the project list, health), each in a JSON block of its own that names its
-    path (data-answer), as the API writes it ("<" escaped so that it stays inside its
-    block): boot.js hands each one's text to whoever asks, unparsed (the API description
-    is a quarter of a megabyte); None unless the request is a browser's navigation with the
-    owner's session (or the board runs with --no-auth): the page is open to anyone, and the
-    copy the service worker keeps has no answers (it would serve them stale; its fetch is
-    no navigation)."""
+    path (data-answer) and the seq the API would name (data-seq, see SEQ_HEADER), as the
+    API writes it ("<" escaped so that it stays inside its block): boot.js hands each
+    one's text to whoever asks, unparsed (the API description is a quarter of a megabyte);
+    None unless the request is a browser's navigation with the owner's session (or the
+    board runs with --no-auth): the page is open to anyone, and the copy the service worker
+    keeps has no answers (it would serve them stale; its fetch is no navigation)."""
     if environ.get("HTTP_SEC_FETCH_MODE") != "navigate" or "HTTP_AUTHORIZATION" in environ \
             or not asked_by_owner(environ):
         return None
-    blocks = []
+    blocks, seq = [], runtime.events.seq  # what the answers reflect at least (SEQ_HEADER)
     for name, path in FIRST_DATA.items():
         answer = FIRST_PAINT[name]().replace("<", "\\u003c")
-        blocks.append(f'  <script type="application/json" data-answer="{path}">{answer}</script>\n')
+        blocks.append(f'  <script type="application/json" data-answer="{path}" data-seq="{seq}">'
+                      f'{answer}</script>\n')
     return "".join(blocks)
 
 

@@ -213,6 +213,23 @@ def test_ws_since_current_seq_replays_nothing(live, api, tb):
     assert message["event"] == "task:created" and message["data"]["title"] == "Next"
 
 
+def test_an_answer_names_the_events_it_reflects_so_since_misses_nothing(live, api, tb):
+    """Every API answer names the seq of the last event published before it began
+    (X-Taskboard-Seq): a client that reads, then connects with ?since= that seq, hears
+    every change after its read, however late it connects."""
+    project = api.project()
+    read = requests.get(f"{live.url}/api/projects/{project['id']}/tasks", headers=bearer(),
+                        timeout=5)
+    seq = int(read.headers["X-Taskboard-Seq"])
+    assert seq == tb.events.seq and read.json() == []
+    created = api.task(project["id"], title="After the read")
+    refused = requests.get(f"{live.url}/api/tasks/999999", headers=bearer(), timeout=5)
+    assert refused.status_code == 404 and int(refused.headers["X-Taskboard-Seq"]) == seq + 1
+    ws = live.ws(f"?since={seq}")
+    message = ws.next()
+    assert message["event"] == "task:created" and message["data"]["id"] == created["id"]
+
+
 @pytest.mark.parametrize("since", ["1", "before-boot", "future"])
 def test_ws_since_outside_this_run_sends_resync_first(live, api, tb, since):
     api.project()

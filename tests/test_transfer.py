@@ -65,7 +65,10 @@ def test_an_unchanged_answer_is_304_and_a_changed_or_stale_tag_gets_it_whole(liv
     assert changed.status_code == 200 and changed.headers["ETag"] != tag
     detail = f"/api/tasks/{task_id}/detail"
     detail_tag = get(live, detail).headers["ETag"]
-    assert get(live, detail, {"If-None-Match": detail_tag}).status_code == 304
+    unchanged = get(live, detail, {"If-None-Match": detail_tag})
+    assert unchanged.status_code == 304
+    # what the kept answer reflects now (the browser keeps the 304's headers with it)
+    assert int(unchanged.headers["X-Taskboard-Seq"]) == taskboard.runtime.events.seq
 
 
 def test_a_kept_gzip_body_is_never_served_for_a_changed_answer(live, api, many_tasks):
@@ -190,8 +193,8 @@ NAVIGATE = {"Sec-Fetch-Mode": "navigate", "Accept-Encoding": "identity"}
 
 def first_answers(page: str):
     """The answers the page carries, path -> answer (a JSON block each), or None."""
-    found = re.findall(r'<script type="application/json" data-answer="([^"]+)">(.*?)</script>',
-                       page, re.S)
+    found = re.findall(r'<script type="application/json" data-answer="([^"]+)" data-seq="\d+">'
+                       r'(.*?)</script>', page, re.S)
     return {path: json.loads(text) for path, text in found} or None
 
 

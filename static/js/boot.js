@@ -49,7 +49,8 @@
     paths = JSON.parse(document.getElementById("first-data")?.textContent || "{}");
   } catch { /* none: each is asked for when it is needed */ }
   for (const block of document.querySelectorAll("script[data-answer]")) {
-    const headers = { "Content-Type": "application/json" };
+    // the seq of the events the answer reflects, as the API names it (store.js reads it)
+    const headers = { "Content-Type": "application/json", "X-Taskboard-Seq": block.dataset.seq };
     early.set(block.dataset.answer, Promise.resolve(new Response(block.textContent, { headers })));
   }
   for (const path of Object.values(paths)) {
