@@ -45,8 +45,8 @@ def test_an_open_task_page_catches_up_after_the_board_restarts(fake_board, page,
     """The agent's run is interrupted by the restart and resumed by the new process, which
     finishes it while the pages are not connected yet: once they are, each shows what a
     reload would (the status, no Stop button, every log entry, the message sent). One page
-    heard an event before (it reconnects with ?since=, the server says resync), the other
-    none (it reconnects without: the page itself must read again)."""
+    heard an event before, the other none: each reconnects with ?since= (the event's seq, or
+    what its reads named), and the new process says resync to both."""
     project = code_project(fake_board, tmp_path, "Shop")
     task = fake_board.api("POST", f"/api/projects/{project['id']}/tasks",
                           {"title": "Say hello", "description": "fake:hang fake:resume=ok"})
@@ -95,6 +95,28 @@ def test_an_open_task_page_catches_up_after_the_board_restarts(fake_board, page,
         expect(agent_log(each)).to_contain_text("You said: Use tabs.")
         expect(each.get_by_test_id("message").filter(has_text="Use tabs.").get_by_test_id(
             "message-state")).to_have_text("sent")  # the resumed agent got it
+
+
+def test_what_changes_while_the_page_connects_reaches_it(fake_board, page, tmp_path):
+    """A change made after the page read what it shows, and before its /ws connection got to
+    the server, reaches the page: the first connection asks for what followed the page's
+    reads (?since= the seq their answers name). Without it, an attempt that finished as a
+    phone opened its task stayed "Running"."""
+    project = code_project(fake_board, tmp_path, "Shop")
+    task = fake_board.api("POST", f"/api/projects/{project['id']}/tasks",
+                          {"title": "Say hello", "description": "fake:ok"})
+    held = []  # the page's /ws connections, open on the page's side, not yet on the server's
+    page.route_web_socket("**/ws*", lambda ws: held.append(ws))
+    open_task(page, fake_board, task)
+    expect(status_badge(page)).to_have_text("Backlog")
+    fake_board.api("PUT", f"/api/tasks/{task['id']}", {"title": "Say hello twice"})
+    start(fake_board, task)
+    fake_board.wait_status(task["id"], "testing")
+    assert len(held) == 1
+    held[0].connect_to_server()
+    expect(task_heading(page, "Say hello twice")).to_be_visible()
+    expect(status_badge(page)).to_have_text("Testing")
+    expect(agent_log(page)).to_contain_text("session ")
 
 
 def test_a_request_for_changes_shows_where_you_talk_to_the_agent_and_in_the_log(

@@ -24,11 +24,14 @@ async function request(method, path, body, { raw = false } = {}) {
     options.headers["Content-Type"] = "application/json";
     options.body = JSON.stringify(body);
   }
+  const counted = sending();
   let response;
   try {
     response = await ((method === "GET" && window.taskboardEarly?.(path)) || fetch(path, options));
   } catch (error) {
     throw new ApiError("The server cannot be reached.", 0, "unreachable");
+  } finally {
+    if (counted) answered(response);
   }
   if (response.status === 401 && !path.startsWith("/api/login")) {
     location.assign(`/login?next=${encodeURIComponent(location.pathname + location.hash)}`);
@@ -552,6 +555,17 @@ export function receive(message) {
 // --- the /ws connection -------------------------------------------------------------------------
 
 // The /ws connection: reconnects with backoff and asks for what it missed (?since=).
+// The first one asks for what followed the page's reads: each answer names the seq of the
+// events it reflects (X-Taskboard-Seq), so the first connection waits (FIRST_WAIT_MS at
+// most) for the requests sent before it and asks ?since= the lowest seq they named. One that
+// answers later than that, reflecting less than the connection replays, means a resync.
+
+/** How long the first connection waits for the answers to the requests sent before it. */
+const FIRST_WAIT_MS = 3000;
+/** The ?since= of the first connection: undefined till it is made, null when it had none. */
+let firstSince;
+let unanswered = 0;  // requests sent before the first connection, not answered yet
+let firstWait = null;  // the first connection waits for them: its timer
 
 let socket = null;
 let lastSeq = null;
@@ -576,9 +590,40 @@ function setConnection(value) {
   }
 }
 
-/** Open the connection (again). */
+/** Whether a request being sent counts for the first connection (then answered() follows). */
+function sending() {
+  if (firstSince !== undefined) return false;
+  unanswered++;
+  return true;
+}
+
+/** A request sent before the first connection has its answer (undefined: it failed). */
+function answered(response) {
+  unanswered--;
+  const seq = Number(response?.headers.get("X-Taskboard-Seq"));
+  if (Number.isSafeInteger(seq) && seq > 0) {
+    if (firstSince === undefined) lastSeq = lastSeq === null ? seq : Math.min(lastSeq, seq);
+    else if (firstSince === null || seq < firstSince) receive({ event: "resync", data: {} });
+  }
+  if (unanswered === 0 && firstWait !== null) {
+    clearTimeout(firstWait);
+    dial();
+  }
+}
+
+/** Open the connection (again); the first one once the requests sent before it have answered. */
 export function connect() {
   setConnection("connecting");
+  if (firstSince === undefined && unanswered > 0) {
+    firstWait ??= setTimeout(dial, FIRST_WAIT_MS);
+    return;
+  }
+  dial();
+}
+
+function dial() {
+  firstWait = null;
+  if (firstSince === undefined) firstSince = lastSeq;
   socket = new WebSocket(url());
   socket.addEventListener("open", () => {
     retry = 0;
