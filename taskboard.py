@@ -5966,8 +5966,10 @@ exec sh -c "$1\""""
 #: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
 #: to run), TB_READ_ONLY (a planner's or verifier's checkout), TB_STATE (its CLI's state
 #: under home, and ~/.cache: writable, the project's own copies kept in TB_KEEP, made from
-#: the person's the first time but for TB_PRIVATE, ~/.cache empty), TB_LOGINS (login files
-#: under home, shared so that a login refreshes), TB_MANAGERS (VERSION_MANAGERS), TB_NEVER
+#: the person's the first time but for TB_PRIVATE, ~/.cache empty: by one run at a time,
+#: flock on TB_KEEP/.lock, as two runs of a project start at once, each made whole at a
+#: name of its own, then renamed into place), TB_LOGINS (login files under home, shared so
+#: that a login refreshes), TB_MANAGERS (VERSION_MANAGERS), TB_NEVER
 #: (never seen under home), TB_HIDE (other projects' folders, the token file), TB_RO and
 #: TB_RW (sandboxPaths), TB_FILES (the run's own, read-only), TB_GIT (the repository's
 #: common git folder as the board found it: git_dirs()), TB_NET (its egress proxy's
@@ -6045,13 +6047,16 @@ SANDBOX_RUN = r"""if [ -n "${TB_SANDBOX-}" ]; then
     for x in $TB_STATE; do
       s=$TB_KEEP/${x%/}; x=$h/${x%/}
       if [ ! -e "$s" ]; then mkdir -p -m 700 -- "${s%/*}" || exit 126
-        if [ "$x" = "$h/.cache" ] || [ ! -e "$x" ]; then
-          case $s in */*.json) echo '{}' > "$s";; *) mkdir -m 700 -- "$s";; esac
-        elif [ -d "$x" ]; then mkdir -m 700 -- "$s" && set +f &&
-          for e in "$x"/* "$x"/.[!.]* "$x"/..?*; do [ -e "$e" ] || [ -L "$e" ] || continue
-            case $nl$TB_PRIVATE$nl in *"$nl${e##*/}$nl"*) continue;; esac
-            cp -a -- "$e" "$s/" || exit 126; done; set -f
-        else cp -a -- "$x" "$s"; fi || exit 126; fi
+        exec 9>>"$TB_KEEP/.lock"; ! command -v flock >/dev/null || flock 9 || exit 126
+        if [ ! -e "$s" ]; then t=$s.part; rm -rf -- "$t" || exit 126
+          if [ "$x" = "$h/.cache" ] || [ ! -e "$x" ]; then
+            case $s in */*.json) echo '{}' > "$t";; *) mkdir -m 700 -- "$t";; esac
+          elif [ -d "$x" ]; then mkdir -m 700 -- "$t" && set +f &&
+            for e in "$x"/* "$x"/.[!.]* "$x"/..?*; do [ -e "$e" ] || [ -L "$e" ] || continue
+              case $nl$TB_PRIVATE$nl in *"$nl${e##*/}$nl"*) continue;; esac
+              cp -a -- "$e" "$t/" || exit 126; done; set -f
+          else cp -a -- "$x" "$t"; fi && mv -- "$t" "$s" || exit 126; fi
+        exec 9>&-; fi
       p --bind "$s" "$x"
     done
     for x in $TB_LOGINS; do [ -f "$h/$x" ] && p --bind "$h/$x" "$h/$x"; done

@@ -597,6 +597,28 @@ printf '{"oauthAccount": "old account", "mcpServers": {"planted": {}}}' > "$HOME
     assert '"new account"' in out and '"planted"' in out and "old account" not in out, out
 
 
+def test_two_runs_that_start_at_once_both_get_the_whole_state_copy(
+        client, api, tb, sandboxed, repo, outside_tmp, monkeypatch):
+    """Two runs of a project that start together (best of N, maxConcurrent): one makes the
+    project's copy of the CLI state while the other waits, then both see all of it. Before,
+    the second one's sandbox failed ("mkdir: File exists", exit 126) or showed a copy half
+    made."""
+    home = outside_tmp / "home"
+    (home / ".claude").mkdir(parents=True)
+    for n in range(300):  # copied one by one: long enough for the other run to start
+        (home / f".claude/note-{n:03}").write_text("mine")
+    monkeypatch.setenv("HOME", str(home))
+    project = api.project(permissionMode="auto-accept", maxConcurrent=2)
+    count = script('echo "notes: $(ls "$HOME/.claude" | grep -c note-)"')
+    tasks = [api.task(project["id"], description="fake:ok " + count) for _ in range(2)]
+    for task in tasks:
+        api.move(task["id"], "in_progress")
+    for task in tasks:
+        wait_status(client, task["id"], "testing")
+        assert "notes: 300" in said(client, task["id"])
+        assert not [e for e in logs(client, task["id"]) if "126" in e["message"]]
+
+
 def tool(path: pathlib.Path, body: str) -> pathlib.Path:
     """An executable sh script at path."""
     path.parent.mkdir(parents=True, exist_ok=True)
