@@ -616,7 +616,7 @@ def test_two_runs_that_start_at_once_both_get_the_whole_state_copy(
     for task in tasks:
         wait_status(client, task["id"], "testing")
         assert "notes: 300" in said(client, task["id"])
-        assert not [e for e in logs(client, task["id"]) if "126" in e["message"]]
+        assert not [e for e in logs(client, task["id"]) if "code 126" in e["message"]]
 
 
 def tool(path: pathlib.Path, body: str) -> pathlib.Path:
