@@ -5966,20 +5966,19 @@ exec sh -c "$1\""""
 #: TB_WORDS (how many words of the argv are the CLI's own command), TB_SHOW (more programs
 #: to run), TB_READ_ONLY (a planner's or verifier's checkout), TB_STATE (its CLI's state
 #: under home, and ~/.cache: writable, the project's own copies kept in TB_KEEP, made from
-#: the person's the first time but for TB_PRIVATE, ~/.cache empty: by one run at a time,
-#: flock on TB_KEEP/.lock, as two runs of a project start at once, each made whole at a
-#: name of its own, then renamed into place), TB_LOGINS (login files under home, shared so
-#: that a login refreshes), TB_MANAGERS (VERSION_MANAGERS), TB_NEVER
+#: the person's the first time but for TB_PRIVATE, ~/.cache empty; two runs of a project
+#: may start at once, so one makes a copy while the other waits on TB_KEEP/.lock, and it
+#: is made whole under a name of its own, then renamed into place), TB_LOGINS (login files
+#: under home, shared so that a login refreshes), TB_MANAGERS (VERSION_MANAGERS), TB_NEVER
 #: (never seen under home), TB_HIDE (other projects' folders, the token file), TB_RO and
 #: TB_RW (sandboxPaths), TB_FILES (the run's own, read-only), TB_GIT (the repository's
 #: common git folder as the board found it: git_dirs()), TB_NET (its egress proxy's
 #: socket: NET_ARGS and the bridge), TB_CHECKOUT (an agent's run: its worktree, when it
 #: may write it, checked out first when it has no index yet), TB_END (an agent's run: what
 #: runs once it ended), TB_START (RUN_START, in front of its command for those three),
-#: TB_PREVIEW (a preview's bridge folder, bound at
-#: PREVIEW_FOLDER: design §21); and for the board's own git on the repository
-#: (WORKTREE_SCRIPT, WORKTREE_REMOVE, PICK_SCRIPT), TB_GIT_WRITE (all of TB_GIT writable)
-#: and TB_OUT (its worktrees' folder, writable).
+#: TB_PREVIEW (a preview's bridge folder, bound at PREVIEW_FOLDER: design §21); and for
+#: the board's own git on the repository (WORKTREE_SCRIPT, WORKTREE_REMOVE, PICK_SCRIPT),
+#: TB_GIT_WRITE (all of TB_GIT writable) and TB_OUT (its worktrees' folder, writable).
 #: Later mounts cover earlier ones: home hidden, what the run may use shown (each `PATH`
 #: folder under home once, by its version manager's folders when it is inside one, then
 #: the programs' own folders, none inside one shown already: the same files with fewer
